@@ -1,0 +1,48 @@
+import { ConfigCodes, type Diagnostic } from '../diagnostic.ts';
+import type { Resource } from '../resource.ts';
+import type { CheckContext } from '../store.ts';
+
+const HOST_LABELS = /^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$/i;
+
+/** Checks a VirtualService needs beyond its schema: domain syntax and regexes that compile. */
+export function checkVirtualService(resource: Resource<'VirtualService'>, ctx: CheckContext): Diagnostic[] {
+  const out: Diagnostic[] = [];
+  const vh = resource.spec.virtualHost;
+  vh.domains.forEach((domain, i) => {
+    const path = ['spec', 'virtualHost', 'domains', i];
+    const host = domain.replace(/:\d+$/, '');
+    if (host !== domain) {
+      out.push(ctx.at(path, ConfigCodes.BAD_DOMAIN, `domain "${domain}": the port is ignored; the Host header is matched without its port`, 'warning'));
+    }
+    const valid = host === '*' || (host.startsWith('*.') && HOST_LABELS.test(host.slice(2))) || HOST_LABELS.test(host);
+    if (!valid) {
+      out.push(ctx.at(path, ConfigCodes.BAD_DOMAIN, `domain "${domain}" is not a host name, "*.suffix" or "*"`));
+    }
+  });
+  const regex = (value: string | undefined, path: (string | number)[]) => {
+    if (value === undefined) return;
+    try {
+      new RegExp(value, 'u');
+    } catch (error) {
+      out.push(ctx.at(path, ConfigCodes.BAD_REGEX, `invalid regular expression: ${(error as Error).message}`));
+    }
+  };
+  vh.options?.cors?.allowOriginRegex?.forEach((r, i) => regex(r, ['spec', 'virtualHost', 'options', 'cors', 'allowOriginRegex', i]));
+  vh.routes.forEach((route, r) => {
+    const at = ['spec', 'virtualHost', 'routes', r];
+    route.matchers?.forEach((m, i) => {
+      regex(m.regex, [...at, 'matchers', i, 'regex']);
+      m.headers?.forEach((h, j) => {
+        if (h.regex) regex(h.value ?? '', [...at, 'matchers', i, 'headers', j, 'value']);
+      });
+      m.queryParameters?.forEach((q, j) => {
+        if (q.regex) regex(q.value ?? '', [...at, 'matchers', i, 'queryParameters', j, 'value']);
+      });
+    });
+    route.options?.cors?.allowOriginRegex?.forEach((x, i) => regex(x, [...at, 'options', 'cors', 'allowOriginRegex', i]));
+    if (route.options?.extauth?.disable === false) {
+      out.push(ctx.at([...at, 'options', 'extauth', 'disable'], ConfigCodes.INVALID, '"disable: false" has no effect; remove it to inherit the virtual host\'s auth', 'warning'));
+    }
+  });
+  return out;
+}

@@ -1,0 +1,51 @@
+/** A problem found in configuration, precise enough to fix without reading code. */
+export interface Diagnostic {
+  /** Stable code, e.g. `GH_CONFIG_UNKNOWN_FIELD`. */
+  readonly code: string;
+  readonly message: string;
+  /** `error` rejects the resource; `warning` accepts it with status Warning. */
+  readonly severity: 'error' | 'warning';
+  readonly file?: string;
+  readonly line?: number;
+  /** `Kind namespace/name`. */
+  readonly resource?: string;
+  /** Field path inside the resource, e.g. `spec.virtualHost.routes[0].matchers[0].regex`. */
+  readonly path?: string;
+}
+
+/** `file:line: Kind ns/name: path: message [code]`: the form `gatehouse validate` prints. */
+export function formatDiagnostic(d: Diagnostic): string {
+  const where = d.file ? `${d.file}${d.line ? `:${d.line}` : ''}: ` : '';
+  const resource = d.resource ? `${d.resource}: ` : '';
+  const path = d.path ? `${d.path}: ` : '';
+  return `${where}${d.severity}: ${resource}${path}${d.message} [${d.code}]`;
+}
+
+export type PathSegment = string | number;
+
+/** `['spec','routes',0,'name']` → `spec.routes[0].name`. */
+export function formatPath(path: readonly PathSegment[]): string {
+  let out = '';
+  for (const segment of path) {
+    if (typeof segment === 'number') out += `[${segment}]`;
+    else out += out ? `.${segment}` : segment;
+  }
+  return out;
+}
+
+/** Config diagnostic codes (stable). */
+export const ConfigCodes = {
+  PARSE: 'GH_CONFIG_PARSE',
+  NOT_A_RESOURCE: 'GH_CONFIG_NOT_A_RESOURCE',
+  UNKNOWN_KIND: 'GH_CONFIG_UNKNOWN_KIND',
+  API_VERSION: 'GH_CONFIG_API_VERSION',
+  UNKNOWN_FIELD: 'GH_CONFIG_UNKNOWN_FIELD',
+  SCHEMA: 'GH_CONFIG_SCHEMA',
+  DUPLICATE: 'GH_CONFIG_DUPLICATE',
+  MISSING_REF: 'GH_CONFIG_MISSING_REF',
+  DOMAIN_CONFLICT: 'GH_CONFIG_DOMAIN_CONFLICT',
+  BAD_DOMAIN: 'GH_CONFIG_BAD_DOMAIN',
+  BAD_REGEX: 'GH_CONFIG_BAD_REGEX',
+  INVALID: 'GH_CONFIG_INVALID',
+  READ: 'GH_CONFIG_READ',
+} as const;

@@ -1,0 +1,66 @@
+import Type from 'typebox';
+import { Strict, exactlyOneOf } from './common.ts';
+
+const HashedUsers = Type.Record(
+  Type.String({ minLength: 1 }),
+  Strict({
+    salt: Type.String(),
+    hashedPassword: Type.String({ minLength: 1 }),
+  }),
+);
+
+/** SPEC 5.1: legacy (`apr.users`) and extended (`encryption` + `userList`) forms. */
+const BasicAuth = Strict(
+  {
+    realm: Type.Optional(Type.String()),
+    apr: Type.Optional(Strict({ users: HashedUsers })),
+    encryption: Type.Optional(
+      Strict(
+        {
+          apr: Type.Optional(Strict({})),
+          sha1: Type.Optional(Strict({})),
+        },
+        exactlyOneOf(['apr', 'sha1']),
+      ),
+    ),
+    userList: Type.Optional(Strict({ users: HashedUsers })),
+  },
+  {
+    oneOf: [{ required: ['apr'], not: { anyOf: [{ required: ['encryption'] }, { required: ['userList'] }] } }, { required: ['encryption', 'userList'], not: { required: ['apr'] } }],
+    'x-gatehouse-message': 'use either the legacy form (apr.users) or the extended form (encryption + userList)',
+  },
+);
+
+/** SPEC 5.2. */
+const PluginAuth = Strict({
+  name: Type.String({ minLength: 1 }),
+  pluginFileName: Type.Optional(Type.String({ minLength: 1 })),
+  exportedSymbolName: Type.Optional(Type.String({ minLength: 1 })),
+  config: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+});
+
+const PassThroughAuth = Strict({
+  grpc: Strict({
+    address: Type.String({ pattern: '^[^:]+:[0-9]+$', description: 'host:port of an Envoy ext_authz v3 gRPC server' }),
+  }),
+});
+
+const AuthStep = Strict(
+  {
+    name: Type.Optional(Type.String()),
+    basicAuth: Type.Optional(BasicAuth),
+    pluginAuth: Type.Optional(PluginAuth),
+    passThroughAuth: Type.Optional(PassThroughAuth),
+  },
+  exactlyOneOf(['basicAuth', 'pluginAuth', 'passThroughAuth']),
+);
+
+/** SPEC 3.4: ordered auth steps. */
+export const AuthConfigSpec = Strict({
+  configs: Type.Array(AuthStep, { minItems: 1 }),
+});
+export type AuthConfigSpec = Type.Static<typeof AuthConfigSpec>;
+export type AuthStepSpec = AuthConfigSpec['configs'][number];
+export type BasicAuthSpec = NonNullable<AuthStepSpec['basicAuth']>;
+export type PluginAuthSpec = NonNullable<AuthStepSpec['pluginAuth']>;
+export type PassThroughAuthSpec = NonNullable<AuthStepSpec['passThroughAuth']>;

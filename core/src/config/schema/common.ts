@@ -1,0 +1,63 @@
+import Type, { type TProperties, type TSchemaOptions } from 'typebox';
+
+/** A closed object: unknown fields are validation errors (SPEC 2.4). */
+export function Strict<P extends TProperties>(properties: P, options: TSchemaOptions = {}) {
+  return Type.Object(properties, { ...options, additionalProperties: false });
+}
+
+/**
+ * Exactly one of `keys` must be set. Kept as plain JSON Schema (`oneOf` of `required`)
+ * because that form is also legal in a Kubernetes structural CRD schema.
+ */
+export function exactlyOneOf(keys: readonly string[]): TSchemaOptions {
+  return { oneOf: keys.map((key) => ({ required: [key] })), 'x-gatehouse-one-of': keys };
+}
+
+/** At most one of `keys` may be set. */
+export function atMostOneOf(keys: readonly string[]): TSchemaOptions {
+  return { not: { anyOf: pairs(keys).map((pair) => ({ required: pair })) }, 'x-gatehouse-at-most-one-of': keys };
+}
+
+function pairs(keys: readonly string[]): string[][] {
+  const out: string[][] = [];
+  for (let i = 0; i < keys.length; i++) for (let j = i + 1; j < keys.length; j++) out.push([keys[i]!, keys[j]!]);
+  return out;
+}
+
+export const Name = Type.String({ minLength: 1, maxLength: 253, pattern: '^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$' });
+
+/** `{name, namespace}`; a missing namespace means the referring resource's namespace (SPEC 2.3). */
+export const ResourceRef = Strict({
+  name: Name,
+  namespace: Type.Optional(Name),
+});
+export type ResourceRef = Type.Static<typeof ResourceRef>;
+
+/** Durations as Envoy/Gloo users write them: `15s`, `1.5s`, `250ms`, `1m`. */
+export const Duration = Type.String({ pattern: '^[0-9]+(\\.[0-9]+)?(ms|s|m|h)$', description: 'a duration such as 15s, 1.5s or 250ms' });
+
+/** Milliseconds in a duration string already checked against {@link Duration}. */
+export function durationMs(value: string): number {
+  const match = /^([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)$/.exec(value);
+  if (!match) throw new TypeError(`not a duration: ${value}`);
+  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[match[2] as 'ms' | 's' | 'm' | 'h'];
+  return Math.round(Number(match[1]) * unit);
+}
+
+/**
+ * Kubernetes object metadata. Fields the API server fills in are allowed (and ignored)
+ * so that `kubectl get -o yaml` output loads unchanged.
+ */
+export const Metadata = Strict({
+  name: Name,
+  namespace: Type.Optional(Name),
+  labels: Type.Optional(Type.Record(Type.String(), Type.String())),
+  annotations: Type.Optional(Type.Record(Type.String(), Type.String())),
+  uid: Type.Optional(Type.String()),
+  resourceVersion: Type.Optional(Type.String()),
+  generation: Type.Optional(Type.Integer()),
+  creationTimestamp: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+  managedFields: Type.Optional(Type.Array(Type.Unknown())),
+  ownerReferences: Type.Optional(Type.Array(Type.Unknown())),
+  finalizers: Type.Optional(Type.Array(Type.String())),
+});

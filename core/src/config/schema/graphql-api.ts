@@ -1,0 +1,93 @@
+import Type from 'typebox';
+import { Duration, ResourceRef, Strict, exactlyOneOf } from './common.ts';
+
+const StringMap = Type.Record(Type.String(), Type.String());
+
+const RestResolver = Strict({
+  upstreamRef: ResourceRef,
+  request: Type.Optional(
+    Strict({
+      headers: Type.Optional(StringMap),
+      queryParams: Type.Optional(StringMap),
+      body: Type.Optional(Type.Unknown()),
+    }),
+  ),
+  response: Type.Optional(
+    Strict({
+      resultRoot: Type.Optional(Type.String()),
+      setters: Type.Optional(StringMap),
+    }),
+  ),
+  timeout: Type.Optional(Duration),
+  spanName: Type.Optional(Type.String()),
+});
+
+const GrpcResolver = Strict({
+  upstreamRef: ResourceRef,
+  requestTransform: Strict({
+    serviceName: Type.String({ minLength: 1 }),
+    methodName: Type.String({ minLength: 1 }),
+    outgoingMessageJson: Type.Optional(Type.Unknown()),
+    requestMetadata: Type.Optional(StringMap),
+  }),
+  timeout: Type.Optional(Duration),
+  spanName: Type.Optional(Type.String()),
+});
+
+const MockResolver = Strict(
+  {
+    syncResponse: Type.Optional(Type.Unknown()),
+    errorResponse: Type.Optional(Type.String()),
+  },
+  exactlyOneOf(['syncResponse', 'errorResponse']),
+);
+
+const Resolution = Strict(
+  {
+    restResolver: Type.Optional(RestResolver),
+    grpcResolver: Type.Optional(GrpcResolver),
+    mockResolver: Type.Optional(MockResolver),
+    statPrefix: Type.Optional(Type.String()),
+  },
+  exactlyOneOf(['restResolver', 'grpcResolver', 'mockResolver']),
+);
+
+const LocalExecutor = Strict({
+  enableIntrospection: Type.Optional(Type.Boolean()),
+  options: Type.Optional(Strict({ maxDepth: Type.Optional(Type.Integer({ minimum: 1 })) })),
+  resolutions: Type.Optional(Type.Record(Type.String(), Resolution)),
+});
+
+const RemoteExecutor = Strict({
+  upstreamRef: ResourceRef,
+  headers: Type.Optional(StringMap),
+  queryParams: Type.Optional(StringMap),
+  path: Type.Optional(Type.String({ pattern: '^/' })),
+  spanName: Type.Optional(Type.String()),
+});
+
+/** SPEC 3.3. */
+export const GraphQLApiSpec = Strict({
+  executableSchema: Strict({
+    schemaDefinition: Type.String({ minLength: 1 }),
+    executor: Strict(
+      {
+        local: Type.Optional(LocalExecutor),
+        remote: Type.Optional(RemoteExecutor),
+      },
+      exactlyOneOf(['local', 'remote']),
+    ),
+    grpcDescriptorRegistry: Type.Optional(
+      Strict({
+        protoDescriptorBin: Type.String({ minLength: 1, description: 'base64 FileDescriptorSet' }),
+      }),
+    ),
+  }),
+});
+export type GraphQLApiSpec = Type.Static<typeof GraphQLApiSpec>;
+export type ResolutionSpec = Type.Static<typeof Resolution>;
+export type RestResolverSpec = Type.Static<typeof RestResolver>;
+export type GrpcResolverSpec = Type.Static<typeof GrpcResolver>;
+export type MockResolverSpec = Type.Static<typeof MockResolver>;
+export type LocalExecutorSpec = Type.Static<typeof LocalExecutor>;
+export type RemoteExecutorSpec = Type.Static<typeof RemoteExecutor>;

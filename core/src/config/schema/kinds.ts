@@ -1,0 +1,43 @@
+import Type from 'typebox';
+import { Metadata, Strict } from './common.ts';
+import { AuthConfigSpec } from './auth-config.ts';
+import { GraphQLApiSpec } from './graphql-api.ts';
+import { UpstreamSpec } from './upstream.ts';
+import { VirtualServiceSpec } from './virtual-service.ts';
+
+/** The four resource kinds (SPEC 2.2). `group` is prefixed to `--api-group-domain`. */
+export const KINDS = {
+  Upstream: { group: 'gatehouse', glooGroup: 'gloo.solo.io', version: 'v1', plural: 'upstreams', spec: UpstreamSpec },
+  AuthConfig: { group: 'enterprise', glooGroup: 'enterprise.gloo.solo.io', version: 'v1', plural: 'authconfigs', spec: AuthConfigSpec },
+  GraphQLApi: { group: 'graphql', glooGroup: 'graphql.gloo.solo.io', version: 'v1beta1', plural: 'graphqlapis', spec: GraphQLApiSpec },
+  VirtualService: { group: 'gateway', glooGroup: 'gateway.solo.io', version: 'v1', plural: 'virtualservices', spec: VirtualServiceSpec },
+} as const;
+
+export type Kind = keyof typeof KINDS;
+export const KIND_NAMES = Object.keys(KINDS) as Kind[];
+
+export const DEFAULT_API_GROUP_DOMAIN = 'gatehouse.dev';
+
+/** The apiVersion a kind is written with for a given group domain. */
+export function apiVersionOf(kind: Kind, domain: string = DEFAULT_API_GROUP_DOMAIN): string {
+  const { group, version } = KINDS[kind];
+  return `${group}.${domain}/${version}`;
+}
+
+/** The apiVersions accepted for a kind: ours for `domain`, and Gloo Edge's (migration). */
+export function acceptedApiVersions(kind: Kind, domain: string): string[] {
+  const { glooGroup, version } = KINDS[kind];
+  return [apiVersionOf(kind, domain), `${glooGroup}/${version}`];
+}
+
+/** The whole manifest schema of a kind: the unit validated, and the source of its CRD. */
+export function manifestSchema(kind: Kind) {
+  return Strict({
+    apiVersion: Type.String(),
+    kind: Type.Literal(kind),
+    metadata: Metadata,
+    spec: KINDS[kind].spec,
+    // Written by the controller in Kubernetes mode; ignored when read back.
+    status: Type.Optional(Type.Unknown()),
+  });
+}

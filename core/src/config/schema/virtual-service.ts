@@ -1,0 +1,122 @@
+import Type from 'typebox';
+import { Duration, ResourceRef, Strict, atMostOneOf, exactlyOneOf } from './common.ts';
+
+const HeaderMatcher = Strict({
+  name: Type.String({ minLength: 1 }),
+  value: Type.Optional(Type.String()),
+  regex: Type.Optional(Type.Boolean({ description: 'treat value as a regular expression (full match)' })),
+  invertMatch: Type.Optional(Type.Boolean()),
+});
+
+const QueryParameterMatcher = Strict({
+  name: Type.String({ minLength: 1 }),
+  value: Type.Optional(Type.String()),
+  regex: Type.Optional(Type.Boolean({ description: 'treat value as a regular expression (full match)' })),
+});
+
+/** SPEC 3.2 matchers: path (one of prefix/exact/regex), methods, headers, query parameters. */
+const Matcher = Strict(
+  {
+    prefix: Type.Optional(Type.String()),
+    exact: Type.Optional(Type.String()),
+    regex: Type.Optional(Type.String({ minLength: 1 })),
+    caseSensitive: Type.Optional(Type.Boolean({ description: 'path match is case-sensitive (default true)' })),
+    methods: Type.Optional(Type.Array(Type.String({ minLength: 1 }))),
+    headers: Type.Optional(Type.Array(HeaderMatcher)),
+    queryParameters: Type.Optional(Type.Array(QueryParameterMatcher)),
+  },
+  atMostOneOf(['prefix', 'exact', 'regex']),
+);
+
+const HeaderValue = Strict({
+  header: Strict({ key: Type.String({ minLength: 1 }), value: Type.String() }),
+  append: Type.Optional(Type.Boolean({ description: 'append to an existing header instead of replacing it (default true)' })),
+});
+
+export const HeaderManipulation = Strict({
+  requestHeadersToAdd: Type.Optional(Type.Array(HeaderValue)),
+  requestHeadersToRemove: Type.Optional(Type.Array(Type.String({ minLength: 1 }))),
+  responseHeadersToAdd: Type.Optional(Type.Array(HeaderValue)),
+  responseHeadersToRemove: Type.Optional(Type.Array(Type.String({ minLength: 1 }))),
+});
+
+export const CorsPolicy = Strict({
+  allowOrigin: Type.Optional(Type.Array(Type.String())),
+  allowOriginRegex: Type.Optional(Type.Array(Type.String())),
+  allowMethods: Type.Optional(Type.Array(Type.String())),
+  allowHeaders: Type.Optional(Type.Array(Type.String())),
+  exposeHeaders: Type.Optional(Type.Array(Type.String())),
+  maxAge: Type.Optional(Duration),
+  allowCredentials: Type.Optional(Type.Boolean()),
+});
+
+/** Per-route or per-host external auth: a config to use, or `disable` (route only). */
+export const ExtAuthOptions = Strict(
+  {
+    configRef: Type.Optional(ResourceRef),
+    disable: Type.Optional(Type.Boolean()),
+  },
+  atMostOneOf(['configRef', 'disable']),
+);
+
+const RouteOptions = Strict({
+  autoHostRewrite: Type.Optional(Type.Boolean()),
+  prefixRewrite: Type.Optional(Type.String()),
+  timeout: Type.Optional(Duration),
+  retries: Type.Optional(
+    Strict({
+      retryOn: Type.Optional(Type.String({ description: 'comma-separated: 5xx, connect-failure, reset, retriable-status-codes' })),
+      numRetries: Type.Optional(Type.Integer({ minimum: 0, maximum: 10 })),
+      perTryTimeout: Type.Optional(Duration),
+    }),
+  ),
+  headerManipulation: Type.Optional(HeaderManipulation),
+  cors: Type.Optional(CorsPolicy),
+  extauth: Type.Optional(ExtAuthOptions),
+});
+
+const Destination = Strict(
+  {
+    upstream: Type.Optional(ResourceRef),
+    kube: Type.Optional(
+      Strict({
+        ref: ResourceRef,
+        port: Type.Integer({ minimum: 1, maximum: 65535 }),
+      }),
+    ),
+  },
+  exactlyOneOf(['upstream', 'kube']),
+);
+
+const Route = Strict(
+  {
+    name: Type.Optional(Type.String()),
+    matchers: Type.Optional(Type.Array(Matcher)),
+    routeAction: Type.Optional(Strict({ single: Destination })),
+    graphqlApiRef: Type.Optional(ResourceRef),
+    options: Type.Optional(RouteOptions),
+  },
+  exactlyOneOf(['routeAction', 'graphqlApiRef']),
+);
+
+/** SPEC 3.2. */
+export const VirtualServiceSpec = Strict({
+  virtualHost: Strict({
+    domains: Type.Array(Type.String({ minLength: 1 }), { minItems: 1 }),
+    routes: Type.Array(Route),
+    options: Type.Optional(
+      Strict({
+        extauth: Type.Optional(ExtAuthOptions),
+        cors: Type.Optional(CorsPolicy),
+        headerManipulation: Type.Optional(HeaderManipulation),
+      }),
+    ),
+  }),
+});
+export type VirtualServiceSpec = Type.Static<typeof VirtualServiceSpec>;
+export type RouteSpec = VirtualServiceSpec['virtualHost']['routes'][number];
+export type MatcherSpec = NonNullable<RouteSpec['matchers']>[number];
+export type RouteOptionsSpec = NonNullable<RouteSpec['options']>;
+export type HeaderManipulationSpec = Type.Static<typeof HeaderManipulation>;
+export type CorsPolicySpec = Type.Static<typeof CorsPolicy>;
+export type ExtAuthOptionsSpec = Type.Static<typeof ExtAuthOptions>;

@@ -1,0 +1,251 @@
+import { ConfigCodes, formatPath, type Diagnostic, type PathSegment } from './diagnostic.ts';
+import type { ManifestDocument } from './manifest.ts';
+import { describeResource, refKey, type AnyResource, type Resource } from './resource.ts';
+import type { Kind } from './schema/kinds.ts';
+import type { ResourceRef } from './schema/common.ts';
+import { validateDocument } from './validate.ts';
+import { checkVirtualService } from './checks/virtual-service.ts';
+
+/** Status of one resource (SPEC 2.4). */
+export interface ResourceStatus {
+  readonly kind: Kind;
+  readonly namespace: string;
+  readonly name: string;
+  readonly state: 'Accepted' | 'Rejected' | 'Warning';
+  /** Why the newest version was rejected, or its warnings. */
+  readonly reasons: readonly Diagnostic[];
+  /** Which version serves traffic: the newest, the last accepted one, or none. */
+  readonly serving: 'current' | 'last-accepted' | 'none';
+  readonly servedVersion?: string;
+  readonly file?: string;
+  readonly line?: number;
+}
+
+/** An immutable view of the served configuration. Built once per load; the request path only reads it. */
+export interface ConfigSnapshot {
+  readonly generation: number;
+  /** Served resources by key (`Kind/namespace/name`). */
+  readonly resources: ReadonlyMap<string, AnyResource>;
+  readonly statuses: readonly ResourceStatus[];
+  /** Every diagnostic of this load, including file-level ones (parse errors). */
+  readonly diagnostics: readonly Diagnostic[];
+}
+
+/** Looks up a served resource by reference, as seen from `fromNamespace`. */
+export function lookup<K extends Kind>(snapshot: Pick<ConfigSnapshot, 'resources'>, kind: K, ref: ResourceRef, fromNamespace: string): Resource<K> | undefined {
+  return snapshot.resources.get(refKey(kind, ref, fromNamespace)) as Resource<K> | undefined;
+}
+
+/** Context given to a kind-specific check. */
+export interface CheckContext {
+  /** Served resources so far (kinds are checked in dependency order). */
+  readonly resources: ReadonlyMap<string, AnyResource>;
+  /** A diagnostic located at `path` inside the checked resource. */
+  at(path: readonly PathSegment[], code: string, message: string, severity?: 'error' | 'warning'): Diagnostic;
+}
+
+/**
+ * Extra checks per kind, run at load time after schema and reference checks
+ * (e.g. the GraphQL module compiles the schema; a failure rejects the resource).
+ */
+export type ResourceChecks = { [K in Kind]?: (resource: Resource<K>, ctx: CheckContext) => Diagnostic[] };
+
+/** Dependency order: a kind is checked after the kinds it references. */
+const ORDER: readonly Kind[] = ['Upstream', 'AuthConfig', 'GraphQLApi', 'VirtualService'];
+
+interface Candidate {
+  key: string;
+  kind: Kind;
+  namespace: string;
+  name: string;
+  fresh?: AnyResource;
+  doc?: ManifestDocument;
+  reasons: Diagnostic[];
+}
+
+/**
+ * Turns successive loads of documents into snapshots. Remembers the last accepted
+ * version of every resource so that a rejected update keeps the old one serving.
+ */
+export class ConfigStore {
+  private generation = 0;
+  private lastAccepted = new Map<string, AnyResource>();
+  private servedOrder: string[] = [];
+  private readonly checks: ResourceChecks;
+
+  constructor(options: { checks?: ResourceChecks; apiGroupDomain: string }) {
+    this.checks = options.checks ?? {};
+    this.apiGroupDomain = options.apiGroupDomain;
+  }
+
+  private readonly apiGroupDomain: string;
+
+  /**
+   * Builds the next snapshot from every document now in the source.
+   * `failedFiles` are files that could not be read or parsed: resources last seen in
+   * them keep serving, as if their documents were still there and rejected.
+   */
+  load(documents: readonly ManifestDocument[], fileDiagnostics: readonly Diagnostic[] = []): ConfigSnapshot {
+    const candidates = new Map<string, Candidate>();
+    const orphanDiagnostics: Diagnostic[] = [...fileDiagnostics];
+
+    for (const doc of documents) {
+      const result = validateDocument(doc, this.apiGroupDomain);
+      if (!result.key) {
+        orphanDiagnostics.push(...result.diagnostics);
+        continue;
+      }
+      const [kind, namespace, name] = result.key.split('/') as [Kind, string, string];
+      const existing = candidates.get(result.key);
+      if (existing) {
+        const first = existing.doc!;
+        orphanDiagnostics.push({
+          code: ConfigCodes.DUPLICATE,
+          severity: 'error',
+          file: doc.file,
+          line: doc.line,
+          resource: describeResource({ kind, namespace, name }),
+          message: `duplicate resource: already defined at ${first.file}:${first.line}; this definition is ignored`,
+        });
+        continue;
+      }
+      candidates.set(result.key, { key: result.key, kind, namespace, name, fresh: result.resource, doc, reasons: [...result.diagnostics] });
+    }
+
+    // A file that failed to parse hides its resources; keep serving what it held.
+    const failedFiles = new Set(fileDiagnostics.map((d) => d.file).filter((f): f is string => !!f));
+    for (const [key, old] of this.lastAccepted) {
+      if (candidates.has(key) || !failedFiles.has(old.source.file)) continue;
+      const reason = fileDiagnostics.find((d) => d.file === old.source.file)!;
+      candidates.set(key, { key, kind: old.kind, namespace: old.namespace, name: old.name, reasons: [{ ...reason, resource: describeResource(old) }] });
+    }
+
+    const served = new Map<string, AnyResource>();
+    const statuses: ResourceStatus[] = [];
+    const rank = new Map(this.servedOrder.map((key, i) => [key, i]));
+    for (const kind of ORDER) {
+      // Previously served resources first, so a newcomer cannot take over what they hold (e.g. a domain).
+      const ofKind = [...candidates.values()]
+        .filter((c) => c.kind === kind)
+        .sort((a, b) => (rank.get(a.key) ?? Infinity) - (rank.get(b.key) ?? Infinity));
+      const claims = new Map<string, string>();
+      for (const candidate of ofKind) {
+        statuses.push(this.decide(candidate, served, claims));
+      }
+    }
+
+    // Remember what serves now; a resource still present but rejected keeps its old good
+    // version for later loads; a resource gone from the source is forgotten.
+    const nextAccepted = new Map<string, AnyResource>();
+    for (const key of candidates.keys()) {
+      const keep = served.get(key) ?? this.lastAccepted.get(key);
+      if (keep) nextAccepted.set(key, keep);
+    }
+    this.lastAccepted = nextAccepted;
+    this.servedOrder = [...served.keys()].sort((a, b) => (rank.get(a) ?? Infinity) - (rank.get(b) ?? Infinity));
+    this.generation++;
+    const diagnostics = [...orphanDiagnostics, ...statuses.flatMap((s) => s.reasons)];
+    return { generation: this.generation, resources: served, statuses, diagnostics };
+  }
+
+  private decide(candidate: Candidate, served: Map<string, AnyResource>, claims: Map<string, string>): ResourceStatus {
+    const base = { kind: candidate.kind, namespace: candidate.namespace, name: candidate.name, file: candidate.doc?.file, line: candidate.doc?.line };
+    const reasons = [...candidate.reasons];
+    if (candidate.fresh) {
+      const found = this.check(candidate.fresh, served, claims, candidate.doc);
+      reasons.push(...found);
+      if (!found.some((d) => d.severity === 'error')) {
+        served.set(candidate.key, candidate.fresh);
+        const state = found.length > 0 ? 'Warning' : 'Accepted';
+        return { ...base, state, reasons, serving: 'current', servedVersion: candidate.fresh.version };
+      }
+    }
+    const previous = this.lastAccepted.get(candidate.key);
+    if (previous) {
+      const stillValid = !this.check(previous, served, claims, undefined).some((d) => d.severity === 'error');
+      if (stillValid) {
+        served.set(candidate.key, previous);
+        return { ...base, state: 'Rejected', reasons, serving: 'last-accepted', servedVersion: previous.version };
+      }
+    }
+    return { ...base, state: 'Rejected', reasons, serving: 'none' };
+  }
+
+  private check(resource: AnyResource, served: ReadonlyMap<string, AnyResource>, claims: Map<string, string>, doc: ManifestDocument | undefined): Diagnostic[] {
+    const label = describeResource(resource);
+    const ctx: CheckContext = {
+      resources: served,
+      at: (path, code, message, severity = 'error') => ({
+        code,
+        severity,
+        message,
+        resource: label,
+        file: resource.source.file,
+        line: doc ? doc.lineOf(path) : resource.source.line,
+        ...(path.length ? { path: formatPath(path) } : {}),
+      }),
+    };
+    const out: Diagnostic[] = [];
+    for (const ref of referencesOf(resource)) {
+      if (!served.has(refKey(ref.kind, ref.ref, resource.namespace))) {
+        const ns = ref.ref.namespace ?? resource.namespace;
+        out.push(ctx.at(ref.path, ConfigCodes.MISSING_REF, `references ${ref.kind} ${ns}/${ref.ref.name}, which does not exist or is not accepted`));
+      }
+    }
+    if (resource.kind === 'VirtualService') {
+      const found = checkVirtualService(resource, ctx);
+      out.push(...found);
+      if (!found.some((d) => d.severity === 'error')) {
+        // Domains are claimed only by a virtual service that is otherwise valid.
+        const taken = resource.spec.virtualHost.domains
+          .map((domain, i) => ({ domain: normalizeDomain(domain), i }))
+          .filter(({ domain }) => claims.has(domain) && claims.get(domain) !== resource.key);
+        for (const { domain, i } of taken) {
+          out.push(ctx.at(['spec', 'virtualHost', 'domains', i], ConfigCodes.DOMAIN_CONFLICT, `domain "${domain}" is already served by ${claims.get(domain)!.replace(/^VirtualService\//, 'VirtualService ')}`));
+        }
+        if (taken.length === 0 && out.every((d) => d.severity !== 'error')) {
+          for (const domain of resource.spec.virtualHost.domains) claims.set(normalizeDomain(domain), resource.key);
+        }
+      }
+    }
+    if (out.some((d) => d.severity === 'error')) return out;
+    const extra = this.checks[resource.kind] as ((r: AnyResource, c: CheckContext) => Diagnostic[]) | undefined;
+    if (extra) out.push(...extra(resource, ctx));
+    return out;
+  }
+}
+
+/** Lower-cased, without a port: how domains are compared (SPEC 3.2). */
+export function normalizeDomain(domain: string): string {
+  return domain.toLowerCase().replace(/:\d+$/, '');
+}
+
+interface Reference {
+  kind: Kind;
+  ref: ResourceRef;
+  path: PathSegment[];
+}
+
+/** Every reference a resource makes to another Gatehouse resource, with its field path. */
+export function referencesOf(resource: AnyResource): Reference[] {
+  const out: Reference[] = [];
+  if (resource.kind === 'VirtualService') {
+    const vh = resource.spec.virtualHost;
+    if (vh.options?.extauth?.configRef) out.push({ kind: 'AuthConfig', ref: vh.options.extauth.configRef, path: ['spec', 'virtualHost', 'options', 'extauth', 'configRef'] });
+    vh.routes.forEach((route, i) => {
+      const at = ['spec', 'virtualHost', 'routes', i];
+      if (route.routeAction?.single.upstream) out.push({ kind: 'Upstream', ref: route.routeAction.single.upstream, path: [...at, 'routeAction', 'single', 'upstream'] });
+      if (route.graphqlApiRef) out.push({ kind: 'GraphQLApi', ref: route.graphqlApiRef, path: [...at, 'graphqlApiRef'] });
+      if (route.options?.extauth?.configRef) out.push({ kind: 'AuthConfig', ref: route.options.extauth.configRef, path: [...at, 'options', 'extauth', 'configRef'] });
+    });
+  } else if (resource.kind === 'GraphQLApi') {
+    const schema = resource.spec.executableSchema;
+    if (schema.executor.remote) out.push({ kind: 'Upstream', ref: schema.executor.remote.upstreamRef, path: ['spec', 'executableSchema', 'executor', 'remote', 'upstreamRef'] });
+    for (const [key, resolution] of Object.entries(schema.executor.local?.resolutions ?? {})) {
+      const at = ['spec', 'executableSchema', 'executor', 'local', 'resolutions', key];
+      if (resolution.restResolver) out.push({ kind: 'Upstream', ref: resolution.restResolver.upstreamRef, path: [...at, 'restResolver', 'upstreamRef'] });
+      if (resolution.grpcResolver) out.push({ kind: 'Upstream', ref: resolution.grpcResolver.upstreamRef, path: [...at, 'grpcResolver', 'upstreamRef'] });
+    }
+  }
+  return out;
+}

@@ -1,0 +1,186 @@
+import { createHash } from 'node:crypto';
+import Schema from 'typebox/schema';
+import { ConfigCodes, formatPath, type Diagnostic, type PathSegment } from './diagnostic.ts';
+import type { ManifestDocument } from './manifest.ts';
+import { DEFAULT_NAMESPACE, describeResource, deepFreeze, resourceKey, type AnyResource } from './resource.ts';
+import { KINDS, KIND_NAMES, acceptedApiVersions, manifestSchema, type Kind } from './schema/kinds.ts';
+
+const validators = new Map(KIND_NAMES.map((kind) => [kind, { schema: manifestSchema(kind), check: Schema.Compile(manifestSchema(kind)) }]));
+
+export interface ValidationResult {
+  resource?: AnyResource;
+  /** `Kind/namespace/name` when the document names itself, even if it is invalid. */
+  key?: string;
+  diagnostics: Diagnostic[];
+}
+
+/**
+ * Checks one document against its kind's schema (unknown fields are errors) and turns it
+ * into a {@link Resource}. Cross-resource checks (refs, duplicates, conflicts) happen in the store.
+ */
+export function validateDocument(doc: ManifestDocument, apiGroupDomain: string): ValidationResult {
+  const at = (path: PathSegment[], code: string, message: string, resource?: string): Diagnostic => ({
+    code,
+    severity: 'error',
+    message,
+    file: doc.file,
+    line: doc.lineOf(path),
+    ...(resource ? { resource } : {}),
+    ...(path.length ? { path: formatPath(path) } : {}),
+  });
+  const value = doc.value as Record<string, unknown> | null;
+  if (!value || typeof value !== 'object' || Array.isArray(value)) {
+    return { diagnostics: [at([], ConfigCodes.NOT_A_RESOURCE, 'a manifest must be an object with apiVersion, kind, metadata and spec')] };
+  }
+  const kind = value.kind;
+  if (typeof kind !== 'string' || !(kind in KINDS)) {
+    return {
+      diagnostics: [at(['kind'], ConfigCodes.UNKNOWN_KIND, `unknown kind ${JSON.stringify(kind)}; expected one of ${KIND_NAMES.join(', ')}`)],
+    };
+  }
+  const metadata = (value.metadata ?? {}) as Record<string, unknown>;
+  const name = typeof metadata.name === 'string' ? metadata.name : '<unnamed>';
+  const namespace = typeof metadata.namespace === 'string' ? metadata.namespace : DEFAULT_NAMESPACE;
+  const label = describeResource({ kind, namespace, name });
+  const diagnostics: Diagnostic[] = [];
+
+  const versions = acceptedApiVersions(kind as Kind, apiGroupDomain);
+  if (!versions.includes(value.apiVersion as string)) {
+    diagnostics.push(at(['apiVersion'], ConfigCodes.API_VERSION, `apiVersion ${JSON.stringify(value.apiVersion)} is not served for ${kind}; use ${versions.join(' or ')}`, label));
+  }
+  const { schema, check } = validators.get(kind as Kind)!;
+  if (!check.Check(value)) {
+    const [, errors] = check.Errors(value);
+    for (const d of explainSchemaErrors(schema, errors)) diagnostics.push(at(d.path, d.code, d.message, label));
+  }
+  const key = typeof metadata.name === 'string' ? resourceKey(kind as Kind, namespace, name) : undefined;
+  if (diagnostics.length > 0) return { ...(key ? { key } : {}), diagnostics: dedupe(diagnostics) };
+
+  const spec = value.spec as object;
+  const resource = deepFreeze({
+    kind,
+    apiVersion: value.apiVersion as string,
+    name,
+    namespace,
+    key,
+    version: createHash('sha256').update(stableJson(spec)).digest('hex').slice(0, 16),
+    labels: (metadata.labels ?? {}) as Record<string, string>,
+    spec,
+    source: { file: doc.file, line: doc.line, index: doc.index },
+  }) as AnyResource;
+  return { resource, diagnostics: [] };
+}
+
+interface SchemaError {
+  keyword: string;
+  schemaPath: string;
+  instancePath: string;
+  params: Record<string, unknown>;
+  message: string;
+}
+
+/** Turns raw JSON Schema errors into one message per problem, named in the user's terms. */
+function explainSchemaErrors(rootSchema: unknown, errors: readonly SchemaError[]): { path: PathSegment[]; code: string; message: string }[] {
+  const out: { path: PathSegment[]; code: string; message: string }[] = [];
+  const handledCombinators = new Set<string>();
+  for (const error of errors) {
+    const path = pointerToPath(error.instancePath);
+    // Errors from inside a oneOf/anyOf/not branch are noise; the combinator's own error speaks for them.
+    const combinator = /^(.*?)\/(oneOf|anyOf|not)(\/|$)/.exec(error.schemaPath);
+    if (combinator) {
+      const owner = resolvePointer(rootSchema, combinator[1]!) as Record<string, unknown> | undefined;
+      const id = `${error.instancePath}|${combinator[1]}`;
+      if (handledCombinators.has(id)) continue;
+      handledCombinators.add(id);
+      out.push({ path, code: ConfigCodes.SCHEMA, message: combinatorMessage(owner) ?? error.message });
+      continue;
+    }
+    switch (error.keyword) {
+      case 'additionalProperties':
+        for (const field of (error.params.additionalProperties as string[]) ?? []) {
+          out.push({ path: [...path, field], code: ConfigCodes.UNKNOWN_FIELD, message: `unknown field "${field}"` });
+        }
+        break;
+      case 'boolean':
+        // `additionalProperties: false` reports the same field again as a false schema.
+        break;
+      case 'required':
+        for (const field of (error.params.requiredProperties as string[]) ?? []) {
+          out.push({ path: [...path, field], code: ConfigCodes.SCHEMA, message: `required field "${field}" is missing` });
+        }
+        break;
+      case 'oneOf':
+      case 'anyOf':
+      case 'not': {
+        const owner = resolvePointer(rootSchema, error.schemaPath) as Record<string, unknown> | undefined;
+        const id = `${error.instancePath}|${error.schemaPath}`;
+        if (handledCombinators.has(id)) break;
+        handledCombinators.add(id);
+        out.push({ path, code: ConfigCodes.SCHEMA, message: combinatorMessage(owner) ?? error.message });
+        break;
+      }
+      case 'const':
+        out.push({ path, code: ConfigCodes.SCHEMA, message: `must be ${JSON.stringify(error.params.allowedValue ?? error.params.const)}` });
+        break;
+      default:
+        out.push({ path, code: ConfigCodes.SCHEMA, message: describeSchemaNode(rootSchema, error) });
+    }
+  }
+  return out;
+}
+
+function combinatorMessage(owner: Record<string, unknown> | undefined): string | undefined {
+  if (!owner) return undefined;
+  if (typeof owner['x-gatehouse-message'] === 'string') return owner['x-gatehouse-message'];
+  const one = owner['x-gatehouse-one-of'] as string[] | undefined;
+  if (one) return `exactly one of ${one.map((k) => `"${k}"`).join(', ')} must be set`;
+  const most = owner['x-gatehouse-at-most-one-of'] as string[] | undefined;
+  if (most) return `at most one of ${most.map((k) => `"${k}"`).join(', ')} may be set`;
+  return undefined;
+}
+
+function describeSchemaNode(rootSchema: unknown, error: SchemaError): string {
+  const node = resolvePointer(rootSchema, error.schemaPath) as { description?: string; pattern?: string } | undefined;
+  if (error.keyword === 'pattern' && node?.description) return `must be ${node.description}`;
+  return error.message;
+}
+
+function pointerToPath(pointer: string): PathSegment[] {
+  if (!pointer) return [];
+  return pointer
+    .split('/')
+    .slice(1)
+    .map((part) => part.replace(/~1/g, '/').replace(/~0/g, '~'))
+    .map((part) => (/^\d+$/.test(part) ? Number(part) : part));
+}
+
+function resolvePointer(root: unknown, pointer: string): unknown {
+  let node = root as Record<string, unknown> | undefined;
+  for (const part of pointer.replace(/^#/, '').split('/').slice(1)) {
+    if (!node || typeof node !== 'object') return undefined;
+    node = node[part.replace(/~1/g, '/').replace(/~0/g, '~')] as Record<string, unknown> | undefined;
+  }
+  return node;
+}
+
+function dedupe(diagnostics: Diagnostic[]): Diagnostic[] {
+  const seen = new Set<string>();
+  return diagnostics.filter((d) => {
+    const id = `${d.path}|${d.message}`;
+    if (seen.has(id)) return false;
+    seen.add(id);
+    return true;
+  });
+}
+
+/** JSON with sorted keys, so equal specs hash equally whatever their key order. */
+export function stableJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(stableJson).join(',')}]`;
+  if (value && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${stableJson(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}

@@ -1,0 +1,31 @@
+/**
+ * One error family for Gatehouse. Callers match on `code`, never on the message,
+ * so codes are stable API; messages tell the user what to change.
+ */
+export class GatehouseError extends Error {
+  readonly code: string;
+
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'GatehouseError';
+    this.code = code;
+  }
+}
+
+/** Error codes shared across subsystems. Subsystems may add their own `GH_<AREA>_<WHAT>` codes. */
+export const ErrorCodes = {
+  /** A manifest failed to parse or validate. */
+  CONFIG_INVALID: 'GH_CONFIG_INVALID',
+  /** A command-line flag or environment variable has a bad value. */
+  BAD_ARGUMENT: 'GH_BAD_ARGUMENT',
+  /** No virtual host matched the request's Host. */
+  NO_VIRTUAL_HOST: 'GH_NO_VIRTUAL_HOST',
+  /** A virtual host matched but none of its routes did. */
+  NO_ROUTE: 'GH_NO_ROUTE',
+  /** The upstream refused or reset the connection, or has no usable host. */
+  UPSTREAM_UNAVAILABLE: 'GH_UPSTREAM_UNAVAILABLE',
+  /** The upstream did not answer within the route timeout. */
+  UPSTREAM_TIMEOUT: 'GH_UPSTREAM_TIMEOUT',
+  /** The downstream request itself is malformed. */
+  BAD_REQUEST: 'GH_BAD_REQUEST',
+} as const;

@@ -1,0 +1,51 @@
+/**
+ * The contract between the auth chain and its steps (Basic Auth, plugins, pass-through).
+ * Everything here is plain JSON-safe data so it can cross a gRPC or isolate boundary.
+ */
+
+/** Envoy ext_authz v3 `CheckRequest`, as JSON with proto field names (snake_case). Headers are lowercase. */
+export interface CheckRequest {
+  attributes: {
+    source?: { address?: unknown };
+    destination?: { address?: unknown };
+    request: {
+      http: {
+        id?: string;
+        method: string;
+        /** Path including the query string. */
+        path: string;
+        host: string;
+        scheme: string;
+        headers: Record<string, string>;
+        query?: string;
+        protocol?: string;
+        body?: string;
+      };
+    };
+    context_extensions: Record<string, string>;
+  };
+}
+
+/** A header to set on the request going upstream (Envoy `HeaderValueOption`). */
+export interface HeaderToSet {
+  key: string;
+  value: string;
+  /** Append to an existing value instead of overwriting it (Envoy's `append`, default false here). */
+  append?: boolean;
+}
+
+/** Outcome of one step, or of a whole chain. */
+export type AuthDecision =
+  | { allowed: true; headersToSet: HeaderToSet[]; headersToRemove: string[] }
+  | { allowed: false; status: number; headers: HeaderToSet[]; body: string };
+
+/** One built auth step. Built once per AuthConfig version; `authorize` runs per request. */
+export interface AuthStep {
+  /** `basicAuth`, `pluginAuth` or `passThroughAuth`. */
+  readonly type: string;
+  /** For logs and metrics: the step's `name`, or `<type>[<index>]`. */
+  readonly name: string;
+  authorize(request: CheckRequest): Promise<AuthDecision>;
+  /** Releases resources (isolates, channels). */
+  close?(): Promise<void>;
+}

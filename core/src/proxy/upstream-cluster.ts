@@ -1,0 +1,144 @@
+import { Pool, type Dispatcher } from 'undici';
+import type { Resource } from '../config/resource.ts';
+import { durationMs } from '../config/schema/common.ts';
+
+/** One upstream host with its connection pool and passive health state. */
+export interface UpstreamHost {
+  readonly addr: string;
+  readonly port: number;
+  /** `http://addr:port` (or https). */
+  readonly origin: string;
+  readonly dispatcher: Dispatcher;
+  /** Until this time (ms since epoch) the host is skipped after refusing a connection. */
+  ejectedUntil: number;
+}
+
+/** How long a host that refused a connection is skipped (passive health, SPEC 3.1). */
+export const EJECTION_MS = 5_000;
+
+const CONNECT_REFUSED = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT', 'ENOTFOUND', 'EAI_AGAIN']);
+
+/** True when an error means the host could not be connected to at all (as opposed to a reset mid-request). */
+export function isConnectFailure(error: unknown): boolean {
+  const code = (error as { code?: string } | null)?.code;
+  return code !== undefined && CONNECT_REFUSED.has(code);
+}
+
+/**
+ * The hosts of one Upstream (or one Kubernetes service), picked round-robin.
+ * Hosts that refused a connection are skipped until their ejection ends; when every
+ * host is ejected, all are tried again (Envoy's panic mode) rather than failing outright.
+ */
+export class UpstreamCluster {
+  readonly name: string;
+  readonly hosts: readonly UpstreamHost[];
+  private cursor = 0;
+
+  constructor(name: string, hosts: { addr: string; port: number }[], options: UpstreamOptions = {}) {
+    this.name = name;
+    const scheme = options.tls ? 'https' : 'http';
+    this.hosts = hosts.map(({ addr, port }) => {
+      const connectAddr = options.resolve?.(addr) ?? addr;
+      const origin = `${scheme}://${connectAddr.includes(':') ? `[${connectAddr}]` : connectAddr}:${port}`;
+      const dispatcher = new Pool(origin, {
+        connections: options.connections ?? 128,
+        pipelining: 1,
+        keepAliveTimeout: 30_000,
+        connect: { timeout: options.connectTimeoutMs ?? 5_000, ...(options.tls ? { servername: addr } : {}) },
+      });
+      return { addr, port, origin, dispatcher, ejectedUntil: 0 };
+    });
+  }
+
+  /** The next host to use. */
+  pick(now: number = Date.now()): UpstreamHost {
+    const hosts = this.hosts;
+    for (let i = 0; i < hosts.length; i++) {
+      const host = hosts[this.cursor++ % hosts.length]!;
+      if (host.ejectedUntil <= now) return host;
+    }
+    return hosts[this.cursor++ % hosts.length]!;
+  }
+
+  /** Records a connection failure: the host is skipped for a while. */
+  eject(host: UpstreamHost, now: number = Date.now()): void {
+    host.ejectedUntil = now + EJECTION_MS;
+  }
+
+  /** Closes the pools after their in-flight requests finish. */
+  async close(): Promise<void> {
+    await Promise.all(this.hosts.map((h) => h.dispatcher.close()));
+  }
+}
+
+export interface UpstreamOptions {
+  tls?: boolean;
+  connectTimeoutMs?: number;
+  connections?: number;
+  /** Maps a host name to the address actually dialled (`--resolve`). */
+  resolve?: (host: string) => string | undefined;
+}
+
+/**
+ * Keeps one {@link UpstreamCluster} per Upstream version (or Kubernetes service) across
+ * config reloads, so unchanged upstreams keep their warm connections and in-flight
+ * requests are never cut; clusters no longer referenced are closed after they drain.
+ */
+export class UpstreamRegistry {
+  private clusters = new Map<string, UpstreamCluster>();
+  private readonly resolve: ((host: string) => string | undefined) | undefined;
+  private readonly connections: number | undefined;
+
+  constructor(options: { resolve?: (host: string) => string | undefined; connections?: number } = {}) {
+    this.resolve = options.resolve;
+    this.connections = options.connections;
+  }
+
+  /** The cluster for an Upstream resource (reused while its spec is unchanged). */
+  forUpstream(upstream: Resource<'Upstream'>): UpstreamCluster {
+    const id = `${upstream.key}@${upstream.version}`;
+    let cluster = this.clusters.get(id);
+    if (!cluster) {
+      const spec = upstream.spec;
+      cluster = new UpstreamCluster(`${upstream.namespace}/${upstream.name}`, spec.static.hosts, {
+        tls: spec.static.useTls ?? false,
+        ...(spec.connectionConfig?.connectTimeout ? { connectTimeoutMs: durationMs(spec.connectionConfig.connectTimeout) } : {}),
+        ...(this.resolve ? { resolve: this.resolve } : {}),
+        ...(this.connections ? { connections: this.connections } : {}),
+      });
+      this.clusters.set(id, cluster);
+    }
+    return cluster;
+  }
+
+  /** The cluster for a Kubernetes service destination (`<name>.<namespace>.svc.<clusterDomain>:<port>`). */
+  forHost(addr: string, port: number): UpstreamCluster {
+    const id = `host:${addr}:${port}`;
+    let cluster = this.clusters.get(id);
+    if (!cluster) {
+      cluster = new UpstreamCluster(`${addr}:${port}`, [{ addr, port }], {
+        ...(this.resolve ? { resolve: this.resolve } : {}),
+        ...(this.connections ? { connections: this.connections } : {}),
+      });
+      this.clusters.set(id, cluster);
+    }
+    return cluster;
+  }
+
+  /** Closes (after draining) every cluster not in `keep`. Call after a new route table is live. */
+  retainOnly(keep: ReadonlySet<UpstreamCluster>): void {
+    for (const [id, cluster] of this.clusters) {
+      if (!keep.has(cluster)) {
+        this.clusters.delete(id);
+        void cluster.close();
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    const all = [...this.clusters.values()];
+    this.clusters.clear();
+    await Promise.all(all.map((c) => c.close()));
+  }
+}
+

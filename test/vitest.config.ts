@@ -1,0 +1,16 @@
+import { fileURLToPath } from 'node:url';
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    root: fileURLToPath(new URL('..', import.meta.url)),
+    include: ['core/src/**/*.test.ts', 'plugin-sdk/src/**/*.test.ts', 'plugins/*/src/**/*.test.ts', 'init-container/src/**/*.test.ts', 'test/**/*.test.ts'],
+    exclude: ['**/node_modules/**'],
+    // Forks, not threads: isolated-vm needs --no-node-snapshot and e2e tests spawn processes.
+    pool: 'forks',
+    execArgv: ['--no-node-snapshot'],
+    testTimeout: 30_000,
+    hookTimeout: 30_000,
+    maxWorkers: 2,
+  },
+});
