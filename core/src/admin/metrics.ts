@@ -1,0 +1,54 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/**
+ * Every Gatehouse metric (SPEC 8), in one registry per process. In multi-worker mode the
+ * primary aggregates the workers' registries (prom-client's AggregatorRegistry).
+ */
+export const registry = new Registry();
+collectDefaultMetrics({ register: registry, prefix: 'gatehouse_process_' });
+
+export const metrics = {
+  requests: new Counter({
+    name: 'gatehouse_requests_total',
+    help: 'Downstream requests by virtual host, route and response status.',
+    labelNames: ['virtual_host', 'route', 'status'] as const,
+    registers: [registry],
+  }),
+  upstreamLatency: new Histogram({
+    name: 'gatehouse_upstream_latency_seconds',
+    help: 'Time from sending a request upstream to its response headers.',
+    labelNames: ['upstream'] as const,
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [registry],
+  }),
+  authDecisions: new Counter({
+    name: 'gatehouse_auth_decisions_total',
+    help: 'External auth decisions by AuthConfig, step and result (allow, deny, error).',
+    labelNames: ['config', 'step', 'result'] as const,
+    registers: [registry],
+  }),
+  graphqlOperations: new Counter({
+    name: 'gatehouse_graphql_operations_total',
+    help: 'GraphQL operations by GraphQLApi, operation type and result (ok, error).',
+    labelNames: ['api', 'operation', 'result'] as const,
+    registers: [registry],
+  }),
+  graphqlResolverCalls: new Counter({
+    name: 'gatehouse_graphql_resolver_calls_total',
+    help: 'Resolver calls by GraphQLApi, resolver and result (ok, error).',
+    labelNames: ['api', 'resolver', 'result'] as const,
+    registers: [registry],
+  }),
+  configReloads: new Counter({
+    name: 'gatehouse_config_reloads_total',
+    help: 'Configuration loads by result (ok: nothing rejected, rejected: some resource rejected).',
+    labelNames: ['result'] as const,
+    registers: [registry],
+  }),
+  rejectedResources: new Gauge({
+    name: 'gatehouse_config_rejected_resources',
+    help: 'Resources rejected by the latest configuration load, by kind.',
+    labelNames: ['kind'] as const,
+    registers: [registry],
+  }),
+};

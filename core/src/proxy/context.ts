@@ -1,0 +1,22 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Logger } from '../log/logger.ts';
+
+/** Per-request state shared by the stages of the request path. */
+export interface RequestContext {
+  /** `x-request-id`: the client's, or a new UUID. */
+  readonly requestId: string;
+  /** `performance.now()` when the request arrived. */
+  readonly start: number;
+  /** `namespace/name` of the matched VirtualService. */
+  readonly virtualHost: string;
+  /** Route name (its `name`, or `<vs namespace>/<vs name>/<index>`). */
+  readonly route: string;
+  /**
+   * Request headers as the destination must see them: the client's, after auth added
+   * or removed headers. Lowercase names.
+   */
+  readonly headers: IncomingHttpHeaders;
+  readonly logger: Logger;
+  /** Set by the destination for the access log: which upstream served the request. */
+  upstream?: string;
+}

@@ -1,0 +1,18 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ConfigSnapshot } from '../config/store.ts';
+import type { RequestContext } from './context.ts';
+
+/**
+ * The GraphQL servers of every served GraphQLApi, as a route destination
+ * (`graphqlApiRef`). Implemented by `core/src/graphql`.
+ */
+export interface GraphQLEndpoints {
+  /** Rebuilds endpoints for a new snapshot, reusing those whose GraphQLApi and upstreams did not change. */
+  update(snapshot: ConfigSnapshot): void;
+  /**
+   * Serves one request for the GraphQLApi with key `Kind/namespace/name`. Must answer
+   * every request (including malformed ones, with a 4xx) and never throw.
+   */
+  handle(apiKey: string, req: IncomingMessage, res: ServerResponse, ctx: RequestContext): Promise<void>;
+  close(): Promise<void>;
+}
