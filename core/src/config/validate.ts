@@ -68,7 +68,7 @@ export function validateDocument(doc: ManifestDocument, apiGroupDomain: string):
     spec,
     source: { file: doc.file, line: doc.line, index: doc.index },
   }) as AnyResource;
-  return { resource, diagnostics: [] };
+  return { resource, key, diagnostics: [] };
 }
 
 interface SchemaError {

@@ -1,0 +1,67 @@
+import { ErrorCodes, GatehouseError } from '../errors.ts';
+import { DEFAULT_API_GROUP_DOMAIN } from '../config/schema/kinds.ts';
+import { durationMs } from '../config/schema/common.ts';
+import { parseWorkers } from '../server/gateway-process.ts';
+import { portValue, requiredValue, type FlagDef, type FlagValues } from './flags.ts';
+
+/** Flags shared by `gatehouse run` and `gatehouse gateway`. */
+export const GATEWAY_FLAGS: readonly FlagDef[] = [
+  { name: 'config-dir', type: 'string', description: 'directory of manifests, read recursively and watched' },
+  { name: 'port', type: 'string', default: '8080', description: 'traffic port (0 picks a free port)' },
+  { name: 'admin-port', type: 'string', default: '9901', description: 'admin port: /healthz /readyz /metrics /config' },
+  { name: 'host', type: 'string', default: '0.0.0.0', description: 'address to bind' },
+  { name: 'workers', type: 'string', default: '1', description: 'traffic worker processes: N or auto (one per core)' },
+  { name: 'api-group-domain', type: 'string', default: DEFAULT_API_GROUP_DOMAIN, description: 'domain of the API groups (graphql.DOMAIN/v1beta1, …)' },
+  { name: 'kube-cluster-domain', type: 'string', default: 'cluster.local', description: 'Kubernetes cluster domain for kube destinations' },
+  { name: 'resolve', type: 'string', multiple: true, description: 'HOST=ADDR: dial ADDR for upstream HOST (repeatable)' },
+  { name: 'access-log', type: 'string', default: 'true', description: 'one JSON access log line per request (true|false)' },
+  { name: 'shutdown-grace', type: 'string', default: '30s', description: 'how long SIGTERM waits for in-flight requests' },
+];
+
+export interface GatewayFlagValues {
+  configDir: string;
+  port: number;
+  adminPort: number;
+  host: string;
+  workers: number;
+  apiGroupDomain: string;
+  kubeClusterDomain: string;
+  resolve: Map<string, string>;
+  accessLog: boolean;
+  shutdownGraceMs: number;
+}
+
+export function gatewayFlagValues(values: FlagValues): GatewayFlagValues {
+  const resolve = new Map<string, string>();
+  for (const entry of (values.resolve as string[] | undefined) ?? []) {
+    const [host, addr] = entry.split('=');
+    if (!host || !addr) throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, `--resolve takes HOST=ADDR, got "${entry}"`);
+    resolve.set(host.toLowerCase(), addr);
+  }
+  let workers: number;
+  try {
+    workers = parseWorkers(values.workers as string);
+  } catch (error) {
+    throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, (error as Error).message);
+  }
+  return {
+    configDir: requiredValue(values, 'config-dir'),
+    port: portValue(values, 'port'),
+    adminPort: portValue(values, 'admin-port'),
+    host: values.host as string,
+    workers,
+    apiGroupDomain: values['api-group-domain'] as string,
+    kubeClusterDomain: values['kube-cluster-domain'] as string,
+    resolve,
+    accessLog: !/^(0|false|no|off)$/i.test(String(values['access-log'])),
+    shutdownGraceMs: duration(values, 'shutdown-grace'),
+  };
+}
+
+export function duration(values: FlagValues, name: string): number {
+  try {
+    return durationMs(String(values[name]));
+  } catch {
+    throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, `--${name} must be a duration such as 30s or 200ms, got "${values[name]}"`);
+  }
+}

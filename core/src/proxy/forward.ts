@@ -1,0 +1,196 @@
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type { Dispatcher } from 'undici';
+import { ErrorCodes } from '../errors.ts';
+import type { RequestContext } from './context.ts';
+import { HOP_BY_HOP } from './header-ops.ts';
+import { sendLocalReply } from './local-reply.ts';
+import type { CompiledRoute } from './route-table.ts';
+import { isConnectFailure, type UpstreamCluster, type UpstreamHost } from './upstream-cluster.ts';
+
+const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
+const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+/** Headers the gateway sets itself on the upstream request. */
+const REPLACED = new Set(['host', 'x-forwarded-for', 'x-forwarded-proto', 'x-request-id']);
+
+/**
+ * Proxies one request to an upstream cluster (SPEC 4 step 3): bodies stream both ways
+ * with backpressure and are never buffered; hop-by-hop headers are dropped;
+ * `x-forwarded-for`, `x-forwarded-proto` and `x-request-id` are set. Failures before the
+ * response starts become 503 (refused/reset) or 504 (timeout); after it starts, the
+ * downstream connection is cut, since a status can no longer be sent.
+ */
+export function forward(req: IncomingMessage, res: ServerResponse, ctx: RequestContext, route: CompiledRoute, cluster: UpstreamCluster, path: string): void {
+  const headers = ctx.headers;
+  const hasBody = (headers['content-length'] !== undefined && headers['content-length'] !== '0') || headers['transfer-encoding'] !== undefined;
+  // Only a request with no body can be replayed: a streamed body is consumed by the first try.
+  const retries = route.retry && !hasBody && IDEMPOTENT.has(req.method!) ? route.retry.numRetries : 0;
+  const exchange: Exchange = { req, res, ctx, route, cluster, path, hasBody, current: undefined };
+  res.once('close', () => {
+    // The client went away before the response finished: stop the upstream request.
+    if (!res.writableFinished) exchange.current?.abort();
+  });
+  new ProxyAttempt(exchange, retries).start();
+}
+
+/** One downstream request and its (possibly retried) trip upstream. */
+interface Exchange {
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  readonly ctx: RequestContext;
+  readonly route: CompiledRoute;
+  readonly cluster: UpstreamCluster;
+  readonly path: string;
+  readonly hasBody: boolean;
+  /** The attempt that owns the response now. */
+  current: ProxyAttempt | undefined;
+}
+
+/** One try against one upstream host: an undici dispatch handler writing straight into the response. */
+class ProxyAttempt implements Dispatcher.DispatchHandler {
+  private controller: Dispatcher.DispatchController | undefined;
+  private host!: UpstreamHost;
+  private sentAt = 0;
+  /** Set when this attempt was abandoned for a retry: its remaining callbacks are ignored. */
+  private abandoned = false;
+  private readonly x: Exchange;
+  private readonly retriesLeft: number;
+
+  constructor(exchange: Exchange, retriesLeft: number) {
+    this.x = exchange;
+    this.retriesLeft = retriesLeft;
+  }
+
+  start(): void {
+    const { req, ctx, route } = this.x;
+    this.x.current = this;
+    this.host = this.x.cluster.pick();
+    ctx.upstream = this.host.origin;
+    this.sentAt = performance.now();
+    this.host.dispatcher.dispatch(
+      {
+        path: this.x.path,
+        method: req.method as Dispatcher.HttpMethod,
+        headers: upstreamHeaders(req, ctx.headers, route, this.host),
+        body: this.x.hasBody ? req : null,
+        headersTimeout: route.retry?.perTryTimeoutMs ?? route.timeoutMs,
+        bodyTimeout: route.timeoutMs,
+      },
+      this,
+    );
+  }
+
+  abort(): void {
+    this.controller?.abort(new Error('downstream closed'));
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+  }
+
+  onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
+    if (this.abandoned) return;
+    const { route, res } = this.x;
+    if (statusCode >= 500 && route.retry?.on5xx && this.retriesLeft > 0) {
+      this.abandoned = true;
+      controller.abort(new Error('retrying'));
+      this.retry();
+      return;
+    }
+    if (route.destination.kind === 'upstream') route.destination.latency.observe((performance.now() - this.sentAt) / 1000);
+    res.writeHead(statusCode, responseHeaders(headers, route));
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.abandoned) return;
+    const res = this.x.res;
+    if (!res.write(chunk)) {
+      controller.pause();
+      res.once('drain', () => controller.resume());
+    }
+  }
+
+  onResponseEnd(): void {
+    if (this.abandoned) return;
+    this.x.res.end();
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    if (this.abandoned) return;
+    const { res, ctx, route, cluster } = this.x;
+    const code = (error as { code?: string }).code ?? '';
+    const connectFailure = isConnectFailure(error);
+    if (connectFailure) cluster.eject(this.host);
+    if (res.headersSent || res.destroyed) {
+      res.destroy();
+      return;
+    }
+    const retry = route.retry;
+    const timedOut = TIMEOUT_CODES.has(code);
+    const retriable =
+      retry !== undefined &&
+      this.retriesLeft > 0 &&
+      ((connectFailure && retry.onConnectFailure) || (!connectFailure && !timedOut && retry.onReset) || (timedOut && retry.on5xx && retry.perTryTimeoutMs !== undefined));
+    if (retriable) {
+      this.abandoned = true;
+      this.retry();
+      return;
+    }
+    ctx.logger.warn({ reqId: ctx.requestId, upstream: this.host.origin, err: { code, message: error.message } }, 'upstream request failed');
+    if (timedOut) sendLocalReply(res, 504, ErrorCodes.UPSTREAM_TIMEOUT, 'upstream request timeout');
+    else sendLocalReply(res, 503, ErrorCodes.UPSTREAM_UNAVAILABLE, `upstream connect error or disconnect/reset before headers (${code || error.message})`);
+  }
+
+  private retry(): void {
+    new ProxyAttempt(this.x, this.retriesLeft - 1).start();
+  }
+}
+
+/** The request headers sent upstream, as a flat `[name, value, …]` list (undici's cheapest form). */
+function upstreamHeaders(req: IncomingMessage, headers: IncomingHttpHeaders, route: CompiledRoute, host: UpstreamHost): string[] {
+  const out: string[] = [];
+  const connection = headers.connection;
+  // Headers named in `Connection` are hop-by-hop too (RFC 9110 7.6.1).
+  const listed = connection ? new Set(connection.toLowerCase().split(',').map((s) => s.trim())) : undefined;
+  const remove = route.requestHeaders.remove;
+  for (const name in headers) {
+    if (HOP_BY_HOP.has(name) || REPLACED.has(name) || remove.has(name) || listed?.has(name)) continue;
+    const value = headers[name];
+    if (value === undefined) continue;
+    if (typeof value === 'string') out.push(name, value);
+    else for (const v of value) out.push(name, v);
+  }
+  const authority = route.autoHostRewrite ? host.addr : headers.host;
+  if (authority) out.push('host', authority);
+  const client = req.socket.remoteAddress ?? '';
+  const xff = headers['x-forwarded-for'];
+  out.push('x-forwarded-for', xff ? `${xff}, ${client}` : client, 'x-forwarded-proto', 'http', 'x-request-id', headers['x-request-id'] as string);
+  for (const add of route.requestHeaders.add) {
+    if (!add.append) removeAll(out, add.name);
+    out.push(add.name, add.value);
+  }
+  return out;
+}
+
+/** The upstream's response headers minus hop-by-hop ones, with the route's manipulation applied. */
+function responseHeaders(headers: IncomingHttpHeaders, route: CompiledRoute): string[] {
+  const out: string[] = [];
+  const remove = route.responseHeaders.remove;
+  for (const name in headers) {
+    if (HOP_BY_HOP.has(name) || remove.has(name)) continue;
+    const value = headers[name];
+    if (value === undefined) continue;
+    if (typeof value === 'string') out.push(name, value);
+    else for (const v of value) out.push(name, v);
+  }
+  for (const add of route.responseHeaders.add) {
+    if (!add.append) removeAll(out, add.name);
+    out.push(add.name, add.value);
+  }
+  return out;
+}
+
+function removeAll(flat: string[], name: string): void {
+  for (let i = flat.length - 2; i >= 0; i -= 2) {
+    if (flat[i] === name) flat.splice(i, 2);
+  }
+}

@@ -1,0 +1,210 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import { metrics } from '../admin/metrics.ts';
+import type { ConfigSnapshot } from '../config/store.ts';
+import { ErrorCodes } from '../errors.ts';
+import type { Authorizer } from '../extauth/authorizer.ts';
+import type { AuthDecision, CheckRequest } from '../extauth/step.ts';
+import type { Logger } from '../log/logger.ts';
+import type { RequestContext } from './context.ts';
+import { answerPreflight, isPreflight } from './cors.ts';
+import type { GraphQLEndpoints } from './destinations.ts';
+import { forward } from './forward.ts';
+import { sendLocalReply } from './local-reply.ts';
+import { compileRouteTable, matchRoute, type CompiledRoute, type RouteAuth, type RouteTable } from './route-table.ts';
+import type { UpstreamRegistry } from './upstream-cluster.ts';
+
+export interface GatewayOptions {
+  logger: Logger;
+  upstreams: UpstreamRegistry;
+  /** Destination for `graphqlApiRef` routes. */
+  graphql?: GraphQLEndpoints;
+  /** External auth; without one, routes that need auth are denied (fail closed). */
+  authorizer?: Authorizer;
+  kubeClusterDomain?: string;
+  /** Write an access log line per request (default true). */
+  accessLog?: boolean;
+}
+
+const EMPTY_SNAPSHOT: ConfigSnapshot = { generation: 0, resources: new Map(), statuses: [], diagnostics: [] };
+
+/**
+ * The downstream request path (SPEC 4): match the virtual host by Host, then the route;
+ * run external auth if the route has an AuthConfig; hand the request to its destination.
+ * Config updates swap one immutable route table; in-flight requests keep the one they started with.
+ */
+export class Gateway {
+  private table: RouteTable;
+  private readonly options: GatewayOptions;
+  private readonly logger: Logger;
+  private readonly accessLog: boolean;
+
+  constructor(options: GatewayOptions) {
+    this.options = options;
+    this.logger = options.logger;
+    this.accessLog = options.accessLog !== false;
+    this.table = compileRouteTable(EMPTY_SNAPSHOT, options);
+  }
+
+  /** Switches to a new configuration. */
+  update(snapshot: ConfigSnapshot): void {
+    const table = compileRouteTable(snapshot, { upstreams: this.options.upstreams, ...(this.options.kubeClusterDomain ? { kubeClusterDomain: this.options.kubeClusterDomain } : {}) });
+    this.options.graphql?.update(snapshot);
+    this.table = table;
+    this.options.upstreams.retainOnly(table.clusters);
+  }
+
+  /** Effective routes, for `admin:/config`. */
+  describeRoutes(): unknown[] {
+    return this.table.description;
+  }
+
+  /** The `node:http` request listener. */
+  readonly handle = (req: IncomingMessage, res: ServerResponse): void => {
+    const start = performance.now();
+    const headers = req.headers;
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const path = q === -1 ? url : url.slice(0, q);
+    const query = q === -1 ? '' : url.slice(q + 1);
+
+    const vhost = this.table.hosts.match(headers.host);
+    if (!vhost) {
+      this.finish(req, res, start, undefined, undefined);
+      return sendLocalReply(res, 404, ErrorCodes.NO_VIRTUAL_HOST, `no virtual host for "${headers.host ?? ''}"`);
+    }
+    const matched = matchRoute(vhost, { method: req.method!, path, query, headers });
+    if (!matched) {
+      this.finish(req, res, start, vhost.name, undefined);
+      return sendLocalReply(res, 404, ErrorCodes.NO_ROUTE, 'no route matched');
+    }
+    const { route, matcher } = matched;
+    let requestId = headers['x-request-id'];
+    if (typeof requestId !== 'string' || requestId === '') headers['x-request-id'] = requestId = randomUUID();
+    const ctx: RequestContext = { requestId, start, virtualHost: vhost.name, route: route.name, headers, logger: this.logger };
+    this.finish(req, res, start, vhost.name, route, ctx);
+
+    if (route.cors) {
+      const origin = headers.origin;
+      if (isPreflight(req)) return answerPreflight(route.cors, req, res);
+      if (typeof origin === 'string' && route.cors.allows(origin)) {
+        for (const [name, value] of Object.entries(route.cors.responseHeaders(origin))) res.setHeader(name, value);
+      }
+    }
+
+    const upstreamPath = route.prefixRewrite === undefined ? url : matcher.rewrite(path, route.prefixRewrite) + (q === -1 ? '' : url.slice(q));
+    if (!route.auth) return this.dispatch(req, res, ctx, route, upstreamPath);
+    this.authorize(req, ctx, route.auth).then(
+      (decision) => {
+        if (!decision.allowed) return sendDenial(res, decision);
+        const effective = applyAllowed(headers, decision);
+        this.dispatch(req, res, { ...ctx, headers: effective }, route, upstreamPath);
+      },
+      (error: unknown) => {
+        // Authorizers never throw by contract; if one does, fail closed.
+        this.logger.error({ reqId: requestId, err: error }, 'external auth failed');
+        sendLocalReply(res, 403, 'GH_EXTAUTH_ERROR', 'forbidden');
+      },
+    );
+  };
+
+  private dispatch(req: IncomingMessage, res: ServerResponse, ctx: RequestContext, route: CompiledRoute, path: string): void {
+    const destination = route.destination;
+    if (destination.kind === 'upstream') return forward(req, res, ctx, route, destination.cluster, path);
+    const graphql = this.options.graphql;
+    if (!graphql) return sendLocalReply(res, 503, ErrorCodes.UPSTREAM_UNAVAILABLE, 'GraphQL is not available in this process');
+    graphql.handle(destination.apiKey, req, res, ctx).catch((error: unknown) => {
+      this.logger.error({ reqId: ctx.requestId, err: error }, 'GraphQL endpoint failed');
+      sendLocalReply(res, 500, 'GH_GRAPHQL_INTERNAL', 'internal error');
+    });
+  }
+
+  private authorize(req: IncomingMessage, ctx: RequestContext, auth: RouteAuth): Promise<AuthDecision> {
+    const authorizer = this.options.authorizer;
+    if (!authorizer) {
+      this.logger.error({ reqId: ctx.requestId, configId: auth.configId }, 'route requires external auth but no auth server is configured; denying');
+      return Promise.resolve({ allowed: false, status: 403, headers: [], body: '' });
+    }
+    return authorizer.check(buildCheckRequest(req, ctx, auth));
+  }
+
+  /** Access log and request metrics, once the response is done (or the client is gone). */
+  private finish(req: IncomingMessage, res: ServerResponse, start: number, vhost: string | undefined, route: CompiledRoute | undefined, ctx?: RequestContext): void {
+    res.once('close', () => {
+      const status = res.headersSent ? res.statusCode : 0;
+      if (route) {
+        let counter = route.counters.get(status);
+        if (!counter) route.counters.set(status, (counter = metrics.requests.labels(route.virtualHost, route.name, String(status))));
+        counter.inc();
+      } else {
+        metrics.requests.inc({ virtual_host: vhost ?? '', route: '', status: String(status) });
+      }
+      if (!this.accessLog) return;
+      this.logger.info(
+        {
+          reqId: ctx?.requestId,
+          method: req.method,
+          path: req.url,
+          status,
+          durationMs: Math.round((performance.now() - start) * 1000) / 1000,
+          virtualHost: vhost,
+          route: route?.name,
+          upstream: ctx?.upstream,
+        },
+        'access',
+      );
+    });
+  }
+}
+
+/** The ext_authz CheckRequest for a downstream request (SPEC 4 step 2). */
+export function buildCheckRequest(req: IncomingMessage, ctx: RequestContext, auth: RouteAuth): CheckRequest {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(ctx.headers)) {
+    if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(',') : value;
+  }
+  const url = req.url ?? '/';
+  const q = url.indexOf('?');
+  return {
+    attributes: {
+      source: { address: { socket_address: { address: req.socket.remoteAddress ?? '', port_value: req.socket.remotePort ?? 0 } } },
+      request: {
+        http: {
+          id: ctx.requestId,
+          method: req.method ?? 'GET',
+          path: url,
+          host: ctx.headers.host ?? '',
+          scheme: 'http',
+          headers,
+          query: q === -1 ? '' : url.slice(q + 1),
+          protocol: `HTTP/${req.httpVersion}`,
+        },
+      },
+      context_extensions: { config_id: auth.configId, source_type: auth.sourceType, source_name: auth.sourceName },
+    },
+  };
+}
+
+/** Request headers after an allowing decision: `headers_to_remove` first, then the OK headers. */
+function applyAllowed(headers: IncomingHttpHeaders, decision: Extract<AuthDecision, { allowed: true }>): IncomingHttpHeaders {
+  if (decision.headersToSet.length === 0 && decision.headersToRemove.length === 0) return headers;
+  const out: IncomingHttpHeaders = { ...headers };
+  for (const name of decision.headersToRemove) delete out[name.toLowerCase()];
+  for (const { key, value, append } of decision.headersToSet) {
+    const name = key.toLowerCase();
+    const existing = out[name];
+    out[name] = append && existing !== undefined ? `${Array.isArray(existing) ? existing.join(',') : existing},${value}` : value;
+  }
+  return out;
+}
+
+/** The denial's status, headers and body, as the client sees them (SPEC 4 step 2). */
+function sendDenial(res: ServerResponse, decision: Extract<AuthDecision, { allowed: false }>): void {
+  const flat: string[] = [];
+  for (const { key, value } of decision.headers) {
+    if (key.toLowerCase() !== 'content-length') flat.push(key, value);
+  }
+  flat.push('content-length', String(Buffer.byteLength(decision.body)));
+  res.writeHead(decision.status, flat);
+  res.end(decision.body);
+}

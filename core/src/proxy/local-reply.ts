@@ -1,0 +1,20 @@
+import type { ServerResponse } from 'node:http';
+
+/**
+ * A response the gateway makes itself (404, 503, 504…): short plain text and the stable
+ * error code in `x-gatehouse-error` (SPEC 4 step 4), so clients and tests can tell a
+ * gateway error from an upstream's own response.
+ */
+export function sendLocalReply(res: ServerResponse, status: number, code: string, message: string): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const body = `${message}\n`;
+  res.writeHead(status, {
+    'content-type': 'text/plain; charset=utf-8',
+    'content-length': Buffer.byteLength(body),
+    'x-gatehouse-error': code,
+  });
+  res.end(body);
+}

@@ -1,0 +1,182 @@
+import type { Counter, Histogram } from 'prom-client';
+import { metrics } from '../admin/metrics.ts';
+import type { Resource } from '../config/resource.ts';
+import { durationMs } from '../config/schema/common.ts';
+import type { ResourceRef } from '../config/schema/common.ts';
+import type { RouteSpec } from '../config/schema/virtual-service.ts';
+import { lookup, type ConfigSnapshot } from '../config/store.ts';
+import { compileCors, type CompiledCors } from './cors.ts';
+import { compileHeaderOps, type HeaderOps } from './header-ops.ts';
+import { HostTable } from './host-table.ts';
+import { compileMatchers, type CompiledMatcher, type RequestLine } from './route-matcher.ts';
+import type { UpstreamCluster, UpstreamRegistry } from './upstream-cluster.ts';
+
+/** Default route timeout (SPEC 3.2). */
+export const DEFAULT_TIMEOUT_MS = 15_000;
+
+export type Destination =
+  | { readonly kind: 'upstream'; readonly cluster: UpstreamCluster; readonly latency: Histogram.Internal<'upstream'> }
+  | { readonly kind: 'graphql'; readonly apiKey: string };
+
+/** The AuthConfig a route uses after inheritance (SPEC 3.2, 4 step 2). */
+export interface RouteAuth {
+  /** `namespace.name`: the ext_authz `context_extensions.config_id`. */
+  readonly configId: string;
+  readonly sourceType: 'virtual_host' | 'route';
+  readonly sourceName: string;
+}
+
+export interface RetryPolicy {
+  readonly numRetries: number;
+  readonly on5xx: boolean;
+  readonly onConnectFailure: boolean;
+  readonly onReset: boolean;
+  readonly perTryTimeoutMs: number | undefined;
+}
+
+/** A route compiled for the request path: everything is looked up, nothing parsed. */
+export interface CompiledRoute {
+  readonly name: string;
+  readonly virtualHost: string;
+  readonly matchers: readonly CompiledMatcher[];
+  readonly destination: Destination;
+  readonly timeoutMs: number;
+  readonly retry: RetryPolicy | undefined;
+  readonly prefixRewrite: string | undefined;
+  readonly autoHostRewrite: boolean;
+  readonly requestHeaders: HeaderOps;
+  readonly responseHeaders: HeaderOps;
+  readonly cors: CompiledCors | undefined;
+  readonly auth: RouteAuth | undefined;
+  /** Request counter children by status, bound lazily (label hashing off the hot path). */
+  readonly counters: Map<number, Counter.Internal>;
+}
+
+export interface CompiledVirtualHost {
+  readonly name: string;
+  readonly routes: readonly CompiledRoute[];
+}
+
+export interface RouteTable {
+  readonly generation: number;
+  readonly hosts: HostTable<CompiledVirtualHost>;
+  readonly virtualHosts: readonly CompiledVirtualHost[];
+  /** Every upstream cluster in use, so unused ones can be closed. */
+  readonly clusters: ReadonlySet<UpstreamCluster>;
+  /** The effective routes, for `admin:/config`. */
+  readonly description: unknown[];
+}
+
+export interface RouteTableOptions {
+  upstreams: UpstreamRegistry;
+  /** Kubernetes cluster domain for `routeAction.single.kube` (default `cluster.local`). */
+  kubeClusterDomain?: string;
+}
+
+/** Finds the first route of a virtual host that matches, and which matcher matched. */
+export function matchRoute(vhost: CompiledVirtualHost, req: RequestLine): { route: CompiledRoute; matcher: CompiledMatcher } | undefined {
+  for (const route of vhost.routes) {
+    for (const matcher of route.matchers) {
+      if (matcher.matches(req)) return { route, matcher };
+    }
+  }
+  return undefined;
+}
+
+/** Compiles the served VirtualServices of a snapshot into a route table. */
+export function compileRouteTable(snapshot: ConfigSnapshot, options: RouteTableOptions): RouteTable {
+  const hosts = new HostTable<CompiledVirtualHost>();
+  const clusters = new Set<UpstreamCluster>();
+  const virtualHosts: CompiledVirtualHost[] = [];
+  const description: unknown[] = [];
+  const vss = [...snapshot.resources.values()].filter((r): r is Resource<'VirtualService'> => r.kind === 'VirtualService');
+  for (const vs of vss) {
+    const vh = vs.spec.virtualHost;
+    const vhostName = `${vs.namespace}/${vs.name}`;
+    const routes = vh.routes.map((spec, index) => {
+      const route = compileRoute(snapshot, vs, spec, index, options);
+      if (route.destination.kind === 'upstream') clusters.add(route.destination.cluster);
+      return route;
+    });
+    const compiled: CompiledVirtualHost = { name: vhostName, routes };
+    virtualHosts.push(compiled);
+    for (const domain of vh.domains) hosts.add(domain, compiled);
+    description.push({
+      virtualService: vhostName,
+      domains: vh.domains,
+      routes: routes.map((r, i) => ({
+        name: r.name,
+        matchers: vh.routes[i]!.matchers ?? [{ prefix: '/' }],
+        destination: r.destination.kind === 'upstream' ? { upstream: r.destination.cluster.name, hosts: r.destination.cluster.hosts.map((h) => h.origin) } : { graphqlApi: r.destination.apiKey },
+        timeoutMs: r.timeoutMs,
+        auth: r.auth ?? null,
+      })),
+    });
+  }
+  return { generation: snapshot.generation, hosts, virtualHosts, clusters, description };
+}
+
+function compileRoute(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, spec: RouteSpec, index: number, options: RouteTableOptions): CompiledRoute {
+  const vh = vs.spec.virtualHost;
+  const name = spec.name ?? `${vs.namespace}/${vs.name}/${index}`;
+  const o = spec.options ?? {};
+  return {
+    name,
+    virtualHost: `${vs.namespace}/${vs.name}`,
+    matchers: compileMatchers(spec.matchers),
+    destination: compileDestination(snapshot, vs, spec, options),
+    timeoutMs: o.timeout ? durationMs(o.timeout) : DEFAULT_TIMEOUT_MS,
+    retry: o.retries ? compileRetry(o.retries) : undefined,
+    prefixRewrite: o.prefixRewrite,
+    autoHostRewrite: o.autoHostRewrite === true,
+    requestHeaders: compileHeaderOps([vh.options?.headerManipulation, o.headerManipulation], 'request'),
+    responseHeaders: compileHeaderOps([vh.options?.headerManipulation, o.headerManipulation], 'response'),
+    cors: compileCors(o.cors ?? vh.options?.cors),
+    auth: effectiveAuth(vs, spec, name),
+    counters: new Map(),
+  };
+}
+
+function compileDestination(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, spec: RouteSpec, options: RouteTableOptions): Destination {
+  if (spec.graphqlApiRef) return { kind: 'graphql', apiKey: refKeyOf('GraphQLApi', spec.graphqlApiRef, vs.namespace) };
+  const single = spec.routeAction!.single;
+  let cluster: UpstreamCluster;
+  if (single.upstream) {
+    // The store only serves a VirtualService whose references resolve.
+    cluster = options.upstreams.forUpstream(lookup(snapshot, 'Upstream', single.upstream, vs.namespace)!);
+  } else {
+    const { ref, port } = single.kube!;
+    const host = `${ref.name}.${ref.namespace ?? vs.namespace}.svc.${options.kubeClusterDomain ?? 'cluster.local'}`;
+    cluster = options.upstreams.forHost(host, port);
+  }
+  return { kind: 'upstream', cluster, latency: metrics.upstreamLatency.labels(cluster.name) };
+}
+
+function refKeyOf(kind: string, ref: ResourceRef, fromNamespace: string): string {
+  return `${kind}/${ref.namespace ?? fromNamespace}/${ref.name}`;
+}
+
+/** Route `configRef` overrides the virtual host's; route `disable` turns auth off; otherwise inherit. */
+function effectiveAuth(vs: Resource<'VirtualService'>, spec: RouteSpec, routeName: string): RouteAuth | undefined {
+  const routeAuth = spec.options?.extauth;
+  if (routeAuth?.disable) return undefined;
+  if (routeAuth?.configRef) {
+    return { configId: `${routeAuth.configRef.namespace ?? vs.namespace}.${routeAuth.configRef.name}`, sourceType: 'route', sourceName: routeName };
+  }
+  const hostRef = vs.spec.virtualHost.options?.extauth?.configRef;
+  if (hostRef) return { configId: `${hostRef.namespace ?? vs.namespace}.${hostRef.name}`, sourceType: 'virtual_host', sourceName: `${vs.namespace}.${vs.name}` };
+  return undefined;
+}
+
+function compileRetry(spec: NonNullable<NonNullable<RouteSpec['options']>['retries']>): RetryPolicy {
+  // Envoy's retry_on tokens; `retriable-status-codes`-style lists are not supported.
+  const on = new Set((spec.retryOn ?? '5xx,connect-failure,reset').split(',').map((s) => s.trim()));
+  const gateway = on.has('gateway-error');
+  return {
+    numRetries: spec.numRetries ?? 1,
+    on5xx: on.has('5xx'),
+    onConnectFailure: on.has('connect-failure') || on.has('5xx') || gateway,
+    onReset: on.has('reset') || on.has('5xx') || gateway,
+    perTryTimeoutMs: spec.perTryTimeout ? durationMs(spec.perTryTimeout) : undefined,
+  };
+}

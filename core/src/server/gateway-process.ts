@@ -1,0 +1,223 @@
+import cluster, { type Worker } from 'node:cluster';
+import type { Server } from 'node:http';
+import { availableParallelism } from 'node:os';
+import { getRequestListener } from '@hono/node-server';
+import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
+import { createAdminApp } from '../admin/admin-app.ts';
+import { registry } from '../admin/metrics.ts';
+import { ConfigLoader } from '../config/loader.ts';
+import type { AnyResource } from '../config/resource.ts';
+import type { ConfigSnapshot, ResourceChecks } from '../config/store.ts';
+import type { Authorizer } from '../extauth/authorizer.ts';
+import { flushLogs, type Logger } from '../log/logger.ts';
+import type { GraphQLEndpoints } from '../proxy/destinations.ts';
+import { Gateway } from '../proxy/gateway.ts';
+import { UpstreamRegistry } from '../proxy/upstream-cluster.ts';
+import { closeGracefully, listen } from './listen.ts';
+
+/** Pluggable parts of a gateway process: each later subsystem adds itself here. */
+export interface GatewayParts {
+  /** Load-time checks per kind (e.g. GraphQL schema compilation). */
+  checks?: ResourceChecks;
+  /** Builds the GraphQL destination for one process (each worker has its own). */
+  graphql?: (deps: { upstreams: UpstreamRegistry; logger: Logger }) => GraphQLEndpoints;
+  /** Builds the authorizer for one process; called in every worker. */
+  authorizer?: (deps: { logger: Logger; loader?: ConfigLoader }) => Promise<Authorizer>;
+}
+
+export interface GatewayProcessOptions {
+  configDir: string;
+  port: number;
+  adminPort: number;
+  host: string;
+  /** 1 = serve in this process; more = that many cluster workers share the port. */
+  workers: number;
+  apiGroupDomain: string;
+  kubeClusterDomain: string;
+  /** `--resolve HOST=ADDR`: dial ADDR for HOST (tests, clusters without DNS). */
+  resolve: ReadonlyMap<string, string>;
+  accessLog: boolean;
+  shutdownGraceMs: number;
+  logger: Logger;
+  parts: GatewayParts;
+  /** Extra fields for the `listening` log line (e.g. the embedded extauth port). */
+  listeningExtra?: () => Record<string, unknown>;
+  /** Called once on shutdown, after traffic has drained (e.g. stop an embedded extauth server). */
+  onShutdown?: () => Promise<void>;
+}
+
+/** Parses `--workers N|auto`. */
+export function parseWorkers(value: string): number {
+  if (value === 'auto') return availableParallelism();
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new RangeError(`--workers must be a positive integer or "auto", got "${value}"`);
+  return n;
+}
+
+interface SnapshotMessage {
+  type: 'gatehouse:snapshot';
+  generation: number;
+  resources: AnyResource[];
+}
+
+/**
+ * Runs the gateway: config loading and the admin API in this process, traffic either
+ * here (workers = 1) or in cluster workers that receive every snapshot from this
+ * process, so all workers serve the same accepted configuration (and the same
+ * last-accepted fallbacks).
+ */
+export async function runGatewayProcess(options: GatewayProcessOptions): Promise<void> {
+  if (cluster.isWorker) return runWorker(options);
+  const { logger } = options;
+  const loader = new ConfigLoader({
+    dir: options.configDir,
+    apiGroupDomain: options.apiGroupDomain,
+    logger,
+    ...(options.parts.checks ? { checks: options.parts.checks } : {}),
+  });
+
+  let gateway: Gateway | undefined;
+  let server: Server | undefined;
+  let port: number;
+  const workers: Worker[] = [];
+
+  if (options.workers === 1) {
+    gateway = await createGateway(options, loader);
+    loader.onSnapshot((snapshot) => gateway!.update(snapshot));
+    gateway.update(await loader.start());
+    ({ server, port } = await listen(gateway.handle, options.port, options.host));
+  } else {
+    const first = await loader.start();
+    // Let the kernel spread connections; round-robin through the primary costs a hop per connection.
+    cluster.schedulingPolicy = cluster.SCHED_NONE;
+    const ports = await Promise.all(Array.from({ length: options.workers }, () => forkWorker(first, workers)));
+    port = ports[0]!;
+    loader.onSnapshot((snapshot) => {
+      const message = toMessage(snapshot);
+      for (const worker of workers) if (worker.isConnected()) worker.send(message);
+    });
+  }
+
+  const admin = createAdminApp({
+    snapshot: () => loader.current,
+    routes: () => gateway?.describeRoutes() ?? [],
+    metrics: async () => {
+      if (workers.length === 0) return { contentType: registry.contentType, body: await registry.metrics() };
+      // Sum the primary's metrics (config loads) with every worker's (traffic).
+      const all = await Promise.all([registry.getMetricsAsJSON(), ...workers.map(workerMetrics)]);
+      const merged = AggregatorRegistry.aggregate(all);
+      return { contentType: merged.contentType, body: await merged.metrics() };
+    },
+  });
+  const adminServer = await listen(getRequestListener(admin.fetch), options.adminPort, options.host);
+  logger.info({ port, adminPort: adminServer.port, workers: options.workers, ...options.listeningExtra?.() }, 'listening');
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'shutting down: draining in-flight requests');
+    await loader.close();
+    if (server) await closeGracefully(server, options.shutdownGraceMs);
+    await Promise.all(workers.map((w) => stopWorker(w)));
+    await options.onShutdown?.();
+    await closeGracefully(adminServer.server, 1_000);
+    logger.info('stopped');
+    flushLogs();
+    process.exit(0);
+  };
+  process.once('SIGTERM', () => void stop('SIGTERM'));
+  process.once('SIGINT', () => void stop('SIGINT'));
+}
+
+async function createGateway(options: GatewayProcessOptions, loader?: ConfigLoader): Promise<Gateway> {
+  const { logger, parts } = options;
+  const upstreams = new UpstreamRegistry({ resolve: (host) => options.resolve.get(host) });
+  return new Gateway({
+    logger,
+    upstreams,
+    accessLog: options.accessLog,
+    kubeClusterDomain: options.kubeClusterDomain,
+    ...(parts.graphql ? { graphql: parts.graphql({ upstreams, logger }) } : {}),
+    ...(parts.authorizer ? { authorizer: await parts.authorizer({ logger, ...(loader ? { loader } : {}) }) } : {}),
+  });
+}
+
+function toMessage(snapshot: ConfigSnapshot): SnapshotMessage {
+  return { type: 'gatehouse:snapshot', generation: snapshot.generation, resources: [...snapshot.resources.values()] };
+}
+
+function fromMessage(message: SnapshotMessage): ConfigSnapshot {
+  return { generation: message.generation, resources: new Map(message.resources.map((r) => [r.key, r])), statuses: [], diagnostics: [] };
+}
+
+function forkWorker(first: ConfigSnapshot, workers: Worker[]): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const worker = cluster.fork();
+    workers.push(worker);
+    worker.once('online', () => worker.send(toMessage(first)));
+    worker.on('message', (message: { type?: string; port?: number; error?: string }) => {
+      if (message.type === 'gatehouse:listening') resolve(message.port!);
+      if (message.type === 'gatehouse:failed') reject(new Error(`worker failed to start: ${message.error}`));
+    });
+    worker.once('exit', (code) => reject(new Error(`worker exited with code ${code} before listening`)));
+  });
+}
+
+function stopWorker(worker: Worker): Promise<void> {
+  if (worker.isDead()) return Promise.resolve();
+  return new Promise((resolve) => {
+    worker.once('exit', () => resolve());
+    worker.send({ type: 'gatehouse:stop' });
+  });
+}
+
+let metricsRequestId = 0;
+
+/** Asks one worker for its metrics (as prom-client JSON). */
+function workerMetrics(worker: Worker): Promise<MetricObjectWithValues<MetricValue<string>>[]> {
+  const id = ++metricsRequestId;
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => done([]), 2_000);
+    const onMessage = (message: { type?: string; id?: number; metrics?: MetricObjectWithValues<MetricValue<string>>[] }) => {
+      if (message.type === 'gatehouse:metrics' && message.id === id) done(message.metrics ?? []);
+    };
+    const done = (metrics: MetricObjectWithValues<MetricValue<string>>[]) => {
+      clearTimeout(timer);
+      worker.off('message', onMessage);
+      resolve(metrics);
+    };
+    worker.on('message', onMessage);
+    worker.send({ type: 'gatehouse:metrics', id });
+  });
+}
+
+/** A cluster worker: serves traffic with snapshots pushed by the primary. */
+async function runWorker(options: GatewayProcessOptions): Promise<void> {
+  const gateway = await createGateway(options);
+  let server: Server | undefined;
+  process.on('message', async (message: { type?: string }) => {
+    if (message.type === 'gatehouse:snapshot') {
+      gateway.update(fromMessage(message as SnapshotMessage));
+      if (!server) {
+        try {
+          const listening = await listen(gateway.handle, options.port, options.host);
+          server = listening.server;
+          process.send!({ type: 'gatehouse:listening', port: listening.port });
+        } catch (error) {
+          process.send!({ type: 'gatehouse:failed', error: (error as Error).message });
+          process.exit(1);
+        }
+      }
+    } else if (message.type === 'gatehouse:metrics') {
+      process.send!({ type: 'gatehouse:metrics', id: (message as { id?: number }).id, metrics: await registry.getMetricsAsJSON() });
+    } else if (message.type === 'gatehouse:stop') {
+      if (server) await closeGracefully(server, options.shutdownGraceMs);
+      flushLogs();
+      process.exit(0);
+    }
+  });
+  // Signals go to the primary, which drains the workers; a worker ignores them to finish its requests.
+  process.on('SIGTERM', () => {});
+  process.on('SIGINT', () => {});
+}
