@@ -1,0 +1,55 @@
+import { DEFAULT_API_GROUP_DOMAIN } from '../config/schema/kinds.ts';
+import { ErrorCodes, GatehouseError } from '../errors.ts';
+import { startExtAuthServer } from '../extauth/server.ts';
+import { createLogger, flushLogs } from '../log/logger.ts';
+import { describeFlags, parseFlags, portValue, requiredValue, type FlagDef, type FlagValues } from './flags.ts';
+import { duration } from './gateway-flags.ts';
+
+const FLAGS: readonly FlagDef[] = [
+  { name: 'config-dir', type: 'string', description: 'directory of manifests (AuthConfigs are served), read recursively and watched' },
+  { name: 'port', type: 'string', default: '8083', description: 'gRPC port (0 picks a free port)' },
+  { name: 'host', type: 'string', default: '0.0.0.0', description: 'address to bind' },
+  { name: 'plugin-dir', type: 'string', default: '/auth-plugins', description: 'directory of compiled auth plugins' },
+  { name: 'plugin-memory-limit-mb', type: 'string', default: '64', description: 'memory limit of one plugin isolate, in MB' },
+  { name: 'plugin-cpu-timeout', type: 'string', default: '50ms', description: 'CPU time one plugin call may use' },
+  { name: 'api-group-domain', type: 'string', default: DEFAULT_API_GROUP_DOMAIN, description: 'domain of the API groups (enterprise.DOMAIN/v1, …)' },
+  { name: 'help', type: 'boolean', description: 'show this help' },
+];
+
+function positiveInteger(values: FlagValues, name: string): number {
+  const n = Number(values[name]);
+  if (!Number.isInteger(n) || n < 1) throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, `--${name} must be a positive integer, got "${values[name]}"`);
+  return n;
+}
+
+/**
+ * `gatehouse extauth` (SPEC 1, 9): the external auth server on its own, as the Kubernetes
+ * `extauth` deployment runs it. Serves until SIGTERM/SIGINT, then drains and exits 0.
+ */
+export async function runExtAuth(argv: string[]): Promise<number | void> {
+  const { values } = parseFlags(argv, FLAGS);
+  if (values.help) {
+    process.stdout.write(`usage: gatehouse extauth --config-dir DIR [flags]\n\n${describeFlags(FLAGS)}\n`);
+    return 0;
+  }
+  const logger = createLogger('extauth');
+  const server = await startExtAuthServer({
+    configDir: requiredValue(values, 'config-dir'),
+    port: portValue(values, 'port'),
+    host: values.host as string,
+    pluginDir: values['plugin-dir'] as string,
+    memoryLimitMb: positiveInteger(values, 'plugin-memory-limit-mb'),
+    cpuTimeoutMs: duration(values, 'plugin-cpu-timeout'),
+    apiGroupDomain: values['api-group-domain'] as string,
+    logger,
+  });
+  const stop = async (signal: string): Promise<void> => {
+    logger.info({ signal }, 'shutting down: finishing in-flight checks');
+    await server.close();
+    logger.info('stopped');
+    flushLogs();
+    process.exit(0);
+  };
+  process.once('SIGTERM', () => void stop('SIGTERM'));
+  process.once('SIGINT', () => void stop('SIGINT'));
+}

@@ -1,0 +1,143 @@
+import { hash, timingSafeEqual } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
+import type { BasicAuthSpec } from '../../config/schema/auth-config.ts';
+import type { PathSegment } from '../../config/diagnostic.ts';
+import { deepFreeze } from '../../config/resource.ts';
+import { allow, deny, type Allowed, type Denied } from '../decision.ts';
+import type { AuthDecision, AuthStep, CheckRequest } from '../step.ts';
+import { apr1Hash } from './apr1.ts';
+import { parseBasicCredentials } from './credentials.ts';
+
+/** A configuration problem found while compiling a `basicAuth` step; `path` is relative to the step. */
+export interface StepProblem {
+  readonly path: PathSegment[];
+  readonly message: string;
+}
+
+type Encryption = 'apr' | 'sha1';
+
+interface CompiledUser {
+  readonly salt: string;
+  /** APR: the 22-character hash as bytes; SHA1: the 20 digest bytes. */
+  readonly expected: Buffer;
+}
+
+/** A `basicAuth` step compiled once per AuthConfig version. */
+export interface CompiledBasicAuth {
+  readonly realm: string;
+  readonly encryption: Encryption;
+  /** Extended form: also reads `Proxy-Authorization`. */
+  readonly extended: boolean;
+  readonly users: ReadonlyMap<string, CompiledUser>;
+}
+
+const APR_HASH = /^[./0-9A-Za-z]{22}$/;
+const SHA1_HEX = /^[0-9a-fA-F]{40}$/;
+
+/** Compiles a `basicAuth` spec, or lists what is wrong with it (SPEC 5.1). */
+export function compileBasicAuth(spec: BasicAuthSpec): { compiled: CompiledBasicAuth; problems: [] } | { compiled?: undefined; problems: StepProblem[] } {
+  const extended = spec.encryption !== undefined;
+  const encryption: Encryption = spec.encryption?.sha1 ? 'sha1' : 'apr';
+  const listPath = extended ? ['userList', 'users'] : ['apr', 'users'];
+  const users = (extended ? spec.userList?.users : spec.apr?.users) ?? {};
+  const problems: StepProblem[] = [];
+  const compiled = new Map<string, CompiledUser>();
+  for (const [username, { salt, hashedPassword }] of Object.entries(users)) {
+    const at = [...listPath, username];
+    if (username.includes(':')) problems.push({ path: at, message: `username "${username}" contains ":", which Basic credentials cannot carry` });
+    if (encryption === 'apr') {
+      if (!APR_HASH.test(hashedPassword)) {
+        problems.push({ path: [...at, 'hashedPassword'], message: 'must be the 22-character hash part of "$apr1$<salt>$<hash>" (as written by htpasswd -m)' });
+        continue;
+      }
+      if (salt.length === 0 || salt.length > 8 || salt.includes('$')) {
+        problems.push({ path: [...at, 'salt'], message: 'must be the 1 to 8 character salt part of "$apr1$<salt>$<hash>"' });
+        continue;
+      }
+      compiled.set(username, { salt, expected: Buffer.from(hashedPassword, 'latin1') });
+    } else {
+      if (!SHA1_HEX.test(hashedPassword)) {
+        problems.push({ path: [...at, 'hashedPassword'], message: 'must be 40 hex digits: hex(sha1(password + salt))' });
+        continue;
+      }
+      compiled.set(username, { salt, expected: Buffer.from(hashedPassword, 'hex') });
+    }
+  }
+  if (problems.length > 0) return { problems };
+  return { compiled: { realm: spec.realm ?? '', encryption, extended, users: compiled }, problems: [] };
+}
+
+/** Options of {@link createBasicAuthStep}. */
+export interface BasicAuthStepOptions {
+  /** For logs and metrics. */
+  name: string;
+  /** Most verified credentials kept (default 1024). */
+  cacheSize?: number;
+}
+
+/**
+ * SPEC 5.1. Verified credentials are cached by a hash of the header value (APR1 costs
+ * 1000 MD5 rounds); the cache lives and dies with this step, i.e. with the AuthConfig version.
+ */
+export class BasicAuthStep implements AuthStep {
+  readonly type = 'basicAuth';
+  readonly name: string;
+  private readonly config: CompiledBasicAuth;
+  private readonly cache: LRUCache<string, Allowed>;
+  private readonly unauthorized: Denied;
+  /** Checked for unknown users so that a wrong username costs as much as a wrong password. */
+  private readonly decoy: CompiledUser;
+
+  constructor(config: CompiledBasicAuth, options: BasicAuthStepOptions) {
+    this.config = config;
+    this.name = options.name;
+    this.cache = new LRUCache({ max: options.cacheSize ?? 1024 });
+    const realm = config.realm.replace(/["\\]/g, '\\$&');
+    this.unauthorized = deepFreeze(
+      deny(401, [
+        { key: 'www-authenticate', value: `Basic realm="${realm}"` },
+        { key: 'content-length', value: '0' },
+      ]),
+    );
+    this.decoy = config.encryption === 'apr' ? { salt: 'decoy', expected: Buffer.alloc(22) } : { salt: 'decoy', expected: Buffer.alloc(20) };
+  }
+
+  async authorize(request: CheckRequest): Promise<AuthDecision> {
+    const headers = request.attributes.request.http.headers;
+    const header = pickHeader(headers.authorization, this.config.extended ? headers['proxy-authorization'] : undefined);
+    if (header === undefined) return this.unauthorized;
+    const key = hash('sha256', header, 'base64');
+    const cached = this.cache.get(key);
+    if (cached) return cached;
+
+    const credentials = parseBasicCredentials(header);
+    if (!credentials) return this.unauthorized;
+    const user = this.config.users.get(credentials.username);
+    const ok = this.verify(credentials.password, user ?? this.decoy) && user !== undefined;
+    if (!ok) return this.unauthorized;
+    // Overwriting (not appending) replaces any client-sent x-user-id. Not also listed in
+    // headers_to_remove: Envoy removes after setting, which would drop the new value.
+    const decision = deepFreeze(allow([{ key: 'x-user-id', value: `${this.config.realm};${credentials.username}`, append: false }]));
+    this.cache.set(key, decision);
+    return decision;
+  }
+
+  private verify(password: string, user: CompiledUser): boolean {
+    const actual =
+      this.config.encryption === 'apr'
+        ? Buffer.from(apr1Hash(password, user.salt), 'latin1')
+        : hash('sha1', Buffer.from(password + user.salt, 'utf8'), 'buffer');
+    return actual.length === user.expected.length && timingSafeEqual(actual, user.expected);
+  }
+
+  async close(): Promise<void> {
+    this.cache.clear();
+  }
+}
+
+/** The first header holding Basic credentials; else the first present one (to be rejected). */
+function pickHeader(authorization: string | undefined, proxyAuthorization: string | undefined): string | undefined {
+  if (proxyAuthorization === undefined) return authorization;
+  if (authorization === undefined) return proxyAuthorization;
+  return /^basic[ \t]/i.test(authorization) || !/^basic[ \t]/i.test(proxyAuthorization) ? authorization : proxyAuthorization;
+}

@@ -1,0 +1,90 @@
+import { formatPath } from '../config/diagnostic.ts';
+import type { AuthStepSpec, PluginAuthSpec } from '../config/schema/auth-config.ts';
+import { GatehouseError } from '../errors.ts';
+import type { Logger } from '../log/logger.ts';
+import { BasicAuthStep, compileBasicAuth } from './basic/basic-auth-step.ts';
+import { ExtAuthCodes } from './codes.ts';
+import { PassThroughStep } from './pass-through/pass-through-step.ts';
+import type { AuthStep } from './step.ts';
+
+/** What building a step may need besides its spec. */
+export interface StepBuildOptions {
+  logger: Logger;
+  /** Where compiled plugins live (SPEC 5.2, default `/auth-plugins`). */
+  pluginDir: string;
+  memoryLimitMb?: number;
+  cpuTimeoutMs?: number;
+  /** Deadline of a passThroughAuth call (default 200 ms). */
+  passThroughTimeoutMs?: number;
+}
+
+/** The plugin host's factory (issue 5: `core/src/extauth/plugins/plugin-step.ts`). */
+type CreatePluginStep = (
+  spec: PluginAuthSpec,
+  options: { pluginDir: string; memoryLimitMb?: number; cpuTimeoutMs?: number; logger: Logger },
+) => Promise<AuthStep>;
+
+// A variable specifier keeps this module loadable (and type-checkable) while the plugin
+// host is not in the tree yet; it is imported on first use only.
+const PLUGIN_STEP_MODULE = './plugins/plugin-step.ts';
+let pluginFactory: Promise<CreatePluginStep> | undefined;
+
+function loadPluginFactory(): Promise<CreatePluginStep> {
+  pluginFactory ??= (import(PLUGIN_STEP_MODULE) as Promise<{ createPluginStep?: CreatePluginStep }>).then(
+    (module) => {
+      if (typeof module.createPluginStep !== 'function') throw new GatehouseError(ExtAuthCodes.STEP_UNAVAILABLE, 'pluginAuth steps are unavailable: the plugin host does not export createPluginStep');
+      return module.createPluginStep;
+    },
+    (error: unknown) => {
+      throw new GatehouseError(ExtAuthCodes.STEP_UNAVAILABLE, `pluginAuth steps are unavailable: the plugin host cannot be loaded (${(error as Error).message})`, { cause: error });
+    },
+  );
+  // A failed import is retried on the next build (the module may be installed later).
+  pluginFactory.catch(() => (pluginFactory = undefined));
+  return pluginFactory;
+}
+
+/** The name of step `index` for logs and metrics: its `name`, or `<type>[<index>]`. */
+export function stepName(spec: AuthStepSpec, index: number): string {
+  const type = spec.basicAuth ? 'basicAuth' : spec.pluginAuth ? 'pluginAuth' : 'passThroughAuth';
+  return spec.name || (spec.pluginAuth ? spec.pluginAuth.name : `${type}[${index}]`);
+}
+
+/**
+ * Builds step `index` of an AuthConfig. Throws a GatehouseError whose message names the
+ * field and the cause (`GH_EXTAUTH_STEP_BUILD`, `GH_EXTAUTH_STEP_UNAVAILABLE`, or the plugin host's code).
+ */
+export async function buildStep(spec: AuthStepSpec, index: number, options: StepBuildOptions): Promise<AuthStep> {
+  const name = stepName(spec, index);
+  const at = (...path: (string | number)[]) => formatPath(['spec', 'configs', index, ...path]);
+  if (spec.basicAuth) {
+    const { compiled, problems } = compileBasicAuth(spec.basicAuth);
+    if (!compiled) {
+      throw new GatehouseError(ExtAuthCodes.STEP_BUILD, problems.map((p) => `${at('basicAuth', ...p.path)}: ${p.message}`).join('; '));
+    }
+    return new BasicAuthStep(compiled, { name });
+  }
+  if (spec.passThroughAuth) {
+    try {
+      return new PassThroughStep(spec.passThroughAuth, { name, logger: options.logger, ...(options.passThroughTimeoutMs ? { timeoutMs: options.passThroughTimeoutMs } : {}) });
+    } catch (error) {
+      throw new GatehouseError(ExtAuthCodes.STEP_BUILD, `${at('passThroughAuth', 'grpc', 'address')}: ${(error as Error).message}`, { cause: error });
+    }
+  }
+  if (spec.pluginAuth) {
+    const create = await loadPluginFactory();
+    try {
+      return await create(spec.pluginAuth, {
+        pluginDir: options.pluginDir,
+        logger: options.logger,
+        ...(options.memoryLimitMb !== undefined ? { memoryLimitMb: options.memoryLimitMb } : {}),
+        ...(options.cpuTimeoutMs !== undefined ? { cpuTimeoutMs: options.cpuTimeoutMs } : {}),
+      });
+    } catch (error) {
+      // Keep the plugin host's own code (e.g. a version mismatch) and add where it came from.
+      const code = (error as { code?: unknown }).code;
+      throw new GatehouseError(typeof code === 'string' && code.startsWith('GH_') ? code : ExtAuthCodes.STEP_BUILD, `${at('pluginAuth')} (${spec.pluginAuth.name}): ${(error as Error).message}`, { cause: error });
+    }
+  }
+  throw new GatehouseError(ExtAuthCodes.STEP_BUILD, `${at()}: holds none of basicAuth, pluginAuth, passThroughAuth`);
+}

@@ -1,0 +1,107 @@
+import { metrics } from '../admin/metrics.ts';
+import type { Logger } from '../log/logger.ts';
+import { ExtAuthCodes } from './codes.ts';
+import { allow, applyAllowed, forbidden, withHeaders, type Allowed } from './decision.ts';
+import type { AuthDecision, AuthStep, CheckRequest } from './step.ts';
+
+/**
+ * The built steps of one AuthConfig version (SPEC 5): run in order, the first denial is
+ * the answer, and headers from allowing steps are merged into the request the next step
+ * sees and, at the end, into the OK response.
+ */
+export class AuthChain {
+  /** `namespace.name`, the `config_id` context extension. */
+  readonly configId: string;
+  /** Content hash of the AuthConfig spec this chain was built from. */
+  readonly version: string;
+  readonly steps: readonly AuthStep[];
+  private readonly logger: Logger;
+  private inflight = 0;
+  private drained: (() => void) | undefined;
+
+  constructor(configId: string, version: string, steps: readonly AuthStep[], logger: Logger) {
+    this.configId = configId;
+    this.version = version;
+    this.steps = steps;
+    this.logger = logger;
+  }
+
+  /** Runs the chain. Never throws: a step that throws denies with 403 and is logged. */
+  async run(request: CheckRequest): Promise<AuthDecision> {
+    this.inflight++;
+    try {
+      return await this.runSteps(request);
+    } finally {
+      if (--this.inflight === 0) this.drained?.();
+    }
+  }
+
+  private async runSteps(request: CheckRequest): Promise<AuthDecision> {
+    let current = request;
+    let headers = request.attributes.request.http.headers;
+    const touched = new Set<string>();
+    const removed = new Set<string>();
+    let changing: Allowed | undefined;
+    let changes = 0;
+    let last: Allowed | undefined;
+    for (const step of this.steps) {
+      const decision = await this.runStep(step, current);
+      if (!decision.allowed) return decision;
+      last = decision;
+      if (decision.headersToSet.length === 0 && decision.headersToRemove.length === 0) continue;
+      changing = decision;
+      changes++;
+      headers = applyAllowed(headers, decision);
+      for (const h of decision.headersToSet) touched.add(h.key.toLowerCase());
+      for (const name of decision.headersToRemove) removed.add(name.toLowerCase());
+      if (step !== this.steps[this.steps.length - 1]) current = withHeaders(current, headers);
+    }
+    // One step's own answer passes through unchanged, unless it sets and removes the same
+    // header (whose outcome would depend on the order the gateway applies them).
+    if (changes === 0) return last ?? allow();
+    if (changes === 1 && !setsAndRemoves(changing!)) return changing!;
+    // The net effect of every step on the original request, as one OK response:
+    // overwrite what some step set or appended, remove what some step removed.
+    return allow(
+      [...touched].filter((name) => headers[name] !== undefined).map((name) => ({ key: name, value: headers[name]!, append: false })),
+      [...removed].filter((name) => headers[name] === undefined),
+    );
+  }
+
+  private async runStep(step: AuthStep, request: CheckRequest): Promise<AuthDecision> {
+    try {
+      const decision = await step.authorize(request);
+      metrics.authDecisions.inc({ config: this.configId, step: step.name, result: decision.allowed ? 'allow' : 'deny' });
+      return decision;
+    } catch (error) {
+      metrics.authDecisions.inc({ config: this.configId, step: step.name, result: 'error' });
+      this.logger.error({ err: error, code: ExtAuthCodes.STEP_FAILED, config_id: this.configId, step: step.name }, `auth step ${step.name} of ${this.configId} failed; request denied`);
+      return forbidden();
+    }
+  }
+
+  /** Closes every step once the checks in flight on this chain have finished. */
+  async close(): Promise<void> {
+    if (this.inflight > 0) await new Promise<void>((resolve) => (this.drained = resolve));
+    await closeSteps(this.steps, this.logger);
+  }
+}
+
+/** Closes steps, logging (not throwing) failures: a step that cannot close must not block a reload. */
+export async function closeSteps(steps: readonly AuthStep[], logger: Logger): Promise<void> {
+  await Promise.all(
+    steps.map(async (step) => {
+      try {
+        await step.close?.();
+      } catch (error) {
+        logger.warn({ err: error, step: step.name }, 'closing auth step failed');
+      }
+    }),
+  );
+}
+
+function setsAndRemoves(decision: Allowed): boolean {
+  if (decision.headersToRemove.length === 0) return false;
+  const removed = new Set(decision.headersToRemove.map((name) => name.toLowerCase()));
+  return decision.headersToSet.some((h) => removed.has(h.key.toLowerCase()));
+}

@@ -1,0 +1,28 @@
+import type { Diagnostic } from '../config/diagnostic.ts';
+import type { Resource } from '../config/resource.ts';
+import type { CheckContext, ResourceChecks } from '../config/store.ts';
+import { compileBasicAuth } from './basic/basic-auth-step.ts';
+import { ExtAuthCodes } from './codes.ts';
+import { parseAddress } from './grpc/check-client.ts';
+
+/**
+ * Load-time checks of an AuthConfig (the {@link ResourceChecks} hook): what can be known
+ * without the plugin directory. A failure rejects the resource with the field and cause,
+ * so a bad update keeps the last accepted version serving (SPEC 2.4, 5).
+ */
+export function checkAuthConfig(resource: Resource<'AuthConfig'>, ctx: CheckContext): Diagnostic[] {
+  const out: Diagnostic[] = [];
+  resource.spec.configs.forEach((step, index) => {
+    const at = ['spec', 'configs', index];
+    if (step.basicAuth) {
+      for (const problem of compileBasicAuth(step.basicAuth).problems) out.push(ctx.at([...at, 'basicAuth', ...problem.path], ExtAuthCodes.STEP_BUILD, problem.message));
+    }
+    if (step.passThroughAuth && !parseAddress(step.passThroughAuth.grpc.address)) {
+      out.push(ctx.at([...at, 'passThroughAuth', 'grpc', 'address'], ExtAuthCodes.STEP_BUILD, 'must be host:port with a port from 1 to 65535'));
+    }
+  });
+  return out;
+}
+
+/** The checks to give a ConfigStore / ConfigLoader that serves AuthConfigs. */
+export const extAuthChecks: ResourceChecks = { AuthConfig: checkAuthConfig };

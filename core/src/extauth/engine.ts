@@ -1,0 +1,138 @@
+import { formatDiagnostic } from '../config/diagnostic.ts';
+import type { Resource } from '../config/resource.ts';
+import type { ConfigSnapshot } from '../config/store.ts';
+import { GatehouseError } from '../errors.ts';
+import type { Logger } from '../log/logger.ts';
+import { buildStep, type StepBuildOptions } from './build-step.ts';
+import { AuthChain, closeSteps } from './chain.ts';
+import { ExtAuthCodes } from './codes.ts';
+import { forbidden } from './decision.ts';
+import type { AuthDecision, AuthStep, CheckRequest } from './step.ts';
+
+/** Options of {@link AuthEngine}. */
+export interface AuthEngineOptions extends Partial<Omit<StepBuildOptions, 'logger'>> {
+  logger: Logger;
+}
+
+/** A served AuthConfig: its chain, or why it could not be built. */
+type Entry = { readonly version: string; readonly chain: AuthChain; readonly failure?: undefined } | { readonly version: string; readonly chain?: undefined; readonly failure: GatehouseError };
+
+/** The `config_id` of an AuthConfig: `<namespace>.<name>` (SPEC 4 step 2). */
+export function configIdOf(resource: { namespace: string; name: string }): string {
+  return `${resource.namespace}.${resource.name}`;
+}
+
+/**
+ * The auth server's core, in-process: one chain per served AuthConfig, rebuilt when its
+ * spec changes and swapped in atomically (the old chain answers until the new set is
+ * built; chains of removed or changed configs are closed once idle).
+ */
+export class AuthEngine {
+  private entries: ReadonlyMap<string, Entry> = new Map();
+  /** Why AuthConfigs present in the source are not served (rejected, never accepted). */
+  private rejected: ReadonlyMap<string, string> = new Map();
+  private updating: Promise<void> = Promise.resolve();
+  private loaded = false;
+  private closed = false;
+  private readonly logger: Logger;
+  private readonly build: StepBuildOptions;
+
+  constructor(options: AuthEngineOptions) {
+    this.logger = options.logger;
+    this.build = { ...options, pluginDir: options.pluginDir ?? '/auth-plugins' };
+  }
+
+  /** True once a first configuration has been applied. */
+  get ready(): boolean {
+    return this.loaded;
+  }
+
+  /** `config_id`s of the served AuthConfigs, sorted. */
+  get configIds(): string[] {
+    return [...this.entries.keys()].sort();
+  }
+
+  /** Applies a snapshot. Updates run one after another, in call order. */
+  update(snapshot: ConfigSnapshot): Promise<void> {
+    const run = this.updating.then(() => this.apply(snapshot));
+    this.updating = run.catch(() => {});
+    return run;
+  }
+
+  private async apply(snapshot: ConfigSnapshot): Promise<void> {
+    if (this.closed) return;
+    const configs = [...snapshot.resources.values()].filter((r): r is Resource<'AuthConfig'> => r.kind === 'AuthConfig');
+    const previous = this.entries;
+    const next = new Map<string, Entry>();
+    await Promise.all(
+      configs.map(async (resource) => {
+        const id = configIdOf(resource);
+        const old = previous.get(id);
+        // A config that failed to build is retried: a missing plugin file may have arrived since.
+        next.set(id, old?.chain && old.version === resource.version ? old : await this.buildEntry(id, resource));
+      }),
+    );
+    const rejected = new Map<string, string>();
+    for (const status of snapshot.statuses) {
+      if (status.kind === 'AuthConfig' && status.serving === 'none') rejected.set(configIdOf(status), status.reasons.map(formatDiagnostic).join('; ') || 'rejected');
+    }
+
+    const ids = [...next.keys()].sort();
+    this.entries = next;
+    this.rejected = rejected;
+    this.loaded = true;
+    this.logger.info({ generation: snapshot.generation, count: ids.length, ids }, 'received new auth configuration');
+    for (const [id, entry] of next) {
+      if (entry.failure && previous.get(id) !== entry) {
+        this.logger.error({ config_id: id, code: entry.failure.code, cause: entry.failure.message }, `auth config ${id} cannot be loaded: ${entry.failure.message}`);
+      }
+    }
+
+    const retired = [...previous].filter(([id, entry]) => next.get(id) !== entry && entry.chain).map(([, entry]) => entry.chain!);
+    // Not awaited: a chain with a slow check in flight must not hold up the reload.
+    void Promise.all(retired.map((chain) => chain.close()));
+  }
+
+  private async buildEntry(id: string, resource: Resource<'AuthConfig'>): Promise<Entry> {
+    const built: AuthStep[] = [];
+    try {
+      for (const [index, spec] of resource.spec.configs.entries()) built.push(await buildStep(spec, index, this.build));
+      return { version: resource.version, chain: new AuthChain(id, resource.version, built, this.logger) };
+    } catch (error) {
+      await closeSteps(built, this.logger);
+      const failure = error instanceof GatehouseError ? error : new GatehouseError(ExtAuthCodes.STEP_BUILD, (error as Error).message, { cause: error });
+      return { version: resource.version, failure };
+    }
+  }
+
+  /**
+   * Decides a CheckRequest with the AuthConfig named by `context_extensions.config_id`.
+   * Never throws: an unknown config, or one that could not be built, is denied (403) and logged.
+   */
+  check(request: CheckRequest): Promise<AuthDecision> {
+    const id = request.attributes.context_extensions?.config_id;
+    const entry = id ? this.entries.get(id) : undefined;
+    if (entry?.chain) return entry.chain.run(request);
+    if (entry?.failure) {
+      this.logger.error({ config_id: id, code: ExtAuthCodes.CONFIG_UNAVAILABLE, cause: entry.failure.message }, `request denied: auth config ${id} cannot be loaded: ${entry.failure.message}`);
+    } else if (!id) {
+      this.logger.error({ code: ExtAuthCodes.UNKNOWN_CONFIG }, 'request denied: the CheckRequest has no context_extensions.config_id');
+    } else {
+      const why = this.rejected.get(id);
+      this.logger.error(
+        { config_id: id, code: ExtAuthCodes.UNKNOWN_CONFIG, ...(why ? { cause: why } : {}) },
+        why ? `request denied: auth config ${id} is rejected: ${why}` : `request denied: no AuthConfig ${id} is served (config_id is <namespace>.<name>)`,
+      );
+    }
+    return Promise.resolve(forbidden());
+  }
+
+  /** Closes every chain (after pending updates). */
+  async close(): Promise<void> {
+    await this.updating;
+    this.closed = true;
+    const chains = [...this.entries.values()].flatMap((e) => (e.chain ? [e.chain] : []));
+    this.entries = new Map();
+    await Promise.all(chains.map((c) => c.close()));
+  }
+}

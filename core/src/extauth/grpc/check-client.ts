@@ -1,0 +1,62 @@
+import { credentials, makeClientConstructor, status as GrpcStatus, type Client, type ServiceError } from '@grpc/grpc-js';
+import type { ServiceDefinition } from '@grpc/grpc-js';
+import { GatehouseError } from '../../errors.ts';
+import { ExtAuthCodes } from '../codes.ts';
+import type { AuthDecision, CheckRequest } from '../step.ts';
+import { checkRequestToMessage, decisionFromMessage, type CheckResponseMessage } from './check-messages.ts';
+import { AUTHORIZATION_SERVICE, authorizationPackage } from './protos.ts';
+
+type CheckFn = (
+  request: unknown,
+  options: { deadline: number },
+  callback: (error: ServiceError | null, response?: CheckResponseMessage) => void,
+) => void;
+
+let Constructor: (new (address: string, creds: ReturnType<typeof credentials.createInsecure>, options?: object) => Client) | undefined;
+
+/** Checks that `address` is `host:port` (an IPv6 host in brackets). */
+export function parseAddress(address: string): { host: string; port: number } | undefined {
+  const match = /^(\[[0-9a-fA-F:.]+\]|[^:\s[\]]+):([0-9]{1,5})$/.exec(address);
+  const port = match ? Number(match[2]) : NaN;
+  if (!match || port < 1 || port > 65535) return undefined;
+  return { host: match[1]!, port };
+}
+
+/**
+ * A plain-text gRPC client of an ext_authz v3 server (`envoy.service.auth.v3.Authorization/Check`).
+ * `check` resolves with the decoded decision, or rejects with `GH_EXTAUTH_TIMEOUT` /
+ * `GH_EXTAUTH_UNAVAILABLE`; callers choose how to fail.
+ */
+export class CheckClient {
+  readonly address: string;
+  private readonly client: Client;
+  private readonly call: CheckFn;
+
+  constructor(address: string) {
+    if (!parseAddress(address)) throw new GatehouseError('GH_BAD_ARGUMENT', `ext_authz address "${address}" must be host:port, e.g. 127.0.0.1:8083`);
+    this.address = address;
+    Constructor ??= makeClientConstructor(authorizationPackage()[AUTHORIZATION_SERVICE] as ServiceDefinition, 'Authorization') as unknown as typeof Constructor;
+    this.client = new Constructor!(address, credentials.createInsecure());
+    this.call = (this.client as unknown as { Check: CheckFn }).Check.bind(this.client);
+  }
+
+  check(request: CheckRequest, timeoutMs: number): Promise<AuthDecision> {
+    return new Promise((resolve, reject) => {
+      this.call(checkRequestToMessage(request), { deadline: Date.now() + timeoutMs }, (error, response) => {
+        if (!error) return resolve(decisionFromMessage(response ?? {}));
+        const timedOut = error.code === GrpcStatus.DEADLINE_EXCEEDED;
+        reject(
+          new GatehouseError(
+            timedOut ? ExtAuthCodes.TIMEOUT : ExtAuthCodes.UNAVAILABLE,
+            timedOut ? `ext_authz server ${this.address} did not answer within ${timeoutMs}ms` : `ext_authz server ${this.address} failed: ${error.details || error.message}`,
+            { cause: error },
+          ),
+        );
+      });
+    });
+  }
+
+  close(): void {
+    this.client.close();
+  }
+}
