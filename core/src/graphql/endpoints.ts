@@ -1,0 +1,151 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { metrics } from '../admin/metrics.ts';
+import type { Resource } from '../config/resource.ts';
+import type { ResourceRef } from '../config/schema/common.ts';
+import { lookup, type ConfigSnapshot } from '../config/store.ts';
+import type { Logger } from '../log/logger.ts';
+import type { RequestContext } from '../proxy/context.ts';
+import type { GraphQLEndpoints } from '../proxy/destinations.ts';
+import type { UpstreamCluster, UpstreamRegistry } from '../proxy/upstream-cluster.ts';
+import { GraphQLEndpoint, type ExecutionEngine } from './endpoint.ts';
+import { FieldErrorCodes, fieldError } from './errors.ts';
+import { sendErrors } from './http.ts';
+import { RemoteExecutor } from './remote.ts';
+import { GrpcChannels, grpcResolver } from './resolvers/grpc.ts';
+import { mockResolver } from './resolvers/mock.ts';
+import { restResolver } from './resolvers/rest.ts';
+import type { FieldResolver, ResolverMetrics } from './resolvers/types.ts';
+import { compileApi } from './schema.ts';
+import { validationRules } from './validation.ts';
+
+export interface GraphQLEndpointsOptions {
+  /** The gateway's upstream registry (shared, so GraphQL calls reuse its warm pools). */
+  readonly upstreams: UpstreamRegistry;
+  readonly logger: Logger;
+  /** Local execution engine (default `jit`: graphql-jit, measured faster; see docs/graphql.md). */
+  readonly engine?: ExecutionEngine;
+}
+
+/** The GraphQL servers of every served GraphQLApi (the `graphqlApiRef` route destination). */
+export function createGraphQLEndpoints(options: GraphQLEndpointsOptions): GraphQLEndpoints {
+  return new Endpoints(options);
+}
+
+class Endpoints implements GraphQLEndpoints {
+  private endpoints = new Map<string, GraphQLEndpoint>();
+  private readonly channels = new GrpcChannels();
+  private readonly options: GraphQLEndpointsOptions;
+
+  constructor(options: GraphQLEndpointsOptions) {
+    if (!options?.upstreams) throw new TypeError('createGraphQLEndpoints: options.upstreams (an UpstreamRegistry) is required');
+    if (!options.logger) throw new TypeError('createGraphQLEndpoints: options.logger is required');
+    this.options = options;
+  }
+
+  update(snapshot: ConfigSnapshot): void {
+    const next = new Map<string, GraphQLEndpoint>();
+    const grpcHosts = new Set<string>();
+    for (const resource of snapshot.resources.values()) {
+      if (resource.kind !== 'GraphQLApi') continue;
+      try {
+        const endpoint = this.build(resource, snapshot, grpcHosts);
+        if (endpoint) next.set(resource.key, endpoint);
+      } catch (error) {
+        // A served resource passed the load-time check, so this is a bug; keep the others serving.
+        this.options.logger.error({ err: error, api: resource.key }, 'cannot build GraphQL endpoint');
+      }
+    }
+    this.endpoints = next;
+    this.channels.retainOnly(grpcHosts);
+  }
+
+  private build(resource: Resource<'GraphQLApi'>, snapshot: ConfigSnapshot, grpcHosts: Set<string>): GraphQLEndpoint | undefined {
+    const compiled = compileApi(resource);
+    if (!compiled.schema) {
+      this.options.logger.error({ api: resource.key, problems: compiled.problems }, 'GraphQLApi is served but its schema does not build');
+      return undefined;
+    }
+    const name = `${resource.namespace}/${resource.name}`;
+    const upstreamOf = (ref: ResourceRef) => lookup(snapshot, 'Upstream', ref, resource.namespace);
+    const spec = resource.spec.executableSchema;
+    const upstreamVersions: string[] = [];
+    const clusterGetter = (ref: ResourceRef): (() => UpstreamCluster) | undefined => {
+      const upstream = upstreamOf(ref);
+      if (!upstream) return undefined;
+      upstreamVersions.push(`${upstream.key}@${upstream.version}`);
+      const registry = this.options.upstreams;
+      return () => registry.forUpstream(upstream);
+    };
+
+    const resolvers: Record<string, FieldResolver> = {};
+    let remote: RemoteExecutor | undefined;
+    if (spec.executor.remote && compiled.remote) {
+      const cluster = clusterGetter(spec.executor.remote.upstreamRef);
+      if (!cluster) return undefined;
+      remote = new RemoteExecutor(compiled.remote, cluster);
+    }
+    for (const [key, resolution] of compiled.resolutions) {
+      const ok = metrics.graphqlResolverCalls.labels(name, key, 'ok');
+      const error = metrics.graphqlResolverCalls.labels(name, key, 'error');
+      const counters: ResolverMetrics = { ok: () => ok.inc(), error: () => error.inc() };
+      if (resolution.kind === 'mock') {
+        resolvers[key] = mockResolver(resolution.spec.mockResolver!);
+        continue;
+      }
+      const ref = resolution.kind === 'rest' ? resolution.spec.restResolver!.upstreamRef : resolution.spec.grpcResolver!.upstreamRef;
+      const cluster = clusterGetter(ref);
+      if (!cluster) {
+        resolvers[key] = () => {
+          throw fieldError(FieldErrorCodes.UPSTREAM_ERROR, `upstream ${ref.namespace ?? resource.namespace}/${ref.name} is not served`);
+        };
+        continue;
+      }
+      if (resolution.kind === 'rest') {
+        resolvers[key] = restResolver(resolution.rest, cluster, counters);
+      } else {
+        for (const host of cluster().hosts) grpcHosts.add(GrpcChannels.idOf(host));
+        resolvers[key] = grpcResolver(resolution.grpc, cluster, this.channels, counters);
+      }
+    }
+
+    const fingerprint = `${resource.version} ${upstreamVersions.sort().join(' ')}`;
+    const existing = this.endpoints.get(resource.key);
+    if (existing && existing.fingerprint === fingerprint) return existing;
+    const local = spec.executor.local;
+    const introspection = local?.enableIntrospection ?? false;
+    const endpoint = new GraphQLEndpoint({
+      key: resource.key,
+      name,
+      version: resource.version,
+      schema: compiled.schema,
+      // The remote executor's upstream decides about introspection; locally it is off by default.
+      rules: validationRules({ introspection: remote ? true : introspection, maxDepth: local?.options?.maxDepth }),
+      introspection: !remote && introspection,
+      ...(remote ? { remote } : { resolvers }),
+      engine: this.options.engine ?? 'jit',
+    });
+    endpoint.fingerprint = fingerprint;
+    return endpoint;
+  }
+
+  async handle(apiKey: string, req: IncomingMessage, res: ServerResponse, ctx: RequestContext): Promise<void> {
+    const endpoint = this.endpoints.get(apiKey);
+    try {
+      if (!endpoint) {
+        req.resume();
+        sendErrors(res, 404, 'application/json', [{ message: `GraphQLApi ${apiKey.replace(/^GraphQLApi\//, '')} is not served` }]);
+        return;
+      }
+      await endpoint.serve(req, res, ctx);
+    } catch (error) {
+      ctx.logger.error({ err: error, api: apiKey }, 'GraphQL request failed');
+      if (!res.headersSent) sendErrors(res, 500, 'application/json', [{ message: 'internal error' }]);
+      else res.destroy();
+    }
+  }
+
+  async close(): Promise<void> {
+    this.endpoints = new Map();
+    this.channels.close();
+  }
+}

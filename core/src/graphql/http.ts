@@ -1,0 +1,178 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+
+/**
+ * GraphQL over HTTP framing (SPEC 3.3; graphql-over-http draft): request parameters from
+ * GET query strings or JSON POST bodies, media-type negotiation and JSON responses.
+ */
+
+export type MediaType = 'application/json' | 'application/graphql-response+json';
+
+/** The parameters of one GraphQL request. */
+export interface RequestParams {
+  readonly query: string;
+  readonly operationName?: string | undefined;
+  readonly variables?: Record<string, unknown> | undefined;
+  readonly extensions?: Record<string, unknown> | undefined;
+  /** The POST body as received (forwarded unchanged by the remote executor). */
+  readonly rawBody?: Buffer | undefined;
+}
+
+/** A request that is not a usable GraphQL request: answered with `status` and a GraphQL error. */
+export class RequestFailure {
+  readonly status: number;
+  readonly message: string;
+  readonly headers: Readonly<Record<string, string>>;
+  constructor(status: number, message: string, headers: Record<string, string> = {}) {
+    this.status = status;
+    this.message = message;
+    this.headers = headers;
+  }
+}
+
+/** Largest accepted POST body. */
+export const MAX_BODY_BYTES = 1024 * 1024;
+
+/**
+ * The response media type for an `Accept` header: `application/graphql-response+json` when the
+ * client asks for it, `application/json` for `application/json`, `application/*`, `*\/*` or no
+ * header; null when neither is acceptable (406). Entries with `q=0` are refused.
+ */
+export function negotiate(accept: string | undefined): MediaType | null {
+  if (!accept) return 'application/json';
+  let best: MediaType | null = null;
+  let bestQ = 0;
+  for (const entry of accept.split(',')) {
+    const [rawType, ...params] = entry.split(';');
+    const type = rawType!.trim().toLowerCase();
+    let q = 1;
+    let charsetOk = true;
+    for (const p of params) {
+      const [k, v] = p.split('=').map((s) => s.trim().toLowerCase());
+      if (k === 'q') q = Number(v);
+      else if (k === 'charset') charsetOk = v === 'utf-8' || v === 'utf8';
+    }
+    if (!charsetOk || !(q > 0)) continue;
+    const media: MediaType | null =
+      type === 'application/graphql-response+json' ? 'application/graphql-response+json' : type === 'application/json' || type === 'application/*' || type === '*/*' ? 'application/json' : null;
+    if (!media) continue;
+    // The specific media type wins over wildcards at equal weight.
+    if (q > bestQ || (q === bestQ && media === 'application/graphql-response+json' && type !== '*/*' && type !== 'application/*')) {
+      best = media;
+      bestQ = q;
+    }
+  }
+  return best;
+}
+
+/** True for a browser navigation (`Accept: text/html, ...`). */
+export function acceptsHtml(accept: string | undefined): boolean {
+  return accept !== undefined && accept.includes('text/html');
+}
+
+/** Reads the request's GraphQL parameters, or the failure to answer with. */
+export async function readParams(req: IncomingMessage): Promise<RequestParams | RequestFailure> {
+  if (req.method === 'GET') {
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const search = new URLSearchParams(q < 0 ? '' : url.slice(q + 1));
+    let variables: unknown;
+    let extensions: unknown;
+    try {
+      const v = search.get('variables');
+      if (v) variables = JSON.parse(v);
+      const e = search.get('extensions');
+      if (e) extensions = JSON.parse(e);
+    } catch {
+      return new RequestFailure(400, 'the "variables" or "extensions" query parameter is not valid JSON');
+    }
+    return checkParams({ query: search.get('query') ?? undefined, operationName: search.get('operationName') ?? undefined, variables, extensions });
+  }
+  if (req.method !== 'POST') return new RequestFailure(405, `${req.method} is not supported; use GET or POST`, { allow: 'GET, POST' });
+  const contentType = (req.headers['content-type'] ?? '').toLowerCase();
+  const [mediaType, ...params] = contentType.split(';').map((s) => s.trim());
+  const charset = params.find((p) => p.startsWith('charset='))?.slice(8);
+  if (mediaType !== 'application/json' || (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8')) {
+    await drain(req);
+    return new RequestFailure(415, 'a POST body must be application/json (utf-8)');
+  }
+  const body = await readBody(req);
+  if (body instanceof RequestFailure) return body;
+  let data: unknown;
+  try {
+    data = JSON.parse(body.toString('utf8'));
+  } catch {
+    return new RequestFailure(400, 'the request body is not valid JSON');
+  }
+  if (!data || typeof data !== 'object' || Array.isArray(data)) return new RequestFailure(400, 'the request body must be a JSON object');
+  const { query, operationName, variables, extensions } = data as Record<string, unknown>;
+  return checkParams({ query, operationName, variables, extensions, rawBody: body });
+}
+
+function checkParams(p: { query: unknown; operationName: unknown; variables: unknown; extensions: unknown; rawBody?: Buffer }): RequestParams | RequestFailure {
+  if (p.query === undefined || p.query === null) return new RequestFailure(400, 'missing "query"');
+  if (typeof p.query !== 'string') return new RequestFailure(400, '"query" must be a string');
+  if (p.operationName !== undefined && p.operationName !== null && typeof p.operationName !== 'string') return new RequestFailure(400, '"operationName" must be a string');
+  if (p.variables !== undefined && p.variables !== null && (typeof p.variables !== 'object' || Array.isArray(p.variables))) return new RequestFailure(400, '"variables" must be an object');
+  if (p.extensions !== undefined && p.extensions !== null && (typeof p.extensions !== 'object' || Array.isArray(p.extensions))) return new RequestFailure(400, '"extensions" must be an object');
+  return {
+    query: p.query,
+    operationName: (p.operationName as string | null) ?? undefined,
+    variables: (p.variables as Record<string, unknown> | null) ?? undefined,
+    extensions: (p.extensions as Record<string, unknown> | null) ?? undefined,
+    rawBody: p.rawBody,
+  };
+}
+
+function readBody(req: IncomingMessage): Promise<Buffer | RequestFailure> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let failed = false;
+    req.on('data', (chunk: Buffer) => {
+      if (failed) return;
+      size += chunk.length;
+      if (size > MAX_BODY_BYTES) {
+        failed = true;
+        resolve(new RequestFailure(413, `the request body is larger than ${MAX_BODY_BYTES} bytes`));
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on('end', () => {
+      if (!failed) resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+    });
+    req.on('error', () => {
+      if (!failed) {
+        failed = true;
+        resolve(new RequestFailure(400, 'the request body could not be read'));
+      }
+    });
+  });
+}
+
+function drain(req: IncomingMessage): Promise<void> {
+  return new Promise((resolve) => {
+    req.resume();
+    req.on('end', resolve);
+    req.on('error', () => resolve());
+  });
+}
+
+/** Sends a JSON body with `content-type: <media>; charset=utf-8`. */
+export function sendJson(res: ServerResponse, status: number, media: MediaType | 'text/html', body: string | Buffer, headers?: Readonly<Record<string, string>>): void {
+  if (res.headersSent) {
+    res.end();
+    return;
+  }
+  res.writeHead(status, {
+    ...headers,
+    'content-type': `${media}; charset=utf-8`,
+    'content-length': typeof body === 'string' ? Buffer.byteLength(body) : body.length,
+  });
+  res.end(body);
+}
+
+/** Sends `{errors: [...]}`. */
+export function sendErrors(res: ServerResponse, status: number, media: MediaType, errors: readonly { message: string }[], headers?: Readonly<Record<string, string>>): void {
+  sendJson(res, status, media, JSON.stringify({ errors }), headers);
+}

@@ -1,0 +1,125 @@
+import type { ServerResponse } from 'node:http';
+import type { RemoteExecutorSpec } from '../config/schema/graphql-api.ts';
+import { ErrorCodes } from '../errors.ts';
+import { isConnectFailure, type UpstreamCluster } from '../proxy/upstream-cluster.ts';
+import type { RequestContext } from '../proxy/context.ts';
+import { FieldErrorCodes, GraphQLConfigCodes, type Problem } from './errors.ts';
+import { sendErrors, type MediaType, type RequestParams } from './http.ts';
+import { Template, TemplateSyntaxError } from './template.ts';
+
+/** How long the remote executor waits for the upstream GraphQL server (the gateway's route default). */
+export const REMOTE_TIMEOUT_MS = 15_000;
+
+/** `executor.remote` with its templates parsed (load time). */
+export interface CompiledRemote {
+  readonly path: string;
+  readonly headers: readonly (readonly [string, Template])[];
+  readonly queryParams: readonly (readonly [string, Template])[];
+}
+
+const REMOTE_PATH = ['spec', 'executableSchema', 'executor', 'remote'];
+
+/** Parses `executor.remote`: `headers`/`queryParams` values are static or `{$headers.x}` templates. */
+export function compileRemote(spec: RemoteExecutorSpec, problems: Problem[]): CompiledRemote | undefined {
+  let ok = true;
+  const parse = (group: 'headers' | 'queryParams', entries: Record<string, string> | undefined) =>
+    Object.entries(entries ?? {}).map(([name, value]) => {
+      try {
+        return [group === 'headers' ? name.toLowerCase() : name, Template.parse(value, ['headers'])] as const;
+      } catch (e) {
+        if (!(e instanceof TemplateSyntaxError)) throw e;
+        problems.push({ path: [...REMOTE_PATH, group, name], code: GraphQLConfigCodes.BAD_TEMPLATE, message: e.message, severity: 'error' });
+        ok = false;
+        return [name, Template.parse('', ['headers'])] as const;
+      }
+    });
+  const headers = parse('headers', spec.headers);
+  const queryParams = parse('queryParams', spec.queryParams);
+  if (!ok) return undefined;
+  let path = spec.path ?? '/graphql';
+  if (queryParams.length > 0 && !queryParams.some(([, t]) => !t.constant)) {
+    // All static: the query string is built once.
+    path += (path.includes('?') ? '&' : '?') + queryParams.map(([k, t]) => `${encodeURIComponent(k)}=${encodeURIComponent(t.text)}`).join('&');
+    return { path, headers, queryParams: [] };
+  }
+  return { path, headers, queryParams };
+}
+
+/**
+ * Forwards validated operations to the upstream GraphQL server and returns its answer
+ * unchanged (status, content type and body bytes). Connection failures answer 503 and
+ * timeouts 504, with a GraphQL error body and `x-gatehouse-error` (SPEC 4).
+ */
+export class RemoteExecutor {
+  private readonly remote: CompiledRemote;
+  private readonly upstream: () => UpstreamCluster;
+  private readonly staticHeaders: Record<string, string>;
+  private readonly dynamicHeaders: (readonly [string, Template])[];
+
+  /** `upstream` is looked up per request: the registry may replace a cluster another owner closed. */
+  constructor(remote: CompiledRemote, upstream: () => UpstreamCluster) {
+    this.remote = remote;
+    this.upstream = upstream;
+    this.staticHeaders = { 'content-type': 'application/json' };
+    this.dynamicHeaders = [];
+    for (const [name, t] of remote.headers) {
+      if (t.constant) this.staticHeaders[name] = t.text;
+      else this.dynamicHeaders.push([name, t]);
+    }
+  }
+
+  async forward(params: RequestParams, media: MediaType, res: ServerResponse, ctx: RequestContext): Promise<void> {
+    const scope = { headers: ctx.headers };
+    let headers = this.staticHeaders;
+    if (this.dynamicHeaders.length > 0 || headers.accept === undefined) {
+      headers = { ...headers };
+      for (const [name, t] of this.dynamicHeaders) {
+        const value = t.string(scope);
+        if (value !== '') headers[name] = value;
+      }
+    }
+    headers.accept ??= media === 'application/json' ? 'application/json' : 'application/graphql-response+json, application/json;q=0.9';
+    let path = this.remote.path;
+    if (this.remote.queryParams.length > 0) {
+      const query = this.remote.queryParams
+        .map(([k, t]) => [k, t.string(scope)] as const)
+        .filter(([, v]) => v !== '')
+        .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`)
+        .join('&');
+      if (query) path += (path.includes('?') ? '&' : '?') + query;
+    }
+    const body =
+      params.rawBody ??
+      JSON.stringify({ query: params.query, operationName: params.operationName, variables: params.variables, extensions: params.extensions });
+    const cluster = this.upstream();
+    const host = cluster.pick();
+    ctx.upstream = cluster.name;
+    try {
+      const response = await host.dispatcher.request({ method: 'POST', path, headers, body, headersTimeout: REMOTE_TIMEOUT_MS, bodyTimeout: REMOTE_TIMEOUT_MS });
+      const bytes = Buffer.from(await response.body.arrayBuffer());
+      const contentType = response.headers['content-type'];
+      res.writeHead(response.statusCode, {
+        ...(contentType ? { 'content-type': contentType as string } : {}),
+        'content-length': bytes.length,
+      });
+      res.end(bytes);
+    } catch (error) {
+      const code = (error as { code?: string }).code;
+      if (isConnectFailure(error)) cluster.eject(host);
+      const timeout = code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';
+      ctx.logger.warn({ err: error, upstream: cluster.name }, 'GraphQL remote executor: upstream failed');
+      sendErrors(
+        res,
+        timeout ? 504 : 503,
+        media,
+        [
+          {
+            message: timeout ? `upstream ${cluster.name} did not answer within ${REMOTE_TIMEOUT_MS}ms` : `upstream ${cluster.name} is unavailable: ${code ?? (error as Error).message}`,
+            extensions: { code: timeout ? FieldErrorCodes.UPSTREAM_TIMEOUT : FieldErrorCodes.UPSTREAM_ERROR },
+          } as { message: string },
+        ],
+        { 'x-gatehouse-error': timeout ? ErrorCodes.UPSTREAM_TIMEOUT : ErrorCodes.UPSTREAM_UNAVAILABLE },
+      );
+    }
+  }
+}

@@ -1,0 +1,30 @@
+import type { IncomingHttpHeaders } from 'node:http';
+
+/** Per-operation state handed to every resolver as the GraphQL context value. */
+export interface OperationContext {
+  /** The effective request headers (after auth), lowercase names: the `{$headers.x}` source. */
+  readonly headers: IncomingHttpHeaders;
+  /** Upstream calls made by this operation, by call identity: identical calls are made once (SPEC 3.3). */
+  readonly calls: Map<string, Promise<unknown>>;
+  /** Resolvers bound to this endpoint's upstreams, by resolution key. */
+  readonly resolvers: Readonly<Record<string, FieldResolver>>;
+}
+
+/** A resolution bound to its upstream: what a `@resolve` field calls. */
+export type FieldResolver = (parent: unknown, args: Record<string, unknown>, ctx: OperationContext) => unknown;
+
+/** Counts resolver outcomes (prebound metric children, so the hot path only increments). */
+export interface ResolverMetrics {
+  ok(): void;
+  error(): void;
+}
+
+/** Runs `call` once per operation for `key`: later identical calls share its promise. */
+export function dedupe<T>(ctx: OperationContext, key: string, call: () => Promise<T>): Promise<T> {
+  let pending = ctx.calls.get(key) as Promise<T> | undefined;
+  if (!pending) {
+    pending = call();
+    ctx.calls.set(key, pending);
+  }
+  return pending;
+}

@@ -1,0 +1,172 @@
+import { makeExecutableSchema } from '@graphql-tools/schema';
+import {
+  GraphQLError,
+  Kind,
+  parse,
+  validateSchema,
+  type DocumentNode,
+  type FieldDefinitionNode,
+  type GraphQLFieldResolver,
+  type GraphQLSchema,
+} from 'graphql';
+import type protobuf from 'protobufjs';
+import type { Resource } from '../config/resource.ts';
+import type { GraphQLApiSpec, ResolutionSpec } from '../config/schema/graphql-api.ts';
+import { GraphQLConfigCodes, type Problem } from './errors.ts';
+import { rootFromDescriptorSet } from './grpc/descriptors.ts';
+import { compileGrpc, type CompiledGrpc } from './resolvers/grpc.ts';
+import { compileRest, type CompiledRest } from './resolvers/rest.ts';
+import type { OperationContext } from './resolvers/types.ts';
+import { compileRemote, type CompiledRemote } from './remote.ts';
+
+/** A resolution with its templates parsed, not yet bound to an upstream. */
+export type CompiledResolution =
+  | { readonly kind: 'rest'; readonly spec: ResolutionSpec; readonly rest: CompiledRest }
+  | { readonly kind: 'grpc'; readonly spec: ResolutionSpec; readonly grpc: CompiledGrpc }
+  | { readonly kind: 'mock'; readonly spec: ResolutionSpec };
+
+/**
+ * A GraphQLApi compiled once per spec version: the executable schema (its `@resolve` fields
+ * dispatch to the resolvers bound in the operation context) and the parsed resolutions.
+ * Immutable and independent of upstreams, so the load-time check and every endpoint share it.
+ */
+export interface CompiledApi {
+  readonly version: string;
+  /** Undefined when the schema does not build (see `problems`). */
+  readonly schema: GraphQLSchema | undefined;
+  readonly resolutions: ReadonlyMap<string, CompiledResolution>;
+  /** `executor.remote`, parsed; undefined for a local executor. */
+  readonly remote: CompiledRemote | undefined;
+  readonly problems: readonly Problem[];
+  /** True when some problem is an error: the resource is rejected. */
+  readonly rejected: boolean;
+}
+
+const SCHEMA_PATH = ['spec', 'executableSchema', 'schemaDefinition'];
+const LOCAL_PATH = ['spec', 'executableSchema', 'executor', 'local'];
+const RESOLVE_DIRECTIVE = 'directive @resolve(name: String!) on FIELD_DEFINITION';
+
+const cache = new Map<string, CompiledApi>();
+const CACHE_LIMIT = 256;
+
+/** The compiled form of a GraphQLApi, cached by its spec version (the content hash). */
+export function compileApi(resource: Pick<Resource<'GraphQLApi'>, 'version' | 'spec'>): CompiledApi {
+  let compiled = cache.get(resource.version);
+  if (compiled) {
+    // Refresh its place: the cache drops the least recently used entry first.
+    cache.delete(resource.version);
+  } else {
+    compiled = compile(resource.version, resource.spec);
+  }
+  cache.set(resource.version, compiled);
+  if (cache.size > CACHE_LIMIT) cache.delete(cache.keys().next().value!);
+  return compiled;
+}
+
+function compile(version: string, spec: GraphQLApiSpec): CompiledApi {
+  const problems: Problem[] = [];
+  const error = (path: readonly (string | number)[], code: string, message: string) => problems.push({ path, code, message, severity: 'error' });
+  const executable = spec.executableSchema;
+  const local = executable.executor.local;
+
+  let document: DocumentNode | undefined;
+  try {
+    document = parse(executable.schemaDefinition, { noLocation: false });
+  } catch (e) {
+    error(SCHEMA_PATH, GraphQLConfigCodes.SCHEMA, `the SDL does not parse: ${describeGraphQLError(e as GraphQLError)}`);
+  }
+
+  // Resolutions first: their problems are reported even when the SDL is broken.
+  let root: protobuf.Root | undefined;
+  if (executable.grpcDescriptorRegistry) {
+    try {
+      root = rootFromDescriptorSet(executable.grpcDescriptorRegistry.protoDescriptorBin);
+    } catch (e) {
+      error(['spec', 'executableSchema', 'grpcDescriptorRegistry', 'protoDescriptorBin'], GraphQLConfigCodes.BAD_DESCRIPTOR, (e as Error).message);
+    }
+  }
+  const resolutions = new Map<string, CompiledResolution>();
+  for (const [key, resolution] of Object.entries(local?.resolutions ?? {})) {
+    const at = [...LOCAL_PATH, 'resolutions', key];
+    if (resolution.restResolver) {
+      const rest = compileRest(resolution.restResolver, [...at, 'restResolver'], problems);
+      if (rest) resolutions.set(key, { kind: 'rest', spec: resolution, rest });
+    } else if (resolution.grpcResolver) {
+      const grpc = executable.grpcDescriptorRegistry && !root ? undefined : compileGrpc(resolution.grpcResolver, root, [...at, 'grpcResolver'], problems);
+      if (grpc) resolutions.set(key, { kind: 'grpc', spec: resolution, grpc });
+    } else if (resolution.mockResolver) {
+      resolutions.set(key, { kind: 'mock', spec: resolution });
+    }
+  }
+
+  const remote = executable.executor.remote ? compileRemote(executable.executor.remote, problems) : undefined;
+
+  let schema: GraphQLSchema | undefined;
+  if (document) {
+    const hasDirective = document.definitions.some((d) => d.kind === Kind.DIRECTIVE_DEFINITION && d.name.value === 'resolve');
+    const typeDefs = hasDirective ? document : { ...document, definitions: [...document.definitions, ...parse(RESOLVE_DIRECTIVE).definitions] };
+    const resolvers: Record<string, Record<string, GraphQLFieldResolver<unknown, OperationContext>>> = {};
+    const used = new Set<string>();
+    for (const definition of document.definitions) {
+      if (definition.kind !== Kind.OBJECT_TYPE_DEFINITION && definition.kind !== Kind.OBJECT_TYPE_EXTENSION) continue;
+      for (const field of definition.fields ?? []) {
+        const key = resolveName(field);
+        if (key === undefined) continue;
+        const where = `${definition.name.value}.${field.name.value} (SDL line ${field.loc?.startToken.line ?? '?'})`;
+        if (local === undefined) {
+          problems.push({ path: SCHEMA_PATH, code: GraphQLConfigCodes.IGNORED, message: `${where}: @resolve is ignored by the remote executor`, severity: 'warning' });
+          continue;
+        }
+        if (key === null) {
+          error(SCHEMA_PATH, GraphQLConfigCodes.UNKNOWN_RESOLVER, `${where}: @resolve needs a string "name" argument`);
+          continue;
+        }
+        used.add(key);
+        if (!local.resolutions?.[key]) {
+          const known = Object.keys(local.resolutions ?? {});
+          error(SCHEMA_PATH, GraphQLConfigCodes.UNKNOWN_RESOLVER, `${where}: @resolve(name: "${key}") names no entry of executor.local.resolutions; ${known.length ? `defined: ${known.map((k) => `"${k}"`).join(', ')}` : 'none is defined'}`);
+          continue;
+        }
+        (resolvers[definition.name.value] ??= {})[field.name.value] = dispatch(key);
+      }
+    }
+    for (const key of Object.keys(local?.resolutions ?? {})) {
+      if (!used.has(key)) {
+        problems.push({ path: [...LOCAL_PATH, 'resolutions', key], code: GraphQLConfigCodes.UNUSED_RESOLVER, message: `no field uses this resolution; bind one with @resolve(name: "${key}")`, severity: 'warning' });
+      }
+    }
+    try {
+      const built = makeExecutableSchema({ typeDefs, resolvers, resolverValidationOptions: { requireResolversToMatchSchema: 'ignore' } });
+      const invalid = validateSchema(built);
+      if (invalid.length > 0) {
+        for (const e of invalid) error(SCHEMA_PATH, GraphQLConfigCodes.SCHEMA, `invalid schema: ${describeGraphQLError(e)}`);
+      } else if (!built.getQueryType()) {
+        error(SCHEMA_PATH, GraphQLConfigCodes.NO_QUERY, 'the schema has no Query type; add "type Query { ... }"');
+      } else {
+        schema = built;
+      }
+    } catch (e) {
+      error(SCHEMA_PATH, GraphQLConfigCodes.SCHEMA, `invalid schema: ${e instanceof GraphQLError ? describeGraphQLError(e) : (e as Error).message}`);
+    }
+  }
+  const rejected = problems.some((p) => p.severity === 'error');
+  return Object.freeze({ version, schema: rejected ? undefined : schema, resolutions, remote, problems, rejected });
+}
+
+/** The `name` of a field's `@resolve`; null when malformed, undefined when absent. */
+function resolveName(field: FieldDefinitionNode): string | null | undefined {
+  const directive = field.directives?.find((d) => d.name.value === 'resolve');
+  if (!directive) return undefined;
+  const arg = directive.arguments?.find((a) => a.name.value === 'name');
+  return arg?.value.kind === Kind.STRING ? arg.value.value : null;
+}
+
+/** A field resolver that calls the resolution bound to this endpoint (through the operation context). */
+function dispatch(key: string): GraphQLFieldResolver<unknown, OperationContext> {
+  return (parent, args, ctx) => ctx.resolvers[key]!(parent, args, ctx);
+}
+
+function describeGraphQLError(e: GraphQLError): string {
+  const where = e.locations?.[0];
+  return where ? `${e.message} (SDL line ${where.line}, column ${where.column})` : e.message;
+}
