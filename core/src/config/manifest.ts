@@ -1,4 +1,4 @@
-import { LineCounter, parseAllDocuments, isNode, type Document } from 'yaml';
+import { LineCounter, parseAllDocuments, isMap, isScalar, isSeq, type Document } from 'yaml';
 import { ConfigCodes, type Diagnostic, type PathSegment } from './diagnostic.ts';
 
 /** One YAML/JSON document read from a file, with a way back to its source lines. */
@@ -36,21 +36,42 @@ export function parseManifests(file: string, text: string): { documents: Manifes
       }
       return;
     }
-    if (doc.contents === null) return;
+    const value: unknown = doc.toJS({ maxAliasCount: 100 });
+    // `---` followed by nothing (or only comments) is an empty document, not a resource.
+    if (value === null || value === undefined || doc.contents === null) return;
     const line = doc.contents.range ? lineCounter.linePos(doc.contents.range[0]).line : 1;
     documents.push({
       file,
       index,
       line,
-      value: doc.toJS({ maxAliasCount: 100 }),
+      value,
       lineOf(path) {
-        for (let depth = path.length; depth >= 0; depth--) {
-          const node = doc.getIn(path.slice(0, depth), true);
-          if (isNode(node) && node.range) return lineCounter.linePos(node.range[0]).line;
-        }
-        return line;
+        return lineOfPath(doc.contents, path, line, (offset) => lineCounter.linePos(offset).line);
       },
     });
   });
   return { documents, diagnostics };
+}
+
+/**
+ * Line of the deepest node on `path` that exists: for a map entry, the line of its key
+ * (where a user looks for `foo:`), for a list item the line of the item.
+ */
+function lineOfPath(root: unknown, path: readonly PathSegment[], fallback: number, lineAt: (offset: number) => number): number {
+  let node = root;
+  let line = fallback;
+  for (const segment of path) {
+    if (isMap(node)) {
+      const pair = node.items.find((p) => (isScalar(p.key) ? p.key.value : p.key) === segment);
+      if (!pair) break;
+      if (isScalar(pair.key) && pair.key.range) line = lineAt(pair.key.range[0]);
+      node = pair.value;
+    } else if (isSeq(node) && typeof segment === 'number') {
+      const item = node.items[segment] as { range?: [number, number, number] } | undefined;
+      if (!item) break;
+      if (item.range) line = lineAt(item.range[0]);
+      node = item;
+    } else break;
+  }
+  return line;
 }
