@@ -168,8 +168,11 @@ export function grpcResolver(compiled: CompiledGrpc, upstream: () => UpstreamClu
         (error, bytes) => {
           if (error) {
             if (error.code === grpc.status.UNAVAILABLE) cluster.eject(host);
-            const code = error.code === grpc.status.DEADLINE_EXCEEDED ? FieldErrorCodes.UPSTREAM_TIMEOUT : FieldErrorCodes.UPSTREAM_ERROR;
-            reject(fieldError(code, `upstream ${cluster.name} failed ${full}: ${grpc.status[error.code]}${error.details ? `: ${error.details}` : ''}`, { grpc: { status: error.code } }));
+            if (error.code === grpc.status.DEADLINE_EXCEEDED) {
+              reject(fieldError(FieldErrorCodes.UPSTREAM_TIMEOUT, `upstream ${cluster.name} did not answer ${full} within ${compiled.timeoutMs}ms`, { grpc: { status: error.code } }));
+              return;
+            }
+            reject(fieldError(FieldErrorCodes.UPSTREAM_ERROR, `upstream ${cluster.name} failed ${full}: ${grpc.status[error.code]}${error.details ? `: ${error.details}` : ''}`, { grpc: { status: error.code } }));
             return;
           }
           try {
