@@ -52,6 +52,11 @@ export class AuthEngine {
     return [...this.entries.keys()].sort();
   }
 
+  /** The chain serving `configId` now (undefined when unknown or not buildable). */
+  chain(configId: string): AuthChain | undefined {
+    return this.entries.get(configId)?.chain;
+  }
+
   /** Applies a snapshot. Updates run one after another, in call order. */
   update(snapshot: ConfigSnapshot): Promise<void> {
     const run = this.updating.then(() => this.apply(snapshot));

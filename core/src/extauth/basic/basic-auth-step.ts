@@ -102,6 +102,11 @@ export class BasicAuthStep implements AuthStep {
     this.decoy = config.encryption === 'apr' ? { salt: 'decoy', expected: Buffer.alloc(22) } : { salt: 'decoy', expected: Buffer.alloc(20) };
   }
 
+  /** How many verified credentials are cached now. */
+  get cachedCredentials(): number {
+    return this.cache.size;
+  }
+
   async authorize(request: CheckRequest): Promise<AuthDecision> {
     const headers = request.attributes.request.http.headers;
     const header = pickHeader(headers.authorization, this.config.extended ? headers['proxy-authorization'] : undefined);
