@@ -1,0 +1,35 @@
+/** Stable error codes of the plugin host (SPEC 5.2). Callers match on these, never on messages. */
+export const PluginCodes = {
+  /** Node was started without `--no-node-snapshot`, which isolated-vm needs on Node 20+. */
+  NODE_FLAGS: 'GH_PLUGIN_NODE_FLAGS',
+  /** `<plugin-dir>/<pluginFileName>` does not exist or cannot be read. */
+  NOT_FOUND: 'GH_PLUGIN_NOT_FOUND',
+  /** The file is not a compiled plugin (no metadata line, bad JSON, hash mismatch). */
+  BAD_FILE: 'GH_PLUGIN_BAD_FILE',
+  /** The plugin was built for another gateway version. */
+  VERSION_MISMATCH: 'GH_PLUGIN_VERSION_MISMATCH',
+  /** `exportedSymbolName` is not among the plugin's exports. */
+  SYMBOL_NOT_EXPORTED: 'GH_PLUGIN_SYMBOL_NOT_EXPORTED',
+  /** The exported symbol is not an ExtAuthPlugin (no NewConfigInstance / GetAuthService). */
+  BAD_EXPORT: 'GH_PLUGIN_BAD_EXPORT',
+  /** The step's `config` does not decode onto the plugin's config object. */
+  BAD_CONFIG: 'GH_PLUGIN_BAD_CONFIG',
+  /** The script, NewConfigInstance or GetAuthService threw. */
+  INIT_FAILED: 'GH_PLUGIN_INIT_FAILED',
+  /** Start threw or rejected. */
+  START_FAILED: 'GH_PLUGIN_START_FAILED',
+  /** Loading, initializing or starting took longer than the start timeout. */
+  START_TIMEOUT: 'GH_PLUGIN_START_TIMEOUT',
+  /** Authorize threw or rejected. */
+  THREW: 'GH_PLUGIN_THREW',
+  /** Authorize ran past the per-call CPU limit, or its promise did not settle in time. */
+  TIMEOUT: 'GH_PLUGIN_TIMEOUT',
+  /** The isolate ran out of its memory limit. */
+  OUT_OF_MEMORY: 'GH_PLUGIN_OUT_OF_MEMORY',
+  /** Authorize returned something that is not a valid AuthorizationResponse. */
+  BAD_RESPONSE: 'GH_PLUGIN_BAD_RESPONSE',
+  /** No healthy isolate right now (being rebuilt after failures, or the step is closed). */
+  UNAVAILABLE: 'GH_PLUGIN_UNAVAILABLE',
+} as const;
+
+export type PluginCode = (typeof PluginCodes)[keyof typeof PluginCodes];

@@ -1,0 +1,226 @@
+import ivm from 'isolated-vm';
+import { PLUGIN_GLOBAL } from '@gatehouse/plugin-sdk/build';
+import { RUNTIME_INSTALL_GLOBAL, sandboxRuntimeScript } from '@gatehouse/plugin-sdk/runtime';
+import type { HostLog, Outcome } from '@gatehouse/plugin-sdk/runtime';
+import { BadResponseError, toDecision, type PluginDecision } from '@gatehouse/plugin-sdk/runtime';
+import { GatehouseError } from '../../errors.ts';
+import { PluginCodes, type PluginCode } from './codes.ts';
+import type { PluginFile } from './plugin-file.ts';
+
+/** The part of the pino logger the host uses (a pino `Logger` fits). */
+export interface PluginHostLogger {
+  debug(fields: object, message: string): void;
+  info(fields: object, message: string): void;
+  warn(fields: object, message: string): void;
+  error(fields: object, message: string): void;
+}
+
+export interface SandboxLimits {
+  /** Isolate heap limit (isolated-vm `memoryLimit`, minimum 8). */
+  memoryLimitMb: number;
+  /** Time an Authorize call may run on the isolate's thread. */
+  cpuTimeoutMs: number;
+  /** Wall time for an Authorize call to settle (covers promises that never resolve). */
+  callTimeoutMs: number;
+  /** Wall time for loading the script, NewConfigInstance, GetAuthService and Start together. */
+  startTimeoutMs: number;
+}
+
+/** Answers from the plugin above this size are garbage, not responses. */
+const MAX_RESPONSE_CHARS = 1024 * 1024;
+const LEVELS = new Set(['debug', 'info', 'warn', 'error']);
+
+/** Why one Authorize call failed; the step logs it and rebuilds the isolate. */
+export class PluginCallError extends GatehouseError {}
+
+function describeError(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * One plugin loaded in its own isolate: the runtime script, then the plugin script, then
+ * NewConfigInstance + config decoding + GetAuthService + Start. Only strings cross the
+ * boundary (JSON in, JSON out); everything coming out is validated here.
+ */
+export class PluginInstance {
+  private readonly isolate: ivm.Isolate;
+  private readonly authorizeRef: ivm.Reference<(json: string) => Promise<string>>;
+  private readonly limits: SandboxLimits;
+  private deadReason: string | undefined;
+
+  private constructor(isolate: ivm.Isolate, authorizeRef: ivm.Reference<(json: string) => Promise<string>>, limits: SandboxLimits) {
+    this.isolate = isolate;
+    this.authorizeRef = authorizeRef;
+    this.limits = limits;
+  }
+
+  /** Whether calls can still go to this isolate. */
+  get alive(): boolean {
+    return this.deadReason === undefined && !this.isolate.isDisposed;
+  }
+
+  /** Builds and starts an instance; throws a GatehouseError with a GH_PLUGIN_* code naming the stage. */
+  static async create(file: PluginFile, config: unknown, limits: SandboxLimits, logger: PluginHostLogger): Promise<PluginInstance> {
+    const where = { plugin: file.metadata.name, file: file.path };
+    const runtime = await sandboxRuntimeScript();
+    let catastrophe: string | undefined;
+    const isolate = new ivm.Isolate({
+      memoryLimit: limits.memoryLimitMb,
+      // isolated-vm says the process should abort here; the spec says the auth server stays up,
+      // so the isolate is dropped (and rebuilt) and the condition logged loudly.
+      onCatastrophicError: (message) => {
+        catastrophe = message;
+        logger.error({ ...where, code: PluginCodes.OUT_OF_MEMORY, cause: message }, 'plugin isolate failed catastrophically');
+      },
+    });
+    const deadline = performance.now() + limits.startTimeoutMs;
+    const remaining = (): number => Math.max(1, Math.floor(deadline - performance.now()));
+    const fail = (code: PluginCode, message: string, cause?: unknown): never => {
+      if (!isolate.isDisposed) isolate.dispose();
+      throw new GatehouseError(code, `pluginAuth ${file.metadata.name} (${file.path}): ${message}`, { cause });
+    };
+    const timedOut = (stage: string): never =>
+      fail(PluginCodes.START_TIMEOUT, `${stage} did not finish within the start timeout of ${limits.startTimeoutMs} ms`);
+
+    // Wall-clock guard for a whole stage: a promise that never settles is not caught by `timeout`.
+    const guard = async <T>(stage: string, run: () => Promise<T>): Promise<T> => {
+      let timer: NodeJS.Timeout | undefined;
+      const expired = new Promise<'expired'>((resolve) => {
+        timer = setTimeout(() => resolve('expired'), remaining());
+      });
+      try {
+        const result = await Promise.race([run(), expired]);
+        if (result === 'expired') return timedOut(stage);
+        return result;
+      } catch (error) {
+        if (isolate.isDisposed || catastrophe) {
+          return fail(PluginCodes.OUT_OF_MEMORY, `${stage} ran out of the ${limits.memoryLimitMb} MB memory limit`, error);
+        }
+        if (describeError(error).includes('Script execution timed out')) return timedOut(stage);
+        return fail(PluginCodes.INIT_FAILED, `${stage} threw: ${describeError(error)}`, error);
+      } finally {
+        clearTimeout(timer);
+      }
+    };
+
+    const hostLog: HostLog = (level, message, fields) => {
+      if (!LEVELS.has(level) || typeof message !== 'string') return;
+      let parsed: unknown = fields;
+      if (typeof fields === 'string') {
+        try {
+          parsed = JSON.parse(fields);
+        } catch {
+          // Truncated by the runtime: keep the text.
+        }
+      }
+      logger[level]({ ...where, ...(parsed === undefined ? {} : { fields: parsed }) }, message);
+    };
+
+    const context = await guard('creating the isolate', () => isolate.createContext());
+    await guard('the sandbox runtime', async () => {
+      const script = await isolate.compileScript(runtime, { filename: 'gatehouse:sandbox-runtime.js' });
+      await script.run(context, { timeout: remaining() });
+    });
+    const api = await guard('the sandbox runtime', () =>
+      context.evalClosure(
+        `const install = globalThis.${RUNTIME_INSTALL_GLOBAL}; delete globalThis.${RUNTIME_INSTALL_GLOBAL}; return install($0);`,
+        [new ivm.Callback(hostLog, { ignored: true })],
+        { result: { reference: true }, timeout: remaining() },
+      ),
+    );
+    await guard('loading the plugin script', async () => {
+      const script = await isolate.compileScript(file.body, { filename: `file://${file.path}` });
+      await script.run(context, { timeout: remaining() });
+    });
+
+    const call = async (name: 'init' | 'start', args: string[], stage: string): Promise<Outcome> => {
+      const json = await guard(stage, async () => {
+        const fn = await api.get(name, { reference: true });
+        return fn.apply(undefined, args, { timeout: remaining(), result: { promise: true } });
+      });
+      return parseOutcome(json) ?? fail(PluginCodes.INIT_FAILED, `${stage} returned an unreadable answer`);
+    };
+
+    const init = await call('init', [file.symbol, PLUGIN_GLOBAL, JSON.stringify(config ?? null)], 'NewConfigInstance/GetAuthService');
+    if (!init.ok) {
+      const code = init.stage === 'export' ? PluginCodes.BAD_EXPORT : init.stage === 'config' ? PluginCodes.BAD_CONFIG : PluginCodes.INIT_FAILED;
+      const what = init.stage === 'config' ? 'config does not fit the plugin' : init.stage === 'export' ? `export "${file.symbol}"` : `${init.stage === 'new-config' ? 'NewConfigInstance' : 'GetAuthService'} failed`;
+      fail(code, `${what}: ${init.error}`);
+    }
+    const start = await call('start', [], 'Start');
+    if (!start.ok) fail(PluginCodes.START_FAILED, `Start failed: ${start.error}`);
+
+    const authorizeRef = await guard('the sandbox runtime', () => api.get('authorize', { reference: true }));
+    api.release();
+    return new PluginInstance(isolate, authorizeRef as ivm.Reference<(json: string) => Promise<string>>, limits);
+  }
+
+  /** Runs Authorize on a JSON CheckRequest; throws {@link PluginCallError} on any failure. */
+  async authorize(requestJson: string): Promise<PluginDecision> {
+    const { cpuTimeoutMs, callTimeoutMs, memoryLimitMb } = this.limits;
+    if (!this.alive) throw new PluginCallError(PluginCodes.UNAVAILABLE, `the isolate is gone (${this.deadReason ?? 'disposed'})`);
+    let expired = false;
+    const timer = setTimeout(() => {
+      expired = true;
+      this.dispose('a call did not settle in time');
+    }, callTimeoutMs);
+    let json: unknown;
+    try {
+      json = await this.authorizeRef.apply(undefined, [requestJson], { timeout: cpuTimeoutMs, result: { promise: true } });
+    } catch (error) {
+      const message = describeError(error);
+      if (expired) throw new PluginCallError(PluginCodes.TIMEOUT, `Authorize did not settle within ${callTimeoutMs} ms (a promise that never resolves?)`, { cause: error });
+      if (message.includes('memory limit')) throw new PluginCallError(PluginCodes.OUT_OF_MEMORY, `Authorize ran out of the ${memoryLimitMb} MB memory limit`, { cause: error });
+      if (message.includes('Script execution timed out')) throw new PluginCallError(PluginCodes.TIMEOUT, `Authorize ran longer than the ${cpuTimeoutMs} ms CPU limit`, { cause: error });
+      if (this.isolate.isDisposed) throw new PluginCallError(PluginCodes.UNAVAILABLE, `the isolate was replaced while the call waited (${this.deadReason ?? 'disposed'})`, { cause: error });
+      throw new PluginCallError(PluginCodes.THREW, `Authorize failed: ${message}`, { cause: error });
+    } finally {
+      clearTimeout(timer);
+    }
+    if (typeof json !== 'string' || json.length > MAX_RESPONSE_CHARS) {
+      throw new PluginCallError(PluginCodes.BAD_RESPONSE, 'the sandbox answered with something other than a JSON string of at most 1 MB');
+    }
+    const outcome = parseOutcome(json);
+    if (!outcome) throw new PluginCallError(PluginCodes.BAD_RESPONSE, 'the sandbox answered with unreadable JSON');
+    if (!outcome.ok) {
+      const code = outcome.stage === 'authorize' ? PluginCodes.THREW : PluginCodes.BAD_RESPONSE;
+      throw new PluginCallError(code, outcome.stage === 'authorize' ? `Authorize threw: ${outcome.error}` : `bad response: ${outcome.error}`);
+    }
+    try {
+      return toDecision(outcome.response);
+    } catch (error) {
+      if (error instanceof BadResponseError) throw new PluginCallError(PluginCodes.BAD_RESPONSE, `bad response: ${error.message}`);
+      throw error;
+    }
+  }
+
+  /** Frees the isolate; pending calls on it fail (and are denied). */
+  dispose(reason = 'disposed'): void {
+    this.deadReason ??= reason;
+    if (!this.isolate.isDisposed) {
+      try {
+        this.isolate.dispose();
+      } catch {
+        // Already being torn down by isolated-vm (memory limit).
+      }
+    }
+  }
+}
+
+/** An {@link Outcome} from untrusted JSON, or undefined when it is not one. */
+function parseOutcome(json: unknown): Outcome | undefined {
+  if (typeof json !== 'string') return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(json);
+  } catch {
+    return undefined;
+  }
+  if (typeof value !== 'object' || value === null) return undefined;
+  const outcome = value as Record<string, unknown>;
+  if (outcome.ok === true) return { ok: true, response: outcome.response };
+  if (outcome.ok === false && typeof outcome.stage === 'string' && typeof outcome.error === 'string') {
+    return { ok: false, stage: outcome.stage as Extract<Outcome, { ok: false }>['stage'], error: outcome.error.slice(0, 2048) };
+  }
+  return undefined;
+}

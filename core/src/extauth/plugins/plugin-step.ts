@@ -1,0 +1,194 @@
+import type { PluginMetadata } from '@gatehouse/plugin-sdk/build';
+import type { PluginAuthSpec } from '../../config/schema/auth-config.ts';
+import { ErrorCodes, GatehouseError } from '../../errors.ts';
+import type { AuthDecision, AuthStep, CheckRequest } from '../step.ts';
+import { PluginCodes } from './codes.ts';
+import { assertIsolateFlags } from './node-flags.ts';
+import { loadPluginFile } from './plugin-file.ts';
+import { PluginCallError, PluginInstance, type PluginHostLogger, type SandboxLimits } from './plugin-instance.ts';
+
+export interface PluginStepOptions {
+  /** Where compiled plugins live (`--plugin-dir`, default `/auth-plugins`). */
+  pluginDir: string;
+  /** Isolate memory limit, default 64 (SPEC 5.2); at least 8. */
+  memoryLimitMb?: number;
+  /** Per-call CPU time limit for Authorize, default 50 (SPEC 5.2). */
+  cpuTimeoutMs?: number;
+  /** Wall time for an Authorize promise to settle; default max(1000, 10 × cpuTimeoutMs). */
+  callTimeoutMs?: number;
+  /** Wall time for script load + NewConfigInstance + GetAuthService + Start; default 1000. */
+  startTimeoutMs?: number;
+  /** The auth server's logger (pino). Plugin log lines and failures go here. */
+  logger: PluginHostLogger;
+}
+
+/** A built `pluginAuth` step. Beyond {@link AuthStep}: what was loaded, for reload checks. */
+export interface PluginStep extends AuthStep {
+  readonly type: 'pluginAuth';
+  /** Absolute path of the loaded file. */
+  readonly file: string;
+  /** The loaded file's metadata; `metadata.contentHash` identifies the build. */
+  readonly metadata: PluginMetadata;
+}
+
+const DENY: () => AuthDecision = () => ({ allowed: false, status: 403, headers: [], body: '' });
+/** Longest wait before a broken plugin's isolate is rebuilt again. */
+const MAX_BACKOFF_MS = 5000;
+/** close() waits this long for in-flight calls before disposing the isolate. */
+const DRAIN_MS = 2000;
+
+function limitsOf(options: PluginStepOptions): SandboxLimits {
+  const { memoryLimitMb = 64, cpuTimeoutMs = 50, startTimeoutMs = 1000 } = options;
+  const callTimeoutMs = options.callTimeoutMs ?? Math.max(1000, 10 * cpuTimeoutMs);
+  const check = (name: string, value: number, min: number) => {
+    if (!Number.isFinite(value) || value < min) throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, `plugin host: ${name} must be a number ≥ ${min}, got ${value}`);
+  };
+  check('memoryLimitMb', memoryLimitMb, 8);
+  check('cpuTimeoutMs', cpuTimeoutMs, 1);
+  check('callTimeoutMs', callTimeoutMs, 1);
+  check('startTimeoutMs', startTimeoutMs, 1);
+  return { memoryLimitMb, cpuTimeoutMs, callTimeoutMs, startTimeoutMs };
+}
+
+/**
+ * Builds a `pluginAuth` step (SPEC 5.2): loads `<pluginDir>/<pluginFileName>`, checks its
+ * metadata, and starts the plugin in its own isolate. Resolves once Start has finished, so a
+ * caller swapping configurations can keep the old step serving until then. Rejects with a
+ * GH_PLUGIN_* GatehouseError naming the cause (missing file, version mismatch, bad config…).
+ *
+ * Per request: Authorize runs in the isolate; a throw, a timeout, running out of memory or a
+ * malformed answer denies (403), is logged with its code, and the isolate is rebuilt.
+ */
+export async function createPluginStep(spec: PluginAuthSpec, options: PluginStepOptions): Promise<PluginStep> {
+  const limits = limitsOf(options);
+  assertIsolateFlags();
+  const file = await loadPluginFile(spec, options.pluginDir);
+  const first = await PluginInstance.create(file, spec.config ?? {}, limits, options.logger);
+  return new SandboxedPluginStep(spec, file, first, limits, options.logger);
+}
+
+class SandboxedPluginStep implements PluginStep {
+  readonly type = 'pluginAuth' as const;
+  readonly name: string;
+  readonly file: string;
+  readonly metadata: PluginMetadata;
+
+  private readonly create: () => Promise<PluginInstance>;
+  private readonly logger: PluginHostLogger;
+  private readonly where: { plugin: string; file: string };
+  private instance: PluginInstance | undefined;
+  private building: Promise<PluginInstance> | undefined;
+  /** Failures since the last good answer; drives the rebuild backoff. */
+  private failures = 0;
+  private retryAt = 0;
+  private lastFailure: GatehouseError | undefined;
+  private inFlight = 0;
+  private closed = false;
+  private drained: (() => void) | undefined;
+
+  constructor(spec: PluginAuthSpec, file: Awaited<ReturnType<typeof loadPluginFile>>, first: PluginInstance, limits: SandboxLimits, logger: PluginHostLogger) {
+    this.name = spec.name;
+    this.file = file.path;
+    this.metadata = file.metadata;
+    this.logger = logger;
+    this.where = { plugin: spec.name, file: file.path };
+    this.instance = first;
+    this.create = () => PluginInstance.create(file, spec.config ?? {}, limits, logger);
+  }
+
+  async authorize(request: CheckRequest): Promise<AuthDecision> {
+    this.inFlight++;
+    try {
+      const instance = this.instance?.alive ? this.instance : await this.acquire();
+      try {
+        const decision = await instance.authorize(JSON.stringify(request));
+        this.failures = 0;
+        return decision;
+      } catch (error) {
+        this.failed(instance, error);
+        return DENY();
+      }
+    } catch (error) {
+      const code = error instanceof GatehouseError ? error.code : PluginCodes.UNAVAILABLE;
+      this.logger.error({ ...this.where, code, cause: (error as Error).message }, 'plugin auth denied the request: the plugin is unavailable');
+      return DENY();
+    } finally {
+      this.inFlight--;
+      if (this.inFlight === 0) this.drained?.();
+    }
+  }
+
+  /** Stops taking work: waits (bounded) for in-flight calls, then frees the isolate. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.inFlight > 0) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, DRAIN_MS);
+        this.drained = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    }
+    this.instance?.dispose('the step was closed');
+    this.instance = undefined;
+    const building = this.building;
+    if (building) (await building.catch(() => undefined))?.dispose('the step was closed');
+  }
+
+  /** The healthy instance, one being rebuilt, or a fresh build; throws while backing off. */
+  private acquire(): Promise<PluginInstance> {
+    if (this.closed) return Promise.reject(new GatehouseError(PluginCodes.UNAVAILABLE, 'the step is closed (its AuthConfig was replaced)'));
+    if (this.instance?.alive) return Promise.resolve(this.instance);
+    if (this.building) return this.building;
+    if (performance.now() < this.retryAt) {
+      const cause = this.lastFailure ? `${this.lastFailure.code}: ${this.lastFailure.message}` : 'it failed';
+      return Promise.reject(new GatehouseError(PluginCodes.UNAVAILABLE, `the isolate is being rebuilt after repeated failures (last: ${cause})`));
+    }
+    return this.rebuild();
+  }
+
+  private rebuild(): Promise<PluginInstance> {
+    const building = this.create().then(
+      (instance) => {
+        this.building = undefined;
+        if (this.closed) {
+          instance.dispose('the step was closed');
+          throw new GatehouseError(PluginCodes.UNAVAILABLE, 'the step is closed (its AuthConfig was replaced)');
+        }
+        this.instance = instance;
+        this.logger.info({ ...this.where }, 'plugin isolate rebuilt');
+        return instance;
+      },
+      (error: unknown) => {
+        this.building = undefined;
+        this.noteFailure(error instanceof GatehouseError ? error : new GatehouseError(PluginCodes.UNAVAILABLE, String(error)));
+        this.logger.error({ ...this.where, code: (error as GatehouseError).code, cause: (error as Error).message }, 'plugin isolate could not be rebuilt');
+        throw error;
+      },
+    );
+    this.building = building;
+    return building;
+  }
+
+  /** A call failed: deny (caller), log, drop the isolate and rebuild it, eagerly unless failing repeatedly. */
+  private failed(instance: PluginInstance, error: unknown): void {
+    const failure = error instanceof PluginCallError || error instanceof GatehouseError ? error : new GatehouseError(PluginCodes.THREW, String(error));
+    this.logger.error({ ...this.where, code: failure.code, cause: failure.message }, 'plugin auth denied the request: the plugin failed');
+    if (this.instance !== instance) return; // Another failure already replaced it.
+    this.instance = undefined;
+    instance.dispose(failure.code);
+    this.noteFailure(failure);
+    if (!this.closed && this.retryAt <= performance.now()) this.rebuild().catch(() => undefined);
+  }
+
+  private noteFailure(failure: GatehouseError): void {
+    this.failures++;
+    this.lastFailure = failure;
+    // First failure: rebuild at once. Repeated ones: back off, so a plugin that always fails
+    // costs a rebuild per backoff period instead of one per request.
+    const backoff = this.failures <= 1 ? 0 : Math.min(MAX_BACKOFF_MS, 50 * 2 ** (this.failures - 2));
+    this.retryAt = performance.now() + backoff;
+  }
+}

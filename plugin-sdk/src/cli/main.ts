@@ -1,0 +1,91 @@
+#!/usr/bin/env node
+import { parseArgs } from 'node:util';
+import { buildPlugin } from '../build/build-plugin.ts';
+import { PluginBuildError } from '../build/errors.ts';
+import { SDK_VERSION } from '../build/sdk-version.ts';
+import { GATEWAY_VERSION } from '../version.ts';
+
+const USAGE = `usage:
+  gatehouse-plugin build ENTRY --name NAME [--out DIR]   writes DIR/NAME.js (default DIR: compiled-auth-plugins)
+  gatehouse-plugin image build --from DIR --tag VERSION --output LAYOUT_DIR [--base REF]
+  gatehouse-plugin image push --from LAYOUT_DIR REF [--insecure]
+  gatehouse-plugin version                                prints the gateway version plugins are built for`;
+
+type Io = { out: (line: string) => void; err: (line: string) => void };
+const stdio: Io = { out: (line) => process.stdout.write(`${line}\n`), err: (line) => process.stderr.write(`${line}\n`) };
+
+async function build(argv: string[], io: Io): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: { name: { type: 'string' }, out: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+  });
+  if (values.help) {
+    io.out(USAGE);
+    return 0;
+  }
+  if (positionals.length !== 1 || !values.name) {
+    io.err(`gatehouse-plugin build: expected one ENTRY file and --name NAME\n${USAGE}`);
+    return 2;
+  }
+  const result = await buildPlugin({ entry: positionals[0]!, name: values.name, outDir: values.out ?? process.env.GATEHOUSE_PLUGIN_OUT });
+  for (const warning of result.warnings) io.err(`warning: ${warning}`);
+  const { metadata } = result;
+  io.out(`built ${result.file} (plugin ${metadata.name}, exports ${metadata.exports.join(', ')}, gateway ${metadata.gatewayVersion}, ${metadata.contentHash})`);
+  return 0;
+}
+
+/** `gatehouse-plugin image …` lives in ./image.ts (OCI tooling); loaded only when asked for. */
+async function image(argv: string[], io: Io): Promise<number> {
+  let module: { runImageCommand?: (argv: string[]) => Promise<number> };
+  try {
+    module = (await import(new URL('./image.ts', import.meta.url).href)) as typeof module;
+  } catch (error) {
+    io.err(`gatehouse-plugin image: the image commands are not available in this build (${(error as Error).message})`);
+    return 1;
+  }
+  if (typeof module.runImageCommand !== 'function') {
+    io.err('gatehouse-plugin image: the image commands are not available in this build (./image.ts exports no runImageCommand)');
+    return 1;
+  }
+  return module.runImageCommand(argv);
+}
+
+/** Runs the CLI; returns the exit code (0 ok, 1 failure, 2 usage error). */
+export async function main(argv: string[], io: Io = stdio): Promise<number> {
+  const [command, ...rest] = argv;
+  try {
+    switch (command) {
+      case 'build':
+        return await build(rest, io);
+      case 'image':
+        return await image(rest, io);
+      case 'version':
+        io.out(GATEWAY_VERSION);
+        return 0;
+      case undefined:
+      case 'help':
+      case '--help':
+      case '-h':
+        io.out(`gatehouse-plugin ${SDK_VERSION} (gateway ${GATEWAY_VERSION})\n${USAGE}`);
+        return command === undefined ? 2 : 0;
+      default:
+        io.err(`gatehouse-plugin: unknown command ${JSON.stringify(command)}\n${USAGE}`);
+        return 2;
+    }
+  } catch (error) {
+    if (error instanceof PluginBuildError) {
+      io.err(`gatehouse-plugin: ${error.message} [${error.code}]`);
+      return 1;
+    }
+    if ((error as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' || (error as { code?: string }).code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
+      io.err(`gatehouse-plugin: ${(error as Error).message}\n${USAGE}`);
+      return 2;
+    }
+    throw error;
+  }
+}
+
+if (import.meta.main) {
+  process.exitCode = await main(process.argv.slice(2));
+}

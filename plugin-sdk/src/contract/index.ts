@@ -1,0 +1,12 @@
+export type {
+  AuthorizationRequest,
+  AuthorizationResponse,
+  AuthService,
+  CheckRequest,
+  CheckResponse,
+  Context,
+  ExtAuthPlugin,
+  HeaderValueOption,
+  PluginLogger,
+} from './types.ts';
+export { AuthorizedResponse, DeniedResponse, GrpcCode, UnauthenticatedResponse, UnauthorizedResponse } from './responses.ts';

@@ -1,0 +1,33 @@
+import type { AuthorizationResponse, HeaderValueOption } from './types.ts';
+
+/** gRPC status codes used in `CheckResponse.status` (google.rpc.Code). */
+export const GrpcCode = { OK: 0, PERMISSION_DENIED: 7, UNAUTHENTICATED: 16 } as const;
+
+function toOptions(headers: Record<string, string> | undefined): HeaderValueOption[] {
+  return headers ? Object.entries(headers).map(([key, value]) => ({ header: { key, value } })) : [];
+}
+
+/** Allows the request; `headers` are set on the upstream request (overwriting). */
+export function AuthorizedResponse(headers?: Record<string, string>): AuthorizationResponse {
+  return { CheckResponse: { status: { code: GrpcCode.OK }, ok_response: { headers: toOptions(headers), headers_to_remove: [] } } };
+}
+
+/** Denies with `status` (e.g. 302, 429), optional response headers and body. */
+export function DeniedResponse(status: number, headers?: Record<string, string>, body = ''): AuthorizationResponse {
+  return {
+    CheckResponse: {
+      status: { code: status === 401 ? GrpcCode.UNAUTHENTICATED : GrpcCode.PERMISSION_DENIED },
+      denied_response: { status: { code: status }, headers: toOptions(headers), body },
+    },
+  };
+}
+
+/** Denies with 403 Forbidden and an empty body. */
+export function UnauthorizedResponse(): AuthorizationResponse {
+  return DeniedResponse(403);
+}
+
+/** Denies with 401 Unauthorized and an empty body. */
+export function UnauthenticatedResponse(): AuthorizationResponse {
+  return DeniedResponse(401);
+}

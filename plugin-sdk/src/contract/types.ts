@@ -1,0 +1,91 @@
+/**
+ * The auth plugin contract (SPEC 5.2). Go-style names are kept on purpose so plugins
+ * ported from Gloo's Go plugin API read the same. Type-only: no runtime dependencies.
+ */
+
+/** Envoy ext_authz v3 `CheckRequest` as JSON with proto field names. Header names are lowercase. */
+export interface CheckRequest {
+  attributes: {
+    source?: { address?: unknown };
+    destination?: { address?: unknown };
+    request: {
+      http: {
+        id?: string;
+        method: string;
+        /** Path including the query string. */
+        path: string;
+        host: string;
+        scheme: string;
+        headers: Record<string, string>;
+        query?: string;
+        protocol?: string;
+        body?: string;
+      };
+    };
+    /** Set by the gateway: `config_id` (`<namespace>.<name>`), `source_type`, `source_name`. */
+    context_extensions: Record<string, string>;
+  };
+}
+
+/** What `Authorize` receives. */
+export interface AuthorizationRequest {
+  CheckRequest: CheckRequest;
+  /** Reserved for state shared between steps; always an empty object in this version. */
+  State: Record<string, unknown>;
+}
+
+/** Envoy `HeaderValueOption` as JSON: a header to add to the upstream request (ok) or the denial (denied). */
+export interface HeaderValueOption {
+  header: { key: string; value: string };
+  /** Append to an existing value instead of overwriting it (default false). */
+  append?: boolean;
+}
+
+/** Envoy ext_authz v3 `CheckResponse` as JSON with proto field names. */
+export interface CheckResponse {
+  /** gRPC status: code 0 (OK) allows; any other code denies. */
+  status: { code: number; message?: string };
+  /** Used when allowed. */
+  ok_response?: {
+    headers?: HeaderValueOption[];
+    /** Header names to remove from the upstream request. */
+    headers_to_remove?: string[];
+  };
+  /** Used when denied; absent means 403 with an empty body. */
+  denied_response?: {
+    status?: { code: number };
+    headers?: HeaderValueOption[];
+    body?: string;
+  };
+}
+
+/** What `Authorize` returns; build it with the helpers (`AuthorizedResponse()`, …). */
+export interface AuthorizationResponse {
+  CheckResponse: CheckResponse;
+}
+
+/** The host's logger: lines go to the auth server's JSON log, tagged with the plugin. */
+export interface PluginLogger {
+  debug(message: string, fields?: Record<string, unknown>): void;
+  info(message: string, fields?: Record<string, unknown>): void;
+  warn(message: string, fields?: Record<string, unknown>): void;
+  error(message: string, fields?: Record<string, unknown>): void;
+}
+
+/** Passed to every plugin call. The sandbox offers nothing else from the host. */
+export interface Context {
+  readonly logger: PluginLogger;
+}
+
+/** A started auth service: `Start` once, then `Authorize` per request. */
+export interface AuthService {
+  Start(ctx: Context): void | Promise<void>;
+  Authorize(ctx: Context, request: AuthorizationRequest): AuthorizationResponse | Promise<AuthorizationResponse>;
+}
+
+/** What a plugin module exports under its symbol name (default: the plugin name). */
+export interface ExtAuthPlugin {
+  /** A default config object; the step's `config` is decoded onto it (like Go's `json.Unmarshal`). */
+  NewConfigInstance(ctx: Context): unknown | Promise<unknown>;
+  GetAuthService(ctx: Context, config: unknown): AuthService | Promise<AuthService>;
+}

@@ -1,0 +1,8 @@
+/**
+ * The plugin protocol shared by the host (core/src/extauth/plugins) and the test kit:
+ * config decoding, response validation, and the script that runs inside the isolate.
+ */
+export { ConfigDecodeError, decodeConfig } from './decode-config.ts';
+export { RUNTIME_INSTALL_GLOBAL, sandboxRuntimeScript } from './runtime-script.ts';
+export { LOG_LINES_PER_CALL, type HostLog, type Outcome, type RuntimeApi, type Stage } from './sandbox-runtime.ts';
+export { BadResponseError, toDecision, type DecisionHeader, type PluginDecision } from './to-decision.ts';

@@ -1,0 +1,149 @@
+/**
+ * The host's half of the plugin protocol that runs INSIDE the isolate, before the plugin
+ * script (bundled to a classic script from ./sandbox-entry.ts by ./runtime-script.ts). It captures builtins first (the
+ * plugin runs in the same realm and may replace them), locks the global down, gives the
+ * plugin its only host API (a logger), and talks to the host in JSON strings only.
+ * Everything it returns is re-validated by the host: it is as untrusted as the plugin.
+ */
+import type { AuthService, Context, ExtAuthPlugin, PluginLogger } from '../contract/types.ts';
+import { decodeConfig } from './decode-config.ts';
+
+/** Host callback: fire-and-forget, arguments copied out. `fields` is JSON (maybe truncated). */
+export type HostLog = (level: 'debug' | 'info' | 'warn' | 'error', message: string, fields: string | undefined) => void;
+
+/** What the host calls. Every method resolves to a JSON-encoded {@link Outcome}. */
+export interface RuntimeApi {
+  init(symbol: string, globalName: string, configJson: string): Promise<string>;
+  start(): Promise<string>;
+  authorize(requestJson: string): Promise<string>;
+}
+
+/** Stages name where a failure happened, so the host can pick the error code. */
+export type Stage = 'export' | 'new-config' | 'config' | 'get-auth-service' | 'start' | 'authorize' | 'response';
+export type Outcome = { ok: true; response?: unknown } | { ok: false; stage: Stage; error: string };
+
+/** Log lines a plugin may write per host call; more are dropped (a loop must not flood the log). */
+export const LOG_LINES_PER_CALL = 50;
+const MAX_MESSAGE = 2048;
+const MAX_FIELDS = 4096;
+
+/** Sets up the sandbox and returns the API the host calls; `hostLog` is the only way out. */
+export function install(hostLog: HostLog): RuntimeApi {
+  const { parse, stringify } = JSON;
+  const { freeze, defineProperty } = Object;
+  const StringOf = String;
+  const isArray = Array.isArray;
+
+  // Defense in depth on top of the isolate: WebAssembly memory is not counted against the
+  // isolate's memory limit, and SharedArrayBuffer enables Atomics.wait, which blocks the thread.
+  for (const name of ['WebAssembly', 'SharedArrayBuffer']) delete (globalThis as Record<string, unknown>)[name];
+
+  let budget = LOG_LINES_PER_CALL;
+  const text = (value: unknown, max: number): string => {
+    let out: string;
+    try {
+      out = typeof value === 'string' ? value : (stringify(value) ?? StringOf(value));
+    } catch {
+      out = '[unprintable]';
+    }
+    return out.length > max ? `${out.slice(0, max)}…` : out;
+  };
+  const emit =
+    (level: 'debug' | 'info' | 'warn' | 'error') =>
+    (message: unknown, fields?: unknown): void => {
+      if (budget <= 0) return;
+      budget--;
+      hostLog(level, text(message, MAX_MESSAGE), fields === undefined ? undefined : text(fields, MAX_FIELDS));
+    };
+  const logger: PluginLogger = freeze({ debug: emit('debug'), info: emit('info'), warn: emit('warn'), error: emit('error') });
+  const ctx: Context = freeze({ logger });
+
+  // console.* goes to the same logger, so copied snippets and debugging lines are not lost.
+  const line = (level: 'debug' | 'info' | 'warn' | 'error') => (...args: unknown[]) => emit(level)(args.map((a) => text(a, MAX_MESSAGE)).join(' '));
+  defineProperty(globalThis, 'console', {
+    value: freeze({ log: line('info'), info: line('info'), debug: line('debug'), trace: line('debug'), warn: line('warn'), error: line('error') }),
+    writable: true,
+    configurable: true,
+  });
+
+  const messageOf = (error: unknown): string => {
+    try {
+      if (error instanceof Error) return `${error.name}: ${error.message}`;
+      return `non-Error thrown: ${text(error, 512)}`;
+    } catch {
+      return 'an unprintable value was thrown';
+    }
+  };
+  const failed = (stage: Stage, error: unknown): string => stringify({ ok: false, stage, error: messageOf(error) });
+  const fails = (stage: Stage, error: string): string => stringify({ ok: false, stage, error });
+
+  let service: AuthService | undefined;
+
+  return freeze({
+    async init(symbol: string, globalName: string, configJson: string): Promise<string> {
+      budget = LOG_LINES_PER_CALL;
+      const exported = (globalThis as Record<string, unknown>)[globalName] as Record<string, unknown> | undefined;
+      if (typeof exported !== 'object' || exported === null) return fails('export', 'the script defined no plugin exports; build it with gatehouse-plugin build');
+      const plugin = exported[symbol] as ExtAuthPlugin | undefined;
+      if ((typeof plugin !== 'object' && typeof plugin !== 'function') || plugin === null) {
+        return fails('export', `"${symbol}" is ${plugin === null ? 'null' : typeof plugin}, not an ExtAuthPlugin object`);
+      }
+      if (typeof plugin.NewConfigInstance !== 'function' || typeof plugin.GetAuthService !== 'function') {
+        return fails('export', `"${symbol}" has no NewConfigInstance and GetAuthService methods; export an ExtAuthPlugin`);
+      }
+      let config: unknown;
+      try {
+        config = await plugin.NewConfigInstance(ctx);
+      } catch (error) {
+        return failed('new-config', error);
+      }
+      try {
+        config = decodeConfig(config, parse(configJson));
+      } catch (error) {
+        return fails('config', error instanceof Error ? error.message : messageOf(error));
+      }
+      let built: AuthService;
+      try {
+        built = await plugin.GetAuthService(ctx, config);
+      } catch (error) {
+        return failed('get-auth-service', error);
+      }
+      if ((typeof built !== 'object' && typeof built !== 'function') || built === null || typeof built.Start !== 'function' || typeof built.Authorize !== 'function') {
+        return fails('get-auth-service', 'GetAuthService returned no AuthService (an object with Start and Authorize methods)');
+      }
+      service = built;
+      return stringify({ ok: true });
+    },
+
+    async start(): Promise<string> {
+      budget = LOG_LINES_PER_CALL;
+      if (!service) return fails('start', 'not initialized');
+      try {
+        await service.Start(ctx);
+      } catch (error) {
+        return failed('start', error);
+      }
+      return stringify({ ok: true });
+    },
+
+    async authorize(requestJson: string): Promise<string> {
+      budget = LOG_LINES_PER_CALL;
+      if (!service) return fails('authorize', 'not initialized');
+      let response: unknown;
+      try {
+        response = await service.Authorize(ctx, { CheckRequest: parse(requestJson), State: {} });
+      } catch (error) {
+        return failed('authorize', error);
+      }
+      if (typeof response !== 'object' || response === null || isArray(response)) {
+        return fails('response', `Authorize returned ${response === null ? 'null' : isArray(response) ? 'an array' : typeof response}, not an AuthorizationResponse`);
+      }
+      try {
+        return stringify({ ok: true, response });
+      } catch (error) {
+        return fails('response', `the response is not JSON (${messageOf(error)})`);
+      }
+    },
+  });
+}
+
