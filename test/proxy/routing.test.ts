@@ -264,4 +264,12 @@ describe('destinations', () => {
     // Without autoHostRewrite the client's Host goes upstream unchanged.
     expect(echo.headers.host).toBe('kube.test');
   });
+
+  it('autoHostRewrite on a kube destination sends the service name as Host', async () => {
+    const reply = await get('kube.test', '/rewrite');
+    expect(reply.status).toBe(200);
+    const echo = JSON.parse(reply.body) as Echo;
+    expect(echo.upstream).toBe('b');
+    expect(echo.headers.host).toBe('echo.demo.svc.cluster.local');
+  });
 });

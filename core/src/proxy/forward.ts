@@ -148,9 +148,7 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
 /** The request headers sent upstream, as a flat `[name, value, …]` list (undici's cheapest form). */
 function upstreamHeaders(req: IncomingMessage, headers: IncomingHttpHeaders, route: CompiledRoute, host: UpstreamHost): string[] {
   const out: string[] = [];
-  const connection = headers.connection;
-  // Headers named in `Connection` are hop-by-hop too (RFC 9110 7.6.1).
-  const listed = connection ? new Set(connection.toLowerCase().split(',').map((s) => s.trim())) : undefined;
+  const listed = connectionListed(headers);
   const remove = route.requestHeaders.remove;
   for (const name in headers) {
     if (HOP_BY_HOP.has(name) || REPLACED.has(name) || remove.has(name) || listed?.has(name)) continue;
@@ -174,9 +172,10 @@ function upstreamHeaders(req: IncomingMessage, headers: IncomingHttpHeaders, rou
 /** The upstream's response headers minus hop-by-hop ones, with the route's manipulation applied. */
 function responseHeaders(headers: IncomingHttpHeaders, route: CompiledRoute): string[] {
   const out: string[] = [];
+  const listed = connectionListed(headers);
   const remove = route.responseHeaders.remove;
   for (const name in headers) {
-    if (HOP_BY_HOP.has(name) || remove.has(name)) continue;
+    if (HOP_BY_HOP.has(name) || remove.has(name) || listed?.has(name)) continue;
     const value = headers[name];
     if (value === undefined) continue;
     if (typeof value === 'string') out.push(name, value);
@@ -187,6 +186,14 @@ function responseHeaders(headers: IncomingHttpHeaders, route: CompiledRoute): st
     out.push(add.name, add.value);
   }
   return out;
+}
+
+/** Header names listed in `Connection`: hop-by-hop too, in both directions (RFC 9110 7.6.1). */
+function connectionListed(headers: IncomingHttpHeaders): Set<string> | undefined {
+  const connection = headers.connection;
+  if (connection === undefined) return undefined;
+  const value = Array.isArray(connection) ? connection.join(',') : connection;
+  return new Set(value.toLowerCase().split(',').map((s) => s.trim()));
 }
 
 function removeAll(flat: string[], name: string): void {
