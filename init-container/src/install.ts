@@ -1,0 +1,83 @@
+import { randomBytes } from 'node:crypto';
+import { lstat, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { InitCodes, InitError } from './errors.ts';
+import type { PulledPlugins } from './pull.ts';
+
+export interface InstallResult {
+  /** Files written (new or changed), relative to the destination. */
+  written: string[];
+  /** Files already present with the same content (reruns are idempotent). */
+  unchanged: string[];
+}
+
+/**
+ * Merges the files of every source; the same path from two sources must have the same
+ * content (else neither can be trusted to be the one the AuthConfig means).
+ */
+export function mergeSources(sources: readonly PulledPlugins[]): Map<string, { data: Buffer; source: string }> {
+  const merged = new Map<string, { data: Buffer; source: string }>();
+  for (const pulled of sources) {
+    for (const [path, data] of pulled.files) {
+      const existing = merged.get(path);
+      if (existing && !existing.data.equals(data)) {
+        throw new InitError(InitCodes.CONFLICT, `${path} is provided by both ${existing.source} and ${pulled.source} with different content; give the plugins distinct file names`);
+      }
+      merged.set(path, { data, source: pulled.source });
+    }
+  }
+  return merged;
+}
+
+/**
+ * Writes files into `dest` atomically: each goes to a temporary file in its final directory
+ * and is renamed into place, so the auth server never reads half a plugin. Files already
+ * present with equal content are left alone. Every target is checked to lie inside `dest`,
+ * and no directory on the way may be a symbolic link.
+ */
+export async function installFiles(dest: string, files: Map<string, { data: Buffer }>): Promise<InstallResult> {
+  const root = resolve(dest);
+  await mkdir(root, { recursive: true }).catch((error: Error) => {
+    throw new InitError(InitCodes.WRITE_FAILED, `cannot create --dest ${root}: ${error.message}`, { cause: error });
+  });
+  const result: InstallResult = { written: [], unchanged: [] };
+  for (const [path, { data }] of [...files].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+    const target = resolve(root, path);
+    const inside = relative(root, target);
+    // Paths were checked when read; this guards the write itself against any other caller.
+    if (inside === '' || inside.startsWith(`..${sep}`) || inside === '..' || isAbsolute(inside)) {
+      throw new InitError(InitCodes.UNSAFE_PATH, `${path} resolves outside --dest ${root}; refusing to write it`);
+    }
+    const dir = await ensureDir(root, inside.split(sep).slice(0, -1));
+    const existing = await lstat(target).catch(() => undefined);
+    if (existing?.isFile() && (await readFile(target)).equals(data)) {
+      result.unchanged.push(path);
+      continue;
+    }
+    if (existing?.isDirectory()) throw new InitError(InitCodes.WRITE_FAILED, `${target} is a directory; remove it so ${path} can be written`);
+    const temp = join(dir, `.${path.split('/').pop()}.gatehouse-init-${randomBytes(6).toString('hex')}.tmp`);
+    try {
+      await writeFile(temp, data, { mode: 0o644, flag: 'wx' });
+      // rename() replaces a link at `target` itself, never the file it points to.
+      await rename(temp, target);
+    } catch (error) {
+      throw new InitError(InitCodes.WRITE_FAILED, `cannot write ${target}: ${(error as Error).message}`, { cause: error });
+    } finally {
+      await rm(temp, { force: true });
+    }
+    result.written.push(path);
+  }
+  return result;
+}
+
+/** Creates `segments` below `root` one by one, refusing any that exists as something other than a real directory. */
+async function ensureDir(root: string, segments: string[]): Promise<string> {
+  let current = root;
+  for (const segment of segments) {
+    current = join(current, segment);
+    const info = await lstat(current).catch(() => undefined);
+    if (!info) await mkdir(current);
+    else if (!info.isDirectory()) throw new InitError(InitCodes.UNSAFE_ENTRY, `${current} exists and is not a directory (${info.isSymbolicLink() ? 'a symbolic link' : 'a file'}); refusing to write through it`);
+  }
+  return current;
+}
