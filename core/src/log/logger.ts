@@ -2,28 +2,40 @@ import { pino, type Logger } from 'pino';
 
 export type { Logger };
 
+const flushers = new Set<() => void>();
+
 /**
- * JSON-lines logger (pino). `GATEHOUSE_LOG_LEVEL` sets the level (default info);
- * the destination is stdout, written asynchronously so logging never blocks a request.
+ * JSON-lines logger (pino) on stdout. `GATEHOUSE_LOG_LEVEL` sets the level (default info).
+ * Writes are asynchronous but not batched: operational lines (`listening`, config loads,
+ * errors) must appear at once, for operators and for tools that wait for them.
  */
-export function createLogger(name: string, options: { level?: string; destination?: number | string } = {}): Logger {
-  const level = options.level ?? process.env.GATEHOUSE_LOG_LEVEL ?? 'info';
-  const destination = pino.destination({ dest: options.destination ?? 1, sync: false });
-  const logger = pino(
+export function createLogger(name: string, options: { level?: string } = {}): Logger {
+  return build(name, options.level, 0);
+}
+
+/**
+ * The access logger: the same stream, but batched in 16 KiB writes and flushed every
+ * 250 ms, since one write per request would cost the proxy about half its throughput.
+ */
+export function createAccessLogger(name: string, options: { level?: string } = {}): Logger {
+  return build(name, options.level, 16 * 1024, 250);
+}
+
+function build(name: string, level: string | undefined, minLength: number, flushEveryMs?: number): Logger {
+  const destination = pino.destination({ dest: 1, sync: false, minLength });
+  if (flushEveryMs) setInterval(() => destination.flush(), flushEveryMs).unref();
+  flushers.add(() => destination.flushSync());
+  return pino(
     {
       name,
-      level,
+      level: level ?? process.env.GATEHOUSE_LOG_LEVEL ?? 'info',
       base: { pid: process.pid },
       timestamp: pino.stdTimeFunctions.isoTime,
       formatters: { level: (label) => ({ level: label }) },
     },
     destination,
   );
-  flushers.add(() => destination.flushSync());
-  return logger;
 }
-
-const flushers = new Set<() => void>();
 
 /** Flushes every logger's buffer; call before the process exits. */
 export function flushLogs(): void {
@@ -31,7 +43,7 @@ export function flushLogs(): void {
     try {
       flush();
     } catch {
-      // A destination that is not ready yet has nothing buffered.
+      // A destination that is not open yet has nothing buffered.
     }
   }
 }

@@ -24,6 +24,8 @@ export interface GatewayOptions {
   kubeClusterDomain?: string;
   /** Write an access log line per request (default true). */
   accessLog?: boolean;
+  /** Where access log lines go (default: `logger`); a batched logger in production. */
+  accessLogger?: Logger;
 }
 
 const EMPTY_SNAPSHOT: ConfigSnapshot = { generation: 0, resources: new Map(), statuses: [], diagnostics: [] };
@@ -38,11 +40,13 @@ export class Gateway {
   private readonly options: GatewayOptions;
   private readonly logger: Logger;
   private readonly accessLog: boolean;
+  private readonly accessLogger: Logger;
 
   constructor(options: GatewayOptions) {
     this.options = options;
     this.logger = options.logger;
     this.accessLog = options.accessLog !== false;
+    this.accessLogger = options.accessLogger ?? options.logger;
     this.table = compileRouteTable(EMPTY_SNAPSHOT, options);
   }
 
@@ -140,7 +144,7 @@ export class Gateway {
         metrics.requests.inc({ virtual_host: vhost ?? '', route: '', status: String(status) });
       }
       if (!this.accessLog) return;
-      this.logger.info(
+      this.accessLogger.info(
         {
           reqId: ctx?.requestId,
           method: req.method,

@@ -1,0 +1,126 @@
+// `npm run bench`: every row of test/bench/scenarios/*.ts in one run on 127.0.0.1, loaded
+// by wrk with fixed settings, printed with ratios. Not part of `npm test`.
+// BENCH_FILTER=regex limits rows; BENCH_DURATION / BENCH_CONNECTIONS tune wrk.
+import { spawn } from 'node:child_process';
+import { mkdir, mkdtemp, readdir, readFile, writeFile, rm } from 'node:fs/promises';
+import { openSync, closeSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { stringify } from 'yaml';
+import type { BenchContext, BenchGoal, BenchModule, BenchScenario, RunningTarget } from './scenario.ts';
+import { ensureDebianPackages, startNginx, stopChild } from './tools.ts';
+import { WRK_SETTINGS, runWrk, type WrkResult } from './wrk.ts';
+
+const HERE = fileURLToPath(new URL('.', import.meta.url));
+const CLI = fileURLToPath(new URL('../../core/src/cli/main.ts', import.meta.url));
+
+async function main(): Promise<void> {
+  ensureDebianPackages({ '/usr/bin/wrk': 'wrk', '/usr/sbin/nginx': 'nginx' });
+  await mkdir(join(HERE, '.work'), { recursive: true });
+  const workDir = await mkdtemp(join(HERE, '.work', 'run-'));
+  const filter = process.env.BENCH_FILTER ? new RegExp(process.env.BENCH_FILTER) : undefined;
+
+  const modules: BenchModule[] = [];
+  for (const file of (await readdir(join(HERE, 'scenarios'))).filter((f) => f.endsWith('.ts')).sort()) {
+    modules.push((await import(join(HERE, 'scenarios', file))) as BenchModule);
+  }
+  const scenarios = modules.flatMap((m) => m.scenarios).filter((s) => !filter || filter.test(s.name));
+  const goals = modules.flatMap((m) => m.goals ?? []);
+
+  const upstream = await startNginx(workDir, 'upstream', (port) => `server { listen 127.0.0.1:${port}; location / { return 200 "hello world\\n"; } }`);
+  const ctx: BenchContext = {
+    workDir,
+    upstreamUrl: `http://127.0.0.1:${upstream.port}`,
+    upstreamPort: upstream.port,
+    gatehouse: (files, args = [], command = 'run') => startGatehouseLoggingToFile(workDir, files, args, command),
+  };
+
+  console.log(`wrk -t${WRK_SETTINGS.threads} -c${WRK_SETTINGS.connections} -d${WRK_SETTINGS.durationS}s (after ${WRK_SETTINGS.warmupS}s warm-up), ${scenarios.length} rows, 127.0.0.1\n`);
+  const results = new Map<string, WrkResult & { group: string }>();
+  try {
+    for (const scenario of scenarios) {
+      const result = await runRow(scenario, ctx);
+      if (result) {
+        results.set(scenario.name, { ...result, group: scenario.group });
+        console.log(`  ${scenario.name.padEnd(44)} ${fmt(result.requestsPerSec, 0).padStart(9)} req/s  p50 ${fmt(result.p50Ms, 2)} ms  p99 ${fmt(result.p99Ms, 2)} ms${result.errors ? `  ERRORS ${result.errors}` : ''}`);
+      }
+    }
+  } finally {
+    await upstream.stop();
+  }
+  report(results, goals);
+  await writeFile(join(HERE, '.work', 'results.json'), JSON.stringify({ settings: WRK_SETTINGS, rows: Object.fromEntries(results) }, null, 2));
+  await rm(workDir, { recursive: true, force: true });
+}
+
+async function runRow(scenario: BenchScenario, ctx: BenchContext): Promise<WrkResult | undefined> {
+  let target: RunningTarget | undefined;
+  try {
+    target = await scenario.start(ctx);
+    return await runWrk(target.url, scenario.request ?? {}, ctx.workDir);
+  } catch (error) {
+    console.log(`  ${scenario.name.padEnd(44)} FAILED: ${(error as Error).message.split('\n')[0]}`);
+    return undefined;
+  } finally {
+    await target?.stop();
+  }
+}
+
+function report(results: Map<string, WrkResult & { group: string }>, goals: readonly BenchGoal[]): void {
+  const direct = results.get('direct to upstream');
+  const nginx = results.get('nginx proxy (1 worker)');
+  console.log('\n' + ['row', 'req/s', 'p50 ms', 'p99 ms', '× direct', '× nginx'].map((h, i) => (i === 0 ? h.padEnd(44) : h.padStart(9))).join(' '));
+  let group = '';
+  for (const [name, r] of results) {
+    if (r.group !== group) console.log(`-- ${(group = r.group)}`);
+    const cells = [fmt(r.requestsPerSec, 0), fmt(r.p50Ms, 2), fmt(r.p99Ms, 2), direct ? fmt(r.requestsPerSec / direct.requestsPerSec, 2) : '-', nginx ? fmt(r.requestsPerSec / nginx.requestsPerSec, 2) : '-'];
+    console.log(name.padEnd(44) + ' ' + cells.map((c) => c.padStart(9)).join(' ') + (r.errors ? `  (${r.errors} errors)` : ''));
+  }
+  if (goals.length === 0) return;
+  console.log('\ngoals (ratios within this run):');
+  for (const goal of goals) {
+    const row = results.get(goal.row);
+    const against = results.get(goal.against);
+    if (!row || !against) {
+      console.log(`  ${goal.row} vs ${goal.against}: not measured`);
+      continue;
+    }
+    if (goal.minThroughputRatio !== undefined) {
+      const ratio = row.requestsPerSec / against.requestsPerSec;
+      console.log(`  ${ratio >= goal.minThroughputRatio ? 'met ' : 'MISS'} ${goal.row} req/s = ${fmt(ratio, 2)}× ${goal.against} (goal ≥ ${goal.minThroughputRatio}×)`);
+    }
+    if (goal.maxP99Ratio !== undefined) {
+      const ratio = row.p99Ms / against.p99Ms;
+      console.log(`  ${ratio <= goal.maxP99Ratio ? 'met ' : 'MISS'} ${goal.row} p99 = ${fmt(ratio, 2)}× ${goal.against} (goal ≤ ${goal.maxP99Ratio}×)`);
+    }
+  }
+}
+
+const fmt = (n: number, digits: number) => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');
+
+/** Starts Gatehouse with a fresh config dir; logs go to a file so the bench does not pay for them. */
+async function startGatehouseLoggingToFile(workDir: string, files: Record<string, string | object[]>, args: string[], command: 'run' | 'gateway'): Promise<RunningTarget> {
+  const dir = await mkdtemp(join(workDir, 'config-'));
+  for (const [name, content] of Object.entries(files)) {
+    await writeFile(join(dir, name), typeof content === 'string' ? content : content.map((d) => stringify(d)).join('---\n'));
+  }
+  const logFile = join(dir, 'gatehouse.log');
+  const fd = openSync(logFile, 'w');
+  const extra = command === 'run' ? ['--extauth-port', '0', '--plugin-dir', join(dir, 'plugins')] : [];
+  const child = spawn(process.execPath, ['--no-node-snapshot', CLI, command, '--config-dir', dir, '--port', '0', '--admin-port', '0', '--host', '127.0.0.1', ...extra, ...args], { stdio: ['ignore', fd, fd] });
+  closeSync(fd);
+  for (let i = 0; i < 200; i++) {
+    const text = await readFile(logFile, 'utf8');
+    const line = text.split('\n').find((l) => l.includes('"msg":"listening"'));
+    if (line) {
+      const port = (JSON.parse(line) as { port: number }).port;
+      return { url: `http://127.0.0.1:${port}`, stop: () => stopChild(child) };
+    }
+    if (child.exitCode !== null) throw new Error(`gatehouse exited: ${text}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  await stopChild(child);
+  throw new Error(`gatehouse did not start: ${await readFile(logFile, 'utf8')}`);
+}
+
+await main();

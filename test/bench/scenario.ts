@@ -1,0 +1,47 @@
+import type { BenchRequest } from './wrk.ts';
+
+/** What a bench row needs from the run. */
+export interface BenchContext {
+  /** Scratch directory of this run (git-ignored). */
+  readonly workDir: string;
+  /** The shared fast upstream (nginx answering `200 hello`), `http://127.0.0.1:PORT`. */
+  readonly upstreamUrl: string;
+  readonly upstreamPort: number;
+  /**
+   * Starts `gatehouse <command>` with a config dir holding `files` (name → YAML text or
+   * manifest objects). Logs go to a file, as in production, not through the bench's pipes.
+   */
+  gatehouse(files: Record<string, string | object[]>, args?: string[], command?: 'run' | 'gateway'): Promise<RunningTarget>;
+}
+
+export interface RunningTarget {
+  /** Base URL wrk hits. */
+  readonly url: string;
+  stop(): Promise<void>;
+}
+
+/** One row of the bench table. */
+export interface BenchScenario {
+  /** Rows with the same group are printed together. */
+  readonly group: string;
+  /** Unique row name; goals refer to it. */
+  readonly name: string;
+  readonly request?: BenchRequest;
+  start(ctx: BenchContext): Promise<RunningTarget>;
+}
+
+/** A ratio goal between two rows of the same run (SPEC: numbers are ratios measured side by side). */
+export interface BenchGoal {
+  readonly row: string;
+  readonly against: string;
+  /** Required req/s ratio `row / against`. */
+  readonly minThroughputRatio?: number;
+  /** Allowed p99 ratio `row / against`. */
+  readonly maxP99Ratio?: number;
+}
+
+/** What a module under `test/bench/scenarios/` exports. */
+export interface BenchModule {
+  readonly scenarios: readonly BenchScenario[];
+  readonly goals?: readonly BenchGoal[];
+}

@@ -1,0 +1,68 @@
+import { fileURLToPath } from 'node:url';
+import type { BenchContext, BenchModule, BenchScenario } from '../scenario.ts';
+import { startListening, startNginx } from '../tools.ts';
+
+const script = (name: string) => fileURLToPath(new URL(`../${name}`, import.meta.url));
+
+/** The routing config every proxy row uses: one virtual host, one prefix route. */
+function proxyConfig(ctx: BenchContext) {
+  return {
+    'proxy.yaml': [
+      { apiVersion: 'gatehouse.gatehouse.dev/v1', kind: 'Upstream', metadata: { name: 'fast' }, spec: { static: { hosts: [{ addr: '127.0.0.1', port: ctx.upstreamPort }] } } },
+      {
+        apiVersion: 'gateway.gatehouse.dev/v1',
+        kind: 'VirtualService',
+        metadata: { name: 'bench' },
+        spec: { virtualHost: { domains: ['*'], routes: [{ matchers: [{ prefix: '/' }], routeAction: { single: { upstream: { name: 'fast' } } } }] } },
+      },
+    ],
+  };
+}
+
+const node = (file: string, ...args: string[]) => startListening(process.execPath, [script(file), ...args]);
+
+export const scenarios: BenchScenario[] = [
+  { group: 'proxy', name: 'direct to upstream', start: async (ctx) => ({ url: ctx.upstreamUrl, stop: async () => {} }) },
+  {
+    group: 'proxy',
+    name: 'nginx proxy (1 worker)',
+    start: async (ctx) => {
+      const n = await startNginx(ctx.workDir, 'proxy', (port) => `upstream up { server 127.0.0.1:${ctx.upstreamPort}; keepalive 64; }
+  server { listen 127.0.0.1:${port}; location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; } }`);
+      return { url: `http://127.0.0.1:${n.port}`, stop: n.stop };
+    },
+  },
+  {
+    group: 'proxy',
+    name: 'bare undici proxy (1 worker)',
+    start: async (ctx) => {
+      const p = await node('bare-undici-proxy.ts', ctx.upstreamUrl, '1');
+      return { url: `http://127.0.0.1:${p.port}`, stop: p.stop };
+    },
+  },
+  {
+    group: 'proxy',
+    name: 'hono request path proxy (1 worker)',
+    start: async (ctx) => {
+      const p = await node('hono-proxy.ts', ctx.upstreamUrl);
+      return { url: `http://127.0.0.1:${p.port}`, stop: p.stop };
+    },
+  },
+  { group: 'proxy', name: 'gatehouse (1 worker)', start: (ctx) => ctx.gatehouse(proxyConfig(ctx)) },
+  { group: 'proxy', name: 'gatehouse (1 worker, no access log)', start: (ctx) => ctx.gatehouse(proxyConfig(ctx), ['--access-log', 'false']) },
+  {
+    group: 'proxy',
+    name: 'bare undici proxy (2 workers)',
+    start: async (ctx) => {
+      const p = await node('bare-undici-proxy.ts', ctx.upstreamUrl, '2');
+      return { url: `http://127.0.0.1:${p.port}`, stop: p.stop };
+    },
+  },
+  { group: 'proxy', name: 'gatehouse (2 workers)', start: (ctx) => ctx.gatehouse(proxyConfig(ctx), ['--workers', '2']) },
+];
+
+export const goals: BenchModule['goals'] = [
+  { row: 'gatehouse (1 worker)', against: 'bare undici proxy (1 worker)', minThroughputRatio: 0.9, maxP99Ratio: 1.5 },
+  { row: 'gatehouse (2 workers)', against: 'bare undici proxy (2 workers)', minThroughputRatio: 0.9, maxP99Ratio: 1.5 },
+  { row: 'hono request path proxy (1 worker)', against: 'bare undici proxy (1 worker)' , minThroughputRatio: 0.9 },
+];
