@@ -31,7 +31,7 @@ export function parsePath(text: string): Segment[] {
       continue;
     }
     if (ch === '.') {
-      if (expectKey && out.length > 0) throw new PathSyntaxError(`empty segment at position ${i} in path "${text}"`);
+      if (expectKey && i > 0) throw new PathSyntaxError(`empty segment at position ${i} in path "${text}"`);
       i++;
       expectKey = true;
       if (i >= text.length) throw new PathSyntaxError(`path "${text}" ends with "."`);

@@ -137,11 +137,11 @@ function compile(version: string, spec: GraphQLApiSpec): CompiledApi {
     }
     try {
       const built = makeExecutableSchema({ typeDefs, resolvers, resolverValidationOptions: { requireResolversToMatchSchema: 'ignore' } });
-      const invalid = validateSchema(built);
-      if (invalid.length > 0) {
-        for (const e of invalid) error(SCHEMA_PATH, GraphQLConfigCodes.SCHEMA, `invalid schema: ${describeGraphQLError(e)}`);
-      } else if (!built.getQueryType()) {
+      const invalid = built.getQueryType() ? validateSchema(built) : [];
+      if (!built.getQueryType()) {
         error(SCHEMA_PATH, GraphQLConfigCodes.NO_QUERY, 'the schema has no Query type; add "type Query { ... }"');
+      } else if (invalid.length > 0) {
+        for (const e of invalid) error(SCHEMA_PATH, GraphQLConfigCodes.SCHEMA, `invalid schema: ${describeGraphQLError(e)}`);
       } else {
         schema = built;
       }
