@@ -1,5 +1,5 @@
 import { formatPath } from '../config/diagnostic.ts';
-import type { AuthStepSpec, PluginAuthSpec } from '../config/schema/auth-config.ts';
+import type { AuthStepSpec } from '../config/schema/auth-config.ts';
 import { GatehouseError } from '../errors.ts';
 import type { Logger } from '../log/logger.ts';
 import { BasicAuthStep, compileBasicAuth } from './basic/basic-auth-step.ts';
@@ -18,28 +18,21 @@ export interface StepBuildOptions {
   passThroughTimeoutMs?: number;
 }
 
-/** The plugin host's factory (issue 5: `core/src/extauth/plugins/plugin-step.ts`). */
-type CreatePluginStep = (
-  spec: PluginAuthSpec,
-  options: { pluginDir: string; memoryLimitMb?: number; cpuTimeoutMs?: number; logger: Logger },
-) => Promise<AuthStep>;
-
-// A variable specifier keeps this module loadable (and type-checkable) while the plugin
-// host is not in the tree yet; it is imported on first use only.
-const PLUGIN_STEP_MODULE = './plugins/plugin-step.ts';
+type CreatePluginStep = typeof import('./plugins/plugin-step.ts').createPluginStep;
 let pluginFactory: Promise<CreatePluginStep> | undefined;
 
+/**
+ * The plugin host (isolated-vm), imported on first use: processes whose AuthConfigs have no
+ * `pluginAuth` step never load the native module.
+ */
 function loadPluginFactory(): Promise<CreatePluginStep> {
-  pluginFactory ??= (import(PLUGIN_STEP_MODULE) as Promise<{ createPluginStep?: CreatePluginStep }>).then(
-    (module) => {
-      if (typeof module.createPluginStep !== 'function') throw new GatehouseError(ExtAuthCodes.STEP_UNAVAILABLE, 'pluginAuth steps are unavailable: the plugin host does not export createPluginStep');
-      return module.createPluginStep;
-    },
+  pluginFactory ??= import('./plugins/plugin-step.ts').then(
+    (module) => module.createPluginStep,
     (error: unknown) => {
       throw new GatehouseError(ExtAuthCodes.STEP_UNAVAILABLE, `pluginAuth steps are unavailable: the plugin host cannot be loaded (${(error as Error).message})`, { cause: error });
     },
   );
-  // A failed import is retried on the next build (the module may be installed later).
+  // A failed import is retried on the next build.
   pluginFactory.catch(() => (pluginFactory = undefined));
   return pluginFactory;
 }
@@ -81,9 +74,9 @@ export async function buildStep(spec: AuthStepSpec, index: number, options: Step
         ...(options.cpuTimeoutMs !== undefined ? { cpuTimeoutMs: options.cpuTimeoutMs } : {}),
       });
     } catch (error) {
-      // Keep the plugin host's own code (e.g. a version mismatch) and add where it came from.
+      // Keep the plugin host's own code (GH_PLUGIN_NOT_FOUND, GH_PLUGIN_VERSION_MISMATCH, …) and add where it came from.
       const code = (error as { code?: unknown }).code;
-      throw new GatehouseError(typeof code === 'string' && code.startsWith('GH_') ? code : ExtAuthCodes.STEP_BUILD, `${at('pluginAuth')} (${spec.pluginAuth.name}): ${(error as Error).message}`, { cause: error });
+      throw new GatehouseError(typeof code === 'string' && code.startsWith('GH_') ? code : ExtAuthCodes.STEP_BUILD, `${at('pluginAuth')}: ${(error as Error).message}`, { cause: error });
     }
   }
   throw new GatehouseError(ExtAuthCodes.STEP_BUILD, `${at()}: holds none of basicAuth, pluginAuth, passThroughAuth`);

@@ -1,3 +1,8 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { buildPlugin } from '@gatehouse/plugin-sdk/build';
 import { afterEach, describe, expect, it } from 'vitest';
 import { authConfig, basic, captureLogger, checkRequest, htpasswdApr1, snapshotter } from '../../../test/extauth/support.ts';
 import { extAuthChecks } from './checks.ts';
@@ -77,14 +82,35 @@ describe('AuthEngine', () => {
     expect(lines.find((l) => l.code === 'GH_EXTAUTH_CONFIG_UNAVAILABLE')?.msg).toBe(`request denied: ${load!.msg}`);
   });
 
-  it('denies a pluginAuth config that cannot be loaded, logging why', async () => {
-    const { logger, lines } = captureLogger();
-    engine = new AuthEngine({ logger, pluginDir: '/nonexistent-plugin-dir' });
-    await engine.update(snapshotter()([authConfig('plug', [{ pluginAuth: { name: 'RequiredHeader' } }])]));
-    expect(await engine.check(checkRequest('default.plug'))).toEqual(FORBIDDEN);
-    const failure = lines.find((l) => l.config_id === 'default.plug' && l.level === 50);
-    expect(failure?.msg).toMatch(/^auth config default\.plug cannot be loaded: /);
-    expect(String(failure?.code)).toMatch(/^GH_/);
+  it('denies a pluginAuth config whose plugin file is missing, then serves it once the file arrives', async () => {
+    const pluginDir = await mkdtemp(join(tmpdir(), 'plugins-'));
+    try {
+      const { logger, lines } = captureLogger();
+      engine = new AuthEngine({ logger, pluginDir });
+      const step = { pluginAuth: { name: 'RequiredHeader', config: { RequiredHeader: 'x-team', AllowedValues: ['blue'] } } };
+      await engine.update(snapshotter()([authConfig('plug', [basicStep(alice), step])]));
+      const request = checkRequest('default.plug', { authorization: basic('alice', 'wonderland'), 'x-team': 'blue' });
+      expect(await engine.check(request)).toEqual(FORBIDDEN);
+      expect(lines.find((l) => l.config_id === 'default.plug' && l.code === 'GH_PLUGIN_NOT_FOUND')?.msg).toBe(
+        `auth config default.plug cannot be loaded: spec.configs[1].pluginAuth: pluginAuth RequiredHeader: plugin file ${pluginDir}/RequiredHeader.js does not exist; build it with "gatehouse-plugin build ENTRY --name RequiredHeader" into the plugin directory (--plugin-dir), or fix pluginFileName`,
+      );
+
+      await buildPlugin({ entry: fileURLToPath(new URL('../../../plugins/required-header/src/index.ts', import.meta.url)), name: 'RequiredHeader', outDir: pluginDir });
+      await engine.pluginFilesChanged(['RequiredHeader.js']);
+      expect(await engine.check(request)).toEqual({
+        allowed: true,
+        headersToSet: [
+          { key: 'x-user-id', value: 'r;alice', append: false },
+          { key: 'matched-allowed-headers', value: 'true', append: false },
+        ],
+        headersToRemove: [],
+      });
+      expect((await engine.check(checkRequest('default.plug', { authorization: basic('alice', 'wonderland'), 'x-team': 'red' }))).allowed).toBe(false);
+    } finally {
+      await engine?.close();
+      engine = undefined;
+      await rm(pluginDir, { recursive: true, force: true });
+    }
   });
 
   it('logs why a rejected AuthConfig is not served when a request needs it', async () => {

@@ -15,7 +15,15 @@ export interface AuthEngineOptions extends Partial<Omit<StepBuildOptions, 'logge
 }
 
 /** A served AuthConfig: its chain, or why it could not be built. */
-type Entry = { readonly version: string; readonly chain: AuthChain; readonly failure?: undefined } | { readonly version: string; readonly chain?: undefined; readonly failure: GatehouseError };
+type Entry = { readonly resource: Resource<'AuthConfig'> } & ({ readonly chain: AuthChain; readonly failure?: undefined } | { readonly chain?: undefined; readonly failure: GatehouseError });
+
+/**
+ * The file a `pluginAuth` step loads (SPEC 3.4), as `plugins/plugin-file.ts` resolves it;
+ * repeated here so that the engine does not load the plugin host (and esbuild) eagerly.
+ */
+function pluginFileName(spec: { name: string; pluginFileName?: string }): string {
+  return spec.pluginFileName ?? `${spec.name}.js`;
+}
 
 /** The `config_id` of an AuthConfig: `<namespace>.<name>` (SPEC 4 step 2). */
 export function configIdOf(resource: { namespace: string; name: string }): string {
@@ -40,6 +48,11 @@ export class AuthEngine {
   constructor(options: AuthEngineOptions) {
     this.logger = options.logger;
     this.build = { ...options, pluginDir: options.pluginDir ?? '/auth-plugins' };
+  }
+
+  /** Where compiled plugins are loaded from. */
+  get pluginDir(): string {
+    return this.build.pluginDir;
   }
 
   /** True once a first configuration has been applied. */
@@ -74,7 +87,7 @@ export class AuthEngine {
         const id = configIdOf(resource);
         const old = previous.get(id);
         // A config that failed to build is retried: a missing plugin file may have arrived since.
-        next.set(id, old?.chain && old.version === resource.version ? old : await this.buildEntry(id, resource));
+        next.set(id, old?.chain && old.resource.version === resource.version ? old : await this.buildEntry(id, resource));
       }),
     );
     const rejected = new Map<string, string>();
@@ -83,16 +96,40 @@ export class AuthEngine {
     }
 
     const ids = [...next.keys()].sort();
-    this.entries = next;
     this.rejected = rejected;
     this.loaded = true;
     this.logger.info({ generation: snapshot.generation, count: ids.length, ids }, 'received new auth configuration');
+    this.swap(next);
+  }
+
+  /**
+   * Rebuilds the AuthConfigs whose `pluginAuth` steps load one of `fileNames` (files of the
+   * plugin directory that appeared, changed or disappeared). The old chains serve until then.
+   */
+  pluginFilesChanged(fileNames: readonly string[]): Promise<void> {
+    const run = this.updating.then(async () => {
+      if (this.closed) return;
+      const changed = new Set(fileNames);
+      const affected = [...this.entries].filter(([, entry]) => entry.resource.spec.configs.some((step) => step.pluginAuth && changed.has(pluginFileName(step.pluginAuth))));
+      if (affected.length === 0) return;
+      const next = new Map(this.entries);
+      await Promise.all(affected.map(async ([id, entry]) => next.set(id, await this.buildEntry(id, entry.resource))));
+      this.logger.info({ files: [...changed], ids: affected.map(([id]) => id).sort() }, 'auth plugins changed: rebuilt the AuthConfigs that use them');
+      this.swap(next);
+    });
+    this.updating = run.catch(() => {});
+    return run;
+  }
+
+  /** Serves `next`, logs the configs that failed to build, closes the chains no longer served. */
+  private swap(next: Map<string, Entry>): void {
+    const previous = this.entries;
+    this.entries = next;
     for (const [id, entry] of next) {
       if (entry.failure && previous.get(id) !== entry) {
         this.logger.error({ config_id: id, code: entry.failure.code, cause: entry.failure.message }, `auth config ${id} cannot be loaded: ${entry.failure.message}`);
       }
     }
-
     const retired = [...previous].filter(([id, entry]) => next.get(id) !== entry && entry.chain).map(([, entry]) => entry.chain!);
     // Not awaited: a chain with a slow check in flight must not hold up the reload.
     void Promise.all(retired.map((chain) => chain.close()));
@@ -102,11 +139,11 @@ export class AuthEngine {
     const built: AuthStep[] = [];
     try {
       for (const [index, spec] of resource.spec.configs.entries()) built.push(await buildStep(spec, index, this.build));
-      return { version: resource.version, chain: new AuthChain(id, resource.version, built, this.logger) };
+      return { resource, chain: new AuthChain(id, resource.version, built, this.logger) };
     } catch (error) {
       await closeSteps(built, this.logger);
       const failure = error instanceof GatehouseError ? error : new GatehouseError(ExtAuthCodes.STEP_BUILD, (error as Error).message, { cause: error });
-      return { version: resource.version, failure };
+      return { resource, failure };
     }
   }
 

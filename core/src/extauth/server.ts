@@ -109,6 +109,12 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
     server.forceShutdown();
     throw error;
   }
+  // Plugin files arrive from init containers or a rebuild: reload the configs that use them.
+  let pluginWatcher: { close(): void } | undefined;
+  if (options.watch !== false) {
+    const { watchPluginDir } = await import('./plugins/watch-plugin-dir.ts');
+    pluginWatcher = await watchPluginDir(engine.pluginDir, (files) => void engine.pluginFilesChanged(files), { logger });
+  }
   logger.info({ service: 'extauth', host, port: bound }, 'listening');
 
   const ownLoader = options.loader ? undefined : loader;
@@ -121,6 +127,7 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
         health.setStatus('', 'NOT_SERVING');
         health.setStatus(AUTHORIZATION_SERVICE, 'NOT_SERVING');
         unsubscribe();
+        pluginWatcher?.close();
         await ownLoader?.close();
         await shutdown(server, 5_000);
         await engine.close();
