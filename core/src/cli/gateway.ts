@@ -26,5 +26,6 @@ export async function runGateway(argv: string[]): Promise<number | void> {
 
 /** The subsystems a gateway process plugs in. */
 export async function gatewayParts(_values: FlagValues): Promise<GatewayParts> {
-  return { checks: await resourceChecks() };
+  const { createGraphQLEndpoints } = await import('../graphql/index.ts');
+  return { checks: await resourceChecks(), graphql: (deps) => createGraphQLEndpoints(deps) };
 }

@@ -5,5 +5,6 @@ import type { ResourceChecks } from './store.ts';
  * the auth server and `gatehouse validate` reach the same verdicts.
  */
 export async function resourceChecks(): Promise<ResourceChecks> {
-  return {};
+  const { checkGraphQLApi } = await import('../graphql/index.ts');
+  return { GraphQLApi: checkGraphQLApi };
 }
