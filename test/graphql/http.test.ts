@@ -44,7 +44,7 @@ describe('GraphQL over HTTP', () => {
     });
     counter = Object.assign(server, { calls: () => calls });
     const upstream = manifests.upstream('counter', [{ addr: '127.0.0.1', port: counter.port }]);
-    closed = await serveGraphQL([upstream, api('closed', {})], 'closed');
+    closed = await serveGraphQL([upstream, api('closed', {})], 'closed', { inProcess: true });
     open = await serveGraphQL([upstream, api('open', { enableIntrospection: true, options: { maxDepth: 3 } })], 'open');
   });
   afterAll(async () => {
@@ -132,7 +132,7 @@ describe('GraphQL over HTTP', () => {
 
   it('answers 404 for a GraphQLApi that is not served', async () => {
     const ctx = { requestId: 'r', start: 0, virtualHost: 'v', route: 'r', headers: {}, logger: (await import('pino')).pino({ level: 'silent' }) };
-    const server = await startServer((req, res) => void closed.endpoints.handle('GraphQLApi/default/nope', req, res, ctx));
+    const server = await startServer((req, res) => void closed.endpoints!.handle('GraphQLApi/default/nope', req, res, ctx));
     try {
       const response = await fetch(`${server.url}/graphql?query=%7Bhello%7D`);
       expect([response.status, await response.json()]).toEqual([404, { errors: [{ message: 'GraphQLApi default/nope is not served' }] }]);

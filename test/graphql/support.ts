@@ -6,9 +6,11 @@ import { checkGraphQLApi, createGraphQLEndpoints, type ExecutionEngine } from '.
 import type { RequestContext } from '../../core/src/proxy/context.ts';
 import type { GraphQLEndpoints } from '../../core/src/proxy/destinations.ts';
 import { UpstreamRegistry } from '../../core/src/proxy/upstream-cluster.ts';
-import { startServer, type TestServer } from '../support/upstream.ts';
+import { makeConfigDir, manifests } from '../support/config-dir.ts';
+import { startGatehouse } from '../support/gatehouse.ts';
+import { startServer } from '../support/upstream.ts';
 
-export { manifests } from '../support/config-dir.ts';
+export { manifests };
 
 const silent = pino({ level: 'silent' });
 
@@ -19,21 +21,38 @@ export function loadSnapshot(docs: object[], store = new ConfigStore({ apiGroupD
   return store.load(documents);
 }
 
-export interface GraphQLServer extends TestServer {
-  readonly endpoints: GraphQLEndpoints;
+export interface GraphQLServer {
+  readonly url: string;
+  /** Only when served in-process. */
+  readonly endpoints?: GraphQLEndpoints;
   readonly snapshot: ConfigSnapshot;
   /** POSTs `{query, variables}` as JSON; returns status and parsed body. */
   post(query: string, variables?: Record<string, unknown>, headers?: Record<string, string>): Promise<{ status: number; body: any; headers: Headers }>;
 }
 
 /**
- * Serves the GraphQLApi `api` from `docs` on a real node:http server, calling
- * `endpoints.handle()` as the gateway's `graphqlApiRef` destination does.
+ * Serves the GraphQLApi `api` from `docs`: by default through a real `gatehouse gateway`
+ * process whose only route sends everything to the API (`graphqlApiRef`); with `inProcess`
+ * (or a non-default engine) on a node:http server calling `endpoints.handle()` directly.
  */
-export async function serveGraphQL(docs: object[], api: string, options: { engine?: ExecutionEngine } = {}): Promise<GraphQLServer> {
+export async function serveGraphQL(docs: object[], api: string, options: { engine?: ExecutionEngine; inProcess?: boolean } = {}): Promise<GraphQLServer> {
   const snapshot = loadSnapshot(docs);
   const rejected = snapshot.statuses.filter((s) => s.state === 'Rejected');
   if (rejected.length > 0) throw new Error(`rejected: ${JSON.stringify(rejected, null, 2)}`);
+  if (!options.inProcess && (options.engine ?? 'jit') === 'jit') {
+    const route = manifests.virtualService('graphql-test', { domains: ['*'], routes: [{ matchers: [{ prefix: '/' }], graphqlApiRef: { name: api } }] });
+    const dir = await makeConfigDir({ 'config.yaml': [...docs, route] });
+    const gateway = await startGatehouse('gateway', ['--config-dir', dir.path]);
+    return {
+      url: gateway.url,
+      snapshot,
+      post: (query, variables, headers) => post(gateway.url, query, variables, headers),
+      async close() {
+        await gateway.stop();
+        await dir.cleanup();
+      },
+    };
+  }
   const upstreams = new UpstreamRegistry();
   const endpoints = createGraphQLEndpoints({ upstreams, logger: silent, ...(options.engine ? { engine: options.engine } : {}) });
   endpoints.update(snapshot);
@@ -42,22 +61,24 @@ export async function serveGraphQL(docs: object[], api: string, options: { engin
     void endpoints.handle(`GraphQLApi/default/${api}`, req, res, ctx);
   });
   return {
-    ...server,
+    url: server.url,
     endpoints,
     snapshot,
-    async post(query, variables, headers = {}) {
-      const response = await fetch(`${server.url}/graphql`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', accept: 'application/json', ...headers },
-        body: JSON.stringify({ query, variables }),
-      });
-      const text = await response.text();
-      return { status: response.status, body: text ? JSON.parse(text) : undefined, headers: response.headers };
-    },
+    post: (query, variables, headers) => post(server.url, query, variables, headers),
     async close() {
       await server.close();
       await endpoints.close();
       await upstreams.close();
     },
   };
+}
+
+async function post(url: string, query: string, variables?: Record<string, unknown>, headers: Record<string, string> = {}) {
+  const response = await fetch(`${url}/graphql`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json', ...headers },
+    body: JSON.stringify({ query, variables }),
+  });
+  const text = await response.text();
+  return { status: response.status, body: text ? JSON.parse(text) : undefined, headers: response.headers };
 }
