@@ -1,8 +1,8 @@
-import { AuthorizedResponse, UnauthorizedResponse, type AuthService, type ExtAuthPlugin } from '@gatehouse/plugin-sdk';
+import { AuthorizedResponse, UnauthorizedResponse, type AuthorizationRequest, type AuthorizationResponse, type AuthService, type ExtAuthPlugin } from '@gatehouse/plugin-sdk';
 
 /** The step's `config`. */
 export interface RequiredHeaderConfig {
-  /** Header that must be present (any case). */
+  /** Header that must be present; names are case-insensitive. */
   RequiredHeader: string;
   /** Values that allow the request; compared exactly. */
   AllowedValues: string[];
@@ -20,7 +20,7 @@ class RequiredHeaderService implements AuthService {
 
   Start(): void {}
 
-  Authorize(_ctx: unknown, request: Parameters<AuthService['Authorize']>[1]) {
+  Authorize(_ctx: unknown, request: AuthorizationRequest): AuthorizationResponse {
     const value = request.CheckRequest.attributes.request.http.headers[this.header];
     if (value !== undefined && this.allowed.has(value)) return AuthorizedResponse({ 'matched-allowed-headers': 'true' });
     return UnauthorizedResponse();

@@ -88,19 +88,20 @@ export class PluginInstance {
       const expired = new Promise<'expired'>((resolve) => {
         timer = setTimeout(() => resolve('expired'), remaining());
       });
+      let result: T | 'expired';
       try {
-        const result = await Promise.race([run(), expired]);
-        if (result === 'expired') return timedOut(stage);
-        return result;
+        result = await Promise.race([run(), expired]);
       } catch (error) {
-        if (isolate.isDisposed || catastrophe) {
+        const message = describeError(error);
+        if (catastrophe || message.includes('memory limit')) {
           return fail(PluginCodes.OUT_OF_MEMORY, `${stage} ran out of the ${limits.memoryLimitMb} MB memory limit`, error);
         }
-        if (describeError(error).includes('Script execution timed out')) return timedOut(stage);
-        return fail(PluginCodes.INIT_FAILED, `${stage} threw: ${describeError(error)}`, error);
+        if (message.includes('Script execution timed out')) return timedOut(stage);
+        return fail(PluginCodes.INIT_FAILED, `${stage} threw: ${message}`, error);
       } finally {
         clearTimeout(timer);
       }
+      return result === 'expired' ? timedOut(stage) : result;
     };
 
     const hostLog: HostLog = (level, message, fields) => {
@@ -113,7 +114,8 @@ export class PluginInstance {
           // Truncated by the runtime: keep the text.
         }
       }
-      logger[level]({ ...where, ...(parsed === undefined ? {} : { fields: parsed }) }, message);
+      // `source: plugin` tells lines the plugin wrote from the host's own.
+      logger[level]({ ...where, source: 'plugin', ...(parsed === undefined ? {} : { fields: parsed }) }, message);
     };
 
     const context = await guard('creating the isolate', () => isolate.createContext());

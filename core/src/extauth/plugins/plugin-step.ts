@@ -14,7 +14,7 @@ export interface PluginStepOptions {
   memoryLimitMb?: number;
   /** Per-call CPU time limit for Authorize, default 50 (SPEC 5.2). */
   cpuTimeoutMs?: number;
-  /** Wall time for an Authorize promise to settle; default max(1000, 10 × cpuTimeoutMs). */
+  /** Wall time for an Authorize promise to settle; default max(500, 10 × cpuTimeoutMs): the sandbox has no I/O, so only queueing can make a sound call wait. */
   callTimeoutMs?: number;
   /** Wall time for script load + NewConfigInstance + GetAuthService + Start; default 1000. */
   startTimeoutMs?: number;
@@ -39,7 +39,7 @@ const DRAIN_MS = 2000;
 
 function limitsOf(options: PluginStepOptions): SandboxLimits {
   const { memoryLimitMb = 64, cpuTimeoutMs = 50, startTimeoutMs = 1000 } = options;
-  const callTimeoutMs = options.callTimeoutMs ?? Math.max(1000, 10 * cpuTimeoutMs);
+  const callTimeoutMs = options.callTimeoutMs ?? Math.max(500, 10 * cpuTimeoutMs);
   const check = (name: string, value: number, min: number) => {
     if (!Number.isFinite(value) || value < min) throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, `plugin host: ${name} must be a number ≥ ${min}, got ${value}`);
   };

@@ -1,0 +1,252 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { AuthDecision } from '../step.ts';
+import { PluginCodes } from './codes.ts';
+import { createPluginStep, type PluginStep } from './plugin-step.ts';
+import { HOSTILE, pluginDir, recordingLogger, REQUIRED_HEADER, request } from './test-support.ts';
+
+// SPEC 5.2 / issue acceptance: each hostile plugin gets denied within 2 s, a well-behaved
+// plugin step keeps serving meanwhile, the process survives, and the isolate is rebuilt.
+
+const FORBIDDEN: AuthDecision = { allowed: false, status: 403, headers: [], body: '' };
+const DEADLINE_MS = 2000;
+let plugins: Awaited<ReturnType<typeof pluginDir>>;
+let good: PluginStep;
+const goodLog = recordingLogger();
+
+beforeAll(async () => {
+  plugins = await pluginDir([
+    { entry: HOSTILE, name: 'Hostile' },
+    { entry: REQUIRED_HEADER, name: 'RequiredHeader' },
+  ]);
+  good = await createPluginStep({ name: 'RequiredHeader', config: { RequiredHeader: 'x-key', AllowedValues: ['ok'] } }, { pluginDir: plugins.dir, logger: goodLog });
+});
+
+afterAll(async () => {
+  await good?.close();
+  await plugins?.remove();
+});
+
+function hostile(symbol: string, config: Record<string, unknown> = {}) {
+  const logger = recordingLogger();
+  return { logger, step: createPluginStep({ name: 'Hostile', exportedSymbolName: symbol, config }, { pluginDir: plugins.dir, logger }) };
+}
+
+/**
+ * Sends `count` misbehaving requests to `step` while the good step keeps answering; checks
+ * every hostile request is denied in time and every good one allowed.
+ */
+async function attack(step: PluginStep, count = 3, headers: Record<string, string> = { 'x-misbehave': '1' }): Promise<void> {
+  let attacking = true;
+  const hostileCalls = Promise.all(
+    Array.from({ length: count }, async () => {
+      const started = performance.now();
+      const decision = await step.authorize(request(headers));
+      return { decision, ms: performance.now() - started };
+    }),
+  ).finally(() => {
+    attacking = false;
+  });
+  const goodCalls: { decision: AuthDecision; ms: number }[] = [];
+  while (attacking) {
+    const started = performance.now();
+    const decision = await good.authorize(request({ 'x-key': 'ok' }));
+    goodCalls.push({ decision, ms: performance.now() - started });
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  for (const { decision, ms } of await hostileCalls) {
+    expect(decision).toEqual(FORBIDDEN);
+    expect(ms).toBeLessThan(DEADLINE_MS);
+  }
+  expect(goodCalls.length).toBeGreaterThan(0);
+  for (const { decision, ms } of goodCalls) {
+    expect(decision.allowed).toBe(true);
+    expect(ms).toBeLessThan(DEADLINE_MS / 2);
+  }
+}
+
+/** The step answers a sound request again (its isolate was rebuilt), within a few seconds. */
+async function recovers(step: PluginStep): Promise<void> {
+  const until = performance.now() + 6000;
+  let decision: AuthDecision;
+  do {
+    decision = await step.authorize(request());
+    if (decision.allowed) break;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  } while (performance.now() < until);
+  expect(decision).toMatchObject({ allowed: true, headersToSet: [{ key: 'x-served-by', value: 'hostile' }] });
+}
+
+function codes(logger: ReturnType<typeof recordingLogger>): unknown[] {
+  return logger.lines.filter((line) => line.level === 'error').map((line) => line.fields.code);
+}
+
+describe('hostile plugins', () => {
+  it('infinite loop: terminated at the CPU limit, denied, isolate rebuilt', async () => {
+    const { step, logger } = hostile('InfiniteLoop');
+    const s = await step;
+    await attack(s);
+    expect(codes(logger)).toContain(PluginCodes.TIMEOUT);
+    await recovers(s);
+    expect(logger.lines.some((line) => line.message === 'plugin isolate rebuilt')).toBe(true);
+    await s.close();
+  });
+
+  it('infinite loop after an await: still terminated', async () => {
+    const { step, logger } = hostile('AsyncInfiniteLoop');
+    const s = await step;
+    await attack(s);
+    expect(codes(logger)).toContain(PluginCodes.TIMEOUT);
+    await recovers(s);
+    await s.close();
+  });
+
+  it('unbounded allocation: stopped at the memory limit, denied, isolate rebuilt', async () => {
+    const logger = recordingLogger();
+    const s = await createPluginStep({ name: 'Hostile', exportedSymbolName: 'UnboundedAllocation' }, { pluginDir: plugins.dir, logger, memoryLimitMb: 32, cpuTimeoutMs: 2000 });
+    await attack(s, 2);
+    expect(codes(logger)).toContain(PluginCodes.OUT_OF_MEMORY);
+    await recovers(s);
+    await s.close();
+  });
+
+  it('require attempt: there is no require', async () => {
+    const { step, logger } = hostile('RequireAttempt');
+    const s = await step;
+    await attack(s);
+    expect(logger.lines.find((line) => line.fields.code === PluginCodes.THREW)?.fields.cause).toBe('Authorize threw: TypeError: sandbox.require is not a function');
+    await recovers(s);
+    await s.close();
+  });
+
+  it('process attempt: there is no process', async () => {
+    const { step, logger } = hostile('ProcessAttempt');
+    const s = await step;
+    await attack(s);
+    expect(logger.lines.find((line) => line.fields.code === PluginCodes.THREW)?.fields.cause).toBe('Authorize threw: ReferenceError: process is not defined');
+    await recovers(s);
+    await s.close();
+  });
+
+  it('fetch attempt: there is no fetch', async () => {
+    const { step, logger } = hostile('FetchAttempt');
+    const s = await step;
+    await attack(s);
+    expect(logger.lines.find((line) => line.fields.code === PluginCodes.THREW)?.fields.cause).toBe('Authorize threw: ReferenceError: fetch is not defined');
+    await recovers(s);
+    await s.close();
+  });
+
+  it('import() attempt: modules cannot be loaded', async () => {
+    const { step, logger } = hostile('ImportAttempt');
+    const s = await step;
+    await attack(s);
+    expect(logger.lines.find((line) => line.fields.code === PluginCodes.THREW)?.fields.cause).toMatch(/^Authorize threw: .*Not supported/);
+    await recovers(s);
+    await s.close();
+  });
+
+  it('the global scope offers none of Node.js, timers, WebAssembly or SharedArrayBuffer', async () => {
+    const { step } = hostile('Probe');
+    const s = await step;
+    const decision = await s.authorize(request());
+    expect(decision.allowed).toBe(true);
+    const probe = JSON.parse((decision as { headersToSet: { value: string }[] }).headersToSet[0]!.value) as Record<string, string>;
+    expect(Object.values(probe).every((type) => type === 'undefined')).toBe(true);
+    expect(Object.keys(probe)).toContain('require');
+    await s.close();
+  });
+
+  it('throwing: an Error, a non-Error and a rejected promise are denials', async () => {
+    for (const symbol of ['Throwing', 'ThrowingNonError', 'Rejecting']) {
+      const { step, logger } = hostile(symbol);
+      const s = await step;
+      await attack(s, 2);
+      expect(codes(logger)).toContain(PluginCodes.THREW);
+      await recovers(s);
+      await s.close();
+    }
+    const { step, logger } = hostile('Throwing');
+    const s = await step;
+    await s.authorize(request({ 'x-misbehave': '1' }));
+    expect(logger.lines.find((line) => line.fields.code === PluginCodes.THREW)?.fields.cause).toBe('Authorize threw: TypeError: plugin bug');
+    await s.close();
+  });
+
+  it.each(['number', 'string', 'null', 'undefined', 'array', 'empty', 'bad-status', 'header-injection', 'bad-header-name', 'bad-http-status', 'cycle', 'bigint', 'function'])(
+    'returning garbage (%s): denied as a bad response',
+    async (mode) => {
+      const { step, logger } = hostile('NonObject', { Mode: mode });
+      const s = await step;
+      const started = performance.now();
+      expect(await s.authorize(request({ 'x-misbehave': '1' }))).toEqual(FORBIDDEN);
+      expect(performance.now() - started).toBeLessThan(DEADLINE_MS);
+      expect(codes(logger)).toContain(PluginCodes.BAD_RESPONSE);
+      expect((await s.authorize(request())).allowed).toBe(true);
+      await s.close();
+    },
+  );
+
+  it('a promise that never settles: denied at the call timeout', async () => {
+    const { step, logger } = hostile('NeverSettles');
+    const s = await step;
+    await attack(s);
+    expect(codes(logger)).toContain(PluginCodes.TIMEOUT);
+    await recovers(s);
+    await s.close();
+  });
+
+  it('log flood: only a bounded number of lines reach the log', async () => {
+    const { step, logger } = hostile('LogFlood');
+    const s = await step;
+    expect(await s.authorize(request())).toEqual(FORBIDDEN);
+    await new Promise((resolve) => setTimeout(resolve, 50)); // Log callbacks are asynchronous.
+    const pluginLines = logger.lines.filter((line) => line.fields.source === 'plugin');
+    expect(pluginLines.length).toBe(50);
+    expect(pluginLines[0]).toMatchObject({ message: 'line 0', fields: { plugin: 'Hostile', fields: { i: 0 } } });
+    await s.close();
+  });
+
+  it('slow Start (a loop): the step is not built, within 2 s, with a timeout error', async () => {
+    const started = performance.now();
+    await expect(hostile('SlowStart').step).rejects.toMatchObject({ code: PluginCodes.START_TIMEOUT, message: expect.stringContaining('Start did not finish within the start timeout of 1000 ms') });
+    expect(performance.now() - started).toBeLessThan(DEADLINE_MS);
+    expect((await good.authorize(request({ 'x-key': 'ok' }))).allowed).toBe(true);
+  });
+
+  it('slow Start (a promise that never settles): the step is not built, within 2 s', async () => {
+    const started = performance.now();
+    await expect(hostile('StartNeverSettles').step).rejects.toMatchObject({ code: PluginCodes.START_TIMEOUT });
+    expect(performance.now() - started).toBeLessThan(DEADLINE_MS);
+  });
+
+  it('Start throws: the step is not built and the error says why', async () => {
+    await expect(hostile('StartThrows').step).rejects.toMatchObject({ code: PluginCodes.START_FAILED, message: expect.stringContaining('Start failed: Error: cannot start') });
+  });
+
+  it('slow Start on rebuild: requests are denied within 2 s while the plugin cannot come back', async () => {
+    const { step, logger } = hostile('SlowStartOnRebuild', { SlowAfter: Date.now() + 300 });
+    const s = await step;
+    expect((await s.authorize(request())).allowed).toBe(true);
+    await new Promise((resolve) => setTimeout(resolve, 350));
+    await attack(s, 1); // Fails and triggers a rebuild whose Start hangs.
+    await attack(s, 1, {}); // Even sound requests are denied: no healthy isolate.
+    await attack(s, 3, {});
+    expect(codes(logger)).toContain(PluginCodes.START_TIMEOUT);
+    await s.close();
+  });
+
+  it('state lives in the isolate: kept between calls, started over after a rebuild', async () => {
+    const { step } = hostile('Counter');
+    const s = await step;
+    const calls = async () => ((await s.authorize(request())) as { headersToSet: { value: string }[] }).headersToSet[0]!.value;
+    expect(await calls()).toBe('1');
+    expect(await calls()).toBe('2');
+    expect(await s.authorize(request({ 'x-misbehave': '1' }))).toEqual(FORBIDDEN);
+    await expect.poll(calls, { timeout: 3000 }).toBe('1');
+    await s.close();
+  });
+
+  it('a symbol that is not an ExtAuthPlugin is refused at load', async () => {
+    await expect(hostile('NotAPlugin').step).rejects.toMatchObject({ code: PluginCodes.BAD_EXPORT, message: expect.stringContaining('"NotAPlugin" has no NewConfigInstance and GetAuthService methods') });
+  });
+});

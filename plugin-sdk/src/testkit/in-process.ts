@@ -1,0 +1,77 @@
+import type { AuthService, Context, ExtAuthPlugin, PluginLogger } from '../contract/types.ts';
+import { decodeConfig } from '../runtime/decode-config.ts';
+import { BadResponseError, toDecision, type PluginDecision } from '../runtime/to-decision.ts';
+import { toCheckRequest } from './check-request.ts';
+import type { PluginHarness, TestFailure, TestLogLine } from './harness.ts';
+
+/** An error while starting a plugin in-process; `code` is the one the host would use. */
+export class PluginStartError extends Error {
+  readonly code: string;
+
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'PluginStartError';
+    this.code = code;
+  }
+}
+
+const DENY = (): PluginDecision => ({ allowed: false, status: 403, headers: [], body: '' });
+
+/**
+ * Runs a plugin object in this process with the host's config decoding and response
+ * validation: fast and debuggable, but without the sandbox's limits (use `sandbox` mode for those).
+ */
+export async function runInProcess(plugin: ExtAuthPlugin, config: unknown = {}): Promise<PluginHarness> {
+  const logs: TestLogLine[] = [];
+  const failures: TestFailure[] = [];
+  const line = (level: TestLogLine['level']) => (message: string, fields?: Record<string, unknown>) => {
+    // Through JSON, as in the sandbox: fields that would not survive the boundary do not here either.
+    logs.push({ level, message: String(message), ...(fields === undefined ? {} : { fields: JSON.parse(JSON.stringify(fields) ?? 'null') }) });
+  };
+  const logger: PluginLogger = { debug: line('debug'), info: line('info'), warn: line('warn'), error: line('error') };
+  const ctx: Context = Object.freeze({ logger });
+
+  if (typeof plugin?.NewConfigInstance !== 'function' || typeof plugin.GetAuthService !== 'function') {
+    throw new PluginStartError('GH_PLUGIN_BAD_EXPORT', 'not an ExtAuthPlugin: NewConfigInstance and GetAuthService are required');
+  }
+  const stage = async <T>(code: string, what: string, run: () => T | Promise<T>): Promise<T> => {
+    try {
+      return await run();
+    } catch (error) {
+      throw new PluginStartError(code, `${what}: ${(error as Error).message}`, { cause: error });
+    }
+  };
+  const defaults = await stage('GH_PLUGIN_INIT_FAILED', 'NewConfigInstance failed', () => plugin.NewConfigInstance(ctx));
+  // Config arrives as JSON from a manifest; copy it so the test's object is not shared.
+  const decoded = await stage('GH_PLUGIN_BAD_CONFIG', 'config does not fit the plugin', () => decodeConfig(defaults, JSON.parse(JSON.stringify(config ?? null))));
+  const service: AuthService = await stage('GH_PLUGIN_INIT_FAILED', 'GetAuthService failed', () => plugin.GetAuthService(ctx, decoded));
+  if (typeof service?.Start !== 'function' || typeof service.Authorize !== 'function') {
+    throw new PluginStartError('GH_PLUGIN_INIT_FAILED', 'GetAuthService returned no AuthService (an object with Start and Authorize methods)');
+  }
+  await stage('GH_PLUGIN_START_FAILED', 'Start failed', () => service.Start(ctx));
+
+  return {
+    mode: 'in-process',
+    logs,
+    failures,
+    async authorize(request) {
+      const checkRequest = JSON.parse(JSON.stringify(toCheckRequest(request)));
+      let response: unknown;
+      try {
+        response = await service.Authorize(ctx, { CheckRequest: checkRequest, State: {} });
+      } catch (error) {
+        failures.push({ code: 'GH_PLUGIN_THREW', message: `Authorize threw: ${(error as Error)?.message ?? String(error)}` });
+        return DENY();
+      }
+      try {
+        const json = JSON.stringify(response);
+        if (json === undefined) throw new BadResponseError(`Authorize returned ${typeof response}, not an AuthorizationResponse`);
+        return toDecision(JSON.parse(json));
+      } catch (error) {
+        failures.push({ code: 'GH_PLUGIN_BAD_RESPONSE', message: `bad response: ${(error as Error).message}` });
+        return DENY();
+      }
+    },
+    async close() {},
+  };
+}
