@@ -29,6 +29,8 @@ export interface PluginStep extends AuthStep {
   readonly file: string;
   /** The loaded file's metadata; `metadata.contentHash` identifies the build. */
   readonly metadata: PluginMetadata;
+  /** Waits (at most 2 s) for in-flight calls, then frees the isolate. */
+  close(): Promise<void>;
 }
 
 const DENY: () => AuthDecision = () => ({ allowed: false, status: 403, headers: [], body: '' });

@@ -1,0 +1,91 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ErrorCodes } from '../../errors.ts';
+import { PluginCodes } from './codes.ts';
+import { assertIsolateFlags, hasNoNodeSnapshot } from './node-flags.ts';
+import { createPluginStep } from './plugin-step.ts';
+import { HOSTILE, pluginDir, recordingLogger, REQUIRED_HEADER, request } from './test-support.ts';
+
+let plugins: Awaited<ReturnType<typeof pluginDir>>;
+const config = { RequiredHeader: 'x-key', AllowedValues: ['ok'] };
+
+beforeAll(async () => {
+  plugins = await pluginDir([
+    { entry: REQUIRED_HEADER, name: 'RequiredHeader' },
+    { entry: HOSTILE, name: 'Hostile' },
+  ]);
+});
+afterAll(() => plugins?.remove());
+
+describe('createPluginStep', () => {
+  it('builds a pluginAuth step that reports what it loaded', async () => {
+    const step = await createPluginStep({ name: 'RequiredHeader', config }, { pluginDir: plugins.dir, logger: recordingLogger() });
+    expect(step).toMatchObject({ type: 'pluginAuth', name: 'RequiredHeader', metadata: { name: 'RequiredHeader', contentHash: expect.stringMatching(/^sha256:[0-9a-f]{64}$/) } });
+    expect(step.file.endsWith('/RequiredHeader.js')).toBe(true);
+    expect(await step.authorize(request({ 'x-key': 'ok' }))).toEqual({ allowed: true, headersToSet: [{ key: 'matched-allowed-headers', value: 'true' }], headersToRemove: [] });
+    await step.close();
+  });
+
+  it('serves concurrent requests on one isolate', async () => {
+    const step = await createPluginStep({ name: 'RequiredHeader', config }, { pluginDir: plugins.dir, logger: recordingLogger() });
+    const decisions = await Promise.all(Array.from({ length: 200 }, (_, i) => step.authorize(request({ 'x-key': i % 2 ? 'ok' : 'no' }))));
+    expect(decisions.filter((d) => d.allowed)).toHaveLength(100);
+    expect(decisions.filter((d) => !d.allowed && d.status === 403)).toHaveLength(100);
+    await step.close();
+  });
+
+  it('close() lets in-flight calls finish, then later calls are denied', async () => {
+    const logger = recordingLogger();
+    const step = await createPluginStep({ name: 'Hostile', exportedSymbolName: 'Counter' }, { pluginDir: plugins.dir, logger });
+    const inFlight = Array.from({ length: 20 }, () => step.authorize(request()));
+    await step.close();
+    for (const decision of await Promise.all(inFlight)) expect(decision.allowed).toBe(true);
+    expect(await step.authorize(request())).toEqual({ allowed: false, status: 403, headers: [], body: '' });
+    expect(logger.lines.at(-1)?.fields.code).toBe(PluginCodes.UNAVAILABLE);
+  });
+
+  it('backs off rebuilding a plugin that keeps failing, then serves once it behaves', async () => {
+    const logger = recordingLogger();
+    const step = await createPluginStep({ name: 'Hostile', exportedSymbolName: 'Throwing' }, { pluginDir: plugins.dir, logger });
+    for (let i = 0; i < 6; i++) {
+      await step.authorize(request({ 'x-misbehave': '1' }));
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    const rebuilds = logger.lines.filter((line) => line.message === 'plugin isolate rebuilt').length;
+    expect(rebuilds).toBeGreaterThan(0);
+    expect(rebuilds).toBeLessThan(6); // Some requests were denied during the backoff instead of rebuilding.
+    expect(logger.lines.some((line) => line.fields.code === PluginCodes.UNAVAILABLE)).toBe(true);
+    await expect.poll(async () => (await step.authorize(request())).allowed, { timeout: 3000, interval: 50 }).toBe(true);
+    await step.close();
+  });
+
+  it('validates its limits', async () => {
+    await expect(createPluginStep({ name: 'RequiredHeader', config }, { pluginDir: plugins.dir, logger: recordingLogger(), memoryLimitMb: 4 })).rejects.toMatchObject({
+      code: ErrorCodes.BAD_ARGUMENT,
+      message: 'plugin host: memoryLimitMb must be a number ≥ 8, got 4',
+    });
+    await expect(createPluginStep({ name: 'RequiredHeader', config }, { pluginDir: plugins.dir, logger: recordingLogger(), cpuTimeoutMs: 0 })).rejects.toMatchObject({ code: ErrorCodes.BAD_ARGUMENT });
+  });
+
+  it('honours a smaller CPU limit', async () => {
+    const logger = recordingLogger();
+    const step = await createPluginStep({ name: 'Hostile', exportedSymbolName: 'InfiniteLoop' }, { pluginDir: plugins.dir, logger, cpuTimeoutMs: 10 });
+    const started = performance.now();
+    await step.authorize(request({ 'x-misbehave': '1' }));
+    expect(performance.now() - started).toBeLessThan(200);
+    expect(logger.lines.find((line) => line.fields.code === PluginCodes.TIMEOUT)?.fields.cause).toBe('Authorize ran longer than the 10 ms CPU limit');
+    await step.close();
+  });
+});
+
+describe('--no-node-snapshot', () => {
+  it('is detected in execArgv or NODE_OPTIONS', () => {
+    expect(hasNoNodeSnapshot(['--no-node-snapshot'], '')).toBe(true);
+    expect(hasNoNodeSnapshot([], '--max-old-space-size=100 --no-node-snapshot')).toBe(true);
+    expect(hasNoNodeSnapshot(['--inspect'], '')).toBe(false);
+  });
+
+  it('is required, with an error saying how to set it', () => {
+    expect(() => assertIsolateFlags([], '')).toThrow(expect.objectContaining({ code: PluginCodes.NODE_FLAGS, message: expect.stringContaining('NODE_OPTIONS=--no-node-snapshot') }));
+    expect(() => assertIsolateFlags(['--no-node-snapshot'], '')).not.toThrow();
+  });
+});
