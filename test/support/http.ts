@@ -1,4 +1,5 @@
 import { request as httpRequest, type Agent, type IncomingHttpHeaders } from 'node:http';
+import { connect } from 'node:net';
 
 /** A complete HTTP response, body as text. */
 export interface Reply {
@@ -64,4 +65,25 @@ export async function eventually<T>(probe: () => Promise<T | undefined | false>,
     if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms${last ? `: ${(last as Error).message}` : ''}`);
     await new Promise((r) => setTimeout(r, intervalMs));
   }
+}
+
+/**
+ * Writes `text` as-is on a fresh TCP connection and resolves with everything the server
+ * sent until it closed the connection (or `timeoutMs` passed): for malformed requests
+ * no HTTP client would send.
+ */
+export function rawRequest(port: number, text: string | Buffer, timeoutMs = 3_000): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    let data = '';
+    socket.setEncoding('latin1');
+    socket.on('data', (chunk: string) => (data += chunk));
+    socket.on('error', () => resolve(data));
+    socket.on('close', () => resolve(data));
+    socket.setTimeout(timeoutMs, () => {
+      socket.destroy();
+      resolve(data);
+    });
+    socket.write(text);
+  });
 }

@@ -67,7 +67,22 @@ export class Gateway {
   readonly handle = (req: IncomingMessage, res: ServerResponse): void => {
     const start = performance.now();
     const headers = req.headers;
-    const url = req.url ?? '/';
+    let url = req.url ?? '/';
+    if (url.charCodeAt(0) !== SLASH) {
+      // Absolute-form (RFC 9112 3.2.2): the target's authority replaces Host. Any other
+      // form (`*`, a bare word) has no path to route on.
+      const absolute = parseAbsoluteTarget(url);
+      if (!absolute) {
+        this.finish(req, res, start, undefined, undefined);
+        return sendLocalReply(res, 400, ErrorCodes.BAD_REQUEST, 'bad request target: expected a path starting with "/" or an absolute http(s) URL');
+      }
+      req.url = url = absolute.path;
+      headers.host = absolute.host;
+    } else if (hasDuplicateHost(req.rawHeaders)) {
+      // Two Hosts could route here as one and upstream as the other (RFC 9112 3.2: 400).
+      this.finish(req, res, start, undefined, undefined);
+      return sendLocalReply(res, 400, ErrorCodes.BAD_REQUEST, 'bad request: more than one Host header');
+    }
     const q = url.indexOf('?');
     const path = q === -1 ? url : url.slice(0, q);
     const query = q === -1 ? '' : url.slice(q + 1);
@@ -159,6 +174,34 @@ export class Gateway {
       );
     });
   }
+}
+
+const SLASH = 0x2f;
+
+/** `http://host[:port]/path?query` → host and origin-form path; undefined when not such a URL. */
+export function parseAbsoluteTarget(target: string): { host: string; path: string } | undefined {
+  const scheme = /^https?:\/\//i.exec(target);
+  if (!scheme) return undefined;
+  const rest = target.slice(scheme[0].length);
+  let end = rest.search(/[/?]/);
+  if (end === -1) end = rest.length;
+  const host = rest.slice(0, end);
+  // No empty authority, and no userinfo (RFC 9110 4.2.4: not allowed in http URIs).
+  if (host === '' || host.includes('@')) return undefined;
+  const path = rest.slice(end);
+  return { host: host.toLowerCase(), path: path === '' ? '/' : path.startsWith('?') ? `/${path}` : path };
+}
+
+function hasDuplicateHost(raw: readonly string[]): boolean {
+  let seen = false;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!;
+    if (name.length === 4 && name.toLowerCase() === 'host') {
+      if (seen) return true;
+      seen = true;
+    }
+  }
+  return false;
 }
 
 /** The ext_authz CheckRequest for a downstream request (SPEC 4 step 2). */

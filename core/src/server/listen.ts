@@ -1,5 +1,9 @@
 import { createServer, type RequestListener, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
+
+const CONNECT_BODY = 'CONNECT is not supported\n';
+const CONNECT_REFUSED = `HTTP/1.1 405 Method Not Allowed\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: ${CONNECT_BODY.length}\r\nx-gatehouse-error: GH_BAD_REQUEST\r\nconnection: close\r\n\r\n${CONNECT_BODY}`;
 
 /** Starts an HTTP/1.1 server; resolves with the server and its bound port (port 0 picks one). */
 export async function listen(handler: RequestListener, port: number, host: string): Promise<{ server: Server; port: number }> {
@@ -12,6 +16,11 @@ export async function listen(handler: RequestListener, port: number, host: strin
     },
     handler,
   );
+  // Without a listener Node drops CONNECT silently; tunnels are not supported, so say so.
+  server.on('connect', (_req, socket: Duplex) => {
+    socket.on('error', () => {});
+    socket.end(CONNECT_REFUSED);
+  });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => {
