@@ -32,6 +32,7 @@ export interface EmbeddedExtAuthOptions {
 export async function startEmbeddedExtAuth(options: EmbeddedExtAuthOptions): Promise<{ server: ExtAuthServer; authorizer: Authorizer }> {
   const server = await startExtAuthServer({ loader: options.loader, port: options.port, host: options.host, pluginDir: options.pluginDir, logger: options.logger });
   const failure = { logger: options.logger, ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}), ...(options.failureModeAllow ? { failureModeAllow: true } : {}) };
-  const authorizer = options.mode === 'grpc' ? new GrpcAuthorizer(`127.0.0.1:${server.port}`, failure) : new InProcessAuthorizer(server.engine, failure);
+  const local = options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : options.host.includes(':') ? `[${options.host}]` : options.host;
+  const authorizer = options.mode === 'grpc' ? new GrpcAuthorizer(`${local}:${server.port}`, failure) : new InProcessAuthorizer(server.engine, failure);
   return { server, authorizer };
 }
