@@ -27,6 +27,7 @@ export class ConfigDecodeError extends Error {
 
 function describe(value: unknown): string {
   if (value === null) return 'null';
+  if (value === undefined) return 'nothing';
   if (Array.isArray(value)) return 'an array';
   if (typeof value === 'object') return 'an object';
   return `a ${typeof value}`;

@@ -38,6 +38,7 @@ function isObject(value: unknown): value is Record<string, unknown> {
 
 function kind(value: unknown): string {
   if (value === null) return 'null';
+  if (value === undefined) return 'nothing';
   if (Array.isArray(value)) return 'an array';
   return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
 }
