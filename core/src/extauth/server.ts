@@ -115,7 +115,9 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
     const { watchPluginDir } = await import('./plugins/watch-plugin-dir.ts');
     pluginWatcher = await watchPluginDir(engine.pluginDir, (files) => void engine.pluginFilesChanged(files), { logger });
   }
-  logger.info({ service: 'extauth', host, port: bound }, 'listening');
+  // SPEC 9: one `listening` line per process. Embedded in `gatehouse run`, the gateway's line
+  // carries `extauthPort` instead.
+  logger.info({ service: 'extauth', host, port: bound }, options.loader ? 'extauth server started' : 'listening');
 
   const ownLoader = options.loader ? undefined : loader;
   let closing: Promise<void> | undefined;

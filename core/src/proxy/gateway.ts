@@ -58,6 +58,13 @@ export class Gateway {
     this.options.upstreams.retainOnly(table.clusters);
   }
 
+  /** Releases the destinations (upstream pools, GraphQL endpoints, authorizer) after traffic has drained. */
+  async close(): Promise<void> {
+    await this.options.authorizer?.close();
+    await this.options.graphql?.close();
+    await this.options.upstreams.close();
+  }
+
   /** Effective routes, for `admin:/config`. */
   describeRoutes(): unknown[] {
     return this.table.description;

@@ -15,14 +15,35 @@ import { Gateway } from '../proxy/gateway.ts';
 import { UpstreamRegistry } from '../proxy/upstream-cluster.ts';
 import { closeGracefully, listen } from './listen.ts';
 
-/** Pluggable parts of a gateway process: each later subsystem adds itself here. */
+/** Snapshots as a traffic process receives them (from its own loader, or pushed by the primary). */
+export interface SnapshotFeed {
+  /** The latest snapshot, if one arrived yet. */
+  readonly current: ConfigSnapshot | undefined;
+  onSnapshot(listener: (snapshot: ConfigSnapshot) => void | Promise<void>): void;
+}
+
+/** Pluggable parts of a gateway process: each subsystem adds itself here. */
 export interface GatewayParts {
   /** Load-time checks per kind (e.g. GraphQL schema compilation). */
   checks?: ResourceChecks;
-  /** Builds the GraphQL destination for one process (each worker has its own). */
+  /** Builds the GraphQL destination for one traffic process (each worker has its own). */
   graphql?: (deps: { upstreams: UpstreamRegistry; logger: Logger }) => GraphQLEndpoints;
-  /** Builds the authorizer for one process; called in every worker. */
-  authorizer?: (deps: { logger: Logger; loader?: ConfigLoader }) => Promise<Authorizer>;
+  /**
+   * Services of the main process, started before the first config load (e.g. the embedded
+   * extauth gRPC server). May return an authorizer that a single-process gateway uses directly.
+   */
+  primary?: (deps: { logger: Logger; loader: ConfigLoader }) => Promise<PrimaryService>;
+  /** Builds the authorizer of one traffic process; with workers, called in every worker. */
+  authorizer?: (deps: { logger: Logger; snapshots: SnapshotFeed }) => Promise<Authorizer>;
+}
+
+/** What a {@link GatewayParts.primary} hook started. */
+export interface PrimaryService {
+  /** Extra fields for the `listening` line (e.g. `extauthPort`). */
+  readonly listening?: Record<string, unknown>;
+  /** An authorizer living in the main process, used when traffic is served there too. */
+  readonly authorizer?: Authorizer;
+  close(): Promise<void>;
 }
 
 export interface GatewayProcessOptions {
@@ -40,10 +61,6 @@ export interface GatewayProcessOptions {
   shutdownGraceMs: number;
   logger: Logger;
   parts: GatewayParts;
-  /** Extra fields for the `listening` log line (e.g. the embedded extauth port). */
-  listeningExtra?: () => Record<string, unknown>;
-  /** Called once on shutdown, after traffic has drained (e.g. stop an embedded extauth server). */
-  onShutdown?: () => Promise<void>;
 }
 
 /** Parses `--workers N|auto`. */
@@ -76,13 +93,15 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
     ...(options.parts.checks ? { checks: options.parts.checks } : {}),
   });
 
+  const primary = await options.parts.primary?.({ logger, loader });
   let gateway: Gateway | undefined;
   let server: Server | undefined;
   let port: number;
   const workers: Worker[] = [];
 
   if (options.workers === 1) {
-    gateway = await createGateway(options, loader);
+    const authorizer = primary?.authorizer ?? (await options.parts.authorizer?.({ logger, snapshots: loader }));
+    gateway = createGateway(options, authorizer);
     loader.onSnapshot((snapshot) => gateway!.update(snapshot));
     gateway.update(await loader.start());
     ({ server, port } = await listen(gateway.handle, options.port, options.host));
@@ -110,7 +129,7 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
     },
   });
   const adminServer = await listen(getRequestListener(admin.fetch), options.adminPort, options.host);
-  logger.info({ port, adminPort: adminServer.port, workers: options.workers, ...options.listeningExtra?.() }, 'listening');
+  logger.info({ port, adminPort: adminServer.port, workers: options.workers, ...primary?.listening }, 'listening');
 
   let stopping = false;
   const stop = async (signal: string) => {
@@ -120,7 +139,8 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
     await loader.close();
     if (server) await closeGracefully(server, options.shutdownGraceMs);
     await Promise.all(workers.map((w) => stopWorker(w)));
-    await options.onShutdown?.();
+    await gateway?.close();
+    await primary?.close();
     await closeGracefully(adminServer.server, 1_000);
     logger.info('stopped');
     flushLogs();
@@ -130,7 +150,7 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
   process.once('SIGINT', () => void stop('SIGINT'));
 }
 
-async function createGateway(options: GatewayProcessOptions, loader?: ConfigLoader): Promise<Gateway> {
+function createGateway(options: GatewayProcessOptions, authorizer: Authorizer | undefined): Gateway {
   const { logger, parts } = options;
   const upstreams = new UpstreamRegistry({ resolve: (host) => options.resolve.get(host) });
   return new Gateway({
@@ -140,7 +160,7 @@ async function createGateway(options: GatewayProcessOptions, loader?: ConfigLoad
     accessLogger: createAccessLogger(logger.bindings().name ?? 'gateway'),
     kubeClusterDomain: options.kubeClusterDomain,
     ...(parts.graphql ? { graphql: parts.graphql({ upstreams, logger }) } : {}),
-    ...(parts.authorizer ? { authorizer: await parts.authorizer({ logger, ...(loader ? { loader } : {}) }) } : {}),
+    ...(authorizer ? { authorizer } : {}),
   });
 }
 
@@ -195,11 +215,20 @@ function workerMetrics(worker: Worker): Promise<MetricObjectWithValues<MetricVal
 
 /** A cluster worker: serves traffic with snapshots pushed by the primary. */
 async function runWorker(options: GatewayProcessOptions): Promise<void> {
-  const gateway = await createGateway(options);
+  const listeners = new Set<(snapshot: ConfigSnapshot) => void | Promise<void>>();
+  const feed: SnapshotFeed & { current: ConfigSnapshot | undefined } = {
+    current: undefined,
+    onSnapshot: (listener) => void listeners.add(listener),
+  };
+  const authorizer = await options.parts.authorizer?.({ logger: options.logger, snapshots: feed });
+  const gateway = createGateway(options, authorizer);
   let server: Server | undefined;
   process.on('message', async (message: { type?: string }) => {
     if (message.type === 'gatehouse:snapshot') {
-      gateway.update(fromMessage(message as SnapshotMessage));
+      const snapshot = fromMessage(message as SnapshotMessage);
+      feed.current = snapshot;
+      for (const listener of listeners) await listener(snapshot);
+      gateway.update(snapshot);
       if (!server) {
         try {
           const listening = await listen(gateway.handle, options.port, options.host);
@@ -214,6 +243,7 @@ async function runWorker(options: GatewayProcessOptions): Promise<void> {
       process.send!({ type: 'gatehouse:metrics', id: (message as { id?: number }).id, metrics: await registry.getMetricsAsJSON() });
     } else if (message.type === 'gatehouse:stop') {
       if (server) await closeGracefully(server, options.shutdownGraceMs);
+      await gateway.close();
       flushLogs();
       process.exit(0);
     }
