@@ -86,6 +86,19 @@ describe('applyLayer', () => {
     await expect(apply([file('compiled-auth-plugins/fits.js', 'x'.repeat(1024))], new Map(), { limits })).resolves.toBeInstanceOf(Map);
   });
 
+  it('accepts a layer missing only its final padding and end-of-archive blocks (as umoci writes them)', async () => {
+    const tar = writeTar([file('compiled-auth-plugins/a.js', 'var a = 1;')]);
+    const cut = tar.subarray(0, 512 + 'var a = 1;'.length);
+    const files = new Map();
+    await applyLayer(once(gzipSync(cut)), files, 'cut layer', DEFAULT_LIMITS);
+    expect(files.get('a.js')?.toString()).toBe('var a = 1;');
+  });
+
+  it('refuses a layer whose last file is cut off', async () => {
+    const tar = writeTar([file('compiled-auth-plugins/a.js', 'var a = 1;')]);
+    await expect(applyLayer(once(gzipSync(tar.subarray(0, 512 + 4))), new Map(), 'cut layer', DEFAULT_LIMITS)).rejects.toMatchObject({ code: InitCodes.BAD_LAYER, message: expect.stringContaining('cut off 6 bytes') });
+  });
+
   it('refuses bytes that are not a tar stream', async () => {
     await expect(applyLayer(once(Buffer.from('this is not a tar archive at all, just text'.repeat(20))), new Map(), 'junk', DEFAULT_LIMITS)).rejects.toMatchObject({ code: InitCodes.BAD_LAYER });
   });

@@ -42,7 +42,10 @@ export async function applyLayer(chunks: AsyncIterable<Uint8Array>, files: Plugi
   const fail = (error: unknown) => {
     failure ??= error;
   };
-  const parser = new Parser({ strict: true, maxDecompressionRatio: 1000 });
+  // Not strict, so that a layer missing only its end-of-archive blocks (umoci writes those; Go's
+  // archive/tar and umoci read them) is accepted. Every other warning still refuses the layer.
+  const parser = new Parser({ strict: false, maxDecompressionRatio: 1000 });
+  let truncated: ReadEntry | undefined;
   parser.on('entry', (entry: ReadEntry) => {
     try {
       onEntry(entry, next, where, limits);
@@ -51,7 +54,10 @@ export async function applyLayer(chunks: AsyncIterable<Uint8Array>, files: Plugi
       entry.resume();
     }
   });
-  parser.on('warn', (code: string, message: string | Error) => fail(new InitError(InitCodes.BAD_LAYER, `${where}: not a valid tar layer (${code}: ${typeof message === 'string' ? message : message.message})`)));
+  parser.on('warn', (code: string, message: string, data: { entry?: ReadEntry }) => {
+    if (code === 'TAR_BAD_ARCHIVE' && message.startsWith('Truncated input') && data.entry) truncated = data.entry;
+    else fail(new InitError(InitCodes.BAD_LAYER, `${where}: not a valid tar layer (${code}: ${message})`));
+  });
   parser.on('error', (error: Error) => fail(new InitError(InitCodes.BAD_LAYER, `${where}: not a valid tar layer (${error.message})`, { cause: error })));
   const ended = new Promise<void>((resolve) => {
     parser.on('end', () => resolve());
@@ -64,6 +70,10 @@ export async function applyLayer(chunks: AsyncIterable<Uint8Array>, files: Plugi
   if (!failure) {
     parser.end();
     await ended;
+  }
+  // Missing padding and end blocks are tolerated; missing file content is not.
+  if (!failure && truncated && truncated.remain > 0) {
+    fail(new InitError(InitCodes.BAD_LAYER, `${where}: not a valid tar layer (entry ${JSON.stringify(truncated.path)} is cut off ${truncated.remain} bytes before its end)`));
   }
   if (failure) throw failure;
   files.clear();
