@@ -39,8 +39,12 @@ export async function applyLayer(chunks: AsyncIterable<Uint8Array>, files: Plugi
   // Entries are changed in a copy so a refused layer leaves `files` as it was.
   const next: PluginFiles = new Map(files);
   let failure: unknown;
+  // Settles when the parser is done for any reason, so no wait below can outlive a failure.
+  let settle!: () => void;
+  const settled = new Promise<void>((resolve) => (settle = resolve));
   const fail = (error: unknown) => {
     failure ??= error;
+    settle();
   };
   // Not strict, so that a layer missing only its end-of-archive blocks (umoci writes those; Go's
   // archive/tar and umoci read them) is accepted. Every other warning still refuses the layer.
@@ -59,17 +63,22 @@ export async function applyLayer(chunks: AsyncIterable<Uint8Array>, files: Plugi
     else fail(new InitError(InitCodes.BAD_LAYER, `${where}: not a valid tar layer (${code}: ${message})`));
   });
   parser.on('error', (error: Error) => fail(new InitError(InitCodes.BAD_LAYER, `${where}: not a valid tar layer (${error.message})`, { cause: error })));
-  const ended = new Promise<void>((resolve) => {
-    parser.on('end', () => resolve());
-    parser.on('close', () => resolve());
-  });
+  parser.on('end', () => settle());
+  parser.on('close', () => settle());
   for await (const chunk of chunks) {
-    if (failure) break;
-    if (!parser.write(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength))) await new Promise<void>((resolve) => parser.once('drain', () => resolve()));
+    if (failure) {
+      // A refusal stops the download; unreadable content is read to the end first, so that
+      // tampering is reported as the digest mismatch it is rather than as a broken tar.
+      if ((failure as InitError).code === InitCodes.BAD_LAYER) continue;
+      break;
+    }
+    if (!parser.write(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength))) {
+      await Promise.race([new Promise<void>((resolve) => parser.once('drain', () => resolve())), settled]);
+    }
   }
   if (!failure) {
     parser.end();
-    await ended;
+    await settled;
   }
   // Missing padding and end blocks are tolerated; missing file content is not.
   if (!failure && truncated && truncated.remain > 0) {
