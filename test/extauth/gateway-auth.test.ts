@@ -107,7 +107,9 @@ describe.each(['in-process', 'separate gRPC server'] as const)('auth on the requ
   beforeAll(async () => {
     extauth = await startExtAuthServer({ configDir: dir.path, port: 0, host: '127.0.0.1', logger: captureLogger().logger, watch: false });
     const { logger } = captureLogger();
-    const authorizer = shape === 'in-process' ? new InProcessAuthorizer(extauth.engine, { logger }) : new GrpcAuthorizer(`127.0.0.1:${extauth.port}`, { logger });
+    // A generous deadline: these tests are about behaviour, timeouts have their own below.
+    const options = { logger, timeoutMs: 3_000 };
+    const authorizer = shape === 'in-process' ? new InProcessAuthorizer(extauth.engine, options) : new GrpcAuthorizer(`127.0.0.1:${extauth.port}`, options);
     gateway = await startGateway(dir.path, authorizer);
   });
 
@@ -169,8 +171,8 @@ describe('fail closed', () => {
   it('answers 403 when the auth server is stopped, and lets requests through with failureModeAllow', async () => {
     const extauth = await startExtAuthServer({ configDir: dir.path, port: 0, host: '127.0.0.1', logger: captureLogger().logger, watch: false });
     const { logger } = captureLogger();
-    const closed = await startGateway(dir.path, new GrpcAuthorizer(`127.0.0.1:${extauth.port}`, { logger }));
-    const open = await startGateway(dir.path, new GrpcAuthorizer(`127.0.0.1:${extauth.port}`, { logger, failureModeAllow: true }));
+    const closed = await startGateway(dir.path, new GrpcAuthorizer(`127.0.0.1:${extauth.port}`, { logger, timeoutMs: 3_000 }));
+    const open = await startGateway(dir.path, new GrpcAuthorizer(`127.0.0.1:${extauth.port}`, { logger, timeoutMs: 3_000, failureModeAllow: true }));
     try {
       expect((await get(`${closed.url}/things`, { authorization: basic('alice', 'wonderland') })).status).toBe(200);
       await extauth.close();

@@ -24,6 +24,9 @@ function expect401(r: { status: number; headers: Headers; body: string }, realm:
 }
 
 const alice = htpasswdApr1('alice', 'wonderland');
+// Behaviour tests use a generous deadline so that a loaded machine cannot turn a slow check
+// into a 403; the 200 ms default and timeouts are tested on their own.
+const RELAXED = ['--extauth-timeout', '3s'];
 let dir: ConfigDir;
 let echo: TestServer;
 let userServer: UserServer;
@@ -70,12 +73,12 @@ describe.each(['run (embedded)', 'gateway + extauth (separate)'] as const)('gate
 
   beforeAll(async () => {
     if (shape === 'run (embedded)') {
-      gateway = await startGatehouse('run', ['--config-dir', dir.path, '--access-log', 'false']);
+      gateway = await startGatehouse('run', ['--config-dir', dir.path, '--access-log', 'false', ...RELAXED]);
       processes.push(gateway);
     } else {
       const extauth = await startGatehouse('extauth', ['--config-dir', dir.path, '--host', '127.0.0.1']);
       processes.push(extauth);
-      gateway = await startGatehouse('gateway', ['--config-dir', dir.path, '--access-log', 'false', '--extauth-address', `127.0.0.1:${extauth.port}`]);
+      gateway = await startGatehouse('gateway', ['--config-dir', dir.path, '--access-log', 'false', '--extauth-address', `127.0.0.1:${extauth.port}`, ...RELAXED]);
       processes.push(gateway);
     }
   });
@@ -137,8 +140,8 @@ describe('gatehouse gateway fails closed', () => {
   it('answers 403 once the extauth process is stopped, or 200 with --extauth-failure-mode-allow', async () => {
     const extauth = await startGatehouse('extauth', ['--config-dir', dir.path, '--host', '127.0.0.1']);
     const address = `127.0.0.1:${extauth.port}`;
-    const closed = await startGatehouse('gateway', ['--config-dir', dir.path, '--access-log', 'false', '--extauth-address', address]);
-    const open = await startGatehouse('gateway', ['--config-dir', dir.path, '--access-log', 'false', '--extauth-address', address, '--extauth-failure-mode-allow']);
+    const closed = await startGatehouse('gateway', ['--config-dir', dir.path, '--access-log', 'false', '--extauth-address', address, ...RELAXED]);
+    const open = await startGatehouse('gateway', ['--config-dir', dir.path, '--access-log', 'false', '--extauth-address', address, '--extauth-failure-mode-allow', ...RELAXED]);
     try {
       const creds = { authorization: basic('alice', 'wonderland') };
       expect((await get(`${closed.url}/things`, creds)).status).toBe(200);

@@ -22,7 +22,8 @@ describe('GrpcAuthorizer', () => {
           : ok,
     );
     cleanups.push(server.close);
-    const authorizer = new GrpcAuthorizer(server.address, { logger: captureLogger().logger });
+    // A generous deadline: this test is about decoding; deadlines have their own tests.
+    const authorizer = new GrpcAuthorizer(server.address, { logger: captureLogger().logger, timeoutMs: 3_000 });
     cleanups.push(() => authorizer.close());
     expect(await authorizer.check(checkRequest('default.a'))).toEqual({
       allowed: true,
@@ -92,12 +93,12 @@ describe('InProcessAuthorizer', () => {
         authConfig('slow', [{ passThroughAuth: { grpc: { address: slow.address } } }]),
       ]),
     );
-    const authorizer = new InProcessAuthorizer(engine, { logger, timeoutMs: 100 });
+    const authorizer = new InProcessAuthorizer(engine, { logger, timeoutMs: 300 });
     try {
       expect(await authorizer.check(checkRequest('default.basic', { authorization: basic('alice', 'wonderland') }))).toMatchObject({ allowed: true, headersToSet: [{ key: 'x-user-id', value: ';alice' }] });
       expect(await authorizer.check(checkRequest('default.slow'))).toEqual(FORBIDDEN);
       expect(lines.find((l) => l.code === 'GH_EXTAUTH_TIMEOUT')).toBeDefined();
-      const open = new InProcessAuthorizer(engine, { logger, timeoutMs: 100, failureModeAllow: true });
+      const open = new InProcessAuthorizer(engine, { logger, timeoutMs: 300, failureModeAllow: true });
       expect((await open.check(checkRequest('default.slow'))).allowed).toBe(true);
     } finally {
       await authorizer.close();

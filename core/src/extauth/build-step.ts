@@ -14,7 +14,7 @@ export interface StepBuildOptions {
   pluginDir: string;
   memoryLimitMb?: number;
   cpuTimeoutMs?: number;
-  /** Deadline of a passThroughAuth call (default 200 ms). */
+  /** Deadline of a passThroughAuth call (default 1 s). */
   passThroughTimeoutMs?: number;
 }
 

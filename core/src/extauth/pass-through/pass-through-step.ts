@@ -8,7 +8,10 @@ import type { AuthDecision, AuthStep, CheckRequest } from '../step.ts';
 export interface PassThroughStepOptions {
   name: string;
   logger: Logger;
-  /** Per-check deadline (default 200 ms, Envoy's ext_authz default). */
+  /**
+   * Per-check deadline (default 1 s). The gateway's own deadline (200 ms by default) bounds
+   * the whole chain; this one only stops a hung server from holding a call open longer.
+   */
   timeoutMs?: number;
 }
 
@@ -27,7 +30,7 @@ export class PassThroughStep implements AuthStep {
   constructor(spec: PassThroughAuthSpec, options: PassThroughStepOptions) {
     this.name = options.name;
     this.logger = options.logger;
-    this.timeoutMs = options.timeoutMs ?? 200;
+    this.timeoutMs = options.timeoutMs ?? 1_000;
     this.client = new CheckClient(spec.grpc.address);
   }
 
