@@ -1,0 +1,64 @@
+// Type-only imports (erased at run time): the rendered objects are checked against Kubernetes'
+// own API types at compile time, and validated with kubernetes-models in the tests.
+import type { ICustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1/CustomResourceDefinition';
+import type { IJSONSchemaProps } from 'kubernetes-models/apiextensions.k8s.io/v1/JSONSchemaProps';
+import type { IDeployment } from 'kubernetes-models/apps/v1/Deployment';
+import type { IClusterRole } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRole';
+import type { IClusterRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRoleBinding';
+import type { IConfigMap } from 'kubernetes-models/v1/ConfigMap';
+import type { INamespace } from 'kubernetes-models/v1/Namespace';
+import type { IService } from 'kubernetes-models/v1/Service';
+import type { IServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
+import { KINDS, KIND_NAMES, type Kind } from '../config/schema/kinds.ts';
+import { toStructural } from './structural-schema.ts';
+
+/** A Kubernetes object of an install. */
+export type KubeObject = INamespace | ICustomResourceDefinition | IServiceAccount | IClusterRole | IClusterRoleBinding | IConfigMap | IDeployment | IService;
+
+/** The API group of a kind under a group domain (SPEC 2.2), e.g. `gateway.gatehouse.dev`. */
+export function groupOf(kind: Kind, domain: string): string {
+  return `${KINDS[kind].group}.${domain}`;
+}
+
+/**
+ * One apiextensions.k8s.io/v1 CRD per resource kind, generated from the same schemas the
+ * gateway validates with (SPEC 2.1), with the status subresource the controller writes.
+ */
+export function renderCrds(domain: string, labels: Record<string, string>): ICustomResourceDefinition[] {
+  return KIND_NAMES.map((kind) => {
+    const { version, plural, spec } = KINDS[kind];
+    const group = groupOf(kind, domain);
+    return {
+      apiVersion: 'apiextensions.k8s.io/v1',
+      kind: 'CustomResourceDefinition',
+      metadata: { name: `${plural}.${group}`, labels },
+      spec: {
+        group,
+        names: { kind, listKind: `${kind}List`, plural, singular: kind.toLowerCase(), categories: ['gatehouse'] },
+        scope: 'Namespaced',
+        versions: [
+          {
+            name: version,
+            served: true,
+            storage: true,
+            subresources: { status: {} },
+            schema: {
+              openAPIV3Schema: {
+                type: 'object',
+                description: `Gatehouse ${kind} (${group}/${version}).`,
+                required: ['spec'],
+                properties: {
+                  apiVersion: { type: 'string' },
+                  kind: { type: 'string' },
+                  metadata: { type: 'object' },
+                  spec: toStructural(spec) as IJSONSchemaProps,
+                  status: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
+                },
+              },
+            },
+          },
+        ],
+      },
+    };
+  });
+}

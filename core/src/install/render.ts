@@ -1,0 +1,29 @@
+import { Document } from 'yaml';
+import { renderCrds, type KubeObject } from './crds.ts';
+import { renderRbac } from './rbac.ts';
+import type { ResolvedValues } from './values.ts';
+import { renderExtAuth, renderGateway } from './workloads.ts';
+
+/**
+ * Every Kubernetes object of an install (SPEC 6), in apply order: namespace, CRDs, RBAC,
+ * configuration, then the gateway and extauth Deployments and Services.
+ */
+export function renderInstall(values: ResolvedValues): KubeObject[] {
+  const common = { 'app.kubernetes.io/name': 'gatehouse', 'app.kubernetes.io/version': values.gatewayVersion, 'app.kubernetes.io/managed-by': 'gatehouse-install' };
+  const selector = (component: string) => ({ 'app.kubernetes.io/name': 'gatehouse', 'app.kubernetes.io/component': component });
+  const labels = (component: string) => ({ ...common, 'app.kubernetes.io/component': component });
+  const objects: KubeObject[] = [];
+  if (values.createNamespace) objects.push({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: values.namespace, labels: common } });
+  if (values.createCrds) objects.push(...renderCrds(values.apiGroupDomain, common));
+  if (values.createRbac) objects.push(...renderRbac(values, labels));
+  if (values.config.source === 'configMap' && Object.keys(values.config.configMapData).length > 0) {
+    objects.push({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: values.config.configMapName, namespace: values.namespace, labels: common }, data: values.config.configMapData });
+  }
+  objects.push(...renderGateway(values, labels, selector), ...renderExtAuth(values, labels, selector));
+  return objects;
+}
+
+/** Objects as a multi-document YAML stream, as `kubectl apply -f -` reads it. */
+export function toYaml(objects: readonly KubeObject[]): string {
+  return objects.map((o) => new Document(o).toString({ lineWidth: 0 })).join('---\n');
+}
