@@ -142,6 +142,21 @@ describe('ConfigStore', () => {
     expect(status(snap, 'VirtualService', 'port')).toMatchObject({ state: 'Warning', serving: 'current' });
   });
 
+  test('a VirtualService whose AuthConfig is rejected keeps serving (auth then denies): fail closed, not 404', () => {
+    const authConfig = (name: string, configs: object[]) => ({ apiVersion: 'enterprise.gatehouse.dev/v1', kind: 'AuthConfig', metadata: { name }, spec: { configs } });
+    const store = new ConfigStore({
+      apiGroupDomain: 'gatehouse.dev',
+      checks: { AuthConfig: (r, ctx) => (r.name === 'broken' ? [ctx.at(['spec'], 'GH_TEST_BROKEN', 'cannot build')] : []) },
+    });
+    const guarded = (name: string, auth: string) => ({ ...vs(name, [`${name}.example.com`], { name: 'u' }), spec: { virtualHost: { ...vs(name, [`${name}.example.com`], { name: 'u' }).spec.virtualHost, options: { extauth: { configRef: { name: auth } } } } } });
+    const snap = load(store, { 'a.yaml': [upstream('u'), authConfig('broken', [{ basicAuth: { apr: { users: {} } } }]), guarded('shop', 'broken'), guarded('blog', 'absent')] });
+    expect(status(snap, 'AuthConfig', 'broken')).toMatchObject({ state: 'Rejected', serving: 'none' });
+    expect(status(snap, 'VirtualService', 'shop')).toMatchObject({ state: 'Warning', serving: 'current' });
+    expect(status(snap, 'VirtualService', 'shop')!.reasons[0]).toMatchObject({ code: 'GH_CONFIG_REJECTED_REF', severity: 'warning', path: 'spec.virtualHost.options.extauth.configRef' });
+    // An AuthConfig that does not exist at all is still a broken reference.
+    expect(status(snap, 'VirtualService', 'blog')).toMatchObject({ state: 'Rejected', serving: 'none' });
+  });
+
   test('kind checks run after reference checks and can reject', () => {
     const store = new ConfigStore({
       apiGroupDomain: 'gatehouse.dev',

@@ -123,6 +123,7 @@ export class ConfigStore {
     const served = new Map<string, AnyResource>();
     const statuses: ResourceStatus[] = [];
     const rank = new Map(this.servedOrder.map((key, i) => [key, i]));
+    const present = new Set(candidates.keys());
     for (const kind of ORDER) {
       // Previously served resources first, so a newcomer cannot take over what they hold (e.g. a domain).
       const ofKind = [...candidates.values()]
@@ -130,7 +131,7 @@ export class ConfigStore {
         .sort((a, b) => (rank.get(a.key) ?? Infinity) - (rank.get(b.key) ?? Infinity));
       const claims = new Map<string, string>();
       for (const candidate of ofKind) {
-        statuses.push(this.decide(candidate, served, claims));
+        statuses.push(this.decide(candidate, served, claims, present));
       }
     }
 
@@ -148,11 +149,11 @@ export class ConfigStore {
     return { generation: this.generation, resources: served, statuses, diagnostics };
   }
 
-  private decide(candidate: Candidate, served: Map<string, AnyResource>, claims: Map<string, string>): ResourceStatus {
+  private decide(candidate: Candidate, served: Map<string, AnyResource>, claims: Map<string, string>, present: ReadonlySet<string>): ResourceStatus {
     const base = { kind: candidate.kind, namespace: candidate.namespace, name: candidate.name, file: candidate.doc?.file, line: candidate.doc?.line };
     const reasons = [...candidate.reasons];
     if (candidate.fresh) {
-      const found = this.check(candidate.fresh, served, claims, candidate.doc);
+      const found = this.check(candidate.fresh, served, claims, present, candidate.doc);
       reasons.push(...found);
       if (!found.some((d) => d.severity === 'error')) {
         served.set(candidate.key, candidate.fresh);
@@ -162,7 +163,7 @@ export class ConfigStore {
     }
     const previous = this.lastAccepted.get(candidate.key);
     if (previous) {
-      const stillValid = !this.check(previous, served, claims, undefined).some((d) => d.severity === 'error');
+      const stillValid = !this.check(previous, served, claims, present, undefined).some((d) => d.severity === 'error');
       if (stillValid) {
         served.set(candidate.key, previous);
         return { ...base, state: 'Rejected', reasons, serving: 'last-accepted', servedVersion: previous.version };
@@ -171,7 +172,7 @@ export class ConfigStore {
     return { ...base, state: 'Rejected', reasons, serving: 'none' };
   }
 
-  private check(resource: AnyResource, served: ReadonlyMap<string, AnyResource>, claims: Map<string, string>, doc: ManifestDocument | undefined): Diagnostic[] {
+  private check(resource: AnyResource, served: ReadonlyMap<string, AnyResource>, claims: Map<string, string>, present: ReadonlySet<string>, doc: ManifestDocument | undefined): Diagnostic[] {
     const label = describeResource(resource);
     const ctx: CheckContext = {
       resources: served,
@@ -187,10 +188,16 @@ export class ConfigStore {
     };
     const out: Diagnostic[] = [];
     for (const ref of referencesOf(resource)) {
-      if (!served.has(refKey(ref.kind, ref.ref, resource.namespace))) {
-        const ns = ref.ref.namespace ?? resource.namespace;
-        out.push(ctx.at(ref.path, ConfigCodes.MISSING_REF, `references ${ref.kind} ${ns}/${ref.ref.name}, which does not exist or is not accepted`));
+      const key = refKey(ref.kind, ref.ref, resource.namespace);
+      if (served.has(key)) continue;
+      const name = `${ref.kind} ${ref.ref.namespace ?? resource.namespace}/${ref.ref.name}`;
+      if (ref.kind === 'AuthConfig' && present.has(key)) {
+        // Fail closed, not open and not 404 (SPEC 5): the routes stay, and the auth server
+        // denies their requests until the AuthConfig is accepted.
+        out.push(ctx.at(ref.path, ConfigCodes.REJECTED_REF, `references ${name}, which is rejected: requests that need it are denied (403) until it is accepted`, 'warning'));
+        continue;
       }
+      out.push(ctx.at(ref.path, ConfigCodes.MISSING_REF, `references ${name}, which does not exist or is not accepted`));
     }
     if (resource.kind === 'VirtualService') {
       const found = checkVirtualService(resource, ctx);
