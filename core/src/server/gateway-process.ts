@@ -95,6 +95,7 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
 
   const primary = await options.parts.primary?.({ logger, loader });
   let gateway: Gateway | undefined;
+  let routesView: Gateway | undefined;
   let server: Server | undefined;
   let port: number;
   const workers: Worker[] = [];
@@ -106,20 +107,25 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
     gateway.update(await loader.start());
     ({ server, port } = await listen(gateway.handle, options.port, options.host));
   } else {
-    const first = await loader.start();
-    // Let the kernel spread connections; round-robin through the primary costs a hop per connection.
-    cluster.schedulingPolicy = cluster.SCHED_NONE;
-    const ports = await Promise.all(Array.from({ length: options.workers }, () => forkWorker(first, workers)));
-    port = ports[0]!;
+    // The primary serves no traffic; this route table only answers `admin:/config`
+    // (its upstream pools are never dialled).
+    routesView = new Gateway({ logger, upstreams: new UpstreamRegistry(), accessLog: false, kubeClusterDomain: options.kubeClusterDomain });
+    // Subscribed before the first load, so a change while workers start is not lost.
     loader.onSnapshot((snapshot) => {
+      routesView!.update(snapshot);
       const message = toMessage(snapshot);
       for (const worker of workers) if (worker.isConnected()) worker.send(message);
     });
+    await loader.start();
+    // Let the kernel spread connections; round-robin through the primary costs a hop per connection.
+    cluster.schedulingPolicy = cluster.SCHED_NONE;
+    const ports = await Promise.all(Array.from({ length: options.workers }, () => forkWorker(() => loader.current!, workers)));
+    port = ports[0]!;
   }
 
   const admin = createAdminApp({
     snapshot: () => loader.current,
-    routes: () => gateway?.describeRoutes() ?? [],
+    routes: () => (gateway ?? routesView)?.describeRoutes() ?? [],
     metrics: async () => {
       if (workers.length === 0) return { contentType: registry.contentType, body: await registry.metrics() };
       // Sum the primary's metrics (config loads) with every worker's (traffic).
@@ -140,6 +146,7 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
     if (server) await closeGracefully(server, options.shutdownGraceMs);
     await Promise.all(workers.map((w) => stopWorker(w)));
     await gateway?.close();
+    await routesView?.close();
     await primary?.close();
     await closeGracefully(adminServer.server, 1_000);
     logger.info('stopped');
@@ -172,12 +179,13 @@ function fromMessage(message: SnapshotMessage): ConfigSnapshot {
   return { generation: message.generation, resources: new Map(message.resources.map((r) => [r.key, r])), statuses: [], diagnostics: [] };
 }
 
-function forkWorker(first: ConfigSnapshot, workers: Worker[]): Promise<number> {
+function forkWorker(latest: () => ConfigSnapshot, workers: Worker[]): Promise<number> {
   return new Promise((resolve, reject) => {
     const worker = cluster.fork();
     workers.push(worker);
-    worker.once('online', () => worker.send(toMessage(first)));
     worker.on('message', (message: { type?: string; port?: number; error?: string }) => {
+      // Sent once the worker listens for messages: anything sent earlier may have been lost.
+      if (message.type === 'gatehouse:ready') worker.send(toMessage(latest()));
       if (message.type === 'gatehouse:listening') resolve(message.port!);
       if (message.type === 'gatehouse:failed') reject(new Error(`worker failed to start: ${message.error}`));
     });
@@ -223,22 +231,29 @@ async function runWorker(options: GatewayProcessOptions): Promise<void> {
   const authorizer = await options.parts.authorizer?.({ logger: options.logger, snapshots: feed });
   const gateway = createGateway(options, authorizer);
   let server: Server | undefined;
+  const apply = async (snapshot: ConfigSnapshot) => {
+    // A broadcast may overtake the reply to `ready`: never go back to an older config.
+    if (feed.current && snapshot.generation <= feed.current.generation) return;
+    feed.current = snapshot;
+    for (const listener of listeners) await listener(snapshot);
+    gateway.update(snapshot);
+    if (!server) {
+      try {
+        const listening = await listen(gateway.handle, options.port, options.host);
+        server = listening.server;
+        process.send!({ type: 'gatehouse:listening', port: listening.port });
+      } catch (error) {
+        process.send!({ type: 'gatehouse:failed', error: (error as Error).message });
+        process.exit(1);
+      }
+    }
+  };
+  // Snapshots are applied one at a time, in order: listeners are async and must not interleave.
+  let applying = Promise.resolve();
   process.on('message', async (message: { type?: string }) => {
     if (message.type === 'gatehouse:snapshot') {
       const snapshot = fromMessage(message as SnapshotMessage);
-      feed.current = snapshot;
-      for (const listener of listeners) await listener(snapshot);
-      gateway.update(snapshot);
-      if (!server) {
-        try {
-          const listening = await listen(gateway.handle, options.port, options.host);
-          server = listening.server;
-          process.send!({ type: 'gatehouse:listening', port: listening.port });
-        } catch (error) {
-          process.send!({ type: 'gatehouse:failed', error: (error as Error).message });
-          process.exit(1);
-        }
-      }
+      applying = applying.then(() => apply(snapshot));
     } else if (message.type === 'gatehouse:metrics') {
       process.send!({ type: 'gatehouse:metrics', id: (message as { id?: number }).id, metrics: await registry.getMetricsAsJSON() });
     } else if (message.type === 'gatehouse:stop') {
@@ -248,6 +263,7 @@ async function runWorker(options: GatewayProcessOptions): Promise<void> {
       process.exit(0);
     }
   });
+  process.send!({ type: 'gatehouse:ready' });
   // Signals go to the primary, which drains the workers; a worker ignores them to finish its requests.
   process.on('SIGTERM', () => {});
   process.on('SIGINT', () => {});

@@ -1,0 +1,138 @@
+// `--workers 2` (SPEC 8): traffic served by cluster workers fed config by the primary;
+// metrics summed across workers; reloads reach every worker; graceful stop drains them.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { makeConfigDir, manifests, type ConfigDir } from '../support/config-dir.ts';
+import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
+import { eventually, send } from '../support/http.ts';
+import { startEcho, startServer, type TestServer } from '../support/upstream.ts';
+
+let gw: GatehouseProcess;
+let config: ConfigDir;
+let a: TestServer;
+let b: TestServer;
+let slow: TestServer;
+
+function vs(upstream: string) {
+  return manifests.virtualService('vs', {
+    domains: ['*'],
+    routes: [
+      { name: 'slow', matchers: [{ prefix: '/slow' }], routeAction: { single: { upstream: { name: 'slow' } } } },
+      { name: 'main', routeAction: { single: { upstream: { name: upstream } } } },
+    ],
+  });
+}
+
+/** `n` requests to `path`, `concurrency` at a time, each on a new connection (so the kernel spreads them over workers). */
+async function burst(n: number, path: string, concurrency = 8): Promise<string[]> {
+  const upstreams: string[] = [];
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < n) {
+        next++;
+        const reply = await send(gw.url, { path });
+        expect(reply.status).toBe(200);
+        upstreams.push(reply.headers['x-upstream'] as string);
+      }
+    }),
+  );
+  return upstreams;
+}
+
+/** Access log lines of requests to `path`, once `count` of them have been written. */
+function accessLines(path: string, count: number): Promise<Record<string, unknown>[]> {
+  return eventually(async () => {
+    const lines = gw.logs.filter((l) => l.msg === 'access' && l.path === path);
+    return lines.length >= count && lines;
+  });
+}
+
+/**
+ * Bursts of requests to `path` until both workers have served some (the kernel, not
+ * Gatehouse, spreads connections, so one burst may land on a single worker).
+ */
+async function burstOverBothWorkers(path: string): Promise<{ upstreams: string[]; pids: Set<unknown> }> {
+  const upstreams: string[] = [];
+  for (let round = 0; round < 10; round++) {
+    upstreams.push(...(await burst(20, path)));
+    const pids = new Set((await accessLines(path, upstreams.length)).map((l) => l.pid));
+    if (pids.size >= 2) return { upstreams, pids };
+  }
+  throw new Error('10 bursts of 20 new connections all landed on one worker');
+}
+
+function sample(text: string, series: string): number {
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+  return line === undefined ? 0 : Number(line.slice(series.length + 1));
+}
+
+beforeAll(async () => {
+  [a, b] = await Promise.all([startEcho('a'), startEcho('b')]);
+  slow = await startServer((req, res) => {
+    req.resume();
+    setTimeout(() => res.end('slow done'), 800);
+  });
+  config = await makeConfigDir({
+    'upstreams.yaml': [
+      manifests.upstream('a', [{ addr: '127.0.0.1', port: a.port }]),
+      manifests.upstream('b', [{ addr: '127.0.0.1', port: b.port }]),
+      manifests.upstream('slow', [{ addr: '127.0.0.1', port: slow.port }]),
+    ],
+    'vs.yaml': vs('a'),
+  });
+  gw = await startGatehouse('run', ['--config-dir', config.path, '--workers', '2'], { timeoutMs: 30_000 });
+});
+
+afterAll(async () => {
+  await gw?.stop();
+  await Promise.all([a?.close(), b?.close(), slow?.close(), config?.cleanup()]);
+});
+
+describe('--workers 2', () => {
+  it('serves traffic from worker processes and sums their request counters in /metrics', async () => {
+    expect(gw.listening.workers).toBe(2);
+    const series = 'gatehouse_requests_total{virtual_host="default/vs",route="main",status="200"}';
+    const before = sample((await send(gw.adminUrl, { path: '/metrics' })).body, series);
+    // Both workers serve, so the total below can only be right if it is a sum.
+    const { upstreams, pids } = await burstOverBothWorkers('/burst');
+    expect(upstreams.filter((u) => u !== 'a')).toEqual([]);
+    // Access log lines come from the workers, not the primary.
+    expect(pids.has(gw.listening.pid)).toBe(false);
+    expect(pids.size).toBe(2);
+
+    const expected = before + upstreams.length;
+    const total = await eventually(async () => {
+      const value = sample((await send(gw.adminUrl, { path: '/metrics' })).body, series);
+      return value >= expected && value;
+    });
+    expect(total).toBe(expected);
+  });
+
+  it('/config shows the effective routes', async () => {
+    const body = JSON.parse((await send(gw.adminUrl, { path: '/config' })).body) as { routes: { virtualService: string; routes: { name: string }[] }[] };
+    expect(body.routes.find((r) => r.virtualService === 'default/vs')?.routes.map((r) => r.name)).toEqual(['slow', 'main']);
+  });
+
+  it('a config reload reaches every worker', async () => {
+    const before = gw.logs.filter((l) => l.msg === 'configuration loaded').length;
+    await config.write('vs.yaml', vs('b'));
+    await gw.waitForLog((l) => l.msg === 'configuration loaded' && gw.logs.filter((x) => x.msg === 'configuration loaded').length > before);
+    // Workers apply the pushed snapshot a moment after the primary logs it.
+    await eventually(async () => (await burst(8, '/settle')).every((u) => u === 'b'));
+    // Then every request goes to b, whichever worker serves it.
+    const { upstreams, pids } = await burstOverBothWorkers('/after-reload');
+    expect(upstreams.filter((u) => u !== 'b')).toEqual([]);
+    expect(pids.size).toBe(2);
+  });
+
+  it('SIGTERM drains in-flight requests in the workers and exits 0', async () => {
+    const inFlight = send(gw.url, { path: '/slow' });
+    await new Promise((r) => setTimeout(r, 200));
+    const exited = new Promise<number | null>((resolve) => gw.child.once('exit', (code) => resolve(code)));
+    gw.child.kill('SIGTERM');
+    const reply = await inFlight;
+    expect(reply.status).toBe(200);
+    expect(reply.body).toBe('slow done');
+    expect(await exited).toBe(0);
+  });
+});
