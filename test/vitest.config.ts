@@ -7,7 +7,7 @@ export default defineConfig({
   resolve: { alias: [{ find: /^graphql$/, replacement: 'graphql/index.js' }] },
   test: {
     root: fileURLToPath(new URL('..', import.meta.url)),
-    include: ['core/src/**/*.test.ts', 'plugin-sdk/src/**/*.test.ts', 'plugins/*/src/**/*.test.ts', 'init-container/src/**/*.test.ts', 'test/**/*.test.ts'],
+    include: ['core/src/**/*.test.ts', 'plugin-sdk/src/**/*.test.ts', 'plugins/*/src/**/*.test.ts', 'init-container/src/**/*.test.ts', 'images/**/*.test.ts', 'test/**/*.test.ts'],
     exclude: ['**/node_modules/**'],
     // Forks, not threads: isolated-vm needs --no-node-snapshot and e2e tests spawn processes.
     pool: 'forks',
