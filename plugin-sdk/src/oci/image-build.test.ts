@@ -91,6 +91,22 @@ describe('buildPluginImage', () => {
     });
   });
 
+  it('names plugins from compiled-plugin metadata and refuses files built for another gateway version', async () => {
+    const { formatPluginFile } = await import('../build/metadata.ts');
+    const compiled = join(dir, 'compiled');
+    await mkdir(compiled);
+    const file = (gatewayVersion: string) => formatPluginFile('var __gatehousePlugin = {};', { name: 'Fancy', exports: ['Fancy'], gatewayVersion, sdkVersion: '0.0.0' }).text;
+    await writeFile(join(compiled, 'fancy-file.js'), file(VERSION));
+    expect((await buildPluginImage({ from: compiled, tag: VERSION, output: join(dir, 'out'), gatewayVersion: VERSION })).plugins).toEqual(['Fancy']);
+    await writeFile(join(compiled, 'fancy-file.js'), file('0.0.1'));
+    await expect(buildPluginImage({ from: compiled, tag: VERSION, output: join(dir, 'out'), gatewayVersion: VERSION })).rejects.toMatchObject({
+      code: OciCodes.TAG_MISMATCH,
+      message: expect.stringContaining(`was built for gateway 0.0.1, not ${VERSION}`),
+    });
+    await writeFile(join(compiled, 'fancy-file.js'), `${file(VERSION)}tampered`);
+    await expect(buildPluginImage({ from: compiled, tag: VERSION, output: join(dir, 'out'), gatewayVersion: VERSION })).rejects.toMatchObject({ code: OciCodes.BAD_INPUT, message: expect.stringContaining('content hash') });
+  });
+
   it('refuses input that is missing, empty or holds links', async () => {
     await expect(buildPluginImage({ from: join(dir, 'nope'), tag: VERSION, output: join(dir, 'out'), gatewayVersion: VERSION })).rejects.toMatchObject({ code: OciCodes.BAD_INPUT });
     await mkdir(join(dir, 'empty'));

@@ -1,5 +1,6 @@
 import { lstat, readdir, readFile } from 'node:fs/promises';
 import { join, relative, sep } from 'node:path';
+import { parsePluginFile, PluginFileError } from '../build/metadata.ts';
 import type { Digest } from './digest.ts';
 import { OciCodes, OciError } from './errors.ts';
 import type { ImageStore } from './image-store.ts';
@@ -62,7 +63,7 @@ export async function buildPluginImage(options: BuildImageOptions): Promise<Buil
     throw new OciError(OciCodes.TAG_MISMATCH, `--tag ${options.tag} must equal the gateway version ${options.gatewayVersion}: plugin images are tagged with the gateway version they were built for`);
   }
   const files = await collectPluginFiles(options.from);
-  const plugins = files.filter((f) => f.name.endsWith('.js') && !f.name.includes('/')).map((f) => f.name.slice(0, -3));
+  const plugins = files.filter((f) => f.name.endsWith('.js') && !f.name.includes('/')).map((f) => pluginName(f, options));
   if (plugins.length === 0) throw new OciError(OciCodes.BAD_INPUT, `${options.from} holds no compiled plugin (*.js); run gatehouse-plugin build first`);
   const mtime = options.mtime ?? sourceDateEpoch();
   const layer = buildLayer(
@@ -116,6 +117,28 @@ export async function buildPluginImage(options: BuildImageOptions): Promise<Buil
   }
   await layout.tag(root, options.tag);
   return { digest: root.digest, mediaType: root.mediaType, plugins, layerDigest: layer.digest };
+}
+
+const METADATA_PREFIX = '// @gatehouse-plugin ';
+
+/**
+ * The plugin name of a top-level `.js` file: from its compiled-plugin metadata when it has some
+ * (whose gateway version must then equal the tag), else the file name without `.js`.
+ */
+function pluginName(file: { name: string; data: Buffer }, options: BuildImageOptions): string {
+  const text = file.data.toString('utf8');
+  if (!text.startsWith(METADATA_PREFIX)) return file.name.slice(0, -3);
+  let metadata;
+  try {
+    ({ metadata } = parsePluginFile(text));
+  } catch (error) {
+    if (error instanceof PluginFileError) throw new OciError(OciCodes.BAD_INPUT, `${join(options.from, file.name)}: ${error.message}`);
+    throw error;
+  }
+  if (metadata.gatewayVersion !== options.tag) {
+    throw new OciError(OciCodes.TAG_MISMATCH, `${join(options.from, file.name)} was built for gateway ${metadata.gatewayVersion}, not ${options.tag}; rebuild it with the gatehouse-plugin of gateway ${options.tag}`);
+  }
+  return metadata.name;
 }
 
 /** The files to put in the layer: regular files below `dir`, sorted by path; links and specials are refused. */
