@@ -1,12 +1,12 @@
-import { mkdtemp, rm, writeFile, rename } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile, rename } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { stringify } from 'yaml';
 
 /** A temporary config directory. */
 export interface ConfigDir {
   readonly path: string;
-  /** Writes `name` atomically (temp file + rename), as a deployment tool would; objects become YAML documents. */
+  /** Writes `name` (a relative path) atomically (temp file + rename), as a deployment tool would; objects become YAML documents. */
   write(name: string, content: string | object | object[]): Promise<void>;
   remove(name: string): Promise<void>;
   cleanup(): Promise<void>;
@@ -18,9 +18,12 @@ export async function makeConfigDir(files: Record<string, string | object | obje
     path,
     async write(name, content) {
       const text = typeof content === 'string' ? content : (Array.isArray(content) ? content : [content]).map((d) => stringify(d)).join('---\n');
-      const tmp = join(path, `.${name}.tmp`);
+      // `name` may hold subdirectories; the temp file sits beside the target (a hidden name, never read as config).
+      const target = join(path, name);
+      await mkdir(dirname(target), { recursive: true });
+      const tmp = join(dirname(target), `.${basename(target)}.tmp`);
       await writeFile(tmp, text);
-      await rename(tmp, join(path, name));
+      await rename(tmp, target);
     },
     async remove(name) {
       await rm(join(path, name), { force: true });
