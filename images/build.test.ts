@@ -128,7 +128,8 @@ describe('images/build.ts', () => {
       child.kill('SIGTERM');
       await exited;
     }
-  });
+    // Copying ~12k files and starting three servers needs more than the default on a busy 2-core machine.
+  }, 120_000);
 });
 
 describe('Dockerfiles', () => {

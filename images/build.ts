@@ -10,10 +10,13 @@
  * Only what runs is written: no tests, no dev dependencies, no build tools.
  */
 import { cp, lstat, mkdir, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { execFile } from 'node:child_process';
 import { dirname, join, relative, resolve } from 'node:path';
+import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const exec = promisify(execFile);
 
 interface LockEntry {
   version?: string;
@@ -105,11 +108,12 @@ async function buildGateway(out: string): Promise<void> {
     if (!info) throw new Error(`${location} is in package-lock.json but not installed; run npm ci first`);
     const target = join(out, location);
     if (info.isSymbolicLink()) continue;
-    await cp(source, target, {
-      recursive: true,
-      // Nested node_modules are copied as their own closure entries, and only if needed.
-      filter: (path) => !relative(source, path).split('/').includes('node_modules'),
-    });
+    await mkdir(dirname(target), { recursive: true });
+    // `cp -a` (coreutils, in every build image) is far faster than fs.cp for thousands of files.
+    // Nested node_modules are removed and come back as their own closure entries, if needed.
+    // Sorted locations put a package before its nested ones, so they are copied back after this.
+    await exec('cp', ['-a', source, target]);
+    await rm(join(target, 'node_modules'), { recursive: true, force: true });
   }
   // Workspace links, as npm makes them: node_modules/@gatehouse/core -> ../../core.
   for (const [location, entry] of Object.entries(lock.packages)) {
