@@ -15,7 +15,7 @@ export type HostLog = (level: 'debug' | 'info' | 'warn' | 'error', message: stri
 export interface RuntimeApi {
   init(symbol: string, globalName: string, configJson: string): Promise<string>;
   start(): Promise<string>;
-  authorize(requestJson: string): Promise<string>;
+  authorize(requestJson: string): string | Promise<string>;
 }
 
 /** Stages name where a failure happened, so the host can pick the error code. */
@@ -77,6 +77,21 @@ export function install(hostLog: HostLog): RuntimeApi {
   const failed = (stage: Stage, error: unknown): string => stringify({ ok: false, stage, error: messageOf(error) });
   const fails = (stage: Stage, error: string): string => stringify({ ok: false, stage, error });
 
+  const resolve = Promise.resolve.bind(Promise) as <T>(value: T) => Promise<Awaited<T>>;
+  // Reading `then` may run a hostile getter: callers catch.
+  const isThenable = (value: unknown): value is PromiseLike<unknown> =>
+    (typeof value === 'object' || typeof value === 'function') && value !== null && typeof (value as { then?: unknown }).then === 'function';
+  const answer = (response: unknown): string => {
+    if (typeof response !== 'object' || response === null || isArray(response)) {
+      return fails('response', `Authorize returned ${response === null ? 'null' : isArray(response) ? 'an array' : typeof response}, not an AuthorizationResponse`);
+    }
+    try {
+      return stringify({ ok: true, response });
+    } catch (error) {
+      return fails('response', `the response is not JSON (${messageOf(error)})`);
+    }
+  };
+
   let service: AuthService | undefined;
 
   return freeze({
@@ -126,23 +141,19 @@ export function install(hostLog: HostLog): RuntimeApi {
       return stringify({ ok: true });
     },
 
-    async authorize(requestJson: string): Promise<string> {
+    // Not async: a plugin that answers synchronously (most do) gets its answer out without a
+    // promise round trip, which is most of the per-call cost of the boundary.
+    authorize(requestJson: string): string | Promise<string> {
       budget = LOG_LINES_PER_CALL;
       if (!service) return fails('authorize', 'not initialized');
-      let response: unknown;
+      let result: unknown;
       try {
-        response = await service.Authorize(ctx, { CheckRequest: parse(requestJson), State: {} });
+        result = service.Authorize(ctx, { CheckRequest: parse(requestJson), State: {} });
+        if (isThenable(result)) return resolve(result).then(answer, (error: unknown) => failed('authorize', error));
       } catch (error) {
         return failed('authorize', error);
       }
-      if (typeof response !== 'object' || response === null || isArray(response)) {
-        return fails('response', `Authorize returned ${response === null ? 'null' : isArray(response) ? 'an array' : typeof response}, not an AuthorizationResponse`);
-      }
-      try {
-        return stringify({ ok: true, response });
-      } catch (error) {
-        return fails('response', `the response is not JSON (${messageOf(error)})`);
-      }
+      return answer(result);
     },
   });
 }
