@@ -23,6 +23,7 @@ export function loadSnapshot(docs: object[], store = new ConfigStore({ apiGroupD
 
 export interface GraphQLServer {
   readonly url: string;
+  close(): Promise<void>;
   /** Only when served in-process. */
   readonly endpoints?: GraphQLEndpoints;
   readonly snapshot: ConfigSnapshot;
