@@ -1,6 +1,6 @@
-import { lstat, readdir, readFile } from 'node:fs/promises';
+import { lstat, readdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Labels, layerCompression, OciCodes, OciError, OciLayout, openImage, REF_NAME, resolveImage, type AccessOptions, type OpenedImage, type Platform } from '@gatehouse/plugin-sdk/oci';
+import { isLayoutArchive, Labels, layerCompression, OciCodes, OciError, OciLayout, openImage, REF_NAME, unpackLayout, resolveImage, type AccessOptions, type OpenedImage, type Platform } from '@gatehouse/plugin-sdk/oci';
 import { InitCodes, InitError } from './errors.ts';
 import { applyLayer, PLUGIN_DIR, type PluginFiles } from './extract.ts';
 import type { Limits } from './limits.ts';
@@ -47,26 +47,32 @@ export async function pullImage(name: string, options: PullOptions): Promise<Pul
 }
 
 /**
- * Reads a local OCI layout (`--layout DIR[:TAG]`): the image named TAG, which must be the
- * gateway version; without TAG, the image named with the gateway version.
+ * Reads a local OCI layout (`--layout DIR[:TAG]`, or a layout tarball `FILE.tar[:TAG]`): the
+ * image named TAG, which must be the gateway version; without TAG, the image named with the
+ * gateway version.
  */
 export async function readLayout(value: string, options: PullOptions): Promise<PulledPlugins> {
   const colon = value.lastIndexOf(':');
   const explicit = colon > 0 && /^[\w][\w.-]{0,127}$/.test(value.slice(colon + 1)) ? value.slice(colon + 1) : undefined;
-  const dir = explicit === undefined ? value : value.slice(0, colon);
-  if (explicit !== undefined) {
-    checkTag(explicit, options.gatewayVersion, `oci:${value}`);
-  } else {
-    const index = await (await OciLayout.open(dir)).readIndex();
-    const names = index.manifests.map((d) => d.annotations?.[REF_NAME]);
-    if (!names.includes(options.gatewayVersion)) {
-      const named = names.filter((n): n is string => n !== undefined);
-      if (named.length === 1) checkTag(named[0], options.gatewayVersion, `oci:${dir}`);
-      throw new InitError(InitCodes.TAG_MISMATCH, `oci:${dir} has no image tagged with gateway version ${options.gatewayVersion} (it has ${named.length ? named.join(', ') : 'no tagged images'}); rebuild the plugin image with --tag ${options.gatewayVersion}`);
+  const given = explicit === undefined ? value : value.slice(0, colon);
+  if (explicit !== undefined) checkTag(explicit, options.gatewayVersion, `oci:${value}`);
+  const dir = isLayoutArchive(given) ? await unpackLayout(given) : given;
+  try {
+    if (explicit === undefined) {
+      const index = await (await OciLayout.open(dir)).readIndex();
+      const names = index.manifests.map((d) => d.annotations?.[REF_NAME]);
+      if (!names.includes(options.gatewayVersion)) {
+        const named = names.filter((n): n is string => n !== undefined);
+        if (named.length === 1) checkTag(named[0], options.gatewayVersion, `oci:${given}`);
+        throw new InitError(InitCodes.TAG_MISMATCH, `oci:${given} has no image tagged with gateway version ${options.gatewayVersion} (it has ${named.length ? named.join(', ') : 'no tagged images'}); rebuild the plugin image with --tag ${options.gatewayVersion}`);
+      }
     }
+    const opened = await openImage(`oci:${dir}:${explicit ?? options.gatewayVersion}`, options.access);
+    const pulled = await readImage(opened, options);
+    return { ...pulled, source: `oci:${given}:${explicit ?? options.gatewayVersion}` };
+  } finally {
+    if (dir !== given) await rm(dir, { recursive: true, force: true });
   }
-  const opened = await openImage(`oci:${dir}:${explicit ?? options.gatewayVersion}`, options.access);
-  return readImage(opened, options);
 }
 
 async function readImage(opened: OpenedImage, options: PullOptions): Promise<PulledPlugins> {

@@ -62,6 +62,25 @@ describe('plugin images interoperate with skopeo and umoci', () => {
     expect(await readFile(join(bundle, 'rootfs/compiled-auth-plugins/beta.js'), 'utf8')).toBe('var beta = "b";\n');
   });
 
+  it('a layout tarball (.tar output) is read by skopeo as oci-archive, pushed from, and extracted by gatehouse-init', async () => {
+    const plugins = await pluginDir({ 'tarred.js': 'var tarred = 1;\n' });
+    const archive = join(work, 'plugin.tar');
+    const build = await runCli('gatehouse-plugin', ['image', 'build', '--from', plugins, '--tag', VERSION, '--output', archive], { env });
+    expect(build.code, build.stderr).toBe(0);
+    const digest = printedDigest(build.stdout);
+    const inspect = await runTool('skopeo', ['inspect', `oci-archive:${archive}`]);
+    expect(inspect.code, inspect.stderr).toBe(0);
+    expect((JSON.parse(inspect.stdout) as { Digest: string }).Digest).toBe(digest);
+    const ref = `${registry.host}/plugins/tarred:${VERSION}`;
+    const push = await runCli('gatehouse-plugin', ['image', 'push', '--from', archive, ref, '--insecure'], { env });
+    expect(push.code, push.stderr).toBe(0);
+    expect(push.stdout).toContain(`@${digest}`);
+    const dest = join(work, 'dest-tarred');
+    const init = await runCli('gatehouse-init', ['--layout', archive, '--dest', dest], { env });
+    expect(init.stderr).toBe('');
+    expect(await readdir(dest)).toEqual(['tarred.js']);
+  });
+
   it('an image made by umoci and pushed by skopeo is extracted by gatehouse-init', async () => {
     const src = join(work, 'umoci-src');
     await mkdir(join(src, 'compiled-auth-plugins'), { recursive: true });

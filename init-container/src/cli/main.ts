@@ -9,7 +9,7 @@ import { pullImage, readLayout, readRootfs, type PulledPlugins, type PullOptions
 
 const USAGE = `usage:
   gatehouse-init --image REF [--image REF ...] [--dest /auth-plugins] [--gateway-version V] [--insecure]
-  gatehouse-init --layout LAYOUT_DIR[:TAG] [--layout ...] [--dest DIR] [--gateway-version V]
+  gatehouse-init --layout LAYOUT_DIR|FILE.tar[:TAG] [--layout ...] [--dest DIR] [--gateway-version V]
   gatehouse-init --rootfs DIR --tag TAG [--dest DIR] [--gateway-version V]    (a plugin image run as its own init container)
 options:
   --max-file-bytes N    largest plugin file (default ${DEFAULT_LIMITS.maxFileBytes})

@@ -1,8 +1,12 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { buildPluginImage } from '../oci/image-build.ts';
 import { openImage, splitLayoutName } from '../oci/image-store.ts';
 import { credentialsFromEnvironment } from '../oci/credentials.ts';
 import { OciError } from '../oci/errors.ts';
+import { isLayoutArchive, packLayout, unpackLayout } from '../oci/layout-archive.ts';
 import { OciLayout } from '../oci/layout.ts';
 import { parsePlatform } from '../oci/manifest.ts';
 import { pushImage } from '../oci/push.ts';
@@ -11,10 +15,10 @@ import { RegistryClient } from '../oci/registry-client.ts';
 import { GATEWAY_VERSION } from '../version.ts';
 
 const USAGE = `usage:
-  gatehouse-plugin image build --from DIR --tag VERSION --output LAYOUT_DIR [--base REF] [--platform OS/ARCH] [--insecure]
+  gatehouse-plugin image build --from DIR --tag VERSION --output LAYOUT_DIR|FILE.tar [--base REF] [--platform OS/ARCH] [--insecure]
       DIR holds compiled plugins (gatehouse-plugin build output); VERSION must be the gateway version (${GATEWAY_VERSION}).
       REF is a registry reference or oci:LAYOUT_DIR[:TAG] (e.g. the gatehouse-init image, so the plugin image runs as its own init container).
-  gatehouse-plugin image push --from LAYOUT_DIR[:TAG] REF [--insecure] [--chunk-size BYTES]
+  gatehouse-plugin image push --from LAYOUT_DIR|FILE.tar[:TAG] REF [--insecure] [--chunk-size BYTES]
       REF is registry/repository:TAG; --insecure allows a plain-HTTP registry.
   Credentials: GATEHOUSE_REGISTRY_USERNAME / GATEHOUSE_REGISTRY_PASSWORD, or a Docker config / REGISTRY_AUTH_FILE.`;
 
@@ -77,19 +81,24 @@ async function build(argv: string[], io: Io): Promise<number> {
     return 2;
   }
   const base = baseName ? await openImage(baseName, { insecure: insecureFlag(values.insecure), credentials: credentialsFromEnvironment() }) : undefined;
+  // A .tar output is built as a layout in a temporary directory, then packed (oci-archive).
+  const archive = isLayoutArchive(output!);
+  const layoutDir = archive ? await mkdtemp(join(tmpdir(), 'gatehouse-image-')) : output!;
   try {
     const built = await buildPluginImage({
       from: from!,
       tag: tag!,
-      output: output!,
+      output: layoutDir,
       gatewayVersion: GATEWAY_VERSION,
       ...(base ? { base: { store: base.store, reference: base.reference, display: base.display } } : {}),
       ...(platform ? { platform: parsePlatform(platform) } : {}),
     });
+    if (archive) await packLayout(layoutDir, output!);
     io.out(`built ${output}:${tag} ${built.digest} (plugins: ${built.plugins.join(', ')}${baseName ? `; base ${baseName}` : ''})`);
     return 0;
   } finally {
     await base?.store.close();
+    if (archive) await rm(layoutDir, { recursive: true, force: true });
   }
 }
 
@@ -110,14 +119,23 @@ async function push(argv: string[], io: Io): Promise<number> {
     return 2;
   }
   const target = parseReference(positionals[0]!);
-  const { dir, tag } = splitLayoutName(from);
+  const { dir: given, tag } = splitLayoutName(from);
+  const unpacked = isLayoutArchive(given) ? await unpackLayout(given) : undefined;
+  try {
+    return await pushLayout(unpacked ?? given, tag, target, values.insecure, chunkSize, io);
+  } finally {
+    if (unpacked) await rm(unpacked, { recursive: true, force: true });
+  }
+}
+
+async function pushLayout(dir: string, tag: string | undefined, target: ReturnType<typeof parseReference>, insecure: boolean | undefined, chunkSize: number | undefined, io: Io): Promise<number> {
   const layout = await OciLayout.open(dir);
   // Without a name in --from, a layout with several images is read by the target's tag.
   const descriptor = await layout.resolve(tag ?? ((await layout.readIndex()).manifests.length === 1 ? undefined : target.tag));
   const credentials = credentialsFromEnvironment()(target.registry);
   const client = new RegistryClient({
     host: target.apiHost,
-    insecure: insecureFlag(values.insecure),
+    insecure: insecureFlag(insecure),
     ...(credentials ? { credentials } : {}),
     ...(chunkSize ? { chunkSize } : {}),
   });

@@ -1,6 +1,7 @@
-import { stat } from 'node:fs/promises';
+import { rm, stat } from 'node:fs/promises';
 import { isDigest, type Digest } from './digest.ts';
 import { OciCodes, OciError } from './errors.ts';
+import { isLayoutArchive, unpackLayout } from './layout-archive.ts';
 import { OciLayout } from './layout.ts';
 import type { Descriptor } from './manifest.ts';
 import { formatReference, parseReference, type ImageReference } from './reference.ts';
@@ -20,9 +21,9 @@ export interface ImageStore {
 }
 
 /** A layout as an {@link ImageStore}; tags are index.json ref names. */
-export function layoutStore(layout: OciLayout): ImageStore {
+export function layoutStore(layout: OciLayout, cleanup?: () => Promise<void>, name = `oci:${layout.dir}`): ImageStore {
   return {
-    name: `oci:${layout.dir}`,
+    name,
     async manifest(reference) {
       let descriptor: Pick<Descriptor, 'digest' | 'size' | 'mediaType'>;
       if (isDigest(reference)) {
@@ -41,7 +42,9 @@ export function layoutStore(layout: OciLayout): ImageStore {
     },
     blob: (descriptor, what, maxBytes) => layout.readBlob(descriptor, what, maxBytes),
     openBlob: (descriptor, what, maxBytes) => layout.openBlob(descriptor, what, maxBytes),
-    close: async () => {},
+    close: async () => {
+      await cleanup?.();
+    },
   };
 }
 
@@ -77,16 +80,29 @@ export interface OpenedImage {
 }
 
 /**
- * Opens an image by name. `oci:DIR[:TAG]` reads a layout (TAG is an index.json ref name;
- * without it the layout must hold one image); anything else is a registry reference.
+ * Opens an image by name. `oci:DIR[:TAG]` reads a layout, `oci:FILE.tar[:TAG]` a layout tarball
+ * (TAG is an index.json ref name; without it the layout must hold one image); anything else is
+ * a registry reference. Close the store when done.
  */
 export async function openImage(name: string, access: AccessOptions = {}): Promise<OpenedImage> {
   if (name.startsWith('oci:')) {
-    const { dir, tag } = splitLayoutName(name.slice(4));
-    const layout = await OciLayout.open(dir);
-    const store = layoutStore(layout);
+    const { dir: given, tag } = splitLayoutName(name.slice(4));
+    // A layout tarball is unpacked to a temporary directory, removed again by store.close().
+    const dir = isLayoutArchive(given) ? await unpackLayout(given) : given;
+    const cleanup = dir === given ? undefined : () => rm(dir, { recursive: true, force: true });
+    let layout: OciLayout;
+    try {
+      layout = await OciLayout.open(dir);
+    } catch (error) {
+      await cleanup?.();
+      throw error;
+    }
+    const store = layoutStore(layout, cleanup, `oci:${given}`);
     if (tag !== undefined) return { store, reference: tag, tag, display: name };
-    const only = await layout.resolve(undefined);
+    const only = await layout.resolve(undefined).catch(async (error: unknown) => {
+      await store.close();
+      throw error;
+    });
     return { store, reference: only.digest, display: name, ...(only.annotations?.['org.opencontainers.image.ref.name'] ? { tag: only.annotations['org.opencontainers.image.ref.name'] } : {}) };
   }
   const image = parseReference(name);

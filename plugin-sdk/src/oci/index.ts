@@ -5,6 +5,7 @@ export { MediaTypes, layerCompression, isDockerMediaType } from './media-types.t
 export * from './manifest.ts';
 export { parseReference, formatReference, isValidTag, type ImageReference } from './reference.ts';
 export { OciLayout, REF_NAME } from './layout.ts';
+export { isLayoutArchive, packLayout, unpackLayout } from './layout-archive.ts';
 export { writeTar, buildLayer, type TarEntry, type Layer } from './layer.ts';
 export { RegistryClient, type RegistryClientOptions, type RegistryCredentials, type BlobSource, type FetchedManifest } from './registry-client.ts';
 export { parseChallenge, type Challenge } from './www-authenticate.ts';
