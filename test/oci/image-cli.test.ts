@@ -3,6 +3,7 @@ import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promis
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildLayer, encodeJson, MediaTypes, OciLayout, sha256, type Descriptor } from '@gatehouse/plugin-sdk/oci';
 import { cleanEnv, pluginDir, printedDigest, runCli, runTool } from './helpers/cli.ts';
 import { startRegistry, type TestRegistry } from './helpers/registry.ts';
 import { startTokenServer, type TokenServer } from './helpers/token-server.ts';
@@ -166,6 +167,62 @@ describe('push and gatehouse-init against an anonymous registry', () => {
     const selfInit = await runCli('gatehouse-init', ['--rootfs', join(bundle, 'rootfs'), '--tag', VERSION, '--dest', self], { env: cleanEnv() });
     expect(selfInit.stderr).toBe('');
     expect(await readdir(self)).toEqual(['based.js']);
+  });
+});
+
+/** A two-platform base image (an OCI index) in a layout, tagged `base`. */
+async function multiPlatformBase(dir: string): Promise<void> {
+  const layout = await OciLayout.create(dir);
+  const children: Descriptor[] = [];
+  for (const architecture of ['amd64', 'arm64']) {
+    const layer = buildLayer([{ path: 'app/arch.txt', type: 'File', data: Buffer.from(architecture) }]);
+    await layout.writeBlob(layer.blob);
+    const config = encodeJson({ architecture, os: 'linux', config: { Entrypoint: ['gatehouse-init'] }, rootfs: { type: 'layers', diff_ids: [layer.diffId] } });
+    await layout.writeBlob(config);
+    const manifest = encodeJson({
+      schemaVersion: 2,
+      mediaType: MediaTypes.OCI_MANIFEST,
+      config: { mediaType: MediaTypes.OCI_CONFIG, digest: sha256(config), size: config.byteLength },
+      layers: [{ mediaType: MediaTypes.OCI_LAYER_GZIP, digest: layer.digest, size: layer.blob.byteLength }],
+    });
+    children.push({ mediaType: MediaTypes.OCI_MANIFEST, digest: await layout.writeBlob(manifest), size: manifest.byteLength, platform: { os: 'linux', architecture } });
+  }
+  const index = encodeJson({ schemaVersion: 2, mediaType: MediaTypes.OCI_INDEX, manifests: children });
+  await layout.tag({ mediaType: MediaTypes.OCI_INDEX, digest: await layout.writeBlob(index), size: index.byteLength }, 'base');
+}
+
+describe('multi-platform plugin images', () => {
+  let registry: TestRegistry;
+  beforeAll(async () => {
+    registry = await startRegistry();
+  });
+  afterAll(async () => {
+    await registry?.close();
+  });
+
+  it('builds an index on a multi-platform base, pushes it with its children, and pulls the wanted platform', async () => {
+    const base = join(work, 'multi-base');
+    await multiPlatformBase(base);
+    const { layout, digest } = await buildLayout('multi', { 'multi.js': 'var multi = 1;\n' }, ['--base', `oci:${base}:base`]);
+    const ref = `${registry.host}/plugins/multi:${VERSION}`;
+    const push = await runCli('gatehouse-plugin', ['image', 'push', '--from', layout, ref, '--insecure'], { env: cleanEnv() });
+    expect(push.code, push.stderr).toBe(0);
+    expect(push.stdout).toContain(`@${digest}`);
+    const raw = JSON.parse((await runTool('skopeo', ['inspect', '--raw', '--tls-verify=false', `docker://${ref}`])).stdout) as { mediaType: string; manifests: { platform: { architecture: string } }[] };
+    expect(raw.mediaType).toBe(MediaTypes.OCI_INDEX);
+    expect(raw.manifests.map((m) => m.platform.architecture)).toEqual(['amd64', 'arm64']);
+    const arm = JSON.parse((await runTool('skopeo', ['inspect', '--override-arch', 'arm64', '--tls-verify=false', `docker://${ref}`])).stdout) as { Architecture: string; Layers: string[] };
+    expect(arm.Architecture).toBe('arm64');
+    expect(arm.Layers).toHaveLength(2);
+    for (const platform of ['linux/amd64', 'linux/arm64']) {
+      const dest = join(work, `dest-multi-${platform.replace('/', '-')}`);
+      const init = await runCli('gatehouse-init', ['--image', ref, '--insecure', '--dest', dest, '--platform', platform], { env: cleanEnv() });
+      expect(init.stderr).toBe('');
+      expect(await readdir(dest)).toEqual(['multi.js']);
+    }
+    const none = await runCli('gatehouse-init', ['--image', ref, '--insecure', '--dest', join(work, 'dest-multi-s390x'), '--platform', 'linux/s390x'], { env: cleanEnv() });
+    expect(none.code).toBe(1);
+    expect(none.stderr).toContain('no image for linux/s390x; it has linux/amd64, linux/arm64');
   });
 });
 
