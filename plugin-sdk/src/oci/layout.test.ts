@@ -62,6 +62,11 @@ describe('OciLayout', () => {
     await expect(layout.resolve(undefined)).rejects.toMatchObject({ code: OciCodes.BAD_LAYOUT });
   });
 
+  it('refuses to create a layout in a directory that holds something else', async () => {
+    await writeFile(join(dir, 'notes.txt'), 'mine');
+    await expect(OciLayout.create(dir)).rejects.toMatchObject({ code: OciCodes.BAD_LAYOUT, message: expect.stringContaining('is not an OCI image layout') });
+  });
+
   it('refuses a directory that is not a layout', async () => {
     await expect(OciLayout.open(dir)).rejects.toMatchObject({ code: OciCodes.BAD_LAYOUT, message: expect.stringContaining('no oci-layout') });
     await writeFile(join(dir, 'oci-layout'), '{"imageLayoutVersion":"2.0.0"}');

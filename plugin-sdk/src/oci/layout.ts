@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { sha256, tooLarge, verifyDigest, verifyStream, type Digest } from './digest.ts';
@@ -48,11 +48,13 @@ export class OciLayout {
     return layout;
   }
 
-  /** Opens `dir` as a layout, creating an empty one when it does not exist or is empty. */
+  /** Opens `dir` as a layout, creating an empty one when it does not exist or is empty (any other directory is refused). */
   static async create(dir: string): Promise<OciLayout> {
-    await mkdir(join(dir, 'blobs', 'sha256'), { recursive: true });
     const exists = await stat(join(dir, LAYOUT_FILE)).then(() => true, () => false);
     if (exists) return OciLayout.open(dir);
+    const entries = await readdir(dir).catch(() => [] as string[]);
+    if (entries.length > 0) throw new OciError(OciCodes.BAD_LAYOUT, `${dir} exists and is not an OCI image layout (no ${LAYOUT_FILE}); choose an empty or new directory`);
+    await mkdir(join(dir, 'blobs', 'sha256'), { recursive: true });
     const layout = new OciLayout(dir);
     await layout.writeFileAtomic('index.json', encodeJson({ schemaVersion: 2, mediaType: MediaTypes.OCI_INDEX, manifests: [] }));
     await layout.writeFileAtomic(LAYOUT_FILE, encodeJson({ imageLayoutVersion: LAYOUT_VERSION }));

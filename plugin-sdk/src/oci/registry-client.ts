@@ -247,11 +247,11 @@ export class RegistryClient {
     const headers: Record<string, string> = { 'user-agent': USER_AGENT, ...call.headers };
     const authorization = this.#authorization(scopeOf(call));
     if (authorization) headers.authorization = authorization;
-    const url = call.url.startsWith('/') ? `${this.#base}${call.url}` : call.url;
+    const url = new URL(call.url.startsWith('/') ? `${this.#base}${call.url}` : call.url);
     try {
       return await this.#dispatcher.request({
-        origin: new URL(url).origin,
-        path: new URL(url).pathname + new URL(url).search,
+        origin: url.origin,
+        path: url.pathname + url.search,
         method: call.method,
         headers,
         ...(call.body ? { body: call.body } : {}),
