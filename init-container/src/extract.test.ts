@@ -1,4 +1,4 @@
-import { gzipSync } from 'node:zlib';
+import { gzipSync, zstdCompressSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { writeTar, type TarEntry } from '@gatehouse/plugin-sdk/oci';
 import { InitCodes } from './errors.ts';
@@ -47,9 +47,12 @@ describe('applyLayer', () => {
     expect(files.get('a.js')!.toString()).toBe('A');
   });
 
-  it('reads uncompressed layers as well as gzip', async () => {
+  it('reads uncompressed and zstd layers as well as gzip', async () => {
     const files = await apply([file('compiled-auth-plugins/a.js', 'plain')], new Map(), { gzip: false });
     expect(files.get('a.js')!.toString()).toBe('plain');
+    const zstd = new Map();
+    await applyLayer(once(zstdCompressSync(writeTar([file('compiled-auth-plugins/z.js', 'zstd')]))), zstd, 'zstd layer', DEFAULT_LIMITS);
+    expect(zstd.get('z.js')?.toString()).toBe('zstd');
   });
 
   it('applies whiteouts and opaque directories from upper layers', async () => {
