@@ -125,7 +125,9 @@ describe('plugin auth through gatehouse run', () => {
   let gatehouse: GatehouseProcess;
 
   beforeAll(async () => {
-    gatehouse = await startGatehouse('run', ['--config-dir', config.path, '--plugin-dir', pluginDir]);
+    // A 1 s auth timeout instead of 200 ms: the plugin host's own limits (50 ms CPU, 500 ms per
+    // call) must be what denies hostile plugins, not the gateway giving up on the auth server.
+    gatehouse = await startGatehouse('run', ['--config-dir', config.path, '--plugin-dir', pluginDir, '--extauth-timeout', '1s']);
     await gatehouse.waitForLog((l) => l.msg === 'received new auth configuration');
   });
   afterAll(() => gatehouse?.stop());
@@ -177,7 +179,15 @@ describe('plugin auth through gatehouse run', () => {
     expect(r.ms).toBeLessThan(2000);
   });
 
-  it.each(['loop', 'alloc', 'never', 'throws', 'garbage'])('hostile plugin (%s): every request denied within 2 s while a good route keeps serving', async (name) => {
+  it.each([
+    ['loop', 'GH_PLUGIN_TIMEOUT'],
+    // With the default limits (64 MB, 50 ms) whichever comes first stops it; the unit tests pin OUT_OF_MEMORY.
+    ['alloc', 'GH_PLUGIN_OUT_OF_MEMORY|GH_PLUGIN_TIMEOUT'],
+    ['never', 'GH_PLUGIN_TIMEOUT'],
+    ['throws', 'GH_PLUGIN_THREW'],
+    ['garbage', 'GH_PLUGIN_BAD_RESPONSE'],
+  ])('hostile plugin (%s): every request denied within 2 s (%s) while a good route keeps serving', async (name, code) => {
+    const logsBefore = gatehouse.logs.length;
     let attacking = true;
     const attacks = Promise.all(Array.from({ length: 4 }, () => get(`${gatehouse.url}/${name}/x`, { 'x-misbehave': '1' }))).finally(() => (attacking = false));
     const good: number[] = [];
@@ -189,6 +199,10 @@ describe('plugin auth through gatehouse run', () => {
       expectPluginDenial(r);
       expect(r.ms).toBeLessThan(2000);
     }
+    // Denied by the plugin host with its own code, not by the gateway's auth timeout.
+    const since = () => gatehouse.logs.slice(logsBefore);
+    await expect.poll(() => since().some((l) => l.plugin === 'Hostile' && code.split('|').includes(String(l.code))), { timeout: 3000 }).toBe(true);
+    expect(since().some((l) => l.code === 'GH_EXTAUTH_TIMEOUT')).toBe(false);
     expect(good.length).toBeGreaterThan(0);
     expect(good.every((status) => status === 200)).toBe(true);
     // Nothing crashed: the process answers, health is fine, and the plugin recovered (rebuilt isolate).
@@ -248,6 +262,9 @@ describe('plugin auth through gatehouse gateway + a separate gatehouse extauth',
   });
 
   it('allows and denies over gRPC exactly as embedded', async () => {
+    // The first check opens the gRPC channel; on a busy machine that may exceed the gateway's
+    // 200 ms auth timeout (fail closed, 403). Wait for the channel, then every answer must be exact.
+    await expect.poll(async () => (await get(`${gateway.url}/hello`, { 'x-api-key': 'opensesame' })).status, { timeout: 10_000, interval: 100 }).toBe(200);
     expect((await get(`${gateway.url}/hello`, { 'x-api-key': 'opensesame' })).status).toBe(200);
     expect(upstream.seen.at(-1)?.headers['matched-allowed-headers']).toBe('true');
     expectPluginDenial(await get(`${gateway.url}/hello`, { 'x-api-key': 'nope' }));

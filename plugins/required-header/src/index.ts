@@ -1,4 +1,4 @@
-import { AuthorizedResponse, UnauthorizedResponse, type AuthorizationRequest, type AuthorizationResponse, type AuthService, type ExtAuthPlugin } from '@gatehouse/plugin-sdk';
+import { AuthorizedResponse, UnauthorizedResponse, type AuthorizationRequest, type AuthorizationResponse, type AuthService, type Context, type ExtAuthPlugin } from '@gatehouse/plugin-sdk';
 
 /** The step's `config`. */
 export interface RequiredHeaderConfig {
@@ -20,7 +20,7 @@ class RequiredHeaderService implements AuthService {
 
   Start(): void {}
 
-  Authorize(_ctx: unknown, request: AuthorizationRequest): AuthorizationResponse {
+  Authorize(_ctx: Context, request: AuthorizationRequest): AuthorizationResponse {
     const value = request.CheckRequest.attributes.request.http.headers[this.header];
     if (value !== undefined && this.allowed.has(value)) return AuthorizedResponse({ 'matched-allowed-headers': 'true' });
     return UnauthorizedResponse();
