@@ -20,7 +20,7 @@ afterAll(async () => {
 
 async function buildLayout(name: string, files?: Record<string, string>, extra: string[] = [], env = cleanEnv()): Promise<{ layout: string; digest: string }> {
   const layout = join(work, name);
-  const result = await runCli('gatehouse-plugin', ['image', 'build', '--from', await pluginDir(files), '--tag', VERSION, '--output', layout, ...extra], { env });
+  const result = await runCli('gatehouse-plugin', ['image', 'build', '--from', await pluginDir(work, files), '--tag', VERSION, '--output', layout, ...extra], { env });
   expect(result.code, result.stderr).toBe(0);
   return { layout, digest: printedDigest(result.stdout) };
 }
@@ -35,7 +35,7 @@ describe('gatehouse-plugin image build', () => {
   });
 
   it('refuses a tag other than the gateway version, and reports usage errors with exit 2', async () => {
-    const wrong = await runCli('gatehouse-plugin', ['image', 'build', '--from', await pluginDir(), '--tag', '0.0.0-other', '--output', join(work, 'wrong')], { env: cleanEnv() });
+    const wrong = await runCli('gatehouse-plugin', ['image', 'build', '--from', await pluginDir(work), '--tag', '0.0.0-other', '--output', join(work, 'wrong')], { env: cleanEnv() });
     expect(wrong.code).toBe(1);
     expect(wrong.stderr).toMatch(new RegExp(`--tag 0\\.0\\.0-other must equal the gateway version ${VERSION.replaceAll('.', '\\.')}.*\\[GH_OCI_TAG_MISMATCH\\]`));
     const usage = await runCli('gatehouse-plugin', ['image', 'build', '--from', work], { env: cleanEnv() });

@@ -26,7 +26,7 @@ describe('plugin images interoperate with skopeo and umoci', () => {
   });
 
   it('an image built and pushed by gatehouse-plugin passes skopeo inspect, skopeo copy and umoci unpack', async () => {
-    const plugins = await pluginDir({ 'alpha.js': 'var alpha = "a";\n', 'beta.js': 'var beta = "b";\n' });
+    const plugins = await pluginDir(work, { 'alpha.js': 'var alpha = "a";\n', 'beta.js': 'var beta = "b";\n' });
     const layout = join(work, 'built');
     const build = await runCli('gatehouse-plugin', ['image', 'build', '--from', plugins, '--tag', VERSION, '--output', layout], { env });
     expect(build.stderr).toBe('');
@@ -63,7 +63,7 @@ describe('plugin images interoperate with skopeo and umoci', () => {
   });
 
   it('a layout tarball (.tar output) is read by skopeo as oci-archive, pushed from, and extracted by gatehouse-init', async () => {
-    const plugins = await pluginDir({ 'tarred.js': 'var tarred = 1;\n' });
+    const plugins = await pluginDir(work, { 'tarred.js': 'var tarred = 1;\n' });
     const archive = join(work, 'plugin.tar');
     const build = await runCli('gatehouse-plugin', ['image', 'build', '--from', plugins, '--tag', VERSION, '--output', archive], { env });
     expect(build.code, build.stderr).toBe(0);

@@ -50,9 +50,9 @@ export function cleanEnv(extra: Record<string, string> = {}): Record<string, str
   };
 }
 
-/** A directory with compiled-plugin stand-ins (any small JS file serves until the plugin build is used). */
-export async function pluginDir(files: Record<string, string> = { 'hello.js': 'var hello = 1;\n' }): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'gh-plugins-'));
+/** A new directory below `parent` (the test's work dir, removed by the test) with small plugin stand-in files. */
+export async function pluginDir(parent: string, files: Record<string, string> = { 'hello.js': 'var hello = 1;\n' }): Promise<string> {
+  const dir = await mkdtemp(join(parent, 'plugins-'));
   for (const [name, text] of Object.entries(files)) {
     await mkdir(join(dir, name, '..'), { recursive: true });
     await writeFile(join(dir, name), text);
