@@ -120,11 +120,11 @@ export class GraphQLEndpoint {
       await this.options.remote.forward(params, media, res, ctx);
       return;
     }
-    const result = await this.execute(prepared, document, operation, params, ctx);
+    const [result, stringify] = await this.execute(prepared, document, operation, params, ctx);
     const failed = result.errors !== undefined && result.errors.length > 0;
     this.operationMetrics[operation.operation]![failed ? 'error' : 'ok']();
     // A result without data is a request error (e.g. bad variables): 400, like parse and validation errors.
-    sendJson(res, result.data === undefined ? 400 : 200, media, JSON.stringify(result));
+    sendJson(res, result.data === undefined ? 400 : 200, media, stringify(result));
   }
 
   private prepare(query: string): PreparedDocument {
@@ -145,23 +145,31 @@ export class GraphQLEndpoint {
     return prepared;
   }
 
-  private async execute(prepared: PreparedDocument, document: DocumentNode, operation: OperationDefinitionNode, params: RequestParams, ctx: RequestContext): Promise<ExecutionResult> {
+  /** Runs the operation; returns the result and the serializer to write it with. */
+  private async execute(
+    prepared: PreparedDocument,
+    document: DocumentNode,
+    operation: OperationDefinitionNode,
+    params: RequestParams,
+    ctx: RequestContext,
+  ): Promise<[ExecutionResult, (result: ExecutionResult) => string]> {
     const contextValue: OperationContext = { headers: ctx.headers, calls: new Map(), resolvers: this.options.resolvers! };
     try {
       if (this.options.engine === 'jit') {
         const name = params.operationName ?? '';
         let compiled = prepared.compiled.get(name);
         if (!compiled) {
-          compiled = compileQuery(this.options.schema, document, params.operationName ?? undefined) as CompiledQuery | ExecutionResult;
+          // The serializer compiled from the operation's selection set is faster than JSON.stringify.
+          compiled = compileQuery(this.options.schema, document, params.operationName ?? undefined, { customJSONSerializer: true }) as CompiledQuery | ExecutionResult;
           prepared.compiled.set(name, compiled);
         }
-        if (!isCompiledQuery(compiled)) return compiled;
-        return await compiled.query(undefined, contextValue, params.variables ?? {});
+        if (!isCompiledQuery(compiled)) return [compiled, JSON.stringify];
+        return [await compiled.query(undefined, contextValue, params.variables ?? {}), compiled.stringify];
       }
-      return await execute({ schema: this.options.schema, document, operationName: params.operationName ?? null, variableValues: params.variables ?? null, contextValue });
+      return [await execute({ schema: this.options.schema, document, operationName: params.operationName ?? null, variableValues: params.variables ?? null, contextValue }), JSON.stringify];
     } catch (error) {
       ctx.logger.error({ err: error, api: this.key, operation: operation.name?.value }, 'GraphQL execution failed');
-      return { errors: [new GraphQLError('internal error while executing the operation')] };
+      return [{ errors: [new GraphQLError('internal error while executing the operation')] }, JSON.stringify];
     }
   }
 }

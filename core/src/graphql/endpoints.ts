@@ -74,7 +74,10 @@ class Endpoints implements GraphQLEndpoints {
       if (!upstream) return undefined;
       upstreamVersions.push(`${upstream.key}@${upstream.version}`);
       const registry = this.options.upstreams;
-      return () => registry.forUpstream(upstream);
+      // The gateway's registry closes clusters its own routes do not use when the config
+      // reloads; a closed cluster is looked up again (and recreated) on the next call.
+      let cluster = registry.forUpstream(upstream);
+      return () => ((cluster.hosts[0]!.dispatcher as { closed?: boolean }).closed ? (cluster = registry.forUpstream(upstream)) : cluster);
     };
 
     const resolvers: Record<string, FieldResolver> = {};

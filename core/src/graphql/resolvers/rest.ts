@@ -183,6 +183,7 @@ function shape(rest: CompiledRest, json: unknown, scope: TemplateScope): unknown
 }
 
 async function send(cluster: UpstreamCluster, rest: CompiledRest, path: string, headers: IncomingHttpHeaders, body: string | undefined): Promise<unknown> {
+  // One deadline for the whole call (undici's per-request headersTimeout is too coarse for sub-second timeouts).
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), rest.timeoutMs);
   try {
