@@ -53,32 +53,37 @@ export function compileRemote(spec: RemoteExecutorSpec, problems: Problem[]): Co
 export class RemoteExecutor {
   private readonly remote: CompiledRemote;
   private readonly upstream: () => UpstreamCluster;
-  private readonly staticHeaders: Record<string, string>;
+  /** Headers without templates, per negotiated media type (the upstream is asked for what the client accepts). */
+  private readonly staticHeaders: Readonly<Record<MediaType, Readonly<Record<string, string>>>>;
   private readonly dynamicHeaders: (readonly [string, Template])[];
 
   /** `upstream` is looked up per request: the registry may replace a cluster another owner closed. */
   constructor(remote: CompiledRemote, upstream: () => UpstreamCluster) {
     this.remote = remote;
     this.upstream = upstream;
-    this.staticHeaders = { 'content-type': 'application/json' };
+    const fixed: Record<string, string> = { 'content-type': 'application/json' };
     this.dynamicHeaders = [];
     for (const [name, t] of remote.headers) {
-      if (t.constant) this.staticHeaders[name] = t.text;
+      if (t.constant) fixed[name] = t.text;
       else this.dynamicHeaders.push([name, t]);
     }
+    this.staticHeaders = {
+      'application/json': { accept: 'application/json', ...fixed },
+      'application/graphql-response+json': { accept: 'application/graphql-response+json, application/json;q=0.9', ...fixed },
+    };
   }
 
   async forward(params: RequestParams, media: MediaType, res: ServerResponse, ctx: RequestContext): Promise<void> {
     const scope = { headers: ctx.headers };
-    let headers = this.staticHeaders;
-    if (this.dynamicHeaders.length > 0 || headers.accept === undefined) {
-      headers = { ...headers };
+    let headers = this.staticHeaders[media];
+    if (this.dynamicHeaders.length > 0) {
+      const withDynamic: Record<string, string> = { ...headers };
       for (const [name, t] of this.dynamicHeaders) {
         const value = t.string(scope);
-        if (value !== '') headers[name] = value;
+        if (value !== '') withDynamic[name] = value;
       }
+      headers = withDynamic;
     }
-    headers.accept ??= media === 'application/json' ? 'application/json' : 'application/graphql-response+json, application/json;q=0.9';
     let path = this.remote.path;
     if (this.remote.queryParams.length > 0) {
       const query = this.remote.queryParams
@@ -95,19 +100,26 @@ export class RemoteExecutor {
     const host = cluster.pick();
     ctx.upstream = cluster.name;
     try {
-      const response = await host.dispatcher.request({ method: 'POST', path, headers, body, headersTimeout: REMOTE_TIMEOUT_MS, bodyTimeout: REMOTE_TIMEOUT_MS });
-      const bytes = Buffer.from(await response.body.arrayBuffer());
-      const contentType = response.headers['content-type'];
-      res.writeHead(response.statusCode, {
-        ...(contentType ? { 'content-type': contentType as string } : {}),
-        'content-length': bytes.length,
+      // The answer streams through unchanged: status, content type and body bytes.
+      await host.dispatcher.stream({ method: 'POST', path, headers, body, headersTimeout: REMOTE_TIMEOUT_MS, bodyTimeout: REMOTE_TIMEOUT_MS }, ({ statusCode, headers: upstreamHeaders }) => {
+        const out: Record<string, string> = {};
+        const contentType = upstreamHeaders['content-type'];
+        const contentLength = upstreamHeaders['content-length'];
+        if (typeof contentType === 'string') out['content-type'] = contentType;
+        if (typeof contentLength === 'string') out['content-length'] = contentLength;
+        res.writeHead(statusCode, out);
+        return res;
       });
-      res.end(bytes);
     } catch (error) {
       const code = (error as { code?: string }).code;
       if (isConnectFailure(error)) cluster.eject(host);
       const timeout = code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';
       ctx.logger.warn({ err: error, upstream: cluster.name }, 'GraphQL remote executor: upstream failed');
+      if (res.headersSent) {
+        // Cut mid-body: the client must see a broken response, not a truncated "complete" one.
+        res.destroy();
+        return;
+      }
       sendErrors(
         res,
         timeout ? 504 : 503,
