@@ -1,7 +1,11 @@
 // Hot reload and last-accepted retention through a live `gatehouse run` process
 // (SPEC 2.1, 2.4): reloads never fail a request; a bad update never takes a resource down.
+import { renameSync, writeFileSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
 import { Agent } from 'node:http';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
 import { makeConfigDir, manifests, type ConfigDir } from '../support/config-dir.ts';
 import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
 import { eventually, send } from '../support/http.ts';
@@ -28,14 +32,22 @@ async function adminConfig(): Promise<{ generation: number; resources: Status[] 
   return JSON.parse((await send(gw.adminUrl, { path: '/config' })).body);
 }
 
-/** Writes files, then waits until a reload after the write satisfies `ready`. */
+/**
+ * Rewrites files in place, then waits until a reload after the write satisfies `ready`.
+ * In place, not by rename: a file replaced by rename more than once is not seen again
+ * (the known watcher bug pinned down at the end of this file).
+ */
 async function reload(files: Record<string, string | object | object[]>, ready: (cfg: { resources: Status[] }) => boolean = () => true): Promise<{ generation: number; resources: Status[] }> {
   const before = (await adminConfig()).generation;
-  for (const [name, content] of Object.entries(files)) await config.write(name, content);
+  for (const [name, content] of Object.entries(files)) await writeFile(join(config.path, name), yamlOf(content));
   return eventually(async () => {
     const cfg = await adminConfig();
     return cfg.generation > before && ready(cfg) && cfg;
   });
+}
+
+function yamlOf(content: string | object | object[]): string {
+  return typeof content === 'string' ? content : (Array.isArray(content) ? content : [content]).map((d) => stringify(d)).join('---\n');
 }
 
 function statusOf(cfg: { resources: Status[] }, kind: string, name: string): Status {
@@ -173,5 +185,27 @@ describe('last-accepted retention', () => {
     const text = (await send(gw.adminUrl, { path: '/metrics' })).body;
     expect(text).toMatch(/gatehouse_config_reloads_total\{result="rejected"\} [1-9]/);
     expect(text).toMatch(/gatehouse_config_rejected_resources\{kind="VirtualService"\} [1-9]/);
+  });
+});
+
+describe('watching files replaced by rename', () => {
+  // KNOWN BUG (config source, reported to the lead): Node's recursive fs.watch on Linux
+  // watches each file's inode; once a file is replaced by rename (how kubectl, ConfigMap
+  // volumes and atomic writers update files), later replacements of it raise no event, so
+  // the gateway never reloads them. Non-recursive fs.watch on each directory sees them.
+  // Flip to `it` once core/src/config/source/directory.ts no longer relies on it.
+  it.fails('reloads a file each time it is replaced by rename', async () => {
+    const path = join(config.path, 'renamed.yaml');
+    const replace = (upstream: string) => {
+      // One synchronous step, as an atomic writer does it.
+      writeFileSync(`${path}.tmp`, yamlOf(vs('renamed', 'renamed.test', upstream)));
+      renameSync(`${path}.tmp`, path);
+    };
+    for (const [i, upstream] of ['a', 'b', 'a', 'b', 'a'].entries()) {
+      replace(upstream);
+      await eventually(async () => (await upstreamFor('renamed.test')) === upstream, 3_000).catch(() => {
+        throw new Error(`replacement ${i + 1} (to ${upstream}) was never reloaded`);
+      });
+    }
   });
 });

@@ -4,7 +4,7 @@ import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeConfigDir, manifests, type ConfigDir } from '../support/config-dir.ts';
 import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
-import { send } from '../support/http.ts';
+import { eventually, send } from '../support/http.ts';
 import { startServer, type TestServer } from '../support/upstream.ts';
 
 const SLOW_MS = 1_000;
@@ -62,7 +62,11 @@ describe('graceful shutdown on SIGTERM', () => {
     expect((await send(gw.url, { path: '/quick', agent })).body).toBe('quick');
 
     const { inFlight, exited, signalledAt } = await slowRequestThenSigterm(gw);
-    expect(await canConnect(gw.port)).toBe(false);
+    let done = false;
+    void inFlight.finally(() => (done = true));
+    // The log line may reach us a moment before the listener closes (logs are written off-thread).
+    await eventually(async () => !(await canConnect(gw.port)), 500, 10);
+    expect(done).toBe(false);
     const reply = await inFlight;
     expect(reply.status).toBe(200);
     expect(reply.body).toBe('finished after SIGTERM');

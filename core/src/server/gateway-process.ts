@@ -142,9 +142,10 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'shutting down: draining in-flight requests');
+    // Stop accepting at once (here and in the workers); drain while the loader stops.
+    const drained = Promise.all([server ? closeGracefully(server, options.shutdownGraceMs) : undefined, ...workers.map((w) => stopWorker(w))]);
     await loader.close();
-    if (server) await closeGracefully(server, options.shutdownGraceMs);
-    await Promise.all(workers.map((w) => stopWorker(w)));
+    await drained;
     await gateway?.close();
     await routesView?.close();
     await primary?.close();
