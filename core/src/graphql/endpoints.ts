@@ -33,6 +33,7 @@ export function createGraphQLEndpoints(options: GraphQLEndpointsOptions): GraphQ
 
 class Endpoints implements GraphQLEndpoints {
   private endpoints = new Map<string, GraphQLEndpoint>();
+  private used: ReadonlySet<UpstreamCluster> = new Set();
   private readonly channels = new GrpcChannels();
   private readonly options: GraphQLEndpointsOptions;
 
@@ -45,10 +46,11 @@ class Endpoints implements GraphQLEndpoints {
   update(snapshot: ConfigSnapshot): void {
     const next = new Map<string, GraphQLEndpoint>();
     const grpcHosts = new Set<string>();
+    const used = new Set<UpstreamCluster>();
     for (const resource of snapshot.resources.values()) {
       if (resource.kind !== 'GraphQLApi') continue;
       try {
-        const endpoint = this.build(resource, snapshot, grpcHosts);
+        const endpoint = this.build(resource, snapshot, grpcHosts, used);
         if (endpoint) next.set(resource.key, endpoint);
       } catch (error) {
         // A served resource passed the load-time check, so this is a bug; keep the others serving.
@@ -56,10 +58,15 @@ class Endpoints implements GraphQLEndpoints {
       }
     }
     this.endpoints = next;
+    this.used = used;
     this.channels.retainOnly(grpcHosts);
   }
 
-  private build(resource: Resource<'GraphQLApi'>, snapshot: ConfigSnapshot, grpcHosts: Set<string>): GraphQLEndpoint | undefined {
+  clusters(): ReadonlySet<UpstreamCluster> {
+    return this.used;
+  }
+
+  private build(resource: Resource<'GraphQLApi'>, snapshot: ConfigSnapshot, grpcHosts: Set<string>, used: Set<UpstreamCluster>): GraphQLEndpoint | undefined {
     const compiled = compileApi(resource);
     if (!compiled.schema) {
       this.options.logger.error({ api: resource.key, problems: compiled.problems }, 'GraphQLApi is served but its schema does not build');
@@ -73,11 +80,10 @@ class Endpoints implements GraphQLEndpoints {
       const upstream = upstreamOf(ref);
       if (!upstream) return undefined;
       upstreamVersions.push(`${upstream.key}@${upstream.version}`);
-      const registry = this.options.upstreams;
-      // The gateway's registry closes clusters its own routes do not use when the config
-      // reloads; a closed cluster is looked up again (and recreated) on the next call.
-      let cluster = registry.forUpstream(upstream);
-      return () => ((cluster.hosts[0]!.dispatcher as { closed?: boolean }).closed ? (cluster = registry.forUpstream(upstream)) : cluster);
+      // Reported through clusters(), so the gateway keeps these pools open across reloads.
+      const cluster = this.options.upstreams.forUpstream(upstream);
+      used.add(cluster);
+      return () => cluster;
     };
 
     const resolvers: Record<string, FieldResolver> = {};

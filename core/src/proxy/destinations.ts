@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ConfigSnapshot } from '../config/store.ts';
 import type { RequestContext } from './context.ts';
+import type { UpstreamCluster } from './upstream-cluster.ts';
 
 /**
  * The GraphQL servers of every served GraphQLApi, as a route destination
@@ -14,5 +15,7 @@ export interface GraphQLEndpoints {
    * every request (including malformed ones, with a 4xx) and never throw.
    */
   handle(apiKey: string, req: IncomingMessage, res: ServerResponse, ctx: RequestContext): Promise<void>;
+  /** Upstream clusters the current endpoints use, so a reload does not close their pools. */
+  clusters(): ReadonlySet<UpstreamCluster>;
   close(): Promise<void>;
 }

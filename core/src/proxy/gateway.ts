@@ -55,7 +55,8 @@ export class Gateway {
     const table = compileRouteTable(snapshot, { upstreams: this.options.upstreams, ...(this.options.kubeClusterDomain ? { kubeClusterDomain: this.options.kubeClusterDomain } : {}) });
     this.options.graphql?.update(snapshot);
     this.table = table;
-    this.options.upstreams.retainOnly(table.clusters);
+    const graphqlClusters = this.options.graphql?.clusters();
+    this.options.upstreams.retainOnly(graphqlClusters?.size ? new Set([...table.clusters, ...graphqlClusters]) : table.clusters);
   }
 
   /** Releases the destinations (upstream pools, GraphQL endpoints, authorizer) after traffic has drained. */
