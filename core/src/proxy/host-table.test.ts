@@ -1,0 +1,63 @@
+import { describe, expect, test } from 'vitest';
+import { HostTable, hostOnly } from './host-table.ts';
+
+function table(...domains: string[]): HostTable<string> {
+  const t = new HostTable<string>();
+  for (const d of domains) t.add(d, d);
+  return t;
+}
+
+describe('hostOnly', () => {
+  test.each([
+    ['example.com', 'example.com'],
+    ['Example.COM:8080', 'example.com'],
+    ['[::1]:80', '[::1]'],
+    ['[::1]', '[::1]'],
+    ['10.0.0.1:443', '10.0.0.1'],
+    ['host:notaport', 'host:notaport'],
+    ['', ''],
+    [undefined, ''],
+  ])('%s → %s', (input, expected) => {
+    expect(hostOnly(input)).toBe(expected);
+  });
+});
+
+describe('HostTable (SPEC 3.2)', () => {
+  test('exact names match case-insensitively, ignoring the port on either side', () => {
+    const t = table('API.example.com', 'other.test:8080');
+    expect(t.match('api.example.com')).toBe('API.example.com');
+    expect(t.match('Api.Example.Com:443')).toBe('API.example.com');
+    expect(t.match('other.test')).toBe('other.test:8080');
+    expect(t.match('example.com')).toBeUndefined();
+  });
+
+  test('"*.suffix" matches subdomains only, the longest suffix first', () => {
+    const t = table('*.example.com', '*.deep.example.com');
+    expect(t.match('a.example.com')).toBe('*.example.com');
+    expect(t.match('a.b.example.com')).toBe('*.example.com');
+    expect(t.match('x.deep.example.com')).toBe('*.deep.example.com');
+    expect(t.match('deep.example.com')).toBe('*.example.com');
+    expect(t.match('example.com')).toBeUndefined();
+    expect(t.match('badexample.com')).toBeUndefined();
+  });
+
+  test('the order domains are added in does not change which suffix wins', () => {
+    const t = table('*.deep.example.com', '*.example.com');
+    expect(t.match('x.deep.example.com')).toBe('*.deep.example.com');
+  });
+
+  test('exact beats suffix beats "*"', () => {
+    const t = table('*', '*.example.com', 'www.example.com');
+    expect(t.match('www.example.com')).toBe('www.example.com');
+    expect(t.match('api.example.com')).toBe('*.example.com');
+    expect(t.match('elsewhere.org')).toBe('*');
+    expect(t.match(undefined)).toBe('*');
+  });
+
+  test('no "*": unknown and missing hosts match nothing', () => {
+    const t = table('a.test');
+    expect(t.match('b.test')).toBeUndefined();
+    expect(t.match('')).toBeUndefined();
+    expect(t.match(undefined)).toBeUndefined();
+  });
+});

@@ -1,0 +1,113 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import { describe, expect, test } from 'vitest';
+import type { MatcherSpec } from '../config/schema/virtual-service.ts';
+import { compileMatchers, type RequestLine } from './route-matcher.ts';
+
+function line(path: string, options: { method?: string; query?: string; headers?: IncomingHttpHeaders } = {}): RequestLine {
+  return { method: options.method ?? 'GET', path, query: options.query ?? '', headers: options.headers ?? {} };
+}
+
+/** True when any compiled entry of `specs` matches (a route's semantics). */
+function matches(specs: MatcherSpec[] | undefined, req: RequestLine): boolean {
+  return compileMatchers(specs).some((m) => m.matches(req));
+}
+
+describe('path matchers', () => {
+  test('no matchers, or an empty list, means prefix "/"', () => {
+    expect(matches(undefined, line('/anything'))).toBe(true);
+    expect(matches([], line('/'))).toBe(true);
+  });
+
+  test('prefix is a plain string prefix', () => {
+    expect(matches([{ prefix: '/api' }], line('/api'))).toBe(true);
+    expect(matches([{ prefix: '/api' }], line('/apiary'))).toBe(true);
+    expect(matches([{ prefix: '/api/' }], line('/api'))).toBe(false);
+  });
+
+  test('exact matches the whole path', () => {
+    expect(matches([{ exact: '/a' }], line('/a'))).toBe(true);
+    expect(matches([{ exact: '/a' }], line('/a/'))).toBe(false);
+  });
+
+  test('regex must match the full path', () => {
+    expect(matches([{ regex: '/u/[0-9]+' }], line('/u/12'))).toBe(true);
+    expect(matches([{ regex: '/u/[0-9]+' }], line('/u/12/x'))).toBe(false);
+    expect(matches([{ regex: '[0-9]+' }], line('/u/12'))).toBe(false);
+    // An alternation is anchored as a whole.
+    expect(matches([{ regex: '/a|/b' }], line('/a/x'))).toBe(false);
+  });
+
+  test('caseSensitive: false applies to prefix, exact and regex', () => {
+    expect(matches([{ prefix: '/API', caseSensitive: false }], line('/api/x'))).toBe(true);
+    expect(matches([{ exact: '/Login', caseSensitive: false }], line('/LOGIN'))).toBe(true);
+    expect(matches([{ regex: '/item/[a-z]+', caseSensitive: false }], line('/ITEM/ABC'))).toBe(true);
+    expect(matches([{ prefix: '/API' }], line('/api/x'))).toBe(false);
+    // Even prefix "/" is compared without case; it matches everything either way.
+    expect(matches([{ prefix: '/', caseSensitive: false }], line('/X'))).toBe(true);
+  });
+});
+
+describe('methods, headers and query parameters', () => {
+  test('methods are compared upper-case', () => {
+    expect(matches([{ methods: ['get', 'Post'] }], line('/', { method: 'POST' }))).toBe(true);
+    expect(matches([{ methods: ['GET'] }], line('/', { method: 'DELETE' }))).toBe(false);
+  });
+
+  test('headers: exact value, full-match regex, presence, invertMatch', () => {
+    const h = (headers: IncomingHttpHeaders) => line('/', { headers });
+    expect(matches([{ headers: [{ name: 'X-Env', value: 'prod' }] }], h({ 'x-env': 'prod' }))).toBe(true);
+    expect(matches([{ headers: [{ name: 'x-env', value: 'prod' }] }], h({ 'x-env': 'production' }))).toBe(false);
+    expect(matches([{ headers: [{ name: 'x-v', value: 'v[0-9]', regex: true }] }], h({ 'x-v': 'v1' }))).toBe(true);
+    expect(matches([{ headers: [{ name: 'x-v', value: 'v[0-9]', regex: true }] }], h({ 'x-v': 'v12' }))).toBe(false);
+    expect(matches([{ headers: [{ name: 'x-v' }] }], h({ 'x-v': '' }))).toBe(true);
+    expect(matches([{ headers: [{ name: 'x-v' }] }], h({}))).toBe(false);
+    expect(matches([{ headers: [{ name: 'x-v', value: '' }] }], h({ 'x-v': 'anything' }))).toBe(true);
+    expect(matches([{ headers: [{ name: 'x-v', value: 'a', invertMatch: true }] }], h({ 'x-v': 'b' }))).toBe(true);
+    expect(matches([{ headers: [{ name: 'x-v', value: 'a', invertMatch: true }] }], h({ 'x-v': 'a' }))).toBe(false);
+    // Gloo: "invert_match: true, name: foo" matches when foo is absent.
+    expect(matches([{ headers: [{ name: 'x-v', invertMatch: true }] }], h({}))).toBe(true);
+    expect(matches([{ headers: [{ name: 'x-v', invertMatch: true }] }], h({ 'x-v': '1' }))).toBe(false);
+  });
+
+  test('a repeated header is matched as its comma-joined value', () => {
+    expect(matches([{ headers: [{ name: 'x-v', value: 'a,b' }] }], line('/', { headers: { 'x-v': ['a', 'b'] } as IncomingHttpHeaders }))).toBe(true);
+  });
+
+  test('query parameters: value (decoded), regex, presence; all must hold', () => {
+    const q = (query: string) => line('/', { query });
+    expect(matches([{ queryParameters: [{ name: 'q', value: 'a b' }] }], q('q=a%20b'))).toBe(true);
+    expect(matches([{ queryParameters: [{ name: 'q', value: 'a b' }] }], q('q=a+b'))).toBe(true);
+    expect(matches([{ queryParameters: [{ name: 'id', value: '[0-9]+', regex: true }] }], q('id=42'))).toBe(true);
+    expect(matches([{ queryParameters: [{ name: 'id', value: '[0-9]+', regex: true }] }], q('id=42x'))).toBe(false);
+    expect(matches([{ queryParameters: [{ name: 'flag' }] }], q('flag'))).toBe(true);
+    expect(matches([{ queryParameters: [{ name: 'flag' }] }], q('other=1'))).toBe(false);
+    expect(matches([{ queryParameters: [{ name: 'a', value: '1' }, { name: 'b' }] }], q('a=1'))).toBe(false);
+    expect(matches([{ queryParameters: [{ name: 'a', value: '1' }, { name: 'b' }] }], q('b&a=1'))).toBe(true);
+    // The first value of a repeated parameter is the one compared.
+    expect(matches([{ queryParameters: [{ name: 'a', value: '1' }] }], q('a=1&a=2'))).toBe(true);
+  });
+
+  test('within one entry every condition must hold; any entry of a route may match', () => {
+    const specs: MatcherSpec[] = [{ prefix: '/a', methods: ['GET'] }, { exact: '/b' }];
+    expect(matches(specs, line('/a/x'))).toBe(true);
+    expect(matches(specs, line('/a/x', { method: 'POST' }))).toBe(false);
+    expect(matches(specs, line('/b', { method: 'POST' }))).toBe(true);
+  });
+});
+
+describe('prefixRewrite', () => {
+  test('a prefix matcher swaps only the matched prefix', () => {
+    const [m] = compileMatchers([{ prefix: '/api/v1/' }]);
+    expect(m!.rewrite('/api/v1/users/7', '/v1/')).toBe('/v1/users/7');
+    expect(m!.rewrite('/api/v1/', '/')).toBe('/');
+  });
+
+  test('exact and regex matchers replace the whole path', () => {
+    expect(compileMatchers([{ exact: '/old' }])[0]!.rewrite('/old', '/new')).toBe('/new');
+    expect(compileMatchers([{ regex: '/r/.*' }])[0]!.rewrite('/r/x/y', '/fixed')).toBe('/fixed');
+  });
+
+  test('the default matcher (prefix "/") prepends', () => {
+    expect(compileMatchers(undefined)[0]!.rewrite('/x', '/base/')).toBe('/base/x');
+  });
+});

@@ -1,0 +1,173 @@
+import { describe, expect, test } from 'vitest';
+import { stringify } from 'yaml';
+import { parseManifests } from '../config/manifest.ts';
+import { ConfigStore, type ConfigSnapshot } from '../config/store.ts';
+import { DEFAULT_TIMEOUT_MS, compileRouteTable, matchRoute, type CompiledVirtualHost } from './route-table.ts';
+import { UpstreamRegistry } from './upstream-cluster.ts';
+
+const upstream = (name: string, port = 9000, namespace?: string) => ({
+  apiVersion: 'gatehouse.gatehouse.dev/v1',
+  kind: 'Upstream',
+  metadata: { name, ...(namespace ? { namespace } : {}) },
+  spec: { static: { hosts: [{ addr: '127.0.0.1', port }] } },
+});
+const authConfig = (name: string, namespace?: string) => ({
+  apiVersion: 'enterprise.gatehouse.dev/v1',
+  kind: 'AuthConfig',
+  metadata: { name, ...(namespace ? { namespace } : {}) },
+  spec: { configs: [{ basicAuth: { apr: { users: { u: { salt: 's', hashedPassword: 'h' } } } } }] },
+});
+const virtualService = (name: string, virtualHost: object, namespace?: string) => ({
+  apiVersion: 'gateway.gatehouse.dev/v1',
+  kind: 'VirtualService',
+  metadata: { name, ...(namespace ? { namespace } : {}) },
+  spec: { virtualHost },
+});
+const to = (name: string, namespace?: string) => ({ single: { upstream: { name, ...(namespace ? { namespace } : {}) } } });
+
+function snapshotOf(...manifests: object[]): ConfigSnapshot {
+  const { documents, diagnostics } = parseManifests('test.yaml', manifests.map((m) => stringify(m)).join('---\n'));
+  const snapshot = new ConfigStore({ apiGroupDomain: 'gatehouse.dev' }).load(documents, diagnostics);
+  const rejected = snapshot.statuses.filter((s) => s.state === 'Rejected');
+  if (rejected.length > 0) throw new Error(`test config rejected: ${JSON.stringify(rejected)}`);
+  return snapshot;
+}
+
+function compile(...manifests: object[]) {
+  const upstreams = new UpstreamRegistry();
+  return { table: compileRouteTable(snapshotOf(...manifests), { upstreams }), upstreams };
+}
+
+function vhost(table: ReturnType<typeof compile>['table'], host: string): CompiledVirtualHost {
+  const vh = table.hosts.match(host);
+  if (!vh) throw new Error(`no virtual host for ${host}`);
+  return vh;
+}
+
+describe('compileRouteTable', () => {
+  test('routes keep their order and are named by `name` or namespace/vs/index', async () => {
+    const { table, upstreams } = compile(
+      upstream('up'),
+      virtualService('site', { domains: ['site.test'], routes: [{ name: 'first', matchers: [{ prefix: '/a' }], routeAction: to('up') }, { routeAction: to('up') }] }),
+    );
+    const vh = vhost(table, 'site.test');
+    expect(vh.name).toBe('default/site');
+    expect(vh.routes.map((r) => r.name)).toEqual(['first', 'default/site/1']);
+    expect(matchRoute(vh, { method: 'GET', path: '/a/x', query: '', headers: {} })!.route.name).toBe('first');
+    expect(matchRoute(vh, { method: 'GET', path: '/b', query: '', headers: {} })!.route.name).toBe('default/site/1');
+    await upstreams.close();
+  });
+
+  test('routes to the same Upstream share one cluster; refs resolve in the VirtualService namespace', async () => {
+    const { table, upstreams } = compile(
+      upstream('up', 9001, 'team'),
+      upstream('up', 9002),
+      virtualService('a', { domains: ['a.test'], routes: [{ routeAction: to('up') }, { routeAction: to('up', 'default') }] }, 'team'),
+    );
+    const [r0, r1] = vhost(table, 'a.test').routes;
+    if (r0!.destination.kind !== 'upstream' || r1!.destination.kind !== 'upstream') throw new Error('expected upstream destinations');
+    expect(r0!.destination.cluster.name).toBe('team/up');
+    expect(r0!.destination.cluster.hosts[0]!.port).toBe(9001);
+    expect(r1!.destination.cluster.name).toBe('default/up');
+    expect(table.clusters.size).toBe(2);
+    await upstreams.close();
+  });
+
+  test('kube destinations dial <name>.<namespace>.svc.<cluster domain>:<port>', async () => {
+    const upstreams = new UpstreamRegistry();
+    const snapshot = snapshotOf(virtualService('k', { domains: ['k.test'], routes: [{ routeAction: { single: { kube: { ref: { name: 'echo' }, port: 8080 } } } }] }, 'demo'));
+    const route = vhost(compileRouteTable(snapshot, { upstreams }), 'k.test').routes[0]!;
+    expect(route.destination.kind === 'upstream' && route.destination.cluster.hosts[0]).toMatchObject({ addr: 'echo.demo.svc.cluster.local', port: 8080 });
+    const custom = vhost(compileRouteTable(snapshot, { upstreams, kubeClusterDomain: 'corp.internal' }), 'k.test').routes[0]!;
+    expect(custom.destination.kind === 'upstream' && custom.destination.cluster.hosts[0]!.addr).toBe('echo.demo.svc.corp.internal');
+    await upstreams.close();
+  });
+
+  test('timeouts, retries, rewrites and host rewrite compile from route options', async () => {
+    const { table, upstreams } = compile(
+      upstream('up'),
+      virtualService('o', {
+        domains: ['o.test'],
+        routes: [
+          { routeAction: to('up'), matchers: [{ prefix: '/plain' }] },
+          { routeAction: to('up'), matchers: [{ prefix: '/tuned' }], options: { timeout: '2.5s', prefixRewrite: '/v2/', autoHostRewrite: true, retries: { numRetries: 3, perTryTimeout: '300ms' } } },
+          { routeAction: to('up'), matchers: [{ prefix: '/gw' }], options: { retries: { retryOn: 'gateway-error' } } },
+          { routeAction: to('up'), matchers: [{ prefix: '/5xx' }], options: { retries: { retryOn: '5xx' } } },
+        ],
+      }),
+    );
+    const [plain, tuned, gw, fivexx] = vhost(table, 'o.test').routes;
+    expect(plain).toMatchObject({ timeoutMs: DEFAULT_TIMEOUT_MS, retry: undefined, prefixRewrite: undefined, autoHostRewrite: false });
+    expect(DEFAULT_TIMEOUT_MS).toBe(15_000);
+    // Envoy's default retry_on when only numRetries is given.
+    expect(tuned).toMatchObject({ timeoutMs: 2_500, prefixRewrite: '/v2/', autoHostRewrite: true, retry: { numRetries: 3, on5xx: true, onConnectFailure: true, onReset: true, perTryTimeoutMs: 300 } });
+    expect(gw!.retry).toEqual({ numRetries: 1, on5xx: false, onConnectFailure: true, onReset: true, perTryTimeoutMs: undefined });
+    // "5xx" includes connect failures and resets (Envoy semantics).
+    expect(fivexx!.retry).toMatchObject({ on5xx: true, onConnectFailure: true, onReset: true });
+    await upstreams.close();
+  });
+
+  test('effective auth: route configRef overrides the host, disable turns it off, otherwise inherit', async () => {
+    const { table, upstreams } = compile(
+      upstream('up'),
+      authConfig('host-auth'),
+      authConfig('route-auth', 'security'),
+      virtualService('s', {
+        domains: ['s.test'],
+        options: { extauth: { configRef: { name: 'host-auth' } } },
+        routes: [
+          { name: 'inherits', matchers: [{ prefix: '/i' }], routeAction: to('up') },
+          { name: 'overrides', matchers: [{ prefix: '/o' }], routeAction: to('up'), options: { extauth: { configRef: { name: 'route-auth', namespace: 'security' } } } },
+          { name: 'public', matchers: [{ prefix: '/p' }], routeAction: to('up'), options: { extauth: { disable: true } } },
+        ],
+      }),
+      virtualService('open', { domains: ['open.test'], routes: [{ routeAction: to('up') }] }),
+    );
+    const [inherits, overrides, open] = vhost(table, 's.test').routes;
+    expect(inherits!.auth).toEqual({ configId: 'default.host-auth', sourceType: 'virtual_host', sourceName: 'default.s' });
+    expect(overrides!.auth).toEqual({ configId: 'security.route-auth', sourceType: 'route', sourceName: 'overrides' });
+    expect(open!.auth).toBeUndefined();
+    expect(vhost(table, 'open.test').routes[0]!.auth).toBeUndefined();
+    await upstreams.close();
+  });
+
+  test('route cors replaces the host policy; header manipulation merges host then route', async () => {
+    const { table, upstreams } = compile(
+      upstream('up'),
+      virtualService('c', {
+        domains: ['c.test'],
+        options: { cors: { allowOrigin: ['https://host.example'] }, headerManipulation: { responseHeadersToAdd: [{ header: { key: 'x-host', value: '1' } }] } },
+        routes: [
+          { matchers: [{ prefix: '/own' }], routeAction: to('up'), options: { cors: { allowOrigin: ['https://route.example'] }, headerManipulation: { responseHeadersToAdd: [{ header: { key: 'x-route', value: '1' } }] } } },
+          { routeAction: to('up') },
+        ],
+      }),
+    );
+    const [own, inherited] = vhost(table, 'c.test').routes;
+    expect(own!.cors!.allows('https://route.example')).toBe(true);
+    expect(own!.cors!.allows('https://host.example')).toBe(false);
+    expect(inherited!.cors!.allows('https://host.example')).toBe(true);
+    expect(own!.responseHeaders.add.map((a) => a.name)).toEqual(['x-host', 'x-route']);
+    expect(inherited!.responseHeaders.add.map((a) => a.name)).toEqual(['x-host']);
+    await upstreams.close();
+  });
+
+  test('describes the effective routes for admin:/config', async () => {
+    const { table, upstreams } = compile(
+      upstream('up', 9005),
+      authConfig('a'),
+      virtualService('d', { domains: ['d.test', '*.d.test'], routes: [{ name: 'r', matchers: [{ exact: '/x' }], routeAction: to('up'), options: { timeout: '1s', extauth: { configRef: { name: 'a' } } } }, { routeAction: to('up') }] }),
+    );
+    expect(table.description).toEqual([
+      {
+        virtualService: 'default/d',
+        domains: ['d.test', '*.d.test'],
+        routes: [
+          { name: 'r', matchers: [{ exact: '/x' }], destination: { upstream: 'default/up', hosts: ['http://127.0.0.1:9005'] }, timeoutMs: 1000, auth: { configId: 'default.a', sourceType: 'route', sourceName: 'r' } },
+          { name: 'default/d/1', matchers: [{ prefix: '/' }], destination: { upstream: 'default/up', hosts: ['http://127.0.0.1:9005'] }, timeoutMs: 15_000, auth: null },
+        ],
+      },
+    ]);
+    await upstreams.close();
+  });
+});
