@@ -112,14 +112,13 @@ describe('renderInstall', () => {
     expect(pod.containers[0]!.args).toEqual(expect.arrayContaining(['--plugin-dir', '/auth-plugins']));
   });
 
-  it('switches to the Kubernetes source and creates the ConfigMap only when asked', () => {
-    const kube = renderInstall(resolveValues({ config: { source: 'kube' } }, GATEWAY_VERSION));
-    const args = find<IDeployment>(kube, 'Deployment', 'gateway').spec!.template.spec!.containers[0]!.args!;
-    expect(args).toContain('--kube');
-    expect(args).not.toContain('--config-dir');
+  it('refuses the Kubernetes source, which the gateway does not have yet, and creates the ConfigMap only when asked', () => {
+    expect(() => resolveValues({ config: { source: 'kube' } }, GATEWAY_VERSION)).toThrow(/config\.source/);
     const inline = renderInstall(resolveValues({ config: { configMap: { name: 'routes', data: { 'a.yaml': 'kind: Upstream' } } } }, GATEWAY_VERSION));
     validateAll(inline);
     expect(find<{ data: Record<string, string> }>(inline, 'ConfigMap', 'routes').data).toEqual({ 'a.yaml': 'kind: Upstream' });
+    const args = find<IDeployment>(inline, 'Deployment', 'gateway').spec!.template.spec!.containers[0]!.args!;
+    expect(args).toEqual(expect.arrayContaining(['--config-dir']));
   });
 
   it('serialises to YAML that reads back as the same objects', () => {

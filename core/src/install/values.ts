@@ -45,7 +45,8 @@ export const ValuesSchema = Strict({
   imagePullSecrets: Type.Optional(Type.Array(DnsLabel)),
   config: Type.Optional(
     Strict({
-      source: Type.Optional(Type.Union([Type.Literal('configMap'), Type.Literal('kube')])),
+      // Only a ConfigMap for now: the gateway has no Kubernetes (CRD watch) config source yet.
+      source: Type.Optional(Type.Literal('configMap')),
       configMap: Type.Optional(Strict({ name: Type.Optional(DnsLabel), data: Type.Optional(Type.Record(Type.String(), Type.String())) })),
     }),
   ),
@@ -95,7 +96,7 @@ export interface ResolvedValues {
   gatewayVersion: string;
   image: { registry: string; repository: string; tag: string; pullPolicy: PullPolicy };
   imagePullSecrets: string[];
-  config: { source: 'configMap' | 'kube'; configMapName: string; configMapData: Record<string, string> };
+  config: { source: 'configMap'; configMapName: string; configMapData: Record<string, string> };
   gateway: { replicas: number; workers: string; serviceType: 'ClusterIP' | 'NodePort' | 'LoadBalancer'; servicePort: number; serviceAnnotations: Record<string, string>; resources: Record<string, unknown>; extraArgs: string[] };
   extauth: { replicas: number; resources: Record<string, unknown>; extraArgs: string[] };
   /** Plugin images by container-safe key, in key order. */

@@ -162,14 +162,14 @@ function pullSecrets(values: ResolvedValues): { imagePullSecrets?: { name: strin
 }
 
 function configArgs(values: ResolvedValues): string[] {
-  return values.config.source === 'kube' ? ['--kube'] : ['--config-dir', CONFIG_DIR];
+  return ['--config-dir', CONFIG_DIR];
 }
 
 function configMounts(values: ResolvedValues): IVolumeMount[] {
-  return values.config.source === 'kube' ? [] : [{ name: 'config', mountPath: CONFIG_DIR, readOnly: true }];
+  return [{ name: 'config', mountPath: CONFIG_DIR, readOnly: true }];
 }
 
 function configVolumes(values: ResolvedValues): IVolume[] {
   // Optional: the pods start (with no resources) before the ConfigMap is created.
-  return values.config.source === 'kube' ? [] : [{ name: 'config', configMap: { name: values.config.configMapName, optional: true } }];
+  return [{ name: 'config', configMap: { name: values.config.configMapName, optional: true } }];
 }
