@@ -1,0 +1,47 @@
+import { describe, expect, test } from 'vitest';
+import { parseFlags } from './flags.ts';
+import { GATEWAY_FLAGS, gatewayFlagValues } from './gateway-flags.ts';
+
+const values = (argv: string[], env: NodeJS.ProcessEnv = {}) => gatewayFlagValues(parseFlags(argv, GATEWAY_FLAGS, env).values);
+
+describe('gatewayFlagValues', () => {
+  test('defaults (SPEC 9)', () => {
+    expect(values(['--config-dir', '/cfg'])).toEqual({
+      configDir: '/cfg',
+      port: 8080,
+      adminPort: 9901,
+      host: '0.0.0.0',
+      workers: 1,
+      apiGroupDomain: 'gatehouse.dev',
+      kubeClusterDomain: 'cluster.local',
+      resolve: new Map(),
+      accessLog: true,
+      shutdownGraceMs: 30_000,
+    });
+  });
+
+  test('every value parsed, from flags or GATEHOUSE_* variables', () => {
+    const parsed = values(['--port', '0', '--workers', '3', '--resolve', 'Echo.Demo.svc.cluster.local=127.0.0.1', '--access-log', 'false', '--shutdown-grace', '250ms'], {
+      GATEHOUSE_CONFIG_DIR: '/env',
+      GATEHOUSE_ADMIN_PORT: '9999',
+      GATEHOUSE_API_GROUP_DOMAIN: 'example.org',
+    });
+    expect(parsed).toMatchObject({ configDir: '/env', port: 0, adminPort: 9999, workers: 3, apiGroupDomain: 'example.org', accessLog: false, shutdownGraceMs: 250 });
+    // Host names are matched case-insensitively.
+    expect(parsed.resolve.get('echo.demo.svc.cluster.local')).toBe('127.0.0.1');
+  });
+
+  test.each([
+    [['--resolve', 'no-equals-sign'], '--resolve takes HOST=ADDR, got "no-equals-sign"'],
+    [['--resolve', '=1.2.3.4'], '--resolve takes HOST=ADDR'],
+    [['--workers', 'many'], '--workers must be a positive integer or "auto", got "many"'],
+    [['--shutdown-grace', '30'], '--shutdown-grace must be a duration such as 30s or 200ms, got "30"'],
+    [['--admin-port', '70000'], '--admin-port must be a port number'],
+  ])('%j is rejected: %s', (argv, message) => {
+    expect(() => values(['--config-dir', '/cfg', ...argv])).toThrow(message);
+  });
+
+  test('--config-dir is required', () => {
+    expect(() => values([])).toThrow('--config-dir is required (or set GATEHOUSE_CONFIG_DIR)');
+  });
+});
