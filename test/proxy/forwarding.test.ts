@@ -45,6 +45,13 @@ function specialUpstream(req: IncomingMessage, res: ServerResponse): void {
     req.socket.destroy();
   } else if (path === '/hop') {
     echo(req, res, { connection: 'keep-alive, x-resp-hop', 'keep-alive': 'timeout=5', 'x-resp-hop': 'secret', 'proxy-authenticate': 'Basic', 'x-kept': 'yes' });
+  } else if (path === '/passthrough') {
+    // Repeated headers, chunked body, status from the query.
+    const status = Number(url.searchParams.get('status') ?? 200);
+    res.writeHead(status, [['set-cookie', 'a=1; Path=/'], ['set-cookie', 'b=2; HttpOnly'], ['x-multi', 'one'], ['x-multi', 'two'], ['cache-control', 'no-store']].flat());
+    if (status === 204 || status === 304 || req.method === 'HEAD') return void res.end();
+    res.write('chunk-1,');
+    setTimeout(() => res.end('chunk-2'), 20);
   } else if (path === '/hm') {
     echo(req, res, { 'x-resp-append': 'upstream', 'x-resp-replace': 'upstream', 'x-secret': 'hidden' });
   } else {
@@ -118,7 +125,7 @@ beforeAll(async () => {
       routes: [
         { matchers: [{ prefix: '/refused' }], routeAction: to('refused') },
         { matchers: [{ prefix: '/slow' }], routeAction: to('special'), options: { timeout: '200ms' } },
-        { matchers: [{ prefix: '/reset' }, { prefix: '/err500' }], routeAction: to('special') },
+        { matchers: [{ prefix: '/reset' }, { prefix: '/err500' }, { prefix: '/passthrough' }], routeAction: to('special') },
       ],
     }),
   });
@@ -317,6 +324,26 @@ describe('gateway error responses (SPEC 7)', () => {
 
   it('504 GH_UPSTREAM_TIMEOUT when the upstream does not answer in time', async () => {
     await expectLocalReply(await get('err.test', '/slow?ms=5000'), 504, 'GH_UPSTREAM_TIMEOUT');
+  });
+
+  it('upstream responses pass through unchanged: repeated headers, chunked bodies, HEAD, 204, 304, 4xx', async () => {
+    const ok = await get('err.test', '/passthrough');
+    expect(ok.status).toBe(200);
+    expect(ok.body).toBe('chunk-1,chunk-2');
+    expect(ok.headers['transfer-encoding']).toBe('chunked');
+    expect(ok.headers['set-cookie']).toEqual(['a=1; Path=/', 'b=2; HttpOnly']);
+    expect(ok.headers['x-multi']).toBe('one, two');
+    expect(ok.headers['cache-control']).toBe('no-store');
+    const head = await get('err.test', '/passthrough', {}, 'HEAD');
+    expect(head.status).toBe(200);
+    expect(head.body).toBe('');
+    expect(head.headers['set-cookie']).toHaveLength(2);
+    for (const status of [204, 304, 404, 429]) {
+      const reply = await get('err.test', `/passthrough?status=${status}`);
+      expect(reply.status).toBe(status);
+      expect(reply.headers['x-gatehouse-error']).toBeUndefined();
+      expect(reply.headers['set-cookie']).toHaveLength(2);
+    }
   });
 
   it("an upstream's own 500 passes through unchanged", async () => {
