@@ -16,11 +16,13 @@ export interface RuntimeApi {
   init(symbol: string, globalName: string, configJson: string): Promise<string>;
   start(): Promise<string>;
   authorize(requestJson: string): string | Promise<string>;
+  authorizeInline(requestJson: string): string;
+  settle(id: number): Promise<string>;
 }
 
 /** Stages name where a failure happened, so the host can pick the error code. */
 export type Stage = 'export' | 'new-config' | 'config' | 'get-auth-service' | 'start' | 'authorize' | 'response';
-export type Outcome = { ok: true; response?: unknown } | { ok: false; stage: Stage; error: string };
+export type Outcome = { ok: true; response?: unknown } | { ok: false; stage: Stage; error: string } | { pending: number };
 
 /** Log lines a plugin may write per host call; more are dropped (a loop must not flood the log). */
 export const LOG_LINES_PER_CALL = 50;
@@ -93,6 +95,21 @@ export function install(hostLog: HostLog): RuntimeApi {
   };
 
   let service: AuthService | undefined;
+  const pending = new Map<number, Promise<string>>();
+  let lastPending = 0;
+
+  /** Calls Authorize: the answer (a JSON outcome) now, or later (the plugin's promise, settled to one). */
+  const call = (requestJson: string): { now: string } | { later: Promise<string> } => {
+    budget = LOG_LINES_PER_CALL;
+    if (!service) return { now: fails('authorize', 'not initialized') };
+    try {
+      const result = service.Authorize(ctx, { CheckRequest: parse(requestJson), State: {} });
+      if (!isThenable(result)) return { now: answer(result) };
+      return { later: resolve(result).then(answer, (error: unknown) => failed('authorize', error)) };
+    } catch (error) {
+      return { now: failed('authorize', error) };
+    }
+  };
 
   return freeze({
     async init(symbol: string, globalName: string, configJson: string): Promise<string> {
@@ -142,19 +159,26 @@ export function install(hostLog: HostLog): RuntimeApi {
     },
 
     // Not async: a plugin that answers synchronously (most do) gets its answer out without a
-    // promise round trip, which is most of the per-call cost of the boundary.
+    // promise round trip.
     authorize(requestJson: string): string | Promise<string> {
-      budget = LOG_LINES_PER_CALL;
-      if (!service) return fails('authorize', 'not initialized');
-      let result: unknown;
-      try {
-        result = service.Authorize(ctx, { CheckRequest: parse(requestJson), State: {} });
-        if (isThenable(result)) return resolve(result).then(answer, (error: unknown) => failed('authorize', error));
-      } catch (error) {
-        return failed('authorize', error);
-      }
-      return answer(result);
+      const result = call(requestJson);
+      return 'now' in result ? result.now : result.later;
+    },
+
+    // For the host's inline (synchronous) calls: never returns a promise, which could not
+    // cross a synchronous call. A pending answer is parked and fetched with settle(id).
+    authorizeInline(requestJson: string): string {
+      const result = call(requestJson);
+      if ('now' in result) return result.now;
+      const id = ++lastPending;
+      pending.set(id, result.later);
+      return stringify({ pending: id });
+    },
+
+    settle(id: number): Promise<string> {
+      const parked = pending.get(id);
+      pending.delete(id);
+      return parked ?? resolve(fails('authorize', `no pending call ${id}`));
     },
   });
 }
-

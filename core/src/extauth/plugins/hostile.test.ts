@@ -26,9 +26,12 @@ afterAll(async () => {
   await plugins?.remove();
 });
 
+/** Where hostile steps start: inline (the default, demoted on the first slow call) or on the isolate thread. */
+let inline = true;
+
 function hostile(symbol: string, config: Record<string, unknown> = {}) {
   const logger = recordingLogger();
-  return { logger, step: createPluginStep({ name: 'Hostile', exportedSymbolName: symbol, config }, { pluginDir: plugins.dir, logger }) };
+  return { logger, step: createPluginStep({ name: 'Hostile', exportedSymbolName: symbol, config }, { pluginDir: plugins.dir, logger, inline }) };
 }
 
 /**
@@ -80,12 +83,22 @@ function codes(logger: ReturnType<typeof recordingLogger>): unknown[] {
   return logger.lines.filter((line) => line.level === 'error').map((line) => line.fields.code);
 }
 
-describe('hostile plugins', () => {
+describe.each([
+  ['calls inline first', true],
+  ['calls on the isolate thread', false],
+])('hostile plugins (%s)', (_mode, startInline) => {
+  beforeAll(() => {
+    inline = startInline;
+  });
+
   it('infinite loop: terminated at the CPU limit, denied, isolate rebuilt', async () => {
     const { step, logger } = hostile('InfiniteLoop');
     const s = await step;
+    expect(s.mode).toBe(inline ? 'inline' : 'isolate-thread');
     await attack(s);
     expect(codes(logger)).toContain(PluginCodes.TIMEOUT);
+    // A call that blocked for the whole CPU limit moved the step off the event loop for good.
+    expect(s.mode).toBe('isolate-thread');
     await recovers(s);
     expect(logger.lines.some((line) => line.message === 'plugin isolate rebuilt')).toBe(true);
     await s.close();
@@ -102,7 +115,7 @@ describe('hostile plugins', () => {
 
   it('unbounded allocation: stopped at the memory limit, denied, isolate rebuilt', async () => {
     const logger = recordingLogger();
-    const s = await createPluginStep({ name: 'Hostile', exportedSymbolName: 'UnboundedAllocation' }, { pluginDir: plugins.dir, logger, memoryLimitMb: 32, cpuTimeoutMs: 2000 });
+    const s = await createPluginStep({ name: 'Hostile', exportedSymbolName: 'UnboundedAllocation' }, { pluginDir: plugins.dir, logger, memoryLimitMb: 32, cpuTimeoutMs: 2000, inline });
     await attack(s, 2);
     expect(codes(logger)).toContain(PluginCodes.OUT_OF_MEMORY);
     await recovers(s);
@@ -243,6 +256,29 @@ describe('hostile plugins', () => {
     expect(await calls()).toBe('2');
     expect(await s.authorize(request({ 'x-misbehave': '1' }))).toEqual(FORBIDDEN);
     await expect.poll(calls, { timeout: 3000 }).toBe('1');
+    await s.close();
+  });
+
+  it('once a plugin has looped, its later loops no longer stall the event loop', async () => {
+    const logger = recordingLogger();
+    // A CPU limit far above any scheduling noise, so an inline call would be unmistakable.
+    const s = await createPluginStep({ name: 'Hostile', exportedSymbolName: 'InfiniteLoop' }, { pluginDir: plugins.dir, logger, cpuTimeoutMs: 300, callTimeoutMs: 3000, inline });
+    await s.authorize(request({ 'x-misbehave': '1' }));
+    expect(s.mode).toBe('isolate-thread');
+    if (inline) expect(logger.lines.find((line) => line.level === 'warn')?.message).toBe('plugin calls block the event loop too long: moved to the isolate thread');
+    await expect.poll(async () => (await s.authorize(request())).allowed, { timeout: 3000 }).toBe(true);
+    let last = performance.now();
+    let worstGap = 0;
+    const ticker = setInterval(() => {
+      const now = performance.now();
+      worstGap = Math.max(worstGap, now - last);
+      last = now;
+    }, 5);
+    const started = performance.now();
+    expect(await s.authorize(request({ 'x-misbehave': '1' }))).toEqual(FORBIDDEN);
+    clearInterval(ticker);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(250); // The loop really ran its 300 ms…
+    expect(worstGap).toBeLessThan(150); // …but not on the event loop.
     await s.close();
   });
 

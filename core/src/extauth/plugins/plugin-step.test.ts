@@ -58,6 +58,41 @@ describe('createPluginStep', () => {
     await step.close();
   });
 
+  it('calls a cheap plugin inline, a heavy one on the isolate thread, and both modes answer alike', async () => {
+    const cheap = await createPluginStep({ name: 'RequiredHeader', config }, { pluginDir: plugins.dir, logger: recordingLogger() });
+    const threaded = await createPluginStep({ name: 'RequiredHeader', config }, { pluginDir: plugins.dir, logger: recordingLogger(), inline: false });
+    for (const step of [cheap, threaded]) {
+      expect(await step.authorize(request({ 'x-key': 'ok' }))).toMatchObject({ allowed: true });
+      expect(await step.authorize(request({ 'x-key': 'no' }))).toMatchObject({ allowed: false, status: 403 });
+    }
+    for (let i = 0; i < 50; i++) await cheap.authorize(request({ 'x-key': 'ok' }));
+    expect(cheap.mode).toBe('inline');
+    expect(threaded.mode).toBe('isolate-thread');
+
+    const logger = recordingLogger();
+    const heavy = await createPluginStep({ name: 'Hostile', exportedSymbolName: 'Heavy', config: { Ms: 8 } }, { pluginDir: plugins.dir, logger });
+    // The first calls of an isolate are not judged (lazy compilation makes them slow); the first one after is.
+    for (let i = 0; i < 20; i++) expect(await heavy.authorize(request())).toMatchObject({ allowed: true });
+    expect(heavy.mode).toBe('inline');
+    expect(await heavy.authorize(request())).toMatchObject({ allowed: true });
+    expect(heavy.mode).toBe('isolate-thread');
+    expect(await heavy.authorize(request())).toMatchObject({ allowed: true });
+    expect(logger.lines.filter((line) => line.level === 'warn')).toEqual([
+      expect.objectContaining({ message: 'plugin calls block the event loop too long: moved to the isolate thread', fields: expect.objectContaining({ plugin: 'Hostile', callCpuMs: expect.any(Number) }) }),
+    ]);
+    await Promise.all([cheap.close(), threaded.close(), heavy.close()]);
+  });
+
+  it('settles a plugin that answers with a promise, inline and on the isolate thread', async () => {
+    for (const inline of [true, false]) {
+      const step = await createPluginStep({ name: 'Hostile', exportedSymbolName: 'AsyncAllow' }, { pluginDir: plugins.dir, logger: recordingLogger(), inline });
+      const decisions = await Promise.all(['/a', '/b', '/c'].map((path) => step.authorize({ ...request(), attributes: { ...request().attributes, request: { http: { ...request().attributes.request.http, path } } } })));
+      expect(decisions.map((d) => (d as { headersToSet: { value: string }[] }).headersToSet[0]!.value)).toEqual(['/a', '/b', '/c']);
+      expect(step.mode).toBe(inline ? 'inline' : 'isolate-thread');
+      await step.close();
+    }
+  });
+
   it('validates its limits', async () => {
     await expect(createPluginStep({ name: 'RequiredHeader', config }, { pluginDir: plugins.dir, logger: recordingLogger(), memoryLimitMb: 4 })).rejects.toMatchObject({
       code: ErrorCodes.BAD_ARGUMENT,

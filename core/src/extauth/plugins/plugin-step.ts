@@ -18,6 +18,12 @@ export interface PluginStepOptions {
   callTimeoutMs?: number;
   /** Wall time for script load + NewConfigInstance + GetAuthService + Start; default 1000. */
   startTimeoutMs?: number;
+  /**
+   * Default true: call the plugin synchronously on the event loop while its calls stay cheap,
+   * moving the step to the isolate's own thread for good once one blocks too long. False: always
+   * call on the isolate's thread.
+   */
+  inline?: boolean;
   /** The auth server's logger (pino). Plugin log lines and failures go here. */
   logger: PluginHostLogger;
 }
@@ -29,6 +35,8 @@ export interface PluginStep extends AuthStep {
   readonly file: string;
   /** The loaded file's metadata; `metadata.contentHash` identifies the build. */
   readonly metadata: PluginMetadata;
+  /** Where calls run now: `inline` (on the event loop) or `isolate-thread`. */
+  readonly mode: 'inline' | 'isolate-thread';
   /** Waits (at most 2 s) for in-flight calls, then frees the isolate. */
   close(): Promise<void>;
 }
@@ -38,6 +46,15 @@ const DENY: () => AuthDecision = () => ({ allowed: false, status: 403, headers: 
 const MAX_BACKOFF_MS = 5000;
 /** close() waits this long for in-flight calls before disposing the isolate. */
 const DRAIN_MS = 2000;
+/**
+ * An inline call that spends more CPU than this, once, moves the step to the isolate's thread
+ * for good: a slow or hostile plugin stalls the event loop at most once.
+ */
+const INLINE_MAX_MS = 5;
+/** Same, for the moving average of inline calls (a steadily heavy plugin). */
+const INLINE_AVERAGE_MS = 0.5;
+/** The first calls of an isolate compile the plugin lazily: only a failing one is judged. */
+const INLINE_WARMUP_CALLS = 20;
 
 function limitsOf(options: PluginStepOptions): SandboxLimits {
   const { memoryLimitMb = 64, cpuTimeoutMs = 50, startTimeoutMs = 1000 } = options;
@@ -66,7 +83,7 @@ export async function createPluginStep(spec: PluginAuthSpec, options: PluginStep
   assertIsolateFlags();
   const file = await loadPluginFile(spec, options.pluginDir);
   const first = await PluginInstance.create(file, spec.config ?? {}, limits, options.logger);
-  return new SandboxedPluginStep(spec, file, first, limits, options.logger);
+  return new SandboxedPluginStep(spec, file, first, limits, options.logger, options.inline ?? true);
 }
 
 class SandboxedPluginStep implements PluginStep {
@@ -87,8 +104,12 @@ class SandboxedPluginStep implements PluginStep {
   private inFlight = 0;
   private closed = false;
   private drained: (() => void) | undefined;
+  private inline: boolean;
+  /** Moving average of how long inline calls block, in ms. */
+  private inlineAverageMs = 0;
 
-  constructor(spec: PluginAuthSpec, file: Awaited<ReturnType<typeof loadPluginFile>>, first: PluginInstance, limits: SandboxLimits, logger: PluginHostLogger) {
+  constructor(spec: PluginAuthSpec, file: Awaited<ReturnType<typeof loadPluginFile>>, first: PluginInstance, limits: SandboxLimits, logger: PluginHostLogger, inline: boolean) {
+    this.inline = inline;
     this.name = spec.name;
     this.file = file.path;
     this.metadata = file.metadata;
@@ -98,12 +119,26 @@ class SandboxedPluginStep implements PluginStep {
     this.create = () => PluginInstance.create(file, spec.config ?? {}, limits, logger);
   }
 
+  get mode(): 'inline' | 'isolate-thread' {
+    return this.inline ? 'inline' : 'isolate-thread';
+  }
+
   async authorize(request: CheckRequest): Promise<AuthDecision> {
     this.inFlight++;
     try {
       const instance = this.instance?.alive ? this.instance : await this.acquire();
       try {
-        const decision = await instance.authorize(JSON.stringify(request));
+        const json = JSON.stringify(request);
+        let pending: Promise<AuthDecision>;
+        if (this.inline) {
+          pending = instance.authorizeInline(json);
+          this.observeInline(instance);
+          // A failed call that burnt CPU (a loop, a huge allocation) moves off the loop even while warming up.
+          pending.catch(() => instance.lastInlineMs > INLINE_MAX_MS && this.moveOffLoop(instance.lastInlineMs));
+        } else {
+          pending = instance.authorize(json);
+        }
+        const decision = await pending;
         this.failures = 0;
         return decision;
       } catch (error) {
@@ -118,6 +153,23 @@ class SandboxedPluginStep implements PluginStep {
       this.inFlight--;
       if (this.inFlight === 0) this.drained?.();
     }
+  }
+
+  /** Moves the step off the event loop when its inline calls cost too much CPU. */
+  private observeInline(instance: PluginInstance): void {
+    if (instance.inlineCalls <= INLINE_WARMUP_CALLS) return;
+    const cpuMs = instance.lastInlineMs;
+    this.inlineAverageMs = 0.9 * this.inlineAverageMs + 0.1 * cpuMs;
+    if (cpuMs > INLINE_MAX_MS || this.inlineAverageMs > INLINE_AVERAGE_MS) this.moveOffLoop(cpuMs);
+  }
+
+  private moveOffLoop(cpuMs: number): void {
+    if (!this.inline) return;
+    this.inline = false;
+    this.logger.warn(
+      { ...this.where, callCpuMs: Math.round(cpuMs * 100) / 100, averageCpuMs: Math.round(this.inlineAverageMs * 100) / 100 },
+      'plugin calls block the event loop too long: moved to the isolate thread',
+    );
   }
 
   /** Stops taking work: waits (bounded) for in-flight calls, then frees the isolate. */
