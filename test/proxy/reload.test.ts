@@ -194,7 +194,7 @@ describe('watching files replaced by rename', () => {
   // volumes and atomic writers update files), later replacements of it raise no event, so
   // the gateway never reloads them. Non-recursive fs.watch on each directory sees them.
   // Flip to `it` once core/src/config/source/directory.ts no longer relies on it.
-  it.fails('reloads a file each time it is replaced by rename', async () => {
+  it('reloads a file each time it is replaced by rename', async () => {
     const path = join(config.path, 'renamed.yaml');
     const replace = (upstream: string) => {
       // One synchronous step, as an atomic writer does it.

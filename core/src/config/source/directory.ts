@@ -1,6 +1,6 @@
-import { watch, type FSWatcher } from 'node:fs';
+import { readdirSync, statSync, watch, type FSWatcher } from 'node:fs';
 import { readFile, readdir, stat } from 'node:fs/promises';
-import { join, relative, sep } from 'node:path';
+import { join, relative, resolve, sep } from 'node:path';
 import { ConfigCodes, type Diagnostic } from '../diagnostic.ts';
 import { parseManifests, type ManifestDocument } from '../manifest.ts';
 
@@ -31,7 +31,12 @@ export async function readManifests(paths: readonly string[]): Promise<SourceRea
     }
   }
   const documents: ManifestDocument[] = [];
+  // A file named directly and also inside a named directory is read once.
+  const seen = new Set<string>();
   for (const file of files) {
+    const real = resolve(file);
+    if (seen.has(real)) continue;
+    seen.add(real);
     let text: string;
     try {
       text = await readFile(file, 'utf8');
@@ -62,11 +67,14 @@ async function listManifestFiles(dir: string): Promise<string[]> {
 }
 
 /**
- * Watches a config directory and calls `onChange` with a fresh read after changes settle
- * (debounced; editors write files in several steps). Reads never overlap.
+ * Watches a config directory tree and calls `onChange` with a fresh read after changes
+ * settle (debounced; editors and deploy tools write files in several steps). Reads never
+ * overlap. Every directory gets its own non-recursive watch: Node's recursive watch on
+ * Linux stops reporting a file once it has been replaced by rename twice, which is how
+ * `kubectl cp`, editors and deploy tools write.
  */
 export class DirectoryWatcher {
-  private watcher: FSWatcher | undefined;
+  private readonly watchers = new Map<string, FSWatcher>();
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> = Promise.resolve();
   private closed = false;
@@ -82,8 +90,34 @@ export class DirectoryWatcher {
 
   /** Starts watching. The caller does the first read itself. */
   start(): void {
-    this.watcher = watch(this.dir, { recursive: true }, () => this.schedule());
-    this.watcher.on('error', () => this.schedule());
+    this.syncWatches();
+  }
+
+  /** Watches every (non-hidden) directory of the tree; drops watches of directories gone. */
+  private syncWatches(): void {
+    const dirs = new Set([this.dir, ...listDirectories(this.dir)]);
+    for (const [dir, watcher] of this.watchers) {
+      if (!dirs.has(dir)) {
+        watcher.close();
+        this.watchers.delete(dir);
+      }
+    }
+    for (const dir of dirs) {
+      if (this.watchers.has(dir)) continue;
+      try {
+        const watcher = watch(dir, (_event, name) => {
+          if (name === null || isRelevant(dir, name)) this.schedule();
+        });
+        watcher.on('error', () => {
+          watcher.close();
+          this.watchers.delete(dir);
+          this.schedule();
+        });
+        this.watchers.set(dir, watcher);
+      } catch {
+        // Removed between listing and watching: the parent's watch reports it.
+      }
+    }
   }
 
   private schedule(): void {
@@ -92,6 +126,7 @@ export class DirectoryWatcher {
     this.timer = setTimeout(() => {
       this.running = this.running.then(async () => {
         if (this.closed) return;
+        this.syncWatches();
         await this.onChange(await readManifests([this.dir]));
       });
     }, this.debounceMs);
@@ -100,7 +135,33 @@ export class DirectoryWatcher {
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.timer);
-    this.watcher?.close();
+    for (const watcher of this.watchers.values()) watcher.close();
+    this.watchers.clear();
     await this.running;
+  }
+}
+
+function listDirectories(root: string): string[] {
+  try {
+    return readdirSync(root, { recursive: true, withFileTypes: true })
+      .filter((e) => e.isDirectory())
+      .map((e) => join(e.parentPath, e.name))
+      .filter((dir) => !relative(root, dir).split(sep).some((part) => part.startsWith('.')));
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * Whether a change to `name` can change the configuration: a manifest, a directory, a
+ * Kubernetes ConfigMap volume swap (`..data`), or something deleted. Other files (a log
+ * written next to the manifests, an editor's swap file) do not trigger a reload.
+ */
+function isRelevant(dir: string, name: string): boolean {
+  if (MANIFEST.test(name) || name.startsWith('..')) return true;
+  try {
+    return statSync(join(dir, name)).isDirectory();
+  } catch {
+    return true;
   }
 }
