@@ -1,10 +1,10 @@
 // Per-call cost of the plugin sandbox (issue 5: "measure the per-call cost"): the same
 // RequiredHeader plugin called in-process (test kit: config decoding, JSON round trip and
 // response validation, no isolate) and through the real host (its own isolate, JSON in and
-// out, CPU timeout armed). Prints numbers only:
+// out, CPU timeout armed), inline and on the isolate thread. Prints numbers only:
 //   node --no-node-snapshot test/bench/plugin-call-cost.ts
 import { fileURLToPath } from 'node:url';
-import { runInProcess, runInSandbox, type PluginHarness } from '@gatehouse/plugin-sdk/testkit';
+import { runInProcess, runInSandbox, type PluginDecision, type PluginHarness } from '@gatehouse/plugin-sdk/testkit';
 import { checkRequest } from '@gatehouse/plugin-sdk/testkit';
 import { RequiredHeader } from '../../plugins/required-header/src/index.ts';
 
@@ -39,9 +39,28 @@ async function measure(harness: PluginHarness, concurrency: number): Promise<{ p
   return { perSec: (done / elapsed) * 1000, meanUs: (elapsed * 1000 * concurrency) / done };
 }
 
+/** The plugin's own Authorize called directly: no copies, no validation (the floor). */
+async function direct(): Promise<PluginHarness> {
+  const ctx = { logger: { debug() {}, info() {}, warn() {}, error() {} } };
+  const service = await RequiredHeader.GetAuthService(ctx, { ...config });
+  return {
+    mode: 'in-process',
+    logs: [],
+    failures: [],
+    authorize: async (): Promise<PluginDecision> => {
+      const response = await service.Authorize(ctx, { CheckRequest: request, State: {} });
+      return response.CheckResponse.status.code === 0 ? { allowed: true, headersToSet: [], headersToRemove: [] } : { allowed: false, status: 403, headers: [], body: '' };
+    },
+    close: async () => {},
+  };
+}
+
+const entry = fileURLToPath(new URL('../../plugins/required-header/src/index.ts', import.meta.url));
 const shapes: [string, PluginHarness][] = [
+  ['direct call (no copies, no checks)', await direct()],
   ['in-process (same plugin, no isolate)', await runInProcess(RequiredHeader, config)],
-  ['sandboxed (isolated-vm host)', await runInSandbox({ entry: fileURLToPath(new URL('../../plugins/required-header/src/index.ts', import.meta.url)), name: 'RequiredHeader', config })],
+  ['sandboxed, inline (default)', await runInSandbox({ entry, name: 'RequiredHeader', config })],
+  ['sandboxed, on the isolate thread', await runInSandbox({ entry, name: 'RequiredHeader', config, inline: false })],
 ];
 console.log(`RequiredHeader Authorize round trip, ${DURATION_MS} ms per row\n`);
 console.log(`${'shape'.padEnd(38)} ${'in flight'.padStart(9)} ${'calls/s'.padStart(10)} ${'µs/call'.padStart(9)}`);
@@ -54,10 +73,16 @@ for (const concurrency of CONCURRENCY) {
   }
 }
 for (const concurrency of CONCURRENCY) {
-  const inProcess = results[`${shapes[0]![0]}@${concurrency}`]!;
-  const sandboxed = results[`${shapes[1]![0]}@${concurrency}`]!;
-  console.log(
-    `${concurrency} in flight: sandboxed/in-process calls/s = ${(sandboxed.perSec / inProcess.perSec).toFixed(3)}×; isolate overhead ≈ ${(1e6 / sandboxed.perSec - 1e6 / inProcess.perSec).toFixed(1)} µs of throughput per call`,
-  );
+  for (const base of [shapes[0]![0], shapes[1]![0]]) {
+    const against = results[`${base}@${concurrency}`]!;
+    for (const [name] of shapes.slice(2)) {
+      const sandboxed = results[`${name}@${concurrency}`]!;
+      console.log(`${concurrency} in flight, ${name} vs ${base}: +${(1e6 / sandboxed.perSec - 1e6 / against.perSec).toFixed(1)} µs per call`);
+    }
+  }
+}
+for (const [name, harness] of shapes) {
+  const moved = 'hostLogs' in harness && (harness.hostLogs as { message: string }[]).some((line) => line.message.includes('moved to the isolate thread'));
+  if (moved) console.log(`note: ${name} was moved to the isolate thread during the run`);
 }
 for (const [, harness] of shapes) await harness.close();

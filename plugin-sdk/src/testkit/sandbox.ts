@@ -20,7 +20,7 @@ interface HostStep {
 interface HostModule {
   createPluginStep(
     spec: { name: string; pluginFileName?: string; exportedSymbolName?: string; config?: Record<string, unknown> },
-    options: { pluginDir: string; memoryLimitMb?: number; cpuTimeoutMs?: number; callTimeoutMs?: number; startTimeoutMs?: number; logger: HostLogger },
+    options: { pluginDir: string; memoryLimitMb?: number; cpuTimeoutMs?: number; callTimeoutMs?: number; startTimeoutMs?: number; inline?: boolean; logger: HostLogger },
   ): Promise<HostStep>;
 }
 
@@ -36,6 +36,8 @@ export interface SandboxOptions {
   cpuTimeoutMs?: number;
   callTimeoutMs?: number;
   startTimeoutMs?: number;
+  /** Default true: inline calls while cheap (as in production); false: always on the isolate thread. */
+  inline?: boolean;
 }
 
 /** A sandboxed harness also says what was built. */
@@ -73,7 +75,7 @@ export async function runInSandbox(options: SandboxOptions): Promise<SandboxHarn
     const logger: HostLogger = { debug: record('debug'), info: record('info'), warn: record('warn'), error: record('error') };
     const step = await host.createPluginStep(
       { name: options.name, ...(options.exportedSymbolName ? { exportedSymbolName: options.exportedSymbolName } : {}), config: options.config ?? {} },
-      { pluginDir: dir, memoryLimitMb: options.memoryLimitMb, cpuTimeoutMs: options.cpuTimeoutMs, callTimeoutMs: options.callTimeoutMs, startTimeoutMs: options.startTimeoutMs, logger },
+      { pluginDir: dir, memoryLimitMb: options.memoryLimitMb, cpuTimeoutMs: options.cpuTimeoutMs, callTimeoutMs: options.callTimeoutMs, startTimeoutMs: options.startTimeoutMs, inline: options.inline, logger },
     );
     return {
       mode: 'sandbox',
