@@ -1,4 +1,5 @@
 import { resourceChecks } from '../config/resource-checks.ts';
+import { lazyGraphQLEndpoints } from '../graphql/lazy-endpoints.ts';
 import { createLogger } from '../log/logger.ts';
 import { runGatewayProcess, type GatewayParts } from '../server/gateway-process.ts';
 import { describeFlags, parseFlags, type FlagDef } from './flags.ts';
@@ -38,8 +39,7 @@ export async function runGateway(argv: string[]): Promise<number | void> {
   await runGatewayProcess({ ...flags, logger, parts });
 }
 
-/** The subsystems every gateway process plugs in (GraphQL, load-time checks). */
+/** The subsystems every gateway process plugs in (GraphQL, load-time checks); each loads on first use. */
 export async function gatewayParts(): Promise<GatewayParts> {
-  const { createGraphQLEndpoints } = await import('../graphql/index.ts');
-  return { checks: await resourceChecks(), graphql: (deps) => createGraphQLEndpoints(deps) };
+  return { checks: resourceChecks, graphql: lazyGraphQLEndpoints };
 }

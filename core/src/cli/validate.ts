@@ -2,7 +2,7 @@ import { formatDiagnostic } from '../config/diagnostic.ts';
 import { readManifests } from '../config/source/directory.ts';
 import { ConfigStore } from '../config/store.ts';
 import { DEFAULT_API_GROUP_DOMAIN } from '../config/schema/kinds.ts';
-import { resourceChecks } from '../config/resource-checks.ts';
+import { kindsOf, resourceChecks } from '../config/resource-checks.ts';
 import { describeFlags, parseFlags, type FlagDef } from './flags.ts';
 
 const FLAGS: readonly FlagDef[] = [
@@ -21,7 +21,7 @@ export async function runValidate(argv: string[]): Promise<number> {
     return values.help ? 0 : 2;
   }
   const read = await readManifests(positionals);
-  const store = new ConfigStore({ apiGroupDomain: values['api-group-domain'] as string, checks: await resourceChecks() });
+  const store = new ConfigStore({ apiGroupDomain: values['api-group-domain'] as string, checks: await resourceChecks(kindsOf(read.documents)) });
   const snapshot = store.load(read.documents, read.diagnostics);
   const lines: string[] = [];
   for (const d of snapshot.diagnostics) lines.push(formatDiagnostic(d));

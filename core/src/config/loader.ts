@@ -4,11 +4,13 @@ import { formatDiagnostic } from './diagnostic.ts';
 import { DirectoryWatcher, readManifests, type SourceRead } from './source/directory.ts';
 import { ConfigStore, type ConfigSnapshot, type ResourceChecks } from './store.ts';
 import { KIND_NAMES } from './schema/kinds.ts';
+import { kindsOf } from './resource-checks.ts';
 
 export interface ConfigLoaderOptions {
   dir: string;
   apiGroupDomain: string;
-  checks?: ResourceChecks;
+  /** Kind checks: given, or loaded for the kinds present in each load. */
+  checks?: ResourceChecks | ((kinds: ReadonlySet<string>) => Promise<ResourceChecks>);
   logger: Logger;
   /** Watch the directory and reload on change (default true). */
   watch?: boolean;
@@ -27,7 +29,7 @@ export class ConfigLoader {
 
   constructor(options: ConfigLoaderOptions) {
     this.options = options;
-    this.store = new ConfigStore({ apiGroupDomain: options.apiGroupDomain, ...(options.checks ? { checks: options.checks } : {}) });
+    this.store = new ConfigStore({ apiGroupDomain: options.apiGroupDomain, ...(typeof options.checks === 'object' ? { checks: options.checks } : {}) });
   }
 
   /** The latest snapshot (undefined before {@link start} resolves). */
@@ -54,6 +56,7 @@ export class ConfigLoader {
   }
 
   private async apply(read: SourceRead): Promise<ConfigSnapshot> {
+    if (typeof this.options.checks === 'function') this.store.addChecks(await this.options.checks(kindsOf(read.documents)));
     const snapshot = this.store.load(read.documents, read.diagnostics);
     this.snapshot = snapshot;
     this.report(snapshot);

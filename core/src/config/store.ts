@@ -71,11 +71,16 @@ export class ConfigStore {
   private generation = 0;
   private lastAccepted = new Map<string, AnyResource>();
   private servedOrder: string[] = [];
-  private readonly checks: ResourceChecks;
+  private checks: ResourceChecks;
 
   constructor(options: { checks?: ResourceChecks; apiGroupDomain: string }) {
     this.checks = options.checks ?? {};
     this.apiGroupDomain = options.apiGroupDomain;
+  }
+
+  /** Adds kind checks (for kinds whose checking code is loaded on demand). */
+  addChecks(checks: ResourceChecks): void {
+    this.checks = { ...this.checks, ...checks };
   }
 
   private readonly apiGroupDomain: string;

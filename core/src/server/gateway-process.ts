@@ -24,8 +24,8 @@ export interface SnapshotFeed {
 
 /** Pluggable parts of a gateway process: each subsystem adds itself here. */
 export interface GatewayParts {
-  /** Load-time checks per kind (e.g. GraphQL schema compilation). */
-  checks?: ResourceChecks;
+  /** Load-time checks per kind (e.g. GraphQL schema compilation), loaded for the kinds present. */
+  checks?: (kinds: ReadonlySet<string>) => Promise<ResourceChecks>;
   /** Builds the GraphQL destination for one traffic process (each worker has its own). */
   graphql?: (deps: { upstreams: UpstreamRegistry; logger: Logger }) => GraphQLEndpoints;
   /**

@@ -1,0 +1,38 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ConfigSnapshot } from '../config/store.ts';
+import type { Logger } from '../log/logger.ts';
+import type { RequestContext } from '../proxy/context.ts';
+import type { GraphQLEndpoints } from '../proxy/destinations.ts';
+import type { UpstreamCluster, UpstreamRegistry } from '../proxy/upstream-cluster.ts';
+
+const NONE: ReadonlySet<UpstreamCluster> = new Set();
+
+/**
+ * {@link GraphQLEndpoints} that load the GraphQL engine (graphql-js, graphql-jit, gRPC;
+ * ~17 MB) only once a GraphQLApi is served, so a gateway that only proxies never pays for it.
+ */
+export function lazyGraphQLEndpoints(deps: { upstreams: UpstreamRegistry; logger: Logger }): GraphQLEndpoints {
+  let inner: GraphQLEndpoints | undefined;
+  let loading: Promise<GraphQLEndpoints> | undefined;
+  let latest: ConfigSnapshot | undefined;
+  const load = () =>
+    (loading ??= import('./endpoints.ts').then(({ createGraphQLEndpoints }) => {
+      inner = createGraphQLEndpoints(deps);
+      if (latest) inner.update(latest);
+      return inner;
+    }));
+  return {
+    update(snapshot) {
+      latest = snapshot;
+      if (inner) inner.update(snapshot);
+      else if ([...snapshot.resources.values()].some((r) => r.kind === 'GraphQLApi')) void load();
+    },
+    async handle(apiKey: string, req: IncomingMessage, res: ServerResponse, ctx: RequestContext) {
+      await (inner ?? (await load())).handle(apiKey, req, res, ctx);
+    },
+    clusters: () => inner?.clusters() ?? NONE,
+    close: async () => {
+      await inner?.close();
+    },
+  };
+}
