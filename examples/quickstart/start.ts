@@ -4,9 +4,10 @@ import { spawn } from 'node:child_process';
 import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
-const CLI = fileURLToPath(new URL('../../core/src/cli/main.ts', import.meta.url));
+const CLI = fileURLToPath(new URL('../../core/bin/gatehouse.js', import.meta.url));
 const CONFIG = join(HERE, 'config');
 
 interface Service {
@@ -32,7 +33,7 @@ for (const file of (await readdir(CONFIG)).filter((f) => /\.ya?ml$/.test(f)).sor
 }
 
 const pluginDir = join(HERE, 'plugins');
-const gateway = spawn(process.execPath, ['--no-node-snapshot', CLI, 'run', '--config-dir', CONFIG, '--plugin-dir', pluginDir, '--host', '127.0.0.1', ...process.argv.slice(2)], {
+const gateway = spawn(process.execPath, [...NODE_FLAGS, CLI, 'run', '--config-dir', CONFIG, '--plugin-dir', pluginDir, '--host', '127.0.0.1', ...process.argv.slice(2)], {
   stdio: ['ignore', 'pipe', 'inherit'],
 });
 let shown = false;

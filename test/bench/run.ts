@@ -10,9 +10,10 @@ import { stringify } from 'yaml';
 import type { BenchContext, BenchGoal, BenchModule, BenchScenario, RunningTarget } from './scenario.ts';
 import { ensureDebianPackages, startNginx, stopChild } from './tools.ts';
 import { WRK_SETTINGS, runWrk, type WrkResult } from './wrk.ts';
+import { NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
-const CLI = fileURLToPath(new URL('../../core/src/cli/main.ts', import.meta.url));
+const CLI = fileURLToPath(new URL('../../core/bin/gatehouse.js', import.meta.url));
 
 async function main(): Promise<void> {
   ensureDebianPackages({ '/usr/bin/wrk': 'wrk', '/usr/sbin/nginx': 'nginx' });
@@ -107,7 +108,7 @@ async function startGatehouseLoggingToFile(workDir: string, files: Record<string
   const logFile = join(dir, 'gatehouse.log');
   const fd = openSync(logFile, 'w');
   const extra = command === 'run' ? ['--extauth-port', '0', '--plugin-dir', join(dir, 'plugins')] : [];
-  const child = spawn(process.execPath, ['--no-node-snapshot', CLI, command, '--config-dir', dir, '--port', '0', '--admin-port', '0', '--host', '127.0.0.1', ...extra, ...args], { stdio: ['ignore', fd, fd] });
+  const child = spawn(process.execPath, [...NODE_FLAGS, CLI, command, '--config-dir', dir, '--port', '0', '--admin-port', '0', '--host', '127.0.0.1', ...extra, ...args], { stdio: ['ignore', fd, fd] });
   closeSync(fd);
   for (let i = 0; i < 200; i++) {
     const text = await readFile(logFile, 'utf8');

@@ -8,8 +8,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeConfigDir, type ConfigDir } from '../support/config-dir.ts';
 import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
 import { authConfig, basic, envoyAuthClient, healthStatus, htpasswdApr1, opensslSha1 } from './support.ts';
+import { NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
 
-const CLI = fileURLToPath(new URL('../../core/src/cli/main.ts', import.meta.url));
+const CLI = fileURLToPath(new URL('../../core/bin/gatehouse.js', import.meta.url));
 const alice = htpasswdApr1('alice', 'wonderland');
 
 /** The CheckRequest an Envoy ext_authz filter sends, with a per-route config_id. */
@@ -109,7 +110,7 @@ describe('gatehouse extauth arguments', () => {
     [['--config-dir', '/nonexistent', '--port', '0'], 'config directory /nonexistent does not exist or is not a directory'],
     [['--config-dir', '/tmp', '--port', 'x'], '--port must be a port number from 0 to 65535, got "x"'],
   ])('%j fails with a clear message and exit code 2', (args, message) => {
-    const result = spawnSync(process.execPath, ['--no-node-snapshot', CLI, 'extauth', ...args], { encoding: 'utf8', env: { ...process.env, GATEHOUSE_CONFIG_DIR: '' } });
+    const result = spawnSync(process.execPath, [...NODE_FLAGS, CLI, 'extauth', ...args], { encoding: 'utf8', env: { ...process.env, GATEHOUSE_CONFIG_DIR: '' } });
     expect(result.status).toBe(2);
     expect(result.stderr).toContain(message);
   });

@@ -5,13 +5,14 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
 import { makeConfigDir, manifests, type ConfigDir } from '../support/config-dir.ts';
 
-const CLI = fileURLToPath(new URL('../../core/src/cli/main.ts', import.meta.url));
+const CLI = fileURLToPath(new URL('../../core/bin/gatehouse.js', import.meta.url));
 
 function gatehouse(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, ['--no-node-snapshot', CLI, ...args], { env: { ...process.env, GATEHOUSE_LOG_LEVEL: 'error' }, timeout: 20_000 }, (error, stdout, stderr) => {
+    execFile(process.execPath, [...NODE_FLAGS, CLI, ...args], { env: { ...process.env, GATEHOUSE_LOG_LEVEL: 'error' }, timeout: 20_000 }, (error, stdout, stderr) => {
       resolve({ code: error ? ((error as { code?: number }).code ?? -1) : 0, stdout, stderr });
     });
   });
@@ -142,7 +143,7 @@ describe.concurrent('gatehouse command line', () => {
 
   it('flags can come from GATEHOUSE_* environment variables', async () => {
     const { code, stderr } = await new Promise<{ code: number; stderr: string }>((resolve) => {
-      execFile(process.execPath, ['--no-node-snapshot', CLI, 'gateway'], { env: { ...process.env, GATEHOUSE_CONFIG_DIR: dir.path, GATEHOUSE_ADMIN_PORT: '99999' } }, (error, _stdout, stderr) =>
+      execFile(process.execPath, [...NODE_FLAGS, CLI, 'gateway'], { env: { ...process.env, GATEHOUSE_CONFIG_DIR: dir.path, GATEHOUSE_ADMIN_PORT: '99999' } }, (error, _stdout, stderr) =>
         resolve({ code: error ? ((error as { code?: number }).code ?? -1) : 0, stderr }),
       );
     });

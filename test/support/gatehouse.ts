@@ -1,7 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
 
-const CLI = fileURLToPath(new URL('../../core/src/cli/main.ts', import.meta.url));
+const CLI = fileURLToPath(new URL('../../core/bin/gatehouse.js', import.meta.url));
 
 export interface GatehouseProcess {
   readonly child: ChildProcess;
@@ -28,7 +29,7 @@ export interface GatehouseProcess {
  */
 export async function startGatehouse(command: 'run' | 'gateway' | 'extauth', args: string[], options: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<GatehouseProcess> {
   const portArgs = command === 'extauth' ? ['--port', '0'] : ['--port', '0', '--admin-port', '0', '--host', '127.0.0.1', ...(command === 'run' ? ['--extauth-port', '0'] : [])];
-  const child = spawn(process.execPath, ['--no-node-snapshot', CLI, command, ...portArgs, ...args], {
+  const child = spawn(process.execPath, [...NODE_FLAGS, CLI, command, ...portArgs, ...args], {
     env: { ...process.env, GATEHOUSE_LOG_LEVEL: 'info', ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -151,7 +151,7 @@ describe('gatehouse install render (process)', () => {
   afterAll(async () => {
     await rm(dir, { recursive: true, force: true });
   });
-  const render = (...args: string[]) => spawnSync(process.execPath, [join(root, 'core/src/cli/main.ts'), 'install', ...args], { encoding: 'utf8', cwd: root });
+  const render = (...args: string[]) => spawnSync(process.execPath, [join(root, 'core/bin/gatehouse.js'), 'install', ...args], { encoding: 'utf8', cwd: root });
 
   it('prints valid manifests for a values file', async () => {
     const file = join(dir, 'values.yaml');

@@ -5,8 +5,9 @@ import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
 import type { BenchContext, BenchModule, BenchScenario, RunningTarget } from '../scenario.ts';
 import { startListening } from '../tools.ts';
+import { NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
 
-const CLI = fileURLToPath(new URL('../../../core/src/cli/main.ts', import.meta.url));
+const CLI = fileURLToPath(new URL('../../../core/bin/gatehouse.js', import.meta.url));
 const AUTHORIZATION = `Basic ${Buffer.from('alice:wonderland').toString('base64')}`;
 
 /** APR1 hash from the real tool, as users write it. */
@@ -63,7 +64,7 @@ export const scenarios: BenchScenario[] = [
       // The same manifests for both processes, as in Kubernetes (one set of CRDs).
       const dir = await mkdtemp(join(ctx.workDir, 'extauth-'));
       await writeFile(join(dir, 'bench.yaml'), files['bench.yaml'].map((d) => stringify(d)).join('---\n'));
-      const extauth = await startListening(process.execPath, ['--no-node-snapshot', CLI, 'extauth', '--config-dir', dir, '--port', '0', '--host', '127.0.0.1']);
+      const extauth = await startListening(process.execPath, [...NODE_FLAGS, CLI, 'extauth', '--config-dir', dir, '--port', '0', '--host', '127.0.0.1']);
       try {
         const target = await ctx.gatehouse(files, ['--access-log', 'false', '--extauth-address', `127.0.0.1:${extauth.port}`], 'gateway');
         return await expectAllowed({

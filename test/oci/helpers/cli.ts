@@ -7,9 +7,9 @@ import { fileURLToPath } from 'node:url';
 const ROOT = fileURLToPath(new URL('../../..', import.meta.url));
 
 const BINS = {
-  'gatehouse-plugin': join(ROOT, 'plugin-sdk/src/cli/main.ts'),
-  'gatehouse-init': join(ROOT, 'init-container/src/cli/main.ts'),
-  gatehouse: join(ROOT, 'core/src/cli/main.ts'),
+  'gatehouse-plugin': join(ROOT, 'plugin-sdk/bin/gatehouse-plugin.js'),
+  'gatehouse-init': join(ROOT, 'init-container/bin/gatehouse-init.js'),
+  gatehouse: join(ROOT, 'core/bin/gatehouse.js'),
 } as const;
 
 export interface RunResult {

@@ -1,0 +1,6 @@
+/** Node flags every Gatehouse process runs with. */
+export declare const NODE_FLAGS: string[];
+/** Runs `<package>/src/<entry>.ts` (or its compiled twin under dist/) from the bin file at `binUrl`. */
+export declare function launch(binUrl: string, entry: string): Promise<void>;
+/** The file `launch` would run. */
+export declare function resolveEntry(binUrl: string, entry: string): string;
