@@ -25,5 +25,8 @@ for (const ws of WORKSPACES) {
   // A dependency installed inside the workspace (a version conflict) must be found first.
   if (existsSync(join(ROOT, ws, 'node_modules'))) await symlink(join('..', '..', ws, 'node_modules'), join(DIST, ws, 'node_modules'));
 }
+// The plugin sandbox's runtime, bundled once here instead of by every auth server at startup.
+const { bundleRuntimeScript, PREBUILT_RUNTIME_FILE } = await import('../../plugin-sdk/src/runtime/runtime-script.ts');
+await writeFile(join(DIST, 'plugin-sdk/src/runtime', PREBUILT_RUNTIME_FILE), await bundleRuntimeScript());
 // The launchers compare this stamp with the sources' mtimes.
 await writeFile(join(DIST, '.build-stamp'), `${new Date().toISOString()}\n`);

@@ -16,7 +16,7 @@ export const NODE_FLAGS = ['--no-node-snapshot', '--max-semi-space-size=2'];
 const SOURCE_DIRS = ['core/src', 'plugin-sdk/src', 'init-container/src'];
 
 /**
- * Runs `<package>/src/<entry>.ts` (or its compiled twin) from the bin file at `binUrl`.
+ * Runs `main(argv)` of `<package>/src/<entry>.ts` (or its compiled twin) for the bin file at `binUrl`.
  * Missing Node flags are added by re-executing in place (same pid, no wrapper process).
  */
 export async function launch(binUrl, entry) {
@@ -24,7 +24,11 @@ export async function launch(binUrl, entry) {
   if (missing.length > 0 && typeof process.execve === 'function') {
     process.execve(process.execPath, [process.execPath, ...missing, ...process.execArgv, process.argv[1], ...process.argv.slice(2)], process.env);
   }
-  await import(pathToFileURL(resolveEntry(binUrl, entry)).href);
+  // Every CLI module exports `main(argv)`: a number is the exit code; a negative one (or
+  // none) means the command keeps running (a server).
+  const { main } = await import(pathToFileURL(resolveEntry(binUrl, entry)).href);
+  const code = await main(process.argv.slice(2));
+  if (typeof code === 'number' && code >= 0) process.exitCode = code;
 }
 
 /** The file to run: dist/<pkg>/src/<entry>.js when built from the current sources, else the .ts source. */

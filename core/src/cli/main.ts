@@ -1,5 +1,5 @@
-#!/usr/bin/env -S node --no-node-snapshot
-// `--no-node-snapshot`: isolated-vm (auth plugins) cannot run on Node 20+ without it.
+// The `gatehouse` command. Started through core/bin/gatehouse.js, which picks the compiled
+// or the source tree and the Node flags.
 import { GatehouseError } from '../errors.ts';
 import { flushLogs } from '../log/logger.ts';
 
@@ -20,53 +20,46 @@ type Command = (argv: string[]) => Promise<number | void>;
 const COMMANDS: Record<string, () => Promise<Command>> = {
   run: async () => (await import('./run.ts')).runRun,
   gateway: async () => (await import('./gateway.ts')).runGateway,
+  extauth: async () => (await import('./extauth.ts')).runExtAuth,
   validate: async () => (await import('./validate.ts')).runValidate,
   version: async () => (await import('./version.ts')).runVersion,
+  install: async () => (await import('./install.ts')).runInstall,
 };
 
-/** Extra commands provided by other subsystems once present (extauth, install). */
-const OPTIONAL: Record<string, { module: string; export: string }> = {
-  extauth: { module: './extauth.ts', export: 'runExtAuth' },
-  install: { module: './install.ts', export: 'runInstall' },
-};
+/**
+ * Runs one command; resolves with its exit code, or -1 while a server command keeps running.
+ * Fatal errors are printed and end the process (servers may already hold open handles).
+ */
+export async function main(argv: string[]): Promise<number> {
+  try {
+    return await dispatch(argv);
+  } catch (error) {
+    if (error instanceof GatehouseError) process.stderr.write(`gatehouse: ${error.message} [${error.code}]\n`);
+    else process.stderr.write(`gatehouse: ${(error as Error)?.stack ?? String(error)}\n`);
+    flushLogs();
+    process.exit(2);
+  }
+}
 
-async function main(argv: string[]): Promise<number> {
+async function dispatch(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
   if (!name || name === '--help' || name === '-h' || name === 'help') {
     process.stdout.write(`${USAGE}\n`);
     return name ? 0 : 2;
   }
-  let command: Command | undefined;
-  if (COMMANDS[name]) command = await COMMANDS[name]();
-  else if (OPTIONAL[name]) {
-    const spec = OPTIONAL[name];
-    const module = (await import(spec.module).catch(() => undefined)) as Record<string, Command> | undefined;
-    command = module?.[spec.export];
-    if (!command) {
-      process.stderr.write(`gatehouse: "${name}" is not available in this build\n`);
-      return 2;
-    }
-  }
-  if (!command) {
+  const load = COMMANDS[name];
+  if (!load) {
     process.stderr.write(`gatehouse: unknown command "${name}"\n\n${USAGE}\n`);
     return 2;
   }
-  const code = await command(rest);
+  const code = await (await load())(rest);
   // A long-running command (run, gateway, extauth) returns undefined and keeps the process alive.
-  return code ?? -1;
+  if (code === undefined) return -1;
+  flushLogs();
+  return code;
 }
 
-main(process.argv.slice(2)).then(
-  (code) => {
-    if (code >= 0) {
-      flushLogs();
-      process.exitCode = code;
-    }
-  },
-  (error: unknown) => {
-    if (error instanceof GatehouseError) process.stderr.write(`gatehouse: ${error.message} [${error.code}]\n`);
-    else process.stderr.write(`gatehouse: ${(error as Error)?.stack ?? String(error)}\n`);
-    flushLogs();
-    process.exit(2);
-  },
-);
+if (import.meta.main) {
+  const code = await main(process.argv.slice(2));
+  if (code >= 0) process.exitCode = code;
+}

@@ -36,19 +36,9 @@ async function build(argv: string[], io: Io): Promise<number> {
 }
 
 /** `gatehouse-plugin image …` lives in ./image.ts (OCI tooling); loaded only when asked for. */
-async function image(argv: string[], io: Io): Promise<number> {
-  let module: { runImageCommand?: (argv: string[]) => Promise<number> };
-  try {
-    module = (await import(new URL('./image.ts', import.meta.url).href)) as typeof module;
-  } catch (error) {
-    io.err(`gatehouse-plugin image: the image commands are not available in this build (${(error as Error).message})`);
-    return 1;
-  }
-  if (typeof module.runImageCommand !== 'function') {
-    io.err('gatehouse-plugin image: the image commands are not available in this build (./image.ts exports no runImageCommand)');
-    return 1;
-  }
-  return module.runImageCommand(argv);
+async function image(argv: string[]): Promise<number> {
+  const { runImageCommand } = await import('./image.ts');
+  return runImageCommand(argv);
 }
 
 /** Runs the CLI; returns the exit code (0 ok, 1 failure, 2 usage error). */
@@ -59,7 +49,7 @@ export async function main(argv: string[], io: Io = stdio): Promise<number> {
       case 'build':
         return await build(rest, io);
       case 'image':
-        return await image(rest, io);
+        return await image(rest);
       case 'version':
         io.out(GATEWAY_VERSION);
         return 0;
