@@ -11,17 +11,18 @@ import { decodeConfig } from './decode-config.ts';
 /** Host callback: fire-and-forget, arguments copied out. `fields` is JSON (maybe truncated). */
 export type HostLog = (level: 'debug' | 'info' | 'warn' | 'error', message: string, fields: string | undefined) => void;
 
-/** What the host calls. Every method resolves to a JSON-encoded {@link Outcome}. */
+/** What the host calls. Every method answers with a JSON-encoded {@link Outcome}. */
 export interface RuntimeApi {
   init(symbol: string, globalName: string, configJson: string): Promise<string>;
   start(): Promise<string>;
-  authorize(requestJson: string): string | Promise<string>;
-  authorizeInline(requestJson: string): string;
-  settle(id: number): Promise<string>;
+  /** An outcome, or `{pending: id}` when the plugin answered with a promise. */
+  authorize(requestJson: string): string;
+  /** The outcome of a pending call. */
+  settle(id: number): string;
 }
 
 /** Stages name where a failure happened, so the host can pick the error code. */
-export type Stage = 'export' | 'new-config' | 'config' | 'get-auth-service' | 'start' | 'authorize' | 'response';
+export type Stage = 'export' | 'new-config' | 'config' | 'get-auth-service' | 'start' | 'authorize' | 'unsettled' | 'response';
 export type Outcome = { ok: true; response?: unknown } | { ok: false; stage: Stage; error: string } | { pending: number };
 
 /** Log lines a plugin may write per host call; more are dropped (a loop must not flood the log). */
@@ -80,6 +81,7 @@ export function install(hostLog: HostLog): RuntimeApi {
   const fails = (stage: Stage, error: string): string => stringify({ ok: false, stage, error });
 
   const resolve = Promise.resolve.bind(Promise) as <T>(value: T) => Promise<Awaited<T>>;
+  const promiseThen = Promise.prototype.then;
   // Reading `then` may run a hostile getter: callers catch.
   const isThenable = (value: unknown): value is PromiseLike<unknown> =>
     (typeof value === 'object' || typeof value === 'function') && value !== null && typeof (value as { then?: unknown }).then === 'function';
@@ -95,7 +97,7 @@ export function install(hostLog: HostLog): RuntimeApi {
   };
 
   let service: AuthService | undefined;
-  const pending = new Map<number, Promise<string>>();
+  const pending = new Map<number, { done: boolean; value: string }>();
   let lastPending = 0;
 
   /** Calls Authorize: the answer (a JSON outcome) now, or later (the plugin's promise, settled to one). */
@@ -105,7 +107,7 @@ export function install(hostLog: HostLog): RuntimeApi {
     try {
       const result = service.Authorize(ctx, { CheckRequest: parse(requestJson), State: {} });
       if (!isThenable(result)) return { now: answer(result) };
-      return { later: resolve(result).then(answer, (error: unknown) => failed('authorize', error)) };
+      return { later: promiseThen.call(resolve(result), answer, (error: unknown) => failed('authorize', error)) as Promise<string> };
     } catch (error) {
       return { now: failed('authorize', error) };
     }
@@ -158,27 +160,29 @@ export function install(hostLog: HostLog): RuntimeApi {
       return stringify({ ok: true });
     },
 
-    // Not async: a plugin that answers synchronously (most do) gets its answer out without a
-    // promise round trip.
-    authorize(requestJson: string): string | Promise<string> {
-      const result = call(requestJson);
-      return 'now' in result ? result.now : result.later;
-    },
-
-    // For the host's inline (synchronous) calls: never returns a promise, which could not
-    // cross a synchronous call. A pending answer is parked and fetched with settle(id).
-    authorizeInline(requestJson: string): string {
+    // Never returns a promise: the host may call it synchronously (inline), and a plugin's
+    // promise is parked and fetched with settle(id) in a second call.
+    authorize(requestJson: string): string {
       const result = call(requestJson);
       if ('now' in result) return result.now;
       const id = ++lastPending;
-      pending.set(id, result.later);
+      const entry = { done: false, value: '' };
+      pending.set(id, entry);
+      // `later` never rejects: the handlers in call() turn everything into an outcome.
+      void promiseThen.call(result.later, (value: unknown) => {
+        entry.done = true;
+        entry.value = value as string;
+      });
       return stringify({ pending: id });
     },
 
-    settle(id: number): Promise<string> {
-      const parked = pending.get(id);
+    // Called after authorize's call has ended, so its microtasks have run. Nothing in the
+    // sandbox can settle a promise later (no timers, no I/O): one still pending never will.
+    settle(id: number): string {
+      const entry = pending.get(id);
       pending.delete(id);
-      return parked ?? resolve(fails('authorize', `no pending call ${id}`));
+      if (!entry) return fails('authorize', `no pending call ${id}`);
+      return entry.done ? entry.value : fails('unsettled', 'Authorize returned a promise that never settles (the sandbox has no timers or I/O: a promise still pending after the call never will)');
     },
   });
 }

@@ -20,7 +20,7 @@ export interface SandboxLimits {
   memoryLimitMb: number;
   /** Time an Authorize call may run on the isolate's thread. */
   cpuTimeoutMs: number;
-  /** Wall time for an Authorize call to settle (covers promises that never resolve). */
+  /** Safety net: wall time after which a call on the isolate's thread counts as hung. */
   callTimeoutMs: number;
   /** Wall time for loading the script, NewConfigInstance, GetAuthService and Start together. */
   startTimeoutMs: number;
@@ -32,9 +32,8 @@ const LEVELS = new Set(['debug', 'info', 'warn', 'error']);
 
 /** References to the runtime's entry points inside the isolate. */
 interface RuntimeRefs {
-  authorize: ivm.Reference<(json: string) => string | Promise<string>>;
-  authorizeInline: ivm.Reference<(json: string) => string>;
-  settle: ivm.Reference<(id: number) => Promise<string>>;
+  authorize: ivm.Reference<(json: string) => string>;
+  settle: ivm.Reference<(id: number) => string>;
 }
 
 /** Why one Authorize call failed; the step logs it and rebuilds the isolate. */
@@ -58,6 +57,8 @@ export class PluginInstance {
   lastInlineMs = 0;
   /** Inline calls made on this isolate (the first ones pay for lazy compilation). */
   inlineCalls = 0;
+  /** Calls on the isolate's thread still waiting for an answer. */
+  queued = 0;
 
   private constructor(isolate: ivm.Isolate, api: RuntimeRefs, limits: SandboxLimits) {
     this.isolate = isolate;
@@ -166,7 +167,6 @@ export class PluginInstance {
 
     const refs = await guard('the sandbox runtime', async () => ({
       authorize: (await api.get('authorize', { reference: true })) as RuntimeRefs['authorize'],
-      authorizeInline: (await api.get('authorizeInline', { reference: true })) as RuntimeRefs['authorizeInline'],
       settle: (await api.get('settle', { reference: true })) as RuntimeRefs['settle'],
     }));
     api.release();
@@ -174,42 +174,35 @@ export class PluginInstance {
   }
 
   /**
-   * Runs Authorize on the isolate's own thread (an asynchronous call): the event loop never
+   * Runs Authorize on the isolate's own thread (asynchronous calls): the event loop never
    * waits for the plugin. Rejects with a {@link PluginCallError} on any failure.
    */
   async authorize(requestJson: string): Promise<PluginDecision> {
     this.assertAlive();
-    return this.decide(await this.callAsync(this.api.authorize, [requestJson]));
+    this.queued++;
+    try {
+      const outcome = this.outcomeOf(await this.callAsync(this.api.authorize, [requestJson]));
+      return this.decisionOf('pending' in outcome ? this.settledOf(await this.callAsync(this.api.settle, [outcome.pending])) : outcome);
+    } finally {
+      this.queued--;
+    }
   }
 
   /**
    * Runs Authorize synchronously on this thread (several times cheaper than a call to the
-   * isolate's thread) and records the CPU time that took in {@link lastInlineMs}. A plugin that
-   * answers with a promise is settled asynchronously. Rejects with a {@link PluginCallError}.
+   * isolate's thread) and records the CPU time that took in {@link lastInlineMs}.
+   * Throws a {@link PluginCallError} on any failure.
    */
-  authorizeInline(requestJson: string): Promise<PluginDecision> {
-    try {
-      this.assertAlive();
-    } catch (error) {
-      return Promise.reject(error);
-    }
+  authorizeInline(requestJson: string): PluginDecision {
+    this.assertAlive();
     // CPU time, not wall time: the plugin's share of the blocking, not the scheduler's.
     const started = this.isolate.cpuTime;
     this.inlineCalls++;
-    let json: unknown;
     try {
-      json = this.api.authorizeInline.applySync(undefined, [requestJson], { timeout: this.limits.cpuTimeoutMs });
-    } catch (error) {
+      const outcome = this.outcomeOf(this.callSync(this.api.authorize, [requestJson]));
+      return this.decisionOf('pending' in outcome ? this.settledOf(this.callSync(this.api.settle, [outcome.pending])) : outcome);
+    } finally {
       this.lastInlineMs = this.isolate.isDisposed ? this.limits.cpuTimeoutMs : Number(this.isolate.cpuTime - started) / 1e6;
-      return Promise.reject(this.callError(error, false));
-    }
-    this.lastInlineMs = Number(this.isolate.cpuTime - started) / 1e6;
-    try {
-      const outcome = this.outcomeOf(json);
-      if ('pending' in outcome) return this.callAsync(this.api.settle, [outcome.pending]).then((settled) => this.decide(settled));
-      return Promise.resolve(this.decisionOf(outcome));
-    } catch (error) {
-      return Promise.reject(error);
     }
   }
 
@@ -217,15 +210,28 @@ export class PluginInstance {
     if (!this.alive) throw new PluginCallError(PluginCodes.UNAVAILABLE, `the isolate is gone (${this.deadReason ?? 'disposed'})`);
   }
 
-  /** An asynchronous call into the isolate, bounded by the CPU limit and by the call timeout (wall clock). */
-  private async callAsync<A extends unknown[]>(ref: ivm.Reference<(...args: A) => unknown>, args: A): Promise<unknown> {
+  /** A synchronous call into the isolate, bounded by the CPU limit. */
+  private callSync<A extends unknown[]>(ref: ivm.Reference<(...args: A) => string>, args: A): unknown {
+    try {
+      return ref.applySync(undefined, args as never, { timeout: this.limits.cpuTimeoutMs });
+    } catch (error) {
+      throw this.callError(error, false);
+    }
+  }
+
+  /**
+   * An asynchronous call into the isolate, bounded by the CPU limit. The wall-clock timer is a
+   * safety net only: calls wait in the isolate's queue (at most the step's queue limit, each at
+   * most the CPU limit), and no call can wait on anything else.
+   */
+  private async callAsync<A extends unknown[]>(ref: ivm.Reference<(...args: A) => string>, args: A): Promise<unknown> {
     let expired = false;
     const timer = setTimeout(() => {
       expired = true;
-      this.dispose('a call did not settle in time');
+      this.dispose('a call did not return in time');
     }, this.limits.callTimeoutMs);
     try {
-      return await ref.apply(undefined, args as never, { timeout: this.limits.cpuTimeoutMs, result: { promise: true } });
+      return await ref.apply(undefined, args as never, { timeout: this.limits.cpuTimeoutMs });
     } catch (error) {
       throw this.callError(error, expired);
     } finally {
@@ -237,17 +243,18 @@ export class PluginInstance {
   private callError(error: unknown, expired: boolean): PluginCallError {
     const { cpuTimeoutMs, callTimeoutMs, memoryLimitMb } = this.limits;
     const message = describeError(error);
-    if (expired) return new PluginCallError(PluginCodes.TIMEOUT, `Authorize did not settle within ${callTimeoutMs} ms (a promise that never resolves?)`, { cause: error });
+    if (expired) return new PluginCallError(PluginCodes.TIMEOUT, `Authorize did not return within ${callTimeoutMs} ms`, { cause: error });
     if (message.includes('memory limit')) return new PluginCallError(PluginCodes.OUT_OF_MEMORY, `Authorize ran out of the ${memoryLimitMb} MB memory limit`, { cause: error });
     if (message.includes('Script execution timed out')) return new PluginCallError(PluginCodes.TIMEOUT, `Authorize ran longer than the ${cpuTimeoutMs} ms CPU limit`, { cause: error });
     if (this.isolate.isDisposed) return new PluginCallError(PluginCodes.UNAVAILABLE, `the isolate was replaced while the call waited (${this.deadReason ?? 'disposed'})`, { cause: error });
     return new PluginCallError(PluginCodes.THREW, `Authorize failed: ${message}`, { cause: error });
   }
 
-  private decide(json: unknown): PluginDecision {
+  /** The answer to settle(): an outcome, never another pending call. */
+  private settledOf(json: unknown): Exclude<Outcome, { pending: number }> {
     const outcome = this.outcomeOf(json);
     if ('pending' in outcome) throw new PluginCallError(PluginCodes.BAD_RESPONSE, 'the sandbox answered with a pending call where an answer was due');
-    return this.decisionOf(outcome);
+    return outcome;
   }
 
   private outcomeOf(json: unknown): Outcome {
@@ -261,8 +268,9 @@ export class PluginInstance {
 
   private decisionOf(outcome: Exclude<Outcome, { pending: number }>): PluginDecision {
     if (!outcome.ok) {
-      const code = outcome.stage === 'authorize' ? PluginCodes.THREW : PluginCodes.BAD_RESPONSE;
-      throw new PluginCallError(code, outcome.stage === 'authorize' ? `Authorize threw: ${outcome.error}` : `bad response: ${outcome.error}`);
+      if (outcome.stage === 'authorize') throw new PluginCallError(PluginCodes.THREW, `Authorize threw: ${outcome.error}`);
+      if (outcome.stage === 'unsettled') throw new PluginCallError(PluginCodes.TIMEOUT, outcome.error);
+      throw new PluginCallError(PluginCodes.BAD_RESPONSE, `bad response: ${outcome.error}`);
     }
     try {
       return toDecision(outcome.response);

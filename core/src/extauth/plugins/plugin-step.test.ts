@@ -71,8 +71,9 @@ describe('createPluginStep', () => {
 
     const logger = recordingLogger();
     const heavy = await createPluginStep({ name: 'Hostile', exportedSymbolName: 'Heavy', config: { Ms: 8 } }, { pluginDir: plugins.dir, logger });
-    // The first calls of an isolate are not judged (lazy compilation makes them slow); the first one after is.
-    for (let i = 0; i < 20; i++) expect(await heavy.authorize(request())).toMatchObject({ allowed: true });
+    // The first calls of an isolate are not judged (lazy compilation makes them slow); after
+    // that, a third slow call (one or two may be the isolate's GC) moves the step.
+    for (let i = 0; i < 22; i++) expect(await heavy.authorize(request())).toMatchObject({ allowed: true });
     expect(heavy.mode).toBe('inline');
     expect(await heavy.authorize(request())).toMatchObject({ allowed: true });
     expect(heavy.mode).toBe('isolate-thread');
@@ -91,6 +92,23 @@ describe('createPluginStep', () => {
       expect(step.mode).toBe(inline ? 'inline' : 'isolate-thread');
       await step.close();
     }
+  });
+
+  it('on the isolate thread, denies at once what would wait behind queueLimit calls', async () => {
+    const logger = recordingLogger();
+    const step = await createPluginStep({ name: 'Hostile', exportedSymbolName: 'Heavy', config: { Ms: 20 } }, { pluginDir: plugins.dir, logger, inline: false, queueLimit: 2 });
+    const started = performance.now();
+    const decisions = await Promise.all(Array.from({ length: 6 }, () => step.authorize(request())));
+    expect(decisions.filter((d) => d.allowed)).toHaveLength(2);
+    expect(decisions.filter((d) => !d.allowed && d.status === 403)).toHaveLength(4);
+    expect(performance.now() - started).toBeLessThan(1000);
+    expect(logger.lines.filter((line) => line.fields.code === PluginCodes.UNAVAILABLE)).toEqual([
+      expect.objectContaining({ message: 'plugin auth denied requests: the plugin is overloaded', fields: expect.objectContaining({ cause: 'overloaded: 2 calls already wait for the plugin' }) }),
+    ]);
+    // Overload is not a plugin failure: nothing was rebuilt, and the queue drains.
+    expect(logger.lines.some((line) => line.message === 'plugin isolate rebuilt')).toBe(false);
+    expect(await step.authorize(request())).toMatchObject({ allowed: true });
+    await step.close();
   });
 
   it('validates its limits', async () => {

@@ -14,7 +14,16 @@ export interface PluginStepOptions {
   memoryLimitMb?: number;
   /** Per-call CPU time limit for Authorize, default 50 (SPEC 5.2). */
   cpuTimeoutMs?: number;
-  /** Wall time for an Authorize promise to settle; default max(500, 10 × cpuTimeoutMs): the sandbox has no I/O, so only queueing can make a sound call wait. */
+  /**
+   * Calls allowed to wait for the isolate's thread; more are denied at once (overload).
+   * Default 64. Inline calls never wait.
+   */
+  queueLimit?: number;
+  /**
+   * Safety net: a call on the isolate's thread that has not returned after this long counts as
+   * hung and the isolate is rebuilt. Default queueLimit × cpuTimeoutMs + 1000 (the longest a
+   * sound call can wait: the sandbox has no I/O and a promise must settle within its call).
+   */
   callTimeoutMs?: number;
   /** Wall time for script load + NewConfigInstance + GetAuthService + Start; default 1000. */
   startTimeoutMs?: number;
@@ -47,18 +56,21 @@ const MAX_BACKOFF_MS = 5000;
 /** close() waits this long for in-flight calls before disposing the isolate. */
 const DRAIN_MS = 2000;
 /**
- * An inline call that spends more CPU than this, once, moves the step to the isolate's thread
- * for good: a slow or hostile plugin stalls the event loop at most once.
+ * Inline calls that spend more CPU than this move the step to the isolate's thread for good:
+ * at once when the call failed (a loop, a huge allocation), on the third within
+ * {@link INLINE_SLOW_WINDOW} calls otherwise (a lone one is usually the isolate's GC).
  */
 const INLINE_MAX_MS = 5;
+const INLINE_SLOW_CALLS = 3;
+const INLINE_SLOW_WINDOW = 1000;
 /** Same, for the moving average of inline calls (a steadily heavy plugin). */
 const INLINE_AVERAGE_MS = 0.5;
 /** The first calls of an isolate compile the plugin lazily: only a failing one is judged. */
 const INLINE_WARMUP_CALLS = 20;
 
-function limitsOf(options: PluginStepOptions): SandboxLimits {
-  const { memoryLimitMb = 64, cpuTimeoutMs = 50, startTimeoutMs = 1000 } = options;
-  const callTimeoutMs = options.callTimeoutMs ?? Math.max(500, 10 * cpuTimeoutMs);
+function limitsOf(options: PluginStepOptions): SandboxLimits & { queueLimit: number } {
+  const { memoryLimitMb = 64, cpuTimeoutMs = 50, startTimeoutMs = 1000, queueLimit = 64 } = options;
+  const callTimeoutMs = options.callTimeoutMs ?? queueLimit * cpuTimeoutMs + 1000;
   const check = (name: string, value: number, min: number) => {
     if (!Number.isFinite(value) || value < min) throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, `plugin host: ${name} must be a number ≥ ${min}, got ${value}`);
   };
@@ -66,7 +78,8 @@ function limitsOf(options: PluginStepOptions): SandboxLimits {
   check('cpuTimeoutMs', cpuTimeoutMs, 1);
   check('callTimeoutMs', callTimeoutMs, 1);
   check('startTimeoutMs', startTimeoutMs, 1);
-  return { memoryLimitMb, cpuTimeoutMs, callTimeoutMs, startTimeoutMs };
+  check('queueLimit', queueLimit, 1);
+  return { memoryLimitMb, cpuTimeoutMs, callTimeoutMs, startTimeoutMs, queueLimit };
 }
 
 /**
@@ -105,11 +118,20 @@ class SandboxedPluginStep implements PluginStep {
   private closed = false;
   private drained: (() => void) | undefined;
   private inline: boolean;
-  /** Moving average of how long inline calls block, in ms. */
+  /** Moving average of the CPU time of inline calls, in ms. */
   private inlineAverageMs = 0;
+  private inlineCalls = 0;
+  /** `inlineCalls` at each recent slow call. */
+  private slowCalls: number[] = [];
 
-  constructor(spec: PluginAuthSpec, file: Awaited<ReturnType<typeof loadPluginFile>>, first: PluginInstance, limits: SandboxLimits, logger: PluginHostLogger, inline: boolean) {
+  private readonly queueLimit: number;
+  /** Overload denials not logged yet (logged at most once a second). */
+  private overloaded = 0;
+  private overloadLoggedAt = -Infinity;
+
+  constructor(spec: PluginAuthSpec, file: Awaited<ReturnType<typeof loadPluginFile>>, first: PluginInstance, limits: SandboxLimits & { queueLimit: number }, logger: PluginHostLogger, inline: boolean) {
     this.inline = inline;
+    this.queueLimit = limits.queueLimit;
     this.name = spec.name;
     this.file = file.path;
     this.metadata = file.metadata;
@@ -127,18 +149,22 @@ class SandboxedPluginStep implements PluginStep {
     this.inFlight++;
     try {
       const instance = this.instance?.alive ? this.instance : await this.acquire();
+      if (!this.inline && instance.queued >= this.queueLimit) return this.overload();
       try {
         const json = JSON.stringify(request);
-        let pending: Promise<AuthDecision>;
+        let decision: AuthDecision;
         if (this.inline) {
-          pending = instance.authorizeInline(json);
+          try {
+            decision = instance.authorizeInline(json);
+          } catch (error) {
+            // A failed call that burnt CPU (a loop, a huge allocation) moves off the loop even while warming up.
+            if (instance.lastInlineMs > INLINE_MAX_MS) this.moveOffLoop(instance.lastInlineMs);
+            throw error;
+          }
           this.observeInline(instance);
-          // A failed call that burnt CPU (a loop, a huge allocation) moves off the loop even while warming up.
-          pending.catch(() => instance.lastInlineMs > INLINE_MAX_MS && this.moveOffLoop(instance.lastInlineMs));
         } else {
-          pending = instance.authorize(json);
+          decision = await instance.authorize(json);
         }
-        const decision = await pending;
         this.failures = 0;
         return decision;
       } catch (error) {
@@ -155,12 +181,33 @@ class SandboxedPluginStep implements PluginStep {
     }
   }
 
+  /** Denies a call that would wait behind `queueLimit` others; logs at most once a second. */
+  private overload(): AuthDecision {
+    this.overloaded++;
+    const now = performance.now();
+    if (now - this.overloadLoggedAt >= 1000) {
+      this.logger.error(
+        { ...this.where, code: PluginCodes.UNAVAILABLE, cause: `overloaded: ${this.queueLimit} calls already wait for the plugin`, denied: this.overloaded },
+        'plugin auth denied requests: the plugin is overloaded',
+      );
+      this.overloadLoggedAt = now;
+      this.overloaded = 0;
+    }
+    return DENY();
+  }
+
   /** Moves the step off the event loop when its inline calls cost too much CPU. */
   private observeInline(instance: PluginInstance): void {
     if (instance.inlineCalls <= INLINE_WARMUP_CALLS) return;
     const cpuMs = instance.lastInlineMs;
-    this.inlineAverageMs = 0.9 * this.inlineAverageMs + 0.1 * cpuMs;
-    if (cpuMs > INLINE_MAX_MS || this.inlineAverageMs > INLINE_AVERAGE_MS) this.moveOffLoop(cpuMs);
+    this.inlineCalls++;
+    // About a 100-call window: one spike barely moves it.
+    this.inlineAverageMs = 0.99 * this.inlineAverageMs + 0.01 * cpuMs;
+    if (cpuMs > INLINE_MAX_MS) {
+      this.slowCalls = [...this.slowCalls.filter((at) => this.inlineCalls - at < INLINE_SLOW_WINDOW), this.inlineCalls];
+      if (this.slowCalls.length >= INLINE_SLOW_CALLS) this.moveOffLoop(cpuMs);
+    }
+    if (this.inlineAverageMs > INLINE_AVERAGE_MS) this.moveOffLoop(cpuMs);
   }
 
   private moveOffLoop(cpuMs: number): void {
