@@ -24,6 +24,8 @@ export function forward(req: IncomingMessage, res: ServerResponse, ctx: RequestC
   const hasBody = (headers['content-length'] !== undefined && headers['content-length'] !== '0') || headers['transfer-encoding'] !== undefined;
   // Only a request with no body can be replayed: a streamed body is consumed by the first try.
   const retries = route.retry && !hasBody && IDEMPOTENT.has(req.method!) ? route.retry.numRetries : 0;
+  // A client that already left (during auth, say) gets no upstream request: its 'close' has fired.
+  if (res.destroyed) return;
   const exchange: Exchange = { req, res, ctx, route, cluster, path, hasBody, current: undefined };
   res.once('close', () => {
     // The client went away before the response finished: stop the upstream request.
@@ -104,6 +106,8 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
     if (this.abandoned) return;
     const res = this.x.res;
     if (!res.write(chunk)) {
+      // A destroyed response never drains: stop the upstream request instead of pausing it forever.
+      if (res.destroyed) return controller.abort(new Error('downstream closed'));
       controller.pause();
       res.once('drain', () => controller.resume());
     }

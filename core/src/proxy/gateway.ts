@@ -123,6 +123,8 @@ export class Gateway {
     if (!route.auth) return this.dispatch(req, res, ctx, route, upstreamPath);
     this.authorize(req, ctx, route.auth).then(
       (decision) => {
+        // The client left while auth ran: nothing to answer, and nothing to send upstream.
+        if (res.destroyed) return;
         if (!decision.allowed) return sendDenial(res, decision);
         const effective = applyAllowed(headers, decision);
         this.dispatch(req, res, { ...ctx, headers: effective }, route, upstreamPath);

@@ -65,9 +65,22 @@ export class UpstreamCluster {
     host.ejectedUntil = now + EJECTION_MS;
   }
 
-  /** Closes the pools after their in-flight requests finish. */
-  async close(): Promise<void> {
-    await Promise.all(this.hosts.map((h) => h.dispatcher.close()));
+  /**
+   * Closes the pools after their in-flight requests finish; with `graceMs`, requests still
+   * running after it are cut (shutdown must end even if an upstream never answers).
+   */
+  async close(graceMs?: number): Promise<void> {
+    await Promise.all(
+      this.hosts.map((h) => {
+        const closed = h.dispatcher.close();
+        if (graceMs === undefined) return closed;
+        let timer: NodeJS.Timeout | undefined;
+        const cut = new Promise<void>((resolve) => {
+          timer = setTimeout(() => h.dispatcher.destroy().then(resolve, resolve), graceMs);
+        });
+        return Promise.race([closed, cut]).finally(() => clearTimeout(timer));
+      }),
+    );
   }
 }
 
@@ -135,10 +148,11 @@ export class UpstreamRegistry {
     }
   }
 
-  async close(): Promise<void> {
+  /** Closes every cluster; requests still running after `graceMs` are cut. */
+  async close(graceMs = 5_000): Promise<void> {
     const all = [...this.clusters.values()];
     this.clusters.clear();
-    await Promise.all(all.map((c) => c.close()));
+    await Promise.all(all.map((c) => c.close(graceMs)));
   }
 }
 
