@@ -5,13 +5,23 @@ import { createLogger, flushLogs } from '../log/logger.ts';
 import { describeFlags, parseFlags, portValue, requiredValue, type FlagDef, type FlagValues } from './flags.ts';
 import { duration } from './gateway-flags.ts';
 
+/** Sandbox limits of plugin steps, shared with `gatehouse run`. */
+export const PLUGIN_FLAGS: readonly FlagDef[] = [
+  { name: 'plugin-memory-limit-mb', type: 'string', default: '64', description: 'memory limit of one plugin isolate, in MB' },
+  { name: 'plugin-cpu-timeout', type: 'string', default: '50ms', description: 'CPU time one plugin call may use' },
+];
+
+/** The plugin sandbox limits given by {@link PLUGIN_FLAGS}. */
+export function pluginLimits(values: FlagValues): { memoryLimitMb: number; cpuTimeoutMs: number } {
+  return { memoryLimitMb: positiveInteger(values, 'plugin-memory-limit-mb'), cpuTimeoutMs: duration(values, 'plugin-cpu-timeout') };
+}
+
 const FLAGS: readonly FlagDef[] = [
   { name: 'config-dir', type: 'string', description: 'directory of manifests (AuthConfigs are served), read recursively and watched' },
   { name: 'port', type: 'string', default: '8083', description: 'gRPC port (0 picks a free port)' },
   { name: 'host', type: 'string', default: '0.0.0.0', description: 'address to bind' },
   { name: 'plugin-dir', type: 'string', default: '/auth-plugins', description: 'directory of compiled auth plugins' },
-  { name: 'plugin-memory-limit-mb', type: 'string', default: '64', description: 'memory limit of one plugin isolate, in MB' },
-  { name: 'plugin-cpu-timeout', type: 'string', default: '50ms', description: 'CPU time one plugin call may use' },
+  ...PLUGIN_FLAGS,
   { name: 'api-group-domain', type: 'string', default: DEFAULT_API_GROUP_DOMAIN, description: 'domain of the API groups (enterprise.DOMAIN/v1, …)' },
   { name: 'help', type: 'boolean', description: 'show this help' },
 ];
@@ -38,8 +48,7 @@ export async function runExtAuth(argv: string[]): Promise<number | void> {
     port: portValue(values, 'port'),
     host: values.host as string,
     pluginDir: values['plugin-dir'] as string,
-    memoryLimitMb: positiveInteger(values, 'plugin-memory-limit-mb'),
-    cpuTimeoutMs: duration(values, 'plugin-cpu-timeout'),
+    ...pluginLimits(values),
     apiGroupDomain: values['api-group-domain'] as string,
     logger,
   });

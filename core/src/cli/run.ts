@@ -1,6 +1,7 @@
 import { createLogger } from '../log/logger.ts';
 import { runGatewayProcess } from '../server/gateway-process.ts';
 import { describeFlags, parseFlags, portValue, type FlagDef } from './flags.ts';
+import { PLUGIN_FLAGS, pluginLimits } from './extauth.ts';
 import { AUTH_CLIENT_FLAGS, gatewayParts } from './gateway.ts';
 import { GATEWAY_FLAGS, duration, gatewayFlagValues } from './gateway-flags.ts';
 
@@ -8,6 +9,7 @@ const FLAGS: readonly FlagDef[] = [
   ...GATEWAY_FLAGS,
   { name: 'extauth-port', type: 'string', default: '8083', description: 'port of the embedded extauth gRPC server (for Envoy or other gateways)' },
   { name: 'plugin-dir', type: 'string', default: '/auth-plugins', description: 'directory of compiled auth plugins' },
+  ...PLUGIN_FLAGS,
   ...AUTH_CLIENT_FLAGS,
   { name: 'help', type: 'boolean', description: 'show this help' },
 ];
@@ -27,19 +29,26 @@ export async function runRun(argv: string[]): Promise<number | void> {
   const flags = gatewayFlagValues(values);
   const extauthPort = portValue(values, 'extauth-port');
   const pluginDir = values['plugin-dir'] as string;
+  const limits = pluginLimits(values);
   const failure = { timeoutMs: duration(values, 'extauth-timeout'), failureModeAllow: values['extauth-failure-mode-allow'] === true };
   const logger = createLogger('gatehouse');
   const parts = await gatewayParts();
   parts.primary = async ({ logger, loader }) => {
     const { startEmbeddedExtAuth } = await import('../extauth/embedded.ts');
-    const { server, authorizer } = await startEmbeddedExtAuth({ loader, port: extauthPort, host: flags.host, pluginDir, logger, ...failure });
+    const { server, authorizer } = await startEmbeddedExtAuth({ loader, port: extauthPort, host: flags.host, pluginDir, ...limits, logger, ...failure });
     return { listening: { extauthPort: server.port }, authorizer, close: () => server.close() };
   };
+  // With --workers: each worker runs its own engine (and plugin isolates) on pushed snapshots.
   parts.authorizer = async ({ logger, snapshots }) => {
-    const [{ AuthEngine }, { InProcessAuthorizer }] = await Promise.all([import('../extauth/engine.ts'), import('../extauth/authorizers.ts')]);
-    const engine = new AuthEngine({ logger, pluginDir });
+    const [{ AuthEngine }, { InProcessAuthorizer }, { watchPluginDir }] = await Promise.all([
+      import('../extauth/engine.ts'),
+      import('../extauth/authorizers.ts'),
+      import('../extauth/plugins/watch-plugin-dir.ts'),
+    ]);
+    const engine = new AuthEngine({ logger, pluginDir, ...limits });
     snapshots.onSnapshot((snapshot) => engine.update(snapshot));
     if (snapshots.current) await engine.update(snapshots.current);
+    await watchPluginDir(pluginDir, (files) => void engine.pluginFilesChanged(files), { logger });
     return new InProcessAuthorizer(engine, { logger, ...failure });
   };
   await runGatewayProcess({ ...flags, logger, parts });

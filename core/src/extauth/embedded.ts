@@ -12,6 +12,8 @@ export interface EmbeddedExtAuthOptions {
   port: number;
   host: string;
   pluginDir: string;
+  memoryLimitMb?: number;
+  cpuTimeoutMs?: number;
   logger: Logger;
   /** Per-check deadline (default 200 ms). */
   timeoutMs?: number;
@@ -30,7 +32,15 @@ export interface EmbeddedExtAuthOptions {
  * Authorizer on the same engine. Close the authorizer, then the server.
  */
 export async function startEmbeddedExtAuth(options: EmbeddedExtAuthOptions): Promise<{ server: ExtAuthServer; authorizer: Authorizer }> {
-  const server = await startExtAuthServer({ loader: options.loader, port: options.port, host: options.host, pluginDir: options.pluginDir, logger: options.logger });
+  const server = await startExtAuthServer({
+    loader: options.loader,
+    port: options.port,
+    host: options.host,
+    pluginDir: options.pluginDir,
+    logger: options.logger,
+    ...(options.memoryLimitMb !== undefined ? { memoryLimitMb: options.memoryLimitMb } : {}),
+    ...(options.cpuTimeoutMs !== undefined ? { cpuTimeoutMs: options.cpuTimeoutMs } : {}),
+  });
   const failure = { logger: options.logger, ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}), ...(options.failureModeAllow ? { failureModeAllow: true } : {}) };
   const local = options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : options.host.includes(':') ? `[${options.host}]` : options.host;
   const authorizer = options.mode === 'grpc' ? new GrpcAuthorizer(`${local}:${server.port}`, failure) : new InProcessAuthorizer(server.engine, failure);
