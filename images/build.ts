@@ -89,17 +89,14 @@ async function copyWorkspace(workspace: string, out: string): Promise<void> {
   await mkdir(join(out, workspace), { recursive: true });
   await cp(join(ROOT, workspace, 'package.json'), join(out, workspace, 'package.json'));
   await cp(join(ROOT, workspace, 'bin'), join(out, workspace, 'bin'), { recursive: true });
-  await cp(join(ROOT, 'dist', workspace), join(out, 'dist', workspace), { recursive: true, verbatimSymlinks: true });
 }
 
 async function buildGateway(out: string): Promise<void> {
   const lock = JSON.parse(await readFile(join(ROOT, 'package-lock.json'), 'utf8')) as { packages: Record<string, LockEntry> };
   const closure = productionClosure(lock, ['core']);
-  // The image runs compiled JavaScript: Node's type stripping would cost ~30 MB per process.
-  await exec(process.execPath, [join(ROOT, 'core/scripts/build.ts')]);
-  await mkdir(join(out, 'dist'), { recursive: true });
-  await cp(join(ROOT, 'dist/package.json'), join(out, 'dist/package.json'));
-  await cp(join(ROOT, 'dist/node_modules'), join(out, 'dist/node_modules'), { recursive: true, verbatimSymlinks: true });
+  // The image runs compiled JavaScript (Node's type stripping would cost ~30 MB per process),
+  // compiled straight into the image tree: the repository's own dist/ is left alone.
+  await exec(process.execPath, [join(ROOT, 'core/scripts/build.ts'), join(out, 'dist')]);
   const root = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as { name: string; version: string };
   // The version is read from here at run time (core/src/version.ts).
   await writeFile(join(out, 'package.json'), `${JSON.stringify({ name: root.name, version: root.version, private: true, type: 'module' }, null, 2)}\n`);
