@@ -11,6 +11,7 @@ import { GrpcAuthorizer, InProcessAuthorizer } from '../../core/src/extauth/auth
 import { startExtAuthServer } from '../../core/src/extauth/server.ts';
 import type { Authorizer } from '../../core/src/extauth/authorizer.ts';
 import { authConfig, basic, captureLogger, checkRequest, htpasswdApr1 } from '../extauth/support.ts';
+import { callRate } from './call-rate.ts';
 
 const DURATION_MS = Number(process.env.BENCH_CHECK_MS ?? 3_000);
 const CONCURRENCY = [1, 32];
@@ -19,25 +20,7 @@ async function measure(authorizer: Authorizer, concurrency: number): Promise<{ p
   const request = checkRequest('bench.basic', { authorization: basic('alice', 'wonderland') });
   const first = await authorizer.check(request);
   if (!first.allowed) throw new Error('bench request was denied');
-  // Warm-up, then a timed run with `concurrency` checks in flight.
-  const run = async (ms: number) => {
-    let done = 0;
-    const until = performance.now() + ms;
-    await Promise.all(
-      Array.from({ length: concurrency }, async () => {
-        while (performance.now() < until) {
-          await authorizer.check(request);
-          done++;
-        }
-      }),
-    );
-    return done;
-  };
-  await run(500);
-  const started = performance.now();
-  const done = await run(DURATION_MS);
-  const elapsed = performance.now() - started;
-  return { perSec: (done / elapsed) * 1000, meanUs: (elapsed * 1000 * concurrency) / done };
+  return callRate(() => authorizer.check(request), concurrency, DURATION_MS);
 }
 
 const dir = await mkdtemp(join(tmpdir(), 'extauth-bench-'));

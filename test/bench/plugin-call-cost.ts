@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { runInProcess, runInSandbox, type PluginDecision, type PluginHarness } from '@gatehouse/plugin-sdk/testkit';
 import { checkRequest } from '@gatehouse/plugin-sdk/testkit';
 import { RequiredHeader } from '../../plugins/required-header/src/index.ts';
+import { callRate } from './call-rate.ts';
 
 const DURATION_MS = Number(process.env.BENCH_CALL_MS ?? 3_000);
 const CONCURRENCY = [1, 32];
@@ -19,24 +20,7 @@ const request = checkRequest({
 
 async function measure(harness: PluginHarness, concurrency: number): Promise<{ perSec: number; meanUs: number }> {
   if (!(await harness.authorize(request)).allowed) throw new Error('bench request was denied');
-  const run = async (ms: number) => {
-    let done = 0;
-    const until = performance.now() + ms;
-    await Promise.all(
-      Array.from({ length: concurrency }, async () => {
-        while (performance.now() < until) {
-          await harness.authorize(request);
-          done++;
-        }
-      }),
-    );
-    return done;
-  };
-  await run(500);
-  const started = performance.now();
-  const done = await run(DURATION_MS);
-  const elapsed = performance.now() - started;
-  return { perSec: (done / elapsed) * 1000, meanUs: (elapsed * 1000 * concurrency) / done };
+  return callRate(() => harness.authorize(request), concurrency, DURATION_MS);
 }
 
 /** The plugin's own Authorize called directly: no copies, no validation (the floor). */

@@ -1,8 +1,11 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
-import { Socket, createServer } from 'node:net';
+import { Socket } from 'node:net';
 import { join } from 'node:path';
+import { freePort } from '../support/ports.ts';
+
+export { freePort };
 
 /** Installs Debian packages the benchmark needs when they are missing (wrk, nginx). */
 export function ensureDebianPackages(packages: Record<string, string>): void {
@@ -12,17 +15,6 @@ export function ensureDebianPackages(packages: Record<string, string>): void {
   execFileSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', ...missing], { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
 }
 
-/** A free TCP port on 127.0.0.1 (for servers that cannot report the port they bound, like nginx). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 export interface Started {
   readonly child: ChildProcess;

@@ -11,9 +11,9 @@ import { startExtAuthServer, type ExtAuthServer } from '../../core/src/extauth/s
 import { Gateway } from '../../core/src/proxy/gateway.ts';
 import { UpstreamRegistry } from '../../core/src/proxy/upstream-cluster.ts';
 import { closeGracefully, listen } from '../../core/src/server/listen.ts';
-import { makeConfigDir, manifests, type ConfigDir } from '../support/config-dir.ts';
+import { makeConfigDir, type ConfigDir } from '../support/config-dir.ts';
 import { refusedPort, startEcho, type Echo, type TestServer } from '../support/upstream.ts';
-import { authConfig, basic, captureLogger, htpasswdApr1, opensslSha1, startEnvoyAuthServer } from './support.ts';
+import { authConfig, basic, captureLogger, htpasswdApr1, opensslSha1, startEnvoyAuthServer, guardedRoutes } from './support.ts';
 
 type UserServer = Awaited<ReturnType<typeof startEnvoyAuthServer>>;
 
@@ -78,19 +78,7 @@ beforeAll(async () => {
         { passThroughAuth: { grpc: { address: userServer.address } } },
       ]),
     ],
-    'routes.yaml': [
-      manifests.upstream('echo', [{ addr: '127.0.0.1', port: echo.port }]),
-      manifests.virtualService('api', {
-        domains: ['*'],
-        options: { extauth: { configRef: { name: 'basic' } } },
-        routes: [
-          { matchers: [{ prefix: '/open' }], options: { extauth: { disable: true } }, routeAction: { single: { upstream: { name: 'echo' } } } },
-          { matchers: [{ prefix: '/override' }], options: { extauth: { configRef: { name: 'other' } } }, routeAction: { single: { upstream: { name: 'echo' } } } },
-          { matchers: [{ prefix: '/chain' }], options: { extauth: { configRef: { name: 'chain' } } }, routeAction: { single: { upstream: { name: 'echo' } } } },
-          { matchers: [{ prefix: '/' }], routeAction: { single: { upstream: { name: 'echo' } } } },
-        ],
-      }),
-    ],
+    'routes.yaml': guardedRoutes(echo.port),
   });
 });
 

@@ -4,10 +4,10 @@
  * --extauth-address` + `gatehouse extauth` (the Kubernetes shape, checked over gRPC).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeConfigDir, manifests, type ConfigDir } from '../support/config-dir.ts';
+import { makeConfigDir, type ConfigDir } from '../support/config-dir.ts';
 import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
 import { startEcho, type Echo, type TestServer } from '../support/upstream.ts';
-import { authConfig, basic, envoyAuthClient, htpasswdApr1, opensslSha1, startEnvoyAuthServer } from './support.ts';
+import { authConfig, basic, envoyAuthClient, htpasswdApr1, opensslSha1, startEnvoyAuthServer, guardedRoutes } from './support.ts';
 
 type UserServer = Awaited<ReturnType<typeof startEnvoyAuthServer>>;
 
@@ -45,19 +45,7 @@ beforeAll(async () => {
       authConfig('other', [{ basicAuth: { realm: 'other', encryption: { sha1: {} }, userList: { users: { bob: { salt: 'pepper', hashedPassword: opensslSha1('builder', 'pepper') } } } } }]),
       authConfig('chain', [basicAuth, { passThroughAuth: { grpc: { address: userServer.address } } }]),
     ],
-    'routes.yaml': [
-      manifests.upstream('echo', [{ addr: '127.0.0.1', port: echo.port }]),
-      manifests.virtualService('api', {
-        domains: ['*'],
-        options: { extauth: { configRef: { name: 'basic' } } },
-        routes: [
-          { matchers: [{ prefix: '/open' }], options: { extauth: { disable: true } }, routeAction: { single: { upstream: { name: 'echo' } } } },
-          { matchers: [{ prefix: '/override' }], options: { extauth: { configRef: { name: 'other' } } }, routeAction: { single: { upstream: { name: 'echo' } } } },
-          { matchers: [{ prefix: '/chain' }], options: { extauth: { configRef: { name: 'chain' } } }, routeAction: { single: { upstream: { name: 'echo' } } } },
-          { matchers: [{ prefix: '/' }], routeAction: { single: { upstream: { name: 'echo' } } } },
-        ],
-      }),
-    ],
+    'routes.yaml': guardedRoutes(echo.port),
   });
 });
 

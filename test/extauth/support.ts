@@ -164,3 +164,32 @@ export async function startEnvoyAuthServer(
     close: () => new Promise<void>((resolve) => server.tryShutdown(() => resolve())).then(() => server.forceShutdown()),
   };
 }
+
+/**
+ * The routes both end-to-end auth suites use, on one virtual host guarded by AuthConfig
+ * `basic`: `/open` (auth disabled), `/override` (AuthConfig `other`), `/chain` (AuthConfig
+ * `chain`), and everything else (inherits `basic`), all to the echo upstream.
+ */
+export function guardedRoutes(echoPort: number): object[] {
+  const echo = { routeAction: { single: { upstream: { name: 'echo' } } } };
+  return [
+    { apiVersion: 'gatehouse.gatehouse.dev/v1', kind: 'Upstream', metadata: { name: 'echo' }, spec: { static: { hosts: [{ addr: '127.0.0.1', port: echoPort }] } } },
+    {
+      apiVersion: 'gateway.gatehouse.dev/v1',
+      kind: 'VirtualService',
+      metadata: { name: 'api' },
+      spec: {
+        virtualHost: {
+          domains: ['*'],
+          options: { extauth: { configRef: { name: 'basic' } } },
+          routes: [
+            { matchers: [{ prefix: '/open' }], options: { extauth: { disable: true } }, ...echo },
+            { matchers: [{ prefix: '/override' }], options: { extauth: { configRef: { name: 'other' } } }, ...echo },
+            { matchers: [{ prefix: '/chain' }], options: { extauth: { configRef: { name: 'chain' } } }, ...echo },
+            { matchers: [{ prefix: '/' }], ...echo },
+          ],
+        },
+      },
+    },
+  ];
+}

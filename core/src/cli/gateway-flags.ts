@@ -1,7 +1,7 @@
 import { ErrorCodes, GatehouseError } from '../errors.ts';
 import { DEFAULT_API_GROUP_DOMAIN } from '../config/schema/kinds.ts';
 import { durationMs } from '../config/schema/common.ts';
-import { parseWorkers } from '../server/gateway-process.ts';
+import { parseWorkers, type GatewayProcessOptions } from '../server/gateway-process.ts';
 import { portValue, requiredValue, type FlagDef, type FlagValues } from './flags.ts';
 
 /** Flags shared by `gatehouse run` and `gatehouse gateway`. */
@@ -18,18 +18,8 @@ export const GATEWAY_FLAGS: readonly FlagDef[] = [
   { name: 'shutdown-grace', type: 'string', default: '30s', description: 'how long SIGTERM waits for in-flight requests' },
 ];
 
-export interface GatewayFlagValues {
-  configDir: string;
-  port: number;
-  adminPort: number;
-  host: string;
-  workers: number;
-  apiGroupDomain: string;
-  kubeClusterDomain: string;
-  resolve: Map<string, string>;
-  accessLog: boolean;
-  shutdownGraceMs: number;
-}
+/** The process options that come from flags (everything but the logger and the parts). */
+export type GatewayFlagValues = Omit<GatewayProcessOptions, 'logger' | 'parts'>;
 
 export function gatewayFlagValues(values: FlagValues): GatewayFlagValues {
   const resolve = new Map<string, string>();

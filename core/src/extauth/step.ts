@@ -3,28 +3,13 @@
  * Everything here is plain JSON-safe data so it can cross a gRPC or isolate boundary.
  */
 
-/** Envoy ext_authz v3 `CheckRequest`, as JSON with proto field names (snake_case). Headers are lowercase. */
-export interface CheckRequest {
-  attributes: {
-    source?: { address?: unknown };
-    destination?: { address?: unknown };
-    request: {
-      http: {
-        id?: string;
-        method: string;
-        /** Path including the query string. */
-        path: string;
-        host: string;
-        scheme: string;
-        headers: Record<string, string>;
-        query?: string;
-        protocol?: string;
-        body?: string;
-      };
-    };
-    context_extensions: Record<string, string>;
-  };
-}
+import type { CheckRequest } from '@gatehouse/plugin-sdk';
+
+/**
+ * Envoy ext_authz v3 `CheckRequest`, as JSON with proto field names (snake_case), headers
+ * lowercase. Defined once, in the plugin contract, since plugins receive exactly this.
+ */
+export type { CheckRequest };
 
 /** A header to set on the request going upstream (Envoy `HeaderValueOption`). */
 export interface HeaderToSet {

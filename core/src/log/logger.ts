@@ -10,20 +10,11 @@ const flushers = new Set<() => void>();
  * errors) must appear at once, for operators and for tools that wait for them.
  */
 export function createLogger(name: string, options: { level?: string } = {}): Logger {
-  return build(name, options.level, 0);
+  return build(name, options.level);
 }
 
-/**
- * The access logger: the same stream, but batched in 8 KiB writes and flushed every
- * 250 ms, since one write per request would cost the proxy about half its throughput.
- */
-export function createAccessLogger(name: string, options: { level?: string } = {}): Logger {
-  return build(name, options.level, 8 * 1024, 250);
-}
-
-function build(name: string, level: string | undefined, minLength: number, flushEveryMs?: number): Logger {
-  const destination = pino.destination({ dest: 1, sync: false, minLength });
-  if (flushEveryMs) setInterval(() => destination.flush(), flushEveryMs).unref();
+function build(name: string, level: string | undefined): Logger {
+  const destination = pino.destination({ dest: 1, sync: false });
   flushers.add(() => destination.flushSync());
   return pino(
     {

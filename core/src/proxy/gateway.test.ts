@@ -11,6 +11,7 @@ import type { AuthDecision, CheckRequest } from '../extauth/step.ts';
 import { closeGracefully, listen } from '../server/listen.ts';
 import { Gateway, parseAbsoluteTarget } from './gateway.ts';
 import { UpstreamRegistry } from './upstream-cluster.ts';
+import { createAccessLog } from '../log/access-log.ts';
 
 // The request path in-process: a real Gateway on a real listener, real upstream servers.
 
@@ -130,7 +131,9 @@ beforeAll(async () => {
   refusedPort = closed.port;
   await stopServer(closed.server);
   authorizer = new TestAuthorizer();
-  gateway = new Gateway({ logger, upstreams: new UpstreamRegistry(), authorizer });
+  // Access lines in JSON, as createAccessLog writes them to stdout.
+  const accessLogger = createAccessLog('gateway', { level: 'info', destination: { write: (line) => logLines.push(JSON.parse(line)) } });
+  gateway = new Gateway({ logger, upstreams: new UpstreamRegistry(), authorizer, accessLogger });
   gateway.update(config());
   ({ server, port } = await listen(gateway.handle, 0, '127.0.0.1'));
 });

@@ -5,6 +5,7 @@ import type { ConfigSnapshot } from '../config/store.ts';
 import { ErrorCodes } from '../errors.ts';
 import type { Authorizer } from '../extauth/authorizer.ts';
 import type { AuthDecision, CheckRequest } from '../extauth/step.ts';
+import { createAccessLog, type AccessLog } from '../log/access-log.ts';
 import type { Logger } from '../log/logger.ts';
 import type { RequestContext } from './context.ts';
 import { answerPreflight, isPreflight } from './cors.ts';
@@ -24,8 +25,8 @@ export interface GatewayOptions {
   kubeClusterDomain?: string;
   /** Write an access log line per request (default true). */
   accessLog?: boolean;
-  /** Where access log lines go (default: `logger`); a batched logger in production. */
-  accessLogger?: Logger;
+  /** Where access lines go (default: a batched writer on stdout). */
+  accessLogger?: AccessLog;
 }
 
 const EMPTY_SNAPSHOT: ConfigSnapshot = { generation: 0, resources: new Map(), statuses: [], diagnostics: [] };
@@ -40,13 +41,13 @@ export class Gateway {
   private readonly options: GatewayOptions;
   private readonly logger: Logger;
   private readonly accessLog: boolean;
-  private readonly accessLogger: Logger;
+  private readonly accessLogger: AccessLog | undefined;
 
   constructor(options: GatewayOptions) {
     this.options = options;
     this.logger = options.logger;
     this.accessLog = options.accessLog !== false;
-    this.accessLogger = options.accessLogger ?? options.logger;
+    this.accessLogger = this.accessLog ? (options.accessLogger ?? createAccessLog(options.logger.bindings().name ?? 'gateway')) : undefined;
     this.table = compileRouteTable(EMPTY_SNAPSHOT, options);
   }
 
@@ -168,20 +169,16 @@ export class Gateway {
       } else {
         metrics.requests.inc({ virtual_host: vhost ?? '', route: '', status: String(status) });
       }
-      if (!this.accessLog) return;
-      this.accessLogger.info(
-        {
-          reqId: ctx?.requestId,
-          method: req.method,
-          path: req.url,
-          status,
-          durationMs: Math.round((performance.now() - start) * 1000) / 1000,
-          virtualHost: vhost,
-          route: route?.name,
-          upstream: ctx?.upstream,
-        },
-        'access',
-      );
+      this.accessLogger?.write({
+        reqId: ctx?.requestId,
+        method: req.method,
+        path: req.url,
+        status,
+        durationMs: Math.round((performance.now() - start) * 1000) / 1000,
+        virtualHost: vhost,
+        route: route?.name,
+        upstream: ctx?.upstream,
+      });
     });
   }
 }

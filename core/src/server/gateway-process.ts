@@ -9,7 +9,7 @@ import { ConfigLoader } from '../config/loader.ts';
 import type { AnyResource } from '../config/resource.ts';
 import type { ConfigSnapshot, ResourceChecks } from '../config/store.ts';
 import type { Authorizer } from '../extauth/authorizer.ts';
-import { createAccessLogger, flushLogs, type Logger } from '../log/logger.ts';
+import { flushLogs, type Logger } from '../log/logger.ts';
 import type { GraphQLEndpoints } from '../proxy/destinations.ts';
 import { Gateway } from '../proxy/gateway.ts';
 import { UpstreamRegistry } from '../proxy/upstream-cluster.ts';
@@ -165,7 +165,6 @@ function createGateway(options: GatewayProcessOptions, authorizer: Authorizer | 
     logger,
     upstreams,
     accessLog: options.accessLog,
-    accessLogger: createAccessLogger(logger.bindings().name ?? 'gateway'),
     kubeClusterDomain: options.kubeClusterDomain,
     ...(parts.graphql ? { graphql: parts.graphql({ upstreams, logger }) } : {}),
     ...(authorizer ? { authorizer } : {}),

@@ -1,6 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import type { BenchContext, BenchModule, BenchScenario } from '../scenario.ts';
 import { startListening, startNginx } from '../tools.ts';
+import { NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
 
 const script = (name: string) => fileURLToPath(new URL(`../${name}`, import.meta.url));
 
@@ -19,7 +20,12 @@ function proxyConfig(ctx: BenchContext) {
   };
 }
 
-const node = (file: string, ...args: string[]) => startListening(process.execPath, [script(file), ...args]);
+/**
+ * Comparison proxies run with Gatehouse's own Node flags (NODE_FLAGS: a 2 MB young
+ * generation for memory), so a ratio compares code paths, not runtime settings; one extra
+ * row shows the bare proxy with Node's defaults.
+ */
+const node = (file: string, ...args: string[]) => startListening(process.execPath, [...NODE_FLAGS, script(file), ...args]);
 
 export const scenarios: BenchScenario[] = [
   { group: 'proxy', name: 'direct to upstream', start: async (ctx) => ({ url: ctx.upstreamUrl, stop: async () => {} }) },
@@ -37,6 +43,14 @@ export const scenarios: BenchScenario[] = [
     name: 'bare undici proxy (1 worker)',
     start: async (ctx) => {
       const p = await node('bare-undici-proxy.ts', ctx.upstreamUrl, '1');
+      return { url: `http://127.0.0.1:${p.port}`, stop: p.stop };
+    },
+  },
+  {
+    group: 'proxy',
+    name: 'bare undici proxy (1 worker, default Node flags)',
+    start: async (ctx) => {
+      const p = await startListening(process.execPath, [script('bare-undici-proxy.ts'), ctx.upstreamUrl, '1']);
       return { url: `http://127.0.0.1:${p.port}`, stop: p.stop };
     },
   },

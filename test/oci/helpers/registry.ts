@@ -1,8 +1,8 @@
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort } from '../../support/ports.ts';
 
 /** A real Distribution registry (Debian `docker-registry`) on 127.0.0.1, for one test file. */
 export interface TestRegistry {
@@ -13,21 +13,12 @@ export interface TestRegistry {
   close(): Promise<void>;
 }
 
+export { freePort };
+
 export type RegistryAuth =
   | { kind: 'htpasswd'; users: Record<string, string> }
   | { kind: 'token'; realm: string; service: string; issuer: string; certFile: string };
 
-/** A free port on 127.0.0.1: the registry cannot report the one it picked, so bind port 0 first. */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** Starts `docker-registry serve` with a generated config; resolves once `/v2/` answers. */
 export async function startRegistry(auth?: RegistryAuth): Promise<TestRegistry> {
