@@ -36,21 +36,31 @@ async function main(): Promise<void> {
     gatehouse: (files, args = [], command = 'run') => startGatehouseLoggingToFile(workDir, files, args, command),
   };
 
-  console.log(`wrk -t${WRK_SETTINGS.threads} -c${WRK_SETTINGS.connections} -d${WRK_SETTINGS.durationS}s (after ${WRK_SETTINGS.warmupS}s warm-up), ${scenarios.length} rows, 127.0.0.1\n`);
-  const results = new Map<string, WrkResult & { group: string }>();
+  // Rounds interleave the rows (A B C, A B C, …) and each row reports its median round: on a
+  // small shared machine one pass per row is too noisy to compare rows within ±10%.
+  const rounds = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 3));
+  console.log(`wrk -t${WRK_SETTINGS.threads} -c${WRK_SETTINGS.connections} -d${WRK_SETTINGS.durationS}s (after ${WRK_SETTINGS.warmupS}s warm-up), ${scenarios.length} rows × ${rounds} rounds (median), 127.0.0.1\n`);
+  const samples = new Map<string, WrkResult[]>();
   try {
-    for (const scenario of scenarios) {
-      const result = await runRow(scenario, ctx);
-      if (result) {
-        results.set(scenario.name, { ...result, group: scenario.group });
-        console.log(`  ${scenario.name.padEnd(44)} ${fmt(result.requestsPerSec, 0).padStart(9)} req/s  p50 ${fmt(result.p50Ms, 2)} ms  p99 ${fmt(result.p99Ms, 2)} ms${result.errors ? `  ERRORS ${result.errors}` : ''}`);
+    for (let round = 1; round <= rounds; round++) {
+      console.log(`round ${round}/${rounds}`);
+      for (const scenario of scenarios) {
+        const result = await runRow(scenario, ctx);
+        if (!result) continue;
+        samples.set(scenario.name, [...(samples.get(scenario.name) ?? []), result]);
+        console.log(`  ${scenario.name.padEnd(48)} ${fmt(result.requestsPerSec, 0).padStart(9)} req/s  p50 ${fmt(result.p50Ms, 2)} ms  p99 ${fmt(result.p99Ms, 2)} ms${result.errors ? `  ERRORS ${result.errors}` : ''}`);
       }
     }
   } finally {
     await upstream.stop();
   }
+  const results = new Map<string, WrkResult & { group: string }>();
+  for (const scenario of scenarios) {
+    const runs = samples.get(scenario.name);
+    if (runs) results.set(scenario.name, { ...median(runs), group: scenario.group });
+  }
   report(results, goals);
-  await writeFile(join(HERE, '.work', 'results.json'), JSON.stringify({ settings: WRK_SETTINGS, rows: Object.fromEntries(results) }, null, 2));
+  await writeFile(join(HERE, '.work', 'results.json'), JSON.stringify({ settings: { ...WRK_SETTINGS, rounds }, rows: Object.fromEntries(results), samples: Object.fromEntries(samples) }, null, 2));
   await rm(workDir, { recursive: true, force: true });
 }
 
@@ -70,12 +80,12 @@ async function runRow(scenario: BenchScenario, ctx: BenchContext): Promise<WrkRe
 function report(results: Map<string, WrkResult & { group: string }>, goals: readonly BenchGoal[]): void {
   const direct = results.get('direct to upstream');
   const nginx = results.get('nginx proxy (1 worker)');
-  console.log('\n' + ['row', 'req/s', 'p50 ms', 'p99 ms', '× direct', '× nginx'].map((h, i) => (i === 0 ? h.padEnd(44) : h.padStart(9))).join(' '));
+  console.log('\n' + ['row (median of rounds)', 'req/s', 'p50 ms', 'p99 ms', '× direct', '× nginx'].map((h, i) => (i === 0 ? h.padEnd(48) : h.padStart(9))).join(' '));
   let group = '';
   for (const [name, r] of results) {
     if (r.group !== group) console.log(`-- ${(group = r.group)}`);
     const cells = [fmt(r.requestsPerSec, 0), fmt(r.p50Ms, 2), fmt(r.p99Ms, 2), direct ? fmt(r.requestsPerSec / direct.requestsPerSec, 2) : '-', nginx ? fmt(r.requestsPerSec / nginx.requestsPerSec, 2) : '-'];
-    console.log(name.padEnd(44) + ' ' + cells.map((c) => c.padStart(9)).join(' ') + (r.errors ? `  (${r.errors} errors)` : ''));
+    console.log(name.padEnd(48) + ' ' + cells.map((c) => c.padStart(9)).join(' ') + (r.errors ? `  (${r.errors} errors)` : ''));
   }
   if (goals.length === 0) return;
   console.log('\ngoals (ratios within this run):');
@@ -95,6 +105,12 @@ function report(results: Map<string, WrkResult & { group: string }>, goals: read
       console.log(`  ${ratio <= goal.maxP99Ratio ? 'met ' : 'MISS'} ${goal.row} p99 = ${fmt(ratio, 2)}× ${goal.against} (goal ≤ ${goal.maxP99Ratio}×)`);
     }
   }
+}
+
+/** The round with the median req/s (its latencies with it), errors summed over rounds. */
+function median(runs: WrkResult[]): WrkResult {
+  const sorted = [...runs].sort((a, b) => a.requestsPerSec - b.requestsPerSec);
+  return { ...sorted[Math.floor((sorted.length - 1) / 2)]!, errors: runs.reduce((sum, r) => sum + r.errors, 0) };
 }
 
 const fmt = (n: number, digits: number) => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');

@@ -7,6 +7,7 @@ import { buildSchema, graphql } from 'graphql';
 import { BOOKS, BOOKS_SDL, USERS_SDL } from '../graphql-schemas.ts';
 import type { BenchContext, BenchModule, BenchScenario, RunningTarget } from '../scenario.ts';
 import { freePort, startListening, startNginx, stopChild, type Started } from '../tools.ts';
+import { NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
 
 /**
  * GraphQL rows (issue 3):
@@ -167,7 +168,8 @@ export const scenarios: BenchScenario[] = [
     request: REST_REQUEST,
     start: async (ctx) => {
       const up = await restUpstream.get(ctx);
-      const server = await startListening(process.execPath, [here('graphql-handwritten.ts'), `http://127.0.0.1:${up.port}`]);
+      // Same Node flags as Gatehouse (see scenarios/proxy.ts): the ratio compares code paths.
+      const server = await startListening(process.execPath, [...NODE_FLAGS, here('graphql-handwritten.ts'), `http://127.0.0.1:${up.port}`]);
       return withRelease({ url: `http://127.0.0.1:${server.port}`, stop: server.stop }, restUpstream.release);
     },
   },
