@@ -88,13 +88,16 @@ function report(results: Map<string, WrkResult & { group: string }>, goals: read
     console.log(name.padEnd(48) + ' ' + cells.map((c) => c.padStart(9)).join(' ') + (r.errors ? `  (${r.errors} errors)` : ''));
   }
   if (goals.length === 0) return;
-  console.log('\ngoals (ratios within this run):');
+  console.log('\ngoals and ratios (medians, within this run):');
   for (const goal of goals) {
     const row = results.get(goal.row);
     const against = results.get(goal.against);
     if (!row || !against) {
       console.log(`  ${goal.row} vs ${goal.against}: not measured`);
       continue;
+    }
+    if (goal.minThroughputRatio === undefined && goal.maxP99Ratio === undefined) {
+      console.log(`  info ${goal.row} req/s = ${fmt(row.requestsPerSec / against.requestsPerSec, 2)}× ${goal.against}`);
     }
     if (goal.minThroughputRatio !== undefined) {
       const ratio = row.requestsPerSec / against.requestsPerSec;

@@ -30,7 +30,7 @@ export interface BenchScenario {
   start(ctx: BenchContext): Promise<RunningTarget>;
 }
 
-/** A ratio goal between two rows of the same run (SPEC: numbers are ratios measured side by side). */
+/** A ratio between two rows of the same run, with an optional goal (numbers are ratios measured side by side). */
 export interface BenchGoal {
   readonly row: string;
   readonly against: string;
