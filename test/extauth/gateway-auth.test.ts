@@ -13,7 +13,7 @@ import { UpstreamRegistry } from '../../core/src/proxy/upstream-cluster.ts';
 import { closeGracefully, listen } from '../../core/src/server/listen.ts';
 import { makeConfigDir, type ConfigDir } from '../support/config-dir.ts';
 import { refusedPort, startEcho, type Echo, type TestServer } from '../support/upstream.ts';
-import { authConfig, basic, captureLogger, htpasswdApr1, opensslSha1, startEnvoyAuthServer, guardedRoutes } from './support.ts';
+import { basic, captureLogger, guardedAuthConfigs, guardedRoutes, htpasswdApr1, startEnvoyAuthServer } from './support.ts';
 
 type UserServer = Awaited<ReturnType<typeof startEnvoyAuthServer>>;
 
@@ -55,7 +55,6 @@ function expect401(r: { status: number; headers: Headers; body: string }, realm:
 }
 
 const alice = htpasswdApr1('alice', 'wonderland');
-const bobSha1 = opensslSha1('builder', 'pepper');
 
 let dir: ConfigDir;
 let echo: TestServer;
@@ -70,14 +69,7 @@ beforeAll(async () => {
     return { status: { code: 0 }, ok_response: { headers: [{ header: { key: 'x-team', value: `blue for ${headers['x-user-id']}` } }], headers_to_remove: ['x-internal'] } };
   });
   dir = await makeConfigDir({
-    'auth.yaml': [
-      authConfig('basic', [{ basicAuth: { realm: 'demo', apr: { users: { alice: { salt: alice.salt, hashedPassword: alice.hashedPassword } } } } }]),
-      authConfig('other', [{ basicAuth: { realm: 'other', encryption: { sha1: {} }, userList: { users: { bob: { salt: 'pepper', hashedPassword: bobSha1 } } } } }]),
-      authConfig('chain', [
-        { basicAuth: { realm: 'demo', apr: { users: { alice: { salt: alice.salt, hashedPassword: alice.hashedPassword } } } } },
-        { passThroughAuth: { grpc: { address: userServer.address } } },
-      ]),
-    ],
+    'auth.yaml': guardedAuthConfigs(alice, userServer.address),
     'routes.yaml': guardedRoutes(echo.port),
   });
 });

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeConfigDir, type ConfigDir } from '../support/config-dir.ts';
 import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
 import { startEcho, type Echo, type TestServer } from '../support/upstream.ts';
-import { authConfig, basic, envoyAuthClient, htpasswdApr1, opensslSha1, startEnvoyAuthServer, guardedRoutes } from './support.ts';
+import { basic, envoyAuthClient, guardedAuthConfigs, guardedRoutes, htpasswdApr1, startEnvoyAuthServer } from './support.ts';
 
 type UserServer = Awaited<ReturnType<typeof startEnvoyAuthServer>>;
 
@@ -38,13 +38,8 @@ beforeAll(async () => {
     if (headers['x-deny']) return { status: { code: 7 }, denied_response: { status: { code: 418 }, body: 'no tea' } };
     return { status: { code: 0 }, ok_response: { headers: [{ header: { key: 'x-team', value: `blue for ${headers['x-user-id']}` } }], headers_to_remove: ['x-internal'] } };
   });
-  const basicAuth = { basicAuth: { realm: 'demo', apr: { users: { alice: { salt: alice.salt, hashedPassword: alice.hashedPassword } } } } };
   dir = await makeConfigDir({
-    'auth.yaml': [
-      authConfig('basic', [basicAuth]),
-      authConfig('other', [{ basicAuth: { realm: 'other', encryption: { sha1: {} }, userList: { users: { bob: { salt: 'pepper', hashedPassword: opensslSha1('builder', 'pepper') } } } } }]),
-      authConfig('chain', [basicAuth, { passThroughAuth: { grpc: { address: userServer.address } } }]),
-    ],
+    'auth.yaml': guardedAuthConfigs(alice, userServer.address),
     'routes.yaml': guardedRoutes(echo.port),
   });
 });

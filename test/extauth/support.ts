@@ -193,3 +193,17 @@ export function guardedRoutes(echoPort: number): object[] {
     },
   ];
 }
+
+/**
+ * The AuthConfigs {@link guardedRoutes} refers to: `basic` (APR1 user alice, realm demo),
+ * `other` (SHA1 user bob with password "builder", realm other) and `chain` (basic, then the
+ * user's own ext_authz server at `passThroughAddress`).
+ */
+export function guardedAuthConfigs(alice: { salt: string; hashedPassword: string }, passThroughAddress: string): object[] {
+  const basicAuth = { basicAuth: { realm: 'demo', apr: { users: { alice: { salt: alice.salt, hashedPassword: alice.hashedPassword } } } } };
+  return [
+    authConfig('basic', [basicAuth]),
+    authConfig('other', [{ basicAuth: { realm: 'other', encryption: { sha1: {} }, userList: { users: { bob: { salt: 'pepper', hashedPassword: opensslSha1('builder', 'pepper') } } } } }]),
+    authConfig('chain', [basicAuth, { passThroughAuth: { grpc: { address: passThroughAddress } } }]),
+  ];
+}
