@@ -57,7 +57,7 @@ export class RemoteExecutor {
   private readonly staticHeaders: Readonly<Record<MediaType, Readonly<Record<string, string>>>>;
   private readonly dynamicHeaders: (readonly [string, Template])[];
 
-  /** `upstream` is looked up per request: the registry may replace a cluster another owner closed. */
+  /** `upstream` gives the cluster of the remote executor's Upstream (kept open across reloads by the gateway). */
   constructor(remote: CompiledRemote, upstream: () => UpstreamCluster) {
     this.remote = remote;
     this.upstream = upstream;
