@@ -1,5 +1,5 @@
 // `npm run build [OUT_DIR]`: emits the runtime sources as JavaScript into dist/ (or OUT_DIR)
-// per tsconfig.build.json, and makes the tree resolvable on its own: each workspace's
+// per core/tsconfig.build.json, and makes the tree resolvable on its own: each workspace's
 // package.json (with .ts → .js in its exports), `node_modules/@gatehouse/*` links, and links
 // to any workspace-local node_modules. The launchers (`<package>/bin/*.js`) run dist/ when
 // its stamp is newer than the sources. The new tree replaces the old one in one rename, so
@@ -18,7 +18,7 @@ export async function build(out: string = join(ROOT, 'dist')): Promise<void> {
   const target = resolve(out);
   const staging = `${target}.tmp-${process.pid}`;
   await rm(staging, { recursive: true, force: true });
-  execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json'), '--outDir', staging], { stdio: 'inherit' });
+  execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'core/tsconfig.build.json'), '--outDir', staging], { stdio: 'inherit' });
 
   await writeFile(join(staging, 'package.json'), await readFile(join(ROOT, 'package.json')));
   await mkdir(join(staging, 'node_modules/@gatehouse'), { recursive: true });

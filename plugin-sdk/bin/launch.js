@@ -1,7 +1,7 @@
 // Starts a Gatehouse CLI: the compiled JavaScript under dist/ when it is current, the
 // TypeScript sources otherwise (development; Node strips the types). Plain JavaScript so
 // it runs before anything is built. Shared by every package's bin.
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
@@ -12,7 +12,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
  */
 export const NODE_FLAGS = ['--no-node-snapshot', '--max-semi-space-size=2'];
 
-/** The runtime source trees compiled into dist/ (see tsconfig.build.json). */
+/** The runtime source trees compiled into dist/ (see core/tsconfig.build.json). */
 const SOURCE_DIRS = ['core/src', 'plugin-sdk/src', 'init-container/src'];
 
 /**
@@ -44,10 +44,13 @@ export function resolveEntry(binUrl, entry) {
   return stamp && stamp.mtimeMs >= newestSource(root) ? compiled : source;
 }
 
+/** The repository root: the nearest directory whose package.json declares workspaces. */
 function findRoot(from) {
-  let dir = from;
-  while (!existsSync(join(dir, 'tsconfig.build.json')) && dirname(dir) !== dir) dir = dirname(dir);
-  return existsSync(join(dir, 'tsconfig.build.json')) ? dir : dirname(from);
+  for (let dir = from; ; dir = dirname(dir)) {
+    const manifest = join(dir, 'package.json');
+    if (existsSync(manifest) && JSON.parse(readFileSync(manifest, 'utf8')).workspaces) return dir;
+    if (dirname(dir) === dir) return dirname(from);
+  }
 }
 
 /** mtime of the newest runtime source file (a few ms for the whole tree). */
