@@ -90,3 +90,26 @@ function canConnect(port: number): Promise<boolean> {
     socket.connect(port, '127.0.0.1');
   });
 }
+
+/**
+ * The manifests every proxy row uses: Upstream `fast` (the shared fast upstream) and one
+ * catch-all route on `*`; with `auth`, that AuthConfig is added and guards the virtual host.
+ */
+export function benchManifests(upstreamPort: number, auth?: { name: string; configs: object[] }): object[] {
+  return [
+    { apiVersion: 'gatehouse.gatehouse.dev/v1', kind: 'Upstream', metadata: { name: 'fast' }, spec: { static: { hosts: [{ addr: '127.0.0.1', port: upstreamPort }] } } },
+    ...(auth ? [{ apiVersion: 'enterprise.gatehouse.dev/v1', kind: 'AuthConfig', metadata: { name: auth.name }, spec: { configs: auth.configs } }] : []),
+    {
+      apiVersion: 'gateway.gatehouse.dev/v1',
+      kind: 'VirtualService',
+      metadata: { name: 'bench' },
+      spec: {
+        virtualHost: {
+          domains: ['*'],
+          ...(auth ? { options: { extauth: { configRef: { name: auth.name } } } } : {}),
+          routes: [{ matchers: [{ prefix: '/' }], routeAction: { single: { upstream: { name: 'fast' } } } }],
+        },
+      },
+    },
+  ];
+}

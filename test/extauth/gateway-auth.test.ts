@@ -13,7 +13,7 @@ import { UpstreamRegistry } from '../../core/src/proxy/upstream-cluster.ts';
 import { closeGracefully, listen } from '../../core/src/server/listen.ts';
 import { makeConfigDir, type ConfigDir } from '../support/config-dir.ts';
 import { refusedPort, startEcho, type Echo, type TestServer } from '../support/upstream.ts';
-import { basic, captureLogger, guardedAuthConfigs, guardedRoutes, htpasswdApr1, startEnvoyAuthServer } from './support.ts';
+import { basic, captureLogger, guardedAuthConfigs, guardedRoutes, htpasswdApr1, startEnvoyAuthServer, startTeamAuthServer } from './support.ts';
 
 type UserServer = Awaited<ReturnType<typeof startEnvoyAuthServer>>;
 
@@ -63,11 +63,7 @@ let userServer: UserServer;
 beforeAll(async () => {
   echo = await startEcho('echo');
   // The user's own ext_authz server behind passThroughAuth.
-  userServer = await startEnvoyAuthServer((req) => {
-    const headers = req.attributes.request.http.headers;
-    if (headers['x-deny']) return { status: { code: 7 }, denied_response: { status: { code: 418 }, headers: [{ header: { key: 'x-why', value: 'teapot' } }], body: 'no tea' } };
-    return { status: { code: 0 }, ok_response: { headers: [{ header: { key: 'x-team', value: `blue for ${headers['x-user-id']}` } }], headers_to_remove: ['x-internal'] } };
-  });
+  userServer = await startTeamAuthServer();
   dir = await makeConfigDir({
     'auth.yaml': guardedAuthConfigs(alice, userServer.address),
     'routes.yaml': guardedRoutes(echo.port),

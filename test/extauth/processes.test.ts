@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeConfigDir, type ConfigDir } from '../support/config-dir.ts';
 import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
 import { startEcho, type Echo, type TestServer } from '../support/upstream.ts';
-import { basic, envoyAuthClient, guardedAuthConfigs, guardedRoutes, htpasswdApr1, startEnvoyAuthServer } from './support.ts';
+import { basic, envoyAuthClient, guardedAuthConfigs, guardedRoutes, htpasswdApr1, startEnvoyAuthServer, startTeamAuthServer } from './support.ts';
 
 type UserServer = Awaited<ReturnType<typeof startEnvoyAuthServer>>;
 
@@ -33,11 +33,8 @@ let userServer: UserServer;
 
 beforeAll(async () => {
   echo = await startEcho('echo');
-  userServer = await startEnvoyAuthServer((req) => {
-    const headers = req.attributes.request.http.headers;
-    if (headers['x-deny']) return { status: { code: 7 }, denied_response: { status: { code: 418 }, body: 'no tea' } };
-    return { status: { code: 0 }, ok_response: { headers: [{ header: { key: 'x-team', value: `blue for ${headers['x-user-id']}` } }], headers_to_remove: ['x-internal'] } };
-  });
+  // The user's own ext_authz server behind passThroughAuth.
+  userServer = await startTeamAuthServer();
   dir = await makeConfigDir({
     'auth.yaml': guardedAuthConfigs(alice, userServer.address),
     'routes.yaml': guardedRoutes(echo.port),

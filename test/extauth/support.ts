@@ -207,3 +207,16 @@ export function guardedAuthConfigs(alice: { salt: string; hashedPassword: string
     authConfig('chain', [basicAuth, { passThroughAuth: { grpc: { address: passThroughAddress } } }]),
   ];
 }
+
+/**
+ * The user's own ext_authz server behind the `chain` AuthConfig's passThroughAuth: denies
+ * with 418 (`x-why: teapot`, body "no tea") when `x-deny` is sent; otherwise allows, adding
+ * `x-team: blue for <x-user-id>` and removing `x-internal`.
+ */
+export function startTeamAuthServer(): ReturnType<typeof startEnvoyAuthServer> {
+  return startEnvoyAuthServer((req) => {
+    const headers = req.attributes.request.http.headers;
+    if (headers['x-deny']) return { status: { code: 7 }, denied_response: { status: { code: 418 }, headers: [{ header: { key: 'x-why', value: 'teapot' } }], body: 'no tea' } };
+    return { status: { code: 0 }, ok_response: { headers: [{ header: { key: 'x-team', value: `blue for ${headers['x-user-id']}` } }], headers_to_remove: ['x-internal'] } };
+  });
+}

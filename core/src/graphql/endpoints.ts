@@ -76,20 +76,20 @@ class Endpoints implements GraphQLEndpoints {
     const upstreamOf = (ref: ResourceRef) => lookup(snapshot, 'Upstream', ref, resource.namespace);
     const spec = resource.spec.executableSchema;
     const upstreamVersions: string[] = [];
-    const clusterGetter = (ref: ResourceRef): (() => UpstreamCluster) | undefined => {
+    const clusterOf = (ref: ResourceRef): UpstreamCluster | undefined => {
       const upstream = upstreamOf(ref);
       if (!upstream) return undefined;
       upstreamVersions.push(`${upstream.key}@${upstream.version}`);
       // Reported through clusters(), so the gateway keeps these pools open across reloads.
       const cluster = this.options.upstreams.forUpstream(upstream);
       used.add(cluster);
-      return () => cluster;
+      return cluster;
     };
 
     const resolvers: Record<string, FieldResolver> = {};
     let remote: RemoteExecutor | undefined;
     if (spec.executor.remote && compiled.remote) {
-      const cluster = clusterGetter(spec.executor.remote.upstreamRef);
+      const cluster = clusterOf(spec.executor.remote.upstreamRef);
       if (!cluster) return undefined;
       remote = new RemoteExecutor(compiled.remote, cluster);
     }
@@ -102,7 +102,7 @@ class Endpoints implements GraphQLEndpoints {
         continue;
       }
       const ref = resolution.kind === 'rest' ? resolution.spec.restResolver!.upstreamRef : resolution.spec.grpcResolver!.upstreamRef;
-      const cluster = clusterGetter(ref);
+      const cluster = clusterOf(ref);
       if (!cluster) {
         resolvers[key] = () => {
           throw fieldError(FieldErrorCodes.UPSTREAM_ERROR, `upstream ${ref.namespace ?? resource.namespace}/${ref.name} is not served`);
@@ -112,7 +112,7 @@ class Endpoints implements GraphQLEndpoints {
       if (resolution.kind === 'rest') {
         resolvers[key] = restResolver(resolution.rest, cluster, counters);
       } else {
-        for (const host of cluster().hosts) grpcHosts.add(GrpcChannels.idOf(host));
+        for (const host of cluster.hosts) grpcHosts.add(GrpcChannels.idOf(host));
         resolvers[key] = grpcResolver(resolution.grpc, cluster, this.channels, counters);
       }
     }

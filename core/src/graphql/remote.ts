@@ -52,15 +52,15 @@ export function compileRemote(spec: RemoteExecutorSpec, problems: Problem[]): Co
  */
 export class RemoteExecutor {
   private readonly remote: CompiledRemote;
-  private readonly upstream: () => UpstreamCluster;
+  private readonly cluster: UpstreamCluster;
   /** Headers without templates, per negotiated media type (the upstream is asked for what the client accepts). */
   private readonly staticHeaders: Readonly<Record<MediaType, Readonly<Record<string, string>>>>;
   private readonly dynamicHeaders: (readonly [string, Template])[];
 
-  /** `upstream` gives the cluster of the remote executor's Upstream (kept open across reloads by the gateway). */
-  constructor(remote: CompiledRemote, upstream: () => UpstreamCluster) {
+  /** `cluster`: the remote executor's Upstream (kept open across reloads by the gateway). */
+  constructor(remote: CompiledRemote, cluster: UpstreamCluster) {
     this.remote = remote;
-    this.upstream = upstream;
+    this.cluster = cluster;
     const fixed: Record<string, string> = { 'content-type': 'application/json' };
     this.dynamicHeaders = [];
     for (const [name, t] of remote.headers) {
@@ -96,7 +96,7 @@ export class RemoteExecutor {
     const body =
       params.rawBody ??
       JSON.stringify({ query: params.query, operationName: params.operationName, variables: params.variables, extensions: params.extensions });
-    const cluster = this.upstream();
+    const cluster = this.cluster;
     const host = cluster.pick();
     ctx.upstream = cluster.name;
     try {

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
 import type { BenchContext, BenchModule, BenchScenario, RunningTarget } from '../scenario.ts';
-import { startListening } from '../tools.ts';
+import { benchManifests, startListening } from '../tools.ts';
 import { NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
 
 const CLI = fileURLToPath(new URL('../../../core/bin/gatehouse.js', import.meta.url));
@@ -19,24 +19,8 @@ function aliceHash(): { salt: string; hashedPassword: string } {
 
 /** The proxy rows' route, with or without a Basic-Auth AuthConfig on the virtual host. */
 function config(ctx: BenchContext, auth: boolean) {
-  return {
-    'bench.yaml': [
-      { apiVersion: 'gatehouse.gatehouse.dev/v1', kind: 'Upstream', metadata: { name: 'fast' }, spec: { static: { hosts: [{ addr: '127.0.0.1', port: ctx.upstreamPort }] } } },
-      { apiVersion: 'enterprise.gatehouse.dev/v1', kind: 'AuthConfig', metadata: { name: 'basic' }, spec: { configs: [{ basicAuth: { realm: 'bench', apr: { users: { alice: aliceHash() } } } }] } },
-      {
-        apiVersion: 'gateway.gatehouse.dev/v1',
-        kind: 'VirtualService',
-        metadata: { name: 'bench' },
-        spec: {
-          virtualHost: {
-            domains: ['*'],
-            ...(auth ? { options: { extauth: { configRef: { name: 'basic' } } } } : {}),
-            routes: [{ matchers: [{ prefix: '/' }], routeAction: { single: { upstream: { name: 'fast' } } } }],
-          },
-        },
-      },
-    ],
-  };
+  const basic = { name: 'basic', configs: [{ basicAuth: { realm: 'bench', apr: { users: { alice: aliceHash() } } } }] };
+  return { 'bench.yaml': benchManifests(ctx.upstreamPort, auth ? basic : undefined) };
 }
 
 /** Fails the row (instead of measuring 401/403s) unless the credentials get through. */

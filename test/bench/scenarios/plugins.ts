@@ -5,34 +5,14 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { buildPlugin } from '@gatehouse/plugin-sdk/build';
 import type { BenchContext, BenchModule, BenchScenario, RunningTarget } from '../scenario.ts';
+import { benchManifests } from '../tools.ts';
 
 const REQUIRED_HEADER = fileURLToPath(new URL('../../../plugins/required-header/src/index.ts', import.meta.url));
 const request = { headers: { 'x-api-key': 'bench' } };
 
 function config(ctx: BenchContext) {
-  return {
-    'bench.yaml': [
-      { apiVersion: 'gatehouse.gatehouse.dev/v1', kind: 'Upstream', metadata: { name: 'fast' }, spec: { static: { hosts: [{ addr: '127.0.0.1', port: ctx.upstreamPort }] } } },
-      {
-        apiVersion: 'enterprise.gatehouse.dev/v1',
-        kind: 'AuthConfig',
-        metadata: { name: 'plugin' },
-        spec: { configs: [{ pluginAuth: { name: 'RequiredHeader', config: { RequiredHeader: 'x-api-key', AllowedValues: ['bench'] } } }] },
-      },
-      {
-        apiVersion: 'gateway.gatehouse.dev/v1',
-        kind: 'VirtualService',
-        metadata: { name: 'bench' },
-        spec: {
-          virtualHost: {
-            domains: ['*'],
-            options: { extauth: { configRef: { name: 'plugin' } } },
-            routes: [{ matchers: [{ prefix: '/' }], routeAction: { single: { upstream: { name: 'fast' } } } }],
-          },
-        },
-      },
-    ],
-  };
+  const plugin = { name: 'plugin', configs: [{ pluginAuth: { name: 'RequiredHeader', config: { RequiredHeader: 'x-api-key', AllowedValues: ['bench'] } } }] };
+  return { 'bench.yaml': benchManifests(ctx.upstreamPort, plugin) };
 }
 
 /** Fails the row (instead of measuring 403s) unless the plugin lets the bench request through. */

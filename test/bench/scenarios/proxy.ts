@@ -1,23 +1,13 @@
 import { fileURLToPath } from 'node:url';
 import type { BenchContext, BenchModule, BenchScenario } from '../scenario.ts';
-import { startListening, startNginx } from '../tools.ts';
+import { benchManifests, startListening, startNginx } from '../tools.ts';
 import { NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
 
 const script = (name: string) => fileURLToPath(new URL(`../${name}`, import.meta.url));
 
 /** The routing config every proxy row uses: one virtual host, one prefix route. */
 function proxyConfig(ctx: BenchContext) {
-  return {
-    'proxy.yaml': [
-      { apiVersion: 'gatehouse.gatehouse.dev/v1', kind: 'Upstream', metadata: { name: 'fast' }, spec: { static: { hosts: [{ addr: '127.0.0.1', port: ctx.upstreamPort }] } } },
-      {
-        apiVersion: 'gateway.gatehouse.dev/v1',
-        kind: 'VirtualService',
-        metadata: { name: 'bench' },
-        spec: { virtualHost: { domains: ['*'], routes: [{ matchers: [{ prefix: '/' }], routeAction: { single: { upstream: { name: 'fast' } } } }] } },
-      },
-    ],
-  };
+  return { 'proxy.yaml': benchManifests(ctx.upstreamPort) };
 }
 
 /**

@@ -114,7 +114,7 @@ export class GrpcChannels {
 }
 
 /** Binds a compiled `grpcResolver` to its upstream cluster. */
-export function grpcResolver(compiled: CompiledGrpc, upstream: () => UpstreamCluster, channels: GrpcChannels, metrics: ResolverMetrics): FieldResolver {
+export function grpcResolver(compiled: CompiledGrpc, cluster: UpstreamCluster, channels: GrpcChannels, metrics: ResolverMetrics): FieldResolver {
   let method: Promise<MethodTypes> | undefined = compiled.method ? Promise.resolve(compiled.method) : undefined;
   const full = `${compiled.serviceName}/${compiled.methodName}`;
   const staticMessage = compiled.message.constant ? compiled.message.raw : undefined;
@@ -134,7 +134,6 @@ export function grpcResolver(compiled: CompiledGrpc, upstream: () => UpstreamClu
 
   return async function resolveGrpc(parent: unknown, args: Record<string, unknown>, ctx: OperationContext): Promise<unknown> {
     const value = staticMessage ?? compiled.message.value({ parent, args, headers: ctx.headers });
-    const cluster = upstream();
     const key = `grpc ${cluster.name} ${full} ${JSON.stringify(value)}`;
     try {
       const result = await dedupe(ctx, key, async () => call(cluster, await resolveMethod(cluster), value));

@@ -104,7 +104,7 @@ export function compileRest(spec: RestResolverSpec, at: readonly (string | numbe
 }
 
 /** Binds a compiled `restResolver` to its upstream (looked up per call: the registry may replace a closed cluster). */
-export function restResolver(rest: CompiledRest, upstream: () => UpstreamCluster, metrics: ResolverMetrics): FieldResolver {
+export function restResolver(rest: CompiledRest, cluster: UpstreamCluster, metrics: ResolverMetrics): FieldResolver {
   const constantBody = rest.body?.constant ? JSON.stringify(rest.body.raw) : undefined;
   const hasBody = rest.body !== undefined;
   const staticHeaders: Record<string, string> = {};
@@ -139,7 +139,6 @@ export function restResolver(rest: CompiledRest, upstream: () => UpstreamCluster
       }
     }
     const body = hasBody ? (constantBody ?? JSON.stringify(rest.body!.value(scope))) : undefined;
-    const cluster = upstream();
     const prefix = cluster.name + method + path + '\n' + headerKey;
     const key = body === undefined ? prefix : prefix + body;
     let json: unknown;
