@@ -1,12 +1,16 @@
 import { describe, expect, test } from 'vitest';
-import { createAccessLog, isoClock } from './access-log.ts';
+import { createAccessLog } from './access-log.ts';
+
+/** A sink keeping each line as text (the encoder reuses its buffer, so copy at once). */
+const collect = (lines: string[]) => ({ write: (line: Uint8Array) => lines.push(Buffer.from(line).toString('utf8')) });
 
 describe('createAccessLog', () => {
   test('writes one JSON line per entry, with the fields operators query on', () => {
     const lines: string[] = [];
-    const log = createAccessLog('gatehouse', { level: 'info', destination: { write: (l) => lines.push(l) } });
+    const log = createAccessLog('gatehouse', { level: 'info', destination: collect(lines) });
     log.write({ reqId: 'r-1', method: 'GET', path: '/a?q="x"\n', status: 200, durationMs: 1.25, virtualHost: 'default/vs', route: 'default/vs/0', upstream: 'http://127.0.0.1:1' });
     log.write({ reqId: undefined, method: 'GET', path: '/', status: 404, durationMs: 0.1, virtualHost: undefined, route: undefined, upstream: undefined });
+    log.flush();
     expect(lines.every((l) => l.endsWith('\n') && !l.slice(0, -1).includes('\n'))).toBe(true);
     const [first, second] = lines.map((l) => JSON.parse(l));
     expect(first).toEqual({
@@ -29,19 +33,60 @@ describe('createAccessLog', () => {
 
   test('a level above info turns access lines off', () => {
     const lines: string[] = [];
-    createAccessLog('g', { level: 'warn', destination: { write: (l) => lines.push(l) } }).write({ reqId: 'x', method: 'GET', path: '/', status: 200, durationMs: 1, virtualHost: 'v', route: 'r', upstream: 'u' });
+    createAccessLog('g', { level: 'warn', destination: collect(lines) }).write({ reqId: 'x', method: 'GET', path: '/', status: 200, durationMs: 1, virtualHost: 'v', route: 'r', upstream: 'u' });
     expect(lines).toEqual([]);
   });
-});
 
-describe('isoClock', () => {
-  test('matches Date#toISOString across seconds and millisecond paddings', () => {
+  test('escapes what JSON needs escaped, keeps non-ASCII text, and grows for long values', () => {
+    const lines: string[] = [];
+    const log = createAccessLog('gate"house', { level: 'info', destination: collect(lines) });
+    const odd = ['/caf\u00e9/\u{1f600}', '/tab\there', '/back\\slash', '/"quoted"', '/\u007f', `/${'x'.repeat(5000)}`, ''];
+    for (const path of odd) log.write({ reqId: path, method: 'PATCH', path, status: 599, durationMs: 1e-7, virtualHost: path, route: path, upstream: path });
+    log.flush();
+    const parsed = lines.map((l) => JSON.parse(l));
+    expect(parsed.map((p) => p.path)).toEqual(odd);
+    expect(parsed.map((p) => [p.reqId, p.virtualHost, p.route, p.upstream])).toEqual(odd.map((p) => [p, p, p, p]));
+    expect(parsed.every((p) => p.name === 'gate"house' && p.method === 'PATCH' && p.status === 599 && p.durationMs === 1e-7)).toBe(true);
+  });
+
+  test('entries are encoded in runs of batchEntries, the rest on flush or at exit', async () => {
+    const lines: string[] = [];
+    const log = createAccessLog('g', { level: 'info', destination: collect(lines), batchEntries: 3, flushEveryMs: 60_000 });
+    const entry = (i: number) => ({ reqId: `r${i}`, method: 'GET', path: '/', status: 200, durationMs: 1, virtualHost: undefined, route: undefined, upstream: undefined });
+    log.write(entry(1));
+    log.write(entry(2));
+    expect(lines).toEqual([]);
+    log.write(entry(3));
+    log.write(entry(4));
+    expect(lines.map((l) => JSON.parse(l).reqId)).toEqual(['r1', 'r2', 'r3']);
+    log.flush();
+    expect(lines.map((l) => JSON.parse(l).reqId)).toEqual(['r1', 'r2', 'r3', 'r4']);
+
+    // A process that exits with entries still queued writes them on the way out.
+    const { execFileSync } = await import('node:child_process');
+    const { fileURLToPath } = await import('node:url');
+    const module = JSON.stringify(fileURLToPath(new URL('./access-log.ts', import.meta.url)));
+    const script = `import { createAccessLog } from ${module};
+      const log = createAccessLog('g', { level: 'info' });
+      for (let i = 0; i < 3; i++) log.write({ reqId: 'x' + i, method: 'GET', path: '/', status: 200, durationMs: 1 });`;
+    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
+    expect(out.trimEnd().split('\n').map((l) => JSON.parse(l).reqId)).toEqual(['x0', 'x1', 'x2']);
+  });
+
+  test('time matches Date#toISOString across seconds and millisecond paddings', () => {
     let now = Date.UTC(2026, 10, 21, 7, 59, 59, 5);
-    const clock = isoClock(() => now);
+    const lines: string[] = [];
+    const log = createAccessLog('g', { level: 'info', destination: collect(lines), now: () => now });
+    const expected: string[] = [];
     for (const step of [0, 40, 60, 894, 1, 1000, 12_345]) {
       now += step;
-      expect(clock()).toBe(new Date(now).toISOString());
+      expected.push(new Date(now).toISOString());
+      log.write({ reqId: undefined, method: 'GET', path: '/', status: 200, durationMs: 1, virtualHost: undefined, route: undefined, upstream: undefined });
     }
+    // Encoded later, stamped with the time each entry was written.
+    now += 5000;
+    log.flush();
+    expect(lines.map((l) => JSON.parse(l).time)).toEqual(expected);
   });
 });
 
@@ -56,13 +101,14 @@ describe('batchedWriter', () => {
     const fd = openSync(file, 'w');
     const writer = batchedWriter(fd, { batchBytes: 100, flushEveryMs: 60_000 });
     const line = `${'x'.repeat(39)}\n`;
-    writer.write(line);
-    writer.write(line);
+    const write = (text: string) => writer.write(Buffer.from(text));
+    write(line);
+    write(line);
     expect(await readFile(file, 'utf8')).toBe('');
     // A third line would pass 100 bytes: the first two go out as one batch.
-    writer.write(line);
+    write(line);
     expect(await readFile(file, 'utf8')).toBe(line.repeat(2));
-    writer.write('tail\n');
+    write('tail\n');
     writer.flush();
     expect(await readFile(file, 'utf8')).toBe(`${line.repeat(3)}tail\n`);
     closeSync(fd);
@@ -75,7 +121,7 @@ describe('batchedWriter', () => {
     // Each writer sends 3000 distinct ~110-byte lines; both inherit the shell's one stdout pipe.
     const script = `import { batchedWriter } from ${JSON.stringify(module)};
       const w = batchedWriter(1); const id = process.argv[1];
-      for (let i = 0; i < 3000; i++) w.write(JSON.stringify({ id, i, pad: 'p'.repeat(80) }) + '\\n');
+      for (let i = 0; i < 3000; i++) w.write(Buffer.from(JSON.stringify({ id, i, pad: 'p'.repeat(80) }) + '\\n'));
       w.flush();`;
     const node = JSON.stringify(process.execPath);
     const out = await new Promise<string>((resolve) => {

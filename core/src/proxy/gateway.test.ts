@@ -11,7 +11,7 @@ import type { AuthDecision, CheckRequest } from '../extauth/step.ts';
 import { closeGracefully, listen } from '../server/listen.ts';
 import { Gateway, parseAbsoluteTarget } from './gateway.ts';
 import { UpstreamRegistry } from './upstream-cluster.ts';
-import { createAccessLog } from '../log/access-log.ts';
+import { createAccessLog, type AccessLog } from '../log/access-log.ts';
 
 // The request path in-process: a real Gateway on a real listener, real upstream servers.
 
@@ -113,6 +113,7 @@ function config(): ConfigSnapshot {
 
 let gateway: Gateway;
 let authorizer: TestAuthorizer;
+let accessLogger: AccessLog;
 let port: number;
 let server: Server;
 
@@ -132,7 +133,7 @@ beforeAll(async () => {
   await stopServer(closed.server);
   authorizer = new TestAuthorizer();
   // Access lines in JSON, as createAccessLog writes them to stdout.
-  const accessLogger = createAccessLog('gateway', { level: 'info', destination: { write: (line) => logLines.push(JSON.parse(line)) } });
+  accessLogger = createAccessLog('gateway', { level: 'info', destination: { write: (line) => logLines.push(JSON.parse(Buffer.from(line).toString('utf8'))) } });
   gateway = new Gateway({ logger, upstreams: new UpstreamRegistry(), authorizer, accessLogger });
   gateway.update(config());
   ({ server, port } = await listen(gateway.handle, 0, '127.0.0.1'));
@@ -269,6 +270,7 @@ describe('reloads and the access log', () => {
   test('one access log line per request with method, path, status, duration, route and upstream', async () => {
     await send(port, '/public/logged?x=1', { 'x-request-id': 'log-1' }, 'PUT', 'b');
     await new Promise((r) => setTimeout(r, 20));
+    accessLogger.flush();
     const lines = logLines.filter((l) => l.msg === 'access' && l.reqId === 'log-1');
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatchObject({ method: 'PUT', path: '/public/logged?x=1', status: 200, route: 'public', virtualHost: 'default/vs', upstream: `http://127.0.0.1:${echo.port}` });
