@@ -50,7 +50,7 @@ describe('admin API (SPEC 8)', () => {
   });
 
   test('/metrics is Prometheus text with the Gatehouse series', async () => {
-    metrics.requests.inc({ virtual_host: 'default/admin-test', route: 'r', status: '200' });
+    metrics.requests.labels('default/admin-test', 'r', '200').inc();
     const response = await app(snapshot()).request('/metrics');
     expect(response.status).toBe(200);
     expect(response.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);

@@ -1,4 +1,5 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { RequestCounter, RequestHistogram } from './request-metrics.ts';
 
 /**
  * Every Gatehouse metric (SPEC 8), in one registry per process. In multi-worker mode the
@@ -8,18 +9,19 @@ export const registry = new Registry();
 collectDefaultMetrics({ register: registry, prefix: 'gatehouse_process_' });
 
 export const metrics = {
-  requests: new Counter({
+  // Recorded on every request: see request-metrics.ts.
+  requests: new RequestCounter({
     name: 'gatehouse_requests_total',
     help: 'Downstream requests by virtual host, route and response status.',
-    labelNames: ['virtual_host', 'route', 'status'] as const,
-    registers: [registry],
+    labelNames: ['virtual_host', 'route', 'status'],
+    registry,
   }),
-  upstreamLatency: new Histogram({
+  upstreamLatency: new RequestHistogram({
     name: 'gatehouse_upstream_latency_seconds',
     help: 'Time from sending a request upstream to its response headers.',
-    labelNames: ['upstream'] as const,
+    labelNames: ['upstream'],
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-    registers: [registry],
+    registry,
   }),
   authDecisions: new Counter({
     name: 'gatehouse_auth_decisions_total',

@@ -167,7 +167,7 @@ export class Gateway {
         if (!counter) route.counters.set(status, (counter = metrics.requests.labels(route.virtualHost, route.name, String(status))));
         counter.inc();
       } else {
-        metrics.requests.inc({ virtual_host: vhost ?? '', route: '', status: String(status) });
+        metrics.requests.labels(vhost ?? '', '', String(status)).inc();
       }
       this.accessLogger?.write({
         reqId: ctx?.requestId,

@@ -1,4 +1,4 @@
-import type { Counter, Histogram } from 'prom-client';
+import type { CounterChild, HistogramChild } from '../admin/request-metrics.ts';
 import { metrics } from '../admin/metrics.ts';
 import type { Resource } from '../config/resource.ts';
 import { durationMs } from '../config/schema/common.ts';
@@ -15,7 +15,7 @@ import type { UpstreamCluster, UpstreamRegistry } from './upstream-cluster.ts';
 export const DEFAULT_TIMEOUT_MS = 15_000;
 
 export type Destination =
-  | { readonly kind: 'upstream'; readonly cluster: UpstreamCluster; readonly latency: Histogram.Internal<'upstream'> }
+  | { readonly kind: 'upstream'; readonly cluster: UpstreamCluster; readonly latency: HistogramChild }
   | { readonly kind: 'graphql'; readonly apiKey: string };
 
 /** The AuthConfig a route uses after inheritance (SPEC 3.2, 4 step 2). */
@@ -49,7 +49,7 @@ export interface CompiledRoute {
   readonly cors: CompiledCors | undefined;
   readonly auth: RouteAuth | undefined;
   /** Request counter children by status, bound lazily (label hashing off the hot path). */
-  readonly counters: Map<number, Counter.Internal>;
+  readonly counters: Map<number, CounterChild>;
 }
 
 export interface CompiledVirtualHost {
