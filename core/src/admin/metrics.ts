@@ -9,7 +9,7 @@ export const registry = new Registry();
 collectDefaultMetrics({ register: registry, prefix: 'gatehouse_process_' });
 
 export const metrics = {
-  // Recorded on every request: see request-metrics.ts.
+  // The first five are recorded per request, auth step or resolver call: see request-metrics.ts.
   requests: new RequestCounter({
     name: 'gatehouse_requests_total',
     help: 'Downstream requests by virtual host, route and response status.',
@@ -23,23 +23,23 @@ export const metrics = {
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registry,
   }),
-  authDecisions: new Counter({
+  authDecisions: new RequestCounter({
     name: 'gatehouse_auth_decisions_total',
     help: 'External auth decisions by AuthConfig, step and result (allow, deny, error).',
-    labelNames: ['config', 'step', 'result'] as const,
-    registers: [registry],
+    labelNames: ['config', 'step', 'result'],
+    registry,
   }),
-  graphqlOperations: new Counter({
+  graphqlOperations: new RequestCounter({
     name: 'gatehouse_graphql_operations_total',
     help: 'GraphQL operations by GraphQLApi, operation type and result (ok, error).',
-    labelNames: ['api', 'operation', 'result'] as const,
-    registers: [registry],
+    labelNames: ['api', 'operation', 'result'],
+    registry,
   }),
-  graphqlResolverCalls: new Counter({
+  graphqlResolverCalls: new RequestCounter({
     name: 'gatehouse_graphql_resolver_calls_total',
     help: 'Resolver calls by GraphQLApi, resolver and result (ok, error).',
-    labelNames: ['api', 'resolver', 'result'] as const,
-    registers: [registry],
+    labelNames: ['api', 'resolver', 'result'],
+    registry,
   }),
   configReloads: new Counter({
     name: 'gatehouse_config_reloads_total',

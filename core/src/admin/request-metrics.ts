@@ -3,12 +3,14 @@ import type { Metric, Registry } from 'prom-client';
 type Sample = { value: number; labels: Record<string, string | number>; metricName?: string };
 
 /**
- * Counters and histograms for the request path. prom-client hashes the label object on
- * every `inc`/`observe`, even through a `labels(...)` child: measured A/B in the proxy, a
- * histogram observe cost 1–5 µs a request. Here a child is a plain object found once per
- * label set (routes keep theirs), so recording is a few additions; prom-client still
- * registers, formats and (with `--workers`) sums them, through the metric interface
- * (`get()` returning name, help, type, values, aggregator) its own metrics implement.
+ * Counters and histograms recorded per request (and per auth step or resolver call).
+ * prom-client hashes the label object on every `inc`/`observe`, even through a
+ * `labels(...)` child: measured A/B in the proxy, a histogram observe cost 1–5 µs a
+ * request, and the proxy bench went from 0.84× to 0.99× the bare undici proxy without it.
+ * Here a child is a plain object found once per label set (routes keep theirs), so
+ * recording is a few additions; prom-client still registers, formats and (with
+ * `--workers`) sums them, through the metric interface (`get()` returning name, help,
+ * type, values, aggregator) its own metrics implement.
  */
 abstract class RequestMetric<Child> {
   readonly aggregator = 'sum';

@@ -22,7 +22,7 @@ export interface AuthorizerOptions {
 function failed(options: AuthorizerOptions, request: CheckRequest, error: unknown): AuthDecision {
   const { code, message } = error as { code?: string; message: string };
   const configId = request.attributes.context_extensions.config_id ?? '';
-  metrics.authDecisions.inc({ config: configId, step: '', result: 'error' });
+  metrics.authDecisions.labels(configId, '', 'error').inc();
   const allowed = options.failureModeAllow === true;
   options.logger.error({ code, config_id: configId, failure_mode_allow: allowed }, `external auth failed, request ${allowed ? 'allowed (failureModeAllow)' : 'denied'}: ${message}`);
   return allowed ? allow() : forbidden();

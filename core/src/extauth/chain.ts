@@ -71,10 +71,10 @@ export class AuthChain {
   private async runStep(step: AuthStep, request: CheckRequest): Promise<AuthDecision> {
     try {
       const decision = await step.authorize(request);
-      metrics.authDecisions.inc({ config: this.configId, step: step.name, result: decision.allowed ? 'allow' : 'deny' });
+      metrics.authDecisions.labels(this.configId, step.name, decision.allowed ? 'allow' : 'deny').inc();
       return decision;
     } catch (error) {
-      metrics.authDecisions.inc({ config: this.configId, step: step.name, result: 'error' });
+      metrics.authDecisions.labels(this.configId, step.name, 'error').inc();
       this.logger.error({ err: error, code: ExtAuthCodes.STEP_FAILED, config_id: this.configId, step: step.name }, `auth step ${step.name} of ${this.configId} failed; request denied`);
       return forbidden();
     }
