@@ -111,10 +111,15 @@ export class RemoteExecutor {
         return res;
       });
     } catch (error) {
+      if (res.destroyed) {
+        // The client left (its response was destroyed, which also stopped the upstream call): nothing failed upstream.
+        ctx.logger.debug({ reqId: ctx.requestId, upstream: cluster.name }, 'GraphQL remote executor: client closed the connection');
+        return;
+      }
       const code = (error as { code?: string }).code;
       if (isConnectFailure(error)) cluster.eject(host);
       const timeout = code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';
-      ctx.logger.warn({ err: error, upstream: cluster.name }, 'GraphQL remote executor: upstream failed');
+      ctx.logger.warn({ reqId: ctx.requestId, err: error, upstream: cluster.name }, 'GraphQL remote executor: upstream failed');
       if (res.headersSent) {
         // Cut mid-body: the client must see a broken response, not a truncated "complete" one.
         res.destroy();
