@@ -160,4 +160,12 @@ describe('Dockerfiles', () => {
     expect(fromOut).toBe(`/out/${built}`);
     expect((await stat(join(ROOT, 'images', `${file}.dockerignore`))).isFile()).toBe(true);
   });
+
+  it('the gateway image starts with the Node flags and environment of the launcher, so it never re-executes', async () => {
+    const { NODE_ENV_DEFAULTS, NODE_FLAGS } = await import('@gatehouse/plugin-sdk/launch');
+    const [, final] = stages(await readFile(join(ROOT, 'images', 'gateway.Dockerfile'), 'utf8'));
+    const entrypoint = JSON.parse(final!.lines.find((l) => l.startsWith('ENTRYPOINT'))!.slice('ENTRYPOINT'.length)) as string[];
+    for (const flag of NODE_FLAGS) expect(entrypoint).toContain(flag);
+    for (const [name, value] of Object.entries(NODE_ENV_DEFAULTS)) expect(final!.lines).toContain(`ENV ${name}=${value}`);
+  });
 });

@@ -21,6 +21,8 @@ RUN node images/build.ts gateway /out
 
 FROM ${NODE_IMAGE}
 ENV NODE_ENV=production
+# One malloc arena bounds RSS while streaming (see NODE_ENV_DEFAULTS in plugin-sdk/bin/launch.js).
+ENV MALLOC_ARENA_MAX=1
 WORKDIR /app
 COPY --from=build /out/ /app/
 # Non-root; Kubernetes manifests from `gatehouse install render` run it with the same ids.

@@ -1,5 +1,7 @@
 /** Node flags every Gatehouse process runs with. */
 export declare const NODE_FLAGS: string[];
+/** Environment defaults every Gatehouse process runs with (an operator's own value wins). */
+export declare const NODE_ENV_DEFAULTS: Record<string, string>;
 /** Runs `<package>/src/<entry>.ts` (or its compiled twin under dist/) from the bin file at `binUrl`. */
 export declare function launch(binUrl: string, entry: string): Promise<void>;
 /** The file `launch` would run. */

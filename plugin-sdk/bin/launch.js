@@ -12,17 +12,27 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
  */
 export const NODE_FLAGS = ['--no-node-snapshot', '--max-semi-space-size=2'];
 
+/**
+ * Environment defaults (an operator's own value wins). One glibc malloc arena: body
+ * chunks are allocated and freed across Node's threads, and with an arena per thread the
+ * freed memory stays scattered; measured on 50 MB up + 50 MB down through `gatehouse run`,
+ * peak RSS 136–163 MB → 119–134 MB, with no throughput change in the proxy bench.
+ */
+export const NODE_ENV_DEFAULTS = { MALLOC_ARENA_MAX: '1' };
+
 /** The runtime source trees compiled into dist/ (see core/tsconfig.build.json). */
 const SOURCE_DIRS = ['core/src', 'plugin-sdk/src', 'init-container/src'];
 
 /**
  * Runs `main(argv)` of `<package>/src/<entry>.ts` (or its compiled twin) for the bin file at `binUrl`.
- * Missing Node flags are added by re-executing in place (same pid, no wrapper process).
+ * Missing Node flags and environment defaults are added by re-executing in place (same
+ * pid, no wrapper process): glibc reads its variables only at process start.
  */
 export async function launch(binUrl, entry) {
   const missing = NODE_FLAGS.filter((flag) => !process.execArgv.includes(flag));
-  if (missing.length > 0 && typeof process.execve === 'function') {
-    process.execve(process.execPath, [process.execPath, ...missing, ...process.execArgv, process.argv[1], ...process.argv.slice(2)], process.env);
+  const unsetEnv = Object.keys(NODE_ENV_DEFAULTS).filter((name) => process.env[name] === undefined);
+  if ((missing.length > 0 || unsetEnv.length > 0) && typeof process.execve === 'function') {
+    process.execve(process.execPath, [process.execPath, ...missing, ...process.execArgv, process.argv[1], ...process.argv.slice(2)], { ...NODE_ENV_DEFAULTS, ...process.env });
   }
   // Every CLI module exports `main(argv)`: a number is the exit code; a negative one (or
   // none) means the command keeps running (a server).

@@ -1,11 +1,13 @@
 // The command line as scripts use it (SPEC 9): `gatehouse validate`, `gatehouse version`,
 // exit codes and flag errors, run as real processes.
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { createInterface } from 'node:readline';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
+import { NODE_ENV_DEFAULTS, NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
 import { makeConfigDir, manifests, type ConfigDir } from '../support/config-dir.ts';
 
 const CLI = fileURLToPath(new URL('../../core/bin/gatehouse.js', import.meta.url));
@@ -149,5 +151,40 @@ describe.concurrent('gatehouse command line', () => {
     });
     expect(code).toBe(2);
     expect(stderr).toContain('--admin-port must be a port number from 0 to 65535, got "99999"');
+  });
+
+  it('a plain `node gatehouse.js` gets the Node flags and environment defaults by re-executing in place (same pid)', async () => {
+    const env: NodeJS.ProcessEnv = { ...process.env, GATEHOUSE_LOG_LEVEL: 'info' };
+    for (const name of Object.keys(NODE_ENV_DEFAULTS)) delete env[name];
+    const child = spawn(process.execPath, [CLI, 'gateway', '--config-dir', join(dir.path, 'good'), '--port', '0', '--admin-port', '0', '--host', '127.0.0.1'], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+    try {
+      const [line] = (await once(createInterface({ input: child.stdout! }).on('line', () => {}), 'line')) as [string];
+      const first = JSON.parse(line) as { pid: number };
+      // The process that logs is the one we started: no wrapper process.
+      expect(first.pid).toBe(child.pid);
+      const cmdline = (await readFile(`/proc/${child.pid}/cmdline`, 'utf8')).split('\0');
+      for (const flag of NODE_FLAGS) expect(cmdline).toContain(flag);
+      const environ = (await readFile(`/proc/${child.pid}/environ`, 'utf8')).split('\0');
+      for (const [name, value] of Object.entries(NODE_ENV_DEFAULTS)) expect(environ).toContain(`${name}=${value}`);
+    } finally {
+      child.kill('SIGTERM');
+      await once(child, 'exit');
+    }
+  });
+
+  it('an operator’s own environment value wins over the default', async () => {
+    const name = Object.keys(NODE_ENV_DEFAULTS)[0]!;
+    const child = spawn(process.execPath, [CLI, 'gateway', '--config-dir', join(dir.path, 'good'), '--port', '0', '--admin-port', '0', '--host', '127.0.0.1'], {
+      env: { ...process.env, GATEHOUSE_LOG_LEVEL: 'info', [name]: '4' },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    try {
+      await once(createInterface({ input: child.stdout! }), 'line');
+      const environ = (await readFile(`/proc/${child.pid}/environ`, 'utf8')).split('\0');
+      expect(environ).toContain(`${name}=4`);
+    } finally {
+      child.kill('SIGTERM');
+      await once(child, 'exit');
+    }
   });
 });

@@ -95,9 +95,9 @@ beforeAll(async () => {
       manifests.virtualService('bulk', { domains: ['*'], routes: [{ routeAction: { single: { upstream: { name: 'bulk' } } }, options: { timeout: '60s' } }] }),
     ],
   });
-  // The gateway process (the Kubernetes shape): `gatehouse run` also embeds the auth
-  // server, whose gRPC and protobuf stack adds ~7 MB at idle.
-  gw = await startGatehouse('gateway', ['--config-dir', config.path]);
+  // `gatehouse run`, the larger of the two process shapes: it also embeds the auth server,
+  // whose gRPC and protobuf stack adds ~7 MB at idle.
+  gw = await startGatehouse('run', ['--config-dir', config.path]);
 });
 
 afterAll(async () => {

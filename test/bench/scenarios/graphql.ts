@@ -7,7 +7,7 @@ import { buildSchema, graphql } from 'graphql';
 import { BOOKS, BOOKS_SDL, USERS_SDL } from '../graphql-schemas.ts';
 import type { BenchContext, BenchModule, BenchScenario, RunningTarget } from '../scenario.ts';
 import { freePort, startListening, startNginx, stopChild, type Started } from '../tools.ts';
-import { NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
+import { NODE_ENV_DEFAULTS, NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
 
 /**
  * GraphQL rows (issue 3):
@@ -169,7 +169,7 @@ export const scenarios: BenchScenario[] = [
     start: async (ctx) => {
       const up = await restUpstream.get(ctx);
       // Same Node flags as Gatehouse (see scenarios/proxy.ts): the ratio compares code paths.
-      const server = await startListening(process.execPath, [...NODE_FLAGS, here('graphql-handwritten.ts'), `http://127.0.0.1:${up.port}`]);
+      const server = await startListening(process.execPath, [...NODE_FLAGS, here('graphql-handwritten.ts'), `http://127.0.0.1:${up.port}`], NODE_ENV_DEFAULTS);
       return withRelease({ url: `http://127.0.0.1:${server.port}`, stop: server.stop }, restUpstream.release);
     },
   },

@@ -1,7 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import type { BenchContext, BenchModule, BenchScenario } from '../scenario.ts';
 import { benchManifests, startListening, startNginx } from '../tools.ts';
-import { NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
+import { NODE_ENV_DEFAULTS, NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
 
 const script = (name: string) => fileURLToPath(new URL(`../${name}`, import.meta.url));
 
@@ -11,11 +11,11 @@ function proxyConfig(ctx: BenchContext) {
 }
 
 /**
- * Comparison proxies run with Gatehouse's own Node flags (NODE_FLAGS: a 2 MB young
- * generation for memory), so a ratio compares code paths, not runtime settings; one extra
- * row shows the bare proxy with Node's defaults.
+ * Comparison proxies run with Gatehouse's own Node flags and environment (NODE_FLAGS: a
+ * 2 MB young generation for memory; NODE_ENV_DEFAULTS: one malloc arena), so a ratio
+ * compares code paths, not runtime settings; one extra row shows the bare proxy with Node's defaults.
  */
-const node = (file: string, ...args: string[]) => startListening(process.execPath, [...NODE_FLAGS, script(file), ...args]);
+const node = (file: string, ...args: string[]) => startListening(process.execPath, [...NODE_FLAGS, script(file), ...args], NODE_ENV_DEFAULTS);
 
 export const scenarios: BenchScenario[] = [
   { group: 'proxy', name: 'direct to upstream', start: async (ctx) => ({ url: ctx.upstreamUrl, stop: async () => {} }) },
