@@ -128,4 +128,34 @@ describe('remote executor', () => {
       await down.close();
     }
   });
+
+  it('a client that leaves cancels the upstream call, which is not logged as an upstream failure', async () => {
+    let arrived!: () => void;
+    let upstreamClosed!: () => void;
+    const requestArrived = new Promise<void>((r) => (arrived = r));
+    const closed = new Promise<void>((r) => (upstreamClosed = r));
+    // An upstream that takes the request and never answers.
+    const hanging = await startServer((req) => {
+      req.resume();
+      req.socket.once('close', () => upstreamClosed());
+      arrived();
+    });
+    const gw = await serveGraphQL([manifests.upstream('graphql-upstream', [{ addr: '127.0.0.1', port: hanging.port }]), remoteApi()], 'remote');
+    try {
+      const client = new AbortController();
+      const pending = fetch(`${gw.url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-request-id': 'leaving' }, body: JSON.stringify({ query: '{ hello(name: "x") }' }), signal: client.signal }).catch((e: unknown) => e);
+      await requestArrived;
+      client.abort();
+      expect(await pending).toMatchObject({ name: 'AbortError' });
+      // The gateway gives up its upstream request at once, not after the 15 s upstream timeout.
+      const first = await Promise.race([closed.then(() => 'upstream call cancelled'), new Promise((r) => setTimeout(r, 5_000, 'still waiting after 5 s'))]);
+      expect(first).toBe('upstream call cancelled');
+      const access = await gw.gateway!.waitForLog((l) => l.msg === 'access' && l.reqId === 'leaving');
+      expect(access).toMatchObject({ status: 0, upstream: 'default/graphql-upstream' });
+      expect(gw.gateway!.logs.filter((l) => l.reqId === 'leaving' && l.level !== 'info' && l.level !== 30)).toEqual([]);
+    } finally {
+      await gw.close();
+      await hanging.close();
+    }
+  });
 });

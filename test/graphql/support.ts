@@ -7,7 +7,7 @@ import type { RequestContext } from '../../core/src/proxy/context.ts';
 import type { GraphQLEndpoints } from '../../core/src/proxy/destinations.ts';
 import { UpstreamRegistry } from '../../core/src/proxy/upstream-cluster.ts';
 import { makeConfigDir, manifests } from '../support/config-dir.ts';
-import { startGatehouse } from '../support/gatehouse.ts';
+import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
 import { startServer } from '../support/upstream.ts';
 
 export { manifests };
@@ -26,6 +26,8 @@ export interface GraphQLServer {
   close(): Promise<void>;
   /** Only when served in-process. */
   readonly endpoints?: GraphQLEndpoints;
+  /** Only when served by a gateway process. */
+  readonly gateway?: GatehouseProcess;
   readonly snapshot: ConfigSnapshot;
   /** POSTs `{query, variables}` as JSON; returns status and parsed body. */
   post(query: string, variables?: Record<string, unknown>, headers?: Record<string, string>): Promise<{ status: number; body: any; headers: Headers }>;
@@ -46,6 +48,7 @@ export async function serveGraphQL(docs: object[], api: string, options: { engin
     const gateway = await startGatehouse('gateway', ['--config-dir', dir.path]);
     return {
       url: gateway.url,
+      gateway,
       snapshot,
       post: (query, variables, headers) => post(gateway.url, query, variables, headers),
       async close() {

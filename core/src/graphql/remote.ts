@@ -1,6 +1,8 @@
-import type { ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
+import type { Dispatcher } from 'undici';
 import type { RemoteExecutorSpec } from '../config/schema/graphql-api.ts';
 import { ErrorCodes } from '../errors.ts';
+import { writeThrough } from '../proxy/forward.ts';
 import { isConnectFailure, type UpstreamCluster } from '../proxy/upstream-cluster.ts';
 import type { RequestContext } from '../proxy/context.ts';
 import { FieldErrorCodes, GraphQLConfigCodes, type Problem } from './errors.ts';
@@ -99,44 +101,85 @@ export class RemoteExecutor {
     const cluster = this.cluster;
     const host = cluster.pick();
     ctx.upstream = cluster.name;
-    try {
-      // The answer streams through unchanged: status, content type and body bytes.
-      await host.dispatcher.stream({ method: 'POST', path, headers, body, headersTimeout: REMOTE_TIMEOUT_MS, bodyTimeout: REMOTE_TIMEOUT_MS }, ({ statusCode, headers: upstreamHeaders }) => {
-        const out: Record<string, string> = {};
-        const contentType = upstreamHeaders['content-type'];
-        const contentLength = upstreamHeaders['content-length'];
-        if (typeof contentType === 'string') out['content-type'] = contentType;
-        if (typeof contentLength === 'string') out['content-length'] = contentLength;
-        res.writeHead(statusCode, out);
-        return res;
-      });
-    } catch (error) {
-      if (res.destroyed) {
-        // The client left (its response was destroyed, which also stopped the upstream call): nothing failed upstream.
-        ctx.logger.debug({ reqId: ctx.requestId, upstream: cluster.name }, 'GraphQL remote executor: client closed the connection');
-        return;
-      }
-      const code = (error as { code?: string }).code;
-      if (isConnectFailure(error)) cluster.eject(host);
-      const timeout = code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';
-      ctx.logger.warn({ reqId: ctx.requestId, err: error, upstream: cluster.name }, 'GraphQL remote executor: upstream failed');
-      if (res.headersSent) {
-        // Cut mid-body: the client must see a broken response, not a truncated "complete" one.
-        res.destroy();
-        return;
-      }
-      sendErrors(
-        res,
-        timeout ? 504 : 503,
-        media,
-        [
-          {
-            message: timeout ? `upstream ${cluster.name} did not answer within ${REMOTE_TIMEOUT_MS}ms` : `upstream ${cluster.name} is unavailable: ${code ?? (error as Error).message}`,
-            extensions: { code: timeout ? FieldErrorCodes.UPSTREAM_TIMEOUT : FieldErrorCodes.UPSTREAM_ERROR },
-          } as { message: string },
-        ],
-        { 'x-gatehouse-error': timeout ? ErrorCodes.UPSTREAM_TIMEOUT : ErrorCodes.UPSTREAM_UNAVAILABLE },
-      );
+    const error = await new RemoteCall(res).run(host.dispatcher, { method: 'POST', path, headers, body, headersTimeout: REMOTE_TIMEOUT_MS, bodyTimeout: REMOTE_TIMEOUT_MS });
+    if (!error) return;
+    if (res.destroyed) {
+      // The client left (which also stopped the upstream call): nothing failed upstream.
+      ctx.logger.debug({ reqId: ctx.requestId, upstream: cluster.name }, 'GraphQL remote executor: client closed the connection');
+      return;
     }
+    const code = (error as { code?: string }).code;
+    if (isConnectFailure(error)) cluster.eject(host);
+    const timeout = code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';
+    ctx.logger.warn({ reqId: ctx.requestId, err: error, upstream: cluster.name }, 'GraphQL remote executor: upstream failed');
+    if (res.headersSent) {
+      // Cut mid-body: the client must see a broken response, not a truncated "complete" one.
+      res.destroy();
+      return;
+    }
+    sendErrors(
+      res,
+      timeout ? 504 : 503,
+      media,
+      [
+        {
+          message: timeout ? `upstream ${cluster.name} did not answer within ${REMOTE_TIMEOUT_MS}ms` : `upstream ${cluster.name} is unavailable: ${code ?? (error as Error).message}`,
+          extensions: { code: timeout ? FieldErrorCodes.UPSTREAM_TIMEOUT : FieldErrorCodes.UPSTREAM_ERROR },
+        } as { message: string },
+      ],
+      { 'x-gatehouse-error': timeout ? ErrorCodes.UPSTREAM_TIMEOUT : ErrorCodes.UPSTREAM_UNAVAILABLE },
+    );
+  }
+}
+
+/**
+ * One call to the upstream GraphQL server, as an undici dispatch handler writing straight
+ * into the response: status, content type and body bytes pass through unchanged. A client
+ * that leaves aborts the call at once (not when the upstream finally answers).
+ */
+class RemoteCall implements Dispatcher.DispatchHandler {
+  private readonly res: ServerResponse;
+  private controller: Dispatcher.DispatchController | undefined;
+  private done!: (error: Error | undefined) => void;
+
+  constructor(res: ServerResponse) {
+    this.res = res;
+  }
+
+  /** Resolves when the response is complete (undefined) or the call failed (the error). */
+  run(dispatcher: Dispatcher, options: Dispatcher.DispatchOptions): Promise<Error | undefined> {
+    const finished = new Promise<Error | undefined>((resolve) => (this.done = resolve));
+    this.res.once('close', () => {
+      if (!this.res.writableFinished) this.controller?.abort(new Error('downstream closed'));
+    });
+    dispatcher.dispatch(options, this);
+    return finished;
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (this.res.destroyed) controller.abort(new Error('downstream closed'));
+  }
+
+  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
+    const out: Record<string, string> = {};
+    const contentType = headers['content-type'];
+    const contentLength = headers['content-length'];
+    if (typeof contentType === 'string') out['content-type'] = contentType;
+    if (typeof contentLength === 'string') out['content-length'] = contentLength;
+    this.res.writeHead(statusCode, out);
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    writeThrough(controller, this.res, chunk);
+  }
+
+  onResponseEnd(): void {
+    this.res.end();
+    this.done(undefined);
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    this.done(error);
   }
 }

@@ -104,13 +104,7 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
     if (this.abandoned) return;
-    const res = this.x.res;
-    if (!res.write(chunk)) {
-      // A destroyed response never drains: stop the upstream request instead of pausing it forever.
-      if (res.destroyed) return controller.abort(new Error('downstream closed'));
-      controller.pause();
-      res.once('drain', () => controller.resume());
-    }
+    writeThrough(controller, this.x.res, chunk);
   }
 
   onResponseEnd(): void {
@@ -146,6 +140,19 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
 
   private retry(): void {
     new ProxyAttempt(this.x, this.retriesLeft - 1).start();
+  }
+}
+
+/**
+ * Writes an upstream body chunk to the downstream response, pausing the upstream while the
+ * client is slower (backpressure, never buffering).
+ */
+export function writeThrough(controller: Dispatcher.DispatchController, res: ServerResponse, chunk: Buffer): void {
+  if (!res.write(chunk)) {
+    // A destroyed response never drains: stop the upstream request instead of pausing it forever.
+    if (res.destroyed) return controller.abort(new Error('downstream closed'));
+    controller.pause();
+    res.once('drain', () => controller.resume());
   }
 }
 
