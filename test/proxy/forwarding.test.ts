@@ -52,6 +52,8 @@ function specialUpstream(req: IncomingMessage, res: ServerResponse): void {
     if (status === 204 || status === 304 || req.method === 'HEAD') return void res.end();
     res.write('chunk-1,');
     setTimeout(() => res.end('chunk-2'), 20);
+  } else if (path === '/cors/own') {
+    echo(req, res, { 'access-control-allow-origin': '*', vary: 'accept-encoding' });
   } else if (path === '/hm') {
     echo(req, res, { 'x-resp-append': 'upstream', 'x-resp-replace': 'upstream', 'x-secret': 'hidden' });
   } else {
@@ -102,6 +104,7 @@ beforeAll(async () => {
             },
           },
         },
+        { matchers: [{ prefix: '/cors-down' }], routeAction: to('refused'), options: { cors: { allowOrigin: ['https://app.example'] } } },
         {
           matchers: [{ prefix: '/cors' }],
           routeAction: to('special'),
@@ -229,6 +232,21 @@ describe('route options', () => {
     const other = await get('opt.test', '/cors', { origin: 'https://evil.example' });
     expect(other.status).toBe(200);
     expect(other.headers['access-control-allow-origin']).toBeUndefined();
+  });
+
+  it("cors: the gateway's allow-origin replaces the upstream's own, and vary keeps both values", async () => {
+    const reply = await get('opt.test', '/cors/own', { origin: 'https://app.example' });
+    expect(reply.status).toBe(200);
+    expect(reply.headers['access-control-allow-origin']).toBe('https://app.example');
+    expect(reply.headers.vary).toBe('accept-encoding, origin');
+  });
+
+  it("cors: the gateway's own error replies carry the CORS headers too, so a browser can read them", async () => {
+    const reply = await get('opt.test', '/cors-down', { origin: 'https://app.example' });
+    expect(reply.status).toBe(503);
+    expect(reply.headers['x-gatehouse-error']).toBe('GH_UPSTREAM_UNAVAILABLE');
+    expect(reply.headers['access-control-allow-origin']).toBe('https://app.example');
+    expect(reply.headers.vary).toBe('origin');
   });
 
   it('cors: OPTIONS without Access-Control-Request-Method is an ordinary request', async () => {

@@ -19,4 +19,8 @@ export interface RequestContext {
   readonly logger: Logger;
   /** Set by the destination for the access log: which upstream served the request. */
   upstream?: string;
+  /** Headers the gateway adds to whatever response this request gets (CORS), as a flat `[name, value, …]` list. */
+  responseHeaders?: readonly string[] | undefined;
+  /** Upstream response headers that `responseHeaders` replace. */
+  replacesHeaders?: ReadonlySet<string> | undefined;
 }

@@ -99,7 +99,7 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
       return;
     }
     if (route.destination.kind === 'upstream') route.destination.latency.observe((performance.now() - this.sentAt) / 1000);
-    res.writeHead(statusCode, responseHeaders(headers, route));
+    res.writeHead(statusCode, responseHeaders(headers, route, this.x.ctx));
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
@@ -134,8 +134,8 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
       return;
     }
     ctx.logger.warn({ reqId: ctx.requestId, upstream: this.host.origin, err: { code, message: error.message } }, 'upstream request failed');
-    if (timedOut) sendLocalReply(res, 504, ErrorCodes.UPSTREAM_TIMEOUT, 'upstream request timeout');
-    else sendLocalReply(res, 503, ErrorCodes.UPSTREAM_UNAVAILABLE, `upstream connect error or disconnect/reset before headers (${code || error.message})`);
+    if (timedOut) sendLocalReply(res, 504, ErrorCodes.UPSTREAM_TIMEOUT, 'upstream request timeout', ctx.responseHeaders);
+    else sendLocalReply(res, 503, ErrorCodes.UPSTREAM_UNAVAILABLE, `upstream connect error or disconnect/reset before headers (${code || error.message})`, ctx.responseHeaders);
   }
 
   private retry(): void {
@@ -180,13 +180,17 @@ function upstreamHeaders(req: IncomingMessage, headers: IncomingHttpHeaders, rou
   return out;
 }
 
-/** The upstream's response headers minus hop-by-hop ones, with the route's manipulation applied. */
-function responseHeaders(headers: IncomingHttpHeaders, route: CompiledRoute): string[] {
+/**
+ * The upstream's response headers minus hop-by-hop ones, with the route's manipulation
+ * applied, then the gateway's own (CORS), which replace the upstream's same-named ones.
+ */
+function responseHeaders(headers: IncomingHttpHeaders, route: CompiledRoute, ctx: RequestContext): string[] {
   const out: string[] = [];
   const listed = connectionListed(headers);
   const remove = route.responseHeaders.remove;
+  const replaced = ctx.replacesHeaders;
   for (const name in headers) {
-    if (HOP_BY_HOP.has(name) || remove.has(name) || listed?.has(name)) continue;
+    if (HOP_BY_HOP.has(name) || remove.has(name) || listed?.has(name) || replaced?.has(name)) continue;
     const value = headers[name];
     if (value === undefined) continue;
     if (typeof value === 'string') out.push(name, value);
@@ -196,6 +200,7 @@ function responseHeaders(headers: IncomingHttpHeaders, route: CompiledRoute): st
     if (!add.append) removeAll(out, add.name);
     out.push(add.name, add.value);
   }
+  if (ctx.responseHeaders) out.push(...ctx.responseHeaders);
   return out;
 }
 

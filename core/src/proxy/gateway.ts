@@ -109,14 +109,15 @@ export class Gateway {
     const { route, matcher } = matched;
     let requestId = headers['x-request-id'];
     if (typeof requestId !== 'string' || requestId === '') headers['x-request-id'] = requestId = randomUUID();
-    const ctx: RequestContext = { requestId, start, virtualHost: vhost.name, route: route.name, headers, logger: this.logger };
+    const ctx: RequestContext = { requestId, start, virtualHost: vhost.name, route: route.name, headers, logger: this.logger, upstream: undefined, responseHeaders: undefined, replacesHeaders: undefined };
     this.finish(req, res, start, vhost.name, route, ctx);
 
     if (route.cors) {
       const origin = headers.origin;
       if (isPreflight(req)) return answerPreflight(route.cors, req, res);
       if (typeof origin === 'string' && route.cors.allows(origin)) {
-        for (const [name, value] of Object.entries(route.cors.responseHeaders(origin))) res.setHeader(name, value);
+        ctx.responseHeaders = route.cors.responseHeaders(origin);
+        ctx.replacesHeaders = route.cors.replaces;
       }
     }
 
@@ -126,14 +127,14 @@ export class Gateway {
       (decision) => {
         // The client left while auth ran: nothing to answer, and nothing to send upstream.
         if (res.destroyed) return;
-        if (!decision.allowed) return sendDenial(res, decision);
+        if (!decision.allowed) return sendDenial(res, decision, ctx.responseHeaders);
         const effective = applyAllowed(headers, decision);
         this.dispatch(req, res, { ...ctx, headers: effective }, route, upstreamPath);
       },
       (error: unknown) => {
         // Authorizers never throw by contract; if one does, fail closed.
         this.logger.error({ reqId: requestId, err: error }, 'external auth failed');
-        sendLocalReply(res, 403, 'GH_EXTAUTH_ERROR', 'forbidden');
+        sendLocalReply(res, 403, 'GH_EXTAUTH_ERROR', 'forbidden', ctx.responseHeaders);
       },
     );
   };
@@ -142,7 +143,10 @@ export class Gateway {
     const destination = route.destination;
     if (destination.kind === 'upstream') return forward(req, res, ctx, route, destination.cluster, path);
     const graphql = this.options.graphql;
-    if (!graphql) return sendLocalReply(res, 503, ErrorCodes.UPSTREAM_UNAVAILABLE, 'GraphQL is not available in this process');
+    if (!graphql) return sendLocalReply(res, 503, ErrorCodes.UPSTREAM_UNAVAILABLE, 'GraphQL is not available in this process', ctx.responseHeaders);
+    // The GraphQL server writes its own responses: the gateway's headers go in first.
+    const extra = ctx.responseHeaders;
+    if (extra) for (let i = 0; i < extra.length; i += 2) res.setHeader(extra[i]!, extra[i + 1]!);
     graphql.handle(destination.apiKey, req, res, ctx).catch((error: unknown) => {
       this.logger.error({ reqId: ctx.requestId, err: error }, 'GraphQL endpoint failed');
       sendLocalReply(res, 500, 'GH_GRAPHQL_INTERNAL', 'internal error');
@@ -252,13 +256,13 @@ function applyAllowed(headers: IncomingHttpHeaders, decision: Extract<AuthDecisi
   return out;
 }
 
-/** The denial's status, headers and body, as the client sees them (SPEC 4 step 2). */
-function sendDenial(res: ServerResponse, decision: Extract<AuthDecision, { allowed: false }>): void {
+/** The denial's status, headers and body, as the client sees them (SPEC 4 step 2), plus the gateway's own headers (CORS). */
+function sendDenial(res: ServerResponse, decision: Extract<AuthDecision, { allowed: false }>, extraHeaders: readonly string[] = []): void {
   const flat: string[] = [];
   for (const { key, value } of decision.headers) {
     if (key.toLowerCase() !== 'content-length') flat.push(key, value);
   }
-  flat.push('content-length', String(Buffer.byteLength(decision.body)));
+  flat.push('content-length', String(Buffer.byteLength(decision.body)), ...extraHeaders);
   res.writeHead(decision.status, flat);
   res.end(decision.body);
 }

@@ -3,18 +3,15 @@ import type { ServerResponse } from 'node:http';
 /**
  * A response the gateway makes itself (404, 503, 504…): short plain text and the stable
  * error code in `x-gatehouse-error` (SPEC 4 step 4), so clients and tests can tell a
- * gateway error from an upstream's own response.
+ * gateway error from an upstream's own response. `extraHeaders` (a flat list) are the
+ * request's gateway-added headers, such as CORS.
  */
-export function sendLocalReply(res: ServerResponse, status: number, code: string, message: string): void {
+export function sendLocalReply(res: ServerResponse, status: number, code: string, message: string, extraHeaders: readonly string[] = []): void {
   if (res.headersSent) {
     res.destroy();
     return;
   }
   const body = `${message}\n`;
-  res.writeHead(status, {
-    'content-type': 'text/plain; charset=utf-8',
-    'content-length': Buffer.byteLength(body),
-    'x-gatehouse-error': code,
-  });
+  res.writeHead(status, ['content-type', 'text/plain; charset=utf-8', 'content-length', String(Buffer.byteLength(body)), 'x-gatehouse-error', code, ...extraHeaders]);
   res.end(body);
 }
