@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { describe, expect, test } from 'vitest';
 import type { MatcherSpec } from '../config/schema/virtual-service.ts';
-import { compileMatchers, type RequestLine } from './route-matcher.ts';
+import { compileMatchers, literalPrefix, type RequestLine } from './route-matcher.ts';
 
 function line(path: string, options: { method?: string; query?: string; headers?: IncomingHttpHeaders } = {}): RequestLine {
   return { method: options.method ?? 'GET', path, query: options.query ?? '', headers: options.headers ?? {} };
@@ -35,6 +35,28 @@ describe('path matchers', () => {
     expect(matches([{ regex: '[0-9]+' }], line('/u/12'))).toBe(false);
     // An alternation is anchored as a whole.
     expect(matches([{ regex: '/a|/b' }], line('/a/x'))).toBe(false);
+  });
+
+  test('a regex is tried only when its literal start matches, with the same outcome', () => {
+    expect(literalPrefix('/tenant-[0-9]+/x')).toBe('/tenant-');
+    expect(literalPrefix('/users?/x')).toBe('/user');
+    expect(literalPrefix('/ab*c')).toBe('/a');
+    expect(literalPrefix('/ab{0,2}')).toBe('/a');
+    expect(literalPrefix('/ab+')).toBe('/ab');
+    expect(literalPrefix('/a|/b')).toBe('');
+    expect(literalPrefix('\\/x')).toBe('');
+    expect(literalPrefix('(/a)')).toBe('');
+    for (const [regex, path, expected] of [
+      ['/users?/[0-9]+', '/use/1', false],
+      ['/users?/[0-9]+', '/users/1', true],
+      ['/users?/[0-9]+', '/user/1', true],
+      ['/ab*c', '/ac', true],
+      ['/ab{0,2}', '/a', true],
+      ['/a|/b', '/b', true],
+      ['/tenant-[0-9]+', '/tenant-x', false],
+    ] as const) {
+      expect(matches([{ regex }], line(path)), `${regex} vs ${path}`).toBe(expected);
+    }
   });
 
   test('caseSensitive: false applies to prefix, exact and regex', () => {

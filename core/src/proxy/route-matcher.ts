@@ -27,48 +27,62 @@ export function compileMatchers(specs: readonly MatcherSpec[] | undefined): Comp
   return specs.map(compileMatcher);
 }
 
+/** Rough cost of a test: cheap ones run first, so most non-matching routes never run a regex. */
+const CHEAP = 0;
+const REGEX = 1;
+const QUERY = 2;
+
 function compileMatcher(spec: MatcherSpec): CompiledMatcher {
-  const tests: ((req: RequestLine) => boolean)[] = [];
+  const ranked: { cost: number; test: (req: RequestLine) => boolean }[] = [];
+  const add = (test: (req: RequestLine) => boolean, cost = CHEAP) => ranked.push({ cost, test });
   const caseSensitive = spec.caseSensitive !== false;
   const norm = caseSensitive ? (s: string) => s : (s: string) => s.toLowerCase();
   let rewrite: CompiledMatcher['rewrite'] = (_path, replacement) => replacement;
 
   if (spec.exact !== undefined) {
     const exact = norm(spec.exact);
-    tests.push((req) => norm(req.path) === exact);
+    add((req) => norm(req.path) === exact);
   } else if (spec.regex !== undefined) {
     const re = new RegExp(`^(?:${spec.regex})$`, caseSensitive ? 'u' : 'iu');
-    tests.push((req) => re.test(req.path));
+    // The regex's literal start, checked first: `/tenant-[0-9]+` needs `/tenant-`.
+    const literal = caseSensitive ? literalPrefix(spec.regex) : '';
+    if (literal !== '') add((req) => req.path.startsWith(literal));
+    add((req) => re.test(req.path), REGEX);
   } else {
     const prefix = norm(spec.prefix ?? '/');
-    if (prefix !== '/' || !caseSensitive) tests.push((req) => norm(req.path).startsWith(prefix));
+    if (prefix !== '/' || !caseSensitive) add((req) => norm(req.path).startsWith(prefix));
     rewrite = (path, replacement) => replacement + path.slice(prefix.length);
   }
 
   if (spec.methods && spec.methods.length > 0) {
     const methods = new Set(spec.methods.map((m) => m.toUpperCase()));
-    tests.push((req) => methods.has(req.method));
+    add((req) => methods.has(req.method));
   }
 
   for (const h of spec.headers ?? []) {
     const name = h.name.toLowerCase();
     const valueTest = valueMatcher(h.value, h.regex);
     const invert = h.invertMatch === true;
-    tests.push((req) => {
-      const raw = req.headers[name];
-      const value = Array.isArray(raw) ? raw.join(',') : raw;
-      return valueTest(value) !== invert;
-    });
+    add(
+      (req) => {
+        const raw = req.headers[name];
+        const value = Array.isArray(raw) ? raw.join(',') : raw;
+        return valueTest(value) !== invert;
+      },
+      h.regex ? REGEX : CHEAP,
+    );
   }
 
   const queryTests = (spec.queryParameters ?? []).map((q) => ({ name: q.name, test: valueMatcher(q.value, q.regex) }));
   if (queryTests.length > 0) {
-    tests.push((req) => {
+    add((req) => {
       const params = new URLSearchParams(req.query);
       return queryTests.every(({ name, test }) => test(params.has(name) ? params.get(name)! : undefined));
-    });
+    }, QUERY);
   }
 
+  // Stable sort: equal costs keep the spec's order.
+  const tests = ranked.sort((a, b) => a.cost - b.cost).map((r) => r.test);
   const matches = tests.length === 0 ? () => true : tests.length === 1 ? tests[0]! : (req: RequestLine) => tests.every((t) => t(req));
   return { matches, rewrite };
 }
@@ -81,4 +95,17 @@ function valueMatcher(value: string | undefined, regex: boolean | undefined): (a
     return (actual) => actual !== undefined && re.test(actual);
   }
   return (actual) => actual === value;
+}
+
+/**
+ * The literal text every match of `source` starts with ('' when unsure): characters up to
+ * the first regex syntax, minus the last one when a quantifier that allows zero follows.
+ * Any `|` gives up, since an alternative may start differently.
+ */
+export function literalPrefix(source: string): string {
+  if (source.includes('|')) return '';
+  let end = 0;
+  while (end < source.length && !'\\^$.|?*+()[]{}'.includes(source[end]!)) end++;
+  const next = source[end];
+  return next === '?' || next === '*' || next === '{' ? source.slice(0, Math.max(0, end - 1)) : source.slice(0, end);
 }
