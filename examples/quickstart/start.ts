@@ -19,7 +19,16 @@ interface Service {
 const services: Service[] = [];
 for (const file of (await readdir(join(HERE, 'services'))).filter((f) => f.endsWith('.ts')).sort()) {
   const module = (await import(join(HERE, 'services', file))) as { default: () => Promise<Service> };
-  const service = await module.default();
+  let service: Service;
+  try {
+    service = await module.default();
+  } catch (error) {
+    const { code, message } = error as NodeJS.ErrnoException;
+    console.error(`quickstart: the demo upstream in services/${file} could not start: ${message}`);
+    if (code === 'EADDRINUSE') console.error('another process uses that port (an earlier `npm start`?): stop it and run `npm start` again');
+    await Promise.all(services.map((s) => s.close()));
+    process.exit(1);
+  }
   services.push(service);
   console.log(`demo upstream ${service.name.padEnd(12)} ${service.url}`);
 }

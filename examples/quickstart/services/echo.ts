@@ -11,6 +11,6 @@ export default async function start() {
       res.end(text);
     });
   });
-  await new Promise<void>((resolve) => server.listen(9102, '127.0.0.1', resolve));
+  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(9102, '127.0.0.1', resolve));
   return { name: 'echo', url: 'http://127.0.0.1:9102', close: () => new Promise<void>((r) => server.close(() => r())) };
 }

@@ -48,6 +48,6 @@ export default async function start() {
       res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text) }).end(text);
     });
   });
-  await new Promise<void>((resolve) => server.listen(9104, '127.0.0.1', resolve));
+  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(9104, '127.0.0.1', resolve));
   return { name: 'graphql-demo', url: 'http://127.0.0.1:9104/graphql', close: () => new Promise<void>((r) => server.close(() => r())) };
 }

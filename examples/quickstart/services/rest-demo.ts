@@ -30,6 +30,6 @@ export default async function start() {
     if (parts[1] === 'posts' && parts.length === 2) return send(200, POSTS);
     return send(404, { error: 'not found' });
   });
-  await new Promise<void>((resolve) => server.listen(9101, '127.0.0.1', resolve));
+  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(9101, '127.0.0.1', resolve));
   return { name: 'rest-demo', url: 'http://127.0.0.1:9101', close: () => new Promise<void>((r) => server.close(() => r())) };
 }
