@@ -1,15 +1,11 @@
+import { CodedError } from '@gatehouse/plugin-sdk/errors';
+
 /**
  * One error family for Gatehouse. Callers match on `code`, never on the message,
  * so codes are stable API; messages tell the user what to change.
  */
-export class GatehouseError extends Error {
-  readonly code: string;
-
-  constructor(code: string, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'GatehouseError';
-    this.code = code;
-  }
+export class GatehouseError extends CodedError {
+  override name = 'GatehouseError';
 }
 
 /** Error codes shared across subsystems. Subsystems may add their own `GH_<AREA>_<WHAT>` codes. */

@@ -1,12 +1,8 @@
-/** Errors of gatehouse-init. `code` is stable (`GH_INIT_*`); the message names the image, entry and what to change. */
-export class InitError extends Error {
-  readonly code: InitErrorCode;
+import { CodedError } from '@gatehouse/plugin-sdk/errors';
 
-  constructor(code: InitErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'InitError';
-    this.code = code;
-  }
+/** Errors of gatehouse-init. `code` is stable (`GH_INIT_*`); the message names the image, entry and what to change. */
+export class InitError extends CodedError<InitErrorCode> {
+  override name = 'InitError';
 }
 
 export const InitCodes = {

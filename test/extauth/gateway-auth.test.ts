@@ -11,11 +11,10 @@ import { startExtAuthServer, type ExtAuthServer } from '../../core/src/extauth/s
 import { Gateway } from '../../core/src/proxy/gateway.ts';
 import { UpstreamRegistry } from '../../core/src/proxy/upstream-cluster.ts';
 import { closeGracefully, listen } from '../../core/src/server/listen.ts';
-import { makeConfigDir, type ConfigDir } from '../support/config-dir.ts';
-import { refusedPort, startEcho, type Echo, type TestServer } from '../support/upstream.ts';
-import { basic, captureLogger, guardedAuthConfigs, guardedRoutes, htpasswdApr1, startEnvoyAuthServer, startTeamAuthServer } from './support.ts';
+import type { ConfigDir } from '../support/config-dir.ts';
+import { refusedPort, type Echo } from '../support/upstream.ts';
+import { basic, captureLogger, htpasswdApr1, startEnvoyAuthServer, startGuardedSetup, type GuardedSetup } from './support.ts';
 
-type UserServer = Awaited<ReturnType<typeof startEnvoyAuthServer>>;
 
 interface Running {
   url: string;
@@ -57,23 +56,16 @@ function expect401(r: { status: number; headers: Headers; body: string }, realm:
 const alice = htpasswdApr1('alice', 'wonderland');
 
 let dir: ConfigDir;
-let echo: TestServer;
-let userServer: UserServer;
+let userServer: GuardedSetup['userServer'];
+let setup: GuardedSetup | undefined;
 
 beforeAll(async () => {
-  echo = await startEcho('echo');
-  // The user's own ext_authz server behind passThroughAuth.
-  userServer = await startTeamAuthServer();
-  dir = await makeConfigDir({
-    'auth.yaml': guardedAuthConfigs(alice, userServer.address),
-    'routes.yaml': guardedRoutes(echo.port),
-  });
+  setup = await startGuardedSetup(alice);
+  ({ dir, userServer } = setup);
 });
 
 afterAll(async () => {
-  await echo?.close();
-  await userServer?.close();
-  await dir?.cleanup();
+  await setup?.close();
 });
 
 describe.each(['in-process', 'separate gRPC server'] as const)('auth on the request path (%s)', (shape) => {

@@ -4,12 +4,11 @@
  * --extauth-address` + `gatehouse extauth` (the Kubernetes shape, checked over gRPC).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeConfigDir, type ConfigDir } from '../support/config-dir.ts';
+import type { ConfigDir } from '../support/config-dir.ts';
 import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
-import { startEcho, type Echo, type TestServer } from '../support/upstream.ts';
-import { basic, envoyAuthClient, guardedAuthConfigs, guardedRoutes, htpasswdApr1, startEnvoyAuthServer, startTeamAuthServer } from './support.ts';
+import type { Echo } from '../support/upstream.ts';
+import { basic, envoyAuthClient, htpasswdApr1, startEnvoyAuthServer, startGuardedSetup, type GuardedSetup } from './support.ts';
 
-type UserServer = Awaited<ReturnType<typeof startEnvoyAuthServer>>;
 
 async function get(url: string, headers: Record<string, string> = {}) {
   const response = await fetch(url, { headers });
@@ -28,23 +27,16 @@ const alice = htpasswdApr1('alice', 'wonderland');
 // into a 403; the 200 ms default and timeouts are tested on their own.
 const RELAXED = ['--extauth-timeout', '3s'];
 let dir: ConfigDir;
-let echo: TestServer;
-let userServer: UserServer;
+let userServer: GuardedSetup['userServer'];
+let setup: GuardedSetup | undefined;
 
 beforeAll(async () => {
-  echo = await startEcho('echo');
-  // The user's own ext_authz server behind passThroughAuth.
-  userServer = await startTeamAuthServer();
-  dir = await makeConfigDir({
-    'auth.yaml': guardedAuthConfigs(alice, userServer.address),
-    'routes.yaml': guardedRoutes(echo.port),
-  });
+  setup = await startGuardedSetup(alice);
+  ({ dir, userServer } = setup);
 });
 
 afterAll(async () => {
-  await echo?.close();
-  await userServer?.close();
-  await dir?.cleanup();
+  await setup?.close();
 });
 
 describe.each(['run (embedded)', 'gateway + extauth (separate)'] as const)('gatehouse %s', (shape) => {

@@ -12,6 +12,8 @@ import { pino, type Logger } from 'pino';
 import { parseManifests } from '../../core/src/config/manifest.ts';
 import { ConfigStore, type ConfigSnapshot, type ResourceChecks } from '../../core/src/config/store.ts';
 import { stringify } from 'yaml';
+import { makeConfigDir, type ConfigDir } from '../support/config-dir.ts';
+import { startEcho, type TestServer } from '../support/upstream.ts';
 
 /** `{salt, hashedPassword}` from `htpasswd -nbm user password` (Apache's APR1). */
 export function htpasswdApr1(user: string, password: string): { salt: string; hashedPassword: string; line: string } {
@@ -219,4 +221,32 @@ export function startTeamAuthServer(): ReturnType<typeof startEnvoyAuthServer> {
     if (headers['x-deny']) return { status: { code: 7 }, denied_response: { status: { code: 418 }, headers: [{ header: { key: 'x-why', value: 'teapot' } }], body: 'no tea' } };
     return { status: { code: 0 }, ok_response: { headers: [{ header: { key: 'x-team', value: `blue for ${headers['x-user-id']}` } }], headers_to_remove: ['x-internal'] } };
   });
+}
+
+/** What both end-to-end auth suites run against; see {@link startGuardedSetup}. */
+export interface GuardedSetup {
+  /** The echo upstream behind every guarded route. */
+  readonly echo: TestServer;
+  /** The team's ext_authz server behind passThroughAuth ({@link startTeamAuthServer}). */
+  readonly userServer: Awaited<ReturnType<typeof startEnvoyAuthServer>>;
+  /** The guarded routes and AuthConfigs, with `alice` as the Basic Auth user. */
+  readonly dir: ConfigDir;
+  close(): Promise<void>;
+}
+
+/** Starts the echo upstream and the team's ext_authz server, and writes the guarded config for them. */
+export async function startGuardedSetup(alice: { salt: string; hashedPassword: string }): Promise<GuardedSetup> {
+  const echo = await startEcho('echo');
+  const userServer = await startTeamAuthServer();
+  const dir = await makeConfigDir({ 'auth.yaml': guardedAuthConfigs(alice, userServer.address), 'routes.yaml': guardedRoutes(echo.port) });
+  return {
+    echo,
+    userServer,
+    dir,
+    async close() {
+      await echo.close();
+      await userServer.close();
+      await dir.cleanup();
+    },
+  };
 }

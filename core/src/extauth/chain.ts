@@ -1,4 +1,5 @@
 import { metrics } from '../admin/metrics.ts';
+import type { CounterChild } from '../admin/request-metrics.ts';
 import type { Logger } from '../log/logger.ts';
 import { ExtAuthCodes } from './codes.ts';
 import { allow, applyAllowed, forbidden, withHeaders, type Allowed } from './decision.ts';
@@ -16,6 +17,8 @@ export class AuthChain {
   readonly version: string;
   readonly steps: readonly AuthStep[];
   private readonly logger: Logger;
+  /** Each step's decision counters, found once instead of per request. */
+  private readonly counters: ReadonlyMap<AuthStep, Record<'allow' | 'deny' | 'error', CounterChild>>;
   private inflight = 0;
   private drained: (() => void) | undefined;
 
@@ -24,6 +27,8 @@ export class AuthChain {
     this.version = version;
     this.steps = steps;
     this.logger = logger;
+    const counter = (step: AuthStep, result: string) => metrics.authDecisions.labels(configId, step.name, result);
+    this.counters = new Map(steps.map((step) => [step, { allow: counter(step, 'allow'), deny: counter(step, 'deny'), error: counter(step, 'error') }]));
   }
 
   /** Runs the chain. Never throws: a step that throws denies with 403 and is logged. */
@@ -71,10 +76,10 @@ export class AuthChain {
   private async runStep(step: AuthStep, request: CheckRequest): Promise<AuthDecision> {
     try {
       const decision = await step.authorize(request);
-      metrics.authDecisions.labels(this.configId, step.name, decision.allowed ? 'allow' : 'deny').inc();
+      this.counters.get(step)![decision.allowed ? 'allow' : 'deny'].inc();
       return decision;
     } catch (error) {
-      metrics.authDecisions.labels(this.configId, step.name, 'error').inc();
+      this.counters.get(step)!.error.inc();
       this.logger.error({ err: error, code: ExtAuthCodes.STEP_FAILED, config_id: this.configId, step: step.name }, `auth step ${step.name} of ${this.configId} failed; request denied`);
       return forbidden();
     }

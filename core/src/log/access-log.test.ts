@@ -99,7 +99,7 @@ describe('batchedWriter', () => {
     const { batchedWriter } = await import('./access-log.ts');
     const file = join(await mkdtemp(join(tmpdir(), 'access-')), 'log');
     const fd = openSync(file, 'w');
-    const writer = batchedWriter(fd, { batchBytes: 100, flushEveryMs: 60_000 });
+    const writer = batchedWriter(fd, { batchBytes: 100 });
     const line = `${'x'.repeat(39)}\n`;
     const write = (text: string) => writer.write(Buffer.from(text));
     write(line);

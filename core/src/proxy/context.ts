@@ -19,8 +19,9 @@ export interface RequestContext {
   readonly logger: Logger;
   /** Set by the destination for the access log: which upstream served the request. */
   upstream?: string;
-  /** Headers the gateway adds to whatever response this request gets (CORS), as a flat `[name, value, …]` list. */
+  /**
+   * Headers the gateway adds to whatever response this request gets (the route's CORS), as a
+   * flat `[name, value, …]` list; they replace an upstream's same-named ones (`cors.replaces`).
+   */
   responseHeaders?: readonly string[] | undefined;
-  /** Upstream response headers that `responseHeaders` replace. */
-  replacesHeaders?: ReadonlySet<string> | undefined;
 }

@@ -188,7 +188,7 @@ function responseHeaders(headers: IncomingHttpHeaders, route: CompiledRoute, ctx
   const out: string[] = [];
   const listed = connectionListed(headers);
   const remove = route.responseHeaders.remove;
-  const replaced = ctx.replacesHeaders;
+  const replaced = ctx.responseHeaders ? route.cors?.replaces : undefined;
   for (const name in headers) {
     if (HOP_BY_HOP.has(name) || remove.has(name) || listed?.has(name) || replaced?.has(name)) continue;
     const value = headers[name];

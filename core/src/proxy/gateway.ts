@@ -109,7 +109,7 @@ export class Gateway {
     const { route, matcher } = matched;
     let requestId = headers['x-request-id'];
     if (typeof requestId !== 'string' || requestId === '') headers['x-request-id'] = requestId = randomUUID();
-    const ctx: RequestContext = { requestId, start, virtualHost: vhost.name, route: route.name, headers, logger: this.logger, upstream: undefined, responseHeaders: undefined, replacesHeaders: undefined };
+    const ctx: RequestContext = { requestId, start, virtualHost: vhost.name, route: route.name, headers, logger: this.logger, upstream: undefined, responseHeaders: undefined };
     this.finish(req, res, start, vhost.name, route, ctx);
 
     if (route.cors) {
@@ -117,7 +117,6 @@ export class Gateway {
       if (isPreflight(req)) return answerPreflight(route.cors, req, res);
       if (typeof origin === 'string' && route.cors.allows(origin)) {
         ctx.responseHeaders = route.cors.responseHeaders(origin);
-        ctx.replacesHeaders = route.cors.replaces;
       }
     }
 

@@ -1,15 +1,8 @@
-/**
- * Errors of the plugin compiler. Callers match on `code` (stable, `GH_PLUGIN_*`). The SDK
- * does not depend on core, so this mirrors core's GatehouseError shape.
- */
-export class PluginBuildError extends Error {
-  readonly code: string;
+import { CodedError } from '../errors.ts';
 
-  constructor(code: string, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'PluginBuildError';
-    this.code = code;
-  }
+/** Errors of the plugin compiler. Callers match on `code` (stable, `GH_PLUGIN_*`). */
+export class PluginBuildError extends CodedError {
+  override name = 'PluginBuildError';
 }
 
 export const BuildCodes = {

@@ -1,16 +1,11 @@
+import { CodedError } from '../errors.ts';
+
 /**
  * Errors of the OCI module. Callers match on `code` (stable, `GH_OCI_*`), never on the
- * message; messages name what to change. The SDK does not depend on core, so this mirrors
- * core's GatehouseError shape rather than importing it.
+ * message; messages name what to change.
  */
-export class OciError extends Error {
-  readonly code: OciErrorCode;
-
-  constructor(code: OciErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'OciError';
-    this.code = code;
-  }
+export class OciError extends CodedError<OciErrorCode> {
+  override name = 'OciError';
 }
 
 export const OciCodes = {

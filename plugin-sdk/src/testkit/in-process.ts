@@ -1,3 +1,4 @@
+import { CodedError } from '../errors.ts';
 import type { AuthService, Context, ExtAuthPlugin, PluginLogger } from '../contract/types.ts';
 import { decodeConfig } from '../runtime/decode-config.ts';
 import { BadResponseError, toDecision, type PluginDecision } from '../runtime/to-decision.ts';
@@ -5,14 +6,8 @@ import { toCheckRequest } from './check-request.ts';
 import type { PluginHarness, TestFailure, TestLogLine } from './harness.ts';
 
 /** An error while starting a plugin in-process; `code` is the one the host would use. */
-export class PluginStartError extends Error {
-  readonly code: string;
-
-  constructor(code: string, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'PluginStartError';
-    this.code = code;
-  }
+export class PluginStartError extends CodedError {
+  override name = 'PluginStartError';
 }
 
 const DENY = (): PluginDecision => ({ allowed: false, status: 403, headers: [], body: '' });
