@@ -8,9 +8,11 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 /**
  * Node flags every Gatehouse process runs with: isolated-vm (auth plugins) needs
  * `--no-node-snapshot` on Node 20+; a 2 MB young generation frees streamed body chunks
- * sooner (peak RSS during 50 MB transfers: 191 MB → 155 MB measured, sources).
+ * sooner (peak RSS during 50 MB transfers: 191 MB → 155 MB measured, sources);
+ * `--expose-gc` lets the proxy ask for a scavenge every few MB of streamed body
+ * (core/src/proxy/chunk-collector.ts).
  */
-export const NODE_FLAGS = ['--no-node-snapshot', '--max-semi-space-size=2'];
+export const NODE_FLAGS = ['--no-node-snapshot', '--max-semi-space-size=2', '--expose-gc'];
 
 /**
  * Environment defaults (an operator's own value wins). One glibc malloc arena: body

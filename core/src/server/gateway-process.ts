@@ -11,6 +11,7 @@ import type { ConfigSnapshot, ResourceChecks } from '../config/store.ts';
 import type { Authorizer } from '../extauth/authorizer.ts';
 import { flushLogs, type Logger } from '../log/logger.ts';
 import type { GraphQLEndpoints } from '../proxy/destinations.ts';
+import { startChunkCollector } from '../proxy/chunk-collector.ts';
 import { Gateway } from '../proxy/gateway.ts';
 import { UpstreamRegistry } from '../proxy/upstream-cluster.ts';
 import { closeGracefully, listen } from './listen.ts';
@@ -160,6 +161,8 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
 
 function createGateway(options: GatewayProcessOptions, authorizer: Authorizer | undefined): Gateway {
   const { logger, parts } = options;
+  // Traffic processes only: the admin API and config loading stream no bodies.
+  startChunkCollector();
   const upstreams = new UpstreamRegistry({ resolve: (host) => options.resolve.get(host) });
   return new Gateway({
     logger,
