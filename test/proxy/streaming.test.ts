@@ -161,7 +161,7 @@ describe('streaming 50 MB bodies', () => {
   });
 
   // The whole process, idle footprint included: the compiled build (dist/, what the
-  // launcher runs) idles at ~87 MB; Node's type stripping alone would add ~30 MB.
+  // launcher runs) idles at ~92 MB; Node's type stripping alone would add ~30 MB.
   it(`the gateway's peak RSS stays under ${RSS_LIMIT_MB} MB`, async () => {
     // The budget is for what users run: the compiled build (sources cost ~30 MB more).
     const entry = resolveEntry(pathToFileURL(join(ROOT, 'core/bin/gatehouse.js')).href, 'cli/main');
