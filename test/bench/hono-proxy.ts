@@ -22,6 +22,8 @@ app.all('*', async (c) => {
   });
   const out = new Headers();
   for (const [k, v] of Object.entries(response.headers)) if (v !== undefined && !HOP.has(k)) out.set(k, Array.isArray(v) ? v.join(', ') : v);
-  return new Response(Readable.toWeb(response.body) as unknown as ReadableStream, { status: response.statusCode, headers: out });
+  // ReadableStream.from pulls through the body's async iterator. Readable.toWeb pushes, and
+  // crashed the process ("Controller is already closed") when a client left mid-response.
+  return new Response(ReadableStream.from(response.body), { status: response.statusCode, headers: out });
 });
 serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, (info) => console.log(JSON.stringify({ msg: 'listening', port: info.port })));
