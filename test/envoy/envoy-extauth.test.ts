@@ -169,6 +169,15 @@ describe.skipIf(!ENVOY)('Envoy in front of gatehouse extauth (docs/envoy.md boot
     });
   });
 
+  it('with_request_body: a body over max_request_bytes (partial not allowed) is refused with 413 before any check', async () => {
+    const before = { seen: app.seen.length, checks: await checks() };
+    const body = Buffer.alloc(1024 * 1024 + 1, 'a');
+    const reply = await send(envoy.url, { method: 'POST', path: '/webhooks/github', headers: { host: 'shop.example.com', 'content-type': 'application/json', 'content-length': String(body.length) }, body });
+    expect(reply.status).toBe(413);
+    expect(app.seen.length).toBe(before.seen);
+    expect(await checks()).toBe(before.checks);
+  });
+
   it.todo('with_request_body + pack_as_bytes feeds the webhook-signature plugin the exact bytes (waits for plugins/webhook-signature and raw_body in gatehouse extauth)');
 
   it('health checks, fail closed and recovery: auth server stopped → unhealthy and 403; restarted on the same port → healthy and 200', async () => {
