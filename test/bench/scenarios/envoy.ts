@@ -157,4 +157,6 @@ export const goals: BenchModule['goals'] = [
   { row: PLUGIN, against: BASIC },
   { row: MINIMAL, against: DISABLED },
   { row: DISABLED, against: PLAIN },
+  // What the Envoy + gRPC shape costs against Gatehouse deciding in-process (scenarios/extauth.ts).
+  { row: BASIC, against: 'gatehouse run, Basic-Auth route' },
 ];
