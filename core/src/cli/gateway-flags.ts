@@ -2,6 +2,7 @@ import { ErrorCodes, GatehouseError } from '../errors.ts';
 import { DEFAULT_API_GROUP_DOMAIN } from '../config/schema/kinds.ts';
 import { durationMs } from '../config/schema/common.ts';
 import { parseWorkers, type GatewayProcessOptions } from '../server/gateway-process.ts';
+import type { PathNormalization } from '../proxy/normalize-path.ts';
 import { portValue, requiredValue, type FlagDef, type FlagValues } from './flags.ts';
 
 /** Flags shared by `gatehouse run` and `gatehouse gateway`. */
@@ -10,6 +11,10 @@ export const GATEWAY_FLAGS: readonly FlagDef[] = [
   { name: 'port', type: 'string', default: '8080', description: 'traffic port (0 picks a free port)' },
   { name: 'admin-port', type: 'string', default: '9901', description: 'admin port: /healthz /readyz /metrics /config' },
   { name: 'host', type: 'string', default: '0.0.0.0', description: 'address to bind' },
+  { name: 'admin-host', type: 'string', default: '127.0.0.1', description: 'address the admin API binds (0.0.0.0 exposes /config and /metrics to the network)' },
+  { name: 'normalize-path', type: 'string', default: 'true', description: 'RFC 3986 path normalisation before routing and auth (true|false)' },
+  { name: 'merge-slashes', type: 'string', default: 'true', description: 'merge runs of "/" in the path (true|false)' },
+  { name: 'escaped-slashes', type: 'string', default: 'reject', description: '%2F, %5C and "\\" in a path: reject (400) | unescape | keep' },
   { name: 'workers', type: 'string', default: '1', description: 'traffic worker processes: N or auto (one per core)' },
   { name: 'api-group-domain', type: 'string', default: DEFAULT_API_GROUP_DOMAIN, description: 'domain of the API groups (graphql.DOMAIN/v1beta1, …)' },
   { name: 'kube-cluster-domain', type: 'string', default: 'cluster.local', description: 'Kubernetes cluster domain for kube destinations' },
@@ -39,6 +44,8 @@ export function gatewayFlagValues(values: FlagValues): GatewayFlagValues {
     port: portValue(values, 'port'),
     adminPort: portValue(values, 'admin-port'),
     host: values.host as string,
+    adminHost: values['admin-host'] as string,
+    paths: pathNormalization(values),
     workers,
     apiGroupDomain: values['api-group-domain'] as string,
     kubeClusterDomain: values['kube-cluster-domain'] as string,
@@ -46,6 +53,21 @@ export function gatewayFlagValues(values: FlagValues): GatewayFlagValues {
     accessLog: !/^(0|false|no|off)$/i.test(String(values['access-log'])),
     shutdownGraceMs: duration(values, 'shutdown-grace'),
   };
+}
+
+function pathNormalization(values: FlagValues): PathNormalization {
+  const escapedSlashes = String(values['escaped-slashes']);
+  if (escapedSlashes !== 'reject' && escapedSlashes !== 'unescape' && escapedSlashes !== 'keep') {
+    throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, `--escaped-slashes must be reject, unescape or keep, got "${escapedSlashes}"`);
+  }
+  return { normalize: flagBool(values, 'normalize-path'), mergeSlashes: flagBool(values, 'merge-slashes'), escapedSlashes };
+}
+
+function flagBool(values: FlagValues, name: string): boolean {
+  const value = String(values[name]);
+  if (/^(1|true|yes|on)$/i.test(value)) return true;
+  if (/^(0|false|no|off)$/i.test(value)) return false;
+  throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, `--${name} must be true or false, got "${value}"`);
 }
 
 export function duration(values: FlagValues, name: string): number {

@@ -3,6 +3,7 @@ import type { CounterChild } from '../admin/request-metrics.ts';
 import type { Logger } from '../log/logger.ts';
 import { ExtAuthCodes } from './codes.ts';
 import { allow, applyAllowed, forbidden, withHeaders, type Allowed } from './decision.ts';
+import { sanitizeDecision, type SanitizeReport } from './sanitize-decision.ts';
 import type { AuthDecision, AuthStep, CheckRequest } from './step.ts';
 
 /**
@@ -75,7 +76,11 @@ export class AuthChain {
 
   private async runStep(step: AuthStep, request: CheckRequest): Promise<AuthDecision> {
     try {
-      const decision = await step.authorize(request);
+      const report: SanitizeReport = { dropped: [] };
+      const decision = sanitizeDecision(await step.authorize(request), report);
+      if (report.reason || report.dropped.length > 0) {
+        this.logger.warn({ code: ExtAuthCodes.BAD_DECISION, config_id: this.configId, step: step.name, dropped: report.dropped, reason: report.reason }, `auth step ${step.name} of ${this.configId} answered with headers or a status that cannot be sent; sanitised`);
+      }
       this.counters.get(step)![decision.allowed ? 'allow' : 'deny'].inc();
       return decision;
     } catch (error) {

@@ -12,6 +12,8 @@ export const ExtAuthCodes = {
   CONFIG_UNAVAILABLE: 'GH_EXTAUTH_CONFIG_UNAVAILABLE',
   /** The ext_authz server could not be reached or answered with a gRPC error. */
   UNAVAILABLE: 'GH_EXTAUTH_UNAVAILABLE',
+  /** A step's decision had headers or a status that cannot be sent; it was sanitised (SPEC 5). */
+  BAD_DECISION: 'GH_EXTAUTH_BAD_DECISION',
   /** The ext_authz server did not answer within the timeout. */
   TIMEOUT: 'GH_EXTAUTH_TIMEOUT',
 } as const;

@@ -33,6 +33,9 @@ export function renderGateway(values: ResolvedValues, labels: (component: string
     String(PORTS.http),
     '--admin-port',
     String(PORTS.admin),
+    // The kubelet probes the pod IP; the admin Service is ClusterIP only (docs/operations.md).
+    '--admin-host',
+    '0.0.0.0',
     '--workers',
     values.gateway.workers,
     '--api-group-domain',

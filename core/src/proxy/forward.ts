@@ -159,10 +159,11 @@ export function writeThrough(controller: Dispatcher.DispatchController, res: Ser
 /** The request headers sent upstream, as a flat `[name, value, …]` list (undici's cheapest form). */
 function upstreamHeaders(req: IncomingMessage, headers: IncomingHttpHeaders, route: CompiledRoute, host: UpstreamHost): string[] {
   const out: string[] = [];
-  const listed = connectionListed(headers);
+  // Names listed in the request's Connection were dropped before auth (sanitizeRequestHeaders):
+  // dropping them here again would let a client strip headers an auth step set.
   const remove = route.requestHeaders.remove;
   for (const name in headers) {
-    if (HOP_BY_HOP.has(name) || REPLACED.has(name) || remove.has(name) || listed?.has(name)) continue;
+    if (HOP_BY_HOP.has(name) || REPLACED.has(name) || remove.has(name)) continue;
     const value = headers[name];
     if (value === undefined) continue;
     if (typeof value === 'string') out.push(name, value);

@@ -4,6 +4,7 @@ import { metrics } from '../admin/metrics.ts';
 import type { ConfigSnapshot } from '../config/store.ts';
 import { ErrorCodes } from '../errors.ts';
 import type { Authorizer } from '../extauth/authorizer.ts';
+import { sanitizeDecision } from '../extauth/sanitize-decision.ts';
 import type { AuthDecision, CheckRequest } from '../extauth/step.ts';
 import { createAccessLog, type AccessLog } from '../log/access-log.ts';
 import type { Logger } from '../log/logger.ts';
@@ -11,7 +12,10 @@ import type { RequestContext } from './context.ts';
 import { answerPreflight, isPreflight } from './cors.ts';
 import type { GraphQLEndpoints } from './destinations.ts';
 import { forward } from './forward.ts';
+import { parseHostHeader } from './host-table.ts';
 import { sendLocalReply } from './local-reply.ts';
+import { DEFAULT_PATH_NORMALIZATION, normalizePath, type PathNormalization } from './normalize-path.ts';
+import { sanitizeRequestHeaders } from './request-headers.ts';
 import { compileRouteTable, matchRoute, type CompiledRoute, type RouteAuth, type RouteTable } from './route-table.ts';
 import type { UpstreamRegistry } from './upstream-cluster.ts';
 
@@ -27,6 +31,8 @@ export interface GatewayOptions {
   accessLog?: boolean;
   /** Where access lines go (default: a batched writer on stdout). */
   accessLogger?: AccessLog;
+  /** Path normalisation before routing and auth (default {@link DEFAULT_PATH_NORMALIZATION}). */
+  paths?: PathNormalization;
 }
 
 const EMPTY_SNAPSHOT: ConfigSnapshot = { generation: 0, resources: new Map(), statuses: [], diagnostics: [] };
@@ -42,11 +48,13 @@ export class Gateway {
   private readonly logger: Logger;
   private readonly accessLog: boolean;
   private readonly accessLogger: AccessLog | undefined;
+  private readonly paths: PathNormalization;
 
   constructor(options: GatewayOptions) {
     this.options = options;
     this.logger = options.logger;
     this.accessLog = options.accessLog !== false;
+    this.paths = options.paths ?? DEFAULT_PATH_NORMALIZATION;
     this.accessLogger = this.accessLog ? (options.accessLogger ?? createAccessLog(options.logger.bindings().name ?? 'gateway')) : undefined;
     this.table = compileRouteTable(EMPTY_SNAPSHOT, options);
   }
@@ -92,11 +100,28 @@ export class Gateway {
       this.finish(req, res, start, undefined, undefined);
       return sendLocalReply(res, 400, ErrorCodes.BAD_REQUEST, 'bad request: more than one Host header');
     }
-    const q = url.indexOf('?');
-    const path = q === -1 ? url : url.slice(0, q);
+    let q = url.indexOf('?');
+    let path = q === -1 ? url : url.slice(0, q);
     const query = q === -1 ? '' : url.slice(q + 1);
+    // Route, authorize and forward one normalised path (issue 17 finding 19).
+    const normalized = normalizePath(path, this.paths);
+    if ('error' in normalized) {
+      this.finish(req, res, start, undefined, undefined);
+      return sendLocalReply(res, 400, ErrorCodes.BAD_REQUEST, `bad request: ${normalized.error}`);
+    }
+    if (normalized.path !== path) {
+      path = normalized.path;
+      req.url = url = q === -1 ? path : path + url.slice(q);
+      q = url.indexOf('?');
+    }
+    const host = parseHostHeader(headers.host);
+    if (host === undefined) {
+      this.finish(req, res, start, undefined, undefined);
+      return sendLocalReply(res, 400, ErrorCodes.BAD_REQUEST, 'bad request: malformed Host header');
+    }
+    sanitizeRequestHeaders(headers);
 
-    const vhost = this.table.hosts.match(headers.host);
+    const vhost = this.table.hosts.matchHost(host);
     if (!vhost) {
       this.finish(req, res, start, undefined, undefined);
       return sendLocalReply(res, 404, ErrorCodes.NO_VIRTUAL_HOST, `no virtual host for "${headers.host ?? ''}"`);
@@ -123,9 +148,11 @@ export class Gateway {
     const upstreamPath = route.prefixRewrite === undefined ? url : matcher.rewrite(path, route.prefixRewrite) + (q === -1 ? '' : url.slice(q));
     if (!route.auth) return this.dispatch(req, res, ctx, route, upstreamPath);
     this.authorize(req, ctx, route.auth).then(
-      (decision) => {
+      (decision: AuthDecision) => {
         // The client left while auth ran: nothing to answer, and nothing to send upstream.
         if (res.destroyed) return;
+        // Decisions may come from a user's server or a remote extauth: never trusted as sendable.
+        decision = sanitizeDecision(decision);
         if (!decision.allowed) return sendDenial(res, decision, ctx.responseHeaders);
         const effective = applyAllowed(headers, decision);
         this.dispatch(req, res, { ...ctx, headers: effective }, route, upstreamPath);
@@ -262,6 +289,11 @@ function sendDenial(res: ServerResponse, decision: Extract<AuthDecision, { allow
     if (key.toLowerCase() !== 'content-length') flat.push(key, value);
   }
   flat.push('content-length', String(Buffer.byteLength(decision.body)), ...extraHeaders);
-  res.writeHead(decision.status, flat);
+  try {
+    res.writeHead(decision.status, flat);
+  } catch {
+    // sanitizeDecision makes this unreachable; if it ever is not, fail closed instead of crashing.
+    return sendLocalReply(res, 403, 'GH_EXTAUTH_BAD_DECISION', 'forbidden');
+  }
   res.end(decision.body);
 }

@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest';
-import { HostTable, hostOnly } from './host-table.ts';
+import { HostTable, hostOnly, parseHostHeader } from './host-table.ts';
 
 function table(...domains: string[]): HostTable<string> {
   const t = new HostTable<string>();
@@ -14,11 +14,36 @@ describe('hostOnly', () => {
     ['[::1]:80', '[::1]'],
     ['[::1]', '[::1]'],
     ['10.0.0.1:443', '10.0.0.1'],
-    ['host:notaport', 'host:notaport'],
+    ['host:notaport', ''],
     ['', ''],
     [undefined, ''],
   ])('%s → %s', (input, expected) => {
     expect(hostOnly(input)).toBe(expected);
+  });
+});
+
+describe('parseHostHeader (RFC 9110 7.2; issue 17 finding 21)', () => {
+  test.each([
+    ['shop.test', 'shop.test'],
+    ['Shop.Test.:80', 'shop.test'],
+    ['shop.test.', 'shop.test'],
+    ['shop.test:', 'shop.test'],
+    ['[::1]:8080', '[::1]'],
+    ['127.0.0.1', '127.0.0.1'],
+  ])('%s → %s', (input, expected) => {
+    expect(parseHostHeader(input)).toBe(expected);
+  });
+
+  test.each(['', 'a@shop.test', 'shop.test:abc', 'shop.test:1:2', 'shop.test:99999', 'shop test', 'shop.test/x', '%73hop.test', '[::1', '[::1]x'])(
+    'malformed %j is refused, not routed to the catch-all',
+    (input) => {
+      expect(parseHostHeader(input)).toBeUndefined();
+      expect(table('*').match(input)).toBeUndefined();
+    },
+  );
+
+  test('no Host at all (HTTP/1.0) is the empty host, which only "*" matches', () => {
+    expect(parseHostHeader(undefined)).toBe('');
   });
 });
 

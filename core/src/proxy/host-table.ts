@@ -18,8 +18,14 @@ export class HostTable<T> {
     } else this.exact.set(d, value);
   }
 
+  /** The virtual host for a raw Host header; undefined when none matches or the header is malformed. */
   match(hostHeader: string | undefined): T | undefined {
-    const host = hostOnly(hostHeader);
+    const host = parseHostHeader(hostHeader);
+    return host === undefined ? undefined : this.matchHost(host);
+  }
+
+  /** The virtual host for a host already parsed by {@link parseHostHeader}. */
+  matchHost(host: string): T | undefined {
     const exact = this.exact.get(host);
     if (exact !== undefined) return exact;
     for (const { suffix, value } of this.suffixes) {
@@ -29,11 +35,30 @@ export class HostTable<T> {
   }
 }
 
-/** The Host header without its port, lower-cased (`[::1]:80` → `[::1]`). */
+/** reg-name or IPv4 (RFC 3986 3.2.2) without percent-encoding, then an optional `:port`. */
+const NAME_AND_PORT = /^([a-z0-9\-._~!$&'()*+,;=]+?)\.?(?::(\d{0,5}))?$/;
+/** `[IPv6]` or `[IPvFuture]`, then an optional `:port`. */
+const LITERAL_AND_PORT = /^(\[[0-9a-f:.]+\]|\[v[0-9a-f]+\.[a-z0-9\-._~!$&'()*+,;=:]+\])(?::(\d{0,5}))?$/;
+
+/**
+ * The host part of a Host header, lower-cased, without its port and without one trailing
+ * dot (`Shop.Test.:80` → `shop.test`, `[::1]:80` → `[::1]`); `''` when there is no Host at
+ * all (HTTP/1.0); undefined when the header is not a valid RFC 9110 7.2 authority
+ * (`a@shop.test`, `shop.test:abc`, `shop.test:1:2`, an empty value): those are answered 400,
+ * never routed to the catch-all virtual host.
+ */
+export function parseHostHeader(hostHeader: string | undefined): string | undefined {
+  if (hostHeader === undefined) return '';
+  if (hostHeader.length === 0 || hostHeader.length > 255 + 6) return undefined;
+  const lower = hostHeader.toLowerCase();
+  const m = lower.charCodeAt(0) === 0x5b ? LITERAL_AND_PORT.exec(lower) : NAME_AND_PORT.exec(lower);
+  if (!m) return undefined;
+  const port = m[2];
+  if (port !== undefined && port !== '' && Number(port) > 65535) return undefined;
+  return m[1]!;
+}
+
+/** The Host header without its port, lower-cased; `''` when missing or malformed. */
 export function hostOnly(hostHeader: string | undefined): string {
-  if (!hostHeader) return '';
-  let host = hostHeader;
-  const colon = host.lastIndexOf(':');
-  if (colon !== -1 && host.indexOf(']', colon) === -1 && /^\d+$/.test(host.slice(colon + 1))) host = host.slice(0, colon);
-  return host.toLowerCase();
+  return parseHostHeader(hostHeader) ?? '';
 }

@@ -13,6 +13,7 @@ import { flushLogs, type Logger } from '../log/logger.ts';
 import type { GraphQLEndpoints } from '../proxy/destinations.ts';
 import { startChunkCollector } from '../proxy/chunk-collector.ts';
 import { Gateway } from '../proxy/gateway.ts';
+import type { PathNormalization } from '../proxy/normalize-path.ts';
 import { UpstreamRegistry } from '../proxy/upstream-cluster.ts';
 import { closeGracefully, listen } from './listen.ts';
 
@@ -52,6 +53,10 @@ export interface GatewayProcessOptions {
   port: number;
   adminPort: number;
   host: string;
+  /** Where the admin API listens (default 127.0.0.1: /config shows routes and upstream addresses). */
+  adminHost?: string;
+  /** Path normalisation before routing and auth (default: normalise, merge slashes, reject escaped slashes). */
+  paths?: PathNormalization;
   /** 1 = serve in this process; more = that many cluster workers share the port. */
   workers: number;
   apiGroupDomain: string;
@@ -135,7 +140,7 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
       return { contentType: merged.contentType, body: await merged.metrics() };
     },
   });
-  const adminServer = await listen(getRequestListener(admin.fetch), options.adminPort, options.host);
+  const adminServer = await listen(getRequestListener(admin.fetch), options.adminPort, options.adminHost ?? '127.0.0.1');
   logger.info({ port, adminPort: adminServer.port, workers: options.workers, ...primary?.listening }, 'listening');
 
   let stopping = false;
@@ -169,6 +174,7 @@ function createGateway(options: GatewayProcessOptions, authorizer: Authorizer | 
     upstreams,
     accessLog: options.accessLog,
     kubeClusterDomain: options.kubeClusterDomain,
+    ...(options.paths ? { paths: options.paths } : {}),
     ...(parts.graphql ? { graphql: parts.graphql({ upstreams, logger }) } : {}),
     ...(authorizer ? { authorizer } : {}),
   });

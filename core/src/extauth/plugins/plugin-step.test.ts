@@ -43,9 +43,21 @@ describe('createPluginStep', () => {
     expect(logger.lines.at(-1)?.fields.code).toBe(PluginCodes.UNAVAILABLE);
   });
 
-  it('backs off rebuilding a plugin that keeps failing, then serves once it behaves', async () => {
+  it('a plugin that throws denies that request only: the isolate stays, the next request is served', async () => {
     const logger = recordingLogger();
     const step = await createPluginStep({ name: 'Hostile', exportedSymbolName: 'Throwing' }, { pluginDir: plugins.dir, logger });
+    for (let i = 0; i < 5; i++) {
+      expect(await step.authorize(request({ 'x-misbehave': '1' }))).toMatchObject({ allowed: false, status: 403 });
+      expect((await step.authorize(request())).allowed).toBe(true);
+    }
+    expect(logger.lines.filter((line) => line.fields.code === PluginCodes.THREW)).toHaveLength(5);
+    expect(logger.lines.some((line) => line.message === 'plugin isolate rebuilt')).toBe(false);
+    await step.close();
+  });
+
+  it('backs off rebuilding a plugin that keeps failing, then serves once it behaves', async () => {
+    const logger = recordingLogger();
+    const step = await createPluginStep({ name: 'Hostile', exportedSymbolName: 'InfiniteLoop' }, { pluginDir: plugins.dir, logger });
     for (let i = 0; i < 6; i++) {
       await step.authorize(request({ 'x-misbehave': '1' }));
       await new Promise((resolve) => setTimeout(resolve, 10));

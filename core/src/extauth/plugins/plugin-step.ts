@@ -277,6 +277,9 @@ class SandboxedPluginStep implements PluginStep {
   private failed(instance: PluginInstance, error: unknown): void {
     const failure = error instanceof PluginCallError || error instanceof GatehouseError ? error : new GatehouseError(PluginCodes.THREW, String(error));
     this.logger.error({ ...this.where, code: failure.code, cause: failure.message }, 'plugin auth denied the request: the plugin failed');
+    // A throw or a malformed answer leaves the isolate healthy. Rebuilding it (with backoff)
+    // would let any client that makes the plugin throw deny everyone else on the step.
+    if (instance.alive && (failure.code === PluginCodes.THREW || failure.code === PluginCodes.BAD_RESPONSE)) return;
     if (this.instance !== instance) return; // Another failure already replaced it.
     this.instance = undefined;
     instance.dispose(failure.code);
