@@ -36,6 +36,8 @@ export function formatPath(path: readonly PathSegment[]): string {
 /** Config diagnostic codes (stable). */
 export const ConfigCodes = {
   PARSE: 'GH_CONFIG_PARSE',
+  /** A document too large, too deep, self-referencing, or with too many aliases (SPEC 2.4; issue 17). */
+  LIMITS: 'GH_CONFIG_LIMITS',
   NOT_A_RESOURCE: 'GH_CONFIG_NOT_A_RESOURCE',
   UNKNOWN_KIND: 'GH_CONFIG_UNKNOWN_KIND',
   API_VERSION: 'GH_CONFIG_API_VERSION',

@@ -13,44 +13,127 @@ export interface ManifestDocument {
   lineOf(path: readonly PathSegment[]): number;
 }
 
+/** Limits on one manifest file (documented in docs/configuration.md). */
+export const MANIFEST_LIMITS = {
+  /** Alias uses per document (YAML "billion laughs"). */
+  maxAliases: 100,
+  /** Nesting depth of a document's value. */
+  maxDepth: 64,
+  /** Bytes of one file. */
+  maxFileBytes: 8 * 1024 * 1024,
+} as const;
+
 /**
  * Parses a manifest file: YAML with any number of `---` documents, or JSON
- * (a JSON file is one YAML document). Empty documents are skipped.
+ * (a JSON file is one YAML document). Empty documents are skipped. Never throws: anything the
+ * parser cannot turn into plain, finite, acyclic data is a diagnostic for that document.
  */
 export function parseManifests(file: string, text: string): { documents: ManifestDocument[]; diagnostics: Diagnostic[] } {
-  const lineCounter = new LineCounter();
-  const parsed = parseAllDocuments(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
-  const docs: Document[] = Array.isArray(parsed) ? parsed : [parsed as unknown as Document];
   const documents: ManifestDocument[] = [];
   const diagnostics: Diagnostic[] = [];
+  const fail = (line: number, message: string, code: string = ConfigCodes.PARSE): void => {
+    diagnostics.push({ code, severity: 'error', file, line, message });
+  };
+  if (text.length > MANIFEST_LIMITS.maxFileBytes) {
+    fail(1, `the file is larger than ${MANIFEST_LIMITS.maxFileBytes} bytes`, ConfigCodes.LIMITS);
+    return { documents, diagnostics };
+  }
+  const lineCounter = new LineCounter();
+  let docs: Document[];
+  try {
+    // uniqueKeys is checked below in one linear pass: the library's own check is quadratic
+    // (a 40,000-key map stalled a reload for 31 s).
+    const parsed = parseAllDocuments(text, { lineCounter, prettyErrors: false, uniqueKeys: false });
+    docs = Array.isArray(parsed) ? parsed : [parsed as unknown as Document];
+  } catch (error) {
+    fail(1, `cannot parse: ${(error as Error).message}`);
+    return { documents, diagnostics };
+  }
   docs.forEach((doc, index) => {
     if (doc.errors.length > 0) {
-      for (const error of doc.errors) {
-        diagnostics.push({
-          code: ConfigCodes.PARSE,
-          severity: 'error',
-          file,
-          line: lineCounter.linePos(error.pos[0]).line,
-          message: error.message.split('\n')[0]!,
-        });
-      }
+      for (const error of doc.errors) fail(lineCounter.linePos(error.pos[0]).line, error.message.split('\n')[0]!);
       return;
     }
-    const value: unknown = doc.toJS({ maxAliasCount: 100 });
+    const duplicate = firstDuplicateKey(doc.contents);
+    if (duplicate) {
+      fail(duplicate.offset === undefined ? 1 : lineCounter.linePos(duplicate.offset).line, `Map keys must be unique ("${duplicate.key}" appears twice)`);
+      return;
+    }
+    const start = doc.contents?.range ? lineCounter.linePos(doc.contents.range[0]).line : 1;
+    let value: unknown;
+    try {
+      value = doc.toJS({ maxAliasCount: MANIFEST_LIMITS.maxAliases });
+    } catch (error) {
+      const message = (error as Error).message;
+      fail(start, /alias/i.test(message) ? `too many YAML alias uses (more than ${MANIFEST_LIMITS.maxAliases}): ${message}` : `cannot read the document: ${message}`, ConfigCodes.LIMITS);
+      return;
+    }
+    const shape = checkShape(value);
+    if (shape) {
+      fail(start, shape, ConfigCodes.LIMITS);
+      return;
+    }
     // `---` followed by nothing (or only comments) is an empty document, not a resource.
     if (value === null || value === undefined || doc.contents === null) return;
-    const line = doc.contents.range ? lineCounter.linePos(doc.contents.range[0]).line : 1;
     documents.push({
       file,
       index,
-      line,
+      line: start,
       value,
       lineOf(path) {
-        return lineOfPath(doc.contents, path, line, (offset) => lineCounter.linePos(offset).line);
+        return lineOfPath(doc.contents, path, start, (offset) => lineCounter.linePos(offset).line);
       },
     });
   });
   return { documents, diagnostics };
+}
+
+/** The first key that appears twice in one map, anywhere in the document (linear: one Set per map). */
+function firstDuplicateKey(root: unknown): { key: string; offset: number | undefined } | undefined {
+  const stack: unknown[] = [root];
+  const seenNodes = new Set<unknown>();
+  while (stack.length > 0) {
+    const node = stack.pop();
+    if (!node || typeof node !== 'object' || seenNodes.has(node)) continue;
+    seenNodes.add(node);
+    if (isMap(node)) {
+      const keys = new Set<unknown>();
+      for (const pair of node.items) {
+        const key = isScalar(pair.key) ? pair.key.value : pair.key;
+        if (keys.has(key)) {
+          const offset = isScalar(pair.key) && pair.key.range ? pair.key.range[0] : undefined;
+          return { key: String(key).slice(0, 80), offset };
+        }
+        keys.add(key);
+        stack.push(pair.value);
+      }
+    } else if (isSeq(node)) {
+      for (const item of node.items) stack.push(item);
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Why a parsed value cannot be configuration, or undefined when it can: a self-referencing
+ * anchor (`&c {self: *c}`) made an object that contains itself, and every later walk over it
+ * (fingerprint, freeze, validation) recursed forever.
+ */
+export function checkShape(value: unknown): string | undefined {
+  const ancestors = new Set<object>();
+  const visit = (node: unknown, depth: number): string | undefined => {
+    if (node === null || typeof node !== 'object') return undefined;
+    if (depth > MANIFEST_LIMITS.maxDepth) return `the document is nested deeper than ${MANIFEST_LIMITS.maxDepth} levels`;
+    if (ancestors.has(node)) return 'the document refers to itself (a YAML anchor used inside its own value)';
+    ancestors.add(node);
+    for (const child of Array.isArray(node) ? node : Object.values(node)) {
+      const problem = visit(child, depth + 1);
+      if (problem) return problem;
+    }
+    ancestors.delete(node);
+    return undefined;
+  };
+  return visit(value, 0);
 }
 
 /**

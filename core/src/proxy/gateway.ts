@@ -61,7 +61,7 @@ export class Gateway {
 
   /** Switches to a new configuration. */
   update(snapshot: ConfigSnapshot): void {
-    const table = compileRouteTable(snapshot, { upstreams: this.options.upstreams, ...(this.options.kubeClusterDomain ? { kubeClusterDomain: this.options.kubeClusterDomain } : {}) });
+    const table = compileRouteTable(snapshot, { upstreams: this.options.upstreams, logger: this.logger, ...(this.options.kubeClusterDomain ? { kubeClusterDomain: this.options.kubeClusterDomain } : {}) });
     this.options.graphql?.update(snapshot);
     this.table = table;
     const graphqlClusters = this.options.graphql?.clusters();
@@ -168,6 +168,7 @@ export class Gateway {
   private dispatch(req: IncomingMessage, res: ServerResponse, ctx: RequestContext, route: CompiledRoute, path: string): void {
     const destination = route.destination;
     if (destination.kind === 'upstream') return forward(req, res, ctx, route, destination.cluster, path);
+    if (destination.kind === 'unavailable') return sendLocalReply(res, 503, ErrorCodes.UPSTREAM_UNAVAILABLE, 'the route has no usable destination', ctx.responseHeaders);
     const graphql = this.options.graphql;
     if (!graphql) return sendLocalReply(res, 503, ErrorCodes.UPSTREAM_UNAVAILABLE, 'GraphQL is not available in this process', ctx.responseHeaders);
     // The GraphQL server writes its own responses: the gateway's headers go in first.

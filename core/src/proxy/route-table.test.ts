@@ -171,3 +171,20 @@ describe('compileRouteTable', () => {
     await upstreams.close();
   });
 });
+
+describe('a destination that cannot be built (issue 17 finding 4)', () => {
+  test('only that route answers as unavailable; the table builds and the other routes keep their upstreams', () => {
+    // A resolver mapping one host to an address undici's Pool refuses: its constructor throws for real.
+    const upstreams = new UpstreamRegistry({ resolve: (host) => (host === 'broken.internal' ? 'bad host/with?path' : undefined) });
+    const broken = { ...upstream('broken'), spec: { static: { hosts: [{ addr: 'broken.internal', port: 80 }] } } };
+    const errors: unknown[] = [];
+    const table = compileRouteTable(
+      snapshotOf(upstream('ok'), broken, virtualService('vs', { domains: ['*'], routes: [{ matchers: [{ prefix: '/broken' }], routeAction: to('broken') }, { routeAction: to('ok') }] })),
+      { upstreams, logger: { error: (fields: unknown) => errors.push(fields) } as never },
+    );
+    const vh = vhost(table, 'any.test');
+    expect(vh.routes[0]!.destination.kind).toBe('unavailable');
+    expect(vh.routes[1]!.destination.kind).toBe('upstream');
+    expect(errors).toHaveLength(1);
+  });
+});

@@ -9,6 +9,7 @@ import { compileCors, type CompiledCors } from './cors.ts';
 import { compileHeaderOps, type HeaderOps } from './header-ops.ts';
 import { HostTable } from './host-table.ts';
 import { compileMatchers, type CompiledMatcher, type RequestLine } from './route-matcher.ts';
+import type { Logger } from '../log/logger.ts';
 import type { UpstreamCluster, UpstreamRegistry } from './upstream-cluster.ts';
 
 /** Default route timeout (SPEC 3.2). */
@@ -16,7 +17,9 @@ export const DEFAULT_TIMEOUT_MS = 15_000;
 
 export type Destination =
   | { readonly kind: 'upstream'; readonly cluster: UpstreamCluster; readonly latency: HistogramChild }
-  | { readonly kind: 'graphql'; readonly apiKey: string };
+  | { readonly kind: 'graphql'; readonly apiKey: string }
+  /** The destination could not be built (a bug or a value validation missed): answered 503, never a crash or a stale table. */
+  | { readonly kind: 'unavailable'; readonly reason: string };
 
 /** The AuthConfig a route uses after inheritance (SPEC 3.2, 4 step 2). */
 export interface RouteAuth {
@@ -71,6 +74,8 @@ export interface RouteTableOptions {
   upstreams: UpstreamRegistry;
   /** Kubernetes cluster domain for `routeAction.single.kube` (default `cluster.local`). */
   kubeClusterDomain?: string;
+  /** Where a destination that cannot be built is reported. */
+  logger?: Pick<Logger, 'error'>;
 }
 
 /** Finds the first route of a virtual host that matches, and which matcher matched. */
@@ -107,7 +112,12 @@ export function compileRouteTable(snapshot: ConfigSnapshot, options: RouteTableO
       routes: routes.map((r, i) => ({
         name: r.name,
         matchers: vh.routes[i]!.matchers ?? [{ prefix: '/' }],
-        destination: r.destination.kind === 'upstream' ? { upstream: r.destination.cluster.name, hosts: r.destination.cluster.hosts.map((h) => h.origin) } : { graphqlApi: r.destination.apiKey },
+        destination:
+          r.destination.kind === 'upstream'
+            ? { upstream: r.destination.cluster.name, hosts: r.destination.cluster.hosts.map((h) => h.origin) }
+            : r.destination.kind === 'graphql'
+              ? { graphqlApi: r.destination.apiKey }
+              : { unavailable: r.destination.reason },
         timeoutMs: r.timeoutMs,
         auth: r.auth ?? null,
       })),
@@ -124,7 +134,7 @@ function compileRoute(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, 
     name,
     virtualHost: `${vs.namespace}/${vs.name}`,
     matchers: compileMatchers(spec.matchers),
-    destination: compileDestination(snapshot, vs, spec, options),
+    destination: safeDestination(snapshot, vs, spec, options),
     timeoutMs: o.timeout ? durationMs(o.timeout) : DEFAULT_TIMEOUT_MS,
     retry: o.retries ? compileRetry(o.retries) : undefined,
     prefixRewrite: o.prefixRewrite,
@@ -135,6 +145,21 @@ function compileRoute(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, 
     auth: effectiveAuth(vs, spec, name),
     counters: new Map(),
   };
+}
+
+/**
+ * A route's destination, or `unavailable` when building it throws: one bad destination must
+ * not make the whole table fail to build, which silently kept the previous table serving while
+ * status showed the new configuration (issue 17 finding 4).
+ */
+function safeDestination(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, spec: RouteSpec, options: RouteTableOptions): Destination {
+  try {
+    return compileDestination(snapshot, vs, spec, options);
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    options.logger?.error({ code: 'GH_ROUTE_DESTINATION', virtualService: `${vs.namespace}/${vs.name}`, route: spec.name, cause: reason }, 'route destination could not be built; the route answers 503');
+    return { kind: 'unavailable', reason };
+  }
 }
 
 function compileDestination(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, spec: RouteSpec, options: RouteTableOptions): Destination {

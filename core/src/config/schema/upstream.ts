@@ -6,7 +6,13 @@ export const UpstreamSpec = Strict({
   static: Strict({
     hosts: Type.Array(
       Strict({
-        addr: Type.String({ minLength: 1, description: 'host name or IP address' }),
+        // A bare host: no scheme, path, query, userinfo or port (those made the pool constructor throw).
+        addr: Type.String({
+          minLength: 1,
+          maxLength: 253,
+          pattern: '^(?:[A-Za-z0-9_](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?(?:\\.[A-Za-z0-9_](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?)*\\.?|[0-9A-Fa-f.]*:[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*)$',
+          description: 'host name, IPv4 or IPv6 address (no scheme, port or path)',
+        }),
         port: Type.Integer({ minimum: 1, maximum: 65535 }),
       }),
       { minItems: 1 },

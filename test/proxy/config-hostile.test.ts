@@ -1,0 +1,113 @@
+/**
+ * Issue 17's configuration crashes against real processes: manifests that made `gatehouse run`
+ * exit (alias floods, self-referencing anchors, an Upstream address the pool could not take)
+ * and made `gatehouse validate` print a stack. Each one is now a diagnostic on its own file or
+ * resource; the rest of the configuration keeps serving.
+ */
+import { execFile } from 'node:child_process';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
+import { makeConfigDir, manifests, type ConfigDir } from '../support/config-dir.ts';
+import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
+import { eventually, send } from '../support/http.ts';
+import { startEcho, type TestServer } from '../support/upstream.ts';
+
+const CLI = fileURLToPath(new URL('../../core/bin/gatehouse.js', import.meta.url));
+
+/** 150 uses of one alias: more than the parser's 100. */
+const ALIAS_FLOOD = `apiVersion: gatehouse.gatehouse.dev/v1
+kind: Upstream
+metadata: {name: flood}
+spec:
+  static:
+    hosts: [{addr: &a 127.0.0.1, port: 1}]
+  x: [${Array.from({ length: 150 }, () => '*a').join(', ')}]
+`;
+
+/** An AuthConfig whose plugin config contains itself. */
+const SELF_REFERENCE = `apiVersion: enterprise.gatehouse.dev/v1
+kind: AuthConfig
+metadata: {name: loop}
+spec:
+  configs:
+    - pluginAuth:
+        name: RequiredHeader
+        config: &c {self: *c}
+`;
+
+const routeTo = (upstream: string, domain: string) =>
+  manifests.virtualService(`vs-${upstream}`, { domains: [domain], routes: [{ matchers: [{ prefix: '/' }], routeAction: { single: { upstream: { name: upstream } } } }] });
+
+function validate(...paths: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [...NODE_FLAGS, CLI, 'validate', ...paths], { env: { ...process.env, GATEHOUSE_LOG_LEVEL: 'error' }, timeout: 20_000 }, (error, stdout, stderr) => {
+      resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+let echo: TestServer;
+let config: ConfigDir;
+let gw: GatehouseProcess;
+
+beforeAll(async () => {
+  echo = await startEcho('good');
+  // The hostile files are there from the start: the gateway used to exit and could not start.
+  config = await makeConfigDir({
+    'good.yaml': [manifests.upstream('good', [{ addr: '127.0.0.1', port: echo.port }]), routeTo('good', 'good.test')],
+    'flood.yaml': ALIAS_FLOOD,
+    'loop.yaml': SELF_REFERENCE,
+    'bad-addr.yaml': [manifests.upstream('evil', [{ addr: 'evil.com/path?x', port: 80 }]), routeTo('evil', 'evil.test')],
+  });
+  gw = await startGatehouse('run', ['--config-dir', config.path]);
+});
+
+afterAll(async () => {
+  await gw?.stop();
+  await echo?.close();
+  await config?.cleanup();
+});
+
+async function statuses(): Promise<{ kind: string; name: string; state: string; reasons: { message: string }[] }[]> {
+  return (JSON.parse((await send(gw.adminUrl, { path: '/config' })).body) as { resources: never[] }).resources;
+}
+
+describe('hostile manifests (issue 17 findings 2, 3, 4)', () => {
+  it('the gateway starts and serves the good files while the hostile ones are present', async () => {
+    const r = await send(gw.url, { headers: { host: 'good.test' } });
+    expect(r.status).toBe(200);
+    const evil = (await statuses()).find((s) => s.name === 'evil');
+    expect(evil?.state).toBe('Rejected');
+    expect(JSON.stringify(evil?.reasons)).toContain('addr');
+    // The route to the rejected Upstream is not served either: no catch-all, no crash.
+    expect((await send(gw.url, { headers: { host: 'evil.test' } })).status).toBe(404);
+  });
+
+  it('hostile files written while running are reported and the last good config keeps serving', async () => {
+    const before = gw.logs.length;
+    await writeFile(join(config.path, 'flood2.yaml'), ALIAS_FLOOD.replace('name: flood', 'name: flood2'));
+    await writeFile(join(config.path, 'loop2.yaml'), SELF_REFERENCE.replace('name: loop', 'name: loop2'));
+    await eventually(async () => gw.logs.slice(before).some((l) => String(l.msg).includes('too many YAML alias uses')) && gw.logs.slice(before).some((l) => String(l.msg).includes('refers to itself')));
+    expect(gw.child.exitCode).toBeNull();
+    expect((await send(gw.url, { headers: { host: 'good.test' } })).status).toBe(200);
+  });
+
+  it('a later reload is applied (not silently dropped) after an unusable Upstream address', async () => {
+    await writeFile(join(config.path, 'later.yaml'), [manifests.upstream('later', [{ addr: '127.0.0.1', port: echo.port }]), routeTo('later', 'later.test')].map((d) => JSON.stringify(d)).join('\n---\n'));
+    await eventually(async () => (await send(gw.url, { headers: { host: 'later.test' } })).status === 200);
+  });
+
+  it('gatehouse validate reports each one with a GH_CONFIG code and exits 1, never a stack', async () => {
+    const { code, stdout, stderr } = await validate(join(config.path, 'flood.yaml'), join(config.path, 'loop.yaml'), join(config.path, 'bad-addr.yaml'));
+    expect(code).toBe(1);
+    const out = stdout + stderr;
+    expect(out).toContain('GH_CONFIG_LIMITS');
+    expect(out).toContain('too many YAML alias uses');
+    expect(out).toContain('refers to itself');
+    expect(out).toMatch(/Upstream default\/evil.*addr/);
+    expect(out).not.toMatch(/\n\s+at .*\(.*:\d+:\d+\)/);
+  });
+});
