@@ -29,6 +29,7 @@ const ECHO_PLUGIN = `export const EchoNext = {
       const h = request.CheckRequest.attributes.request.http.headers;
       const next = decodeURIComponent(h['x-next'] || '/');
       const mode = h['x-mode'] || 'deny';
+      if (mode === 'gc') return { CheckResponse: { status: { code: 0 }, ok_response: { headers: [{ header: { key: 'x-gc', value: typeof globalThis.gc } }] } } };
       if (mode === 'allow') return { CheckResponse: { status: { code: 0 }, ok_response: { headers: [{ header: { key: 'x-next', value: next } }] } } };
       if (mode === 'te') return { CheckResponse: { status: { code: 7 }, denied_response: { status: { code: 403 }, headers: [{ header: { key: 'transfer-encoding', value: 'chunked' } }, { header: { key: 'connection', value: 'upgrade' } }, { header: { key: 'upgrade', value: 'h2c' } }], body: 'no' } } };
       if (mode === 'nocontent') return { CheckResponse: { status: { code: 7 }, denied_response: { status: { code: 204 }, body: 'a body a 204 cannot have' } } };
@@ -183,6 +184,14 @@ describe('auth decisions that cannot be sent (findings 1, 23)', () => {
     expect(allowed.status).toBe(200);
     expect(seen(allowed).headers['x-user-id']).toBe('team;carol');
     await expectAlive();
+  });
+});
+
+describe('the sandbox of a real gatehouse run (finding 25)', () => {
+  it('gc is not visible to plugins although the process runs with --expose-gc', async () => {
+    const r = await shop('/login', { 'x-mode': 'gc' });
+    expect(r.status).toBe(200);
+    expect(seen(r).headers['x-gc']).toBe('undefined');
   });
 });
 

@@ -40,6 +40,9 @@ export function install(hostLog: HostLog): RuntimeApi {
   // Defense in depth on top of the isolate: WebAssembly memory is not counted against the
   // isolate's memory limit, and SharedArrayBuffer enables Atomics.wait, which blocks the thread.
   for (const name of ['WebAssembly', 'SharedArrayBuffer']) delete (globalThis as Record<string, unknown>)[name];
+  // `gc` appears in every isolate when the process runs with --expose-gc (the launcher's flag),
+  // writable but not configurable: overwritten, so no plugin can force full collections.
+  if ('gc' in globalThis) (globalThis as Record<string, unknown>).gc = undefined;
 
   let budget = LOG_LINES_PER_CALL;
   const text = (value: unknown, max: number): string => {
