@@ -1,9 +1,9 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, test } from 'vitest';
 import type { BasicAuthSpec } from '../../config/schema/auth-config.ts';
 import { basic, checkRequest, htpasswdApr1, opensslSha1 } from '../../../../test/extauth/support.ts';
 import { applyAllowed } from '../decision.ts';
-import type { AuthDecision } from '../step.ts';
-import { BasicAuthStep, compileBasicAuth } from './basic-auth-step.ts';
+import type { AuthDecision, CheckRequest } from '../step.ts';
+import { BasicAuthStep, FailureLimiter, MAX_CREDENTIALS_HEADER, compileBasicAuth } from './basic-auth-step.ts';
 
 function step(spec: BasicAuthSpec): BasicAuthStep {
   const { compiled, problems } = compileBasicAuth(spec);
@@ -125,5 +125,48 @@ describe('compileBasicAuth', () => {
     expect(compileBasicAuth({ encryption: { sha1: {} }, userList: { users: { bob: { salt: '', hashedPassword: 'xyz' } } } }).problems).toEqual([
       { path: ['userList', 'users', 'bob', 'hashedPassword'], message: expect.stringContaining('40 hex digits') },
     ]);
+  });
+});
+
+describe('hostile Basic Auth input (issue 17 findings 9, 24)', () => {
+  const user = htpasswdApr1('alice', 'wonderland');
+  const build = (options: { maxFailures?: number; failureWindowMs?: number } = {}) => {
+    const compiled = compileBasicAuth({ realm: 'r', apr: { users: { alice: { salt: user.salt, hashedPassword: user.hashedPassword } } } });
+    if (!compiled.compiled) throw new Error('bad config');
+    return new BasicAuthStep(compiled.compiled, { name: 'basic', ...options });
+  };
+  const from = (address: string, authorization: string): CheckRequest => ({
+    attributes: {
+      source: { address: { socket_address: { address, port_value: 1 } } },
+      request: { http: { method: 'GET', path: '/', host: 'h', scheme: 'http', headers: { authorization } } },
+      context_extensions: {},
+    },
+  });
+
+  test('an oversized Authorization header is a 401 before any decoding or hashing (11.5 KB password)', async () => {
+    const step = build({ maxFailures: 1 });
+    const huge = `Basic ${Buffer.from(`alice:${'x'.repeat(11_500)}`).toString('base64')}`;
+    expect(huge.length).toBeGreaterThan(MAX_CREDENTIALS_HEADER);
+    expect((await step.authorize(from('10.0.0.1', huge))).allowed).toBe(false);
+    // Not even parsed: valid credentials padded past the bound (the grammar allows trailing
+    // blanks) are refused, and the unhashed attempt did not count as a failure.
+    const padded = `${basic('alice', 'wonderland')}${' '.repeat(MAX_CREDENTIALS_HEADER)}`;
+    expect((await step.authorize(from('10.0.0.1', padded))).allowed).toBe(false);
+    expect((await step.authorize(from('10.0.0.1', basic('alice', 'wonderland')))).allowed).toBe(true);
+  });
+
+  test('a source that keeps failing is answered 401 unchecked, even with the right password; others are not affected', async () => {
+    const step = build({ maxFailures: 3, failureWindowMs: 60_000 });
+    for (let i = 0; i < 3; i++) expect((await step.authorize(from('10.0.0.9', basic('alice', `guess${i}`)))).allowed).toBe(false);
+    expect((await step.authorize(from('10.0.0.9', basic('alice', 'wonderland')))).allowed).toBe(false);
+    expect((await step.authorize(from('10.0.0.8', basic('alice', 'wonderland')))).allowed).toBe(true);
+  });
+
+  test('the lockout ends with its window', () => {
+    const limiter = new FailureLimiter(2, 1000);
+    limiter.record('a', 0);
+    limiter.record('a', 10);
+    expect(limiter.lockedOut('a', 20)).toBe(true);
+    expect(limiter.lockedOut('a', 1010)).toBe(false);
   });
 });

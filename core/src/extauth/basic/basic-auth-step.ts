@@ -73,6 +73,44 @@ export interface BasicAuthStepOptions {
   name: string;
   /** Most verified credentials kept (default 1024). */
   cacheSize?: number;
+  /** Failed checks one source address may make per window before it is answered 401 unchecked (default 20). */
+  maxFailures?: number;
+  /** The failure window (default 60 s). */
+  failureWindowMs?: number;
+}
+
+/**
+ * Longest `Authorization` value checked (base64 of about 760 bytes of `user:password`); longer
+ * ones are a 401 without decoding or hashing.
+ */
+export const MAX_CREDENTIALS_HEADER = 1024;
+const DEFAULT_MAX_FAILURES = 20;
+const DEFAULT_FAILURE_WINDOW_MS = 60_000;
+
+/**
+ * Failed Basic Auth checks per source address in fixed windows (bounded: at most 10,000 sources
+ * remembered). Per process and per AuthConfig version, like the credential cache.
+ */
+export class FailureLimiter {
+  private readonly bySource = new LRUCache<string, { count: number; since: number }>({ max: 10_000 });
+  private readonly max: number;
+  private readonly windowMs: number;
+
+  constructor(max: number, windowMs: number) {
+    this.max = max;
+    this.windowMs = windowMs;
+  }
+
+  lockedOut(source: string, now = Date.now()): boolean {
+    const entry = this.bySource.get(source);
+    return entry !== undefined && now - entry.since < this.windowMs && entry.count >= this.max;
+  }
+
+  record(source: string, now = Date.now()): void {
+    const entry = this.bySource.get(source);
+    if (!entry || now - entry.since >= this.windowMs) this.bySource.set(source, { count: 1, since: now });
+    else entry.count++;
+  }
 }
 
 /**
@@ -87,11 +125,13 @@ export class BasicAuthStep implements AuthStep {
   private readonly unauthorized: Denied;
   /** Checked for unknown users so that a wrong username costs as much as a wrong password. */
   private readonly decoy: CompiledUser;
+  private readonly failures: FailureLimiter;
 
   constructor(config: CompiledBasicAuth, options: BasicAuthStepOptions) {
     this.config = config;
     this.name = options.name;
     this.cache = new LRUCache({ max: options.cacheSize ?? 1024 });
+    this.failures = new FailureLimiter(options.maxFailures ?? DEFAULT_MAX_FAILURES, options.failureWindowMs ?? DEFAULT_FAILURE_WINDOW_MS);
     const realm = config.realm.replace(/["\\]/g, '\\$&');
     this.unauthorized = deepFreeze(
       deny(401, [
@@ -110,16 +150,23 @@ export class BasicAuthStep implements AuthStep {
   async authorize(request: CheckRequest): Promise<AuthDecision> {
     const headers = request.attributes.request.http.headers;
     const header = pickHeader(headers.authorization, this.config.extended ? headers['proxy-authorization'] : undefined);
-    if (header === undefined) return this.unauthorized;
+    // Checked before any hashing: APR1 over an 11.5 KB password cost 42 ms of event loop per 401.
+    if (header === undefined || header.length > MAX_CREDENTIALS_HEADER) return this.unauthorized;
     const key = hash('sha256', header, 'base64');
     const cached = this.cache.get(key);
     if (cached) return cached;
 
     const credentials = parseBasicCredentials(header);
     if (!credentials) return this.unauthorized;
+    const source = sourceAddress(request);
+    // A source that keeps failing gets 401 without a check for a while: no password oracle.
+    if (this.failures.lockedOut(source)) return this.unauthorized;
     const user = this.config.users.get(credentials.username);
     const ok = this.verify(credentials.password, user ?? this.decoy) && user !== undefined;
-    if (!ok) return this.unauthorized;
+    if (!ok) {
+      this.failures.record(source);
+      return this.unauthorized;
+    }
     // Overwriting (not appending) replaces any client-sent x-user-id. Not also listed in
     // headers_to_remove: Envoy removes after setting, which would drop the new value.
     const decision = deepFreeze(allow([{ key: 'x-user-id', value: `${this.config.realm};${credentials.username}`, append: false }]));
@@ -138,6 +185,13 @@ export class BasicAuthStep implements AuthStep {
   async close(): Promise<void> {
     this.cache.clear();
   }
+}
+
+/** The client address Envoy or the gateway put in the CheckRequest (`''` when absent). */
+function sourceAddress(request: CheckRequest): string {
+  const address = request.attributes.source?.address as { socket_address?: { address?: unknown } } | undefined;
+  const value = address?.socket_address?.address;
+  return typeof value === 'string' ? value : '';
 }
 
 /** The first header holding Basic credentials; else the first present one (to be rejected). */
