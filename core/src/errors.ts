@@ -20,6 +20,8 @@ export const ErrorCodes = {
   NO_ROUTE: 'GH_NO_ROUTE',
   /** The upstream refused or reset the connection, or has no usable host. */
   UPSTREAM_UNAVAILABLE: 'GH_UPSTREAM_UNAVAILABLE',
+  /** The upstream host has as many requests waiting as its pending-request limit allows. */
+  UPSTREAM_OVERFLOW: 'GH_UPSTREAM_OVERFLOW',
   /** The upstream did not answer within the route timeout. */
   UPSTREAM_TIMEOUT: 'GH_UPSTREAM_TIMEOUT',
   /** The downstream request itself is malformed. */

@@ -1,5 +1,6 @@
 import { describe, expect, test } from 'vitest';
 import { parseFlags } from './flags.ts';
+import { defaultMaxConnections } from '../server/listen.ts';
 import { GATEWAY_FLAGS, gatewayFlagValues } from './gateway-flags.ts';
 
 const values = (argv: string[], env: NodeJS.ProcessEnv = {}) => gatewayFlagValues(parseFlags(argv, GATEWAY_FLAGS, env).values);
@@ -17,7 +18,22 @@ describe('gatewayFlagValues', () => {
       resolve: new Map(),
       accessLog: true,
       shutdownGraceMs: 30_000,
+      adminHost: '127.0.0.1',
+      paths: { normalize: true, mergeSlashes: true, escapedSlashes: 'reject' },
+      limits: { requestHeadersTimeoutMs: 10_000, requestTimeoutMs: 300_000, idleTimeoutMs: 300_000, maxConnections: defaultMaxConnections() },
+      maxPendingRequests: 1024,
     });
+  });
+
+  test('limits and path options (issue 17), and their errors', () => {
+    expect(values(['--config-dir', '/c', '--request-timeout', '0', '--max-connections', '100', '--escaped-slashes', 'unescape', '--merge-slashes', 'false', '--admin-host', '0.0.0.0'])).toMatchObject({
+      adminHost: '0.0.0.0',
+      paths: { normalize: true, mergeSlashes: false, escapedSlashes: 'unescape' },
+      limits: { requestTimeoutMs: 0, maxConnections: 100 },
+    });
+    expect(() => values(['--config-dir', '/c', '--escaped-slashes', 'maybe'])).toThrow(/--escaped-slashes must be reject, unescape or keep/);
+    expect(() => values(['--config-dir', '/c', '--max-connections', 'lots'])).toThrow(/--max-connections must be a positive integer/);
+    expect(() => values(['--config-dir', '/c', '--normalize-path', 'perhaps'])).toThrow(/--normalize-path must be true or false/);
   });
 
   test('every value parsed, from flags or GATEHOUSE_* variables', () => {

@@ -3,6 +3,7 @@ import { DEFAULT_API_GROUP_DOMAIN } from '../config/schema/kinds.ts';
 import { durationMs } from '../config/schema/common.ts';
 import { parseWorkers, type GatewayProcessOptions } from '../server/gateway-process.ts';
 import type { PathNormalization } from '../proxy/normalize-path.ts';
+import { defaultMaxConnections } from '../server/listen.ts';
 import { portValue, requiredValue, type FlagDef, type FlagValues } from './flags.ts';
 
 /** Flags shared by `gatehouse run` and `gatehouse gateway`. */
@@ -20,6 +21,11 @@ export const GATEWAY_FLAGS: readonly FlagDef[] = [
   { name: 'kube-cluster-domain', type: 'string', default: 'cluster.local', description: 'Kubernetes cluster domain for kube destinations' },
   { name: 'resolve', type: 'string', multiple: true, description: 'HOST=ADDR: dial ADDR for upstream HOST (repeatable)' },
   { name: 'access-log', type: 'string', default: 'true', description: 'one JSON access log line per request (true|false)' },
+  { name: 'request-headers-timeout', type: 'string', default: '10s', description: 'time for request headers to arrive; also closes connections that send nothing (Envoy request_headers_timeout)' },
+  { name: 'request-timeout', type: 'string', default: '5m', description: 'time for a whole request, body included; 0 turns it off (Envoy request_timeout)' },
+  { name: 'idle-timeout', type: 'string', default: '5m', description: 'a request with no bytes either way for this long is cut (Envoy stream_idle_timeout)' },
+  { name: 'max-connections', type: 'string', default: 'auto', description: 'downstream connections open at once; auto = half the open-file limit (Envoy max_active_downstream_connections)' },
+  { name: 'max-pending-requests', type: 'string', default: '1024', description: 'requests waiting for a connection per upstream host; more get 503 (Envoy max_pending_requests)' },
   { name: 'shutdown-grace', type: 'string', default: '30s', description: 'how long SIGTERM waits for in-flight requests' },
 ];
 
@@ -52,6 +58,13 @@ export function gatewayFlagValues(values: FlagValues): GatewayFlagValues {
     resolve,
     accessLog: !/^(0|false|no|off)$/i.test(String(values['access-log'])),
     shutdownGraceMs: duration(values, 'shutdown-grace'),
+    limits: {
+      requestHeadersTimeoutMs: duration(values, 'request-headers-timeout'),
+      requestTimeoutMs: String(values['request-timeout']) === '0' ? 0 : duration(values, 'request-timeout'),
+      idleTimeoutMs: duration(values, 'idle-timeout'),
+      maxConnections: values['max-connections'] === 'auto' ? defaultMaxConnections() : positiveInteger(values, 'max-connections'),
+    },
+    maxPendingRequests: positiveInteger(values, 'max-pending-requests'),
   };
 }
 
@@ -61,6 +74,12 @@ function pathNormalization(values: FlagValues): PathNormalization {
     throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, `--escaped-slashes must be reject, unescape or keep, got "${escapedSlashes}"`);
   }
   return { normalize: flagBool(values, 'normalize-path'), mergeSlashes: flagBool(values, 'merge-slashes'), escapedSlashes };
+}
+
+function positiveInteger(values: FlagValues, name: string): number {
+  const n = Number(values[name]);
+  if (!Number.isInteger(n) || n < 1) throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, `--${name} must be a positive integer, got "${values[name]}"`);
+  return n;
 }
 
 function flagBool(values: FlagValues, name: string): boolean {

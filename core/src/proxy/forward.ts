@@ -54,6 +54,10 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
   private sentAt = 0;
   /** Set when this attempt was abandoned for a retry: its remaining callbacks are ignored. */
   private abandoned = false;
+  /** Counted in `host.inFlight` until the response starts or fails. */
+  private counted = false;
+  /** Armed only while the request waits in the pool's queue (all connections busy). */
+  private queueTimer: NodeJS.Timeout | undefined;
   private readonly x: Exchange;
   private readonly retriesLeft: number;
 
@@ -63,10 +67,21 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
   }
 
   start(): void {
-    const { req, ctx, route } = this.x;
+    const { req, res, ctx, route } = this.x;
     this.x.current = this;
     this.host = this.x.cluster.pick();
     ctx.upstream = this.host.origin;
+    const host = this.host;
+    if (host.inFlight >= host.maxInFlight) {
+      // Envoy's max_pending_requests circuit breaker: fail fast instead of queueing without bound.
+      ctx.logger.warn({ reqId: ctx.requestId, upstream: host.origin, inFlight: host.inFlight }, 'upstream pending-request limit reached');
+      return sendLocalReply(res, 503, ErrorCodes.UPSTREAM_OVERFLOW, 'upstream overloaded: too many pending requests', ['x-envoy-overloaded', 'true', ...(ctx.responseHeaders ?? [])]);
+    }
+    host.inFlight++;
+    this.counted = true;
+    // Every connection is busy (slow clients can pin them all): a request waiting in the queue
+    // gets the route timeout as a deadline, where undici's own timers only start on a connection.
+    if (host.inFlight > host.connections) this.queueTimer = setTimeout(() => this.queueTimedOut(), route.retry?.perTryTimeoutMs ?? route.timeoutMs);
     this.sentAt = performance.now();
     this.host.dispatcher.dispatch(
       {
@@ -82,14 +97,39 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
   }
 
   abort(): void {
+    this.settle();
     this.controller?.abort(new Error('downstream closed'));
+  }
+
+  /** The request left the host's in-flight count (response started, failed or abandoned). */
+  private settle(): void {
+    if (this.queueTimer) clearTimeout(this.queueTimer);
+    this.queueTimer = undefined;
+    if (this.counted) {
+      this.counted = false;
+      this.host.inFlight--;
+    }
+  }
+
+  private queueTimedOut(): void {
+    this.queueTimer = undefined;
+    if (this.abandoned) return;
+    this.abandoned = true;
+    this.settle();
+    this.controller?.abort(new Error('queued too long'));
+    const { res, ctx } = this.x;
+    ctx.logger.warn({ reqId: ctx.requestId, upstream: this.host.origin }, 'upstream request timed out waiting for a connection');
+    sendLocalReply(res, 504, ErrorCodes.UPSTREAM_TIMEOUT, 'upstream request timeout (no connection became free)', ctx.responseHeaders);
   }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.controller = controller;
+    // Timed out while still queued: do not send it now.
+    if (this.abandoned && !this.x.res.headersSent) controller.abort(new Error('queued too long'));
   }
 
   onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
+    this.settle();
     if (this.abandoned) return;
     const { route, res } = this.x;
     if (statusCode >= 500 && route.retry?.on5xx && this.retriesLeft > 0) {
@@ -113,6 +153,7 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    this.settle();
     if (this.abandoned) return;
     const { res, ctx, route, cluster } = this.x;
     const code = (error as { code?: string }).code ?? '';

@@ -11,7 +11,16 @@ export interface UpstreamHost {
   readonly dispatcher: Dispatcher;
   /** Until this time (ms since epoch) the host is skipped after refusing a connection. */
   ejectedUntil: number;
+  /** Requests sent to this host still waiting for response headers (on a connection or queued for one). */
+  inFlight: number;
+  /** Its pool's connections: requests beyond them wait in the pool's queue. */
+  readonly connections: number;
+  /** `connections` + the pending-request limit: beyond it requests get 503 (Envoy's max_pending_requests). */
+  readonly maxInFlight: number;
 }
+
+/** Envoy's default `max_pending_requests` circuit breaker. */
+export const DEFAULT_MAX_PENDING_REQUESTS = 1024;
 
 /** How long a host that refused a connection is skipped (passive health, SPEC 3.1). */
 export const EJECTION_MS = 5_000;
@@ -40,13 +49,14 @@ export class UpstreamCluster {
     this.hosts = hosts.map(({ addr, port }) => {
       const connectAddr = options.resolve?.(addr) ?? addr;
       const origin = `${scheme}://${connectAddr.includes(':') ? `[${connectAddr}]` : connectAddr}:${port}`;
+      const connections = options.connections ?? 128;
       const dispatcher = new Pool(origin, {
-        connections: options.connections ?? 128,
+        connections,
         pipelining: 1,
         keepAliveTimeout: 30_000,
         connect: { timeout: options.connectTimeoutMs ?? 5_000, ...(options.tls ? { servername: addr } : {}) },
       });
-      return { addr, port, origin, dispatcher, ejectedUntil: 0 };
+      return { addr, port, origin, dispatcher, ejectedUntil: 0, inFlight: 0, connections, maxInFlight: connections + (options.maxPendingRequests ?? DEFAULT_MAX_PENDING_REQUESTS) };
     });
   }
 
@@ -88,6 +98,8 @@ export interface UpstreamOptions {
   tls?: boolean;
   connectTimeoutMs?: number;
   connections?: number;
+  /** Requests that may wait for a connection per host (default {@link DEFAULT_MAX_PENDING_REQUESTS}). */
+  maxPendingRequests?: number;
   /** Maps a host name to the address actually dialled (`--resolve`). */
   resolve?: (host: string) => string | undefined;
 }
@@ -101,10 +113,12 @@ export class UpstreamRegistry {
   private clusters = new Map<string, UpstreamCluster>();
   private readonly resolve: ((host: string) => string | undefined) | undefined;
   private readonly connections: number | undefined;
+  private readonly maxPendingRequests: number | undefined;
 
-  constructor(options: { resolve?: (host: string) => string | undefined; connections?: number } = {}) {
+  constructor(options: { resolve?: (host: string) => string | undefined; connections?: number; maxPendingRequests?: number } = {}) {
     this.resolve = options.resolve;
     this.connections = options.connections;
+    this.maxPendingRequests = options.maxPendingRequests;
   }
 
   /** The cluster for an Upstream resource (reused while its spec is unchanged). */
@@ -118,6 +132,7 @@ export class UpstreamRegistry {
         ...(spec.connectionConfig?.connectTimeout ? { connectTimeoutMs: durationMs(spec.connectionConfig.connectTimeout) } : {}),
         ...(this.resolve ? { resolve: this.resolve } : {}),
         ...(this.connections ? { connections: this.connections } : {}),
+        ...(this.maxPendingRequests ? { maxPendingRequests: this.maxPendingRequests } : {}),
       });
       this.clusters.set(id, cluster);
     }
@@ -132,6 +147,7 @@ export class UpstreamRegistry {
       cluster = new UpstreamCluster(`${addr}:${port}`, [{ addr, port }], {
         ...(this.resolve ? { resolve: this.resolve } : {}),
         ...(this.connections ? { connections: this.connections } : {}),
+        ...(this.maxPendingRequests ? { maxPendingRequests: this.maxPendingRequests } : {}),
       });
       this.clusters.set(id, cluster);
     }

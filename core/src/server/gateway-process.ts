@@ -15,7 +15,7 @@ import { startChunkCollector } from '../proxy/chunk-collector.ts';
 import { Gateway } from '../proxy/gateway.ts';
 import type { PathNormalization } from '../proxy/normalize-path.ts';
 import { UpstreamRegistry } from '../proxy/upstream-cluster.ts';
-import { closeGracefully, listen } from './listen.ts';
+import { closeGracefully, listen, type ListenerLimits } from './listen.ts';
 
 /** Snapshots as a traffic process receives them (from its own loader, or pushed by the primary). */
 export interface SnapshotFeed {
@@ -55,6 +55,10 @@ export interface GatewayProcessOptions {
   host: string;
   /** Where the admin API listens (default 127.0.0.1: /config shows routes and upstream addresses). */
   adminHost?: string;
+  /** Downstream connection limits (defaults: {@link DEFAULT_LISTENER_LIMITS}). */
+  limits?: Partial<ListenerLimits>;
+  /** Requests waiting for a connection per upstream host before 503 (default 1024). */
+  maxPendingRequests?: number;
   /** Path normalisation before routing and auth (default: normalise, merge slashes, reject escaped slashes). */
   paths?: PathNormalization;
   /** 1 = serve in this process; more = that many cluster workers share the port. */
@@ -111,7 +115,7 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
     gateway = createGateway(options, authorizer);
     loader.onSnapshot((snapshot) => gateway!.update(snapshot));
     gateway.update(await loader.start());
-    ({ server, port } = await listen(gateway.handle, options.port, options.host));
+    ({ server, port } = await listen(gateway.handle, options.port, options.host, options.limits));
   } else {
     // The primary serves no traffic; this route table only answers `admin:/config`
     // (its upstream pools are never dialled).
@@ -168,7 +172,7 @@ function createGateway(options: GatewayProcessOptions, authorizer: Authorizer | 
   const { logger, parts } = options;
   // Traffic processes only: the admin API and config loading stream no bodies.
   startChunkCollector();
-  const upstreams = new UpstreamRegistry({ resolve: (host) => options.resolve.get(host) });
+  const upstreams = new UpstreamRegistry({ resolve: (host) => options.resolve.get(host), ...(options.maxPendingRequests ? { maxPendingRequests: options.maxPendingRequests } : {}) });
   return new Gateway({
     logger,
     upstreams,
@@ -248,7 +252,7 @@ async function runWorker(options: GatewayProcessOptions): Promise<void> {
     gateway.update(snapshot);
     if (!server) {
       try {
-        const listening = await listen(gateway.handle, options.port, options.host);
+        const listening = await listen(gateway.handle, options.port, options.host, options.limits);
         server = listening.server;
         process.send!({ type: 'gatehouse:listening', port: listening.port });
       } catch (error) {

@@ -1,7 +1,7 @@
 import { Agent, request, type IncomingMessage, type ServerResponse } from 'node:http';
 import { connect } from 'node:net';
 import { describe, expect, test } from 'vitest';
-import { closeGracefully, listen } from './listen.ts';
+import { closeGracefully, defaultMaxConnections, listen } from './listen.ts';
 
 function get(port: number, path: string, agent: Agent | false = false): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
@@ -98,5 +98,59 @@ describe('closeGracefully (SPEC 8)', () => {
     await closeGracefully(server, 200);
     await expect(inFlight).rejects.toThrow();
     expect(performance.now() - started).toBeLessThan(1_000);
+  });
+});
+
+/** Resolves with how long the server kept a socket that never sent a byte, or -1 if still open after `maxMs`. */
+function silentSocketLifetime(port: number, maxMs: number): Promise<number> {
+  return new Promise((resolve) => {
+    const started = performance.now();
+    const socket = connect(port, '127.0.0.1');
+    socket.on('error', () => {});
+    const timer = setTimeout(() => (socket.destroy(), resolve(-1)), maxMs);
+    socket.on('close', () => (clearTimeout(timer), resolve(performance.now() - started)));
+  });
+}
+
+describe('downstream limits (issue 17 findings 7, 8)', () => {
+  test('a connection that never sends a byte is closed after the request headers timeout', async () => {
+    const { server, port } = await listen(handler(0), 0, '127.0.0.1', { requestHeadersTimeoutMs: 300 });
+    const lifetime = await silentSocketLifetime(port, 5_000);
+    expect(lifetime).toBeGreaterThan(0);
+    await closeGracefully(server, 100);
+  });
+
+  test('after its first request a connection keeps the longer idle timeout: a slow response is not cut at the headers timeout', async () => {
+    const { server, port } = await listen(handler(800), 0, '127.0.0.1', { requestHeadersTimeoutMs: 300, idleTimeoutMs: 5_000 });
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    expect(await get(port, '/slow', agent)).toEqual({ status: 200, body: 'slow' });
+    expect(await get(port, '/slow', agent)).toEqual({ status: 200, body: 'slow' });
+    agent.destroy();
+    await closeGracefully(server, 100);
+  });
+
+  test('a request in flight with no bytes either way for the idle timeout is cut', async () => {
+    const { server, port } = await listen(handler(3_000), 0, '127.0.0.1', { requestHeadersTimeoutMs: 300, idleTimeoutMs: 500 });
+    await expect(get(port, '/slow')).rejects.toThrow();
+    await closeGracefully(server, 100);
+  });
+
+  test('connections beyond maxConnections are closed on accept; the listener keeps serving', async () => {
+    const { server, port } = await listen(handler(0), 0, '127.0.0.1', { maxConnections: 2 });
+    const held = [connect(port, '127.0.0.1'), connect(port, '127.0.0.1')];
+    await Promise.all(held.map((s) => new Promise((r) => s.once('connect', r))));
+    await new Promise((r) => setTimeout(r, 50));
+    expect(await silentSocketLifetime(port, 2_000)).toBeGreaterThanOrEqual(0);
+    for (const s of held) s.destroy();
+    await new Promise((r) => setTimeout(r, 50));
+    expect(await get(port, '/')).toEqual({ status: 200, body: 'fast' });
+    await closeGracefully(server, 100);
+  });
+
+  test('the default connection cap follows the open-file limit', () => {
+    expect(defaultMaxConnections('/nonexistent')).toBe(10_000);
+    const max = defaultMaxConnections();
+    expect(max).toBeGreaterThanOrEqual(64);
+    expect(max).toBeLessThanOrEqual(50_000);
   });
 });

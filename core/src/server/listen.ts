@@ -1,21 +1,80 @@
 import { createServer, type RequestListener, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { readFileSync } from 'node:fs';
+import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 
 const CONNECT_BODY = 'CONNECT is not supported\n';
 const CONNECT_REFUSED = `HTTP/1.1 405 Method Not Allowed\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: ${CONNECT_BODY.length}\r\nx-gatehouse-error: GH_BAD_REQUEST\r\nconnection: close\r\n\r\n${CONNECT_BODY}`;
 
+/**
+ * Downstream connection limits, named as Envoy names them (HTTP connection manager and the
+ * overload manager). Defaults in {@link DEFAULT_LISTENER_LIMITS}; docs/operations.md lists them.
+ */
+export interface ListenerLimits {
+  /** Time for a connection's request headers to arrive, counted from the connection's first byte wait (`request_headers_timeout`). */
+  requestHeadersTimeoutMs: number;
+  /** Time for a whole request, body included (`request_timeout`); 0 turns it off. */
+  requestTimeoutMs: number;
+  /** A connection with a request in flight and no bytes either way for this long is closed (`stream_idle_timeout`). */
+  idleTimeoutMs: number;
+  /** Connections open at once; more are closed on accept (`max_active_downstream_connections`). */
+  maxConnections: number;
+}
+
+export const DEFAULT_LISTENER_LIMITS: ListenerLimits = Object.freeze({
+  requestHeadersTimeoutMs: 10_000,
+  requestTimeoutMs: 300_000,
+  idleTimeoutMs: 300_000,
+  maxConnections: defaultMaxConnections(),
+});
+
+/**
+ * Half the process's open-file limit (the other half is left for upstream pools, config files
+ * and plugins), at most 50,000: beyond it, new connections are refused instead of starving
+ * every socket, the listener's included.
+ */
+export function defaultMaxConnections(limitsFile = '/proc/self/limits'): number {
+  try {
+    const line = readFileSync(limitsFile, 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('Max open files'));
+    const soft = Number(line?.split(/\s{2,}/)[1]);
+    if (Number.isFinite(soft) && soft > 0) return Math.max(64, Math.min(50_000, Math.floor(soft / 2)));
+  } catch {
+    // Not Linux: fall through.
+  }
+  return 10_000;
+}
+
+/** Marks a socket that has carried a request, so its idle timer is set once. */
+const SERVING = Symbol('gatehouse.serving');
+
 /** Starts an HTTP/1.1 server; resolves with the server and its bound port (port 0 picks one). */
-export async function listen(handler: RequestListener, port: number, host: string): Promise<{ server: Server; port: number }> {
+export async function listen(handler: RequestListener, port: number, host: string, limits: Partial<ListenerLimits> = {}): Promise<{ server: Server; port: number }> {
+  const l = { ...DEFAULT_LISTENER_LIMITS, ...limits };
   const server = createServer(
     {
       keepAliveTimeout: 65_000,
-      headersTimeout: 60_000,
-      // Uploads stream through to the upstream; their duration is bounded by route timeouts, not here.
-      requestTimeout: 0,
+      headersTimeout: l.requestHeadersTimeoutMs,
+      requestTimeout: l.requestTimeoutMs,
+      // How often Node checks the two timeouts above (its default, 30 s, let them overrun by as much).
+      connectionsCheckingInterval: Math.max(250, Math.min(5_000, Math.floor(l.requestHeadersTimeoutMs / 4))),
     },
     handler,
   );
+  server.maxConnections = l.maxConnections;
+  // Node's header timeout only starts with the first byte: a connection that never sends one
+  // would stay open for ever (1,100 of them exhausted a 1024 fd limit). Until its first request
+  // a socket gets the header timeout as an inactivity limit, then the stream idle timeout.
+  server.on('connection', (socket: Socket) => {
+    socket.setTimeout(l.requestHeadersTimeoutMs, () => socket.destroy());
+  });
+  server.on('request', (req) => {
+    const socket = req.socket as Socket & { [SERVING]?: true };
+    if (socket[SERVING]) return;
+    socket[SERVING] = true;
+    socket.setTimeout(l.idleTimeoutMs);
+  });
   // Without a listener Node drops CONNECT silently; tunnels are not supported, so say so.
   server.on('connect', (_req, socket: Duplex) => {
     socket.on('error', () => {});
