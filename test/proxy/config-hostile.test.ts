@@ -61,6 +61,7 @@ beforeAll(async () => {
     'flood.yaml': ALIAS_FLOOD,
     'loop.yaml': SELF_REFERENCE,
     'bad-addr.yaml': [manifests.upstream('evil', [{ addr: 'evil.com/path?x', port: 80 }]), routeTo('evil', 'evil.test')],
+    'redos.yaml': [manifests.virtualService('redos', { domains: ['redos.test'], routes: [{ matchers: [{ regex: '/(a+)+$' }], routeAction: { single: { upstream: { name: 'good' } } } }] })],
   });
   gw = await startGatehouse('run', ['--config-dir', config.path]);
 });
@@ -84,6 +85,15 @@ describe('hostile manifests (issue 17 findings 2, 3, 4)', () => {
     expect(JSON.stringify(evil?.reasons)).toContain('addr');
     // The route to the rejected Upstream is not served either: no catch-all, no crash.
     expect((await send(gw.url, { headers: { host: 'evil.test' } })).status).toBe(404);
+  });
+
+  it('a catastrophic route regex is refused at load (finding 13): no request can run it', async () => {
+    const redos = (await statuses()).find((s) => s.name === 'redos');
+    expect(redos?.state).toBe('Rejected');
+    expect(JSON.stringify(redos?.reasons)).toContain('exponential');
+    const started = performance.now();
+    expect((await send(gw.url, { path: `/${'a'.repeat(33)}!`, headers: { host: 'redos.test' } })).status).toBe(404);
+    expect(performance.now() - started).toBeLessThan(5_000);
   });
 
   it('hostile files written while running are reported and the last good config keeps serving', async () => {

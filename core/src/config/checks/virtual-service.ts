@@ -1,6 +1,7 @@
 import { ConfigCodes, type Diagnostic } from '../diagnostic.ts';
 import type { Resource } from '../resource.ts';
 import type { CheckContext } from '../store.ts';
+import { regexHazard } from './regex-safety.ts';
 
 const HOST_LABELS = /^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$/i;
 
@@ -25,7 +26,10 @@ export function checkVirtualService(resource: Resource<'VirtualService'>, ctx: C
       new RegExp(value, 'u');
     } catch (error) {
       out.push(ctx.at(path, ConfigCodes.BAD_REGEX, `invalid regular expression: ${(error as Error).message}`));
+      return;
     }
+    const hazard = regexHazard(value);
+    if (hazard) out.push(ctx.at(path, ConfigCodes.BAD_REGEX, `regular expression refused: ${hazard}`));
   };
   vh.options?.cors?.allowOriginRegex?.forEach((r, i) => regex(r, ['spec', 'virtualHost', 'options', 'cors', 'allowOriginRegex', i]));
   vh.routes.forEach((route, r) => {
