@@ -47,9 +47,13 @@ export class ConfigLoader {
   async start(): Promise<ConfigSnapshot> {
     const snapshot = await this.apply(await readManifests([this.options.dir]));
     if (this.options.watch !== false) {
-      this.watcher = new DirectoryWatcher(this.options.dir, async (read) => {
-        await this.apply(read);
-      });
+      this.watcher = new DirectoryWatcher(
+        this.options.dir,
+        async (read) => {
+          await this.apply(read);
+        },
+        { onError: (error) => this.options.logger.error({ err: error, code: 'GH_CONFIG_RELOAD' }, 'reloading configuration failed; the last configuration keeps serving') },
+      );
       this.watcher.start();
     }
     return snapshot;

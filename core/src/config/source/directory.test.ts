@@ -63,6 +63,39 @@ describe('DirectoryWatcher', () => {
     return { watcher, next };
   }
 
+  test('a file rewritten every 10 ms still reloads, within the maximum wait (issue 17 finding 15)', async () => {
+    await writeFile(join(dir, 'a.yaml'), UPSTREAM('v0'));
+    const reads: SourceRead[] = [];
+    const watcher = new DirectoryWatcher(dir, (read) => void reads.push(read), { debounceMs: 100, maxWaitMs: 300 });
+    watcher.start();
+    let version = 0;
+    const writer = setInterval(() => void writeFile(join(dir, 'a.yaml'), UPSTREAM(`v${++version}`)), 10);
+    await new Promise((r) => setTimeout(r, 1_500));
+    clearInterval(writer);
+    // Without the maximum wait the debounce never settled while writes went on: no read at all.
+    expect(reads.length).toBeGreaterThanOrEqual(2);
+    await watcher.close();
+  });
+
+  test('a reload that throws is reported and the next change reloads again', async () => {
+    const errors: unknown[] = [];
+    let calls = 0;
+    const watcher = new DirectoryWatcher(
+      dir,
+      () => {
+        calls++;
+        if (calls === 1) throw new Error('boom');
+      },
+      { debounceMs: 30, onError: (e) => errors.push(e) },
+    );
+    watcher.start();
+    await writeFile(join(dir, 'b.yaml'), UPSTREAM('v1'));
+    await expect.poll(() => errors.length, { timeout: 3000 }).toBe(1);
+    await writeFile(join(dir, 'b.yaml'), UPSTREAM('v2'));
+    await expect.poll(() => calls, { timeout: 3000 }).toBe(2);
+    await watcher.close();
+  });
+
   test('sees a file replaced by rename, again and again', async () => {
     await writeFile(join(dir, 'a.yaml'), UPSTREAM('v0'));
     const { watcher, next } = watchDir();

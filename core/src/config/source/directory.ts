@@ -82,10 +82,16 @@ export class DirectoryWatcher {
   private readonly debounceMs: number;
   private readonly onChange: (read: SourceRead) => void | Promise<void>;
 
-  constructor(dir: string, onChange: (read: SourceRead) => void | Promise<void>, options: { debounceMs?: number } = {}) {
+  private readonly maxWaitMs: number;
+  private pendingSince: number | undefined;
+  private readonly onError: ((error: unknown) => void) | undefined;
+
+  constructor(dir: string, onChange: (read: SourceRead) => void | Promise<void>, options: { debounceMs?: number; maxWaitMs?: number; onError?: (error: unknown) => void } = {}) {
     this.dir = dir;
     this.onChange = onChange;
     this.debounceMs = options.debounceMs ?? 100;
+    this.maxWaitMs = options.maxWaitMs ?? 1_000;
+    this.onError = options.onError;
   }
 
   /** Starts watching. The caller does the first read itself. */
@@ -122,13 +128,24 @@ export class DirectoryWatcher {
 
   private schedule(): void {
     if (this.closed) return;
+    const now = performance.now();
+    this.pendingSince ??= now;
+    // A file rewritten every 10 ms kept the debounce from ever settling (issue 17 finding 15):
+    // once changes have waited maxWaitMs, the reload runs anyway.
+    if (this.timer && now - this.pendingSince >= this.maxWaitMs) return;
     clearTimeout(this.timer);
     this.timer = setTimeout(() => {
-      this.running = this.running.then(async () => {
-        if (this.closed) return;
-        this.syncWatches();
-        await this.onChange(await readManifests([this.dir]));
-      });
+      this.timer = undefined;
+      this.pendingSince = undefined;
+      this.running = this.running
+        .then(async () => {
+          if (this.closed) return;
+          this.syncWatches();
+          await this.onChange(await readManifests([this.dir]));
+        })
+        // A failed reload must not poison the chain (every later reload would be skipped) or
+        // surface as an unhandled rejection; the next change tries again.
+        .catch((error: unknown) => this.onError?.(error));
     }, this.debounceMs);
   }
 
