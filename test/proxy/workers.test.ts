@@ -125,6 +125,28 @@ describe('--workers 2', () => {
     expect(pids.size).toBe(2);
   });
 
+  it('a worker that dies is forked again, and /readyz says so until it is back (issue 17 finding 6)', async () => {
+    const { pids } = await burstOverBothWorkers('/before-kill');
+    const victim = [...pids][0] as number;
+    process.kill(victim, 'SIGKILL');
+    const notReady = await eventually(
+      async () => {
+        const r = await send(gw.adminUrl, { path: '/readyz' });
+        return r.status === 503 && r.body;
+      },
+      5_000,
+      10,
+    );
+    expect(notReady).toMatch(/^[01] of 2 workers running/);
+    await eventually(async () => (await send(gw.adminUrl, { path: '/readyz' })).status === 200, 15_000);
+    const restarts = sample((await send(gw.adminUrl, { path: '/metrics' })).body, 'gatehouse_worker_restarts_total');
+    expect(restarts).toBeGreaterThanOrEqual(1);
+    // Both workers serve again, one of them new.
+    const after = await burstOverBothWorkers('/after-kill');
+    expect(after.pids.has(victim)).toBe(false);
+    expect(gw.logs.some((l) => l.code === 'GH_WORKER_EXITED')).toBe(true);
+  });
+
   it('SIGTERM drains in-flight requests in the workers and exits 0', async () => {
     const inFlight = send(gw.url, { path: '/slow' });
     await new Promise((r) => setTimeout(r, 200));

@@ -14,6 +14,8 @@ export interface GatehouseProcess {
   readonly listening: Record<string, unknown>;
   /** Every JSON log line so far. */
   readonly logs: Record<string, unknown>[];
+  /** What the process wrote to stderr so far. */
+  stderr(): string;
   /** `http://127.0.0.1:<port>`. */
   readonly url: string;
   readonly adminUrl: string;
@@ -84,6 +86,7 @@ export async function startGatehouse(command: 'run' | 'gateway' | 'extauth', arg
     ...(listening.extauthPort !== undefined ? { extauthPort: listening.extauthPort as number } : {}),
     listening,
     logs,
+    stderr: () => stderr,
     url: `http://127.0.0.1:${port}`,
     adminUrl: `http://127.0.0.1:${adminPort}`,
     waitForLog,

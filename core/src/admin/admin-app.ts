@@ -9,13 +9,19 @@ export interface AdminSources {
   routes(): unknown[];
   /** Prometheus text exposition. */
   metrics(): Promise<{ contentType: string; body: string }>;
+  /** Why the process is not ready beyond the configuration (e.g. workers missing), or undefined. */
+  notReady?(): string | undefined;
 }
 
 /** The admin API (SPEC 8): health, readiness, metrics and config status. Not on the traffic path. */
 export function createAdminApp(sources: AdminSources): Hono {
   const app = new Hono();
   app.get('/healthz', (c) => c.text('ok\n'));
-  app.get('/readyz', (c) => (sources.snapshot() ? c.text('ready\n') : c.text('configuration not loaded yet\n', 503)));
+  app.get('/readyz', (c) => {
+    if (!sources.snapshot()) return c.text('configuration not loaded yet\n', 503);
+    const reason = sources.notReady?.();
+    return reason ? c.text(`${reason}\n`, 503) : c.text('ready\n');
+  });
   app.get('/metrics', async (c) => {
     const { contentType, body } = await sources.metrics();
     return c.body(body, 200, { 'content-type': contentType });

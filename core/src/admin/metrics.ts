@@ -47,6 +47,17 @@ export const metrics = {
     labelNames: ['result'] as const,
     registers: [registry],
   }),
+  workerRestarts: new Counter({
+    name: 'gatehouse_worker_restarts_total',
+    help: 'Traffic workers that died and were forked again.',
+    registers: [registry],
+  }),
+  unhandledErrors: new Counter({
+    name: 'gatehouse_unhandled_errors_total',
+    help: 'Exceptions and rejections no handler caught, by kind (exception, rejection); logged and survived.',
+    labelNames: ['kind'] as const,
+    registers: [registry],
+  }),
   rejectedResources: new Gauge({
     name: 'gatehouse_config_rejected_resources',
     help: 'Resources rejected by the latest configuration load, by kind.',

@@ -2,6 +2,7 @@ import { DEFAULT_API_GROUP_DOMAIN } from '../config/schema/kinds.ts';
 import { ErrorCodes, GatehouseError } from '../errors.ts';
 import { startExtAuthServer } from '../extauth/server.ts';
 import { createLogger, flushLogs } from '../log/logger.ts';
+import { installProcessGuards } from '../server/process-guards.ts';
 import { describeFlags, parseFlags, portValue, requiredValue, type FlagDef, type FlagValues } from './flags.ts';
 import { duration } from './gateway-flags.ts';
 
@@ -43,6 +44,7 @@ export async function runExtAuth(argv: string[]): Promise<number | void> {
     return 0;
   }
   const logger = createLogger('extauth');
+  installProcessGuards(logger);
   const server = await startExtAuthServer({
     configDir: requiredValue(values, 'config-dir'),
     port: portValue(values, 'port'),

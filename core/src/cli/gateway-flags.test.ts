@@ -22,6 +22,7 @@ describe('gatewayFlagValues', () => {
       paths: { normalize: true, mergeSlashes: true, escapedSlashes: 'reject' },
       limits: { requestHeadersTimeoutMs: 10_000, requestTimeoutMs: 300_000, idleTimeoutMs: 300_000, maxConnections: defaultMaxConnections() },
       maxPendingRequests: 1024,
+      watchdogMs: 10_000,
     });
   });
 

@@ -26,6 +26,7 @@ export const GATEWAY_FLAGS: readonly FlagDef[] = [
   { name: 'idle-timeout', type: 'string', default: '5m', description: 'a request with no bytes either way for this long is cut (Envoy stream_idle_timeout)' },
   { name: 'max-connections', type: 'string', default: 'auto', description: 'downstream connections open at once; auto = half the open-file limit (Envoy max_active_downstream_connections)' },
   { name: 'max-pending-requests', type: 'string', default: '1024', description: 'requests waiting for a connection per upstream host; more get 503 (Envoy max_pending_requests)' },
+  { name: 'watchdog', type: 'string', default: '10s', description: 'kill (for restart) a traffic process whose event loop is stalled this long; 0 turns it off' },
   { name: 'shutdown-grace', type: 'string', default: '30s', description: 'how long SIGTERM waits for in-flight requests' },
 ];
 
@@ -65,6 +66,7 @@ export function gatewayFlagValues(values: FlagValues): GatewayFlagValues {
       maxConnections: values['max-connections'] === 'auto' ? defaultMaxConnections() : positiveInteger(values, 'max-connections'),
     },
     maxPendingRequests: positiveInteger(values, 'max-pending-requests'),
+    watchdogMs: String(values.watchdog) === '0' ? 0 : duration(values, 'watchdog'),
   };
 }
 

@@ -4,7 +4,7 @@ import { availableParallelism } from 'node:os';
 import { getRequestListener } from '@hono/node-server';
 import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import { createAdminApp } from '../admin/admin-app.ts';
-import { registry } from '../admin/metrics.ts';
+import { metrics, registry } from '../admin/metrics.ts';
 import { ConfigLoader } from '../config/loader.ts';
 import type { AnyResource } from '../config/resource.ts';
 import type { ConfigSnapshot, ResourceChecks } from '../config/store.ts';
@@ -16,6 +16,10 @@ import { Gateway } from '../proxy/gateway.ts';
 import type { PathNormalization } from '../proxy/normalize-path.ts';
 import { UpstreamRegistry } from '../proxy/upstream-cluster.ts';
 import { closeGracefully, listen, type ListenerLimits } from './listen.ts';
+import { installProcessGuards, startWatchdog } from './process-guards.ts';
+
+/** Default `--watchdog`: longer than any sound pause (a 20,000-route reload blocks ~2 s). */
+export const DEFAULT_WATCHDOG_MS = 10_000;
 
 /** Snapshots as a traffic process receives them (from its own loader, or pushed by the primary). */
 export interface SnapshotFeed {
@@ -59,6 +63,8 @@ export interface GatewayProcessOptions {
   limits?: Partial<ListenerLimits>;
   /** Requests waiting for a connection per upstream host before 503 (default 1024). */
   maxPendingRequests?: number;
+  /** Event loop silent this long: the traffic process is killed to be restarted (default 10 s; 0 = off). */
+  watchdogMs?: number;
   /** Path normalisation before routing and auth (default: normalise, merge slashes, reject escaped slashes). */
   paths?: PathNormalization;
   /** 1 = serve in this process; more = that many cluster workers share the port. */
@@ -94,6 +100,7 @@ interface SnapshotMessage {
  * last-accepted fallbacks).
  */
 export async function runGatewayProcess(options: GatewayProcessOptions): Promise<void> {
+  installProcessGuards(options.logger);
   if (cluster.isWorker) return runWorker(options);
   const { logger } = options;
   const loader = new ConfigLoader({
@@ -109,6 +116,7 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
   let server: Server | undefined;
   let port: number;
   const workers: Worker[] = [];
+  let stopping = false;
 
   if (options.workers === 1) {
     const authorizer = primary?.authorizer ?? (await options.parts.authorizer?.({ logger, snapshots: loader }));
@@ -116,6 +124,7 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
     loader.onSnapshot((snapshot) => gateway!.update(snapshot));
     gateway.update(await loader.start());
     ({ server, port } = await listen(gateway.handle, options.port, options.host, options.limits));
+    startWatchdog({ stallMs: options.watchdogMs ?? DEFAULT_WATCHDOG_MS });
   } else {
     // The primary serves no traffic; this route table only answers `admin:/config`
     // (its upstream pools are never dialled).
@@ -131,10 +140,16 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
     cluster.schedulingPolicy = cluster.SCHED_NONE;
     const ports = await Promise.all(Array.from({ length: options.workers }, () => forkWorker(() => loader.current!, workers)));
     port = ports[0]!;
+    superviseWorkers(workers, () => loader.current!, logger, () => stopping);
   }
 
   const admin = createAdminApp({
     snapshot: () => loader.current,
+    notReady: () => {
+      if (options.workers === 1) return undefined;
+      const alive = workers.filter((w) => !w.isDead() && w.isConnected()).length;
+      return alive < options.workers ? `${alive} of ${options.workers} workers running (restarting the others)` : undefined;
+    },
     routes: () => (gateway ?? routesView)?.describeRoutes() ?? [],
     metrics: async () => {
       if (workers.length === 0) return { contentType: registry.contentType, body: await registry.metrics() };
@@ -147,7 +162,6 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
   const adminServer = await listen(getRequestListener(admin.fetch), options.adminPort, options.adminHost ?? '127.0.0.1');
   logger.info({ port, adminPort: adminServer.port, workers: options.workers, ...primary?.listening }, 'listening');
 
-  let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
@@ -206,6 +220,34 @@ function forkWorker(latest: () => ConfigSnapshot, workers: Worker[]): Promise<nu
   });
 }
 
+/**
+ * Forks a worker again when one dies (issue 17 finding 6: crashed workers were never replaced
+ * while /readyz said ready), with exponential backoff from 100 ms to 10 s, reset once a worker
+ * has lived for 30 s. Readiness reports missing workers meanwhile.
+ */
+function superviseWorkers(workers: Worker[], latest: () => ConfigSnapshot, logger: Logger, stopping: () => boolean): void {
+  let failures = 0;
+  const watch = (worker: Worker) => {
+    const born = Date.now();
+    worker.once('exit', (code, signal) => {
+      if (stopping()) return;
+      const index = workers.indexOf(worker);
+      if (index !== -1) workers.splice(index, 1);
+      if (Date.now() - born > 30_000) failures = 0;
+      const delay = Math.min(10_000, 100 * 2 ** failures++);
+      logger.error({ code: 'GH_WORKER_EXITED', pid: worker.process.pid, exitCode: code, signal, restartInMs: delay }, 'a traffic worker died; forking a new one');
+      setTimeout(() => {
+        if (stopping()) return;
+        metrics.workerRestarts.inc();
+        // forkWorker adds the worker synchronously; one that dies before listening comes back here.
+        forkWorker(latest, workers).catch((error: unknown) => logger.error({ err: error, code: 'GH_WORKER_EXITED' }, 'a replacement worker failed to start'));
+        watch(workers[workers.length - 1]!);
+      }, delay).unref();
+    });
+  };
+  for (const worker of workers) watch(worker);
+}
+
 function stopWorker(worker: Worker): Promise<void> {
   if (worker.isDead()) return Promise.resolve();
   return new Promise((resolve) => {
@@ -243,6 +285,7 @@ async function runWorker(options: GatewayProcessOptions): Promise<void> {
   };
   const authorizer = await options.parts.authorizer?.({ logger: options.logger, snapshots: feed });
   const gateway = createGateway(options, authorizer);
+  startWatchdog({ stallMs: options.watchdogMs ?? DEFAULT_WATCHDOG_MS });
   let server: Server | undefined;
   const apply = async (snapshot: ConfigSnapshot) => {
     // A broadcast may overtake the reply to `ready`: never go back to an older config.
@@ -266,7 +309,8 @@ async function runWorker(options: GatewayProcessOptions): Promise<void> {
   process.on('message', async (message: { type?: string }) => {
     if (message.type === 'gatehouse:snapshot') {
       const snapshot = fromMessage(message as SnapshotMessage);
-      applying = applying.then(() => apply(snapshot));
+      // A snapshot that fails to apply is logged; it must not poison the chain for later ones.
+      applying = applying.then(() => apply(snapshot)).catch((error: unknown) => options.logger.error({ err: error, generation: snapshot.generation }, 'applying configuration failed'));
     } else if (message.type === 'gatehouse:metrics') {
       process.send!({ type: 'gatehouse:metrics', id: (message as { id?: number }).id, metrics: await registry.getMetricsAsJSON() });
     } else if (message.type === 'gatehouse:stop') {

@@ -1,0 +1,96 @@
+import { writeSync } from 'node:fs';
+import { Worker } from 'node:worker_threads';
+import { metrics } from '../admin/metrics.ts';
+import type { Logger } from '../log/logger.ts';
+
+/** More unhandled errors than this within a minute: the process is in a bad state; exit and be restarted. */
+const MAX_UNHANDLED_PER_MINUTE = 100;
+
+/**
+ * Process-level guards (issue 17): an exception or rejection nothing caught is logged loudly
+ * (with its stack and code) and counted, and the process keeps serving: one client's
+ * malformed input must never take every other client's connections down. A flood of them
+ * (over 100 a minute) means broken state rather than one bad request: the process exits
+ * non-zero for its supervisor (the cluster primary, Kubernetes) to restart it.
+ */
+export function installProcessGuards(logger: Logger): void {
+  let windowStart = Date.now();
+  let count = 0;
+  const handle = (kind: 'exception' | 'rejection', error: unknown) => {
+    metrics.unhandledErrors.inc({ kind });
+    logger.error({ err: error, code: 'GH_UNHANDLED', kind }, `unhandled ${kind}: logged and survived`);
+    const now = Date.now();
+    if (now - windowStart > 60_000) {
+      windowStart = now;
+      count = 0;
+    }
+    if (++count > MAX_UNHANDLED_PER_MINUTE) {
+      logger.fatal?.({ code: 'GH_UNHANDLED' }, `more than ${MAX_UNHANDLED_PER_MINUTE} unhandled errors in a minute: exiting to be restarted`);
+      hardExit(1, 2_000);
+    }
+  };
+  process.on('uncaughtException', (error) => handle('exception', error));
+  process.on('unhandledRejection', (reason) => handle('rejection', reason));
+}
+
+/**
+ * Exits with `code`, and kills the process outright if the exit has not finished after
+ * `graceMs` (exit handlers, a native add-on or a stuck thread can hold it, and the ports with it).
+ */
+export function hardExit(code: number, graceMs: number): void {
+  const timer = setTimeout(() => process.kill(process.pid, 'SIGKILL'), graceMs);
+  timer.unref();
+  process.exitCode = code;
+  process.exit(code);
+}
+
+/** What {@link startWatchdog} needs; defaults in docs/operations.md. */
+export interface WatchdogOptions {
+  /** Event loop silent this long: the process is killed (SIGKILL). 0 turns the watchdog off. */
+  stallMs: number;
+  /** How often the event loop reports that it runs. */
+  beatMs?: number;
+}
+
+/**
+ * A watchdog thread: the event loop bumps a shared counter every `beatMs`; when the counter has
+ * not moved for `stallMs` (a native call that never returns, an endless loop in a dependency),
+ * the thread writes one line to stderr and kills the process with SIGKILL, which needs no
+ * cooperation from the stuck main thread. The supervisor restarts it: the cluster primary for
+ * `--workers N`, Kubernetes (liveness probe, restartPolicy) or the init system otherwise.
+ * Cost on the event loop: one timer every `beatMs` (default 500 ms).
+ */
+export function startWatchdog(options: WatchdogOptions): { stop(): void } {
+  if (options.stallMs <= 0) return { stop() {} };
+  const beatMs = options.beatMs ?? 500;
+  const shared = new Int32Array(new SharedArrayBuffer(4));
+  const beat = setInterval(() => Atomics.add(shared, 0, 1), beatMs);
+  beat.unref();
+  const worker = new Worker(WATCHDOG_SOURCE, { eval: true, workerData: { shared, stallMs: options.stallMs, pid: process.pid } });
+  worker.unref();
+  worker.on('error', (error) => writeSync(2, `gatehouse watchdog failed: ${String(error)}\n`));
+  return {
+    stop() {
+      clearInterval(beat);
+      void worker.terminate();
+    },
+  };
+}
+
+// Plain JavaScript run in the watchdog thread (eval: no module resolution, no TypeScript).
+const WATCHDOG_SOURCE = `
+const { workerData } = require('node:worker_threads');
+const { writeSync } = require('node:fs');
+const { shared, stallMs, pid } = workerData;
+let last = Atomics.load(shared, 0);
+let since = Date.now();
+setInterval(() => {
+  const now = Date.now();
+  const value = Atomics.load(shared, 0);
+  if (value !== last) { last = value; since = now; return; }
+  if (now - since >= stallMs) {
+    try { writeSync(2, JSON.stringify({ level: 60, time: now, code: 'GH_WATCHDOG', msg: 'event loop stalled for ' + (now - since) + ' ms: killing the process to be restarted' }) + '\\n'); } catch {}
+    process.kill(pid, 'SIGKILL');
+  }
+}, Math.max(50, Math.min(1000, Math.floor(stallMs / 4))));
+`;
