@@ -15,6 +15,7 @@ import { compileQuery, isCompiledQuery, type CompiledQuery } from 'graphql-jit';
 import { metrics } from '../admin/metrics.ts';
 import type { RequestContext } from '../proxy/context.ts';
 import { graphiqlPage } from './graphiql.ts';
+import { inputsTooComplexToCompile, usesComplexInput } from './input-complexity.ts';
 import { acceptsHtml, negotiate, readParams, RequestFailure, sendErrors, sendJson, type MediaType, type RequestParams } from './http.ts';
 import type { RemoteExecutor } from './remote.ts';
 import type { FieldResolver, OperationContext } from './resolvers/types.ts';
@@ -64,10 +65,14 @@ export class GraphQLEndpoint {
   private readonly documents = new Map<string, PreparedDocument>();
   private readonly operationMetrics: Record<string, { ok: () => void; error: () => void }> = {};
 
+  /** Input types graphql-jit would unroll without bound: operations using them run on graphql-js. */
+  private readonly complexInputs: ReadonlySet<string>;
+
   constructor(options: EndpointOptions) {
     this.options = options;
     this.key = options.key;
     this.version = options.version;
+    this.complexInputs = inputsTooComplexToCompile(options.schema);
     for (const type of ['query', 'mutation', 'subscription']) {
       const ok = metrics.graphqlOperations.labels(options.name, type, 'ok');
       const error = metrics.graphqlOperations.labels(options.name, type, 'error');
@@ -155,7 +160,7 @@ export class GraphQLEndpoint {
   ): Promise<[ExecutionResult, (result: ExecutionResult) => string]> {
     const contextValue: OperationContext = { headers: ctx.headers, calls: new Map(), resolvers: this.options.resolvers! };
     try {
-      if (this.options.engine === 'jit') {
+      if (this.options.engine === 'jit' && !usesComplexInput(this.options.schema, operation, this.complexInputs)) {
         const name = params.operationName ?? '';
         let compiled = prepared.compiled.get(name);
         if (!compiled) {

@@ -201,14 +201,17 @@ async function send(cluster: UpstreamCluster, rest: CompiledRest, path: string, 
     const { statusCode } = response;
     if (statusCode < 200 || statusCode > 299) {
       await response.body.dump();
-      throw fieldError(FieldErrorCodes.UPSTREAM_ERROR, `upstream ${cluster.name} answered ${rest.method} ${path} with HTTP ${statusCode}`, { http: { status: statusCode } });
+      throw fieldError(FieldErrorCodes.UPSTREAM_ERROR, `upstream ${cluster.name} answered ${rest.method} ${shorten(path)} with HTTP ${statusCode}`, { http: { status: statusCode } });
     }
-    const text = await response.body.text();
+    const text = await readLimited(response.body, MAX_RESPONSE_BYTES, controller);
+    if (text === undefined) {
+      throw fieldError(FieldErrorCodes.BAD_UPSTREAM_RESPONSE, `upstream ${cluster.name} answered ${rest.method} ${shorten(path)} with more than ${MAX_RESPONSE_BYTES} bytes`, { http: { status: statusCode } });
+    }
     if (text === '') return null;
     try {
       return JSON.parse(text);
     } catch {
-      throw fieldError(FieldErrorCodes.BAD_UPSTREAM_RESPONSE, `upstream ${cluster.name} answered ${rest.method} ${path} with a body that is not JSON`, { http: { status: statusCode } });
+      throw fieldError(FieldErrorCodes.BAD_UPSTREAM_RESPONSE, `upstream ${cluster.name} answered ${rest.method} ${shorten(path)} with a body that is not JSON`, { http: { status: statusCode } });
     }
   } catch (error) {
     if ((error as { extensions?: unknown }).extensions) throw error;
@@ -216,10 +219,38 @@ async function send(cluster: UpstreamCluster, rest: CompiledRest, path: string, 
       throw fieldError(FieldErrorCodes.UPSTREAM_TIMEOUT, `upstream ${cluster.name} did not answer ${rest.method} ${path} within ${rest.timeoutMs}ms`);
     }
     const code = (error as { code?: string }).code;
-    throw fieldError(FieldErrorCodes.UPSTREAM_ERROR, `upstream ${cluster.name} failed for ${rest.method} ${path}: ${code ?? (error as Error).message}`);
+    throw fieldError(FieldErrorCodes.UPSTREAM_ERROR, `upstream ${cluster.name} failed for ${rest.method} ${shorten(path)}: ${shorten(code ?? (error as Error).message)}`);
   } finally {
     clearTimeout(timer);
   }
+}
+
+/**
+ * Largest upstream answer a REST resolver reads (10 MiB): the whole body is parsed as JSON, so
+ * an unbounded one (400 MB) took the process to 1.35 GB (issue 17 finding 17).
+ */
+export const MAX_RESPONSE_BYTES = 10 * 1024 * 1024;
+/** Error messages quote at most this much of a path or cause (one echoed ~10 MB of upstream data). */
+const MAX_QUOTE = 256;
+
+function shorten(text: string): string {
+  return text.length > MAX_QUOTE ? `${text.slice(0, MAX_QUOTE)}…` : text;
+}
+
+/** The body as text, or undefined (and the request aborted) once it passes `limit` bytes. */
+async function readLimited(body: AsyncIterable<Buffer> & { destroy(error?: Error): unknown }, limit: number, controller: AbortController): Promise<string | undefined> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    size += chunk.length;
+    if (size > limit) {
+      controller.abort();
+      body.destroy();
+      return undefined;
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks, size).toString('utf8');
 }
 
 function request(host: UpstreamHost, method: string, path: string, headers: IncomingHttpHeaders, body: string | undefined, signal: AbortSignal) {
