@@ -20,6 +20,8 @@ export const InitCodes = {
   CONFLICT: 'GH_INIT_CONFLICT',
   /** A layer is not a readable tar stream. */
   BAD_LAYER: 'GH_INIT_BAD_LAYER',
+  /** The whole run did not finish within --timeout. */
+  TIMEOUT: 'GH_INIT_TIMEOUT',
   /** Writing into --dest failed. */
   WRITE_FAILED: 'GH_INIT_WRITE_FAILED',
 } as const;

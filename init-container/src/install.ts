@@ -41,31 +41,42 @@ export async function installFiles(dest: string, files: Map<string, { data: Buff
     throw new InitError(InitCodes.WRITE_FAILED, `cannot create --dest ${root}: ${error.message}`, { cause: error });
   });
   const result: InstallResult = { written: [], unchanged: [] };
-  for (const [path, { data }] of [...files].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
-    const target = resolve(root, path);
-    const inside = relative(root, target);
-    // Paths were checked when read; this guards the write itself against any other caller.
-    if (inside === '' || inside.startsWith(`..${sep}`) || inside === '..' || isAbsolute(inside)) {
-      throw new InitError(InitCodes.UNSAFE_PATH, `${path} resolves outside --dest ${root}; refusing to write it`);
-    }
-    const dir = await ensureDir(root, inside.split(sep).slice(0, -1));
-    const existing = await lstat(target).catch(() => undefined);
-    if (existing?.isFile() && (await readFile(target)).equals(data)) {
-      result.unchanged.push(path);
-      continue;
-    }
-    if (existing?.isDirectory()) throw new InitError(InitCodes.WRITE_FAILED, `${target} is a directory; remove it so ${path} can be written`);
-    const temp = join(dir, `.${path.split('/').pop()}.gatehouse-init-${randomBytes(6).toString('hex')}.tmp`);
-    try {
+  // Two phases, so a failure part-way leaves --dest as it was: every new file is first written
+  // to a temporary name next to its target; only when all are written are they renamed into place.
+  const staged: { temp: string; target: string; path: string }[] = [];
+  try {
+    for (const [path, { data }] of [...files].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+      const target = resolve(root, path);
+      const inside = relative(root, target);
+      // Paths were checked when read; this guards the write itself against any other caller.
+      if (inside === '' || inside.startsWith(`..${sep}`) || inside === '..' || isAbsolute(inside)) {
+        throw new InitError(InitCodes.UNSAFE_PATH, `${path} resolves outside --dest ${root}; refusing to write it`);
+      }
+      // Checked before anything is staged: a rename failing in the second phase could not be undone.
+      const tooLong = inside.split(sep).find((part) => Buffer.byteLength(part) > 255);
+      if (tooLong !== undefined || Buffer.byteLength(target) > 4000) {
+        throw new InitError(InitCodes.WRITE_FAILED, `cannot write ${path.slice(0, 80)}…: name too long (ENAMETOOLONG: a file name is at most 255 bytes, a path 4000)`);
+      }
+      const dir = await ensureDir(root, inside.split(sep).slice(0, -1));
+      const existing = await lstat(target).catch(() => undefined);
+      if (existing?.isFile() && (await readFile(target)).equals(data)) {
+        result.unchanged.push(path);
+        continue;
+      }
+      if (existing?.isDirectory()) throw new InitError(InitCodes.WRITE_FAILED, `${target} is a directory; remove it so ${path} can be written`);
+      const temp = join(dir, `.${path.split('/').pop()!.slice(0, 64)}.gatehouse-init-${randomBytes(6).toString('hex')}.tmp`);
+      staged.push({ temp, target, path });
       await writeFile(temp, data, { mode: 0o644, flag: 'wx' });
+    }
+    for (const { temp, target, path } of staged) {
       // rename() replaces a link at `target` itself, never the file it points to.
       await rename(temp, target);
-    } catch (error) {
-      throw new InitError(InitCodes.WRITE_FAILED, `cannot write ${target}: ${(error as Error).message}`, { cause: error });
-    } finally {
-      await rm(temp, { force: true });
+      result.written.push(path);
     }
-    result.written.push(path);
+  } catch (error) {
+    await Promise.all(staged.map(({ temp }) => rm(temp, { force: true })));
+    if (error instanceof InitError) throw error;
+    throw new InitError(InitCodes.WRITE_FAILED, `cannot write into --dest ${root}: ${(error as Error).message}`, { cause: error });
   }
   return result;
 }

@@ -40,7 +40,12 @@ export async function launch(binUrl, entry) {
   // none) means the command keeps running (a server).
   const { main } = await import(pathToFileURL(resolveEntry(binUrl, entry)).href);
   const code = await main(process.argv.slice(2));
-  if (typeof code === 'number' && code >= 0) process.exitCode = code;
+  if (typeof code === 'number' && code >= 0) {
+    process.exitCode = code;
+    // A one-shot command is done: whatever still holds the event loop (a stalled download
+    // after gatehouse-init's deadline, say) must not keep the process alive.
+    setTimeout(() => process.exit(code), 2_000).unref();
+  }
 }
 
 /** The file to run: dist/<pkg>/src/<entry>.js when built from the current sources, else the .ts source. */

@@ -1,4 +1,5 @@
 import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
@@ -116,6 +117,48 @@ describe('gatehouse-init', () => {
     expect(err.at(-1)).toMatch(/5000 bytes, over the per-file limit of 4999.*\[GH_INIT_TOO_LARGE\]/);
     await expect(readdir(dest)).rejects.toThrow();
     expect(await run('--layout', join(sandbox, 'layout'), '--max-file-bytes', '5000')).toBe(0);
+  });
+
+  it('refuses many files under the per-file limit that together pass the total or count limit (issue 17 finding 18)', async () => {
+    // The attack: a small compressed layer of many large, compressible files.
+    const many = Array.from({ length: 12 }, (_, i) => plugin(`p${i}`, 'x'.repeat(1024 * 1024)));
+    await makeLayout(join(sandbox, 'layout'), VERSION, [many]);
+    expect(await run('--layout', join(sandbox, 'layout'), '--max-total-bytes', String(10 * 1024 * 1024))).toBe(1);
+    expect(err.at(-1)).toMatch(/over the limit of 10485760.*\[GH_INIT_TOO_LARGE\]/);
+    expect(await run('--layout', join(sandbox, 'layout'), '--max-files', '5')).toBe(1);
+    expect(err.at(-1)).toMatch(/more than 5 plugin files.*\[GH_INIT_TOO_LARGE\]/);
+    await expect(readdir(dest)).rejects.toThrow();
+    expect(await run('--layout', join(sandbox, 'layout'))).toBe(0);
+  });
+
+  it('a failure part-way through writing leaves --dest as it was, with a coded error (issue 17 finding 25)', async () => {
+    await makeLayout(join(sandbox, 'layout'), VERSION, [[plugin('alpha'), plugin('beta'), plugin(`g${'x'.repeat(300)}`)]]);
+    expect(await run('--layout', join(sandbox, 'layout'))).toBe(1);
+    expect(err.at(-1)).toMatch(/ENAMETOOLONG.*\[GH_INIT_WRITE_FAILED\]/);
+    // alpha and beta sort first and were staged: neither they nor their temporary files remain.
+    expect(await readdir(dest, { recursive: true })).toEqual([]);
+  });
+
+  it('gives up at --timeout against a registry that drips a byte every 300 ms, writing nothing (issue 17 finding 14)', async () => {
+    const sockets = new Set<import('node:net').Socket>();
+    const drip = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': '1000' });
+      const timer = setInterval(() => res.write(' '), 300);
+      res.on('close', () => clearInterval(timer));
+    });
+    drip.on('connection', (socket) => sockets.add(socket));
+    await new Promise<void>((resolve) => drip.listen(0, '127.0.0.1', resolve));
+    const port = (drip.address() as import('node:net').AddressInfo).port;
+    try {
+      const started = performance.now();
+      expect(await run('--image', `127.0.0.1:${port}/plugins/alpha:${VERSION}`, '--insecure', '--timeout', '1')).toBe(1);
+      expect(performance.now() - started).toBeLessThan(10_000);
+      expect(err.at(-1)).toMatch(/did not finish within --timeout 1 s.*\[GH_INIT_TIMEOUT\]/);
+      await expect(readdir(dest)).rejects.toThrow();
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      drip.close();
+    }
   });
 
   it('writes nothing when any of several sources is refused', async () => {

@@ -2,9 +2,9 @@
 import { parseArgs } from 'node:util';
 import { credentialsFromEnvironment, hostPlatform, OciError, parsePlatform } from '@gatehouse/plugin-sdk/oci';
 import { GATEWAY_VERSION } from '@gatehouse/plugin-sdk/version';
-import { InitError } from '../errors.ts';
+import { InitCodes, InitError } from '../errors.ts';
 import { installFiles, mergeSources } from '../install.ts';
-import { DEFAULT_LIMITS, type Limits } from '../limits.ts';
+import { DEFAULT_LIMITS, DEFAULT_TIMEOUT_MS, type Limits } from '../limits.ts';
 import { pullImage, readLayout, readRootfs, type PulledPlugins, type PullOptions } from '../pull.ts';
 
 const USAGE = `usage:
@@ -14,9 +14,12 @@ const USAGE = `usage:
 options:
   --max-file-bytes N    largest plugin file (default ${DEFAULT_LIMITS.maxFileBytes})
   --max-layer-bytes N   largest layer download (default ${DEFAULT_LIMITS.maxLayerBytes})
+  --max-total-bytes N   all plugin files together (default ${DEFAULT_LIMITS.maxTotalBytes})
+  --max-files N         plugin files together (default ${DEFAULT_LIMITS.maxFiles})
+  --timeout SECONDS     deadline for the whole run (default ${DEFAULT_TIMEOUT_MS / 1000}); nothing is written when it passes
   --platform OS/ARCH    image to pick from a multi-platform index (default: this machine)
 environment: GATEHOUSE_IMAGES, GATEHOUSE_LAYOUTS (comma-separated), GATEHOUSE_ROOTFS, GATEHOUSE_IMAGE_TAG, GATEHOUSE_DEST,
-  GATEHOUSE_GATEWAY_VERSION, GATEHOUSE_INSECURE, GATEHOUSE_MAX_FILE_BYTES, GATEHOUSE_MAX_LAYER_BYTES, GATEHOUSE_PLATFORM,
+  GATEHOUSE_GATEWAY_VERSION, GATEHOUSE_INSECURE, GATEHOUSE_MAX_FILE_BYTES, GATEHOUSE_MAX_LAYER_BYTES, GATEHOUSE_MAX_TOTAL_BYTES, GATEHOUSE_MAX_FILES, GATEHOUSE_INIT_TIMEOUT, GATEHOUSE_PLATFORM,
   GATEHOUSE_REGISTRY_USERNAME / GATEHOUSE_REGISTRY_PASSWORD (or a Docker config / REGISTRY_AUTH_FILE)`;
 
 type Io = { out: (line: string) => void; err: (line: string) => void };
@@ -44,6 +47,9 @@ export async function main(argv: string[], io: Io = stdio, env: NodeJS.ProcessEn
         insecure: { type: 'boolean' },
         'max-file-bytes': { type: 'string' },
         'max-layer-bytes': { type: 'string' },
+        'max-total-bytes': { type: 'string' },
+        'max-files': { type: 'string' },
+        timeout: { type: 'string' },
         platform: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -61,7 +67,10 @@ export async function main(argv: string[], io: Io = stdio, env: NodeJS.ProcessEn
     const limits: Limits = {
       maxFileBytes: bytes('--max-file-bytes', values['max-file-bytes'] ?? env.GATEHOUSE_MAX_FILE_BYTES, DEFAULT_LIMITS.maxFileBytes),
       maxLayerBytes: bytes('--max-layer-bytes', values['max-layer-bytes'] ?? env.GATEHOUSE_MAX_LAYER_BYTES, DEFAULT_LIMITS.maxLayerBytes),
+      maxTotalBytes: bytes('--max-total-bytes', values['max-total-bytes'] ?? env.GATEHOUSE_MAX_TOTAL_BYTES, DEFAULT_LIMITS.maxTotalBytes),
+      maxFiles: bytes('--max-files', values['max-files'] ?? env.GATEHOUSE_MAX_FILES, DEFAULT_LIMITS.maxFiles),
     };
+    const timeoutMs = bytes('--timeout', values.timeout ?? env.GATEHOUSE_INIT_TIMEOUT, DEFAULT_TIMEOUT_MS / 1000) * 1000;
     const platformValue = values.platform ?? (env.GATEHOUSE_PLATFORM || undefined);
     const options: PullOptions = {
       gatewayVersion,
@@ -70,12 +79,32 @@ export async function main(argv: string[], io: Io = stdio, env: NodeJS.ProcessEn
       access: { insecure: values.insecure === true || /^(1|true|yes)$/i.test(env.GATEHOUSE_INSECURE ?? ''), credentials: credentialsFromEnvironment(env) },
     };
 
-    // Everything is read and verified before anything is written.
+    // Everything is read and verified before anything is written. One deadline for all of it:
+    // a registry that drips a byte every few seconds never trips a per-read timeout.
     const sources: PulledPlugins[] = [];
-    for (const image of images) sources.push(await pullImage(image, options));
-    for (const layout of layouts) sources.push(await readLayout(layout, options));
-    if (rootfs !== undefined) sources.push(await readRootfs(rootfs, values.tag ?? (env.GATEHOUSE_IMAGE_TAG || undefined), options));
-    const result = await installFiles(dest, mergeSources(sources));
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new InitError(InitCodes.TIMEOUT, `did not finish within --timeout ${timeoutMs / 1000} s (a slow or stalled registry?); nothing was written`)), timeoutMs);
+    });
+    const gather = async () => {
+      for (const image of images) sources.push(await pullImage(image, options));
+      for (const layout of layouts) sources.push(await readLayout(layout, options));
+      if (rootfs !== undefined) sources.push(await readRootfs(rootfs, values.tag ?? (env.GATEHOUSE_IMAGE_TAG || undefined), options));
+      const merged = mergeSources(sources);
+      let total = 0;
+      for (const { data } of merged.values()) total += data.length;
+      if (total > limits.maxTotalBytes || merged.size > limits.maxFiles) {
+        throw new InitError(InitCodes.TOO_LARGE, `all sources together give ${merged.size} plugin files of ${total} bytes, over the limits (${limits.maxFiles} files, ${limits.maxTotalBytes} bytes)`);
+      }
+      return merged;
+    };
+    let merged;
+    try {
+      merged = await Promise.race([gather(), deadline]);
+    } finally {
+      clearTimeout(timer);
+    }
+    const result = await installFiles(dest, merged);
 
     for (const source of sources) {
       io.out(`gatehouse-init: ${source.source}${source.digest ? `@${source.digest}` : ''}: ${[...source.files.keys()].sort().join(', ')}`);
@@ -109,5 +138,6 @@ function bytes(flag: string, value: string | undefined, fallback: number): numbe
 }
 
 if (import.meta.main) {
-  process.exitCode = await main(process.argv.slice(2));
+  // Exit at once: after a timeout, a stalled download may still hold a socket open.
+  process.exit(await main(process.argv.slice(2)));
 }
