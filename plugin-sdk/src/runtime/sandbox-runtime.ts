@@ -6,6 +6,7 @@
  * Everything it returns is re-validated by the host: it is as untrusted as the plugin.
  */
 import type { AuthService, Context, ExtAuthPlugin, PluginLogger } from '../contract/types.ts';
+import { boundBuiltins } from './bounded-builtins.ts';
 import { decodeConfig } from './decode-config.ts';
 
 /** Host callback: fire-and-forget, arguments copied out. `fields` is JSON (maybe truncated). */
@@ -40,6 +41,8 @@ export function install(hostLog: HostLog): RuntimeApi {
   // Defense in depth on top of the isolate: WebAssembly memory is not counted against the
   // isolate's memory limit, and SharedArrayBuffer enables Atomics.wait, which blocks the thread.
   for (const name of ['WebAssembly', 'SharedArrayBuffer']) delete (globalThis as Record<string, unknown>)[name];
+  // Builtins that termination cannot interrupt get bounded inputs (issue 17 findings 5, 12, 16).
+  boundBuiltins();
   // `gc` appears in every isolate when the process runs with --expose-gc (the launcher's flag),
   // writable but not configurable: overwritten, so no plugin can force full collections.
   if ('gc' in globalThis) (globalThis as Record<string, unknown>).gc = undefined;

@@ -122,6 +122,20 @@ describe.each([
     await s.close();
   });
 
+  it.each(['HugeFill', 'HugeSparseFill', 'HugeSort', 'HugeBuffer', 'HugeArrayFrom', 'HugeRepeat'])(
+    'non-interruptible builtin on a huge input (%s): refused with a RangeError before it starts, nothing crashes (issue 17 findings 5, 12, 16)',
+    async (symbol) => {
+      const { step, logger } = hostile(symbol);
+      const s = await step;
+      await attack(s, 2);
+      const causes = logger.lines.filter((line) => line.fields.code === PluginCodes.THREW).map((line) => String(line.fields.cause));
+      expect(causes.length).toBe(2);
+      for (const cause of causes) expect(cause).toMatch(/RangeError: .*over the sandbox limit/);
+      await recovers(s);
+      await s.close();
+    },
+  );
+
   it('require attempt: there is no require', async () => {
     const { step, logger } = hostile('RequireAttempt');
     const s = await step;
