@@ -37,12 +37,12 @@ export function boundBuiltins(): void {
   };
 
   // Array(n) / new Array(n): the length alone makes later builtins slow.
-  const BoundedArray = new Proxy(NativeArray, {
+  const BoundedArray: ArrayConstructor = new Proxy(NativeArray, {
     apply(target, self, args: unknown[]) {
       if (args.length === 1 && typeof args[0] === 'number' && args[0] > MAX_ARRAY_LENGTH) tooLong('Array(n)', args[0]);
       return apply(target, self, args);
     },
-    construct(target, args: unknown[], newTarget) {
+    construct(target, args: unknown[], newTarget): object {
       if (args.length === 1 && typeof args[0] === 'number' && args[0] > MAX_ARRAY_LENGTH) tooLong('new Array(n)', args[0]);
       return construct(target, args, newTarget === BoundedArray ? target : newTarget);
     },
@@ -81,8 +81,8 @@ export function boundBuiltins(): void {
   }
 
   // ArrayBuffer: the one place typed-array memory comes from (SharedArrayBuffer is removed).
-  const BoundedArrayBuffer = new Proxy(NativeArrayBuffer, {
-    construct(target, args: unknown[], newTarget) {
+  const BoundedArrayBuffer: ArrayBufferConstructor = new Proxy(NativeArrayBuffer, {
+    construct(target, args: unknown[], newTarget): object {
       const bytes = Number(args[0]);
       if (bytes > MAX_BUFFER_BYTES) tooBig('new ArrayBuffer(n)', bytes);
       const options = args[1] as { maxByteLength?: unknown } | undefined;
@@ -100,8 +100,8 @@ export function boundBuiltins(): void {
     const Native = (globalThis as Record<string, unknown>)[name] as (new (...args: unknown[]) => ArrayBufferView) & { BYTES_PER_ELEMENT: number } | undefined;
     if (typeof Native !== 'function') continue;
     const size = Native.BYTES_PER_ELEMENT;
-    const Bounded = new Proxy(Native, {
-      construct(target, args: unknown[], newTarget) {
+    const Bounded: object = new Proxy(Native, {
+      construct(target, args: unknown[], newTarget): object {
         const first = args[0];
         const n = typeof first === 'number' ? first : first instanceof NativeArrayBuffer ? 0 : lengthOf(first);
         if (n * size > MAX_BUFFER_BYTES) tooBig(`new ${name}(n)`, n * size);
