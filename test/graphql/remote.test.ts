@@ -51,7 +51,7 @@ function remoteApi(extra: object = {}) {
       remote: {
         upstreamRef: { name: 'graphql-upstream' },
         path: '/api/graphql',
-        headers: { 'x-user': '{$headers.x-user-id}', 'x-static': 'yes' },
+        headers: { 'x-user': '{$headers.x-client-user}', 'x-static': 'yes' },
         queryParams: { tenant: '{$headers.x-tenant}', v: '1' },
         ...extra,
       },
@@ -88,7 +88,7 @@ describe('remote executor', () => {
   });
 
   it('sets headers and query parameters from static values and {$headers.x} templates', async () => {
-    const { body } = await gql.post('{ seen { user static tenant version path } }', undefined, { 'x-user-id': 'u-42', 'x-tenant': 'acme corp' });
+    const { body } = await gql.post('{ seen { user static tenant version path } }', undefined, { 'x-client-user': 'u-42', 'x-tenant': 'acme corp' });
     expect(body).toEqual({ data: { seen: { user: 'u-42', static: 'yes', tenant: 'acme corp', version: '1', path: '/api/graphql' } } });
     expect(upstream.received.at(-1)!.url).toBe('/api/graphql?tenant=acme%20corp&v=1');
   });
