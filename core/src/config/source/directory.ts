@@ -2,7 +2,8 @@ import { readdirSync, statSync, watch, type FSWatcher } from 'node:fs';
 import { readFile, readdir, stat } from 'node:fs/promises';
 import { join, relative, resolve, sep } from 'node:path';
 import { ConfigCodes, type Diagnostic } from '../diagnostic.ts';
-import { parseManifests, type ManifestDocument } from '../manifest.ts';
+import type { ManifestDocument } from '../manifest.ts';
+import { parseManifestsOffThread } from './parse-off-thread.ts';
 
 const MANIFEST = /\.(ya?ml|json)$/i;
 
@@ -46,7 +47,7 @@ export async function readManifests(paths: readonly string[]): Promise<SourceRea
       diagnostics.push({ code: ConfigCodes.READ, severity: 'error', file, message: `cannot read: ${(error as Error).message}` });
       continue;
     }
-    const parsed = parseManifests(file, text);
+    const parsed = await parseManifestsOffThread(file, text);
     documents.push(...parsed.documents);
     diagnostics.push(...parsed.diagnostics);
   }
