@@ -15,6 +15,17 @@ export const MAX_ARRAY_LENGTH = 1_000_000;
 /** Largest ArrayBuffer (and so typed array) a plugin may create. */
 export const MAX_BUFFER_BYTES = 8 * 1024 * 1024;
 
+/** `native`, refusing receivers longer than `max` before it starts. */
+function boundedMethod(native: (...args: unknown[]) => unknown, what: string, max: number, refuse: (what: string, n: number) => never): (...args: unknown[]) => unknown {
+  const apply = Reflect.apply;
+  return function (this: { length?: unknown } | null | undefined) {
+    // eslint-disable-next-line prefer-rest-params
+    if (this != null && (this.length as number) > max) refuse(what, this.length as number);
+    // eslint-disable-next-line prefer-rest-params
+    return apply(native, this, arguments);
+  };
+}
+
 /** Installs the bounds on the isolate's globals. Call once, before any plugin code runs. */
 export function boundBuiltins(): void {
   const { defineProperty, getOwnPropertyNames, getOwnPropertyDescriptor, getPrototypeOf } = Object;
@@ -47,24 +58,28 @@ export function boundBuiltins(): void {
       return construct(target, args, newTarget === BoundedArray ? target : newTarget);
     },
   });
+  // Only the global: replacing `Array.prototype.constructor` would invalidate V8's array species
+  // protector and slow every array builtin in the isolate. `[].constructor(6e7)` still gives a
+  // sparse array, which is harmless until a method walks it, and the methods are bounded below.
   defineProperty(globalThis, 'Array', { value: BoundedArray, writable: true, configurable: true });
-  defineProperty(NativeArray.prototype, 'constructor', { value: BoundedArray, writable: true, configurable: true });
 
-  // Every array method walks `this` (or builds from an array-like): bounded by its length.
+  // Methods that walk the whole length inside V8 (holes included) or build an array of it.
+  // Bounded through a cheap wrapper (`arguments` forwarding keeps V8's fast path).
   const proto = NativeArray.prototype as unknown as Record<string, unknown>;
-  for (const name of getOwnPropertyNames(proto)) {
+  const walkers = ['fill', 'copyWithin', 'sort', 'reverse', 'join', 'toString', 'toLocaleString', 'toSorted', 'toReversed', 'toSpliced', 'with', 'flat', 'flatMap', 'map', 'filter', 'forEach', 'reduce', 'reduceRight', 'every', 'some', 'find', 'findIndex', 'findLast', 'findLastIndex', 'slice', 'splice', 'concat', 'indexOf', 'lastIndexOf', 'includes', 'unshift'];
+  for (const name of walkers) {
     const descriptor = getOwnPropertyDescriptor(proto, name);
-    if (name === 'constructor' || !descriptor || typeof descriptor.value !== 'function') continue;
-    const native = descriptor.value as (...args: unknown[]) => unknown;
-    const bounded = {
-      [name](this: unknown, ...args: unknown[]) {
-        const n = lengthOf(this);
-        if (n > MAX_ARRAY_LENGTH) tooLong(`Array.prototype.${name}`, n);
-        return apply(native, this, args);
-      },
-    }[name]!;
-    defineProperty(proto, name, { ...descriptor, value: bounded });
+    if (!descriptor || typeof descriptor.value !== 'function') continue;
+    defineProperty(proto, name, { ...descriptor, value: boundedMethod(descriptor.value as (...args: unknown[]) => unknown, `Array.prototype.${name}`, MAX_ARRAY_LENGTH, tooLong) });
   }
+  // %TypedArray%.prototype: the same walks, bounded in elements of the view.
+  const typedProto = (getPrototypeOf(Uint8Array) as { prototype: Record<string, unknown> }).prototype;
+  for (const name of ['sort', 'fill', 'copyWithin', 'reverse', 'join', 'toSorted', 'toReversed', 'map', 'filter', 'slice', 'indexOf', 'lastIndexOf', 'includes']) {
+    const descriptor = getOwnPropertyDescriptor(typedProto, name);
+    if (!descriptor || typeof descriptor.value !== 'function') continue;
+    defineProperty(typedProto, name, { ...descriptor, value: boundedMethod(descriptor.value as (...args: unknown[]) => unknown, `TypedArray.prototype.${name}`, MAX_ARRAY_LENGTH, tooLong) });
+  }
+
   for (const name of ['from', 'of'] as const) {
     const native = NativeArray[name] as (...args: unknown[]) => unknown;
     defineProperty(NativeArray, name, {
@@ -91,7 +106,6 @@ export function boundBuiltins(): void {
     },
   });
   defineProperty(globalThis, 'ArrayBuffer', { value: BoundedArrayBuffer, writable: true, configurable: true });
-  defineProperty(NativeArrayBuffer.prototype, 'constructor', { value: BoundedArrayBuffer, writable: true, configurable: true });
 
   // Typed arrays allocate their own buffer from a length or an array-like: bounded in bytes.
   const TypedArray = getPrototypeOf(Uint8Array) as new (...args: unknown[]) => ArrayBufferView;
@@ -109,7 +123,6 @@ export function boundBuiltins(): void {
       },
     });
     defineProperty(globalThis, name, { value: Bounded, writable: true, configurable: true });
-    defineProperty(Native.prototype, 'constructor', { value: Bounded, writable: true, configurable: true });
   }
   // TypedArray.from / of build from array-likes too.
   for (const name of ['from', 'of'] as const) {

@@ -122,7 +122,7 @@ describe.each([
     await s.close();
   });
 
-  it.each(['HugeFill', 'HugeSparseFill', 'HugeSort', 'HugeBuffer', 'HugeArrayFrom', 'HugeRepeat'])(
+  it.each(['HugeFill', 'HugeSparseFill', 'HugeSort', 'HugeSortViaConstructor', 'HugeBuffer', 'HugeArrayFrom', 'HugeRepeat'])(
     'non-interruptible builtin on a huge input (%s): refused with a RangeError before it starts, nothing crashes (issue 17 findings 5, 12, 16)',
     async (symbol) => {
       const { step, logger } = hostile(symbol);
