@@ -28,7 +28,7 @@ function boundedMethod(native: (...args: unknown[]) => unknown, what: string, ma
 
 /** Installs the bounds on the isolate's globals. Call once, before any plugin code runs. */
 export function boundBuiltins(): void {
-  const { defineProperty, getOwnPropertyNames, getOwnPropertyDescriptor, getPrototypeOf } = Object;
+  const { defineProperty, getOwnPropertyDescriptor, getPrototypeOf } = Object;
   const apply = Reflect.apply;
   const construct = Reflect.construct;
   const Range = RangeError;
@@ -45,6 +45,23 @@ export function boundBuiltins(): void {
     // `length` of an array-like; a getter that throws or lies is the caller's problem only up to the bound.
     const n = value !== null && (typeof value === 'object' || typeof value === 'function') ? Number((value as { length?: unknown }).length) : 0;
     return n === n ? n : 0;
+  };
+  // `X.from(arrayLike)` and `X.of(...items)` build an array of the input's length inside V8.
+  const boundFromAndOf = (target: Record<string, unknown>, label: string): void => {
+    for (const name of ['from', 'of'] as const) {
+      const native = target[name] as (...args: unknown[]) => unknown;
+      defineProperty(target, name, {
+        value: {
+          [name](this: unknown, ...args: unknown[]) {
+            const n = name === 'of' ? args.length : lengthOf(args[0]);
+            if (n > MAX_ARRAY_LENGTH) tooLong(`${label}.${name}`, n);
+            return apply(native, this, args);
+          },
+        }[name],
+        writable: true,
+        configurable: true,
+      });
+    }
   };
 
   // Array(n) / new Array(n): the length alone makes later builtins slow.
@@ -80,20 +97,7 @@ export function boundBuiltins(): void {
     defineProperty(typedProto, name, { ...descriptor, value: boundedMethod(descriptor.value as (...args: unknown[]) => unknown, `TypedArray.prototype.${name}`, MAX_ARRAY_LENGTH, tooLong) });
   }
 
-  for (const name of ['from', 'of'] as const) {
-    const native = NativeArray[name] as (...args: unknown[]) => unknown;
-    defineProperty(NativeArray, name, {
-      value: {
-        [name](this: unknown, ...args: unknown[]) {
-          const n = name === 'of' ? args.length : lengthOf(args[0]);
-          if (n > MAX_ARRAY_LENGTH) tooLong(`Array.${name}`, n);
-          return apply(native, this, args);
-        },
-      }[name],
-      writable: true,
-      configurable: true,
-    });
-  }
+  boundFromAndOf(NativeArray as unknown as Record<string, unknown>, 'Array');
 
   // ArrayBuffer: the one place typed-array memory comes from (SharedArrayBuffer is removed).
   const BoundedArrayBuffer: ArrayBufferConstructor = new Proxy(NativeArrayBuffer, {
@@ -125,20 +129,7 @@ export function boundBuiltins(): void {
     defineProperty(globalThis, name, { value: Bounded, writable: true, configurable: true });
   }
   // TypedArray.from / of build from array-likes too.
-  for (const name of ['from', 'of'] as const) {
-    const native = (TypedArray as unknown as Record<string, (...args: unknown[]) => unknown>)[name]!;
-    defineProperty(TypedArray, name, {
-      value: {
-        [name](this: unknown, ...args: unknown[]) {
-          const n = name === 'of' ? args.length : lengthOf(args[0]);
-          if (n > MAX_ARRAY_LENGTH) tooLong(`TypedArray.${name}`, n);
-          return apply(native, this, args);
-        },
-      }[name],
-      writable: true,
-      configurable: true,
-    });
-  }
+  boundFromAndOf(TypedArray as unknown as Record<string, unknown>, 'TypedArray');
 
   // String.prototype.repeat / padStart / padEnd build one string of the asked size at once.
   const stringProto = String.prototype as unknown as Record<string, (...args: unknown[]) => unknown>;
