@@ -7,6 +7,7 @@
  */
 import type { AuthService, Context, ExtAuthPlugin, PluginLogger } from '../contract/types.ts';
 import { boundBuiltins } from './bounded-builtins.ts';
+import { installWebGlobals } from './web/install-web-globals.ts';
 import { decodeConfig } from './decode-config.ts';
 
 /** Host callback: fire-and-forget, arguments copied out. `fields` is JSON (maybe truncated). */
@@ -43,6 +44,8 @@ export function install(hostLog: HostLog): RuntimeApi {
   for (const name of ['WebAssembly', 'SharedArrayBuffer']) delete (globalThis as Record<string, unknown>)[name];
   // Builtins that termination cannot interrupt get bounded inputs (issue 17 findings 5, 12, 16).
   boundBuiltins();
+  // The Web platform subset that needs no host (SPEC 5.3): plain JavaScript in this realm.
+  installWebGlobals();
   // `gc` appears in every isolate when the process runs with --expose-gc (the launcher's flag),
   // writable but not configurable: overwritten, so no plugin can force full collections.
   if ('gc' in globalThis) (globalThis as Record<string, unknown>).gc = undefined;

@@ -55,6 +55,17 @@ describe('createPluginStep', () => {
     await step.close();
   });
 
+  it('plugins have TextEncoder, TextDecoder, atob, btoa and performance.now (SPEC 5.3), equal to Node\'s', async () => {
+    const step = await createPluginStep({ name: 'Hostile', exportedSymbolName: 'WebEncoding' }, { pluginDir: plugins.dir, logger: recordingLogger() });
+    const value = 'héllo € 𝄞';
+    const decision = (await step.authorize(request({ 'x-text': value }))) as { allowed: true; headersToSet: { key: string; value: string }[] };
+    const header = (name: string) => decision.headersToSet.find((h) => h.key === name)?.value;
+    expect(header('x-b64')).toBe(Buffer.from(value, 'utf8').toString('base64'));
+    expect(header('x-same')).toBe('true');
+    expect(header('x-clock')).toBe('number');
+    await step.close();
+  });
+
   it('backs off rebuilding a plugin that keeps failing, then serves once it behaves', async () => {
     const logger = recordingLogger();
     const step = await createPluginStep({ name: 'Hostile', exportedSymbolName: 'InfiniteLoop' }, { pluginDir: plugins.dir, logger });
