@@ -50,10 +50,13 @@ export class AuthChain {
     let changing: Allowed | undefined;
     let changes = 0;
     let last: Allowed | undefined;
+    let state: Record<string, unknown> = {};
     for (const step of this.steps) {
-      const decision = await this.runStep(step, current);
+      const decision = await this.runStep(step, current, state);
       if (!decision.allowed) return decision;
       last = decision;
+      // Gloo: an allowing step's State is what the next step receives.
+      if (decision.state) state = decision.state;
       if (decision.headersToSet.length === 0 && decision.headersToRemove.length === 0) continue;
       changing = decision;
       changes++;
@@ -74,10 +77,10 @@ export class AuthChain {
     );
   }
 
-  private async runStep(step: AuthStep, request: CheckRequest): Promise<AuthDecision> {
+  private async runStep(step: AuthStep, request: CheckRequest, state: Record<string, unknown>): Promise<AuthDecision> {
     try {
       const report: SanitizeReport = { dropped: [] };
-      const decision = sanitizeDecision(await step.authorize(request), report);
+      const decision = sanitizeDecision(await step.authorize(request, { state }), report);
       if (report.reason || report.dropped.length > 0) {
         this.logger.warn({ code: ExtAuthCodes.BAD_DECISION, config_id: this.configId, step: step.name, dropped: report.dropped, reason: report.reason }, `auth step ${step.name} of ${this.configId} answered with headers or a status that cannot be sent; sanitised`);
       }

@@ -21,8 +21,13 @@ export interface HeaderToSet {
 
 /** Outcome of one step, or of a whole chain. */
 export type AuthDecision =
-  | { allowed: true; headersToSet: HeaderToSet[]; headersToRemove: string[] }
+  | { allowed: true; headersToSet: HeaderToSet[]; headersToRemove: string[]; state?: Record<string, unknown> }
   | { allowed: false; status: number; headers: HeaderToSet[]; body: string };
+
+/** What a step gets besides the request: the State the previous allowing steps left. */
+export interface StepContext {
+  readonly state: Record<string, unknown>;
+}
 
 /** One built auth step. Built once per AuthConfig version; `authorize` runs per request. */
 export interface AuthStep {
@@ -30,7 +35,8 @@ export interface AuthStep {
   readonly type: string;
   /** For logs and metrics: the step's `name`, or `<type>[<index>]`. */
   readonly name: string;
-  authorize(request: CheckRequest): Promise<AuthDecision>;
+  /** `context.state` is the chain's State so far (Gloo semantics; `{}` for the first step). */
+  authorize(request: CheckRequest, context?: StepContext): Promise<AuthDecision>;
   /** Releases resources (isolates, channels). */
   close?(): Promise<void>;
 }

@@ -30,7 +30,11 @@ export interface CheckRequest {
 /** What `Authorize` receives. */
 export interface AuthorizationRequest {
   CheckRequest: CheckRequest;
-  /** Reserved for state shared between steps; always an empty object in this version. */
+  /**
+   * State shared along one request's auth chain (Gloo's `AuthorizationRequest.State`): what the
+   * previous allowing step returned as `State`, or `{}` for the first step. A copy: changing it
+   * does nothing until returned.
+   */
   State: Record<string, unknown>;
 }
 
@@ -62,6 +66,10 @@ export interface CheckResponse {
 /** What `Authorize` returns; build it with the helpers (`AuthorizedResponse()`, …). */
 export interface AuthorizationResponse {
   CheckResponse: CheckResponse;
+  /** An allowing step's state for the next step of the chain (a JSON object, at most 64 KiB). */
+  State?: Record<string, unknown>;
+  /** Who was authenticated: `UserID` is set as `x-user-id` on the upstream request, as Basic Auth does. */
+  UserInfo?: { UserID?: string };
 }
 
 /** The host's logger: lines go to the auth server's JSON log, tagged with the plugin. */

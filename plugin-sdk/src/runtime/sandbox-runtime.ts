@@ -114,7 +114,10 @@ export function install(hostLog: HostLog): RuntimeApi {
     budget = LOG_LINES_PER_CALL;
     if (!service) return { now: fails('authorize', 'not initialized') };
     try {
-      const result = service.Authorize(ctx, { CheckRequest: parse(requestJson), State: {} });
+      // The host sends {CheckRequest, State}; State is the previous step's (or {}).
+      const { CheckRequest, State } = parse(requestJson) as { CheckRequest: unknown; State?: unknown };
+      const state = typeof State === 'object' && State !== null && !isArray(State) ? (State as Record<string, unknown>) : {};
+      const result = service.Authorize(ctx, { CheckRequest: CheckRequest as never, State: state });
       if (!isThenable(result)) return { now: answer(result) };
       return { later: promiseThen.call(resolve(result), answer, (error: unknown) => failed('authorize', error)) as Promise<string> };
     } catch (error) {

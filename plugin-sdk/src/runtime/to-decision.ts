@@ -13,7 +13,7 @@ export interface DecisionHeader {
 
 /** Same shape as core's `AuthDecision`. */
 export type PluginDecision =
-  | { allowed: true; headersToSet: DecisionHeader[]; headersToRemove: string[] }
+  | { allowed: true; headersToSet: DecisionHeader[]; headersToRemove: string[]; state?: Record<string, unknown> }
   | { allowed: false; status: number; headers: DecisionHeader[]; body: string };
 
 /** The response is not an `AuthorizationResponse`; the message names the offending field. */
@@ -30,6 +30,8 @@ const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 const BAD_VALUE = /[\r\n\0]/;
 /** Bodies above this are garbage, not denials. */
 const MAX_BODY = 64 * 1024;
+/** Largest `State` one step may hand to the next (JSON characters). */
+const MAX_STATE = 64 * 1024;
 const MAX_HEADERS = 64;
 
 function isObject(value: unknown): value is Record<string, unknown> {
@@ -85,7 +87,21 @@ export function toDecision(response: unknown): PluginDecision {
       if (typeof name !== 'string' || !TOKEN.test(name)) throw new BadResponseError(`response.CheckResponse.ok_response.headers_to_remove[${i}]: expected a header name`);
       return name.toLowerCase();
     });
-    return { allowed: true, headersToSet: headers(ok.headers, 'response.CheckResponse.ok_response.headers'), headersToRemove };
+    const headersToSet = headers(ok.headers, 'response.CheckResponse.ok_response.headers');
+    const userInfo = response.UserInfo;
+    if (userInfo !== undefined && userInfo !== null) {
+      if (!isObject(userInfo)) fail('response.UserInfo', 'an object {UserID}', userInfo);
+      const id = userInfo.UserID;
+      if (id !== undefined && id !== '') {
+        if (typeof id !== 'string' || BAD_VALUE.test(id)) fail('response.UserInfo.UserID', 'a string without CR, LF or NUL', id);
+        headersToSet.push({ key: 'x-user-id', value: id });
+      }
+    }
+    const state = response.State;
+    if (state === undefined || state === null) return { allowed: true, headersToSet, headersToRemove };
+    if (!isObject(state)) fail('response.State', 'a JSON object', state);
+    if (JSON.stringify(state).length > MAX_STATE) throw new BadResponseError(`response.State: larger than ${MAX_STATE} characters of JSON`);
+    return { allowed: true, headersToSet, headersToRemove, state };
   }
 
   const denied = check.denied_response ?? {};

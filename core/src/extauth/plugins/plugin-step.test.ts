@@ -1,5 +1,7 @@
+import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ErrorCodes } from '../../errors.ts';
+import { AuthChain } from '../chain.ts';
 import { PluginCodes } from './codes.ts';
 import { assertIsolateFlags, hasNoNodeSnapshot } from './node-flags.ts';
 import { createPluginStep } from './plugin-step.ts';
@@ -64,6 +66,22 @@ describe('createPluginStep', () => {
     expect(header('x-same')).toBe('true');
     expect(header('x-clock')).toBe('number');
     await step.close();
+  });
+
+  it('State passes from one step to the next and UserInfo.UserID becomes x-user-id (Gloo semantics, SPEC 5.3)', async () => {
+    const logger = recordingLogger();
+    const writer = await createPluginStep({ name: 'Hostile', exportedSymbolName: 'StateWriter' }, { pluginDir: plugins.dir, logger });
+    const reader = await createPluginStep({ name: 'Hostile', exportedSymbolName: 'StateReader' }, { pluginDir: plugins.dir, logger });
+    const chain = new AuthChain('default.state', 'v1', [writer, reader], pino({ level: 'silent' }));
+    const decision = await chain.run(request({ 'x-who': 'ada' }));
+    expect(decision.allowed).toBe(true);
+    const headers = Object.fromEntries((decision as { headersToSet: { key: string; value: string }[] }).headersToSet.map((h) => [h.key, h.value]));
+    expect(headers['x-user-id']).toBe('users;ada');
+    expect(JSON.parse(headers['x-state']!)).toEqual({ who: 'ada', steps: 1 });
+    // A first step sees an empty State, and one request's State never reaches the next request.
+    const alone = await new AuthChain('default.alone', 'v1', [reader], pino({ level: 'silent' })).run(request());
+    expect((alone as { headersToSet: { value: string }[] }).headersToSet[0]!.value).toBe('{}');
+    await chain.close();
   });
 
   it('backs off rebuilding a plugin that keeps failing, then serves once it behaves', async () => {

@@ -1,7 +1,7 @@
 import type { PluginMetadata } from '@gatehouse/plugin-sdk/build';
 import type { PluginAuthSpec } from '../../config/schema/auth-config.ts';
 import { ErrorCodes, GatehouseError } from '../../errors.ts';
-import type { AuthDecision, AuthStep, CheckRequest } from '../step.ts';
+import type { AuthDecision, AuthStep, CheckRequest, StepContext } from '../step.ts';
 import { PluginCodes } from './codes.ts';
 import { assertIsolateFlags } from './node-flags.ts';
 import { loadPluginFile } from './plugin-file.ts';
@@ -145,13 +145,13 @@ class SandboxedPluginStep implements PluginStep {
     return this.inline ? 'inline' : 'isolate-thread';
   }
 
-  async authorize(request: CheckRequest): Promise<AuthDecision> {
+  async authorize(request: CheckRequest, context?: StepContext): Promise<AuthDecision> {
     this.inFlight++;
     try {
       const instance = this.instance?.alive ? this.instance : await this.acquire();
       if (!this.inline && instance.queued >= this.queueLimit) return this.overload();
       try {
-        const json = JSON.stringify(request);
+        const json = JSON.stringify({ CheckRequest: request, State: context?.state ?? {} });
         let decision: AuthDecision;
         if (this.inline) {
           try {
