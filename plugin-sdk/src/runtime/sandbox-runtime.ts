@@ -8,6 +8,7 @@
 import type { AuthService, Context, ExtAuthPlugin, PluginLogger } from '../contract/types.ts';
 import { boundBuiltins } from './bounded-builtins.ts';
 import { installWebGlobals } from './web/install-web-globals.ts';
+import type { HostRandom } from './web/random.ts';
 import { decodeConfig } from './decode-config.ts';
 
 /** Host callback: fire-and-forget, arguments copied out. `fields` is JSON (maybe truncated). */
@@ -33,7 +34,7 @@ const MAX_MESSAGE = 2048;
 const MAX_FIELDS = 4096;
 
 /** Sets up the sandbox and returns the API the host calls; `hostLog` is the only way out. */
-export function install(hostLog: HostLog): RuntimeApi {
+export function install(hostLog: HostLog, hostRandom?: HostRandom): RuntimeApi {
   const { parse, stringify } = JSON;
   const { freeze, defineProperty } = Object;
   const StringOf = String;
@@ -45,7 +46,7 @@ export function install(hostLog: HostLog): RuntimeApi {
   // Builtins that termination cannot interrupt get bounded inputs (issue 17 findings 5, 12, 16).
   boundBuiltins();
   // The Web platform subset that needs no host (SPEC 5.3): plain JavaScript in this realm.
-  installWebGlobals();
+  installWebGlobals(hostRandom);
   // `gc` appears in every isolate when the process runs with --expose-gc (the launcher's flag),
   // writable but not configurable: overwritten, so no plugin can force full collections.
   if ('gc' in globalThis) (globalThis as Record<string, unknown>).gc = undefined;

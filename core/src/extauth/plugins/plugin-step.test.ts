@@ -68,6 +68,23 @@ describe('createPluginStep', () => {
     await step.close();
   });
 
+  it('plugins have crypto.getRandomValues and randomUUID from the host\'s CSPRNG; over 65536 bytes is refused', async () => {
+    const logger = recordingLogger();
+    const step = await createPluginStep({ name: 'Hostile', exportedSymbolName: 'RandomValues' }, { pluginDir: plugins.dir, logger });
+    const ids = new Set<string>();
+    for (let i = 0; i < 3; i++) {
+      const decision = (await step.authorize(request())) as { headersToSet: { key: string; value: string }[] };
+      const header = (name: string) => decision.headersToSet.find((h) => h.key === name)?.value;
+      expect(header('x-uuid')).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+      expect(header('x-nonzero')).toBe('true');
+      ids.add(header('x-uuid')!);
+    }
+    expect(ids.size).toBe(3);
+    expect(await step.authorize(request({ 'x-misbehave': '1' }))).toMatchObject({ allowed: false, status: 403 });
+    expect(logger.lines.find((l) => l.fields.code === PluginCodes.THREW)?.fields.cause).toMatch(/QuotaExceededError/);
+    await step.close();
+  });
+
   it('State passes from one step to the next and UserInfo.UserID becomes x-user-id (Gloo semantics, SPEC 5.3)', async () => {
     const logger = recordingLogger();
     const writer = await createPluginStep({ name: 'Hostile', exportedSymbolName: 'StateWriter' }, { pluginDir: plugins.dir, logger });
