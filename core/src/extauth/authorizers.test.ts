@@ -107,3 +107,23 @@ describe('InProcessAuthorizer', () => {
     }
   });
 });
+
+describe('GrpcAuthorizer: answers from anyone\'s server are checked (issue 17 finding 1)', () => {
+  it('drops unsendable denial headers and fails closed on an unsendable allow header', async () => {
+    const server = await startEnvoyAuthServer((req) =>
+      req.attributes.request.http.headers['x-mode'] === 'allow'
+        ? { status: { code: 0 }, ok_response: { headers: [{ header: { key: 'x-user-id', value: 'admin\u0001' } }] } }
+        : { status: { code: 7 }, denied_response: { status: { code: 403 }, headers: [{ header: { key: 'x-a', value: 'x\r\nset-cookie: y=1' } }, { header: { key: 'x-ok', value: 'fine' } }], body: 'no' } },
+    );
+    const { logger, lines } = captureLogger();
+    const authorizer = new GrpcAuthorizer(server.address, { logger, timeoutMs: 3_000 });
+    try {
+      expect(await authorizer.check(checkRequest('default.x'))).toEqual({ allowed: false, status: 403, headers: [{ key: 'x-ok', value: 'fine', append: false }], body: 'no' });
+      expect(await authorizer.check(checkRequest('default.x', { 'x-mode': 'allow' }))).toEqual({ allowed: false, status: 403, headers: [], body: '' });
+      expect(lines.filter((l) => l.code === 'GH_EXTAUTH_BAD_DECISION')).toHaveLength(2);
+    } finally {
+      await authorizer.close();
+      await server.close();
+    }
+  });
+});

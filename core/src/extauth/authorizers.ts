@@ -5,6 +5,7 @@ import { ExtAuthCodes } from './codes.ts';
 import { allow, forbidden } from './decision.ts';
 import type { AuthEngine } from './engine.ts';
 import { CheckClient } from './grpc/check-client.ts';
+import { sanitizeDecision, type SanitizeReport } from './sanitize-decision.ts';
 import type { AuthDecision, CheckRequest } from './step.ts';
 
 /** Envoy's ext_authz default timeout (SPEC 4 step 2). */
@@ -45,11 +46,19 @@ export class GrpcAuthorizer implements Authorizer {
   }
 
   async check(request: CheckRequest): Promise<AuthDecision> {
+    let decision: AuthDecision;
     try {
-      return await this.client.check(request, this.timeoutMs);
+      decision = await this.client.check(request, this.timeoutMs);
     } catch (error) {
       return failed(this.options, request, error);
     }
+    // The server at --extauth-address may be anyone's: its answer is checked like a step's.
+    const report: SanitizeReport = { dropped: [] };
+    const safe = sanitizeDecision(decision, report);
+    if (safe !== decision) {
+      this.options.logger.warn({ code: ExtAuthCodes.BAD_DECISION, dropped: report.dropped, reason: report.reason }, 'the auth server answered with headers or a status that cannot be sent; sanitised');
+    }
+    return safe;
   }
 
   async close(): Promise<void> {

@@ -29,8 +29,11 @@ interface PreparedDocument {
   /** Parse or validation errors: the request gets 400. */
   readonly errors: readonly GraphQLError[] | undefined;
   /** graphql-jit compilations by operation name. */
-  readonly compiled: Map<string, CompiledQuery | ExecutionResult>;
+  readonly compiled: Map<string, CompiledQuery | ExecutionResult | typeof INTERPRET>;
 }
+
+/** Marks an operation that graphql-js runs instead of graphql-jit (see ./input-complexity.ts). */
+const INTERPRET = Symbol('interpret');
 
 const DOCUMENT_CACHE_SIZE = 1_000;
 /** Larger documents are parsed every time instead of filling the cache. */
@@ -160,16 +163,20 @@ export class GraphQLEndpoint {
   ): Promise<[ExecutionResult, (result: ExecutionResult) => string]> {
     const contextValue: OperationContext = { headers: ctx.headers, calls: new Map(), resolvers: this.options.resolvers! };
     try {
-      if (this.options.engine === 'jit' && !usesComplexInput(this.options.schema, operation, this.complexInputs)) {
+      if (this.options.engine === 'jit') {
         const name = params.operationName ?? '';
         let compiled = prepared.compiled.get(name);
         if (!compiled) {
           // The serializer compiled from the operation's selection set is faster than JSON.stringify.
-          compiled = compileQuery(this.options.schema, document, params.operationName ?? undefined, { customJSONSerializer: true }) as CompiledQuery | ExecutionResult;
+          compiled = usesComplexInput(this.options.schema, operation, this.complexInputs)
+            ? INTERPRET
+            : (compileQuery(this.options.schema, document, params.operationName ?? undefined, { customJSONSerializer: true }) as CompiledQuery | ExecutionResult);
           prepared.compiled.set(name, compiled);
         }
-        if (!isCompiledQuery(compiled)) return [compiled, JSON.stringify];
-        return [await compiled.query(undefined, contextValue, params.variables ?? {}), compiled.stringify];
+        if (compiled !== INTERPRET) {
+          if (!isCompiledQuery(compiled)) return [compiled, JSON.stringify];
+          return [await compiled.query(undefined, contextValue, params.variables ?? {}), compiled.stringify];
+        }
       }
       return [await execute({ schema: this.options.schema, document, operationName: params.operationName ?? null, variableValues: params.variables ?? null, contextValue }), JSON.stringify];
     } catch (error) {

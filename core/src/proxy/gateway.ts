@@ -4,7 +4,6 @@ import { metrics } from '../admin/metrics.ts';
 import type { ConfigSnapshot } from '../config/store.ts';
 import { ErrorCodes } from '../errors.ts';
 import type { Authorizer } from '../extauth/authorizer.ts';
-import { sanitizeDecision } from '../extauth/sanitize-decision.ts';
 import type { AuthDecision, CheckRequest } from '../extauth/step.ts';
 import { createAccessLog, type AccessLog } from '../log/access-log.ts';
 import type { Logger } from '../log/logger.ts';
@@ -148,11 +147,9 @@ export class Gateway {
     const upstreamPath = route.prefixRewrite === undefined ? url : matcher.rewrite(path, route.prefixRewrite) + (q === -1 ? '' : url.slice(q));
     if (!route.auth) return this.dispatch(req, res, ctx, route, upstreamPath);
     this.authorize(req, ctx, route.auth).then(
-      (decision: AuthDecision) => {
+      (decision) => {
         // The client left while auth ran: nothing to answer, and nothing to send upstream.
         if (res.destroyed) return;
-        // Decisions may come from a user's server or a remote extauth: never trusted as sendable.
-        decision = sanitizeDecision(decision);
         if (!decision.allowed) return sendDenial(res, decision, ctx.responseHeaders);
         const effective = applyAllowed(headers, decision);
         this.dispatch(req, res, { ...ctx, headers: effective }, route, upstreamPath);
@@ -293,7 +290,7 @@ function sendDenial(res: ServerResponse, decision: Extract<AuthDecision, { allow
   try {
     res.writeHead(decision.status, flat);
   } catch {
-    // sanitizeDecision makes this unreachable; if it ever is not, fail closed instead of crashing.
+    // Authorizers hand out sanitised decisions, so this is unreachable; if it ever is not, fail closed instead of crashing.
     return sendLocalReply(res, 403, 'GH_EXTAUTH_BAD_DECISION', 'forbidden');
   }
   res.end(decision.body);

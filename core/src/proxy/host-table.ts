@@ -57,8 +57,3 @@ export function parseHostHeader(hostHeader: string | undefined): string | undefi
   if (port !== undefined && port !== '' && Number(port) > 65535) return undefined;
   return m[1]!;
 }
-
-/** The Host header without its port, lower-cased; `''` when missing or malformed. */
-export function hostOnly(hostHeader: string | undefined): string {
-  return parseHostHeader(hostHeader) ?? '';
-}
