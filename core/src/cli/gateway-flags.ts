@@ -3,7 +3,7 @@ import { DEFAULT_API_GROUP_DOMAIN } from '../config/schema/kinds.ts';
 import { durationMs } from '../config/schema/common.ts';
 import { parseWorkers, type GatewayProcessOptions } from '../server/gateway-process.ts';
 import type { PathNormalization } from '../proxy/normalize-path.ts';
-import { defaultMaxConnections } from '../server/listen.ts';
+import { DEFAULT_LISTENER_LIMITS } from '../server/listen.ts';
 import { portValue, requiredValue, type FlagDef, type FlagValues } from './flags.ts';
 
 /** Flags shared by `gatehouse run` and `gatehouse gateway`. */
@@ -63,7 +63,7 @@ export function gatewayFlagValues(values: FlagValues): GatewayFlagValues {
       requestHeadersTimeoutMs: duration(values, 'request-headers-timeout'),
       requestTimeoutMs: String(values['request-timeout']) === '0' ? 0 : duration(values, 'request-timeout'),
       idleTimeoutMs: duration(values, 'idle-timeout'),
-      maxConnections: values['max-connections'] === 'auto' ? defaultMaxConnections() : positiveInteger(values, 'max-connections'),
+      maxConnections: values['max-connections'] === 'auto' ? DEFAULT_LISTENER_LIMITS.maxConnections : positiveInteger(values, 'max-connections'),
     },
     maxPendingRequests: positiveInteger(values, 'max-pending-requests'),
     watchdogMs: String(values.watchdog) === '0' ? 0 : duration(values, 'watchdog'),
