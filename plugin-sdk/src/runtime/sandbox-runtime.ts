@@ -8,11 +8,10 @@
 import type { AuthService, Context, ExtAuthPlugin, PluginLogger } from '../contract/types.ts';
 import { boundBuiltins } from './bounded-builtins.ts';
 import { installWebGlobals } from './web/install-web-globals.ts';
-import type { HostRandom } from './web/random.ts';
+import type { HostApi, HostLog } from './host-api.ts';
 import { decodeConfig } from './decode-config.ts';
 
-/** Host callback: fire-and-forget, arguments copied out. `fields` is JSON (maybe truncated). */
-export type HostLog = (level: 'debug' | 'info' | 'warn' | 'error', message: string, fields: string | undefined) => void;
+export type { HostLog };
 
 /** What the host calls. Every method answers with a JSON-encoded {@link Outcome}. */
 export interface RuntimeApi {
@@ -33,8 +32,9 @@ export const LOG_LINES_PER_CALL = 50;
 const MAX_MESSAGE = 2048;
 const MAX_FIELDS = 4096;
 
-/** Sets up the sandbox and returns the API the host calls; `hostLog` is the only way out. */
-export function install(hostLog: HostLog, hostRandom?: HostRandom): RuntimeApi {
+/** Sets up the sandbox and returns the API the host calls; the host's capabilities are the only way out. */
+export function install(host: HostApi): RuntimeApi {
+  const hostLog = host.log;
   const { parse, stringify } = JSON;
   const { freeze, defineProperty } = Object;
   const StringOf = String;
@@ -46,7 +46,7 @@ export function install(hostLog: HostLog, hostRandom?: HostRandom): RuntimeApi {
   // Builtins that termination cannot interrupt get bounded inputs (issue 17 findings 5, 12, 16).
   boundBuiltins();
   // The Web platform subset that needs no host (SPEC 5.3): plain JavaScript in this realm.
-  installWebGlobals(hostRandom);
+  installWebGlobals(host);
   // `gc` appears in every isolate when the process runs with --expose-gc (the launcher's flag),
   // writable but not configurable: overwritten, so no plugin can force full collections.
   if ('gc' in globalThis) (globalThis as Record<string, unknown>).gc = undefined;

@@ -1,8 +1,7 @@
-import { randomBytes } from 'node:crypto';
 import ivm from 'isolated-vm';
 import { PLUGIN_GLOBAL } from '@gatehouse/plugin-sdk/build';
 import { RUNTIME_INSTALL_GLOBAL, sandboxRuntimeScript } from '@gatehouse/plugin-sdk/runtime';
-import type { HostLog, Outcome } from '@gatehouse/plugin-sdk/runtime';
+import { createHostCrypto, hostRandom, hostUrl, type HostLog, type Outcome } from '@gatehouse/plugin-sdk/runtime';
 import { BadResponseError, toDecision, type PluginDecision } from '@gatehouse/plugin-sdk/runtime';
 import { GatehouseError } from '../../errors.ts';
 import { PluginCodes, type PluginCode } from './codes.ts';
@@ -25,12 +24,6 @@ export interface SandboxLimits {
   callTimeoutMs: number;
   /** Wall time for loading the script, NewConfigInstance, GetAuthService and Start together. */
   startTimeoutMs: number;
-}
-
-/** The host's random source for the sandbox's `crypto.getRandomValues`: a copy out, base64. */
-function hostRandom(n: unknown): string {
-  if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || n > 65_536) throw new RangeError('random bytes: expected 0 to 65536');
-  return randomBytes(n).toString('base64');
 }
 
 /** Answers from the plugin above this size are garbage, not responses. */
@@ -144,8 +137,8 @@ export class PluginInstance {
     });
     const api = await guard('the sandbox runtime', () =>
       context.evalClosure(
-        `const install = globalThis.${RUNTIME_INSTALL_GLOBAL}; delete globalThis.${RUNTIME_INSTALL_GLOBAL}; return install($0, $1);`,
-        [new ivm.Callback(hostLog, { ignored: true }), new ivm.Callback(hostRandom)],
+        `const install = globalThis.${RUNTIME_INSTALL_GLOBAL}; delete globalThis.${RUNTIME_INSTALL_GLOBAL}; return install({ log: $0, random: $1, crypto: $2, url: $3 });`,
+        [new ivm.Callback(hostLog, { ignored: true }), new ivm.Callback(hostRandom), new ivm.Callback(createHostCrypto()), new ivm.Callback(hostUrl)],
         { result: { reference: true }, timeout: remaining() },
       ),
     );

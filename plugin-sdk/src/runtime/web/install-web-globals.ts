@@ -1,22 +1,41 @@
+import type { HostApi } from '../host-api.ts';
 import { atob, btoa, TextDecoder, TextEncoder } from './encoding.ts';
-import { createRandom, type HostRandom } from './random.ts';
+import { Headers, Request, Response } from './fetch-types.ts';
+import { createRandom } from './random.ts';
+import { structuredClone } from './structured-clone.ts';
+import { createSubtle } from './subtle.ts';
+import { createUrlClasses } from './url.ts';
 
 /**
- * Defines the host-free part of the sandbox's Web platform subset (SPEC 5.3) on the isolate's
- * global: `TextEncoder`, `TextDecoder`, `atob`, `btoa`, `performance.now()`, and (given the
- * host's random source) `crypto.getRandomValues` and `crypto.randomUUID`. Runs inside
- * the isolate before the plugin. `performance.now()` counts milliseconds since the isolate's
- * runtime started, at `Date.now()` resolution (coarse on purpose, as browsers coarsen it).
+ * Defines the sandbox's Web platform subset (SPEC 5.3) on the isolate's global, from plain
+ * JavaScript and the host's capabilities: `TextEncoder`, `TextDecoder`, `atob`, `btoa`,
+ * `structuredClone`, `Headers`, `Request`, `Response`, `performance.now()`, and (given the
+ * host's parts) `URL`/`URLSearchParams` and `crypto` (`getRandomValues`, `randomUUID`, `subtle`).
+ * Runs inside the isolate before the plugin. `performance.now()` counts milliseconds since the
+ * isolate's runtime started, at `Date.now()` resolution (coarse on purpose, as browsers coarsen it).
  */
-export function installWebGlobals(hostRandom?: HostRandom): void {
-  const define = (name: string, value: unknown) => Object.defineProperty(globalThis, name, { value, writable: true, configurable: true, enumerable: false });
+export function installWebGlobals(host: Omit<HostApi, 'log'>): void {
+  const define = (name: string, value: unknown) => {
+    if (value !== undefined) Object.defineProperty(globalThis, name, { value, writable: true, configurable: true, enumerable: false });
+  };
   define('TextEncoder', TextEncoder);
   define('TextDecoder', TextDecoder);
   define('atob', atob);
   define('btoa', btoa);
+  define('structuredClone', structuredClone);
+  define('Headers', Headers);
+  define('Request', Request);
+  define('Response', Response);
   const now = Date.now;
   const origin = now();
   define('performance', Object.freeze({ now: () => now() - origin, timeOrigin: origin }));
-  // crypto: the random parts only, for now (crypto.subtle is issue 10's next slice).
-  if (hostRandom) define('crypto', Object.freeze(createRandom(hostRandom, atob)));
+  if (host.url) {
+    const { URL, URLSearchParams } = createUrlClasses(host.url);
+    define('URL', URL);
+    define('URLSearchParams', URLSearchParams);
+  }
+  if (host.random) {
+    const random = createRandom(host.random, atob);
+    define('crypto', Object.freeze({ ...random, ...(host.crypto ? { subtle: createSubtle(host.crypto) } : {}) }));
+  }
 }

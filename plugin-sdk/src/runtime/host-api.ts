@@ -1,0 +1,63 @@
+/**
+ * The capabilities the host grants the sandbox runtime (SPEC 5.3). Each is a function the
+ * host passes into the isolate (isolated-vm `Callback`s and one `Reference`); arguments and
+ * results cross as structured-clone copies, so plugin code never reaches a host object.
+ * The runtime captures them before the plugin runs; the plugin sees only the Web APIs built
+ * on them (crypto, URL, fetch, timers…).
+ */
+
+/** Fire-and-forget log line; `fields` is JSON (maybe truncated). */
+export type HostLog = (level: 'debug' | 'info' | 'warn' | 'error', message: string, fields: string | undefined) => void;
+
+/** `n` random bytes (0 ≤ n ≤ 65536) as base64. */
+export type HostRandom = (n: number) => string;
+
+/**
+ * Synchronous crypto operations for `crypto.subtle` (digest, importKey, sign, verify,
+ * exportKey), run by the host's `node:crypto`. `op` names the operation; `args` and the
+ * result are plain data (strings, numbers, Uint8Array, plain objects). Implemented by
+ * ./host/crypto.ts; the isolate half is ./web/subtle.ts.
+ */
+export type HostCrypto = (op: string, args: unknown) => unknown;
+
+/**
+ * WHATWG URL parsing by the host's own `URL` (so the sandbox's URL equals Node's): `input`
+ * parsed against `base`, answered with the URL's components, or null when it does not
+ * parse. Implemented by ./host/url.ts; the isolate half is ./web/url.ts.
+ */
+export type HostUrl = (input: string, base: string | undefined) => HostUrlParts | null;
+
+/** The components of a parsed URL, as Node's `URL` reports them. */
+export interface HostUrlParts {
+  href: string;
+  origin: string;
+  protocol: string;
+  username: string;
+  password: string;
+  host: string;
+  hostname: string;
+  port: string;
+  pathname: string;
+  search: string;
+  hash: string;
+}
+
+/**
+ * Asynchronous host operations (`fetch`, timers): the isolate gets a promise of a copy of the
+ * result. Rejections carry `{name, message}` so the runtime can rethrow them as the Web API
+ * would (a `TypeError` for a refused fetch).
+ */
+export type HostCall = (op: string, args: unknown) => Promise<unknown>;
+
+/** The runtime tells the host that pending Authorize call `id` has its answer (a JSON outcome). */
+export type HostDone = (id: number, outcomeJson: string) => void;
+
+/** Everything the host passes to the runtime's `install`. Missing parts leave their APIs out. */
+export interface HostApi {
+  log: HostLog;
+  random?: HostRandom;
+  crypto?: HostCrypto;
+  url?: HostUrl;
+  call?: HostCall;
+  done?: HostDone;
+}
