@@ -250,6 +250,12 @@ export function referencesOf(resource: AnyResource): Reference[] {
       if (route.graphqlApiRef) out.push({ kind: 'GraphQLApi', ref: route.graphqlApiRef, path: [...at, 'graphqlApiRef'] });
       if (route.options?.extauth?.configRef) out.push({ kind: 'AuthConfig', ref: route.options.extauth.configRef, path: [...at, 'options', 'extauth', 'configRef'] });
     });
+  } else if (resource.kind === 'AuthConfig') {
+    resource.spec.configs.forEach((step, i) => {
+      step.pluginAuth?.egress?.forEach((entry, j) => {
+        if (entry.upstreamRef) out.push({ kind: 'Upstream', ref: entry.upstreamRef, path: ['spec', 'configs', i, 'pluginAuth', 'egress', j, 'upstreamRef'] });
+      });
+    });
   } else if (resource.kind === 'GraphQLApi') {
     const schema = resource.spec.executableSchema;
     if (schema.executor.remote) out.push({ kind: 'Upstream', ref: schema.executor.remote.upstreamRef, path: ['spec', 'executableSchema', 'executor', 'remote', 'upstreamRef'] });

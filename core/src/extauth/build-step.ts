@@ -1,5 +1,6 @@
 import { formatPath } from '../config/diagnostic.ts';
 import type { AuthStepSpec } from '../config/schema/auth-config.ts';
+import type { UpstreamSpec } from '../config/schema/upstream.ts';
 import { GatehouseError } from '../errors.ts';
 import type { Logger } from '../log/logger.ts';
 import { BasicAuthStep, compileBasicAuth } from './basic/basic-auth-step.ts';
@@ -16,6 +17,12 @@ export interface StepBuildOptions {
   cpuTimeoutMs?: number;
   /** Deadline of a passThroughAuth call (default 1 s). */
   passThroughTimeoutMs?: number;
+  /** Per-call wall deadline of plugin calls, fetch and timers included (default 1 s). */
+  pluginWallTimeoutMs?: number;
+  /** Served Upstreams, for `pluginAuth.egress[].upstreamRef` (set per AuthConfig by the engine). */
+  resolveUpstream?: (ref: { name: string; namespace: string }) => UpstreamSpec | undefined;
+  /** The namespace of the AuthConfig being built. */
+  namespace?: string;
 }
 
 type CreatePluginStep = typeof import('./plugins/plugin-step.ts').createPluginStep;
@@ -72,6 +79,9 @@ export async function buildStep(spec: AuthStepSpec, index: number, options: Step
         logger: options.logger,
         ...(options.memoryLimitMb !== undefined ? { memoryLimitMb: options.memoryLimitMb } : {}),
         ...(options.cpuTimeoutMs !== undefined ? { cpuTimeoutMs: options.cpuTimeoutMs } : {}),
+        ...(options.pluginWallTimeoutMs !== undefined ? { wallTimeoutMs: options.pluginWallTimeoutMs } : {}),
+        ...(options.resolveUpstream ? { resolveUpstream: options.resolveUpstream } : {}),
+        ...(options.namespace !== undefined ? { namespace: options.namespace } : {}),
       });
     } catch (error) {
       // Keep the plugin host's own code (GH_PLUGIN_NOT_FOUND, GH_PLUGIN_VERSION_MISMATCH, …) and add where it came from.

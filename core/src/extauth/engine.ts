@@ -1,6 +1,6 @@
 import { formatDiagnostic } from '../config/diagnostic.ts';
 import type { Resource } from '../config/resource.ts';
-import type { ConfigSnapshot } from '../config/store.ts';
+import { lookup, referencesOf, type ConfigSnapshot } from '../config/store.ts';
 import { GatehouseError } from '../errors.ts';
 import type { Logger } from '../log/logger.ts';
 import { buildStep, type StepBuildOptions } from './build-step.ts';
@@ -15,7 +15,7 @@ export interface AuthEngineOptions extends Partial<Omit<StepBuildOptions, 'logge
 }
 
 /** A served AuthConfig: its chain, or why it could not be built. */
-type Entry = { readonly resource: Resource<'AuthConfig'> } & ({ readonly chain: AuthChain; readonly failure?: undefined } | { readonly chain?: undefined; readonly failure: GatehouseError });
+type Entry = { readonly resource: Resource<'AuthConfig'>; readonly inputs: string; readonly snapshot: Pick<ConfigSnapshot, 'resources'> } & ({ readonly chain: AuthChain; readonly failure?: undefined } | { readonly chain?: undefined; readonly failure: GatehouseError });
 
 /**
  * The file a `pluginAuth` step loads (SPEC 3.4), as `plugins/plugin-file.ts` resolves it;
@@ -23,6 +23,15 @@ type Entry = { readonly resource: Resource<'AuthConfig'> } & ({ readonly chain: 
  */
 function pluginFileName(spec: { name: string; pluginFileName?: string }): string {
   return spec.pluginFileName ?? `${spec.name}.js`;
+}
+
+/**
+ * What an AuthConfig's chain is built from: its own version and the versions of the resources
+ * it references (egress Upstreams, Secrets). A chain is rebuilt when any of them changes.
+ */
+function inputsOf(resource: Resource<'AuthConfig'>, snapshot: Pick<ConfigSnapshot, 'resources'>): string {
+  const versions = referencesOf(resource).map(({ kind, ref }) => `${kind}:${lookup(snapshot, kind, ref, resource.namespace)?.version ?? '-'}`);
+  return [resource.version, ...versions].join('|');
 }
 
 /** The `config_id` of an AuthConfig: `<namespace>.<name>` (SPEC 4 step 2). */
@@ -87,7 +96,8 @@ export class AuthEngine {
         const id = configIdOf(resource);
         const old = previous.get(id);
         // A config that failed to build is retried: a missing plugin file may have arrived since.
-        next.set(id, old?.chain && old.resource.version === resource.version ? old : await this.buildEntry(id, resource));
+        const inputs = inputsOf(resource, snapshot);
+        next.set(id, old?.chain && old.inputs === inputs ? old : await this.buildEntry(id, resource, snapshot, inputs));
       }),
     );
     const rejected = new Map<string, string>();
@@ -113,7 +123,7 @@ export class AuthEngine {
       const affected = [...this.entries].filter(([, entry]) => entry.resource.spec.configs.some((step) => step.pluginAuth && changed.has(pluginFileName(step.pluginAuth))));
       if (affected.length === 0) return;
       const next = new Map(this.entries);
-      await Promise.all(affected.map(async ([id, entry]) => next.set(id, await this.buildEntry(id, entry.resource))));
+      await Promise.all(affected.map(async ([id, entry]) => next.set(id, await this.buildEntry(id, entry.resource, entry.snapshot, entry.inputs))));
       this.logger.info({ files: [...changed], ids: affected.map(([id]) => id).sort() }, 'auth plugins changed: rebuilt the AuthConfigs that use them');
       this.swap(next);
     });
@@ -135,15 +145,20 @@ export class AuthEngine {
     void Promise.all(retired.map((chain) => chain.close()));
   }
 
-  private async buildEntry(id: string, resource: Resource<'AuthConfig'>): Promise<Entry> {
+  private async buildEntry(id: string, resource: Resource<'AuthConfig'>, snapshot: Pick<ConfigSnapshot, 'resources'>, inputs: string): Promise<Entry> {
     const built: AuthStep[] = [];
+    const options: StepBuildOptions = {
+      ...this.build,
+      namespace: resource.namespace,
+      resolveUpstream: (ref) => lookup(snapshot, 'Upstream', ref, resource.namespace)?.spec,
+    };
     try {
-      for (const [index, spec] of resource.spec.configs.entries()) built.push(await buildStep(spec, index, this.build));
-      return { resource, chain: new AuthChain(id, resource.version, built, this.logger) };
+      for (const [index, spec] of resource.spec.configs.entries()) built.push(await buildStep(spec, index, options));
+      return { resource, inputs, snapshot, chain: new AuthChain(id, resource.version, built, this.logger) };
     } catch (error) {
       await closeSteps(built, this.logger);
       const failure = error instanceof GatehouseError ? error : new GatehouseError(ExtAuthCodes.STEP_BUILD, (error as Error).message, { cause: error });
-      return { resource, failure };
+      return { resource, inputs, snapshot, failure };
     }
   }
 

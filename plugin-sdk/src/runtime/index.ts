@@ -4,7 +4,7 @@
  */
 export { ConfigDecodeError, decodeConfig } from './decode-config.ts';
 export { RUNTIME_INSTALL_GLOBAL, sandboxRuntimeScript } from './runtime-script.ts';
-export { LOG_LINES_PER_CALL, type HostLog, type Outcome, type RuntimeApi, type Stage } from './sandbox-runtime.ts';
+export { LOG_LINES_PER_CALL, type HostAnswer, type HostLog, type Outcome, type RuntimeApi, type Stage } from './sandbox-runtime.ts';
 export { BadResponseError, toDecision, type DecisionHeader, type PluginDecision } from './to-decision.ts';
 export type { HostApi, HostCall, HostCrypto, HostDone, HostUrl, HostUrlParts } from './host-api.ts';
 export { createHostCrypto } from './host/crypto.ts';

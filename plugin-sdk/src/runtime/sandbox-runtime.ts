@@ -8,6 +8,8 @@
 import type { AuthService, Context, ExtAuthPlugin, PluginLogger } from '../contract/types.ts';
 import { boundBuiltins } from './bounded-builtins.ts';
 import { installWebGlobals } from './web/install-web-globals.ts';
+import { createTimers } from './web/timers.ts';
+import { atob } from './web/encoding.ts';
 import type { HostApi, HostLog } from './host-api.ts';
 import { decodeConfig } from './decode-config.ts';
 
@@ -17,15 +19,21 @@ export type { HostLog };
 export interface RuntimeApi {
   init(symbol: string, globalName: string, configJson: string): Promise<string>;
   start(): Promise<string>;
-  /** An outcome, or `{pending: id}` when the plugin answered with a promise. */
+  /**
+   * An outcome, or `{pending: id}` when the plugin answered with a promise; the outcome of a
+   * pending call reaches the host through `HostApi.done(id, outcome)` when it settles.
+   */
   authorize(requestJson: string): string;
-  /** The outcome of a pending call. */
-  settle(id: number): string;
+  /** Does nothing: when it returns, nothing queued before it is still running in the isolate. */
+  ping(): string;
 }
 
 /** Stages name where a failure happened, so the host can pick the error code. */
-export type Stage = 'export' | 'new-config' | 'config' | 'get-auth-service' | 'start' | 'authorize' | 'unsettled' | 'response';
+export type Stage = 'export' | 'new-config' | 'config' | 'get-auth-service' | 'start' | 'authorize' | 'response';
 export type Outcome = { ok: true; response?: unknown } | { ok: false; stage: Stage; error: string } | { pending: number };
+
+/** What the host's async operations answer: a copy of the value, an error to rethrow, or "the call is over". */
+export type HostAnswer = { value: unknown } | { error: { name: string; message: string } } | { cancelled: true };
 
 /** Log lines a plugin may write per host call; more are dropped (a loop must not flood the log). */
 export const LOG_LINES_PER_CALL = 50;
@@ -47,11 +55,17 @@ export function install(host: HostApi): RuntimeApi {
   boundBuiltins();
   // The Web platform subset that needs no host (SPEC 5.3): plain JavaScript in this realm.
   installWebGlobals(host);
+  const hostCall = host.call;
+  if (hostCall) {
+    const timers = createTimers(hostCall, (error) => emitUncaught('a timer callback', error));
+    for (const [name, value] of Object.entries(timers)) defineProperty(globalThis, name, { value, writable: true, configurable: true });
+  }
   // `gc` appears in every isolate when the process runs with --expose-gc (the launcher's flag),
   // writable but not configurable: overwritten, so no plugin can force full collections.
   if ('gc' in globalThis) (globalThis as Record<string, unknown>).gc = undefined;
 
   let budget = LOG_LINES_PER_CALL;
+  let emitUncaught: (where: string, error: unknown) => void = () => {};
   const text = (value: unknown, max: number): string => {
     let out: string;
     try {
@@ -69,6 +83,8 @@ export function install(host: HostApi): RuntimeApi {
       hostLog(level, text(message, MAX_MESSAGE), fields === undefined ? undefined : text(fields, MAX_FIELDS));
     };
   const logger: PluginLogger = freeze({ debug: emit('debug'), info: emit('info'), warn: emit('warn'), error: emit('error') });
+  // What a timer callback threw: Node would crash, Workers log it; the sandbox logs it.
+  emitUncaught = (where, error) => emit('error')(`uncaught exception in ${where}: ${messageOf(error)}`);
   const ctx: Context = freeze({ logger });
 
   // console.* goes to the same logger, so copied snippets and debugging lines are not lost.
@@ -90,6 +106,12 @@ export function install(host: HostApi): RuntimeApi {
   const failed = (stage: Stage, error: unknown): string => stringify({ ok: false, stage, error: messageOf(error) });
   const fails = (stage: Stage, error: string): string => stringify({ ok: false, stage, error });
 
+  const base64Bytes = (text: string): Uint8Array => {
+    const binary = atob(text);
+    const bytes = new Uint8Array(binary.length);
+    for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
+    return bytes;
+  };
   const resolve = Promise.resolve.bind(Promise) as <T>(value: T) => Promise<Awaited<T>>;
   const promiseThen = Promise.prototype.then;
   // Reading `then` may run a hostile getter: callers catch.
@@ -107,7 +129,6 @@ export function install(host: HostApi): RuntimeApi {
   };
 
   let service: AuthService | undefined;
-  const pending = new Map<number, { done: boolean; value: string }>();
   let lastPending = 0;
 
   /** Calls Authorize: the answer (a JSON outcome) now, or later (the plugin's promise, settled to one). */
@@ -117,6 +138,9 @@ export function install(host: HostApi): RuntimeApi {
     try {
       // The host sends {CheckRequest, State}; State is the previous step's (or {}).
       const { CheckRequest, State } = parse(requestJson) as { CheckRequest: unknown; State?: unknown };
+      // proto3 JSON carries bytes as base64; the plugin gets raw_body as bytes (SPEC 5.3).
+      const http = (CheckRequest as { attributes?: { request?: { http?: { raw_body?: unknown } } } } | null)?.attributes?.request?.http;
+      if (http && typeof http.raw_body === 'string') http.raw_body = base64Bytes(http.raw_body);
       const state = typeof State === 'object' && State !== null && !isArray(State) ? (State as Record<string, unknown>) : {};
       const result = service.Authorize(ctx, { CheckRequest: CheckRequest as never, State: state });
       if (!isThenable(result)) return { now: answer(result) };
@@ -173,29 +197,20 @@ export function install(host: HostApi): RuntimeApi {
       return stringify({ ok: true });
     },
 
-    // Never returns a promise: the host may call it synchronously (inline), and a plugin's
-    // promise is parked and fetched with settle(id) in a second call.
+    // Never returns a promise: the host may call it synchronously (inline). A plugin's promise
+    // is answered later through host.done, when it settles (after fetch, timers…).
     authorize(requestJson: string): string {
       const result = call(requestJson);
       if ('now' in result) return result.now;
       const id = ++lastPending;
-      const entry = { done: false, value: '' };
-      pending.set(id, entry);
+      const done = host.done;
       // `later` never rejects: the handlers in call() turn everything into an outcome.
-      void promiseThen.call(result.later, (value: unknown) => {
-        entry.done = true;
-        entry.value = value as string;
-      });
+      void promiseThen.call(result.later, (value: unknown) => done?.(id, value as string));
       return stringify({ pending: id });
     },
 
-    // Called after authorize's call has ended, so its microtasks have run. Nothing in the
-    // sandbox can settle a promise later (no timers, no I/O): one still pending never will.
-    settle(id: number): string {
-      const entry = pending.get(id);
-      pending.delete(id);
-      if (!entry) return fails('authorize', `no pending call ${id}`);
-      return entry.done ? entry.value : fails('unsettled', 'Authorize returned a promise that never settles (the sandbox has no timers or I/O: a promise still pending after the call never will)');
+    ping(): string {
+      return 'pong';
     },
   });
 }

@@ -1,5 +1,5 @@
 import Type from 'typebox';
-import { Strict, exactlyOneOf } from './common.ts';
+import { ResourceRef, Strict, exactlyOneOf } from './common.ts';
 
 const HashedUsers = Type.Record(
   Type.String({ minLength: 1 }),
@@ -31,12 +31,22 @@ const BasicAuth = Strict(
   },
 );
 
-/** SPEC 5.2. */
+/** SPEC 5.3 "Egress": one origin a plugin may fetch, by URL or as an Upstream. */
+const EgressEntry = Strict(
+  {
+    url: Type.Optional(Type.String({ minLength: 1, maxLength: 2048, pattern: '^[Hh][Tt][Tt][Pp][Ss]?://', description: 'an http(s) URL; its origin may be fetched' })),
+    upstreamRef: Type.Optional(ResourceRef),
+  },
+  exactlyOneOf(['url', 'upstreamRef']),
+);
+
+/** SPEC 5.2, 5.3. */
 const PluginAuth = Strict({
   name: Type.String({ minLength: 1 }),
   pluginFileName: Type.Optional(Type.String({ minLength: 1 })),
   exportedSymbolName: Type.Optional(Type.String({ minLength: 1 })),
   config: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+  egress: Type.Optional(Type.Array(EgressEntry, { maxItems: 64, description: 'where the plugin may fetch: URL origins and Upstreams (http://<name>.<namespace>.upstream)' })),
 });
 
 const PassThroughAuth = Strict({

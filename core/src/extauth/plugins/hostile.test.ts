@@ -172,7 +172,7 @@ describe.each([
     await s.close();
   });
 
-  it('the global scope offers none of Node.js, timers, WebAssembly or SharedArrayBuffer', async () => {
+  it('the global scope offers none of Node.js, WebAssembly or SharedArrayBuffer', async () => {
     const { step } = hostile('Probe');
     const s = await step;
     const decision = await s.authorize(request());
@@ -213,14 +213,14 @@ describe.each([
     },
   );
 
-  it('a promise that never settles: denied as soon as its call has run', async () => {
+  it('a promise that never settles: denied at the wall deadline (1 s) while the good step keeps serving', async () => {
     const { step, logger } = hostile('NeverSettles');
     const s = await step;
     const started = performance.now();
     expect(await s.authorize(request({ 'x-misbehave': '1' }))).toEqual(FORBIDDEN);
-    // Nothing in the sandbox could settle it later, so there is no point waiting for a timer.
-    expect(performance.now() - started).toBeLessThan(100);
-    expect(logger.lines.find((line) => line.fields.code === PluginCodes.TIMEOUT)?.fields.cause).toMatch(/^Authorize returned a promise that never settles/);
+    // A pending promise may still be settled by a fetch or a timer: it is waited for, up to the deadline.
+    expect(performance.now() - started).toBeGreaterThanOrEqual(950);
+    expect(logger.lines.find((line) => line.fields.code === PluginCodes.TIMEOUT)?.fields.cause).toMatch(/^Authorize did not answer within the 1000 ms wall deadline/);
     await recovers(s);
     await attack(s);
     expect(codes(logger)).toContain(PluginCodes.TIMEOUT);

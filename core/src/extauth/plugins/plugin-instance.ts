@@ -5,6 +5,8 @@ import { createHostCrypto, hostRandom, hostUrl, type HostLog, type Outcome } fro
 import { BadResponseError, toDecision, type PluginDecision } from '@gatehouse/plugin-sdk/runtime';
 import { GatehouseError } from '../../errors.ts';
 import { PluginCodes, type PluginCode } from './codes.ts';
+import type { Egress } from './egress.ts';
+import { HostCalls } from './host-calls.ts';
 import type { PluginFile } from './plugin-file.ts';
 
 /** The part of the pino logger the host uses (a pino `Logger` fits). */
@@ -24,7 +26,21 @@ export interface SandboxLimits {
   callTimeoutMs: number;
   /** Wall time for loading the script, NewConfigInstance, GetAuthService and Start together. */
   startTimeoutMs: number;
+  /** Per-call wall deadline (SPEC 5.2): waiting for fetch and timers included. Default 1000. */
+  wallTimeoutMs?: number;
+  /** Fetches in flight at once per isolate (SPEC 5.3: 16). */
+  maxFetches?: number;
+  /** Timers waiting at once per isolate. */
+  maxTimers?: number;
 }
+
+/** What a plugin may use besides its config: where it may fetch. */
+export interface PluginGrants {
+  egress?: Egress;
+}
+
+/** How long the busy check after a missed deadline watches the isolate's CPU time. */
+const PROBE_MS = 50;
 
 /** Answers from the plugin above this size are garbage, not responses. */
 const MAX_RESPONSE_CHARS = 1024 * 1024;
@@ -33,11 +49,20 @@ const LEVELS = new Set(['debug', 'info', 'warn', 'error']);
 /** References to the runtime's entry points inside the isolate. */
 interface RuntimeRefs {
   authorize: ivm.Reference<(json: string) => string>;
-  settle: ivm.Reference<(id: number) => string>;
+  ping: ivm.Reference<() => string>;
 }
 
-/** Why one Authorize call failed; the step logs it and rebuilds the isolate. */
-export class PluginCallError extends GatehouseError {}
+/** A pending Authorize call the host waits for (its answer comes through `done`). */
+interface Waiter {
+  resolve(json: string): void;
+  reject(error: PluginCallError): void;
+}
+
+/** Why one Authorize call failed; the step logs it and rebuilds the isolate unless {@link keepsIsolate}. */
+export class PluginCallError extends GatehouseError {
+  /** The isolate is sound (a missed wall deadline with the isolate idle): keep it. */
+  keepsIsolate = false;
+}
 
 function describeError(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
@@ -50,9 +75,17 @@ function describeError(error: unknown): string {
  */
 export class PluginInstance {
   private readonly isolate: ivm.Isolate;
-  private readonly api: RuntimeRefs;
+  /** Set once the runtime is installed (the instance exists earlier, for `done`). */
+  private api: RuntimeRefs | undefined;
   private readonly limits: SandboxLimits;
+  private readonly calls: HostCalls;
+  private readonly logger: PluginHostLogger;
+  private readonly where: { plugin: string; file: string };
   private deadReason: string | undefined;
+  private readonly waiters = new Map<number, Waiter>();
+  /** Answers that arrived before their call registered a waiter (ids above {@link registered}). */
+  private readonly early = new Map<number, string>();
+  private registered = 0;
   /** CPU time the synchronous part of the last inline call spent in the isolate, in ms. */
   lastInlineMs = 0;
   /** Inline calls made on this isolate (the first ones pay for lazy compilation). */
@@ -60,10 +93,65 @@ export class PluginInstance {
   /** Calls on the isolate's thread still waiting for an answer. */
   queued = 0;
 
-  private constructor(isolate: ivm.Isolate, api: RuntimeRefs, limits: SandboxLimits) {
+  private constructor(isolate: ivm.Isolate, limits: SandboxLimits, calls: HostCalls, logger: PluginHostLogger, where: { plugin: string; file: string }) {
     this.isolate = isolate;
-    this.api = api;
+    this.logger = logger;
+    this.where = where;
     this.limits = limits;
+    this.calls = calls;
+  }
+
+  /**
+   * Nothing of the plugin's can be running in the isolate: calls may run inline. A timer or
+   * fetch gives the isolate a task of its own (the continuation) that may run for any time,
+   * and a synchronous call would block this thread until it ends; so after one, the instance
+   * is idle again only once a ping through the isolate's queue has come back with no call
+   * waiting and nothing out.
+   */
+  get idle(): boolean {
+    return this.quiet && this.waiters.size === 0 && this.calls.outstanding === 0;
+  }
+
+  private get refs(): RuntimeRefs {
+    if (!this.api) throw new PluginCallError(PluginCodes.UNAVAILABLE, 'the plugin has not started');
+    return this.api;
+  }
+
+  private quiet = true;
+  private pinging = false;
+  private started = 0;
+
+  /** After host work ends: pings the isolate, and marks it quiet when the ping comes back in a still world. */
+  private quiesce(): void {
+    if (this.quiet || this.pinging || !this.alive || this.api === undefined || this.waiters.size > 0 || this.calls.outstanding > 0) return;
+    this.pinging = true;
+    const seen = this.started;
+    this.api.ping.apply(undefined, [], { timeout: this.limits.cpuTimeoutMs }).then(
+      () => {
+        this.pinging = false;
+        if (seen === this.started && this.waiters.size === 0 && this.calls.outstanding === 0) this.quiet = true;
+        else this.quiesce();
+      },
+      () => {
+        this.pinging = false;
+      },
+    );
+  }
+
+  private get wallTimeoutMs(): number {
+    return this.limits.wallTimeoutMs ?? 1000;
+  }
+
+  /** The runtime's `done(id, outcome)`: a pending call's answer. */
+  private answered(id: unknown, json: unknown): void {
+    if (typeof id !== 'number' || typeof json !== 'string') return;
+    const waiter = this.waiters.get(id);
+    if (waiter) {
+      this.waiters.delete(id);
+      waiter.resolve(json);
+    } else if (id > this.registered && this.early.size < 1024) {
+      this.early.set(id, json);
+    }
   }
 
   /** Whether calls can still go to this isolate. */
@@ -72,7 +160,7 @@ export class PluginInstance {
   }
 
   /** Builds and starts an instance; throws a GatehouseError with a GH_PLUGIN_* code naming the stage. */
-  static async create(file: PluginFile, config: unknown, limits: SandboxLimits, logger: PluginHostLogger): Promise<PluginInstance> {
+  static async create(file: PluginFile, config: unknown, limits: SandboxLimits, logger: PluginHostLogger, grants: PluginGrants = {}): Promise<PluginInstance> {
     const where = { plugin: file.metadata.name, file: file.path };
     const runtime = await sandboxRuntimeScript();
     let catastrophe: string | undefined;
@@ -85,9 +173,18 @@ export class PluginInstance {
         logger.error({ ...where, code: PluginCodes.OUT_OF_MEMORY, cause: message }, 'plugin isolate failed catastrophically');
       },
     });
+    const calls = new HostCalls(grants.egress, { deadlineMs: limits.wallTimeoutMs ?? 1000, maxFetches: limits.maxFetches ?? 16, maxTimers: limits.maxTimers ?? 1024 });
+    // The instance exists before the runtime so that `done` can reach it.
+    const instance = new PluginInstance(isolate, limits, calls, logger, where);
+    calls.onStart = () => {
+      instance.quiet = false;
+      instance.started++;
+    };
+    calls.onSettle = () => instance.quiesce();
     const deadline = performance.now() + limits.startTimeoutMs;
     const remaining = (): number => Math.max(1, Math.floor(deadline - performance.now()));
     const fail = (code: PluginCode, message: string, cause?: unknown): never => {
+      calls.cancelAll(true);
       if (!isolate.isDisposed) isolate.dispose();
       throw new GatehouseError(code, `pluginAuth ${file.metadata.name} (${file.path}): ${message}`, { cause });
     };
@@ -137,8 +234,17 @@ export class PluginInstance {
     });
     const api = await guard('the sandbox runtime', () =>
       context.evalClosure(
-        `const install = globalThis.${RUNTIME_INSTALL_GLOBAL}; delete globalThis.${RUNTIME_INSTALL_GLOBAL}; return install({ log: $0, random: $1, crypto: $2, url: $3 });`,
-        [new ivm.Callback(hostLog, { ignored: true }), new ivm.Callback(hostRandom), new ivm.Callback(createHostCrypto()), new ivm.Callback(hostUrl)],
+        `const install = globalThis.${RUNTIME_INSTALL_GLOBAL}; delete globalThis.${RUNTIME_INSTALL_GLOBAL}; const apply = Reflect.apply, call = $4.apply, host = $4;
+         const options = { arguments: { copy: true }, result: { promise: true, copy: true } };
+         return install({ log: $0, random: $1, crypto: $2, url: $3, call: (op, args) => apply(call, host, [undefined, [op, args], options]), done: $5 });`,
+        [
+          new ivm.Callback(hostLog, { ignored: true }),
+          new ivm.Callback(hostRandom),
+          new ivm.Callback(createHostCrypto()),
+          new ivm.Callback(hostUrl),
+          new ivm.Reference(calls.dispatch),
+          new ivm.Callback((id: unknown, json: unknown) => instance.answered(id, json), { ignored: true }),
+        ],
         { result: { reference: true }, timeout: remaining() },
       ),
     );
@@ -156,6 +262,8 @@ export class PluginInstance {
       return outcome && !('pending' in outcome) ? outcome : fail(PluginCodes.INIT_FAILED, `${stage} returned an unreadable answer`);
     };
 
+    // NewConfigInstance, GetAuthService and Start may fetch and use timers (load a JWKS).
+    calls.begin();
     const init = await call('init', [file.symbol, PLUGIN_GLOBAL, JSON.stringify(config ?? null)], 'NewConfigInstance/GetAuthService');
     if (!init.ok) {
       const code = init.stage === 'export' ? PluginCodes.BAD_EXPORT : init.stage === 'config' ? PluginCodes.BAD_CONFIG : PluginCodes.INIT_FAILED;
@@ -163,47 +271,138 @@ export class PluginInstance {
       fail(code, `${what}: ${init.error}`);
     }
     const start = await call('start', [], 'Start');
+    calls.end();
     if (!start.ok) fail(PluginCodes.START_FAILED, `Start failed: ${start.error}`);
 
     const refs = await guard('the sandbox runtime', async () => ({
       authorize: (await api.get('authorize', { reference: true })) as RuntimeRefs['authorize'],
-      settle: (await api.get('settle', { reference: true })) as RuntimeRefs['settle'],
+      ping: (await api.get('ping', { reference: true })) as RuntimeRefs['ping'],
     }));
     api.release();
-    return new PluginInstance(isolate, refs, limits);
+    instance.api = refs;
+    // Start may have fetched or set timers: inline calls wait for a quiet isolate.
+    instance.quiesce();
+    return instance;
   }
 
   /**
    * Runs Authorize on the isolate's own thread (asynchronous calls): the event loop never
-   * waits for the plugin. Rejects with a {@link PluginCallError} on any failure.
+   * waits for the plugin. Rejects with a {@link PluginCallError} on any failure, or when the
+   * answer misses the wall deadline.
    */
   async authorize(requestJson: string): Promise<PluginDecision> {
     this.assertAlive();
-    this.queued++;
+    const deadline = performance.now() + this.wallTimeoutMs;
+    this.calls.begin();
     try {
-      const outcome = this.outcomeOf(await this.callAsync(this.api.authorize, [requestJson]));
-      return this.decisionOf('pending' in outcome ? this.settledOf(await this.callAsync(this.api.settle, [outcome.pending])) : outcome);
+      // `queued` counts calls waiting for the isolate's thread, not those waiting for a fetch.
+      this.queued++;
+      let json: unknown;
+      try {
+        json = await this.callAsync(this.refs.authorize, [requestJson]);
+      } finally {
+        this.queued--;
+      }
+      const outcome = this.outcomeOf(json);
+      return this.decisionOf('pending' in outcome ? await this.wait(outcome.pending, deadline) : outcome);
     } finally {
-      this.queued--;
+      this.calls.end();
     }
   }
 
   /**
    * Runs Authorize synchronously on this thread (several times cheaper than a call to the
-   * isolate's thread) and records the CPU time that took in {@link lastInlineMs}.
-   * Throws a {@link PluginCallError} on any failure.
+   * isolate's thread) and records the CPU time that took in {@link lastInlineMs}. A plugin
+   * that answers with a promise (it awaits fetch or a timer) is waited for, up to the wall
+   * deadline. Only for an {@link idle} instance: otherwise a continuation may hold the
+   * isolate and this thread would wait for it. Throws a {@link PluginCallError} on any failure.
    */
-  authorizeInline(requestJson: string): PluginDecision {
+  authorizeInline(requestJson: string): PluginDecision | Promise<PluginDecision> {
     this.assertAlive();
+    const deadline = performance.now() + this.wallTimeoutMs;
     // CPU time, not wall time: the plugin's share of the blocking, not the scheduler's.
     const started = this.isolate.cpuTime;
     this.inlineCalls++;
+    this.calls.begin();
+    let outcome: Outcome;
     try {
-      const outcome = this.outcomeOf(this.callSync(this.api.authorize, [requestJson]));
-      return this.decisionOf('pending' in outcome ? this.settledOf(this.callSync(this.api.settle, [outcome.pending])) : outcome);
+      outcome = this.outcomeOf(this.callSync(this.refs.authorize, [requestJson]));
+    } catch (error) {
+      this.calls.end();
+      throw error;
     } finally {
       this.lastInlineMs = this.isolate.isDisposed ? this.limits.cpuTimeoutMs : Number(this.isolate.cpuTime - started) / 1e6;
     }
+    if (!('pending' in outcome)) {
+      this.calls.end();
+      return this.decisionOf(outcome);
+    }
+    return this.wait(outcome.pending, deadline).then(
+      (answer) => {
+        this.calls.end();
+        return this.decisionOf(answer);
+      },
+      (error: unknown) => {
+        this.calls.end();
+        throw error;
+      },
+    );
+  }
+
+  /** The answer of pending call `id` (through `done`), or a TIMEOUT at `deadline`. */
+  private wait(id: number, deadline: number): Promise<Exclude<Outcome, { pending: number }>> {
+    if (id > this.registered) this.registered = id;
+    const early = this.early.get(id);
+    if (early !== undefined) {
+      this.early.delete(id);
+      return Promise.resolve(this.settledOf(early));
+    }
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.waiters.delete(id);
+        const error = new PluginCallError(PluginCodes.TIMEOUT, `Authorize did not answer within the ${this.wallTimeoutMs} ms wall deadline`);
+        // Waiting on a slow service is no fault of the isolate; a loop is, and checkBusy finds it.
+        error.keepsIsolate = true;
+        reject(error);
+        this.checkBusy();
+        this.quiesce();
+      }, Math.max(1, deadline - performance.now()));
+      this.waiters.set(id, {
+        resolve: (json) => {
+          clearTimeout(timer);
+          try {
+            resolve(this.settledOf(json));
+          } catch (error) {
+            reject(error as PluginCallError);
+          }
+        },
+        reject: (error) => {
+          clearTimeout(timer);
+          reject(error);
+        },
+      });
+    });
+  }
+
+  /**
+   * After a missed deadline: code that runs after an await (a continuation) has no CPU limit
+   * of its own, so the isolate is pinged through its queue; a ping that does not come back
+   * within what the calls queued ahead of it may take (each at most the CPU limit) means a
+   * loop holds the isolate: it is dropped (and rebuilt by the step).
+   */
+  private checkBusy(): void {
+    if (!this.alive || !this.api) return;
+    const budgetMs = PROBE_MS + (this.queued + 1) * this.limits.cpuTimeoutMs;
+    let back = false;
+    this.api.ping.apply(undefined, [], { timeout: this.limits.cpuTimeoutMs }).then(
+      () => (back = true),
+      () => (back = true),
+    );
+    setTimeout(() => {
+      if (back || !this.alive) return;
+      this.logger.error({ ...this.where, code: PluginCodes.TIMEOUT, cause: `a ping found the isolate busy for over ${budgetMs} ms after a missed deadline` }, 'plugin isolate dropped: it kept running past a call deadline (a loop after an await)');
+      this.dispose('it kept running past a call deadline (a loop after an await)');
+    }, budgetMs).unref();
   }
 
   private assertAlive(): void {
@@ -250,7 +449,7 @@ export class PluginInstance {
     return new PluginCallError(PluginCodes.THREW, `Authorize failed: ${message}`, { cause: error });
   }
 
-  /** The answer to settle(): an outcome, never another pending call. */
+  /** The answer of a pending call: an outcome, never another pending call. */
   private settledOf(json: unknown): Exclude<Outcome, { pending: number }> {
     const outcome = this.outcomeOf(json);
     if ('pending' in outcome) throw new PluginCallError(PluginCodes.BAD_RESPONSE, 'the sandbox answered with a pending call where an answer was due');
@@ -269,7 +468,6 @@ export class PluginInstance {
   private decisionOf(outcome: Exclude<Outcome, { pending: number }>): PluginDecision {
     if (!outcome.ok) {
       if (outcome.stage === 'authorize') throw new PluginCallError(PluginCodes.THREW, `Authorize threw: ${outcome.error}`);
-      if (outcome.stage === 'unsettled') throw new PluginCallError(PluginCodes.TIMEOUT, outcome.error);
       throw new PluginCallError(PluginCodes.BAD_RESPONSE, `bad response: ${outcome.error}`);
     }
     try {
@@ -283,6 +481,11 @@ export class PluginInstance {
   /** Frees the isolate; pending calls on it fail (and are denied). */
   dispose(reason = 'disposed'): void {
     this.deadReason ??= reason;
+    this.calls.cancelAll(true);
+    for (const [id, waiter] of this.waiters) {
+      this.waiters.delete(id);
+      waiter.reject(new PluginCallError(PluginCodes.UNAVAILABLE, `the isolate was dropped while the call waited (${this.deadReason})`));
+    }
     if (!this.isolate.isDisposed) {
       try {
         this.isolate.dispose();

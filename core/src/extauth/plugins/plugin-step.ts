@@ -5,7 +5,9 @@ import type { AuthDecision, AuthStep, CheckRequest, StepContext } from '../step.
 import { PluginCodes } from './codes.ts';
 import { assertIsolateFlags } from './node-flags.ts';
 import { loadPluginFile } from './plugin-file.ts';
-import { PluginCallError, PluginInstance, type PluginHostLogger, type SandboxLimits } from './plugin-instance.ts';
+import { Egress, upstreamOrigin, type EgressRule } from './egress.ts';
+import { PluginCallError, PluginInstance, type PluginGrants, type PluginHostLogger, type SandboxLimits } from './plugin-instance.ts';
+import type { UpstreamSpec } from '../../config/schema/upstream.ts';
 
 export interface PluginStepOptions {
   /** Where compiled plugins live (`--plugin-dir`, default `/auth-plugins`). */
@@ -27,6 +29,16 @@ export interface PluginStepOptions {
   callTimeoutMs?: number;
   /** Wall time for script load + NewConfigInstance + GetAuthService + Start; default 1000. */
   startTimeoutMs?: number;
+  /** Per-call wall deadline, waiting for fetch and timers included (SPEC 5.2); default 1000. */
+  wallTimeoutMs?: number;
+  /** Fetches in flight at once per isolate; default 16 (SPEC 5.3). */
+  maxFetches?: number;
+  /** Largest response body a plugin's fetch may receive; default 1 MiB (SPEC 5.3). */
+  maxFetchResponseBytes?: number;
+  /** Resolves an `egress` entry's `upstreamRef` (the config snapshot's Upstreams). */
+  resolveUpstream?: (ref: { name: string; namespace: string }) => UpstreamSpec | undefined;
+  /** The AuthConfig's namespace: references without one point there (SPEC 2.3). */
+  namespace?: string;
   /**
    * Default true: call the plugin synchronously on the event loop while its calls stay cheap,
    * moving the step to the isolate's own thread for good once one blocks too long. False: always
@@ -69,7 +81,7 @@ const INLINE_AVERAGE_MS = 0.5;
 const INLINE_WARMUP_CALLS = 20;
 
 function limitsOf(options: PluginStepOptions): SandboxLimits & { queueLimit: number } {
-  const { memoryLimitMb = 64, cpuTimeoutMs = 50, startTimeoutMs = 1000, queueLimit = 64 } = options;
+  const { memoryLimitMb = 64, cpuTimeoutMs = 50, startTimeoutMs = 1000, queueLimit = 64, wallTimeoutMs = 1000, maxFetches = 16 } = options;
   const callTimeoutMs = options.callTimeoutMs ?? queueLimit * cpuTimeoutMs + 1000;
   const check = (name: string, value: number, min: number) => {
     if (!Number.isFinite(value) || value < min) throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, `plugin host: ${name} must be a number ≥ ${min}, got ${value}`);
@@ -79,7 +91,9 @@ function limitsOf(options: PluginStepOptions): SandboxLimits & { queueLimit: num
   check('callTimeoutMs', callTimeoutMs, 1);
   check('startTimeoutMs', startTimeoutMs, 1);
   check('queueLimit', queueLimit, 1);
-  return { memoryLimitMb, cpuTimeoutMs, callTimeoutMs, startTimeoutMs, queueLimit };
+  check('wallTimeoutMs', wallTimeoutMs, 1);
+  check('maxFetches', maxFetches, 1);
+  return { memoryLimitMb, cpuTimeoutMs, callTimeoutMs, startTimeoutMs, queueLimit, wallTimeoutMs, maxFetches };
 }
 
 /**
@@ -95,8 +109,9 @@ export async function createPluginStep(spec: PluginAuthSpec, options: PluginStep
   const limits = limitsOf(options);
   assertIsolateFlags();
   const file = await loadPluginFile(spec, options.pluginDir);
-  const first = await PluginInstance.create(file, spec.config ?? {}, limits, options.logger);
-  return new SandboxedPluginStep(spec, file, first, limits, options.logger, options.inline ?? true);
+  const grants: PluginGrants = { ...(spec.egress?.length ? { egress: buildEgress(spec, options, limits.wallTimeoutMs ?? 1000) } : {}) };
+  const first = await PluginInstance.create(file, spec.config ?? {}, limits, options.logger, grants);
+  return new SandboxedPluginStep(spec, file, first, limits, options.logger, options.inline ?? true, grants);
 }
 
 class SandboxedPluginStep implements PluginStep {
@@ -129,7 +144,7 @@ class SandboxedPluginStep implements PluginStep {
   private overloaded = 0;
   private overloadLoggedAt = -Infinity;
 
-  constructor(spec: PluginAuthSpec, file: Awaited<ReturnType<typeof loadPluginFile>>, first: PluginInstance, limits: SandboxLimits & { queueLimit: number }, logger: PluginHostLogger, inline: boolean) {
+  constructor(spec: PluginAuthSpec, file: Awaited<ReturnType<typeof loadPluginFile>>, first: PluginInstance, limits: SandboxLimits & { queueLimit: number }, logger: PluginHostLogger, inline: boolean, grants: PluginGrants) {
     this.inline = inline;
     this.queueLimit = limits.queueLimit;
     this.name = spec.name;
@@ -138,7 +153,7 @@ class SandboxedPluginStep implements PluginStep {
     this.logger = logger;
     this.where = { plugin: spec.name, file: file.path };
     this.instance = first;
-    this.create = () => PluginInstance.create(file, spec.config ?? {}, limits, logger);
+    this.create = () => PluginInstance.create(file, spec.config ?? {}, limits, logger, grants);
   }
 
   get mode(): 'inline' | 'isolate-thread' {
@@ -149,13 +164,16 @@ class SandboxedPluginStep implements PluginStep {
     this.inFlight++;
     try {
       const instance = this.instance?.alive ? this.instance : await this.acquire();
-      if (!this.inline && instance.queued >= this.queueLimit) return this.overload();
+      if (!(this.inline && instance.idle) && instance.queued >= this.queueLimit) return this.overload();
       try {
         const json = JSON.stringify({ CheckRequest: request, State: context?.state ?? {} });
         let decision: AuthDecision;
-        if (this.inline) {
+        // Inline only while nothing of the plugin's runs in the background (an await on fetch
+        // or a timer): its continuation would hold the isolate and this thread would wait.
+        if (this.inline && instance.idle) {
           try {
-            decision = instance.authorizeInline(json);
+            const answer = instance.authorizeInline(json);
+            decision = answer instanceof Promise ? await answer : answer;
           } catch (error) {
             // A failed call that burnt CPU (a loop, a huge allocation) moves off the loop even while warming up.
             if (instance.lastInlineMs > INLINE_MAX_MS) this.moveOffLoop(instance.lastInlineMs);
@@ -279,7 +297,7 @@ class SandboxedPluginStep implements PluginStep {
     this.logger.error({ ...this.where, code: failure.code, cause: failure.message }, 'plugin auth denied the request: the plugin failed');
     // A throw or a malformed answer leaves the isolate healthy. Rebuilding it (with backoff)
     // would let any client that makes the plugin throw deny everyone else on the step.
-    if (instance.alive && (failure.code === PluginCodes.THREW || failure.code === PluginCodes.BAD_RESPONSE)) return;
+    if (instance.alive && (failure.code === PluginCodes.THREW || failure.code === PluginCodes.BAD_RESPONSE || (failure instanceof PluginCallError && failure.keepsIsolate))) return;
     if (this.instance !== instance) return; // Another failure already replaced it.
     this.instance = undefined;
     instance.dispose(failure.code);
@@ -295,4 +313,27 @@ class SandboxedPluginStep implements PluginStep {
     const backoff = this.failures <= 1 ? 0 : Math.min(MAX_BACKOFF_MS, 50 * 2 ** (this.failures - 2));
     this.retryAt = performance.now() + backoff;
   }
+}
+
+/**
+ * The step's {@link Egress} from `pluginAuth.egress`: URL entries by origin, Upstream entries
+ * under their virtual origin. Throws GH_EXTAUTH_STEP_BUILD-worthy errors for entries that
+ * cannot be honoured (load-time checks catch them first).
+ */
+function buildEgress(spec: PluginAuthSpec, options: PluginStepOptions, timeoutMs: number): Egress {
+  const rules: EgressRule[] = (spec.egress ?? []).map((entry, index) => {
+    if (entry.url !== undefined) {
+      const url = URL.parse(entry.url);
+      if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
+        throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, `pluginAuth.egress[${index}].url: ${JSON.stringify(entry.url)} is not an absolute http(s) URL`);
+      }
+      return { origin: url.origin.toLowerCase() };
+    }
+    const ref = entry.upstreamRef!;
+    const namespace = ref.namespace ?? options.namespace ?? 'default';
+    const upstream = options.resolveUpstream?.({ name: ref.name, namespace });
+    if (!upstream) throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, `pluginAuth.egress[${index}].upstreamRef: Upstream ${namespace}/${ref.name} is not served`);
+    return { origin: upstreamOrigin(ref.name, namespace), upstream: { hosts: upstream.static.hosts, useTls: upstream.static.useTls === true } };
+  });
+  return new Egress(rules, { timeoutMs, ...(options.maxFetchResponseBytes ? { maxResponseBytes: options.maxFetchResponseBytes } : {}) });
 }

@@ -1,0 +1,157 @@
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { AuthDecision } from '../step.ts';
+import { PluginCodes } from './codes.ts';
+import { createPluginStep, type PluginStep, type PluginStepOptions } from './plugin-step.ts';
+import { pluginDir, recordingLogger, request } from './test-support.ts';
+
+// SPEC 5.3: timers, fetch to declared egress, the per-call wall deadline, in a real isolate
+// against real HTTP servers on 127.0.0.1.
+
+const HOST_API = new URL('./fixtures/host-api.ts', import.meta.url);
+let plugins: Awaited<ReturnType<typeof pluginDir>>;
+let server: Server;
+let base: string;
+const seen: IncomingMessage[] = [];
+
+beforeAll(async () => {
+  plugins = await pluginDir([{ entry: HOST_API, name: 'HostApi' }]);
+  server = createServer((req, res) => {
+    seen.push(req);
+    const path = req.url ?? '/';
+    if (path === '/hello') return res.end(`hello ${req.headers['x-from'] ?? ''}`.trim());
+    if (path === '/jwks') return res.end('{"keys":[]}');
+    if (path === '/slow') return void setTimeout(() => res.end('slow'), 200);
+    if (path === '/hang') return; // never answers
+    if (path === '/big') return res.end(Buffer.alloc(2 * 1024 * 1024, 0x61));
+    if (path === '/big-chunked') {
+      res.writeHead(200, { 'transfer-encoding': 'chunked' });
+      for (let i = 0; i < 40; i++) res.write(Buffer.alloc(64 * 1024, 0x62));
+      return res.end();
+    }
+    if (path === '/redirect-here') return res.writeHead(302, { location: '/hello' }).end();
+    if (path === '/redirect-away') return res.writeHead(302, { location: `http://127.0.0.2:${(server.address() as AddressInfo).port}/hello` }).end();
+    res.writeHead(404).end('no such path');
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+
+afterAll(async () => {
+  server?.closeAllConnections();
+  server?.close();
+  await plugins?.remove();
+});
+
+function step(symbol: string, extra: { egress?: { url?: string; upstreamRef?: { name: string; namespace?: string } }[]; config?: Record<string, unknown> } & Partial<PluginStepOptions> = {}) {
+  const logger = recordingLogger();
+  const { egress, config, ...options } = extra;
+  const built = createPluginStep(
+    { name: 'HostApi', exportedSymbolName: symbol, config: { Url: base, ...config }, ...(egress ? { egress } : {}) },
+    { pluginDir: plugins.dir, logger, ...options },
+  );
+  return { logger, step: built };
+}
+
+function headers(decision: AuthDecision): Record<string, string> {
+  if (!decision.allowed) return Object.fromEntries(decision.headers.map((h) => [h.key, h.value]));
+  return Object.fromEntries(decision.headersToSet.map((h) => [h.key, h.value]));
+}
+
+for (const inline of [true, false]) {
+  describe(`timers and the wall deadline (${inline ? 'inline first' : 'isolate thread'})`, () => {
+    it('setTimeout inside a call waits and then the call answers', async () => {
+      const s = await step('Sleeper', { inline }).step;
+      const decision = await s.authorize(request({ 'x-ms': '30' }));
+      expect(decision.allowed).toBe(true);
+      expect(Number(headers(decision)['x-slept'])).toBeGreaterThanOrEqual(25);
+      await s.close();
+    });
+
+    it('setInterval ticks and clears itself; clearTimeout stops a timer', async () => {
+      const s = await step('Ticker', { inline }).step;
+      const decision = await s.authorize(request());
+      expect(headers(decision)).toMatchObject({ 'x-ticks': '3', 'x-cancelled-ran': 'false' });
+      await s.close();
+    });
+
+    it('a timer longer than the wall deadline denies the call at the deadline, with the timeout code', async () => {
+      const { step: built, logger } = step('Sleeper', { inline, wallTimeoutMs: 200 });
+      const s = await built;
+      const started = performance.now();
+      expect(await s.authorize(request({ 'x-ms': '5000' }))).toMatchObject({ allowed: false, status: 403 });
+      const took = performance.now() - started;
+      expect(took).toBeGreaterThanOrEqual(190);
+      expect(took).toBeLessThan(1000);
+      expect(logger.lines.find((l) => l.fields.code === PluginCodes.TIMEOUT)?.fields.cause).toMatch(/200 ms wall deadline/);
+      // The step still serves calls that finish in time, on the same isolate: waiting is no fault.
+      expect((await s.authorize(request({ 'x-ms': '1' }))).allowed).toBe(true);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(logger.lines.filter((l) => /isolate (rebuilt|dropped)/.test(l.message))).toEqual([]);
+      await s.close();
+    });
+
+    it('a timer left behind by a call that already answered never fires', async () => {
+      const { step: built, logger } = step('Leftover', { inline });
+      const s = await built;
+      for (let i = 0; i < 5; i++) expect((await s.authorize(request())).allowed).toBe(true);
+      await new Promise((resolve) => setTimeout(resolve, 60));
+      expect(logger.lines.filter((l) => l.message === 'leftover timer fired')).toEqual([]);
+      await s.close();
+    });
+
+    it('a timer flood: the excess throws a catchable RangeError; nothing crashes', async () => {
+      const s = await step('TimerFlood', { inline }).step;
+      const decision = await s.authorize(request());
+      expect(headers(decision)['x-timers']).toBe('1024');
+      expect(headers(decision)['x-error']).toMatch(/^RangeError: too many timers/);
+      await s.close();
+    });
+
+    it('a loop after an await: denied at the deadline, the isolate is dropped and rebuilt, the step recovers', async () => {
+      const { step: built, logger } = step('LoopAfterAwait', { inline, wallTimeoutMs: 300 });
+      const s = await built;
+      const started = performance.now();
+      expect(await s.authorize(request({ 'x-misbehave': '1' }))).toMatchObject({ allowed: false, status: 403 });
+      expect(performance.now() - started).toBeLessThan(1000);
+      expect(logger.lines.some((l) => l.fields.code === PluginCodes.TIMEOUT)).toBe(true);
+      // The busy check drops the spinning isolate; the next calls get a fresh one.
+      let allowed = false;
+      for (let i = 0; i < 40 && !allowed; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 25));
+        allowed = (await s.authorize(request())).allowed;
+      }
+      expect(allowed).toBe(true);
+      expect(logger.lines.some((l) => l.message.startsWith('plugin isolate dropped: it kept running past a call deadline'))).toBe(true);
+      expect(logger.lines.some((l) => l.message === 'plugin isolate rebuilt')).toBe(true);
+      await s.close();
+    });
+
+    it('a loop started after the answer went out never blocks the event loop; the isolate is replaced', async () => {
+      const { step: built } = step('SpinAfterAnswer', { inline, callTimeoutMs: 400 });
+      const s = await built;
+      // The event loop's worst gap while the isolate spins: inline calls must not wait for it.
+      let worst = 0;
+      let last = performance.now();
+      const ticker = setInterval(() => {
+        const now = performance.now();
+        worst = Math.max(worst, now - last);
+        last = now;
+      }, 5);
+      try {
+        expect((await s.authorize(request({ 'x-misbehave': '1' }))).allowed).toBe(true);
+        let allowed = 0;
+        for (let i = 0; i < 40 && allowed < 3; i++) {
+          if ((await s.authorize(request())).allowed) allowed++;
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+        expect(allowed).toBe(3);
+      } finally {
+        clearInterval(ticker);
+      }
+      expect(worst).toBeLessThan(300);
+      await s.close();
+    });
+  });
+}

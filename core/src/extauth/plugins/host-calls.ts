@@ -1,0 +1,140 @@
+import type { HostAnswer } from '@gatehouse/plugin-sdk/runtime';
+import type { Egress } from './egress.ts';
+
+/** Limits of a plugin instance's asynchronous host calls (SPEC 5.3). */
+export interface HostCallLimits {
+  /** The per-call wall deadline: no timer waits longer. */
+  deadlineMs: number;
+  /** Fetches in flight at once per isolate (default 16). */
+  maxFetches: number;
+  /** Timers waiting at once per isolate. */
+  maxTimers: number;
+}
+
+const CANCELLED: HostAnswer = { cancelled: true };
+
+/**
+ * The host's side of one isolate's asynchronous calls (`fetch`, timers). Work exists only for
+ * running calls: while no call is in flight (and the plugin is not starting), a new timer or
+ * fetch is answered "cancelled" and everything waiting is cancelled, so nothing a finished
+ * call left behind can run or hold resources. Never throws: failures are answers.
+ */
+export class HostCalls {
+  private running = 0;
+  private readonly sleeps = new Map<number, { timer: NodeJS.Timeout; resolve: (answer: HostAnswer) => void }>();
+  private readonly fetches = new Set<{ controller: AbortController }>();
+  private readonly egress: Egress | undefined;
+  private readonly limits: HostCallLimits;
+  private disposed = false;
+  /** Called when a timer or fetch starts (the isolate will get a task later) and when one ends. */
+  onStart: (() => void) | undefined;
+  onSettle: (() => void) | undefined;
+  /** Fetches by origin and result, for metrics (read by the step). */
+  onFetch: ((origin: string, result: 'ok' | 'error') => void) | undefined;
+
+  constructor(egress: Egress | undefined, limits: HostCallLimits) {
+    this.egress = egress;
+    this.limits = limits;
+  }
+
+  /** Timers and fetches waiting now: while any are, calls must not run inline. */
+  get outstanding(): number {
+    return this.sleeps.size + this.fetches.size;
+  }
+
+  /** A call (or Start) began: its timers and fetches may run. */
+  begin(): void {
+    this.running++;
+  }
+
+  /** A call ended; when none is left, whatever is still waiting is cancelled. */
+  end(): void {
+    this.running = Math.max(0, this.running - 1);
+    if (this.running === 0) this.cancelAll();
+    this.onSettle?.();
+  }
+
+  /** Cancels every timer and fetch, for good once disposed. */
+  cancelAll(dispose = false): void {
+    if (dispose) this.disposed = true;
+    for (const [id, sleep] of this.sleeps) {
+      clearTimeout(sleep.timer);
+      this.sleeps.delete(id);
+      sleep.resolve(CANCELLED);
+    }
+    for (const fetch of this.fetches) fetch.controller.abort();
+    this.fetches.clear();
+  }
+
+  /** The function the isolate calls (through an isolated-vm Reference). */
+  readonly dispatch = (op: unknown, args: unknown): Promise<HostAnswer> => {
+    if (this.disposed || this.running === 0) return Promise.resolve(CANCELLED);
+    this.onStart?.();
+    const answer = this.run(op, args);
+    void answer.finally(() => this.onSettle?.());
+    return answer;
+  };
+
+  private run(op: unknown, args: unknown): Promise<HostAnswer> {
+    const id = (args as { id?: unknown } | null)?.id;
+    switch (op) {
+      case 'sleep':
+        return this.sleep(typeof id === 'number' ? id : NaN, (args as { ms?: unknown }).ms);
+      case 'clear':
+        if (typeof id === 'number') this.clear(id);
+        return Promise.resolve({ value: null });
+      case 'fetch':
+        return this.fetch(args);
+      default:
+        return Promise.resolve({ error: { name: 'TypeError', message: `unknown host operation ${String(op).slice(0, 40)}` } });
+    }
+  }
+
+  private sleep(id: number, ms: unknown): Promise<HostAnswer> {
+    if (!Number.isSafeInteger(id)) return Promise.resolve({ error: { name: 'TypeError', message: 'timer: bad id' } });
+    if (this.sleeps.size >= this.limits.maxTimers && !this.sleeps.has(id)) {
+      return Promise.resolve({ error: { name: 'RangeError', message: `too many timers: at most ${this.limits.maxTimers} per plugin isolate` } });
+    }
+    this.clear(id);
+    const delay = typeof ms === 'number' && ms >= 0 ? ms : 0;
+    return new Promise<HostAnswer>((resolve) => {
+      // A timer longer than the wall deadline can serve no call: it never fires, and is
+      // dropped at the deadline so a busy isolate cannot pile them up.
+      const fires = delay <= this.limits.deadlineMs;
+      const timer = setTimeout(
+        () => {
+          this.sleeps.delete(id);
+          resolve(fires ? { value: 'fired' } : CANCELLED);
+        },
+        fires ? delay : this.limits.deadlineMs,
+      );
+      this.sleeps.set(id, { timer, resolve });
+    });
+  }
+
+  private clear(id: number): void {
+    const sleep = this.sleeps.get(id);
+    if (!sleep) return;
+    clearTimeout(sleep.timer);
+    this.sleeps.delete(id);
+    sleep.resolve(CANCELLED);
+  }
+
+  private async fetch(args: unknown): Promise<HostAnswer> {
+    if (!this.egress) return { error: { name: 'TypeError', message: 'fetch is not allowed: this step declares no egress (pluginAuth.egress)' } };
+    if (this.fetches.size >= this.limits.maxFetches) {
+      return { error: { name: 'TypeError', message: `fetch: at most ${this.limits.maxFetches} requests may be in flight per plugin isolate` } };
+    }
+    const entry = { controller: new AbortController() };
+    this.fetches.add(entry);
+    try {
+      const answer = await this.egress.fetch(args, entry.controller.signal);
+      const origin = URL.parse(String((args as { url?: unknown } | null)?.url ?? ''))?.origin ?? 'invalid';
+      this.onFetch?.(origin, 'value' in answer ? 'ok' : 'error');
+      // Aborted because the call ended: the plugin's promise is left pending (nobody waits).
+      return entry.controller.signal.aborted ? CANCELLED : answer;
+    } finally {
+      this.fetches.delete(entry);
+    }
+  }
+}
