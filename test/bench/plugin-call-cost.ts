@@ -25,7 +25,7 @@ async function measure(harness: PluginHarness, concurrency: number): Promise<{ p
 
 /** The plugin's own Authorize called directly: no copies, no validation (the floor). */
 async function direct(): Promise<PluginHarness> {
-  const ctx = { logger: { debug() {}, info() {}, warn() {}, error() {} } };
+  const ctx = { logger: { debug() {}, info() {}, warn() {}, error() {} }, secrets: {} };
   const service = await RequiredHeader.GetAuthService(ctx, { ...config });
   return {
     mode: 'in-process',

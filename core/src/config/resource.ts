@@ -2,6 +2,7 @@ import type { Kind } from './schema/kinds.ts';
 import type { AuthConfigSpec } from './schema/auth-config.ts';
 import type { GraphQLApiSpec } from './schema/graphql-api.ts';
 import type { UpstreamSpec } from './schema/upstream.ts';
+import type { SecretSpec } from './schema/secret.ts';
 import type { VirtualServiceSpec } from './schema/virtual-service.ts';
 import type { ResourceRef } from './schema/common.ts';
 
@@ -13,7 +14,9 @@ export type SpecOf<K extends Kind> = K extends 'Upstream'
       ? GraphQLApiSpec
       : K extends 'AuthConfig'
         ? AuthConfigSpec
-        : never;
+        : K extends 'Secret'
+          ? SecretSpec
+          : never;
 
 /**
  * A validated resource. Plain data (no functions) so it can cross a worker boundary;

@@ -51,7 +51,7 @@ export interface CheckContext {
 export type ResourceChecks = { [K in Kind]?: (resource: Resource<K>, ctx: CheckContext) => Diagnostic[] };
 
 /** Dependency order: a kind is checked after the kinds it references. */
-const ORDER: readonly Kind[] = ['Upstream', 'AuthConfig', 'GraphQLApi', 'VirtualService'];
+const ORDER: readonly Kind[] = ['Secret', 'Upstream', 'AuthConfig', 'GraphQLApi', 'VirtualService'];
 
 interface Candidate {
   key: string;
@@ -255,6 +255,9 @@ export function referencesOf(resource: AnyResource): Reference[] {
       step.pluginAuth?.egress?.forEach((entry, j) => {
         if (entry.upstreamRef) out.push({ kind: 'Upstream', ref: entry.upstreamRef, path: ['spec', 'configs', i, 'pluginAuth', 'egress', j, 'upstreamRef'] });
       });
+      for (const [name, ref] of Object.entries(step.pluginAuth?.secretRefs ?? {})) {
+        out.push({ kind: 'Secret', ref: { name: ref.name, ...(ref.namespace ? { namespace: ref.namespace } : {}) }, path: ['spec', 'configs', i, 'pluginAuth', 'secretRefs', name] });
+      }
     });
   } else if (resource.kind === 'GraphQLApi') {
     const schema = resource.spec.executableSchema;

@@ -4,6 +4,7 @@ import { ConfigCodes, formatPath, type Diagnostic, type PathSegment } from './di
 import type { ManifestDocument } from './manifest.ts';
 import { DEFAULT_NAMESPACE, describeResource, deepFreeze, resourceKey, type AnyResource } from './resource.ts';
 import { KINDS, KIND_NAMES, acceptedApiVersions, manifestSchema, type Kind } from './schema/kinds.ts';
+import { MAX_SECRET_BYTES, type SecretSpec } from './schema/secret.ts';
 
 const validators = new Map(KIND_NAMES.map((kind) => [kind, { schema: manifestSchema(kind), check: Schema.Compile(manifestSchema(kind)) }]));
 
@@ -56,7 +57,13 @@ export function validateDocument(doc: ManifestDocument, apiGroupDomain: string):
   const key = typeof metadata.name === 'string' ? resourceKey(kind as Kind, namespace, name) : undefined;
   if (diagnostics.length > 0) return { ...(key ? { key } : {}), diagnostics: dedupe(diagnostics) };
 
-  const spec = value.spec as object;
+  const raw = doc.value as Record<string, unknown>;
+  let spec = raw.spec as object;
+  if (kind === 'Secret') {
+    const secret = secretSpecOf(raw);
+    if (typeof secret === 'string') return { ...(key ? { key } : {}), diagnostics: [at(['data'], ConfigCodes.SCHEMA, secret, label)] };
+    spec = secret;
+  }
   const resource = deepFreeze({
     kind,
     apiVersion: value.apiVersion as string,
@@ -69,6 +76,26 @@ export function validateDocument(doc: ManifestDocument, apiGroupDomain: string):
     source: { file: doc.file, line: doc.line, index: doc.index },
   }) as AnyResource;
   return { resource, key, diagnostics: [] };
+}
+
+/**
+ * A Secret's values: `data` decoded from base64, `stringData` merged over it (Kubernetes'
+ * rule), as strings (UTF-8). A message instead when it is over Kubernetes' 1 MiB limit.
+ */
+function secretSpecOf(value: Record<string, unknown>): SecretSpec | string {
+  const data: Record<string, string> = {};
+  let size = 0;
+  for (const [name, encoded] of Object.entries((value.data ?? {}) as Record<string, string>)) {
+    const bytes = Buffer.from(encoded, 'base64');
+    size += bytes.length;
+    data[name] = bytes.toString('utf8');
+  }
+  for (const [name, text] of Object.entries((value.stringData ?? {}) as Record<string, string>)) {
+    size += Buffer.byteLength(text);
+    data[name] = text;
+  }
+  if (size > MAX_SECRET_BYTES) return `the Secret holds ${size} bytes; at most ${MAX_SECRET_BYTES} (Kubernetes' limit)`;
+  return { type: typeof value.type === 'string' ? value.type : 'Opaque', data };
 }
 
 interface SchemaError {

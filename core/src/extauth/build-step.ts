@@ -23,6 +23,8 @@ export interface StepBuildOptions {
   resolveUpstream?: (ref: { name: string; namespace: string }) => UpstreamSpec | undefined;
   /** The namespace of the AuthConfig being built. */
   namespace?: string;
+  /** Served Secrets, for `pluginAuth.secretRefs` (set per AuthConfig by the engine). */
+  resolveSecret?: (ref: { name: string; namespace: string; key: string }) => string | undefined;
 }
 
 type CreatePluginStep = typeof import('./plugins/plugin-step.ts').createPluginStep;
@@ -82,6 +84,7 @@ export async function buildStep(spec: AuthStepSpec, index: number, options: Step
         ...(options.pluginWallTimeoutMs !== undefined ? { wallTimeoutMs: options.pluginWallTimeoutMs } : {}),
         ...(options.resolveUpstream ? { resolveUpstream: options.resolveUpstream } : {}),
         ...(options.namespace !== undefined ? { namespace: options.namespace } : {}),
+        ...(options.resolveSecret ? { resolveSecret: options.resolveSecret } : {}),
       });
     } catch (error) {
       // Keep the plugin host's own code (GH_PLUGIN_NOT_FOUND, GH_PLUGIN_VERSION_MISMATCH, …) and add where it came from.

@@ -1,5 +1,5 @@
 import type { Diagnostic } from '../config/diagnostic.ts';
-import type { Resource } from '../config/resource.ts';
+import { refKey, type Resource } from '../config/resource.ts';
 import type { CheckContext, ResourceChecks } from '../config/store.ts';
 import { compileBasicAuth } from './basic/basic-auth-step.ts';
 import { ExtAuthCodes } from './codes.ts';
@@ -16,6 +16,13 @@ export function checkAuthConfig(resource: Resource<'AuthConfig'>, ctx: CheckCont
     const at = ['spec', 'configs', index];
     if (step.basicAuth) {
       for (const problem of compileBasicAuth(step.basicAuth).problems) out.push(ctx.at([...at, 'basicAuth', ...problem.path], ExtAuthCodes.STEP_BUILD, problem.message));
+    }
+    for (const [name, ref] of Object.entries(step.pluginAuth?.secretRefs ?? {})) {
+      const secret = ctx.resources.get(refKey('Secret', ref, resource.namespace)) as Resource<'Secret'> | undefined;
+      // A missing Secret is reported by the reference check; a missing key only here.
+      if (secret && !Object.hasOwn(secret.spec.data, ref.key)) {
+        out.push(ctx.at([...at, 'pluginAuth', 'secretRefs', name, 'key'], ExtAuthCodes.STEP_BUILD, `Secret ${secret.namespace}/${secret.name} has no key "${ref.key}" (it has: ${Object.keys(secret.spec.data).sort().join(', ') || 'none'})`));
+      }
     }
     if (step.passThroughAuth && !parseAddress(step.passThroughAuth.grpc.address)) {
       out.push(ctx.at([...at, 'passThroughAuth', 'grpc', 'address'], ExtAuthCodes.STEP_BUILD, 'must be host:port with a port from 1 to 65535'));

@@ -151,6 +151,10 @@ export class AuthEngine {
       ...this.build,
       namespace: resource.namespace,
       resolveUpstream: (ref) => lookup(snapshot, 'Upstream', ref, resource.namespace)?.spec,
+      resolveSecret: (ref) => {
+        const data = lookup(snapshot, 'Secret', ref, resource.namespace)?.spec.data;
+        return data && Object.hasOwn(data, ref.key) ? data[ref.key] : undefined;
+      },
     };
     try {
       for (const [index, spec] of resource.spec.configs.entries()) built.push(await buildStep(spec, index, options));

@@ -5,7 +5,7 @@ import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io
 import Schema from 'typebox/schema';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
-import { KINDS, KIND_NAMES } from '../config/schema/kinds.ts';
+import { CRD_KINDS as KINDS, CRD_KIND_NAMES as KIND_NAMES } from '../config/schema/kinds.ts';
 import { renderCrds } from './crds.ts';
 import { toStructural } from './structural-schema.ts';
 

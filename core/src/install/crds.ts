@@ -9,7 +9,7 @@ import type { IConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import type { INamespace } from 'kubernetes-models/v1/Namespace';
 import type { IService } from 'kubernetes-models/v1/Service';
 import type { IServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
-import { KINDS, KIND_NAMES, type Kind } from '../config/schema/kinds.ts';
+import { CRD_KINDS as KINDS, CRD_KIND_NAMES as KIND_NAMES, type CrdKind as Kind } from '../config/schema/kinds.ts';
 import { toStructural } from './structural-schema.ts';
 
 /** A Kubernetes object of an install. */

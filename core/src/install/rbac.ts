@@ -1,4 +1,4 @@
-import { KINDS, KIND_NAMES } from '../config/schema/kinds.ts';
+import { CRD_KINDS as KINDS, CRD_KIND_NAMES as KIND_NAMES } from '../config/schema/kinds.ts';
 import type { IClusterRole } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRole';
 import type { IClusterRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRoleBinding';
 import type { IPolicyRule } from 'kubernetes-models/rbac.authorization.k8s.io/v1/PolicyRule';
@@ -31,7 +31,8 @@ export function renderRbac(values: ResolvedValues, labels: (component: string) =
         { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: ['get', 'list', 'watch'] },
       ],
     },
-    { component: 'extauth', rules: rules(['AuthConfig']) },
+    // Secrets named by AuthConfigs (pluginAuth.secretRefs), read-only (SPEC 2.2, 5.3).
+    { component: 'extauth', rules: [...rules(['AuthConfig', 'Upstream']), { apiGroups: [''], resources: ['secrets'], verbs: ['get', 'list', 'watch'] }] },
   ];
   return components.flatMap(({ component, rules: list }) => {
     const name = `gatehouse-${component}`;

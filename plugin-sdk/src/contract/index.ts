@@ -8,5 +8,6 @@ export type {
   ExtAuthPlugin,
   HeaderValueOption,
   PluginLogger,
+  PluginStore,
 } from './types.ts';
 export { AuthorizedResponse, DeniedResponse, GrpcCode, UnauthenticatedResponse, UnauthorizedResponse } from './responses.ts';

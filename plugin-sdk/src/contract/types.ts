@@ -80,9 +80,27 @@ export interface PluginLogger {
   error(message: string, fields?: Record<string, unknown>): void;
 }
 
+/**
+ * The step's key/value store (SPEC 5.3): shared by the isolates of one step in one auth-server
+ * process and kept across isolate rebuilds; bounded (least recently used entries go first).
+ * Values are JSON copies. Per process, not per cluster.
+ */
+export interface PluginStore {
+  /** A copy of the value, or undefined when absent or expired. */
+  get(key: string): unknown;
+  /** Stores a JSON-serialisable value; `ttlMs` makes it expire. */
+  set(key: string, value: unknown, options?: { ttlMs?: number }): void;
+  /** Removes a key; true when it was there. */
+  delete(key: string): boolean;
+}
+
 /** Passed to every plugin call. The sandbox offers nothing else from the host. */
 export interface Context {
   readonly logger: PluginLogger;
+  /** The step's `pluginAuth.secretRefs`, by name: the Secret values (never logged by the host). */
+  readonly secrets: Readonly<Record<string, string>>;
+  /** The step's store; absent outside the auth server (e.g. a test kit without one). */
+  readonly store?: PluginStore;
 }
 
 /** A started auth service: `Start` once, then `Authorize` per request. */

@@ -52,9 +52,16 @@ export type HostCall = (op: string, args: unknown) => Promise<unknown>;
 /** The runtime tells the host that pending Authorize call `id` has its answer (a JSON outcome). */
 export type HostDone = (id: number, outcomeJson: string) => void;
 
+/**
+ * The step's `ctx.store` (synchronous): `get` answers JSON text or undefined; `set` takes JSON
+ * text and an optional TTL in ms; `delete` answers whether the key was there.
+ */
+export type HostStore = (op: 'get' | 'set' | 'delete', key: string, value?: string, ttlMs?: number) => string | boolean | undefined;
+
 /** Everything the host passes to the runtime's `install`. Missing parts leave their APIs out. */
 export interface HostApi {
   log: HostLog;
+  store?: HostStore;
   random?: HostRandom;
   crypto?: HostCrypto;
   url?: HostUrl;

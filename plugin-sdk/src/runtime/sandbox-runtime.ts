@@ -5,7 +5,7 @@
  * plugin its only host API (a logger), and talks to the host in JSON strings only.
  * Everything it returns is re-validated by the host: it is as untrusted as the plugin.
  */
-import type { AuthService, Context, ExtAuthPlugin, PluginLogger } from '../contract/types.ts';
+import type { AuthService, Context, ExtAuthPlugin, PluginLogger, PluginStore } from '../contract/types.ts';
 import { boundBuiltins } from './bounded-builtins.ts';
 import { installWebGlobals } from './web/install-web-globals.ts';
 import { createTimers } from './web/timers.ts';
@@ -17,7 +17,7 @@ export type { HostLog };
 
 /** What the host calls. Every method answers with a JSON-encoded {@link Outcome}. */
 export interface RuntimeApi {
-  init(symbol: string, globalName: string, configJson: string): Promise<string>;
+  init(symbol: string, globalName: string, configJson: string, secretsJson?: string): Promise<string>;
   start(): Promise<string>;
   /**
    * An outcome, or `{pending: id}` when the plugin answered with a promise; the outcome of a
@@ -83,9 +83,29 @@ export function install(host: HostApi): RuntimeApi {
       hostLog(level, text(message, MAX_MESSAGE), fields === undefined ? undefined : text(fields, MAX_FIELDS));
     };
   const logger: PluginLogger = freeze({ debug: emit('debug'), info: emit('info'), warn: emit('warn'), error: emit('error') });
+  const hostStore = host.store;
+  const store: PluginStore | undefined = hostStore
+    ? freeze({
+        get(key: string): unknown {
+          const json = hostStore('get', key);
+          return typeof json === 'string' ? parse(json) : undefined;
+        },
+        set(key: string, value: unknown, options?: { ttlMs?: number }): void {
+          const json = stringify(value);
+          if (json === undefined) throw new TypeError('ctx.store.set: the value must be JSON-serialisable (not undefined or a function)');
+          const ttl = options?.ttlMs;
+          if (ttl === undefined) hostStore('set', key, json);
+          else hostStore('set', key, json, ttl);
+        },
+        delete(key: string): boolean {
+          return hostStore('delete', key) === true;
+        },
+      })
+    : undefined;
   // What a timer callback threw: Node would crash, Workers log it; the sandbox logs it.
   emitUncaught = (where, error) => emit('error')(`uncaught exception in ${where}: ${messageOf(error)}`);
-  const ctx: Context = freeze({ logger });
+  // Rebuilt by init() once the step's secrets are known.
+  let ctx: Context = freeze({ logger, secrets: freeze({}), ...(store ? { store } : {}) }) as Context;
 
   // console.* goes to the same logger, so copied snippets and debugging lines are not lost.
   const line = (level: 'debug' | 'info' | 'warn' | 'error') => (...args: unknown[]) => emit(level)(args.map((a) => text(a, MAX_MESSAGE)).join(' '));
@@ -151,8 +171,10 @@ export function install(host: HostApi): RuntimeApi {
   };
 
   return freeze({
-    async init(symbol: string, globalName: string, configJson: string): Promise<string> {
+    async init(symbol: string, globalName: string, configJson: string, secretsJson?: string): Promise<string> {
       budget = LOG_LINES_PER_CALL;
+      const secrets = secretsJson ? (parse(secretsJson) as Record<string, string>) : {};
+      ctx = freeze({ logger, secrets: freeze(secrets), ...(store ? { store } : {}) }) as Context;
       const exported = (globalThis as Record<string, unknown>)[globalName] as Record<string, unknown> | undefined;
       if (typeof exported !== 'object' || exported === null) return fails('export', 'the script defined no plugin exports; build it with gatehouse-plugin build');
       const plugin = exported[symbol] as ExtAuthPlugin | undefined;

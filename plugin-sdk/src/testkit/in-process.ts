@@ -16,7 +16,7 @@ const DENY = (): PluginDecision => ({ allowed: false, status: 403, headers: [], 
  * Runs a plugin object in this process with the host's config decoding and response
  * validation: fast and debuggable, but without the sandbox's limits (use `sandbox` mode for those).
  */
-export async function runInProcess(plugin: ExtAuthPlugin, config: unknown = {}): Promise<PluginHarness> {
+export async function runInProcess(plugin: ExtAuthPlugin, config: unknown = {}, secrets: Record<string, string> = {}): Promise<PluginHarness> {
   const logs: TestLogLine[] = [];
   const failures: TestFailure[] = [];
   const line = (level: TestLogLine['level']) => (message: string, fields?: Record<string, unknown>) => {
@@ -24,7 +24,14 @@ export async function runInProcess(plugin: ExtAuthPlugin, config: unknown = {}):
     logs.push({ level, message: String(message), ...(fields === undefined ? {} : { fields: JSON.parse(JSON.stringify(fields) ?? 'null') }) });
   };
   const logger: PluginLogger = { debug: line('debug'), info: line('info'), warn: line('warn'), error: line('error') };
-  const ctx: Context = Object.freeze({ logger });
+  // As in the sandbox: secrets by name, and a store that keeps JSON copies (no TTLs or bounds here).
+  const kept = new Map<string, string>();
+  const store = Object.freeze({
+    get: (key: string): unknown => (kept.has(key) ? JSON.parse(kept.get(key)!) : undefined),
+    set: (key: string, value: unknown): void => void kept.set(key, JSON.stringify(value)),
+    delete: (key: string): boolean => kept.delete(key),
+  });
+  const ctx: Context = Object.freeze({ logger, secrets: Object.freeze({ ...secrets }), store });
 
   if (typeof plugin?.NewConfigInstance !== 'function' || typeof plugin.GetAuthService !== 'function') {
     throw new PluginStartError('GH_PLUGIN_BAD_EXPORT', 'not an ExtAuthPlugin: NewConfigInstance and GetAuthService are required');

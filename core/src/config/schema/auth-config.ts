@@ -1,5 +1,5 @@
 import Type from 'typebox';
-import { ResourceRef, Strict, exactlyOneOf } from './common.ts';
+import { Name, ResourceRef, Strict, exactlyOneOf } from './common.ts';
 
 const HashedUsers = Type.Record(
   Type.String({ minLength: 1 }),
@@ -47,6 +47,17 @@ const PluginAuth = Strict({
   exportedSymbolName: Type.Optional(Type.String({ minLength: 1 })),
   config: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
   egress: Type.Optional(Type.Array(EgressEntry, { maxItems: 64, description: 'where the plugin may fetch: URL origins and Upstreams (http://<name>.<namespace>.upstream)' })),
+  secretRefs: Type.Optional(
+    Type.Record(
+      Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]{0,63}$' }),
+      Strict({
+        name: Name,
+        namespace: Type.Optional(Name),
+        key: Type.String({ minLength: 1, maxLength: 253, pattern: '^[-._a-zA-Z0-9]+$' }),
+      }),
+      { maxProperties: 32, description: 'Secret values the plugin reads as ctx.secrets.<NAME>' },
+    ),
+  ),
 });
 
 const PassThroughAuth = Strict({

@@ -3,14 +3,24 @@ import { Metadata, Strict } from './common.ts';
 import { AuthConfigSpec } from './auth-config.ts';
 import { GraphQLApiSpec } from './graphql-api.ts';
 import { UpstreamSpec } from './upstream.ts';
+import { SecretManifest, SecretSpec } from './secret.ts';
 import { VirtualServiceSpec } from './virtual-service.ts';
 
-/** The four resource kinds (SPEC 2.2). `group` is prefixed to `--api-group-domain`. */
-export const KINDS = {
+/** The four custom resource kinds (SPEC 2.2). `group` is prefixed to `--api-group-domain`. */
+export const CRD_KINDS = {
   Upstream: { group: 'gatehouse', glooGroup: 'gloo.solo.io', version: 'v1', plural: 'upstreams', spec: UpstreamSpec },
   AuthConfig: { group: 'enterprise', glooGroup: 'enterprise.gloo.solo.io', version: 'v1', plural: 'authconfigs', spec: AuthConfigSpec },
   GraphQLApi: { group: 'graphql', glooGroup: 'graphql.gloo.solo.io', version: 'v1beta1', plural: 'graphqlapis', spec: GraphQLApiSpec },
   VirtualService: { group: 'gateway', glooGroup: 'gateway.solo.io', version: 'v1', plural: 'virtualservices', spec: VirtualServiceSpec },
+} as const;
+
+export type CrdKind = keyof typeof CRD_KINDS;
+export const CRD_KIND_NAMES = Object.keys(CRD_KINDS) as CrdKind[];
+
+/** Every kind a config source serves: the custom kinds and Kubernetes' core `Secret` (apiVersion `v1`). */
+export const KINDS = {
+  ...CRD_KINDS,
+  Secret: { group: '', glooGroup: '', version: 'v1', plural: 'secrets', spec: SecretSpec },
 } as const;
 
 export type Kind = keyof typeof KINDS;
@@ -20,18 +30,21 @@ export const DEFAULT_API_GROUP_DOMAIN = 'gatehouse.dev';
 
 /** The apiVersion a kind is written with for a given group domain. */
 export function apiVersionOf(kind: Kind, domain: string = DEFAULT_API_GROUP_DOMAIN): string {
+  if (kind === 'Secret') return 'v1';
   const { group, version } = KINDS[kind];
   return `${group}.${domain}/${version}`;
 }
 
 /** The apiVersions accepted for a kind: ours for `domain`, and Gloo Edge's (migration). */
 export function acceptedApiVersions(kind: Kind, domain: string): string[] {
+  if (kind === 'Secret') return ['v1'];
   const { glooGroup, version } = KINDS[kind];
   return [apiVersionOf(kind, domain), `${glooGroup}/${version}`];
 }
 
 /** The whole manifest schema of a kind: the unit validated, and the source of its CRD. */
 export function manifestSchema(kind: Kind) {
+  if (kind === 'Secret') return SecretManifest;
   return Strict({
     apiVersion: Type.String(),
     kind: Type.Literal(kind),

@@ -155,3 +155,46 @@ for (const inline of [true, false]) {
     });
   });
 }
+
+describe('secrets and ctx.store', () => {
+  it('ctx.secrets carries the resolved values; a plugin that logs one gets [secret] in the log', async () => {
+    const logger = recordingLogger();
+    const s = await createPluginStep(
+      { name: 'HostApi', exportedSymbolName: 'SecretReader', secretRefs: { ApiKey: { name: 'keys', key: 'api-key' } } },
+      { pluginDir: plugins.dir, logger, namespace: 'team', resolveSecret: (ref) => (ref.name === 'keys' && ref.namespace === 'team' && ref.key === 'api-key' ? 's3cr3t-value' : undefined) },
+    );
+    expect(headers(await s.authorize(request()))).toMatchObject({ 'x-secret-length': '12', 'x-secret-names': 'ApiKey' });
+    await new Promise((resolve) => setTimeout(resolve, 30)); // log callbacks are asynchronous
+    const line = logger.lines.find((l) => l.fields.source === 'plugin');
+    expect(line?.message).toBe('the key is [secret]');
+    expect(JSON.stringify(logger.lines)).not.toContain('s3cr3t-value');
+    await s.close();
+  });
+
+  it('a secretRef that does not resolve fails the build naming it', async () => {
+    await expect(
+      createPluginStep({ name: 'HostApi', exportedSymbolName: 'SecretReader', secretRefs: { ApiKey: { name: 'gone', key: 'k' } } }, { pluginDir: plugins.dir, logger: recordingLogger(), resolveSecret: () => undefined }),
+    ).rejects.toThrow(/secretRefs\.ApiKey: Secret default\/gone key "k" is not served/);
+  });
+
+  it('ctx.store keeps values across calls and across an isolate rebuild; TTLs expire; values are bounded', async () => {
+    const { step: built, logger } = step('StoreCounter');
+    const s = await built;
+    expect(headers(await s.authorize(request()))['x-count']).toBe('1');
+    expect(headers(await s.authorize(request({ 'x-ttl': '40' })))).toMatchObject({ 'x-count': '2', 'x-mark': '{"at":2}' });
+    expect(headers(await s.authorize(request()))['x-big-error']).toMatch(/^RangeError: ctx\.store\.set: values are at most 65536 characters/);
+    // A loop: the isolate is dropped and rebuilt; the store is the step's and survives.
+    expect((await s.authorize(request({ 'x-misbehave': '1' }))).allowed).toBe(false);
+    let count = '';
+    for (let i = 0; i < 40 && !count; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 25));
+      const decision = await s.authorize(request());
+      if (decision.allowed) count = headers(decision)['x-count']!;
+    }
+    expect(logger.lines.some((l) => l.message === 'plugin isolate rebuilt')).toBe(true);
+    expect(Number(count)).toBeGreaterThanOrEqual(4);
+    // The mark set with a 40 ms TTL is gone by now.
+    expect(headers(await s.authorize(request()))['x-mark']).toBe('null');
+    await s.close();
+  });
+});

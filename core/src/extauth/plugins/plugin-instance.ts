@@ -7,6 +7,7 @@ import { GatehouseError } from '../../errors.ts';
 import { PluginCodes, type PluginCode } from './codes.ts';
 import type { Egress } from './egress.ts';
 import { HostCalls } from './host-calls.ts';
+import type { StepStore } from './step-store.ts';
 import type { PluginFile } from './plugin-file.ts';
 
 /** The part of the pino logger the host uses (a pino `Logger` fits). */
@@ -34,9 +35,19 @@ export interface SandboxLimits {
   maxTimers?: number;
 }
 
-/** What a plugin may use besides its config: where it may fetch. */
+/** What a plugin may use besides its config: where it may fetch, its secrets, its step's store. */
 export interface PluginGrants {
   egress?: Egress;
+  /** `ctx.secrets`: values by name. Never logged; redacted from the plugin's own log lines. */
+  secrets?: Readonly<Record<string, string>>;
+  store?: StepStore;
+}
+
+/** Replaces secret values (of 4+ characters) in a plugin's log text with `[secret]`. */
+function redactor(secrets: Readonly<Record<string, string>> | undefined): (text: string) => string {
+  const values = Object.values(secrets ?? {}).filter((value) => value.length >= 4).sort((a, b) => b.length - a.length);
+  if (values.length === 0) return (text) => text;
+  return (text) => values.reduce((out, value) => out.split(value).join('[secret]'), text);
 }
 
 /** How long the busy check after a missed deadline watches the isolate's CPU time. */
@@ -213,8 +224,12 @@ export class PluginInstance {
       return result === 'expired' ? timedOut(stage) : result;
     };
 
-    const hostLog: HostLog = (level, message, fields) => {
-      if (!LEVELS.has(level) || typeof message !== 'string') return;
+    const redact = redactor(grants.secrets);
+    const hostLog: HostLog = (level, rawMessage, rawFields) => {
+      if (!LEVELS.has(level) || typeof rawMessage !== 'string') return;
+      // A plugin that logs a secret (by mistake or on purpose) does not get it into the log.
+      const message = redact(rawMessage);
+      const fields = typeof rawFields === 'string' ? redact(rawFields) : rawFields;
       let parsed: unknown = fields;
       if (typeof fields === 'string') {
         try {
@@ -236,7 +251,7 @@ export class PluginInstance {
       context.evalClosure(
         `const install = globalThis.${RUNTIME_INSTALL_GLOBAL}; delete globalThis.${RUNTIME_INSTALL_GLOBAL}; const apply = Reflect.apply, call = $4.apply, host = $4;
          const options = { arguments: { copy: true }, result: { promise: true, copy: true } };
-         return install({ log: $0, random: $1, crypto: $2, url: $3, call: (op, args) => apply(call, host, [undefined, [op, args], options]), done: $5 });`,
+         return install({ log: $0, random: $1, crypto: $2, url: $3, call: (op, args) => apply(call, host, [undefined, [op, args], options]), done: $5, store: $6 });`,
         [
           new ivm.Callback(hostLog, { ignored: true }),
           new ivm.Callback(hostRandom),
@@ -244,6 +259,7 @@ export class PluginInstance {
           new ivm.Callback(hostUrl),
           new ivm.Reference(calls.dispatch),
           new ivm.Callback((id: unknown, json: unknown) => instance.answered(id, json), { ignored: true }),
+          grants.store ? new ivm.Callback(grants.store.dispatch) : undefined,
         ],
         { result: { reference: true }, timeout: remaining() },
       ),
@@ -264,7 +280,7 @@ export class PluginInstance {
 
     // NewConfigInstance, GetAuthService and Start may fetch and use timers (load a JWKS).
     calls.begin();
-    const init = await call('init', [file.symbol, PLUGIN_GLOBAL, JSON.stringify(config ?? null)], 'NewConfigInstance/GetAuthService');
+    const init = await call('init', [file.symbol, PLUGIN_GLOBAL, JSON.stringify(config ?? null), JSON.stringify(grants.secrets ?? {})], 'NewConfigInstance/GetAuthService');
     if (!init.ok) {
       const code = init.stage === 'export' ? PluginCodes.BAD_EXPORT : init.stage === 'config' ? PluginCodes.BAD_CONFIG : PluginCodes.INIT_FAILED;
       const what = init.stage === 'config' ? 'config does not fit the plugin' : init.stage === 'export' ? `export "${file.symbol}"` : `${init.stage === 'new-config' ? 'NewConfigInstance' : 'GetAuthService'} failed`;

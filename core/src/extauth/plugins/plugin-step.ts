@@ -8,6 +8,7 @@ import { loadPluginFile } from './plugin-file.ts';
 import { Egress, upstreamOrigin, type EgressRule } from './egress.ts';
 import { PluginCallError, PluginInstance, type PluginGrants, type PluginHostLogger, type SandboxLimits } from './plugin-instance.ts';
 import type { UpstreamSpec } from '../../config/schema/upstream.ts';
+import { StepStore, type StepStoreLimits } from './step-store.ts';
 
 export interface PluginStepOptions {
   /** Where compiled plugins live (`--plugin-dir`, default `/auth-plugins`). */
@@ -39,6 +40,10 @@ export interface PluginStepOptions {
   resolveUpstream?: (ref: { name: string; namespace: string }) => UpstreamSpec | undefined;
   /** The AuthConfig's namespace: references without one point there (SPEC 2.3). */
   namespace?: string;
+  /** Resolves a `secretRefs` entry to the Secret's value (the config snapshot's Secrets). */
+  resolveSecret?: (ref: { name: string; namespace: string; key: string }) => string | undefined;
+  /** Bounds of the step's `ctx.store`. */
+  storeLimits?: Partial<StepStoreLimits>;
   /**
    * Default true: call the plugin synchronously on the event loop while its calls stay cheap,
    * moving the step to the isolate's own thread for good once one blocks too long. False: always
@@ -109,7 +114,12 @@ export async function createPluginStep(spec: PluginAuthSpec, options: PluginStep
   const limits = limitsOf(options);
   assertIsolateFlags();
   const file = await loadPluginFile(spec, options.pluginDir);
-  const grants: PluginGrants = { ...(spec.egress?.length ? { egress: buildEgress(spec, options, limits.wallTimeoutMs ?? 1000) } : {}) };
+  const grants: PluginGrants = {
+    ...(spec.egress?.length ? { egress: buildEgress(spec, options, limits.wallTimeoutMs ?? 1000) } : {}),
+    secrets: resolveSecrets(spec, options),
+    // One store per step, kept by the step: it outlives every isolate rebuild.
+    store: new StepStore(options.storeLimits),
+  };
   const first = await PluginInstance.create(file, spec.config ?? {}, limits, options.logger, grants);
   return new SandboxedPluginStep(spec, file, first, limits, options.logger, options.inline ?? true, grants);
 }
@@ -336,4 +346,16 @@ function buildEgress(spec: PluginAuthSpec, options: PluginStepOptions, timeoutMs
     return { origin: upstreamOrigin(ref.name, namespace), upstream: { hosts: upstream.static.hosts, useTls: upstream.static.useTls === true } };
   });
   return new Egress(rules, { timeoutMs, ...(options.maxFetchResponseBytes ? { maxResponseBytes: options.maxFetchResponseBytes } : {}) });
+}
+
+/** `ctx.secrets` from `pluginAuth.secretRefs`; a missing Secret or key fails the build (load-time checks catch it first). */
+function resolveSecrets(spec: PluginAuthSpec, options: PluginStepOptions): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, ref] of Object.entries(spec.secretRefs ?? {})) {
+    const namespace = ref.namespace ?? options.namespace ?? 'default';
+    const value = options.resolveSecret?.({ name: ref.name, namespace, key: ref.key });
+    if (value === undefined) throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, `pluginAuth.secretRefs.${name}: Secret ${namespace}/${ref.name} key "${ref.key}" is not served`);
+    out[name] = value;
+  }
+  return out;
 }
