@@ -9,6 +9,8 @@ import type { AuthService, Context, ExtAuthPlugin, PluginLogger, PluginStore } f
 import { boundBuiltins } from './bounded-builtins.ts';
 import { installWebGlobals } from './web/install-web-globals.ts';
 import { createTimers } from './web/timers.ts';
+import { createFetch } from './web/fetch.ts';
+import { Request, requestParts, responseFrom } from './web/fetch-types.ts';
 import { atob } from './web/encoding.ts';
 import type { HostApi, HostLog } from './host-api.ts';
 import { decodeConfig } from './decode-config.ts';
@@ -59,6 +61,7 @@ export function install(host: HostApi): RuntimeApi {
   if (hostCall) {
     const timers = createTimers(hostCall, (error) => emitUncaught('a timer callback', error));
     for (const [name, value] of Object.entries(timers)) defineProperty(globalThis, name, { value, writable: true, configurable: true });
+    defineProperty(globalThis, 'fetch', { value: createFetch(hostCall, { Request, requestParts, responseFrom }), writable: true, configurable: true });
   }
   // `gc` appears in every isolate when the process runs with --expose-gc (the launcher's flag),
   // writable but not configurable: overwritten, so no plugin can force full collections.

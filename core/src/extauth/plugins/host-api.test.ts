@@ -198,3 +198,72 @@ describe('secrets and ctx.store', () => {
     await s.close();
   });
 });
+
+describe('fetch to declared egress (SPEC 5.3)', () => {
+  const upstreamRef = { name: 'keys', namespace: 'auth' };
+  const resolveUpstream = (ref: { name: string; namespace: string }) =>
+    ref.name === 'keys' && ref.namespace === 'auth' ? { static: { hosts: [{ addr: '127.0.0.1', port: Number(new URL(base).port) }] } } : undefined;
+
+  it('reaches a server declared by URL and one declared as an Upstream; headers and body arrive', async () => {
+    const { step: built } = step('Fetcher', { egress: [{ url: base }, { upstreamRef }], resolveUpstream });
+    const s = await built;
+    expect(headers(await s.authorize(request({ 'x-path': '/hello' })))).toMatchObject({ 'x-status': '200', 'x-body': 'hello plugin' });
+    const viaUpstream = await s.authorize(request({ 'x-base': 'http://keys.auth.upstream', 'x-path': '/hello' }));
+    expect(headers(viaUpstream)).toMatchObject({ 'x-status': '200', 'x-body': 'hello plugin' });
+    await s.close();
+  });
+
+  it('an undeclared origin throws a catchable TypeError naming the allowed origins; nothing is sent', async () => {
+    const { step: built } = step('Fetcher', { egress: [{ url: base }] });
+    const s = await built;
+    const before = seen.length;
+    const other = `http://127.0.0.2:${new URL(base).port}`;
+    const decision = await s.authorize(request({ 'x-base': other, 'x-path': '/hello' }));
+    expect(decision).toMatchObject({ allowed: false, status: 502 });
+    expect(headers(decision)['x-error']).toBe(`TypeError: fetch to ${other} is not allowed: this step may fetch only ${base}`);
+    expect(seen.length).toBe(before);
+    // No egress at all: the same kind of error.
+    const none = await (await step('Fetcher').step).authorize(request({ 'x-path': '/hello' }));
+    expect(headers(none)['x-error']).toMatch(/^TypeError: fetch is not allowed: this step declares no egress/);
+    await s.close();
+  });
+
+  it('redirects are followed only to allowed origins', async () => {
+    const s = await step('Fetcher', { egress: [{ url: base }] }).step;
+    expect(headers(await s.authorize(request({ 'x-path': '/redirect-here' })))).toMatchObject({ 'x-status': '200', 'x-body': 'hello plugin', 'x-redirected': 'true' });
+    expect(headers(await s.authorize(request({ 'x-path': '/redirect-away' })))['x-error']).toMatch(/^TypeError: fetch: redirected to http:\/\/127\.0\.0\.2:\d+, which is not allowed/);
+    await s.close();
+  });
+
+  it('a response body over the limit fails the fetch (declared length and chunked)', async () => {
+    const s = await step('Fetcher', { egress: [{ url: base }] }).step;
+    expect(headers(await s.authorize(request({ 'x-path': '/big' })))['x-error']).toMatch(/^TypeError: fetch: response body larger than 1048576 bytes/);
+    expect(headers(await s.authorize(request({ 'x-path': '/big-chunked' })))['x-error']).toMatch(/^TypeError: fetch: response body larger than 1048576 bytes/);
+    await s.close();
+  });
+
+  it('a server that never answers: the fetch fails at the deadline, the call is denied in time', async () => {
+    const { step: built, logger } = step('Fetcher', { egress: [{ url: base }], wallTimeoutMs: 300 });
+    const s = await built;
+    const started = performance.now();
+    const decision = await s.authorize(request({ 'x-path': '/hang' }));
+    expect(performance.now() - started).toBeLessThan(1000);
+    // Either the fetch's own timeout answered first (502 from the plugin) or the call's deadline (403).
+    expect(decision.allowed).toBe(false);
+    expect(decision.allowed === false && (decision.status === 403 ? logger.lines.some((l) => l.fields.code === PluginCodes.TIMEOUT) : headers(decision)['x-error']?.startsWith('TypeError: fetch: no response within 300 ms'))).toBe(true);
+    await s.close();
+  });
+
+  it('at most 16 fetches in flight per isolate: the excess is refused with a TypeError', async () => {
+    const s = await step('FetchFlood', { egress: [{ url: base }] }).step;
+    const decision = await s.authorize(request({ 'x-count': '40' }));
+    expect(headers(decision)).toMatchObject({ 'x-ok': '16', 'x-refused': '24' });
+    await s.close();
+  });
+
+  it('Start may fetch (a JWKS)', async () => {
+    const s = await step('StartFetch', { egress: [{ url: base }] }).step;
+    expect(headers(await s.authorize(request()))['x-started']).toBe('{"keys":[]}');
+    await s.close();
+  });
+});

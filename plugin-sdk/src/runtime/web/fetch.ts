@@ -28,7 +28,7 @@ export interface FetchResponseParts {
 
 /** The Fetch classes' internal doors (./fetch-types.ts). */
 export interface FetchTypes {
-  Request: new (input: unknown, init?: unknown) => object;
+  Request: new (input: unknown, init?: never) => object;
   requestParts(request: never): FetchRequestParts;
   responseFrom(parts: FetchResponseParts): unknown;
 }
@@ -42,7 +42,7 @@ export function createFetch(call: HostCall, types: FetchTypes): (input: unknown,
   return function fetch(input: unknown, init?: unknown): Promise<unknown> {
     let parts: FetchRequestParts;
     try {
-      parts = requestParts(new Request(input, init) as never);
+      parts = requestParts(new Request(input, init as never) as never);
     } catch (error) {
       return reject(error);
     }
