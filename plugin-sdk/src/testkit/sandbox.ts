@@ -19,8 +19,25 @@ interface HostStep {
 }
 interface HostModule {
   createPluginStep(
-    spec: { name: string; pluginFileName?: string; exportedSymbolName?: string; config?: Record<string, unknown> },
-    options: { pluginDir: string; memoryLimitMb?: number; cpuTimeoutMs?: number; callTimeoutMs?: number; startTimeoutMs?: number; inline?: boolean; logger: HostLogger },
+    spec: {
+      name: string;
+      pluginFileName?: string;
+      exportedSymbolName?: string;
+      config?: Record<string, unknown>;
+      egress?: { url: string }[];
+      secretRefs?: Record<string, { name: string; key: string }>;
+    },
+    options: {
+      pluginDir: string;
+      memoryLimitMb?: number;
+      cpuTimeoutMs?: number;
+      callTimeoutMs?: number;
+      startTimeoutMs?: number;
+      wallTimeoutMs?: number;
+      inline?: boolean;
+      logger: HostLogger;
+      resolveSecret?: (ref: { name: string; namespace: string; key: string }) => string | undefined;
+    },
   ): Promise<HostStep>;
 }
 
@@ -38,6 +55,12 @@ export interface SandboxOptions {
   startTimeoutMs?: number;
   /** Default true: inline calls while cheap (as in production); false: always on the isolate thread. */
   inline?: boolean;
+  /** Per-call wall deadline (default 1000 ms). */
+  wallTimeoutMs?: number;
+  /** `ctx.secrets` by name (the step's secretRefs, already resolved). */
+  secrets?: Record<string, string>;
+  /** Origins the plugin may fetch (the step's `egress` URL entries). */
+  egress?: string[];
 }
 
 /** A sandboxed harness also says what was built. */
@@ -63,6 +86,7 @@ export async function runInSandbox(options: SandboxOptions): Promise<SandboxHarn
     } catch (error) {
       throw new Error(`sandbox mode needs @gatehouse/core (the real plugin host): ${(error as Error).message}`, { cause: error });
     }
+    const secrets = Object.entries(options.secrets ?? {});
     const logs: TestLogLine[] = [];
     const failures: TestFailure[] = [];
     const hostLogs: TestLogLine[] = [];
@@ -74,8 +98,25 @@ export async function runInSandbox(options: SandboxOptions): Promise<SandboxHarn
     };
     const logger: HostLogger = { debug: record('debug'), info: record('info'), warn: record('warn'), error: record('error') };
     const step = await host.createPluginStep(
-      { name: options.name, ...(options.exportedSymbolName ? { exportedSymbolName: options.exportedSymbolName } : {}), config: options.config ?? {} },
-      { pluginDir: dir, memoryLimitMb: options.memoryLimitMb, cpuTimeoutMs: options.cpuTimeoutMs, callTimeoutMs: options.callTimeoutMs, startTimeoutMs: options.startTimeoutMs, inline: options.inline, logger },
+      {
+        name: options.name,
+        ...(options.exportedSymbolName ? { exportedSymbolName: options.exportedSymbolName } : {}),
+        config: options.config ?? {},
+        ...(options.egress?.length ? { egress: options.egress.map((url) => ({ url })) } : {}),
+        // Each secret as its own test Secret: `secrets` is what the plugin sees.
+        ...(secrets.length ? { secretRefs: Object.fromEntries(secrets.map(([name]) => [name, { name: 'test', key: name }])) } : {}),
+      },
+      {
+        pluginDir: dir,
+        memoryLimitMb: options.memoryLimitMb,
+        cpuTimeoutMs: options.cpuTimeoutMs,
+        callTimeoutMs: options.callTimeoutMs,
+        startTimeoutMs: options.startTimeoutMs,
+        wallTimeoutMs: options.wallTimeoutMs,
+        inline: options.inline,
+        logger,
+        resolveSecret: (ref) => options.secrets?.[ref.key],
+      },
     );
     return {
       mode: 'sandbox',

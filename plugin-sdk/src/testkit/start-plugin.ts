@@ -19,5 +19,5 @@ export async function startPlugin(mode: TestMode, options: SandboxOptions): Prom
   if (!(symbol in module)) {
     throw new PluginStartError('GH_PLUGIN_SYMBOL_NOT_EXPORTED', `${url} does not export "${symbol}" (it exports ${Object.keys(module).join(', ') || 'nothing'})`);
   }
-  return runInProcess(module[symbol] as ExtAuthPlugin, options.config ?? {});
+  return runInProcess(module[symbol] as ExtAuthPlugin, options.config ?? {}, options.secrets);
 }

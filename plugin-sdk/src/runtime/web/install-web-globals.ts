@@ -36,6 +36,8 @@ export function installWebGlobals(host: Omit<HostApi, 'log'>): void {
   }
   if (host.random) {
     const random = createRandom(host.random, atob);
-    define('crypto', Object.freeze({ ...random, ...(host.crypto ? { subtle: createSubtle(host.crypto) } : {}) }));
+    const subtle = host.crypto ? (createSubtle(host.crypto) as { subtle: object; CryptoKey: unknown }) : undefined;
+    define('crypto', Object.freeze({ ...random, ...(subtle ? { subtle: subtle.subtle } : {}) }));
+    define('CryptoKey', subtle?.CryptoKey);
   }
 }

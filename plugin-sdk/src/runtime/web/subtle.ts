@@ -1,8 +1,199 @@
 import type { HostCrypto } from '../host-api.ts';
 
-// PLACEHOLDER (being written): crypto.subtle over the host's node:crypto.
-/** Builds the sandbox's `crypto.subtle` over the host's crypto callback. Runs inside the isolate. */
+/**
+ * The sandbox's `crypto.subtle` (SPEC 5.3): WebCrypto's argument rules and errors here, the
+ * work in the host's native crypto (../host/crypto.ts) through one synchronous callback. A
+ * CryptoKey shows only `type`, `extractable`, `algorithm` and `usages`; its material lives in
+ * a WeakMap of this closure that no plugin code can reach. Runs inside the isolate.
+ */
+
+type Usage = 'encrypt' | 'decrypt' | 'sign' | 'verify' | 'deriveKey' | 'deriveBits' | 'wrapKey' | 'unwrapKey';
+const USAGES = new Set<string>(['encrypt', 'decrypt', 'sign', 'verify', 'deriveKey', 'deriveBits', 'wrapKey', 'unwrapKey']);
+const DIGESTS = ['SHA-1', 'SHA-256', 'SHA-384', 'SHA-512'];
+const SIGNERS = ['HMAC', 'RSASSA-PKCS1-v1_5', 'RSA-PSS', 'ECDSA', 'Ed25519'];
+const FORMATS = new Set(['raw', 'spki', 'pkcs8', 'jwk']);
+
+function domError(name: string, message: string): Error {
+  const error = new Error(message);
+  error.name = name;
+  return error;
+}
+
+interface Slot {
+  type: 'secret' | 'public' | 'private';
+  material: Uint8Array;
+  /** What the host needs to use the key: name, hash, namedCurve. */
+  hostAlgorithm: { name: string; hash?: string; namedCurve?: string };
+}
+
+/** Builds `crypto.subtle` and the `CryptoKey` class over the host's crypto callback. */
 export function createSubtle(hostCrypto: HostCrypto): object {
-  void hostCrypto;
-  return Object.freeze({});
+  const slots = new WeakMap<object, Slot>();
+  const { freeze } = Object;
+  const isView = ArrayBuffer.isView;
+  const errors: Record<string, ErrorConstructor> = { TypeError, RangeError, SyntaxError };
+
+  /** WebCrypto's CryptoKey: created only by importKey. */
+  class CryptoKey {
+    readonly #type: string;
+    readonly #extractable: boolean;
+    readonly #algorithm: object;
+    readonly #usages: readonly string[];
+    constructor(token: unknown, type: string, extractable: boolean, algorithm: object, usages: string[]) {
+      if (token !== slots) throw new TypeError('Illegal constructor');
+      this.#type = type;
+      this.#extractable = extractable;
+      this.#algorithm = algorithm;
+      this.#usages = freeze([...usages]);
+    }
+    get type(): string {
+      return this.#type;
+    }
+    get extractable(): boolean {
+      return this.#extractable;
+    }
+    get algorithm(): object {
+      return this.#algorithm;
+    }
+    get usages(): readonly string[] {
+      return this.#usages;
+    }
+    get [Symbol.toStringTag](): string {
+      return 'CryptoKey';
+    }
+  }
+
+  const host = (op: string, args: object): unknown => {
+    const answer = hostCrypto(op, args) as { value?: unknown; error?: { name: string; message: string } };
+    if (answer.error) {
+      const Type = errors[answer.error.name];
+      throw Type ? new Type(answer.error.message) : domError(answer.error.name, answer.error.message);
+    }
+    return answer.value;
+  };
+
+  const bufferSource = (value: unknown, what: string): Uint8Array => {
+    if (value instanceof ArrayBuffer) return new Uint8Array(value.slice(0));
+    if (isView(value)) return new Uint8Array(value.buffer.slice(value.byteOffset, value.byteOffset + value.byteLength) as ArrayBuffer);
+    throw new TypeError(`Failed to execute '${what}' on 'SubtleCrypto': parameter is not of type 'BufferSource'.`);
+  };
+
+  /** WebCrypto "normalize an algorithm": a name from `names` (case-insensitive) and its members. */
+  const normalize = (input: unknown, names: readonly string[]): Record<string, unknown> & { name: string } => {
+    const object = typeof input === 'string' ? { name: input } : input;
+    if (typeof object !== 'object' || object === null || typeof (object as { name?: unknown }).name !== 'string') {
+      throw new TypeError('Algorithm: name is required and must be a string');
+    }
+    const wanted = (object as { name: string }).name.toUpperCase();
+    const name = names.find((n) => n.toUpperCase() === wanted);
+    if (!name) throw domError('NotSupportedError', 'Unrecognized algorithm name');
+    const out: Record<string, unknown> & { name: string } = { name };
+    const a = object as Record<string, unknown>;
+    if (a.hash !== undefined) out.hash = normalize(a.hash, DIGESTS).name;
+    if (a.namedCurve !== undefined) out.namedCurve = String(a.namedCurve);
+    if (a.length !== undefined) out.length = Number(a.length);
+    if (a.saltLength !== undefined) out.saltLength = Number(a.saltLength);
+    return out;
+  };
+
+  const slotOf = (key: unknown, usage: Usage, algorithm: string, what: string): Slot => {
+    const slot = typeof key === 'object' && key !== null ? slots.get(key) : undefined;
+    if (!slot) throw new TypeError(`Failed to execute '${what}' on 'SubtleCrypto': parameter 2 is not of type 'CryptoKey'.`);
+    const k = key as CryptoKey;
+    if ((k.algorithm as { name: string }).name !== algorithm) throw domError('InvalidAccessError', 'The requested operation is not valid for the provided key');
+    if (!k.usages.includes(usage)) throw domError('InvalidAccessError', 'The requested operation is not valid for the provided key');
+    return slot;
+  };
+
+  // Every method answers with a promise, rejecting (never throwing) as WebCrypto does.
+  const promised =
+    <A extends unknown[]>(run: (...args: A) => unknown) =>
+    (...args: A): Promise<unknown> => {
+      try {
+        return Promise.resolve(run(...args));
+      } catch (error) {
+        return Promise.reject(error);
+      }
+    };
+
+  const buffer = (value: unknown): ArrayBuffer => {
+    const bytes = value as Uint8Array;
+    return bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
+  };
+
+  const subtle = {
+    digest: promised((algorithm: unknown, data: unknown) => {
+      const { name } = normalize(algorithm, DIGESTS);
+      return buffer(host('digest', { hash: name, data: bufferSource(data, 'digest') }));
+    }),
+
+    importKey: promised((format: unknown, keyData: unknown, algorithm: unknown, extractable: unknown, keyUsages: unknown) => {
+      if (!FORMATS.has(String(format))) throw new TypeError(`Failed to execute 'importKey' on 'SubtleCrypto': The provided value '${String(format)}' is not a valid enum value of type KeyFormat.`);
+      const usages = Array.isArray(keyUsages) ? keyUsages.map(String) : [];
+      if (!Array.isArray(keyUsages)) throw new TypeError("Failed to execute 'importKey' on 'SubtleCrypto': parameter 5 is not iterable.");
+      for (const usage of usages) if (!USAGES.has(usage)) throw new TypeError(`Failed to execute 'importKey' on 'SubtleCrypto': The provided value '${usage}' is not a valid enum value of type KeyUsage.`);
+      const normalized = normalize(algorithm, SIGNERS);
+      let data: unknown;
+      if (format === 'jwk') {
+        if (typeof keyData !== 'object' || keyData === null || isView(keyData) || keyData instanceof ArrayBuffer) throw new TypeError("Failed to execute 'importKey' on 'SubtleCrypto': keyData is not a JsonWebKey.");
+        // A plain copy of the JWK's own fields: no getters or prototypes cross.
+        data = JSON.parse(JSON.stringify(keyData));
+      } else data = bufferSource(keyData, 'importKey');
+      const imported = host('importKey', { format, keyData: data, algorithm: normalized, extractable: extractable === true, usages }) as {
+        type: Slot['type'];
+        material: Uint8Array;
+        algorithm: Record<string, unknown>;
+      };
+      const allowed = imported.type === 'secret' ? ['sign', 'verify'] : imported.type === 'public' ? ['verify'] : ['sign'];
+      for (const usage of usages) if (!allowed.includes(usage)) throw domError('SyntaxError', `Unsupported key usage for a ${normalized.name} key`);
+      if (usages.length === 0 && imported.type !== 'public') throw domError('SyntaxError', 'Usages cannot be empty when creating a key.');
+      const shown = { ...imported.algorithm };
+      if (typeof shown.hash === 'object' && shown.hash !== null) shown.hash = freeze({ ...(shown.hash as object) });
+      const key = new CryptoKey(slots, imported.type, extractable === true, freeze(shown), [...new Set(usages)]);
+      slots.set(key, {
+        type: imported.type,
+        material: imported.material,
+        hostAlgorithm: { name: normalized.name, ...(normalized.hash ? { hash: normalized.hash as string } : {}), ...(normalized.namedCurve ? { namedCurve: normalized.namedCurve as string } : {}) },
+      });
+      return key;
+    }),
+
+    sign: promised((algorithm: unknown, key: unknown, data: unknown) => {
+      const normalized = normalize(algorithm, SIGNERS);
+      const slot = slotOf(key, 'sign', normalized.name, 'sign');
+      const keyAlgorithm = (key as CryptoKey).algorithm as { namedCurve?: string };
+      return buffer(host('sign', { algorithm: { ...normalized, namedCurve: keyAlgorithm.namedCurve }, key: { type: slot.type, material: slot.material, algorithm: slot.hostAlgorithm }, data: bufferSource(data, 'sign') }));
+    }),
+
+    verify: promised((algorithm: unknown, key: unknown, signature: unknown, data: unknown) => {
+      const normalized = normalize(algorithm, SIGNERS);
+      const slot = slotOf(key, 'verify', normalized.name, 'verify');
+      const keyAlgorithm = (key as CryptoKey).algorithm as { namedCurve?: string };
+      return host('verify', {
+        algorithm: { ...normalized, namedCurve: keyAlgorithm.namedCurve },
+        key: { type: slot.type, material: slot.material, algorithm: slot.hostAlgorithm },
+        signature: bufferSource(signature, 'verify'),
+        data: bufferSource(data, 'verify'),
+      }) as boolean;
+    }),
+
+    exportKey: promised((format: unknown, key: unknown) => {
+      if (!FORMATS.has(String(format))) throw new TypeError(`Failed to execute 'exportKey' on 'SubtleCrypto': The provided value '${String(format)}' is not a valid enum value of type KeyFormat.`);
+      const slot = typeof key === 'object' && key !== null ? slots.get(key) : undefined;
+      if (!slot) throw new TypeError("Failed to execute 'exportKey' on 'SubtleCrypto': parameter 2 is not of type 'CryptoKey'.");
+      if (!(key as CryptoKey).extractable) throw domError('InvalidAccessError', 'key is not extractable');
+      const out = host('exportKey', { format, key: { type: slot.type, material: slot.material, algorithm: slot.hostAlgorithm } });
+      if (format === 'jwk') {
+        const jwk = out as Record<string, unknown>;
+        jwk.key_ops = [...(key as CryptoKey).usages];
+        jwk.ext = true;
+        return jwk;
+      }
+      return buffer(out);
+    }),
+  };
+  for (const name of ['encrypt', 'decrypt', 'generateKey', 'deriveKey', 'deriveBits', 'wrapKey', 'unwrapKey']) {
+    (subtle as Record<string, unknown>)[name] = () => Promise.reject(domError('NotSupportedError', `crypto.subtle.${name} is not available in the plugin sandbox`));
+  }
+  return freeze({ subtle: freeze(subtle), CryptoKey });
 }
