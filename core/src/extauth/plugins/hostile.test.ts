@@ -154,11 +154,11 @@ describe.each([
     await s.close();
   });
 
-  it('fetch attempt: there is no fetch', async () => {
+  it('fetch attempt without egress: a TypeError, nothing sent', async () => {
     const { step, logger } = hostile('FetchAttempt');
     const s = await step;
     await attack(s);
-    expect(logger.lines.find((line) => line.fields.code === PluginCodes.THREW)?.fields.cause).toBe('Authorize threw: ReferenceError: fetch is not defined');
+    expect(logger.lines.find((line) => line.fields.code === PluginCodes.THREW)?.fields.cause).toBe('Authorize threw: TypeError: fetch is not allowed: this step declares no egress (pluginAuth.egress)');
     await recovers(s);
     await s.close();
   });

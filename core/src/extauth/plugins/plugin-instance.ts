@@ -120,7 +120,9 @@ export class PluginInstance {
    * waiting and nothing out.
    */
   get idle(): boolean {
-    return this.quiet && this.waiters.size === 0 && this.calls.outstanding === 0;
+    // Waiting calls alone do not count: a promise settles either in its own call's microtasks
+    // or after a timer or fetch, and those clear `quiet` when they start.
+    return this.quiet && this.calls.outstanding === 0;
   }
 
   private get refs(): RuntimeRefs {
@@ -134,13 +136,13 @@ export class PluginInstance {
 
   /** After host work ends: pings the isolate, and marks it quiet when the ping comes back in a still world. */
   private quiesce(): void {
-    if (this.quiet || this.pinging || !this.alive || this.api === undefined || this.waiters.size > 0 || this.calls.outstanding > 0) return;
+    if (this.quiet || this.pinging || !this.alive || this.api === undefined || this.calls.outstanding > 0) return;
     this.pinging = true;
     const seen = this.started;
     this.api.ping.apply(undefined, [], { timeout: this.limits.cpuTimeoutMs }).then(
       () => {
         this.pinging = false;
-        if (seen === this.started && this.waiters.size === 0 && this.calls.outstanding === 0) this.quiet = true;
+        if (seen === this.started && this.calls.outstanding === 0) this.quiet = true;
         else this.quiesce();
       },
       () => {

@@ -1,0 +1,74 @@
+import { AuthorizedResponse, DeniedResponse, type AuthorizationRequest, type AuthorizationResponse, type AuthService, type Context, type ExtAuthPlugin } from '@gatehouse/plugin-sdk';
+
+/** The step's `config`. */
+export interface ApiKeyConfig {
+  /** Header carrying the key. */
+  Header: string;
+  /**
+   * The key service: `GET <KeyServiceUrl><url-encoded key>` answers 200 with `{"user": "…"}`
+   * for a valid key and 404 for an unknown one. Its origin must be in the step's `egress`
+   * (an Upstream: `http://<name>.<namespace>.upstream/...`).
+   */
+  KeyServiceUrl: string;
+  /** How long a valid key's answer is kept in ctx.store. */
+  CacheSeconds: number;
+  /** How long an unknown key's answer is kept (short: a key may be created). */
+  NegativeCacheSeconds: number;
+}
+
+type Verdict = { user: string } | { unknown: true };
+
+function unauthenticated(): AuthorizationResponse {
+  return DeniedResponse(401, { 'www-authenticate': 'ApiKey' });
+}
+
+class ApiKeyService implements AuthService {
+  private readonly config: ApiKeyConfig;
+  private readonly header: string;
+
+  constructor(config: ApiKeyConfig) {
+    this.config = config;
+    this.header = config.Header.toLowerCase();
+  }
+
+  Start(): void {}
+
+  async Authorize(ctx: Context, request: AuthorizationRequest): Promise<AuthorizationResponse> {
+    const key = request.CheckRequest.attributes.request.http.headers[this.header];
+    if (!key || key.length > 256) return unauthenticated();
+    const cacheKey = `key:${key}`;
+    let verdict = ctx.store?.get(cacheKey) as Verdict | undefined;
+    if (!verdict) {
+      const response = await fetch(`${this.config.KeyServiceUrl}${encodeURIComponent(key)}`, { headers: { accept: 'application/json' } });
+      if (response.status === 200) {
+        const body = (await response.json()) as { user?: unknown };
+        verdict = { user: typeof body.user === 'string' ? body.user : '' };
+        ctx.store?.set(cacheKey, verdict, { ttlMs: this.config.CacheSeconds * 1000 });
+      } else if (response.status === 404) {
+        await response.arrayBuffer();
+        verdict = { unknown: true };
+        ctx.store?.set(cacheKey, verdict, { ttlMs: this.config.NegativeCacheSeconds * 1000 });
+      } else {
+        // The key service failing is not the client's fault, and is never cached: deny (fail closed) and say so.
+        ctx.logger.error('key service failed', { status: response.status });
+        return DeniedResponse(503);
+      }
+    }
+    if ('unknown' in verdict) return unauthenticated();
+    const allowed = AuthorizedResponse();
+    return verdict.user ? { ...allowed, UserInfo: { UserID: verdict.user } } : allowed;
+  }
+}
+
+/** The reference API-key plugin; build with `gatehouse-plugin build src/index.ts --name ApiKey`. */
+export const ApiKey: ExtAuthPlugin = {
+  NewConfigInstance(): ApiKeyConfig {
+    return { Header: 'x-api-key', KeyServiceUrl: '', CacheSeconds: 60, NegativeCacheSeconds: 5 };
+  },
+
+  GetAuthService(_ctx, config) {
+    const c = config as ApiKeyConfig;
+    if (!c.KeyServiceUrl) throw new Error('config.KeyServiceUrl is required, e.g. http://keys.default.upstream/keys/');
+    return new ApiKeyService(c);
+  },
+};
