@@ -10,11 +10,12 @@ import { duration } from './gateway-flags.ts';
 export const PLUGIN_FLAGS: readonly FlagDef[] = [
   { name: 'plugin-memory-limit-mb', type: 'string', default: '64', description: 'memory limit of one plugin isolate, in MB' },
   { name: 'plugin-cpu-timeout', type: 'string', default: '50ms', description: 'CPU time one plugin call may use' },
+  { name: 'plugin-wall-timeout', type: 'string', default: '1s', description: 'wall time one plugin call may take, waiting for fetch and timers included' },
 ];
 
 /** The plugin sandbox limits given by {@link PLUGIN_FLAGS}. */
-export function pluginLimits(values: FlagValues): { memoryLimitMb: number; cpuTimeoutMs: number } {
-  return { memoryLimitMb: positiveInteger(values, 'plugin-memory-limit-mb'), cpuTimeoutMs: duration(values, 'plugin-cpu-timeout') };
+export function pluginLimits(values: FlagValues): { memoryLimitMb: number; cpuTimeoutMs: number; pluginWallTimeoutMs: number } {
+  return { memoryLimitMb: positiveInteger(values, 'plugin-memory-limit-mb'), cpuTimeoutMs: duration(values, 'plugin-cpu-timeout'), pluginWallTimeoutMs: duration(values, 'plugin-wall-timeout') };
 }
 
 const FLAGS: readonly FlagDef[] = [

@@ -29,6 +29,8 @@ export interface ExtAuthServerOptions {
   pluginDir?: string;
   memoryLimitMb?: number;
   cpuTimeoutMs?: number;
+  /** Per-call wall deadline of plugin calls, fetch and timers included (default 1 s). */
+  pluginWallTimeoutMs?: number;
   apiGroupDomain?: string;
   logger?: Logger;
   /** Reload on config changes (default true). */
@@ -64,6 +66,7 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
     ...(options.pluginDir !== undefined ? { pluginDir: options.pluginDir } : {}),
     ...(options.memoryLimitMb !== undefined ? { memoryLimitMb: options.memoryLimitMb } : {}),
     ...(options.cpuTimeoutMs !== undefined ? { cpuTimeoutMs: options.cpuTimeoutMs } : {}),
+    ...(options.pluginWallTimeoutMs !== undefined ? { pluginWallTimeoutMs: options.pluginWallTimeoutMs } : {}),
   });
 
   const health = new HealthImplementation({ '': 'NOT_SERVING', [AUTHORIZATION_SERVICE]: 'NOT_SERVING' });
