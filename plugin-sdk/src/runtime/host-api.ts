@@ -23,9 +23,9 @@ export type HostCrypto = (op: string, args: unknown) => unknown;
 /**
  * WHATWG URL parsing by the host's own `URL` (so the sandbox's URL equals Node's): `input`
  * parsed against `base`, answered with the URL's components, or null when it does not
- * parse. Implemented by ./host/url.ts; the isolate half is ./web/url.ts.
+ * parse; with `set`, the named setter is applied to the parsed URL first (WHATWG setter rules). Implemented by ./host/url.ts; the isolate half is ./web/url.ts.
  */
-export type HostUrl = (input: string, base: string | undefined) => HostUrlParts | null;
+export type HostUrl = (input: string, base: string | undefined, set?: [keyof HostUrlParts, string]) => HostUrlParts | null;
 
 /** The components of a parsed URL, as Node's `URL` reports them. */
 export interface HostUrlParts {

@@ -267,3 +267,18 @@ describe('fetch to declared egress (SPEC 5.3)', () => {
     await s.close();
   });
 });
+
+describe('Web globals in a real isolate', () => {
+  it('URL, URLSearchParams, structuredClone, Response and Headers work; their constructors lead to no host', async () => {
+    const s = await step('WebGlobals').step;
+    expect(headers(await s.authorize(request()))).toMatchObject({
+      'x-url': 'https://a.test/p?y=1&z=%C3%BC&n=x+y',
+      'x-z': 'ü',
+      'x-clone': '2',
+      'x-response': 'hi b',
+      'x-crypto-key': 'function',
+      'x-escape': 'undefinedundefined',
+    });
+    await s.close();
+  });
+});

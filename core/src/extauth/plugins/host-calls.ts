@@ -71,7 +71,9 @@ export class HostCalls {
     if (this.disposed || this.running === 0) return Promise.resolve(CANCELLED);
     this.onStart?.();
     const answer = this.run(op, args);
-    void answer.finally(() => this.onSettle?.());
+    // After isolated-vm has handed the answer to the isolate (its reaction to this promise is
+    // registered after ours): a ping sent now would overtake the continuation it starts.
+    void answer.finally(() => setImmediate(() => this.onSettle?.()));
     return answer;
   };
 
