@@ -26,4 +26,6 @@ export const ErrorCodes = {
   UPSTREAM_TIMEOUT: 'GH_UPSTREAM_TIMEOUT',
   /** The downstream request itself is malformed. */
   BAD_REQUEST: 'GH_BAD_REQUEST',
+  /** The body is larger than the route's `requestBody.maxRequestBytes` (partial bodies not allowed): 413. */
+  BODY_TOO_LARGE: 'GH_BODY_TOO_LARGE',
 } as const;

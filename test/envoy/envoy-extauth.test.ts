@@ -217,9 +217,8 @@ describe.skipIf(!ENVOY)('Envoy in front of gatehouse extauth (docs/envoy.md boot
       }
     });
 
-    // gatehouse extauth does not read raw_body yet: issue 10 item 3 (SPEC 5.3 "gatehouse extauth
-    // accepts body and raw_body from Envoy; a plugin sees raw_body as bytes"). Unskip when it does.
-    it.skip('gatehouse extauth hands the plugin the exact body as bytes; the application gets it whole and unchanged', async () => {
+    // SPEC 5.3: gatehouse extauth accepts raw_body from Envoy; a plugin sees it as bytes.
+    it('gatehouse extauth hands the plugin the exact body as bytes; the application gets it whole and unchanged', async () => {
       const reply = await post(envoy.url);
       expect(reply.status).toBe(200);
       const seen = app.seen.at(-1)!;

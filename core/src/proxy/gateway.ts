@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { Readable } from 'node:stream';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { metrics } from '../admin/metrics.ts';
 import type { ConfigSnapshot } from '../config/store.ts';
@@ -15,6 +16,7 @@ import { parseHostHeader } from './host-table.ts';
 import { sendLocalReply } from './local-reply.ts';
 import { DEFAULT_PATH_NORMALIZATION, normalizePath, type PathNormalization } from './normalize-path.ts';
 import { sanitizeRequestHeaders } from './request-headers.ts';
+import { bufferRequestBody, replayBody } from './request-body.ts';
 import { compileRouteTable, matchRoute, type CompiledRoute, type RouteAuth, type RouteTable } from './route-table.ts';
 import type { UpstreamRegistry } from './upstream-cluster.ts';
 
@@ -146,6 +148,7 @@ export class Gateway {
 
     const upstreamPath = route.prefixRewrite === undefined ? url : matcher.rewrite(path, route.prefixRewrite) + (q === -1 ? '' : url.slice(q));
     if (!route.auth) return this.dispatch(req, res, ctx, route, upstreamPath);
+    if (route.auth.body && hasRequestBody(req)) return this.authorizeWithBody(req, res, ctx, route, route.auth, upstreamPath);
     this.authorize(req, ctx, route.auth).then(
       (decision) => {
         // The client left while auth ran: nothing to answer, and nothing to send upstream.
@@ -161,6 +164,40 @@ export class Gateway {
       },
     );
   };
+
+  /**
+   * A route that sends the body to auth (SPEC 5.3): buffer up to maxRequestBytes (413 when
+   * larger and partial bodies are not allowed), check with the body, then forward all of it.
+   */
+  private authorizeWithBody(req: IncomingMessage, res: ServerResponse, ctx: RequestContext, route: CompiledRoute, auth: RouteAuth, upstreamPath: string): void {
+    const settings = auth.body!;
+    bufferRequestBody(req, settings.maxBytes, settings.allowPartial).then((body) => {
+      if (body === 'aborted' || res.destroyed) return;
+      if (body === 'too-large') {
+        // The unread body makes the connection unusable for another request: close it.
+        res.setHeader('connection', 'close');
+        return sendLocalReply(res, 413, ErrorCodes.BODY_TOO_LARGE, `request body larger than ${settings.maxBytes} bytes (the route sends the body to auth)`, ctx.responseHeaders);
+      }
+      const check = buildCheckRequest(req, ctx, auth);
+      const http = check.attributes.request.http;
+      if (settings.packAsBytes) http.raw_body = body.forAuth.toString('base64');
+      else http.body = body.forAuth.toString('utf8');
+      if (body.partial) http.headers['x-envoy-auth-partial-body'] = 'true';
+      const authorizer = this.options.authorizer;
+      const decided = authorizer ? authorizer.check(check) : this.authorize(req, ctx, auth);
+      decided.then(
+        (decision) => {
+          if (res.destroyed) return;
+          if (!decision.allowed) return sendDenial(res, decision, ctx.responseHeaders);
+          this.dispatch(req, res, { ...ctx, headers: applyAllowed(ctx.headers, decision), body: Readable.from(replayBody(req, body), { objectMode: false }) }, route, upstreamPath);
+        },
+        (error: unknown) => {
+          this.logger.error({ reqId: ctx.requestId, err: error }, 'external auth failed');
+          sendLocalReply(res, 403, 'GH_EXTAUTH_ERROR', 'forbidden', ctx.responseHeaders);
+        },
+      );
+    });
+  }
 
   private dispatch(req: IncomingMessage, res: ServerResponse, ctx: RequestContext, route: CompiledRoute, path: string): void {
     const destination = route.destination;
@@ -265,6 +302,12 @@ export function buildCheckRequest(req: IncomingMessage, ctx: RequestContext, aut
       context_extensions: { config_id: auth.configId, source_type: auth.sourceType, source_name: auth.sourceName },
     },
   };
+}
+
+/** Whether a request carries a body (a content-length above 0, or a transfer-encoding). */
+function hasRequestBody(req: IncomingMessage): boolean {
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
 /** Request headers after an allowing decision: `headers_to_remove` first, then the OK headers. */

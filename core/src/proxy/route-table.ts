@@ -27,6 +27,8 @@ export interface RouteAuth {
   readonly configId: string;
   readonly sourceType: 'virtual_host' | 'route';
   readonly sourceName: string;
+  /** Buffer the body and send it with the check (route setting over the virtual host's). */
+  readonly body?: { readonly maxBytes: number; readonly allowPartial: boolean; readonly packAsBytes: boolean };
 }
 
 export interface RetryPolicy {
@@ -181,15 +183,21 @@ function refKeyOf(kind: string, ref: ResourceRef, fromNamespace: string): string
   return `${kind}/${ref.namespace ?? fromNamespace}/${ref.name}`;
 }
 
-/** Route `configRef` overrides the virtual host's; route `disable` turns auth off; otherwise inherit. */
+/**
+ * Route `configRef` overrides the virtual host's; route `disable` turns auth off; otherwise
+ * inherit. `requestBody` likewise: the route's when it sets one, else the virtual host's.
+ */
 function effectiveAuth(vs: Resource<'VirtualService'>, spec: RouteSpec, routeName: string): RouteAuth | undefined {
   const routeAuth = spec.options?.extauth;
   if (routeAuth?.disable) return undefined;
+  const hostAuth = vs.spec.virtualHost.options?.extauth;
+  const bodySpec = routeAuth?.requestBody ?? hostAuth?.requestBody;
+  const body = bodySpec ? { body: { maxBytes: bodySpec.maxRequestBytes, allowPartial: bodySpec.allowPartialMessage === true, packAsBytes: bodySpec.packAsBytes === true } } : {};
   if (routeAuth?.configRef) {
-    return { configId: `${routeAuth.configRef.namespace ?? vs.namespace}.${routeAuth.configRef.name}`, sourceType: 'route', sourceName: routeName };
+    return { configId: `${routeAuth.configRef.namespace ?? vs.namespace}.${routeAuth.configRef.name}`, sourceType: 'route', sourceName: routeName, ...body };
   }
-  const hostRef = vs.spec.virtualHost.options?.extauth?.configRef;
-  if (hostRef) return { configId: `${hostRef.namespace ?? vs.namespace}.${hostRef.name}`, sourceType: 'virtual_host', sourceName: `${vs.namespace}.${vs.name}` };
+  const hostRef = hostAuth?.configRef;
+  if (hostRef) return { configId: `${hostRef.namespace ?? vs.namespace}.${hostRef.name}`, sourceType: 'virtual_host', sourceName: `${vs.namespace}.${vs.name}`, ...body };
   return undefined;
 }
 

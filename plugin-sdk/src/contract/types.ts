@@ -19,7 +19,15 @@ export interface CheckRequest {
         headers: Record<string, string>;
         query?: string;
         protocol?: string;
+        /** The body as UTF-8, when the route asks for it (`requestBody`, without `packAsBytes`). */
         body?: string;
+        /**
+         * The body as bytes (`requestBody.packAsBytes`, or Envoy's `pack_as_bytes`): base64 in the
+         * JSON on the wire; plugins receive a `Uint8Array`.
+         */
+        raw_body?: string | Uint8Array;
+        /** The body's size in bytes when known (Envoy sets it from content-length). */
+        size?: string;
       };
     };
     /** Set by the gateway: `config_id` (`<namespace>.<name>`), `source_type`, `source_name`. */

@@ -51,10 +51,18 @@ export const CorsPolicy = Strict({
 });
 
 /** Per-route or per-host external auth: a config to use, or `disable` (route only). */
+/** Envoy's `with_request_body` / Gloo's `requestBody` (SPEC 5.3): the body goes to auth. */
+export const RequestBodyOptions = Strict({
+  maxRequestBytes: Type.Integer({ minimum: 1, maximum: 64 * 1024 * 1024, description: 'bytes of the body buffered and sent to auth' }),
+  allowPartialMessage: Type.Optional(Type.Boolean({ description: 'send the first maxRequestBytes of a larger body instead of answering 413' })),
+  packAsBytes: Type.Optional(Type.Boolean({ description: 'send the body as raw_body (bytes) instead of body (UTF-8)' })),
+});
+
 export const ExtAuthOptions = Strict(
   {
     configRef: Type.Optional(ResourceRef),
     disable: Type.Optional(Type.Boolean()),
+    requestBody: Type.Optional(RequestBodyOptions),
   },
   atMostOneOf(['configRef', 'disable']),
 );

@@ -31,6 +31,8 @@ interface HttpRequestMessage {
   query?: string;
   protocol?: string;
   body?: string;
+  raw_body?: Buffer | Uint8Array | string;
+  size?: string;
 }
 
 /** `envoy.service.auth.v3.CheckRequest` as decoded with proto field names (absent fields absent). */
@@ -72,6 +74,9 @@ export function checkRequestFromMessage(message: CheckRequestMessage): CheckRequ
   if (http.query) out.query = http.query;
   if (http.protocol) out.protocol = http.protocol;
   if (http.body) out.body = http.body;
+  // bytes → base64, as proto3's JSON mapping does; plugins get them back as a Uint8Array.
+  if (http.raw_body && http.raw_body.length > 0) out.raw_body = typeof http.raw_body === 'string' ? http.raw_body : Buffer.from(http.raw_body).toString('base64');
+  if (http.size !== undefined && http.size !== '0') out.size = String(http.size);
   return {
     attributes: {
       ...(attributes.source ? { source: attributes.source } : {}),
@@ -84,7 +89,10 @@ export function checkRequestFromMessage(message: CheckRequestMessage): CheckRequ
 
 /** The CheckRequest to send over gRPC (it already uses proto field names). */
 export function checkRequestToMessage(request: CheckRequest): CheckRequestMessage {
-  return request as CheckRequestMessage;
+  const http = request.attributes.request.http;
+  if (typeof http.raw_body !== 'string') return request as CheckRequestMessage;
+  // The JSON form carries bytes as base64; the wire wants the bytes.
+  return { ...request, attributes: { ...request.attributes, request: { http: { ...http, raw_body: Buffer.from(http.raw_body, 'base64') } } } } as CheckRequestMessage;
 }
 
 function headerOption({ key, value, append }: HeaderToSet): HeaderValueOptionMessage {
