@@ -282,3 +282,19 @@ describe('Web globals in a real isolate', () => {
     await s.close();
   });
 });
+
+describe('hostile plugins against the host API', () => {
+  it('no host API object leads to the host; a secret cannot leave for an undeclared origin', async () => {
+    const logger = recordingLogger();
+    const s = await createPluginStep(
+      { name: 'HostApi', exportedSymbolName: 'HostReach', secretRefs: { Token: { name: 't', key: 'k' } } },
+      { pluginDir: plugins.dir, logger, resolveSecret: () => 'top-secret-token' },
+    );
+    const result = headers(await s.authorize(request()));
+    const reach = JSON.parse(result['x-reach']!) as Record<string, string>;
+    expect(Object.keys(reach).length).toBe(12);
+    for (const [name, outcome] of Object.entries(reach)) expect(outcome, name).toBe('undefined/undefined/undefined');
+    expect(result['x-exfiltration']).toBe('TypeError');
+    await s.close();
+  });
+});
