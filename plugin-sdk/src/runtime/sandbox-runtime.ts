@@ -26,6 +26,11 @@ export interface RuntimeApi {
    * pending call reaches the host through `HostApi.done(id, outcome)` when it settles.
    */
   authorize(requestJson: string): string;
+  /**
+   * The outcome of pending call `id` if its promise has settled (most do, within their own
+   * call's microtasks), else `{pending: id}` again, and its outcome will come through `done`.
+   */
+  settle(id: number): string;
   /** Does nothing: when it returns, nothing queued before it is still running in the isolate. */
   ping(): string;
 }
@@ -153,6 +158,10 @@ export function install(host: HostApi): RuntimeApi {
 
   let service: AuthService | undefined;
   let lastPending = 0;
+  /** Outcomes of pending calls that settled before the host asked (settle() takes them). */
+  const settled = new Map<number, string>();
+  /** Pending calls the host waits for: their outcome goes through host.done. */
+  const notify = new Set<number>();
 
   /** Calls Authorize: the answer (a JSON outcome) now, or later (the plugin's promise, settled to one). */
   const call = (requestJson: string): { now: string } | { later: Promise<string> } => {
@@ -229,8 +238,24 @@ export function install(host: HostApi): RuntimeApi {
       if ('now' in result) return result.now;
       const id = ++lastPending;
       const done = host.done;
-      // `later` never rejects: the handlers in call() turn everything into an outcome.
-      void promiseThen.call(result.later, (value: unknown) => done?.(id, value as string));
+      // `later` never rejects: the handlers in call() turn everything into an outcome. It is
+      // kept for settle(); only an outcome the host is already waiting for goes through done.
+      void promiseThen.call(result.later, (value: unknown) => {
+        if (notify.delete(id)) done?.(id, value as string);
+        else settled.set(id, value as string);
+      });
+      return stringify({ pending: id });
+    },
+
+    settle(id: number): string {
+      const value = settled.get(id);
+      if (value !== undefined) {
+        settled.delete(id);
+        return value;
+      }
+      // Bounded: calls the host gave up on (deadline) and that never settle leave an id here.
+      if (notify.size >= 4096) notify.delete(notify.values().next().value!);
+      notify.add(id);
       return stringify({ pending: id });
     },
 

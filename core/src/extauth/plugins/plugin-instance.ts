@@ -60,6 +60,7 @@ const LEVELS = new Set(['debug', 'info', 'warn', 'error']);
 /** References to the runtime's entry points inside the isolate. */
 interface RuntimeRefs {
   authorize: ivm.Reference<(json: string) => string>;
+  settle: ivm.Reference<(id: number) => string>;
   ping: ivm.Reference<() => string>;
 }
 
@@ -294,6 +295,7 @@ export class PluginInstance {
 
     const refs = await guard('the sandbox runtime', async () => ({
       authorize: (await api.get('authorize', { reference: true })) as RuntimeRefs['authorize'],
+      settle: (await api.get('settle', { reference: true })) as RuntimeRefs['settle'],
       ping: (await api.get('ping', { reference: true })) as RuntimeRefs['ping'],
     }));
     api.release();
@@ -321,7 +323,9 @@ export class PluginInstance {
       } finally {
         this.queued--;
       }
-      const outcome = this.outcomeOf(json);
+      let outcome = this.outcomeOf(json);
+      // Most promises settle within their own call: fetch the outcome in one more call.
+      if ('pending' in outcome) outcome = this.outcomeOf(await this.callAsync(this.refs.settle, [outcome.pending]));
       return this.decisionOf('pending' in outcome ? await this.wait(outcome.pending, deadline) : outcome);
     } finally {
       this.calls.end();
@@ -345,6 +349,9 @@ export class PluginInstance {
     let outcome: Outcome;
     try {
       outcome = this.outcomeOf(this.callSync(this.refs.authorize, [requestJson]));
+      // Most promises settle within their own call (an async plugin awaiting crypto.subtle):
+      // one more synchronous call fetches the outcome, cheaper than waiting for `done`.
+      if ('pending' in outcome) outcome = this.outcomeOf(this.callSync(this.refs.settle, [outcome.pending]));
     } catch (error) {
       this.calls.end();
       throw error;

@@ -79,7 +79,10 @@ const DRAIN_MS = 2000;
  */
 const INLINE_MAX_MS = 5;
 const INLINE_SLOW_CALLS = 3;
-const INLINE_SLOW_WINDOW = 1000;
+// Ten calls, not a thousand: a steadily slow plugin is slow call after call, while the
+// isolate's garbage collector makes a heavier plugin (a JWT verify) slow now and then, and
+// moving that one to the isolate thread costs it far more (every crypto call crosses threads).
+const INLINE_SLOW_WINDOW = 10;
 /** Same, for the moving average of inline calls (a steadily heavy plugin). */
 const INLINE_AVERAGE_MS = 0.5;
 /** The first calls of an isolate compile the plugin lazily: only a failing one is judged. */
