@@ -124,6 +124,8 @@ function checkParams(p: { query: unknown; operationName: unknown; variables: unk
 }
 
 function readBody(req: IncomingMessage): Promise<Buffer | RequestFailure> {
+  // Already read to its end (an empty body buffered for auth, SPEC 5.3): no `end` is coming.
+  if (req.readableEnded) return Promise.resolve(Buffer.alloc(0));
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -151,6 +153,7 @@ function readBody(req: IncomingMessage): Promise<Buffer | RequestFailure> {
 }
 
 function drain(req: IncomingMessage): Promise<void> {
+  if (req.readableEnded) return Promise.resolve();
   return new Promise((resolve) => {
     req.resume();
     req.on('end', resolve);

@@ -1,4 +1,3 @@
-import type { Readable } from 'node:stream';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Logger } from '../log/logger.ts';
 
@@ -18,8 +17,6 @@ export interface RequestContext {
    */
   readonly headers: IncomingHttpHeaders;
   readonly logger: Logger;
-  /** The body to send upstream instead of the request stream (it was buffered for auth). */
-  readonly body?: Readable;
   /** Set by the destination for the access log: which upstream served the request. */
   upstream?: string;
   /**

@@ -88,7 +88,7 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
         path: this.x.path,
         method: req.method as Dispatcher.HttpMethod,
         headers: upstreamHeaders(req, ctx.headers, route, this.host),
-        body: this.x.hasBody ? (this.x.ctx.body ?? req) : null,
+        body: this.x.hasBody ? req : null,
         headersTimeout: route.retry?.perTryTimeoutMs ?? route.timeoutMs,
         bodyTimeout: route.timeoutMs,
       },

@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { Readable } from 'node:stream';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { metrics } from '../admin/metrics.ts';
 import type { ConfigSnapshot } from '../config/store.ts';
@@ -16,7 +15,7 @@ import { parseHostHeader } from './host-table.ts';
 import { sendLocalReply } from './local-reply.ts';
 import { DEFAULT_PATH_NORMALIZATION, normalizePath, type PathNormalization } from './normalize-path.ts';
 import { sanitizeRequestHeaders } from './request-headers.ts';
-import { bufferRequestBody, replayBody } from './request-body.ts';
+import { bufferRequestBody, drainAfterAnswer, refuseTooLarge } from './request-body.ts';
 import { compileRouteTable, matchRoute, type CompiledRoute, type RouteAuth, type RouteTable } from './route-table.ts';
 import type { UpstreamRegistry } from './upstream-cluster.ts';
 
@@ -166,30 +165,33 @@ export class Gateway {
   };
 
   /**
-   * A route that sends the body to auth (SPEC 5.3): buffer up to maxRequestBytes (413 when
-   * larger and partial bodies are not allowed), check with the body, then forward all of it.
+   * A route that sends the body to auth (SPEC 5.3 "Request body", Envoy's `with_request_body`):
+   * buffer up to maxRequestBytes (413 when larger and partial bodies are not allowed), check
+   * with the body, then hand the destination the request, whose stream still holds every byte.
    */
   private authorizeWithBody(req: IncomingMessage, res: ServerResponse, ctx: RequestContext, route: CompiledRoute, auth: RouteAuth, upstreamPath: string): void {
     const settings = auth.body!;
+    drainAfterAnswer(req, res);
     bufferRequestBody(req, settings.maxBytes, settings.allowPartial).then((body) => {
       if (body === 'aborted' || res.destroyed) return;
       if (body === 'too-large') {
-        // The unread body makes the connection unusable for another request: close it.
-        res.setHeader('connection', 'close');
-        return sendLocalReply(res, 413, ErrorCodes.BODY_TOO_LARGE, `request body larger than ${settings.maxBytes} bytes (the route sends the body to auth)`, ctx.responseHeaders);
+        return refuseTooLarge(req, res, `request body larger than ${settings.maxBytes} bytes (the route sends the body to auth: requestBody.maxRequestBytes)`, ctx.responseHeaders);
       }
       const check = buildCheckRequest(req, ctx, auth);
       const http = check.attributes.request.http;
       if (settings.packAsBytes) http.raw_body = body.forAuth.toString('base64');
       else http.body = body.forAuth.toString('utf8');
-      if (body.partial) http.headers['x-envoy-auth-partial-body'] = 'true';
+      // int64 in proto3 JSON is a decimal string.
+      if (body.size !== undefined) http.size = String(body.size);
+      // As Envoy: always set on a check with a body, so a client cannot send its own.
+      http.headers['x-envoy-auth-partial-body'] = body.partial ? 'true' : 'false';
       const authorizer = this.options.authorizer;
       const decided = authorizer ? authorizer.check(check) : this.authorize(req, ctx, auth);
       decided.then(
         (decision) => {
           if (res.destroyed) return;
           if (!decision.allowed) return sendDenial(res, decision, ctx.responseHeaders);
-          this.dispatch(req, res, { ...ctx, headers: applyAllowed(ctx.headers, decision), body: Readable.from(replayBody(req, body), { objectMode: false }) }, route, upstreamPath);
+          this.dispatch(req, res, { ...ctx, headers: applyAllowed(ctx.headers, decision) }, route, upstreamPath);
         },
         (error: unknown) => {
           this.logger.error({ reqId: ctx.requestId, err: error }, 'external auth failed');

@@ -1,62 +1,122 @@
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { ErrorCodes } from '../errors.ts';
 
 /** The first bytes of a request body, read for the auth check (SPEC 5.3 "Request body"). */
 export interface BufferedBody {
-  /** Everything read so far, in order: forwarded first, before the rest of the stream. */
-  readonly chunks: Buffer[];
   /** The bytes auth sees: at most `maxBytes`. */
   readonly forAuth: Buffer;
-  /** The whole body was read (no rest to stream). */
-  readonly complete: boolean;
   /** Auth sees only the first `maxBytes` of a larger body (allowPartialMessage). */
   readonly partial: boolean;
+  /** The body's size when known: the declared content-length, or what was read of a complete body. */
+  readonly size: number | undefined;
 }
 
 /** Why buffering stopped without a body: too large (→ 413) or the client went away. */
 export type BufferFailure = 'too-large' | 'aborted';
 
 /**
- * Reads the body up to `maxBytes` (Envoy's `with_request_body`): resolves with what auth gets
- * and what must be forwarded, or a failure. A declared `content-length` over the limit fails
- * at once unless partial bodies are allowed. With `allowPartial`, reading stops (the stream is
- * paused) once `maxBytes` are in: the rest stays in the socket until it is forwarded.
+ * How long the gateway keeps reading (and discarding) the body of a request it refused with
+ * 413, so that the client, still sending, gets to read the answer instead of a connection
+ * reset; then the connection is closed. Envoy's `delayed_close_timeout` default.
+ */
+export const LINGER_MS = 1_000;
+
+/**
+ * Reads the body up to `maxBytes` (Envoy's `with_request_body`) and resolves with what auth
+ * gets, or a failure. A declared `content-length` over the limit fails at once unless partial
+ * bodies are allowed; an undeclared (chunked) one fails when its bytes pass the limit.
+ *
+ * The bytes read are put back at the front of the request stream (`unshift`, before its
+ * `end` could be emitted), so every destination reads the request exactly as if it had never
+ * been touched: the whole body, byte for byte, the rest streaming from the socket. At most
+ * `maxBytes` plus one socket read are held in memory; with `allowPartial` reading stops there
+ * and the rest stays in the socket (backpressure) until the destination reads it.
  */
 export function bufferRequestBody(req: IncomingMessage, maxBytes: number, allowPartial: boolean): Promise<BufferedBody | BufferFailure> {
-  const declared = Number(req.headers['content-length']);
-  if (!allowPartial && Number.isFinite(declared) && declared > maxBytes) return Promise.resolve('too-large');
+  const declared = declaredLength(req);
+  if (!allowPartial && declared !== undefined && declared > maxBytes) return Promise.resolve('too-large');
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    const done = (result: BufferedBody | BufferFailure): void => {
-      req.off('data', onData);
-      req.off('end', onEnd);
-      req.off('aborted', onAborted);
-      req.off('error', onAborted);
+    const settle = (result: BufferedBody | BufferFailure, putBack?: Buffer): void => {
+      req.off('readable', onReadable);
+      req.off('close', onClose);
+      req.off('error', onError);
+      // Synchronously, in the same callback that saw the last chunk: `end` is only emitted
+      // on a later tick, and never while bytes are buffered.
+      if (putBack && putBack.length > 0) req.unshift(putBack);
       resolve(result);
     };
-    const whole = (): Buffer => Buffer.concat(chunks, size);
-    const onData = (chunk: Buffer): void => {
-      chunks.push(chunk);
-      size += chunk.length;
-      if (size <= maxBytes) return;
-      if (!allowPartial) {
-        req.pause();
-        return done('too-large');
+    const onReadable = (): void => {
+      let chunk: Buffer | null;
+      while (size <= maxBytes && (chunk = req.read() as Buffer | null) !== null) {
+        chunks.push(chunk);
+        size += chunk.length;
       }
-      req.pause();
-      done({ chunks, forAuth: whole().subarray(0, maxBytes), complete: false, partial: true });
+      if (size > maxBytes) {
+        if (!allowPartial) return settle('too-large');
+        const all = Buffer.concat(chunks, size);
+        return settle({ forAuth: all.subarray(0, maxBytes), partial: true, size: declared }, all);
+      }
+      // `complete` is set when the parser has seen the end of the message, before `end`.
+      if (req.complete) {
+        const all = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
+        settle({ forAuth: all, partial: false, size: declared ?? size }, all);
+      }
     };
-    const onEnd = (): void => done({ chunks, forAuth: whole(), complete: true, partial: false });
-    const onAborted = (): void => done('aborted');
-    req.on('data', onData);
-    req.once('end', onEnd);
-    req.once('aborted', onAborted);
-    req.once('error', onAborted);
+    // A client that leaves mid-body: drop what was read, call nobody.
+    const onClose = (): void => {
+      if (!req.complete) settle('aborted');
+    };
+    const onError = (): void => settle('aborted');
+    req.on('readable', onReadable);
+    req.once('close', onClose);
+    req.once('error', onError);
   });
 }
 
-/** The body to forward: the buffered chunks, then whatever is still in the request stream. */
-export async function* replayBody(req: IncomingMessage, body: BufferedBody): AsyncGenerator<Buffer> {
-  for (const chunk of body.chunks) yield chunk;
-  if (!body.complete) for await (const chunk of req) yield chunk as Buffer;
+/**
+ * Answers 413 `GH_BODY_TOO_LARGE` to a request whose body is over the limit, in a way the
+ * client can read: the answer (headers and body, content-length framed) goes out at once, but
+ * the response is only ended once the rest of the request body has been read and discarded,
+ * or, when the body is still arriving after {@link LINGER_MS}, the connection is closed (Envoy's
+ * delayed close). Ending it at once would let Node close the socket (the client may have sent
+ * `connection: close`) with request bytes unread, and the client, still writing, would get a
+ * reset in place of the 413.
+ */
+export function refuseTooLarge(req: IncomingMessage, res: ServerResponse, message: string, extraHeaders: readonly string[] = [], lingerMs = LINGER_MS): void {
+  const body = `${message}\n`;
+  res.writeHead(413, ['content-type', 'text/plain; charset=utf-8', 'content-length', String(Buffer.byteLength(body)), 'x-gatehouse-error', ErrorCodes.BODY_TOO_LARGE, ...extraHeaders]);
+  if (req.complete) {
+    res.end(body);
+    return;
+  }
+  res.write(body);
+  const timer = setTimeout(() => req.socket.destroy(), lingerMs);
+  const done = (): void => {
+    clearTimeout(timer);
+    if (!res.writableEnded && !res.destroyed) res.end();
+  };
+  req.once('end', done);
+  req.once('close', done);
+  req.resume();
+}
+
+/**
+ * Once the answer is finished, whatever of the body no one read is discarded, as Node does
+ * for a request it was never asked to read (it does not for one already read from): else the
+ * rest of a partial body left unread by a denial or a failed upstream would stall the
+ * keep-alive connection until its idle timeout.
+ */
+export function drainAfterAnswer(req: IncomingMessage, res: ServerResponse): void {
+  res.once('finish', () => {
+    if (!req.readableEnded) req.resume();
+  });
+}
+
+function declaredLength(req: IncomingMessage): number | undefined {
+  const value = req.headers['content-length'];
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  return Number.isSafeInteger(n) && n >= 0 ? n : undefined;
 }

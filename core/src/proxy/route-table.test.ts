@@ -131,6 +131,34 @@ describe('compileRouteTable', () => {
     await upstreams.close();
   });
 
+  test('effective requestBody: the route’s wins, else the host’s, whichever level names the config; disable drops it', async () => {
+    const hostBody = { maxRequestBytes: 1000 };
+    const { table, upstreams } = compile(
+      upstream('up'),
+      authConfig('host-auth'),
+      authConfig('route-auth'),
+      virtualService('s', {
+        domains: ['s.test'],
+        options: { extauth: { configRef: { name: 'host-auth' }, requestBody: hostBody } },
+        routes: [
+          { name: 'inherits', matchers: [{ prefix: '/i' }], routeAction: to('up') },
+          { name: 'own-config', matchers: [{ prefix: '/c' }], routeAction: to('up'), options: { extauth: { configRef: { name: 'route-auth' } } } },
+          { name: 'own-body', matchers: [{ prefix: '/b' }], routeAction: to('up'), options: { extauth: { requestBody: { maxRequestBytes: 5, allowPartialMessage: true, packAsBytes: true } } } },
+          { name: 'public', matchers: [{ prefix: '/p' }], routeAction: to('up'), options: { extauth: { disable: true } } },
+        ],
+      }),
+      // A body setting without any AuthConfig asks for nothing: there is no check to send it with.
+      virtualService('open', { domains: ['open.test'], options: { extauth: { requestBody: hostBody } }, routes: [{ routeAction: to('up') }] }),
+    );
+    const [inherits, ownConfig, ownBody, open] = vhost(table, 's.test').routes;
+    expect(inherits!.auth!.body).toEqual({ maxBytes: 1000, allowPartial: false, packAsBytes: false });
+    expect(ownConfig!.auth).toMatchObject({ configId: 'default.route-auth', body: { maxBytes: 1000 } });
+    expect(ownBody!.auth).toEqual({ configId: 'default.host-auth', sourceType: 'virtual_host', sourceName: 'default.s', body: { maxBytes: 5, allowPartial: true, packAsBytes: true } });
+    expect(open!.auth).toBeUndefined();
+    expect(vhost(table, 'open.test').routes[0]!.auth).toBeUndefined();
+    await upstreams.close();
+  });
+
   test('route cors replaces the host policy; header manipulation merges host then route', async () => {
     const { table, upstreams } = compile(
       upstream('up'),

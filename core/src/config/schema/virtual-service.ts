@@ -50,21 +50,30 @@ export const CorsPolicy = Strict({
   allowCredentials: Type.Optional(Type.Boolean()),
 });
 
-/** Per-route or per-host external auth: a config to use, or `disable` (route only). */
+/** The largest `requestBody.maxRequestBytes`: the body is held in memory while auth runs. */
+export const MAX_REQUEST_BODY_BYTES = 64 * 1024 * 1024;
+
 /** Envoy's `with_request_body` / Gloo's `requestBody` (SPEC 5.3): the body goes to auth. */
 export const RequestBodyOptions = Strict({
-  maxRequestBytes: Type.Integer({ minimum: 1, maximum: 64 * 1024 * 1024, description: 'bytes of the body buffered and sent to auth' }),
+  maxRequestBytes: Type.Integer({ minimum: 1, maximum: MAX_REQUEST_BODY_BYTES, description: 'bytes of the body buffered and sent to auth' }),
   allowPartialMessage: Type.Optional(Type.Boolean({ description: 'send the first maxRequestBytes of a larger body instead of answering 413' })),
   packAsBytes: Type.Optional(Type.Boolean({ description: 'send the body as raw_body (bytes) instead of body (UTF-8)' })),
 });
 
+/**
+ * Per-route or per-host external auth: a config to use, or `disable` (route only), and whether
+ * the body goes with the check. `disable` excludes both others (auth off: no config, no body).
+ */
 export const ExtAuthOptions = Strict(
   {
     configRef: Type.Optional(ResourceRef),
     disable: Type.Optional(Type.Boolean()),
     requestBody: Type.Optional(RequestBodyOptions),
   },
-  atMostOneOf(['configRef', 'disable']),
+  {
+    not: { anyOf: [{ required: ['configRef', 'disable'] }, { required: ['requestBody', 'disable'] }] },
+    'x-gatehouse-message': '"disable" turns auth off: it cannot be set with "configRef" or "requestBody"',
+  },
 );
 
 const RouteOptions = Strict({
