@@ -14,7 +14,7 @@ import { basic, htpasswdApr1, startEnvoyAuthServer } from '../extauth/support.ts
 import { makeConfigDir, manifests, type ConfigDir } from '../support/config-dir.ts';
 import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
 import { eventually, send } from '../support/http.ts';
-import { startServer, type TestServer } from '../support/upstream.ts';
+import { startBodyRecorder } from '../support/upstream.ts';
 import { docBootstrap, findEnvoy, startEnvoy, withAddresses, type EnvoyProcess } from './envoy.ts';
 
 const ENVOY = findEnvoy();
@@ -29,31 +29,6 @@ function fnv1a(bytes: Uint8Array): string {
 }
 
 /** What the application behind Envoy received. */
-interface Seen {
-  method: string;
-  path: string;
-  headers: Record<string, string | string[] | undefined>;
-  bodySha256: string;
-  bodyBytes: number;
-}
-
-/** The application: answers every request with `ok` and records it (body by hash). */
-async function recordingApp(): Promise<TestServer & { seen: Seen[] }> {
-  const seen: Seen[] = [];
-  const server = await startServer((req, res) => {
-    const hash = createHash('sha256');
-    let bytes = 0;
-    req.on('data', (chunk: Buffer) => {
-      hash.update(chunk);
-      bytes += chunk.length;
-    });
-    req.on('end', () => {
-      seen.push({ method: req.method!, path: req.url!, headers: req.headers, bodySha256: hash.digest('hex'), bodyBytes: bytes });
-      res.end('ok');
-    });
-  });
-  return Object.assign(server, { seen });
-}
 
 if (!ENVOY) {
   const message = 'envoy not found: run test/envoy/install-envoy.sh (or set GATEHOUSE_ENVOY)';
@@ -69,7 +44,7 @@ if (!ENVOY) {
 }
 
 describe.skipIf(!ENVOY)('Envoy in front of gatehouse extauth (docs/envoy.md bootstrap)', () => {
-  let app: Awaited<ReturnType<typeof recordingApp>>;
+  let app: Awaited<ReturnType<typeof startBodyRecorder>>;
   let config: ConfigDir;
   let pluginDir: string;
   let extauth: GatehouseProcess;
@@ -91,7 +66,7 @@ describe.skipIf(!ENVOY)('Envoy in front of gatehouse extauth (docs/envoy.md boot
 
   beforeAll(async () => {
     doc = await docBootstrap();
-    app = await recordingApp();
+    app = await startBodyRecorder();
     pluginDir = await mkdtemp(join(tmpdir(), 'gatehouse-envoy-plugins-'));
     await buildPlugin({ entry: PROBE, name: 'EnvoyProbe', outDir: pluginDir });
     config = await makeConfigDir({
@@ -202,14 +177,14 @@ describe.skipIf(!ENVOY)('Envoy in front of gatehouse extauth (docs/envoy.md boot
         expect(Buffer.from(lastCheck().raw_body).equals(binary)).toBe(true);
         expect(lastCheck().body).toBe('');
         expect(lastCheck().headers['x-envoy-auth-partial-body']).toBe('false');
-        expect(app.seen.at(-1)!.bodySha256).toBe(createHash('sha256').update(binary).digest('hex'));
+        expect(app.seen.at(-1)!.sha256).toBe(createHash('sha256').update(binary).digest('hex'));
         // Routes that do not ask for the body are checked without buffering it (and still get all of it).
         for (const path of ['/orders', '/partners/upload']) {
           const reply = await send(other.url, { method: 'POST', path, headers: { host: 'shop.example.com' }, body: binary });
           expect(reply.status).toBe(200);
           expect(lastCheck().raw_body.length + lastCheck().body.length).toBe(0);
           expect(lastCheck().headers['x-envoy-auth-partial-body']).toBeUndefined();
-          expect(app.seen.at(-1)!.bodyBytes).toBe(binary.length);
+          expect(app.seen.at(-1)!.bytes).toBe(binary.length);
         }
       } finally {
         await other.stop();
@@ -223,8 +198,8 @@ describe.skipIf(!ENVOY)('Envoy in front of gatehouse extauth (docs/envoy.md boot
       expect(reply.status).toBe(200);
       const seen = app.seen.at(-1)!;
       expect(seen.headers['x-probe-body']).toBe(`raw_body:${binary.length}:${fnv1a(binary)}`);
-      expect(seen.bodyBytes).toBe(binary.length);
-      expect(seen.bodySha256).toBe(createHash('sha256').update(binary).digest('hex'));
+      expect(seen.bytes).toBe(binary.length);
+      expect(seen.sha256).toBe(createHash('sha256').update(binary).digest('hex'));
     });
 
     it.todo('feeds the webhook-signature plugin: a correctly signed body is allowed, a wrong signature denied (waits for plugins/webhook-signature, issue 10 item 5)');

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { envoyAuthClient, startEnvoyAuthServer } from '../extauth/support.ts';
 import { makeConfigDir, manifests, type ConfigDir } from '../support/config-dir.ts';
 import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
-import { startServer, type TestServer } from '../support/upstream.ts';
+import { startBodyRecorder } from '../support/upstream.ts';
 
 /** 100 000 bytes that are not valid UTF-8: only an exact byte copy matches. */
 const binary = Buffer.from(Array.from({ length: 100_000 }, (_, i) => (i * 7 + 3) & 0xff));
@@ -29,33 +29,14 @@ interface CheckedHttp {
   size: string;
 }
 
-interface Seen {
-  path: string;
-  bytes: number;
-  sha256: string;
-  headers: Record<string, string | string[] | undefined>;
-}
 
-let upstream: TestServer & { seen: Seen[] };
+let upstream: Awaited<ReturnType<typeof startBodyRecorder>>;
 let recorder: Awaited<ReturnType<typeof startEnvoyAuthServer>>;
 let config: ConfigDir;
 const checked = (): CheckedHttp => (recorder.requests.at(-1) as { attributes: { request: { http: CheckedHttp } } }).attributes.request.http;
 
 beforeAll(async () => {
-  const seen: Seen[] = [];
-  const server = await startServer((req, res) => {
-    const hash = createHash('sha256');
-    let bytes = 0;
-    req.on('data', (chunk: Buffer) => {
-      hash.update(chunk);
-      bytes += chunk.length;
-    });
-    req.on('end', () => {
-      seen.push({ path: req.url!, bytes, sha256: hash.digest('hex'), headers: req.headers });
-      res.end('upstream ok');
-    });
-  });
-  upstream = Object.assign(server, { seen });
+  upstream = await startBodyRecorder('upstream ok');
   // Allows everything, except that `x-deny` gets a 403 with a body.
   recorder = await startEnvoyAuthServer((req) =>
     req.attributes.request.http.headers['x-deny'] ? { status: { code: 7 }, denied_response: { status: { code: 403 }, body: 'denied' } } : { status: { code: 0 }, ok_response: {} },

@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildPlugin } from '@gatehouse/plugin-sdk/build';
 import { makeConfigDir, manifests, type ConfigDir } from '../support/config-dir.ts';
 import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
-import { startServer, type TestServer } from '../support/upstream.ts';
+import { startBodyRecorder } from '../support/upstream.ts';
 import { envoyAuthClient } from '../extauth/support.ts';
 
 const WEBHOOK = fileURLToPath(new URL('../../plugins/webhook-signature/src/index.ts', import.meta.url));
@@ -25,33 +25,14 @@ const SECRET = 'It is a secret to everybody';
 const binary = Buffer.from(Array.from({ length: 100_000 }, (_, i) => (i * 7 + 3) & 0xff));
 const sign = (body: Buffer, secret = SECRET) => `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
 
-interface Seen {
-  path: string;
-  bytes: number;
-  sha256: string;
-  headers: Record<string, string | string[] | undefined>;
-}
 
-let upstream: TestServer & { seen: Seen[] };
+let upstream: Awaited<ReturnType<typeof startBodyRecorder>>;
 let config: ConfigDir;
 let pluginDir: string;
 let gatehouse: GatehouseProcess;
 
 beforeAll(async () => {
-  const seen: Seen[] = [];
-  const server = await startServer((req, res) => {
-    const hash = createHash('sha256');
-    let bytes = 0;
-    req.on('data', (chunk: Buffer) => {
-      hash.update(chunk);
-      bytes += chunk.length;
-    });
-    req.on('end', () => {
-      seen.push({ path: req.url!, bytes, sha256: hash.digest('hex'), headers: req.headers });
-      res.end('upstream ok');
-    });
-  });
-  upstream = Object.assign(server, { seen });
+  upstream = await startBodyRecorder('upstream ok');
   pluginDir = await mkdtemp(join(tmpdir(), 'gatehouse-body-plugins-'));
   await buildPlugin({ entry: WEBHOOK, name: 'WebhookSignature', outDir: pluginDir });
   await buildPlugin({ entry: PROBE, name: 'EnvoyProbe', outDir: pluginDir });

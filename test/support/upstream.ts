@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
@@ -58,4 +59,34 @@ export async function refusedPort(): Promise<number> {
   const s = await startServer(() => {});
   await s.close();
   return s.port;
+}
+
+/** What a body recorder saw: the request line, headers, and the body by size and SHA-256. */
+export interface RecordedRequest {
+  method: string;
+  path: string;
+  headers: IncomingMessage['headers'];
+  bytes: number;
+  sha256: string;
+}
+
+/**
+ * An upstream that answers every request with `reply` once the body has arrived, and records it
+ * (the body by size and SHA-256, so 100 KB bodies compare byte for byte without being kept).
+ */
+export async function startBodyRecorder(reply = 'ok'): Promise<TestServer & { seen: RecordedRequest[] }> {
+  const seen: RecordedRequest[] = [];
+  const server = await startServer((req, res) => {
+    const hash = createHash('sha256');
+    let bytes = 0;
+    req.on('data', (chunk: Buffer) => {
+      hash.update(chunk);
+      bytes += chunk.length;
+    });
+    req.on('end', () => {
+      seen.push({ method: req.method!, path: req.url!, headers: req.headers, bytes, sha256: hash.digest('hex') });
+      res.end(reply);
+    });
+  });
+  return Object.assign(server, { seen });
 }
