@@ -25,7 +25,7 @@ export interface RuntimeApi {
    * An outcome, or `{pending: id}` when the plugin answered with a promise; the outcome of a
    * pending call reaches the host through `HostApi.done(id, outcome)` when it settles.
    */
-  authorize(requestJson: string): string;
+  authorize(requestJson: string, notify?: boolean): string;
   /**
    * The outcome of pending call `id` if its promise has settled (most do, within their own
    * call's microtasks), else `{pending: id}` again, and its outcome will come through `done`.
@@ -233,10 +233,13 @@ export function install(host: HostApi): RuntimeApi {
 
     // Never returns a promise: the host may call it synchronously (inline). A plugin's promise
     // is answered later through host.done, when it settles (after fetch, timers…).
-    authorize(requestJson: string): string {
+    authorize(requestJson: string, notifyPending?: boolean): string {
       const result = call(requestJson);
       if ('now' in result) return result.now;
       const id = ++lastPending;
+      // The host on the isolate's thread cannot ask with settle() (its call could queue behind
+      // a continuation): it asks here to be told through done.
+      if (notifyPending === true) notify.add(id);
       const done = host.done;
       // `later` never rejects: the handlers in call() turn everything into an outcome. It is
       // kept for settle(); only an outcome the host is already waiting for goes through done.
