@@ -3,7 +3,7 @@
  * front of a real `gatehouse extauth` process, with the bootstrap of docs/envoy.md: Envoy's
  * ext_authz filter over gRPC, config ids per route, disabled routes, fail closed, health checks.
  */
-import { createHash } from 'node:crypto';
+import { createHash, createHmac } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,6 +19,9 @@ import { docBootstrap, findEnvoy, startEnvoy, withAddresses, type EnvoyProcess }
 
 const ENVOY = findEnvoy();
 const PROBE = fileURLToPath(new URL('./fixtures/envoy-probe.ts', import.meta.url));
+const WEBHOOK = fileURLToPath(new URL('../../plugins/webhook-signature/src/index.ts', import.meta.url));
+const WEBHOOK_SECRET = 'shared with github';
+const signed = (body: Buffer, secret = WEBHOOK_SECRET) => ({ 'x-hub-signature-256': `sha256=${createHmac('sha256', secret).update(body).digest('hex')}` });
 const alice = htpasswdApr1('alice', 'wonderland');
 
 /** FNV-1a, 32 bits, hex: the checksum fixtures/envoy-probe.ts reports for the body it was given. */
@@ -69,11 +72,17 @@ describe.skipIf(!ENVOY)('Envoy in front of gatehouse extauth (docs/envoy.md boot
     app = await startBodyRecorder();
     pluginDir = await mkdtemp(join(tmpdir(), 'gatehouse-envoy-plugins-'));
     await buildPlugin({ entry: PROBE, name: 'EnvoyProbe', outDir: pluginDir });
+    await buildPlugin({ entry: WEBHOOK, name: 'WebhookSignature', outDir: pluginDir });
     config = await makeConfigDir({
       'auth.yaml': [
         manifests.authConfig('basic', [{ basicAuth: { realm: 'demo', apr: { users: { alice: { salt: alice.salt, hashedPassword: alice.hashedPassword } } } } }]),
         manifests.authConfig('partners', [{ pluginAuth: { name: 'EnvoyProbe', config: { Team: 'blue' } } }]),
-        manifests.authConfig('webhooks', [{ pluginAuth: { name: 'EnvoyProbe', config: { Team: 'hooks' } } }]),
+        // The probe reports the body it got; the webhook plugin checks the signature over it.
+        manifests.authConfig('webhooks', [
+          { pluginAuth: { name: 'EnvoyProbe', config: { Team: 'hooks' } } },
+          { pluginAuth: { name: 'WebhookSignature', secretRefs: { WebhookSecret: { name: 'github-webhook', key: 'secret' } } } },
+        ]),
+        { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'github-webhook' }, stringData: { secret: WEBHOOK_SECRET } },
       ],
     });
     extauth = await startExtauth();
@@ -165,7 +174,8 @@ describe.skipIf(!ENVOY)('Envoy in front of gatehouse extauth (docs/envoy.md boot
   describe('with_request_body + pack_as_bytes (route /webhooks/)', () => {
     /** 100 000 bytes that are not valid utf-8, so only an exact byte copy matches. */
     const binary = Buffer.from(Array.from({ length: 100_000 }, (_, i) => (i * 7 + 3) & 0xff));
-    const post = (url: string) => send(url, { method: 'POST', path: '/webhooks/github', headers: { host: 'shop.example.com', 'content-type': 'application/octet-stream' }, body: binary });
+    const post = (url: string, body = binary, headers: Record<string, string> = signed(binary)) =>
+      send(url, { method: 'POST', path: '/webhooks/github', headers: { host: 'shop.example.com', 'content-type': 'application/octet-stream', ...headers }, body });
 
     it('Envoy sends the exact body as raw_body bytes only where asked (seen by an ext_authz server built from Envoy protos), then forwards it whole', async () => {
       const recorder = await startEnvoyAuthServer(() => ({ status: { code: 0 }, ok_response: {} }));
@@ -202,7 +212,17 @@ describe.skipIf(!ENVOY)('Envoy in front of gatehouse extauth (docs/envoy.md boot
       expect(seen.sha256).toBe(createHash('sha256').update(binary).digest('hex'));
     });
 
-    it.todo('feeds the webhook-signature plugin: a correctly signed body is allowed, a wrong signature denied (waits for plugins/webhook-signature, issue 10 item 5)');
+    it('feeds the webhook-signature plugin: a correctly signed body is allowed, a wrong signature or a tampered body denied', async () => {
+      expect((await post(envoy.url)).status).toBe(200);
+      expect(app.seen.at(-1)!.sha256).toBe(createHash('sha256').update(binary).digest('hex'));
+      const before = app.seen.length;
+      expect((await post(envoy.url, binary, signed(binary, 'not the secret'))).status).toBe(401);
+      const tampered = Buffer.from(binary);
+      tampered[99_999] ^= 0x80;
+      expect((await post(envoy.url, tampered)).status).toBe(401);
+      expect((await post(envoy.url, binary, {})).status).toBe(401);
+      expect(app.seen.length).toBe(before);
+    });
   });
 
   it('health checks, fail closed and recovery: auth server stopped → unhealthy and 403; restarted on the same port → healthy and 200', async () => {
