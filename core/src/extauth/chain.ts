@@ -51,6 +51,7 @@ export class AuthChain {
     let changes = 0;
     let last: Allowed | undefined;
     let state: Record<string, unknown> = {};
+    const lastStep = this.steps[this.steps.length - 1];
     for (const step of this.steps) {
       const decision = await this.runStep(step, current, state);
       if (!decision.allowed) return decision;
@@ -60,10 +61,12 @@ export class AuthChain {
       if (decision.headersToSet.length === 0 && decision.headersToRemove.length === 0) continue;
       changing = decision;
       changes++;
-      headers = applyAllowed(headers, decision);
       for (const h of decision.headersToSet) touched.add(h.key.toLowerCase());
       for (const name of decision.headersToRemove) removed.add(name.toLowerCase());
-      if (step !== this.steps[this.steps.length - 1]) current = withHeaders(current, headers);
+      // The merged headers are needed by a next step, or for a net result of several changes;
+      // not for the common single change by the last step (no copy of every header per check).
+      if (step !== lastStep || changes > 1 || setsAndRemoves(decision)) headers = applyAllowed(headers, decision);
+      if (step !== lastStep) current = withHeaders(current, headers);
     }
     // One step's own answer passes through unchanged, unless it sets and removes the same
     // header (whose outcome would depend on the order the gateway applies them).
