@@ -54,7 +54,7 @@ export const metrics = {
   }),
   unhandledErrors: new Counter({
     name: 'gatehouse_unhandled_errors_total',
-    help: 'Exceptions and rejections no handler caught, by kind (exception, rejection); logged and survived.',
+    help: 'Exceptions and rejections no handler caught, by kind (exception, rejection: logged and survived; catastrophe: a plugin isolate V8 lost control of, the process is killed).',
     labelNames: ['kind'] as const,
     registers: [registry],
   }),

@@ -42,4 +42,36 @@ describe('installProcessGuards (issue 17)', () => {
     `);
     expect(code).toBe(1);
   });
+
+  test('a catastrophic isolate error (V8 lost control of a plugin isolate) kills the process, which frees its ports, instead of leaving it hung', async () => {
+    // A real catastrophe: an uninterruptible builtin in a bare isolate (no sandbox bounds) outlives
+    // its timeout, and isolated-vm parks the thread and calls onCatastrophicError.
+    const started = Date.now();
+    const result = await new Promise<{ signal: NodeJS.Signals | null; stderr: string; stdout: string }>((resolve) => {
+      const script = `
+        import ivm from 'isolated-vm';
+        import { createServer } from 'node:net';
+        import { killAfterCatastrophe } from ${JSON.stringify(GUARDS)};
+        const server = createServer().listen(0, '127.0.0.1', async () => {
+          console.log(JSON.stringify({ port: server.address().port }));
+          const isolate = new ivm.Isolate({ memoryLimit: 64, onCatastrophicError: (message) => killAfterCatastrophe({ plugin: 'probe', cause: message }) });
+          const context = await isolate.createContext();
+          await context.eval('new Array(6e7).fill(1).length', { timeout: 50 }).catch(() => {});
+        });
+      `;
+      execFile(process.execPath, ['--no-node-snapshot', '--input-type=module', '-e', script], { timeout: 30_000, cwd: fileURLToPath(new URL('.', import.meta.url)) }, (error, stdout, stderr) => {
+        resolve({ signal: (error as { signal?: NodeJS.Signals } | null)?.signal ?? null, stderr, stdout });
+      });
+    });
+    expect(result.signal).toBe('SIGKILL');
+    expect(result.stderr).toContain('"code":"GH_PLUGIN_CATASTROPHIC"');
+    expect(result.stderr).toContain('Script failed to terminate');
+    expect(Date.now() - started).toBeLessThan(25_000);
+    const { port } = JSON.parse(result.stdout.trim().split('\n')[0]!) as { port: number };
+    // The port is free again: a new listener can take it.
+    const { createServer } = await import('node:net');
+    await new Promise<void>((resolve, reject) => {
+      const again = createServer().once('error', reject).listen(port, '127.0.0.1', () => again.close(() => resolve()));
+    });
+  });
 });

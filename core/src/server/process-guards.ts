@@ -1,7 +1,7 @@
 import { writeSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
 import { metrics } from '../admin/metrics.ts';
-import type { Logger } from '../log/logger.ts';
+import { flushLogs, type Logger } from '../log/logger.ts';
 
 /** More unhandled errors than this within a minute: the process is in a bad state; exit and be restarted. */
 const MAX_UNHANDLED_PER_MINUTE = 100;
@@ -42,6 +42,27 @@ export function hardExit(code: number, graceMs: number): void {
   timer.unref();
   process.exitCode = code;
   process.exit(code);
+}
+
+/**
+ * The backstop for isolated-vm's catastrophic errors ("Script failed to terminate", a fatal
+ * out-of-memory): V8 has lost control of an isolate, its thread is parked for good and the
+ * process can no longer exit normally (a later `exit()` hangs, holding the ports). isolated-vm's
+ * advice is to log and end the process, so this writes one fatal line, flushes the logs and
+ * kills the process with SIGKILL after `graceMs` (in-flight answers that are already on their
+ * way get that long). The supervisor restarts it: the cluster primary for `--workers N`,
+ * Kubernetes or the init system otherwise. Known triggers are refused before they run (the
+ * sandbox's bounded builtins); this is for the ones nobody knows yet.
+ */
+export function killAfterCatastrophe(detail: Record<string, unknown>, graceMs = 250): void {
+  metrics.unhandledErrors.inc({ kind: 'catastrophe' });
+  try {
+    writeSync(2, JSON.stringify({ level: 60, time: Date.now(), code: 'GH_PLUGIN_CATASTROPHIC', ...detail, msg: 'a plugin isolate failed catastrophically: killing the process to be restarted' }) + '\n');
+    flushLogs();
+  } catch {
+    // Nothing may stop the kill below.
+  }
+  setTimeout(() => process.kill(process.pid, 'SIGKILL'), graceMs).unref();
 }
 
 /** What {@link startWatchdog} needs; defaults in docs/operations.md. */

@@ -4,6 +4,7 @@ import { RUNTIME_INSTALL_GLOBAL, sandboxRuntimeScript } from '@gatehouse/plugin-
 import { createHostCrypto, hostRandom, hostUrl, type HostLog, type Outcome } from '@gatehouse/plugin-sdk/runtime';
 import { BadResponseError, toDecision, type PluginDecision } from '@gatehouse/plugin-sdk/runtime';
 import { GatehouseError } from '../../errors.ts';
+import { killAfterCatastrophe } from '../../server/process-guards.ts';
 import { PluginCodes, type PluginCode } from './codes.ts';
 import type { Egress } from './egress.ts';
 import { HostCalls } from './host-calls.ts';
@@ -180,11 +181,11 @@ export class PluginInstance {
     let catastrophe: string | undefined;
     const isolate = new ivm.Isolate({
       memoryLimit: limits.memoryLimitMb,
-      // isolated-vm says the process should abort here; the spec says the auth server stays up,
-      // so the isolate is dropped (and rebuilt) and the condition logged loudly.
+      // V8 has lost control of the isolate: its thread is parked for good and a later exit()
+      // would hang. The process is killed to be restarted (issue 17 finding 5's backstop).
       onCatastrophicError: (message) => {
         catastrophe = message;
-        logger.error({ ...where, code: PluginCodes.OUT_OF_MEMORY, cause: message }, 'plugin isolate failed catastrophically');
+        killAfterCatastrophe({ ...where, cause: message });
       },
     });
     const calls = new HostCalls(grants.egress, { deadlineMs: limits.wallTimeoutMs ?? 1000, maxFetches: limits.maxFetches ?? 16, maxTimers: limits.maxTimers ?? 1024 });
