@@ -31,6 +31,20 @@ export interface RuntimeApi {
    * call's microtasks), else `{pending: id}` again, and its outcome will come through `done`.
    */
   settle(id: number): string;
+  /**
+   * Several Authorize calls in one crossing: `requestsJson` is a JSON array of requests as
+   * {@link authorize} takes them; the answer is a JSON array of their outcomes, in order (each
+   * an outcome object or `{pending: id}`). Every call gets its own log budget, as if alone.
+   */
+  authorizeBatch(requestsJson: string): string;
+  /** Several {@link settle}s in one crossing: `idsJson` is a JSON array of ids; the answer a JSON array of outcomes. */
+  settleBatch(idsJson: string): string;
+  /**
+   * After a batch was stopped (CPU limit): how far it got, as JSON `{done, running, runningMs}`:
+   * the outcomes of the calls that finished (`done`, in order), the index of the call that was
+   * running when it was stopped, and how long that one had run, in ms.
+   */
+  batchProgress(): string;
   /** Does nothing: when it returns, nothing queued before it is still running in the isolate. */
   ping(): string;
 }
@@ -165,11 +179,20 @@ export function install(host: HostApi): RuntimeApi {
 
   /** Calls Authorize: the answer (a JSON outcome) now, or later (the plugin's promise, settled to one). */
   const call = (requestJson: string): { now: string } | { later: Promise<string> } => {
+    let request: unknown;
+    try {
+      request = parse(requestJson);
+    } catch (error) {
+      return { now: failed('authorize', error) };
+    }
+    return callWith(request);
+  };
+  const callWith = (request: unknown): { now: string } | { later: Promise<string> } => {
     budget = LOG_LINES_PER_CALL;
     if (!service) return { now: fails('authorize', 'not initialized') };
     try {
       // The host sends {CheckRequest, State}; State is the previous step's (or {}).
-      const { CheckRequest, State } = parse(requestJson) as { CheckRequest: unknown; State?: unknown };
+      const { CheckRequest, State } = request as { CheckRequest: unknown; State?: unknown };
       // proto3 JSON carries bytes as base64; the plugin gets raw_body as bytes (SPEC 5.3).
       const http = (CheckRequest as { attributes?: { request?: { http?: { raw_body?: unknown } } } } | null)?.attributes?.request?.http;
       if (http && typeof http.raw_body === 'string') http.raw_body = base64Bytes(http.raw_body);
@@ -181,6 +204,38 @@ export function install(host: HostApi): RuntimeApi {
       return { now: failed('authorize', error) };
     }
   };
+
+  /** An outcome for the host now: the answer, or `{pending: id}` (answered by settle or done). */
+  const outcomeOf = (result: { now: string } | { later: Promise<string> }, notifyPending: boolean): string => {
+    if ('now' in result) return result.now;
+    const id = ++lastPending;
+    // The host on the isolate's thread cannot ask with settle() (its call could queue behind
+    // a continuation): it asks here to be told through done.
+    if (notifyPending) notify.add(id);
+    const done = host.done;
+    // `later` never rejects: the handlers in call() turn everything into an outcome. It is
+    // kept for settle(); only an outcome the host is already waiting for goes through done.
+    void promiseThen.call(result.later, (value: unknown) => {
+      if (notify.delete(id)) done?.(id, value as string);
+      else settled.set(id, value as string);
+    });
+    return stringify({ pending: id });
+  };
+  const settleOne = (id: number): string => {
+    const value = settled.get(id);
+    if (value !== undefined) {
+      settled.delete(id);
+      return value;
+    }
+    // Bounded: calls the host gave up on (deadline) and that never settle leave an id here.
+    if (notify.size >= 4096) notify.delete(notify.values().next().value!);
+    notify.add(id);
+    return stringify({ pending: id });
+  };
+  // The batch in progress: read by batchProgress() after the CPU limit stopped it.
+  let batchDone: string[] = [];
+  let batchStartedAt = 0;
+  const now = Date.now;
 
   return freeze({
     async init(symbol: string, globalName: string, configJson: string, secretsJson?: string): Promise<string> {
@@ -234,32 +289,40 @@ export function install(host: HostApi): RuntimeApi {
     // Never returns a promise: the host may call it synchronously (inline). A plugin's promise
     // is answered later through host.done, when it settles (after fetch, timers…).
     authorize(requestJson: string, notifyPending?: boolean): string {
-      const result = call(requestJson);
-      if ('now' in result) return result.now;
-      const id = ++lastPending;
-      // The host on the isolate's thread cannot ask with settle() (its call could queue behind
-      // a continuation): it asks here to be told through done.
-      if (notifyPending === true) notify.add(id);
-      const done = host.done;
-      // `later` never rejects: the handlers in call() turn everything into an outcome. It is
-      // kept for settle(); only an outcome the host is already waiting for goes through done.
-      void promiseThen.call(result.later, (value: unknown) => {
-        if (notify.delete(id)) done?.(id, value as string);
-        else settled.set(id, value as string);
-      });
-      return stringify({ pending: id });
+      return outcomeOf(call(requestJson), notifyPending === true);
     },
 
     settle(id: number): string {
-      const value = settled.get(id);
-      if (value !== undefined) {
-        settled.delete(id);
-        return value;
+      return settleOne(id);
+    },
+
+    authorizeBatch(requestsJson: string): string {
+      const done: string[] = (batchDone = []);
+      let requests: unknown;
+      try {
+        requests = parse(requestsJson);
+      } catch {
+        requests = undefined;
       }
-      // Bounded: calls the host gave up on (deadline) and that never settle leave an id here.
-      if (notify.size >= 4096) notify.delete(notify.values().next().value!);
-      notify.add(id);
-      return stringify({ pending: id });
+      if (!isArray(requests)) return stringify({ ok: false, stage: 'authorize', error: 'a batch is a JSON array' });
+      for (let i = 0; i < requests.length; i++) {
+        batchStartedAt = now();
+        done.push(outcomeOf(callWith(requests[i]), false));
+      }
+      // Outcomes are JSON texts already: joined, not parsed and stringified again.
+      return `[${done.join(',')}]`;
+    },
+
+    settleBatch(idsJson: string): string {
+      const ids = parse(idsJson) as unknown;
+      if (!isArray(ids)) return '[]';
+      const out: string[] = [];
+      for (const id of ids) out.push(typeof id === 'number' ? settleOne(id) : fails('authorize', 'not a call id'));
+      return `[${out.join(',')}]`;
+    },
+
+    batchProgress(): string {
+      return stringify({ done: batchDone.map((outcome) => parse(outcome) as unknown), running: batchDone.length, runningMs: now() - batchStartedAt });
     },
 
     ping(): string {

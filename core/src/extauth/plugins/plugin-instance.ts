@@ -62,8 +62,17 @@ const LEVELS = new Set(['debug', 'info', 'warn', 'error']);
 interface RuntimeRefs {
   authorize: ivm.Reference<(json: string, notify?: boolean) => string>;
   settle: ivm.Reference<(id: number) => string>;
+  authorizeBatch: ivm.Reference<(json: string) => string>;
+  settleBatch: ivm.Reference<(json: string) => string>;
+  batchProgress: ivm.Reference<() => string>;
   ping: ivm.Reference<() => string>;
 }
+
+/** A call of a batch that did not run to an answer through no fault of its own: run it again, alone. */
+export const RETRY = Symbol('retry');
+
+/** One call's result in {@link PluginInstance.authorizeBatchInline}. */
+export type BatchResult = PluginDecision | Promise<PluginDecision> | PluginCallError | typeof RETRY;
 
 /** A pending Authorize call the host waits for (its answer comes through `done`). */
 interface Waiter {
@@ -297,6 +306,9 @@ export class PluginInstance {
     const refs = await guard('the sandbox runtime', async () => ({
       authorize: (await api.get('authorize', { reference: true })) as RuntimeRefs['authorize'],
       settle: (await api.get('settle', { reference: true })) as RuntimeRefs['settle'],
+      authorizeBatch: (await api.get('authorizeBatch', { reference: true })) as RuntimeRefs['authorizeBatch'],
+      settleBatch: (await api.get('settleBatch', { reference: true })) as RuntimeRefs['settleBatch'],
+      batchProgress: (await api.get('batchProgress', { reference: true })) as RuntimeRefs['batchProgress'],
       ping: (await api.get('ping', { reference: true })) as RuntimeRefs['ping'],
     }));
     api.release();
@@ -373,6 +385,136 @@ export class PluginInstance {
         throw error;
       },
     );
+  }
+
+  /**
+   * Runs several Authorize calls inline in one crossing into the isolate: the fixed cost of a
+   * crossing (the isolate's lock, the CPU-limit timer, entering its context, parsing one JSON
+   * text) is paid once for the batch. Answers one result per request, in order: a decision, a
+   * promise of one (a call that awaits fetch or a timer), the {@link PluginCallError} of that
+   * call alone, or {@link RETRY} for a call the batch could not run to an answer through no
+   * fault of its own. Only for an {@link idle} instance, like {@link authorizeInline}.
+   *
+   * The batch runs under twice the CPU limit. When it is stopped, the calls that had finished
+   * keep their answers, the one running is the culprit (a TIMEOUT of its own) if it had run for
+   * the whole CPU limit, and every other call is answered {@link RETRY}; so each call still gets
+   * its own CPU limit and no call is denied for another's loop. {@link lastInlineMs} is the
+   * batch's CPU time per call (all of it when the batch failed).
+   */
+  authorizeBatchInline(requestJsons: string[]): BatchResult[] {
+    this.assertAlive();
+    const count = requestJsons.length;
+    const deadline = performance.now() + this.wallTimeoutMs;
+    const started = this.isolate.cpuTime;
+    this.inlineCalls += count;
+    for (let i = 0; i < count; i++) this.calls.begin();
+    const results: BatchResult[] = new Array<BatchResult>(count);
+    let outcomes: unknown[];
+    try {
+      outcomes = this.batchOutcomes(this.refs.authorizeBatch.applySync(undefined, [`[${requestJsons.join(',')}]`], { timeout: 2 * this.limits.cpuTimeoutMs }), count);
+    } catch (error) {
+      this.lastInlineMs = this.isolate.isDisposed ? 2 * this.limits.cpuTimeoutMs : Number(this.isolate.cpuTime - started) / 1e6;
+      const failure = error instanceof PluginCallError ? error : this.callError(error, false);
+      this.stoppedBatch(failure, results);
+      for (let i = 0; i < count; i++) this.calls.end();
+      return results;
+    }
+    const pending: number[] = [];
+    for (let i = 0; i < count; i++) {
+      const outcome = this.outcomeFrom(outcomes[i]);
+      if (outcome instanceof PluginCallError) results[i] = outcome;
+      else if ('pending' in outcome) pending.push(i, outcome.pending);
+      else results[i] = this.decisionOrError(outcome);
+    }
+    if (pending.length > 0) {
+      // Most promises settle within their own call's microtasks: one more crossing fetches them all.
+      const ids: number[] = [];
+      for (let i = 1; i < pending.length; i += 2) ids.push(pending[i]!);
+      let settled: unknown[];
+      try {
+        settled = this.batchOutcomes(this.refs.settleBatch.applySync(undefined, [JSON.stringify(ids)], { timeout: this.limits.cpuTimeoutMs }), ids.length);
+      } catch (error) {
+        settled = ids.map(() => error instanceof PluginCallError ? error : this.callError(error, false));
+      }
+      for (let k = 0; k < ids.length; k++) {
+        const index = pending[2 * k]!;
+        const outcome = settled[k] instanceof PluginCallError ? (settled[k] as PluginCallError) : this.outcomeFrom(settled[k]);
+        if (outcome instanceof PluginCallError) results[index] = outcome;
+        else if ('pending' in outcome) {
+          results[index] = this.wait(outcome.pending, deadline).then(
+            (answer) => {
+              this.calls.end();
+              return this.decisionOf(answer);
+            },
+            (error: unknown) => {
+              this.calls.end();
+              throw error;
+            },
+          );
+        } else results[index] = this.decisionOrError(outcome);
+      }
+    }
+    this.lastInlineMs = Number(this.isolate.cpuTime - started) / 1e6 / count;
+    for (let i = 0; i < count; i++) if (!(results[i] instanceof Promise)) this.calls.end();
+    return results;
+  }
+
+  /** A batch the CPU limit (or a failure) stopped: answers what finished, blames the culprit, retries the rest. */
+  private stoppedBatch(failure: PluginCallError, results: BatchResult[]): void {
+    let progress: { done?: unknown; running?: unknown; runningMs?: unknown } | undefined;
+    if (failure.code === PluginCodes.TIMEOUT && !this.isolate.isDisposed) {
+      try {
+        progress = JSON.parse(this.refs.batchProgress.applySync(undefined, [], { timeout: this.limits.cpuTimeoutMs })) as typeof progress;
+      } catch {
+        progress = undefined;
+      }
+    }
+    // The plugin was stopped mid-call: its state may be half-updated. The calls run again go
+    // to a fresh isolate (the step rebuilds it when the culprit's failure reaches it).
+    if (failure.code === PluginCodes.TIMEOUT || failure.code === PluginCodes.OUT_OF_MEMORY) this.dispose(`a batch of calls was stopped (${failure.code})`);
+    const done = Array.isArray(progress?.done) ? (progress.done as unknown[]) : [];
+    const running = typeof progress?.running === 'number' ? progress.running : -1;
+    const blamed = running >= 0 && typeof progress?.runningMs === 'number' && progress.runningMs >= this.limits.cpuTimeoutMs;
+    for (let i = 0; i < results.length; i++) {
+      if (i < done.length && i < running) {
+        const outcome = this.outcomeFrom(done[i]);
+        // A call that finished but left a promise behind: its continuation died with the batch.
+        results[i] = outcome instanceof PluginCallError ? outcome : 'pending' in outcome ? RETRY : this.decisionOrError(outcome);
+      } else if (i === running && blamed) {
+        results[i] = failure;
+      } else {
+        results[i] = RETRY;
+      }
+    }
+    // Without progress nobody can be blamed: every call runs again alone, and the culprit fails alone.
+  }
+
+  private batchOutcomes(json: unknown, count: number): unknown[] {
+    if (typeof json !== 'string' || json.length > MAX_RESPONSE_CHARS * count) {
+      throw new PluginCallError(PluginCodes.BAD_RESPONSE, 'the sandbox answered a batch with something other than a JSON array');
+    }
+    let value: unknown;
+    try {
+      value = JSON.parse(json);
+    } catch {
+      throw new PluginCallError(PluginCodes.BAD_RESPONSE, 'the sandbox answered a batch with unreadable JSON');
+    }
+    if (!Array.isArray(value) || value.length !== count) throw new PluginCallError(PluginCodes.BAD_RESPONSE, 'the sandbox answered a batch with the wrong number of outcomes');
+    return value;
+  }
+
+  /** An {@link Outcome} from one parsed element of a batch answer, or the error it amounts to. */
+  private outcomeFrom(value: unknown): Outcome | PluginCallError {
+    const outcome = outcomeOfValue(value);
+    return outcome ?? new PluginCallError(PluginCodes.BAD_RESPONSE, 'the sandbox answered with unreadable JSON');
+  }
+
+  private decisionOrError(outcome: Exclude<Outcome, { pending: number }>): PluginDecision | PluginCallError {
+    try {
+      return this.decisionOf(outcome);
+    } catch (error) {
+      return error instanceof PluginCallError ? error : new PluginCallError(PluginCodes.BAD_RESPONSE, describeError(error));
+    }
   }
 
   /** The answer of pending call `id` (through `done`), or a TIMEOUT at `deadline`. */
@@ -531,6 +673,11 @@ function parseOutcome(json: unknown): Outcome | undefined {
   } catch {
     return undefined;
   }
+  return outcomeOfValue(value);
+}
+
+/** An {@link Outcome} from an untrusted parsed value, or undefined when it is not one. */
+function outcomeOfValue(value: unknown): Outcome | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
   const outcome = value as Record<string, unknown>;
   if (outcome.ok === true) return { ok: true, response: outcome.response };

@@ -35,6 +35,37 @@ describe('createPluginStep', () => {
     await step.close();
   });
 
+  it('calls that arrive together cross into the isolate as one batch; a loop among them denies only itself (the calls after it run again on a fresh isolate)', async () => {
+    const logger = recordingLogger();
+    const step = await createPluginStep({ name: 'Hostile', exportedSymbolName: 'InfiniteLoop' }, { pluginDir: plugins.dir, logger, cpuTimeoutMs: 50 });
+    expect((await step.authorize(request())).allowed).toBe(true);
+    // Ten calls in one event-loop turn: one batch, the fifth loops.
+    const decisions = await Promise.all(Array.from({ length: 10 }, (_, i) => step.authorize(request(i === 4 ? { 'x-misbehave': '1' } : {}))));
+    expect(decisions.map((d) => d.allowed)).toEqual([true, true, true, true, false, true, true, true, true, true]);
+    expect(decisions[4]).toMatchObject({ status: 403 });
+    const timeouts = logger.lines.filter((line) => line.fields.code === PluginCodes.TIMEOUT);
+    expect(timeouts).toHaveLength(1);
+    expect(String(timeouts[0]!.fields.cause)).toContain('CPU limit');
+    expect(logger.lines.some((line) => line.message === 'plugin isolate rebuilt')).toBe(true);
+    expect((await step.authorize(request())).allowed).toBe(true);
+    await step.close();
+  });
+
+  it('a batch of calls that throw, allow and answer with promises: each gets its own answer', async () => {
+    const logger = recordingLogger();
+    const throwing = await createPluginStep({ name: 'Hostile', exportedSymbolName: 'Throwing' }, { pluginDir: plugins.dir, logger });
+    const mixed = await Promise.all(Array.from({ length: 12 }, (_, i) => throwing.authorize(request(i % 3 === 0 ? { 'x-misbehave': '1' } : {}))));
+    expect(mixed.map((d) => d.allowed)).toEqual(Array.from({ length: 12 }, (_, i) => i % 3 !== 0));
+    expect(logger.lines.filter((line) => line.fields.code === PluginCodes.THREW)).toHaveLength(4);
+    await throwing.close();
+    // An async plugin: every call of the batch answers with a promise, fetched in one more crossing.
+    const asyncStep = await createPluginStep({ name: 'Hostile', exportedSymbolName: 'AsyncAllow' }, { pluginDir: plugins.dir, logger: recordingLogger() });
+    const answers = await Promise.all(Array.from({ length: 40 }, () => asyncStep.authorize(request())));
+    expect(answers.every((d) => d.allowed)).toBe(true);
+    expect(asyncStep.mode).toBe('inline');
+    await asyncStep.close();
+  });
+
   it('close() lets in-flight calls finish, then later calls are denied', async () => {
     const logger = recordingLogger();
     const step = await createPluginStep({ name: 'Hostile', exportedSymbolName: 'Counter' }, { pluginDir: plugins.dir, logger });

@@ -1,0 +1,86 @@
+// CPU time per request of `gatehouse run` on two routes of one process (no auth, and a plugin
+// route), from /proc/PID/stat around wrk runs: the method of test/bench/README.md "Finding where
+// time goes". Usage: node test/bench/cpu-probe.ts [plugin: required-header|jwt-rs256|jwt-es256] [seconds]
+import { execFile, spawn } from 'node:child_process';
+import { promisify } from 'node:util';
+import { generateKeyPairSync, sign } from 'node:crypto';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { stringify } from 'yaml';
+import { buildPlugin } from '@gatehouse/plugin-sdk/build';
+import { NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
+import { startNginx } from './tools.ts';
+import { parseWrk } from './wrk.ts';
+
+const which = process.argv[2] ?? 'required-header';
+const seconds = Number(process.argv[3] ?? 5);
+const CLI = fileURLToPath(new URL('../../core/bin/gatehouse.js', import.meta.url));
+const work = await mkdtemp(join(tmpdir(), 'cpu-probe-'));
+const upstream = await startNginx(work, 'up', (port) => `server { listen 127.0.0.1:${port}; location / { return 200 'hello world'; } }`);
+
+const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 });
+const ec = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+const b64url = (data: Buffer | string) => Buffer.from(data).toString('base64url');
+function jwt(alg: 'RS256' | 'ES256'): string {
+  const input = `${b64url(JSON.stringify({ alg, kid: alg, typ: 'JWT' }))}.${b64url(JSON.stringify({ sub: 'bench', exp: Math.floor(Date.now() / 1000) + 86_400 }))}`;
+  const signature = alg === 'RS256' ? sign('sha256', Buffer.from(input), rsa.privateKey) : sign('sha256', Buffer.from(input), { key: ec.privateKey, dsaEncoding: 'ieee-p1363' });
+  return `${input}.${b64url(signature)}`;
+}
+const JWKS = { keys: [{ ...rsa.publicKey.export({ format: 'jwk' }), kid: 'RS256', alg: 'RS256' }, { ...ec.publicKey.export({ format: 'jwk' }), kid: 'ES256', alg: 'ES256' }] };
+const plugins: { entry: string; name: string; config: object; headers: Record<string, string> } = {
+  'required-header': { entry: 'required-header', name: 'RequiredHeader', config: { RequiredHeader: 'x-api-key', AllowedValues: ['bench'] }, headers: { 'x-api-key': 'bench' } },
+  'jwt-rs256': { entry: 'jwt', name: 'Jwt', config: { Jwks: JWKS, Algorithms: ['RS256'] }, headers: { authorization: `Bearer ${jwt('RS256')}` } },
+  'jwt-es256': { entry: 'jwt', name: 'Jwt', config: { Jwks: JWKS, Algorithms: ['ES256'] }, headers: { authorization: `Bearer ${jwt('ES256')}` } },
+}[which]!;
+const pluginDir = await mkdtemp(join(work, 'plugins-'));
+await buildPlugin({ entry: fileURLToPath(new URL(`../../plugins/${plugins.entry}/src/index.ts`, import.meta.url)), name: plugins.name, outDir: pluginDir });
+const configDir = await mkdtemp(join(work, 'config-'));
+const docs = [
+  { apiVersion: 'gatehouse.gatehouse.dev/v1', kind: 'Upstream', metadata: { name: 'fast' }, spec: { static: { hosts: [{ addr: '127.0.0.1', port: upstream.port }] } } },
+  { apiVersion: 'enterprise.gatehouse.dev/v1', kind: 'AuthConfig', metadata: { name: 'plugin' }, spec: { configs: [{ pluginAuth: { name: plugins.name, config: plugins.config } }] } },
+  ...['open', 'auth'].map((name) => ({
+    apiVersion: 'gateway.gatehouse.dev/v1',
+    kind: 'VirtualService',
+    metadata: { name },
+    spec: { virtualHost: { domains: [name], ...(name === 'auth' ? { options: { extauth: { configRef: { name: 'plugin' } } } } : {}), routes: [{ matchers: [{ prefix: '/' }], routeAction: { single: { upstream: { name: 'fast' } } } }] } },
+  })),
+];
+await writeFile(join(configDir, 'bench.yaml'), docs.map((d) => stringify(d)).join('---\n'));
+const extra = (process.env.PROBE_NODE_FLAGS ?? '').split(' ').filter(Boolean);
+const child = spawn(process.execPath, [...NODE_FLAGS, ...extra, CLI, 'run', '--config-dir', configDir, '--port', '0', '--admin-port', '0', '--extauth-port', '0', '--host', '127.0.0.1', '--access-log', 'false', '--plugin-dir', pluginDir], { stdio: ['ignore', 'pipe', 'inherit'] });
+const port = await new Promise<number>((resolve) => {
+  let buffered = '';
+  child.stdout!.on('data', (chunk: Buffer) => {
+    buffered += chunk.toString();
+    const line = buffered.split('\n').find((l) => l.includes('"msg":"listening"'));
+    if (line) resolve((JSON.parse(line) as { port: number }).port);
+  });
+});
+child.stdout!.resume();
+console.log("port", port);
+const cpu = async () => {
+  const fields = (await readFile(`/proc/${child.pid}/stat`, 'utf8')).split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10_000; // clock ticks (100/s) → µs
+};
+async function measure(host: string, headers: Record<string, string>) {
+  const url = `http://127.0.0.1:${port}/`;
+  const script = join(work, `${host}.lua`);
+  await writeFile(script, Object.entries({ Host: host, ...headers }).map(([k, v]) => `wrk.headers[${JSON.stringify(k)}] = ${JSON.stringify(v)}`).join('\n'));
+  const wrk = (s: number) => promisify(execFile)('wrk', ['-t1', '-c32', `-d${s}s`, '--latency', '-s', script, url], { maxBuffer: 1 << 20 });
+  await wrk(1);
+  const before = await cpu();
+  const result = parseWrk((await wrk(seconds)).stdout);
+  const used = (await cpu()) - before;
+  return { rps: Math.round(result.requestsPerSec), cpuUsPerRequest: Math.round((used / result.requests) * 10) / 10, errors: result.errors };
+}
+for (let round = 0; round < Number(process.env.PROBE_ROUNDS ?? 2); round++) {
+  const only = process.env.PROBE_ONLY;
+  const open = only === 'auth' ? { rps: NaN, cpuUsPerRequest: NaN } : await measure('open', {});
+  const auth = only === 'open' ? { rps: NaN, cpuUsPerRequest: NaN } : await measure('auth', plugins.headers);
+  console.log(JSON.stringify({ round, open, auth, ratio: Math.round((auth.rps / open.rps) * 100) / 100, extraCpuUs: Math.round((auth.cpuUsPerRequest - open.cpuUsPerRequest) * 10) / 10 }));
+}
+if (process.env.PROBE_HOLD) await new Promise((r) => setTimeout(r, 600_000));
+child.kill();
+await upstream.stop();
