@@ -2,6 +2,7 @@ import { metrics } from '../admin/metrics.ts';
 import type { CounterChild } from '../admin/request-metrics.ts';
 import type { Logger } from '../log/logger.ts';
 import { ExtAuthCodes } from './codes.ts';
+import { evaluateBoolExpr, type BoolExpr } from './boolean-expr.ts';
 import { allow, applyAllowed, forbidden, withHeaders, type Allowed } from './decision.ts';
 import { sanitizeDecision, type SanitizeReport } from './sanitize-decision.ts';
 import type { AuthDecision, AuthStep, CheckRequest } from './step.ts';
@@ -23,11 +24,17 @@ export class AuthChain {
   private inflight = 0;
   private drained: (() => void) | undefined;
 
-  constructor(configId: string, version: string, steps: readonly AuthStep[], logger: Logger) {
+  /** `booleanExpr` (Gloo): which named steps must allow; without one, every step must. */
+  private readonly expr: BoolExpr | undefined;
+  private readonly byName: ReadonlyMap<string, AuthStep>;
+
+  constructor(configId: string, version: string, steps: readonly AuthStep[], logger: Logger, expr?: BoolExpr) {
     this.configId = configId;
     this.version = version;
     this.steps = steps;
     this.logger = logger;
+    this.expr = expr;
+    this.byName = new Map(steps.map((step) => [step.name, step]));
     const counter = (step: AuthStep, result: string) => metrics.authDecisions.labels(configId, step.name, result);
     this.counters = new Map(steps.map((step) => [step, { allow: counter(step, 'allow'), deny: counter(step, 'deny'), error: counter(step, 'error') }]));
   }
@@ -36,7 +43,7 @@ export class AuthChain {
   async run(request: CheckRequest): Promise<AuthDecision> {
     this.inflight++;
     try {
-      return await this.runSteps(request);
+      return await (this.expr ? this.runExpr(this.expr, request) : this.runSteps(request));
     } finally {
       if (--this.inflight === 0) this.drained?.();
     }
@@ -74,6 +81,45 @@ export class AuthChain {
     if (changes === 1 && !setsAndRemoves(changing!)) return changing!;
     // The net effect of every step on the original request, as one OK response:
     // overwrite what some step set or appended, remove what some step removed.
+    return allow(
+      [...touched].filter((name) => headers[name] !== undefined).map((name) => ({ key: name, value: headers[name]!, append: false })),
+      [...removed].filter((name) => headers[name] === undefined),
+    );
+  }
+
+  /**
+   * `booleanExpr`: steps run as the expression asks for them, left to right with
+   * short-circuiting. An allowing step's headers and State reach the steps after it and the
+   * upstream, whatever the expression's outcome needed it for; a denying step's do not. When
+   * the expression is false, the client gets the denial of the last step that denied (a Basic
+   * Auth 401 with its challenge, say), or a plain 403 when none did (`!step` of an allowing step).
+   */
+  private async runExpr(expr: BoolExpr, request: CheckRequest): Promise<AuthDecision> {
+    let current = request;
+    let headers = request.attributes.request.http.headers;
+    const touched = new Set<string>();
+    const removed = new Set<string>();
+    let state: Record<string, unknown> = {};
+    let denial: Exclude<AuthDecision, Allowed> | undefined;
+    let changed = false;
+    const allowed = await evaluateBoolExpr(expr, async (name) => {
+      const decision = await this.runStep(this.byName.get(name)!, current, state);
+      if (!decision.allowed) {
+        denial = decision;
+        return false;
+      }
+      if (decision.state) state = decision.state;
+      if (decision.headersToSet.length > 0 || decision.headersToRemove.length > 0) {
+        changed = true;
+        for (const h of decision.headersToSet) touched.add(h.key.toLowerCase());
+        for (const name of decision.headersToRemove) removed.add(name.toLowerCase());
+        headers = applyAllowed(headers, decision);
+        current = withHeaders(current, headers);
+      }
+      return true;
+    });
+    if (!allowed) return denial ?? forbidden();
+    if (!changed) return allow();
     return allow(
       [...touched].filter((name) => headers[name] !== undefined).map((name) => ({ key: name, value: headers[name]!, append: false })),
       [...removed].filter((name) => headers[name] === undefined),

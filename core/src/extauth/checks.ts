@@ -2,6 +2,8 @@ import type { Diagnostic } from '../config/diagnostic.ts';
 import { refKey, type Resource } from '../config/resource.ts';
 import type { CheckContext, ResourceChecks } from '../config/store.ts';
 import { compileBasicAuth } from './basic/basic-auth-step.ts';
+import { namesIn, parseBoolExpr, type BoolExpr, type BoolExprError } from './boolean-expr.ts';
+import { stepName } from './build-step.ts';
 import { ExtAuthCodes } from './codes.ts';
 import { parseAddress } from './grpc/check-client.ts';
 
@@ -27,6 +29,30 @@ export function checkAuthConfig(resource: Resource<'AuthConfig'>, ctx: CheckCont
     if (step.passThroughAuth && !parseAddress(step.passThroughAuth.grpc.address)) {
       out.push(ctx.at([...at, 'passThroughAuth', 'grpc', 'address'], ExtAuthCodes.STEP_BUILD, 'must be host:port with a port from 1 to 65535'));
     }
+  });
+  if (resource.spec.booleanExpr !== undefined) out.push(...checkBooleanExpr(resource, ctx));
+  return out;
+}
+
+/** `booleanExpr`: it parses, names only steps of this AuthConfig, and names them unambiguously. */
+function checkBooleanExpr(resource: Resource<'AuthConfig'>, ctx: CheckContext): Diagnostic[] {
+  const at = ['spec', 'booleanExpr'];
+  let expr: BoolExpr;
+  try {
+    expr = parseBoolExpr(resource.spec.booleanExpr!);
+  } catch (error) {
+    return [ctx.at(at, ExtAuthCodes.STEP_BUILD, `does not parse at character ${(error as BoolExprError).at}: ${(error as Error).message}`)];
+  }
+  const names = resource.spec.configs.map((step, index) => stepName(step, index));
+  const out: Diagnostic[] = [];
+  const duplicate = names.find((name, index) => names.indexOf(name) !== index);
+  if (duplicate !== undefined) out.push(ctx.at(at, ExtAuthCodes.STEP_BUILD, `two steps are named "${duplicate}": give each step a unique name for booleanExpr`));
+  const used = namesIn(expr);
+  for (const name of used) {
+    if (!names.includes(name)) out.push(ctx.at(at, ExtAuthCodes.STEP_BUILD, `names step "${name}", which this AuthConfig does not have (its steps: ${names.join(', ')})`));
+  }
+  names.forEach((name, index) => {
+    if (!used.includes(name)) out.push(ctx.at(['spec', 'configs', index], ExtAuthCodes.STEP_BUILD, `step "${name}" is not named in booleanExpr, so it never runs`, 'warning'));
   });
   return out;
 }

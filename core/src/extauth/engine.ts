@@ -4,6 +4,7 @@ import { lookup, referencesOf, type ConfigSnapshot } from '../config/store.ts';
 import { GatehouseError } from '../errors.ts';
 import type { Logger } from '../log/logger.ts';
 import { buildStep, type StepBuildOptions } from './build-step.ts';
+import { parseBoolExpr } from './boolean-expr.ts';
 import { AuthChain, closeSteps } from './chain.ts';
 import { ExtAuthCodes } from './codes.ts';
 import { forbidden } from './decision.ts';
@@ -158,7 +159,9 @@ export class AuthEngine {
     };
     try {
       for (const [index, spec] of resource.spec.configs.entries()) built.push(await buildStep(spec, index, options));
-      return { resource, inputs, snapshot, chain: new AuthChain(id, resource.version, built, this.logger) };
+      // Load-time checks accepted the expression: it parses and names only these steps.
+      const expr = resource.spec.booleanExpr === undefined ? undefined : parseBoolExpr(resource.spec.booleanExpr);
+      return { resource, inputs, snapshot, chain: new AuthChain(id, resource.version, built, this.logger, expr) };
     } catch (error) {
       await closeSteps(built, this.logger);
       const failure = error instanceof GatehouseError ? error : new GatehouseError(ExtAuthCodes.STEP_BUILD, (error as Error).message, { cause: error });

@@ -79,6 +79,9 @@ const AuthStep = Strict(
 /** SPEC 3.4: ordered auth steps. */
 export const AuthConfigSpec = Strict({
   configs: Type.Array(AuthStep, { minItems: 1 }),
+  booleanExpr: Type.Optional(
+    Type.String({ minLength: 1, maxLength: 4096, description: "Gloo's booleanExpr: which named steps must allow, e.g. `basic1 || (plugin2 && !plugin3)`; evaluated left to right with short-circuiting. Without it, every step must allow." }),
+  ),
 });
 export type AuthConfigSpec = Type.Static<typeof AuthConfigSpec>;
 export type AuthStepSpec = AuthConfigSpec['configs'][number];
