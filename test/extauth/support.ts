@@ -96,7 +96,7 @@ function envoyDeps(): string[] {
 }
 
 let authorization: grpc.ServiceClientConstructor | undefined;
-function authorizationService(): grpc.ServiceClientConstructor {
+export function authorizationService(): grpc.ServiceClientConstructor {
   if (!authorization) {
     const definition = loadSync('envoy/service/auth/v3/external_auth.proto', { keepCase: true, longs: String, enums: String, defaults: true, oneofs: true, includeDirs: envoyDeps() });
     const pkg = grpc.loadPackageDefinition(definition) as unknown as { envoy: { service: { auth: { v3: { Authorization: grpc.ServiceClientConstructor } } } } };

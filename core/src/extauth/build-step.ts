@@ -5,6 +5,7 @@ import { GatehouseError } from '../errors.ts';
 import type { Logger } from '../log/logger.ts';
 import { BasicAuthStep, compileBasicAuth } from './basic/basic-auth-step.ts';
 import { ExtAuthCodes } from './codes.ts';
+import { HttpPassThroughStep } from './pass-through/http-pass-through-step.ts';
 import { PassThroughStep } from './pass-through/pass-through-step.ts';
 import type { AuthStep } from './step.ts';
 
@@ -67,10 +68,12 @@ export async function buildStep(spec: AuthStepSpec, index: number, options: Step
     return new BasicAuthStep(compiled, { name });
   }
   if (spec.passThroughAuth) {
+    const timeout = options.passThroughTimeoutMs ? { timeoutMs: options.passThroughTimeoutMs } : {};
     try {
-      return new PassThroughStep(spec.passThroughAuth, { name, logger: options.logger, ...(options.passThroughTimeoutMs ? { timeoutMs: options.passThroughTimeoutMs } : {}) });
+      if (spec.passThroughAuth.http) return new HttpPassThroughStep(spec.passThroughAuth, { name, logger: options.logger, ...timeout });
+      return new PassThroughStep(spec.passThroughAuth, { name, logger: options.logger, ...timeout });
     } catch (error) {
-      throw new GatehouseError(ExtAuthCodes.STEP_BUILD, `${at('passThroughAuth', 'grpc', 'address')}: ${(error as Error).message}`, { cause: error });
+      throw new GatehouseError(ExtAuthCodes.STEP_BUILD, `${spec.passThroughAuth.http ? at('passThroughAuth', 'http', 'url') : at('passThroughAuth', 'grpc', 'address')}: ${(error as Error).message}`, { cause: error });
     }
   }
   if (spec.pluginAuth) {

@@ -26,8 +26,15 @@ export function checkAuthConfig(resource: Resource<'AuthConfig'>, ctx: CheckCont
         out.push(ctx.at([...at, 'pluginAuth', 'secretRefs', name, 'key'], ExtAuthCodes.STEP_BUILD, `Secret ${secret.namespace}/${secret.name} has no key "${ref.key}" (it has: ${Object.keys(secret.spec.data).sort().join(', ') || 'none'})`));
       }
     }
-    if (step.passThroughAuth && !parseAddress(step.passThroughAuth.grpc.address)) {
+    if (step.passThroughAuth?.grpc && !parseAddress(step.passThroughAuth.grpc.address)) {
       out.push(ctx.at([...at, 'passThroughAuth', 'grpc', 'address'], ExtAuthCodes.STEP_BUILD, 'must be host:port with a port from 1 to 65535'));
+    }
+    const http = step.passThroughAuth?.http;
+    if (http) {
+      const url = URL.parse(http.url);
+      if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.username || url.password) {
+        out.push(ctx.at([...at, 'passThroughAuth', 'http', 'url'], ExtAuthCodes.STEP_BUILD, 'must be an absolute http(s) URL without credentials'));
+      }
     }
   });
   if (resource.spec.booleanExpr !== undefined) out.push(...checkBooleanExpr(resource, ctx));

@@ -1,5 +1,5 @@
 import Type from 'typebox';
-import { Name, ResourceRef, Strict, exactlyOneOf } from './common.ts';
+import { Duration, Name, ResourceRef, Strict, exactlyOneOf } from './common.ts';
 
 const HashedUsers = Type.Record(
   Type.String({ minLength: 1 }),
@@ -60,11 +60,51 @@ const PluginAuth = Strict({
   ),
 });
 
-const PassThroughAuth = Strict({
-  grpc: Strict({
-    address: Type.String({ pattern: '^[^:]+:[0-9]+$', description: 'host:port of an Envoy ext_authz v3 gRPC server' }),
-  }),
+/** Gloo's PassThroughGrpc. */
+const PassThroughGrpc = Strict({
+  address: Type.String({ pattern: '^[^:]+:[0-9]+$', description: 'host:port of an Envoy ext_authz v3 gRPC server' }),
+  connectionTimeout: Type.Optional(Duration),
+  tlsConfig: Type.Optional(Strict({}, { description: 'present: TLS to the server, verified against the system trust store (GRPC_DEFAULT_SSL_ROOTS_FILE_PATH when set)' })),
+  retryPolicy: Type.Optional(
+    Strict({
+      retryBackOff: Type.Optional(Strict({ baseInterval: Type.Optional(Duration), maxInterval: Type.Optional(Duration) })),
+      numRetries: Type.Optional(Type.Integer({ minimum: 0, maximum: 10 })),
+    }),
+  ),
 });
+
+/** Gloo's PassThroughHttp. */
+const PassThroughHttp = Strict({
+  url: Type.String({ minLength: 1, maxLength: 2048, pattern: '^[Hh][Tt][Tt][Pp][Ss]?://', description: 'the auth server; requests are POSTed here (its path is kept)' }),
+  request: Type.Optional(
+    Strict({
+      allowedHeaders: Type.Optional(Type.Array(Type.String({ minLength: 1, pattern: '^[^:]' }), { maxItems: 128 })),
+      headersToAdd: Type.Optional(Type.Record(Type.String({ minLength: 1, pattern: '^[^:]' }), Type.String())),
+      passThroughState: Type.Optional(Type.Boolean()),
+      passThroughFilterMetadata: Type.Optional(Type.Boolean()),
+      passThroughBody: Type.Optional(Type.Boolean()),
+    }),
+  ),
+  response: Type.Optional(
+    Strict({
+      allowedUpstreamHeaders: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { maxItems: 128 })),
+      allowedClientHeadersOnDenied: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { maxItems: 128 })),
+      readStateFromResponse: Type.Optional(Type.Boolean()),
+    }),
+  ),
+  connectionTimeout: Type.Optional(Duration),
+});
+
+/** Gloo's PassThroughAuth: the user's own auth server, over gRPC (ext_authz v3) or HTTP. */
+const PassThroughAuth = Strict(
+  {
+    grpc: Type.Optional(PassThroughGrpc),
+    http: Type.Optional(PassThroughHttp),
+    config: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: 'passed with every check (gRPC: filter_metadata "solo.auth.passthrough.config"; HTTP: the body\'s "config")' })),
+    failureModeAllow: Type.Optional(Type.Boolean({ description: 'allow the request when the server cannot be reached, times out or fails (default: deny)' })),
+  },
+  exactlyOneOf(['grpc', 'http']),
+);
 
 const AuthStep = Strict(
   {

@@ -32,20 +32,28 @@ export class CheckClient {
   private readonly client: Client;
   private readonly call: CheckFn;
 
-  constructor(address: string) {
+  /** `tls`: verify the server against the default trust store (`GRPC_DEFAULT_SSL_ROOTS_FILE_PATH` when set). */
+  constructor(address: string, options: { tls?: boolean } = {}) {
     if (!parseAddress(address)) throw new GatehouseError('GH_BAD_ARGUMENT', `ext_authz address "${address}" must be host:port, e.g. 127.0.0.1:8083`);
     this.address = address;
     Constructor ??= makeClientConstructor(authorizationPackage()[AUTHORIZATION_SERVICE] as ServiceDefinition, 'Authorization') as unknown as typeof Constructor;
-    this.client = new Constructor!(address, credentials.createInsecure());
+    this.client = new Constructor!(address, options.tls ? credentials.createSsl() : credentials.createInsecure());
     this.call = (this.client as unknown as { Check: CheckFn }).Check.bind(this.client);
     // Connect now rather than on the first check, whose 200 ms budget a TCP + HTTP/2
     // handshake to a cold server can eat.
     this.client.getChannel().getConnectivityState(true);
   }
 
-  check(request: CheckRequest, timeoutMs: number): Promise<AuthDecision> {
+  /**
+   * `metadataContext`: the request's `attributes.metadata_context` (filter_metadata Structs).
+   * Rejects with a GatehouseError whose `cause` is the gRPC error (its `code` tells transport
+   * failures, UNAVAILABLE, from others).
+   */
+  check(request: CheckRequest, timeoutMs: number, metadataContext?: object): Promise<AuthDecision> {
+    let message = checkRequestToMessage(request);
+    if (metadataContext) message = { ...message, attributes: { ...message.attributes, metadata_context: metadataContext } } as typeof message;
     return new Promise((resolve, reject) => {
-      this.call(checkRequestToMessage(request), { deadline: Date.now() + timeoutMs }, (error, response) => {
+      this.call(message, { deadline: Date.now() + timeoutMs }, (error, response) => {
         if (!error) return resolve(decisionFromMessage(response ?? {}));
         const timedOut = error.code === GrpcStatus.DEADLINE_EXCEEDED;
         reject(
