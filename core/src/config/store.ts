@@ -255,6 +255,13 @@ export function referencesOf(resource: AnyResource): Reference[] {
       step.pluginAuth?.egress?.forEach((entry, j) => {
         if (entry.upstreamRef) out.push({ kind: 'Upstream', ref: entry.upstreamRef, path: ['spec', 'configs', i, 'pluginAuth', 'egress', j, 'upstreamRef'] });
       });
+      const apiKey = step.apiKeyAuth;
+      for (const [refs, path] of [
+        [apiKey?.apiKeySecretRefs, ['apiKeySecretRefs']],
+        [apiKey?.k8sSecretApikeyStorage?.apiKeySecretRefs, ['k8sSecretApikeyStorage', 'apiKeySecretRefs']],
+      ] as const) {
+        refs?.forEach((ref, j) => out.push({ kind: 'Secret', ref, path: ['spec', 'configs', i, 'apiKeyAuth', ...path, j] }));
+      }
       for (const [name, ref] of Object.entries(step.pluginAuth?.secretRefs ?? {})) {
         out.push({ kind: 'Secret', ref: { name: ref.name, ...(ref.namespace ? { namespace: ref.namespace } : {}) }, path: ['spec', 'configs', i, 'pluginAuth', 'secretRefs', name] });
       }

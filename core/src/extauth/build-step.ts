@@ -3,6 +3,7 @@ import type { AuthStepSpec } from '../config/schema/auth-config.ts';
 import type { UpstreamSpec } from '../config/schema/upstream.ts';
 import { GatehouseError } from '../errors.ts';
 import type { Logger } from '../log/logger.ts';
+import { ApiKeyAuthStep, compileApiKeyAuth, selectSecrets, type ApiKeySecretSource } from './api-key/api-key-step.ts';
 import { BasicAuthStep, compileBasicAuth } from './basic/basic-auth-step.ts';
 import { ExtAuthCodes } from './codes.ts';
 import { HttpPassThroughStep } from './pass-through/http-pass-through-step.ts';
@@ -26,6 +27,8 @@ export interface StepBuildOptions {
   namespace?: string;
   /** Served Secrets, for `pluginAuth.secretRefs` (set per AuthConfig by the engine). */
   resolveSecret?: (ref: { name: string; namespace: string; key: string }) => string | undefined;
+  /** Served Secrets, for `apiKeyAuth` (by reference and by label). */
+  secrets?: ApiKeySecretSource;
 }
 
 type CreatePluginStep = typeof import('./plugins/plugin-step.ts').createPluginStep;
@@ -49,7 +52,7 @@ function loadPluginFactory(): Promise<CreatePluginStep> {
 
 /** The name of step `index` for logs and metrics: its `name`, or `<type>[<index>]`. */
 export function stepName(spec: AuthStepSpec, index: number): string {
-  const type = spec.basicAuth ? 'basicAuth' : spec.pluginAuth ? 'pluginAuth' : 'passThroughAuth';
+  const type = spec.basicAuth ? 'basicAuth' : spec.pluginAuth ? 'pluginAuth' : spec.apiKeyAuth ? 'apiKeyAuth' : 'passThroughAuth';
   return spec.name || (spec.pluginAuth ? spec.pluginAuth.name : `${type}[${index}]`);
 }
 
@@ -66,6 +69,14 @@ export async function buildStep(spec: AuthStepSpec, index: number, options: Step
       throw new GatehouseError(ExtAuthCodes.STEP_BUILD, problems.map((p) => `${at('basicAuth', ...p.path)}: ${p.message}`).join('; '));
     }
     return new BasicAuthStep(compiled, { name });
+  }
+  if (spec.apiKeyAuth) {
+    const source = options.secrets ?? { byRef: () => undefined, all: () => [] };
+    const selected = selectSecrets(spec.apiKeyAuth, options.namespace ?? 'default', source);
+    const { compiled, problems } = compileApiKeyAuth(spec.apiKeyAuth, selected.secrets);
+    const errors = [...selected.problems, ...problems].filter((p) => p.severity === 'error');
+    if (errors.length > 0) throw new GatehouseError(ExtAuthCodes.STEP_BUILD, errors.map((p) => `${at('apiKeyAuth', ...p.path)}: ${p.message}`).join('; '));
+    return new ApiKeyAuthStep(compiled, { name });
   }
   if (spec.passThroughAuth) {
     const timeout = options.passThroughTimeoutMs ? { timeoutMs: options.passThroughTimeoutMs } : {};
@@ -95,5 +106,5 @@ export async function buildStep(spec: AuthStepSpec, index: number, options: Step
       throw new GatehouseError(typeof code === 'string' && code.startsWith('GH_') ? code : ExtAuthCodes.STEP_BUILD, `${at('pluginAuth')}: ${(error as Error).message}`, { cause: error });
     }
   }
-  throw new GatehouseError(ExtAuthCodes.STEP_BUILD, `${at()}: holds none of basicAuth, pluginAuth, passThroughAuth`);
+  throw new GatehouseError(ExtAuthCodes.STEP_BUILD, `${at()}: holds none of basicAuth, pluginAuth, passThroughAuth, apiKeyAuth`);
 }

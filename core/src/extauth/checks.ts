@@ -1,6 +1,7 @@
 import type { Diagnostic } from '../config/diagnostic.ts';
 import { refKey, type Resource } from '../config/resource.ts';
 import type { CheckContext, ResourceChecks } from '../config/store.ts';
+import { compileApiKeyAuth, secretSource, selectSecrets } from './api-key/api-key-step.ts';
 import { compileBasicAuth } from './basic/basic-auth-step.ts';
 import { namesIn, parseBoolExpr, type BoolExpr, type BoolExprError } from './boolean-expr.ts';
 import { stepName } from './build-step.ts';
@@ -28,6 +29,11 @@ export function checkAuthConfig(resource: Resource<'AuthConfig'>, ctx: CheckCont
     }
     if (step.passThroughAuth?.grpc && !parseAddress(step.passThroughAuth.grpc.address)) {
       out.push(ctx.at([...at, 'passThroughAuth', 'grpc', 'address'], ExtAuthCodes.STEP_BUILD, 'must be host:port with a port from 1 to 65535'));
+    }
+    if (step.apiKeyAuth) {
+      const selected = selectSecrets(step.apiKeyAuth, resource.namespace, secretSource(ctx.resources));
+      const { problems } = compileApiKeyAuth(step.apiKeyAuth, selected.secrets);
+      for (const problem of [...selected.problems, ...problems]) out.push(ctx.at([...at, 'apiKeyAuth', ...problem.path], ExtAuthCodes.STEP_BUILD, problem.message, problem.severity));
     }
     const http = step.passThroughAuth?.http;
     if (http) {

@@ -4,6 +4,7 @@ import { lookup, referencesOf, type ConfigSnapshot } from '../config/store.ts';
 import { GatehouseError } from '../errors.ts';
 import type { Logger } from '../log/logger.ts';
 import { buildStep, type StepBuildOptions } from './build-step.ts';
+import { secretSource, selectSecrets } from './api-key/api-key-step.ts';
 import { parseBoolExpr } from './boolean-expr.ts';
 import { AuthChain, closeSteps } from './chain.ts';
 import { ExtAuthCodes } from './codes.ts';
@@ -32,6 +33,14 @@ function pluginFileName(spec: { name: string; pluginFileName?: string }): string
  */
 function inputsOf(resource: Resource<'AuthConfig'>, snapshot: Pick<ConfigSnapshot, 'resources'>): string {
   const versions = referencesOf(resource).map(({ kind, ref }) => `${kind}:${lookup(snapshot, kind, ref, resource.namespace)?.version ?? '-'}`);
+  // Secrets an apiKeyAuth step selects by label are inputs too: a new, changed or removed key rebuilds the chain.
+  const source = secretSource(snapshot.resources);
+  for (const step of resource.spec.configs) {
+    if (!step.apiKeyAuth) continue;
+    for (const secret of selectSecrets(step.apiKeyAuth, resource.namespace, source).secrets) {
+      versions.push(`Secret:${lookup(snapshot, 'Secret', { name: secret.name, namespace: secret.namespace }, resource.namespace)?.version ?? '-'}`);
+    }
+  }
   return [resource.version, ...versions].join('|');
 }
 
@@ -152,6 +161,7 @@ export class AuthEngine {
       ...this.build,
       namespace: resource.namespace,
       resolveUpstream: (ref) => lookup(snapshot, 'Upstream', ref, resource.namespace)?.spec,
+      secrets: secretSource(snapshot.resources),
       resolveSecret: (ref) => {
         const data = lookup(snapshot, 'Secret', ref, resource.namespace)?.spec.data;
         return data && Object.hasOwn(data, ref.key) ? data[ref.key] : undefined;

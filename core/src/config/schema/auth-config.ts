@@ -106,14 +106,29 @@ const PassThroughAuth = Strict(
   exactlyOneOf(['grpc', 'http']),
 );
 
+const HeaderName = Type.String({ minLength: 1, maxLength: 256, pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$" });
+const LabelSelector = Type.Record(Type.String({ minLength: 1 }), Type.String(), { description: 'Secrets whose labels include all of these' });
+const ApiKeySecretRefs = Type.Array(ResourceRef, { maxItems: 1024, description: 'Secrets holding one API key each (key `api-key`; other keys are its metadata)' });
+
+/** Gloo's ApiKeyAuth with Kubernetes Secret storage (its top-level form and k8sSecretApikeyStorage). */
+const ApiKeyAuth = Strict({
+  headerName: Type.Optional(HeaderName),
+  labelSelector: Type.Optional(LabelSelector),
+  apiKeySecretRefs: Type.Optional(ApiKeySecretRefs),
+  k8sSecretApikeyStorage: Type.Optional(Strict({ labelSelector: Type.Optional(LabelSelector), apiKeySecretRefs: Type.Optional(ApiKeySecretRefs) })),
+  headersFromMetadata: Type.Optional(Type.Record(HeaderName, Type.String({ minLength: 1 }), { description: "Gloo's older form: header name → metadata key" })),
+  headersFromMetadataEntry: Type.Optional(Type.Record(HeaderName, Strict({ name: Type.String({ minLength: 1 }), required: Type.Optional(Type.Boolean()) }))),
+});
+
 const AuthStep = Strict(
   {
     name: Type.Optional(Type.String()),
     basicAuth: Type.Optional(BasicAuth),
     pluginAuth: Type.Optional(PluginAuth),
     passThroughAuth: Type.Optional(PassThroughAuth),
+    apiKeyAuth: Type.Optional(ApiKeyAuth),
   },
-  exactlyOneOf(['basicAuth', 'pluginAuth', 'passThroughAuth']),
+  exactlyOneOf(['basicAuth', 'pluginAuth', 'passThroughAuth', 'apiKeyAuth']),
 );
 
 /** SPEC 3.4: ordered auth steps. */
@@ -128,3 +143,4 @@ export type AuthStepSpec = AuthConfigSpec['configs'][number];
 export type BasicAuthSpec = NonNullable<AuthStepSpec['basicAuth']>;
 export type PluginAuthSpec = NonNullable<AuthStepSpec['pluginAuth']>;
 export type PassThroughAuthSpec = NonNullable<AuthStepSpec['passThroughAuth']>;
+export type ApiKeyAuthSpec = NonNullable<AuthStepSpec['apiKeyAuth']>;
