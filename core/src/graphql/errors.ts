@@ -20,6 +20,8 @@ export const GraphQLConfigCodes = {
   UNKNOWN_GRPC_SYMBOL: 'GH_GRAPHQL_UNKNOWN_GRPC_SYMBOL',
   /** A setting the executor ignores (warning). */
   IGNORED: 'GH_GRAPHQL_IGNORED',
+  /** A template or setter that can only ever resolve to nothing (warning): an argument the field lacks, a parent field the type lacks. */
+  EMPTY_PATH: 'GH_GRAPHQL_EMPTY_PATH',
 } as const;
 
 /** `extensions.code` of field errors (SPEC 3.3, execution semantics). */

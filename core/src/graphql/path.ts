@@ -48,7 +48,10 @@ export function parsePath(text: string): Segment[] {
   return out;
 }
 
-/** The value at `path` in `value`; `undefined` when any step is missing. `[*]` maps over an array. */
+/**
+ * The value at `path` in `value`; `undefined` when any step is missing. `[*]` maps over an
+ * array, or over an object's `[key, value]` pairs.
+ */
 export function getPath(value: unknown, path: readonly Segment[], from = 0): unknown {
   let current = value;
   for (let i = from; i < path.length; i++) {
@@ -61,9 +64,12 @@ export function getPath(value: unknown, path: readonly Segment[], from = 0): unk
       if (!Array.isArray(current)) return undefined;
       current = current[segment.index];
     } else {
-      if (!Array.isArray(current)) return undefined;
       const rest = i + 1;
-      return current.map((item) => nullish(getPath(item, path, rest)));
+      if (Array.isArray(current)) return current.map((item) => nullish(getPath(item, path, rest)));
+      // Gloo's RequestTemplate docs: `[*]` on an object lists its key/value pairs, each as
+      // `[key, value]` (bookinfo's ratings `{"Reviewer1": 5}` → `[["Reviewer1", 5]]`).
+      if (typeof current !== 'object') return undefined;
+      return Object.entries(current as Record<string, unknown>).map((pair) => nullish(getPath(pair, path, rest)));
     }
   }
   return current;

@@ -15,6 +15,7 @@ import type { GraphQLApiSpec, ResolutionSpec } from '../config/schema/graphql-ap
 import { GraphQLConfigCodes, type Problem } from './errors.ts';
 import { rootFromDescriptorSet } from './grpc/descriptors.ts';
 import { compileGrpc, type CompiledGrpc } from './resolvers/grpc.ts';
+import type { Segment } from './path.ts';
 import { compileRest, type CompiledRest } from './resolvers/rest.ts';
 import type { OperationContext } from './resolvers/types.ts';
 import { compileRemote, type CompiledRemote } from './remote.ts';
@@ -107,6 +108,7 @@ function compile(version: string, spec: GraphQLApiSpec): CompiledApi {
     const typeDefs = hasDirective ? document : { ...document, definitions: [...document.definitions, ...parse(RESOLVE_DIRECTIVE).definitions] };
     const resolvers: Record<string, Record<string, GraphQLFieldResolver<unknown, OperationContext>>> = {};
     const used = new Set<string>();
+    const fieldsOf = objectFields(document);
     for (const definition of document.definitions) {
       if (definition.kind !== Kind.OBJECT_TYPE_DEFINITION && definition.kind !== Kind.OBJECT_TYPE_EXTENSION) continue;
       for (const field of definition.fields ?? []) {
@@ -128,6 +130,8 @@ function compile(version: string, spec: GraphQLApiSpec): CompiledApi {
           continue;
         }
         (resolvers[definition.name.value] ??= {})[field.name.value] = dispatch(key);
+        const compiled = resolutions.get(key);
+        if (compiled?.kind === 'rest') checkRestPaths(compiled.rest, definition.name.value, field, fieldsOf, [...LOCAL_PATH, 'resolutions', key, 'restResolver'], problems);
       }
     }
     for (const key of Object.keys(local?.resolutions ?? {})) {
@@ -151,6 +155,51 @@ function compile(version: string, spec: GraphQLApiSpec): CompiledApi {
   }
   const rejected = problems.some((p) => p.severity === 'error');
   return Object.freeze({ version, schema: rejected ? undefined : schema, resolutions, remote, problems, rejected });
+}
+
+/** Field names of every object type of the SDL (definitions and extensions together). */
+function objectFields(document: DocumentNode): ReadonlyMap<string, ReadonlySet<string>> {
+  const out = new Map<string, Set<string>>();
+  for (const d of document.definitions) {
+    if (d.kind !== Kind.OBJECT_TYPE_DEFINITION && d.kind !== Kind.OBJECT_TYPE_EXTENSION) continue;
+    const fields = out.get(d.name.value) ?? new Set<string>();
+    for (const f of d.fields ?? []) fields.add(f.name.value);
+    out.set(d.name.value, fields);
+  }
+  return out;
+}
+
+/**
+ * Warns about a restResolver's paths that can only resolve to nothing for the field it serves
+ * (Gloo returns null for them silently): `{$args.x}` for an argument the field does not
+ * declare, `{$parent.x}` on a root field (no parent) or for a field the parent type lacks, and
+ * setters for fields the result type lacks.
+ */
+function checkRestPaths(rest: CompiledRest, typeName: string, field: FieldDefinitionNode, fieldsOf: ReadonlyMap<string, ReadonlySet<string>>, at: readonly (string | number)[], problems: Problem[]): void {
+  const where = `${typeName}.${field.name.value}`;
+  const warn = (path: readonly (string | number)[], message: string) => problems.push({ path: [...at, ...path], code: GraphQLConfigCodes.EMPTY_PATH, message: `${message}: it always resolves to nothing (null) for ${where}`, severity: 'warning' });
+  const args = new Set((field.arguments ?? []).map((a) => a.name.value));
+  const parentFields = fieldsOf.get(typeName);
+  const root = typeName === 'Query' || typeName === 'Mutation' || typeName === 'Subscription';
+  const check = (template: { references: readonly { source: string; path: readonly Segment[] }[] }, path: readonly (string | number)[]) => {
+    for (const ref of template.references) {
+      const first = ref.path[0];
+      const key = first && 'key' in first ? first.key : undefined;
+      if (ref.source === 'args' && key !== undefined && !args.has(key)) warn(path, `{$args.${key}} names an argument the field does not declare (it has: ${[...args].join(', ') || 'none'})`);
+      if (ref.source === 'parent' && root) warn(path, `{$parent…} on a root field, which has no parent object`);
+      else if (ref.source === 'parent' && key !== undefined && parentFields && !parentFields.has(key)) warn(path, `{$parent.${key}} names a field type ${typeName} does not have`);
+    }
+  };
+  check(rest.path, ['request', 'headers', ':path']);
+  for (const [name, t] of rest.headers) check(t, ['request', 'headers', name]);
+  for (const [name, t] of rest.queryParams) check(t, ['request', 'queryParams', name]);
+  let type = field.type;
+  while (type.kind !== Kind.NAMED_TYPE) type = type.type;
+  const resultFields = fieldsOf.get(type.name.value);
+  for (const [name, t] of rest.setters) {
+    check(t, ['response', 'setters', name]);
+    if (resultFields && !resultFields.has(name)) warn(['response', 'setters', name], `sets "${name}", a field type ${type.name.value} does not have`);
+  }
 }
 
 /** The `name` of a field's `@resolve`; null when malformed, undefined when absent. */

@@ -107,6 +107,22 @@ export class Template {
     return this.expressions.length === 1 && this.literals[0] === '' && this.literals[1] === '';
   }
 
+  /** What the template reads: each expression's source and path, for load-time checks. */
+  get references(): readonly { readonly source: TemplateSource; readonly path: readonly Segment[] }[] {
+    return this.expressions;
+  }
+
+  /**
+   * For a setter applied to each item of a list result: the same template with the leading
+   * `[*]` of its `$body` expressions dropped, so `{$body[*][0]}` reads item `[0]` (Gloo's
+   * bookinfo ratings setters); undefined when no `$body` expression starts with `[*]`.
+   */
+  perItem(): Template | undefined {
+    if (!this.expressions.some((e) => e.source === 'body' && e.path[0] !== undefined && 'all' in e.path[0])) return undefined;
+    const expressions = this.expressions.map((e) => (e.source === 'body' && e.path[0] !== undefined && 'all' in e.path[0] ? { source: e.source, path: e.path.slice(1) } : e));
+    return new Template(this.text, [...this.literals], expressions);
+  }
+
   /** Sources the template reads. */
   get sources(): TemplateSource[] {
     return this.expressions.map((e) => e.source);

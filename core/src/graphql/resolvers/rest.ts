@@ -24,6 +24,8 @@ export interface CompiledRest {
   readonly body: JsonTemplate | undefined;
   readonly resultRoot: readonly Segment[] | undefined;
   readonly setters: readonly (readonly [string, Template])[];
+  /** The setters as applied to each item of a list result (see {@link Template.perItem}). */
+  readonly itemSetters: readonly (readonly [string, Template])[];
   readonly timeoutMs: number;
 }
 
@@ -99,6 +101,7 @@ export function compileRest(spec: RestResolverSpec, at: readonly (string | numbe
     body,
     resultRoot,
     setters,
+    itemSetters: setters.map(([field, t]) => [field, t.perItem() ?? t] as const),
     timeoutMs: spec.timeout ? durationMs(spec.timeout) : DEFAULT_REST_TIMEOUT_MS,
   };
 }
@@ -172,13 +175,13 @@ function shape(rest: CompiledRest, json: unknown, scope: TemplateScope): unknown
   let root = rest.resultRoot ? getPath(json, rest.resultRoot) : json;
   if (root === undefined) root = null;
   if (rest.setters.length === 0 || root === null) return root;
-  const apply = (item: unknown): unknown => {
+  const apply = (item: unknown, setters: CompiledRest['setters']): unknown => {
     const out: Record<string, unknown> = item && typeof item === 'object' && !Array.isArray(item) ? { ...(item as object) } : {};
     const itemScope: TemplateScope = { parent: scope.parent, args: scope.args, headers: scope.headers, body: item };
-    for (const [field, t] of rest.setters) out[field] = t.value(itemScope);
+    for (const [field, t] of setters) out[field] = t.value(itemScope);
     return out;
   };
-  return Array.isArray(root) ? root.map(apply) : apply(root);
+  return Array.isArray(root) ? root.map((item) => apply(item, rest.itemSetters)) : apply(root, rest.setters);
 }
 
 async function send(cluster: UpstreamCluster, rest: CompiledRest, path: string, headers: IncomingHttpHeaders, body: string | undefined): Promise<unknown> {
