@@ -17,6 +17,7 @@ import type { RequestContext } from '../proxy/context.ts';
 import { graphiqlPage } from './graphiql.ts';
 import { inputsTooComplexToCompile, usesComplexInput } from './input-complexity.ts';
 import { acceptsHtml, negotiate, readParams, RequestFailure, sendErrors, sendJson, type MediaType, type RequestParams } from './http.ts';
+import type { OperationGate } from './operation-gate.ts';
 import type { RemoteExecutor } from './remote.ts';
 import type { FieldResolver, OperationContext } from './resolvers/types.ts';
 
@@ -53,6 +54,10 @@ export interface EndpointOptions {
   /** Remote executor. */
   readonly remote?: RemoteExecutor;
   readonly engine: ExecutionEngine;
+  /** Persisted queries and the safelist (Gloo's persistedQueryCacheConfig, allowedQueryHashes). */
+  readonly gate?: OperationGate;
+  /** Log each operation's query and variables at debug level (Gloo's options.logSensitiveInfo). */
+  readonly logSensitiveInfo?: boolean;
 }
 
 /**
@@ -97,11 +102,22 @@ export class GraphQLEndpoint {
       });
       return;
     }
-    const params = await readParams(req);
+    let params = await readParams(req);
     if (params instanceof RequestFailure) {
       sendErrors(res, params.status, media, [{ message: params.message }], params.headers);
       return;
     }
+    const gate = this.options.gate;
+    if (gate && (!gate.open || params.query === '')) {
+      const admitted = gate.admit(params);
+      if ('status' in admitted) {
+        sendErrors(res, admitted.status, media, [admitted.error]);
+        return;
+      }
+      // A query found by its hash: the body the client sent holds none, so it is not forwarded as is.
+      if (admitted.query !== params.query) params = { ...params, query: admitted.query, rawBody: undefined };
+    }
+    if (this.options.logSensitiveInfo) ctx.logger.debug({ api: this.options.name, operationName: params.operationName, query: params.query, variables: params.variables }, 'graphql operation');
     const prepared = this.prepare(params.query);
     if (prepared.errors) {
       sendErrors(res, 400, media, prepared.errors);

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { metrics } from '../admin/metrics.ts';
+import { OperationGate } from './operation-gate.ts';
 import type { Resource } from '../config/resource.ts';
 import type { ResourceRef } from '../config/schema/common.ts';
 import { lookup, type ConfigSnapshot } from '../config/store.ts';
@@ -72,7 +73,8 @@ class Endpoints implements GraphQLEndpoints {
       this.options.logger.error({ api: resource.key, problems: compiled.problems }, 'GraphQLApi is served but its schema does not build');
       return undefined;
     }
-    const name = `${resource.namespace}/${resource.name}`;
+    // statPrefix (Gloo) names the API in metrics.
+    const name = resource.spec.statPrefix ?? `${resource.namespace}/${resource.name}`;
     const upstreamOf = (ref: ResourceRef) => lookup(snapshot, 'Upstream', ref, resource.namespace);
     const spec = resource.spec.executableSchema;
     const upstreamVersions: string[] = [];
@@ -94,8 +96,9 @@ class Endpoints implements GraphQLEndpoints {
       remote = new RemoteExecutor(compiled.remote, cluster);
     }
     for (const [key, resolution] of compiled.resolutions) {
-      const ok = metrics.graphqlResolverCalls.labels(name, key, 'ok');
-      const error = metrics.graphqlResolverCalls.labels(name, key, 'error');
+      const label = resolution.spec.statPrefix ?? key;
+      const ok = metrics.graphqlResolverCalls.labels(name, label, 'ok');
+      const error = metrics.graphqlResolverCalls.labels(name, label, 'error');
       const counters: ResolverMetrics = { ok: () => ok.inc(), error: () => error.inc() };
       if (resolution.kind === 'mock') {
         resolvers[key] = mockResolver(resolution.spec.mockResolver!);
@@ -132,6 +135,8 @@ class Endpoints implements GraphQLEndpoints {
       introspection: !remote && introspection,
       ...(remote ? { remote } : { resolvers }),
       engine: this.options.engine ?? 'jit',
+      gate: new OperationGate({ persistedQueries: resource.spec.persistedQueryCacheConfig, allowedQueryHashes: resource.spec.allowedQueryHashes }),
+      logSensitiveInfo: resource.spec.options?.logSensitiveInfo === true,
     });
     endpoint.fingerprint = fingerprint;
     return endpoint;

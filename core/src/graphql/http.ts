@@ -109,6 +109,9 @@ export async function readParams(req: IncomingMessage): Promise<RequestParams | 
 }
 
 function checkParams(p: { query: unknown; operationName: unknown; variables: unknown; extensions: unknown; rawBody?: Buffer }): RequestParams | RequestFailure {
+  // Apollo's automatic persisted queries send only a hash: the endpoint's gate looks the query up.
+  const persisted = p.extensions !== null && typeof p.extensions === 'object' && (p.extensions as Record<string, unknown>).persistedQuery !== undefined;
+  if ((p.query === undefined || p.query === null) && persisted) p = { ...p, query: '' };
   if (p.query === undefined || p.query === null) return new RequestFailure(400, 'missing "query"');
   if (typeof p.query !== 'string') return new RequestFailure(400, '"query" must be a string');
   if (p.operationName !== undefined && p.operationName !== null && typeof p.operationName !== 'string') return new RequestFailure(400, '"operationName" must be a string');

@@ -6,6 +6,7 @@
 import type { Diagnostic } from '../config/diagnostic.ts';
 import type { Resource } from '../config/resource.ts';
 import type { CheckContext } from '../config/store.ts';
+import { GraphQLConfigCodes } from './errors.ts';
 import { compileApi } from './schema.ts';
 
 export { createGraphQLEndpoints, type GraphQLEndpointsOptions } from './endpoints.ts';
@@ -14,5 +15,18 @@ export type { ExecutionEngine } from './endpoint.ts';
 
 /** The load-time check of a GraphQLApi (`ResourceChecks.GraphQLApi`): the schema builds, resolvers exist, templates and paths parse. */
 export function checkGraphQLApi(resource: Resource<'GraphQLApi'>, ctx: CheckContext): Diagnostic[] {
-  return compileApi(resource).problems.map((p) => ctx.at(p.path, p.code, p.message, p.severity));
+  const out = compileApi(resource).problems.map((p) => ctx.at(p.path, p.code, p.message, p.severity));
+  // A manifest written for Gloo is told where Gatehouse behaves differently.
+  const maxDepth = resource.spec.executableSchema.executor.local?.options?.maxDepth;
+  if (maxDepth !== undefined && resource.apiVersion.includes('.solo.io/')) {
+    out.push(
+      ctx.at(
+        ['spec', 'executableSchema', 'executor', 'local', 'options', 'maxDepth'],
+        GraphQLConfigCodes.IGNORED,
+        `an operation nested deeper than ${maxDepth} is refused as a whole (400, before any resolver runs), where Gloo runs it and answers null with an error for each field past the depth`,
+        'warning',
+      ),
+    );
+  }
+  return out;
 }

@@ -101,6 +101,15 @@ function compile(version: string, spec: GraphQLApiSpec): CompiledApi {
   }
 
   const remote = executable.executor.remote ? compileRemote(executable.executor.remote, problems) : undefined;
+  // Gloo fields accepted but not honoured (or honoured differently) say so.
+  const ignored = (path: readonly (string | number)[], message: string) => problems.push({ path, code: GraphQLConfigCodes.IGNORED, message, severity: 'warning' });
+  const NO_TRACING = 'spanName has no effect: Gatehouse does not trace yet (the resolver\'s metrics are labelled by its statPrefix or name)';
+  for (const [key, resolution] of Object.entries(local?.resolutions ?? {})) {
+    const kind = resolution.restResolver ? 'restResolver' : resolution.grpcResolver ? 'grpcResolver' : undefined;
+    if (kind && resolution[kind]!.spanName !== undefined) ignored([...LOCAL_PATH, 'resolutions', key, kind, 'spanName'], NO_TRACING);
+  }
+  if (executable.executor.remote?.spanName !== undefined) ignored(['spec', 'executableSchema', 'executor', 'remote', 'spanName'], NO_TRACING);
+
 
   let schema: GraphQLSchema | undefined;
   if (document) {

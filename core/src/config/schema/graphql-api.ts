@@ -68,6 +68,10 @@ const RemoteExecutor = Strict({
 
 /** SPEC 3.3. */
 export const GraphQLApiSpec = Strict({
+  statPrefix: Type.Optional(Type.String({ minLength: 1, maxLength: 128, description: 'the `api` label of this API\'s metrics (default namespace/name)' })),
+  persistedQueryCacheConfig: Type.Optional(Strict({ cacheSize: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000, description: 'queries kept (default 1000)' })) })),
+  allowedQueryHashes: Type.Optional(Type.Array(Type.String({ pattern: '^[0-9a-fA-F]{64}$', description: 'SHA-256 of an allowed query text, hex' }), { maxItems: 100_000 })),
+  options: Type.Optional(Strict({ logSensitiveInfo: Type.Optional(Type.Boolean({ description: 'log each operation\'s query and variables at debug level (off by default: they may hold personal data)' })) })),
   executableSchema: Strict({
     schemaDefinition: Type.String({ minLength: 1 }),
     executor: Strict(
