@@ -75,6 +75,7 @@ async function startUserService() {
   return {
     port,
     descriptorBase64,
+    descriptorFile: join(dir, 'users.pb'),
     metadataSeen,
     async close() {
       await new Promise<void>((resolve) => server.tryShutdown(() => resolve()));
@@ -100,7 +101,8 @@ const SDL = /* GraphQL */ `
   type Money { currency: String units: String }
 `;
 
-function grpcApi(name: string, descriptorBase64: string | undefined, overrides: Record<string, unknown> = {}) {
+/** A GraphQLApi over the user service; `registry` is its grpcDescriptorRegistry (a base64 descriptor set for short), none for reflection. */
+function grpcApi(name: string, registry: string | object | undefined, overrides: Record<string, unknown> = {}) {
   const call = (methodName: string, outgoingMessageJson: object, extra: object = {}) => ({
     grpcResolver: { upstreamRef: { name: 'users-grpc' }, requestTransform: { serviceName: 'users.v1.UserService', methodName, outgoingMessageJson, requestMetadata: { 'x-caller': 'gatehouse' } }, ...extra },
   });
@@ -116,7 +118,7 @@ function grpcApi(name: string, descriptorBase64: string | undefined, overrides: 
         },
       },
     },
-    ...(descriptorBase64 ? { grpcDescriptorRegistry: { protoDescriptorBin: descriptorBase64 } } : {}),
+    ...(registry ? { grpcDescriptorRegistry: typeof registry === 'string' ? { protoDescriptorBin: registry } : registry } : {}),
   });
 }
 
@@ -140,13 +142,19 @@ describe('grpcResolver', () => {
     await users?.close();
   });
 
+  // The .proto sources in a ConfigMap (Gloo's protoRefsList), keys as Kubernetes allows them.
+  const protoConfigMap = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'user-protos' }, data: { 'users.proto': USERS_PROTO, 'common.proto': COMMON_PROTO } };
   describe.each([
-    ['descriptor set from protoc', true],
-    ['server reflection', false],
-  ])('with %s', (_label, withRegistry) => {
+    ['descriptor set from protoc (protoDescriptorBin)', 'bin'],
+    ['descriptor set file from protoc (protoDescriptor)', 'file'],
+    ['.proto sources in a ConfigMap (protoRefsList)', 'configmap'],
+    ['server reflection', 'reflection'],
+  ] as const)('with %s', (_label, source) => {
     let gql: GraphQLServer;
     beforeAll(async () => {
-      gql = await serveGraphQL([upstream(), grpcApi('users', withRegistry ? users.descriptorBase64 : undefined)], 'users');
+      const registry =
+        source === 'bin' ? users.descriptorBase64 : source === 'file' ? { protoDescriptor: users.descriptorFile } : source === 'configmap' ? { protoRefsList: { protoRefs: [{ name: 'user-protos' }] } } : undefined;
+      gql = await serveGraphQL([upstream(), ...(source === 'configmap' ? [protoConfigMap] : []), grpcApi('users', registry)], 'users');
     });
     afterAll(async () => {
       await gql?.close();
@@ -184,6 +192,20 @@ describe('grpcResolver', () => {
         ],
       });
     });
+  });
+
+  it('rejects at load time a descriptor file that cannot be read, a .proto source that does not parse and a missing ConfigMap, naming the field', () => {
+    const reasons = (docs: object[], name: string) => loadSnapshot([upstream(), ...docs]).statuses.find((s) => s.name === name)!.reasons.map((r) => `${r.path} ${r.code} ${r.message}`);
+    expect(reasons([grpcApi('nofile', { protoDescriptor: '/nonexistent/users.pb' })], 'nofile')).toEqual([
+      'spec.executableSchema.grpcDescriptorRegistry.protoDescriptor GH_GRAPHQL_BAD_DESCRIPTOR cannot read /nonexistent/users.pb: ENOENT',
+    ]);
+    const broken = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'broken' }, data: { 'users.proto': 'syntax = "proto3"; message {' } };
+    expect(reasons([broken, grpcApi('badproto', { protoRefsList: { protoRefs: [{ name: 'broken' }] } })], 'badproto')).toEqual([
+      expect.stringMatching(/^spec\.executableSchema\.grpcDescriptorRegistry\.protoRefsList GH_GRAPHQL_BAD_DESCRIPTOR broken\/users\.proto does not parse: /),
+    ]);
+    expect(reasons([grpcApi('nomap', { protoRefsList: { protoRefs: [{ name: 'ghost' }] } })], 'nomap')).toEqual([
+      expect.stringMatching(/^spec\.executableSchema\.grpcDescriptorRegistry\.protoRefsList\.protoRefs\[0\] GH_CONFIG_MISSING_REF references ConfigMap default\/ghost/),
+    ]);
   });
 
   it('rejects at load time an unknown method, a streaming method and an unknown message field, with their paths', () => {

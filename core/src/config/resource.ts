@@ -3,6 +3,7 @@ import type { AuthConfigSpec } from './schema/auth-config.ts';
 import type { GraphQLApiSpec } from './schema/graphql-api.ts';
 import type { UpstreamSpec } from './schema/upstream.ts';
 import type { SecretSpec } from './schema/secret.ts';
+import type { ConfigMapSpec } from './schema/config-map.ts';
 import type { VirtualServiceSpec } from './schema/virtual-service.ts';
 import type { ResourceRef } from './schema/common.ts';
 
@@ -16,7 +17,9 @@ export type SpecOf<K extends Kind> = K extends 'Upstream'
         ? AuthConfigSpec
         : K extends 'Secret'
           ? SecretSpec
-          : never;
+          : K extends 'ConfigMap'
+            ? ConfigMapSpec
+            : never;
 
 /**
  * A validated resource. Plain data (no functions) so it can cross a worker boundary;

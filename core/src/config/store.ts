@@ -51,7 +51,7 @@ export interface CheckContext {
 export type ResourceChecks = { [K in Kind]?: (resource: Resource<K>, ctx: CheckContext) => Diagnostic[] };
 
 /** Dependency order: a kind is checked after the kinds it references. */
-const ORDER: readonly Kind[] = ['Secret', 'Upstream', 'AuthConfig', 'GraphQLApi', 'VirtualService'];
+const ORDER: readonly Kind[] = ['Secret', 'ConfigMap', 'Upstream', 'AuthConfig', 'GraphQLApi', 'VirtualService'];
 
 interface Candidate {
   key: string;
@@ -268,6 +268,9 @@ export function referencesOf(resource: AnyResource): Reference[] {
     });
   } else if (resource.kind === 'GraphQLApi') {
     const schema = resource.spec.executableSchema;
+    schema.grpcDescriptorRegistry?.protoRefsList?.protoRefs.forEach((ref, i) => {
+      out.push({ kind: 'ConfigMap', ref, path: ['spec', 'executableSchema', 'grpcDescriptorRegistry', 'protoRefsList', 'protoRefs', i] });
+    });
     if (schema.executor.remote) out.push({ kind: 'Upstream', ref: schema.executor.remote.upstreamRef, path: ['spec', 'executableSchema', 'executor', 'remote', 'upstreamRef'] });
     for (const [key, resolution] of Object.entries(schema.executor.local?.resolutions ?? {})) {
       const at = ['spec', 'executableSchema', 'executor', 'local', 'resolutions', key];

@@ -138,7 +138,7 @@ spec:
   });
 
   test('unknown kind and non-objects are reported without a resource', () => {
-    const [kind, scalar] = validate(`apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n---\njust a string\n`);
+    const [kind, scalar] = validate(`apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n---\njust a string\n`);
     expect(kind!.diagnostics[0]).toMatchObject({ code: 'GH_CONFIG_UNKNOWN_KIND', path: 'kind', line: 2 });
     expect(kind!.key).toBeUndefined();
     expect(scalar!.diagnostics[0]).toMatchObject({ code: 'GH_CONFIG_NOT_A_RESOURCE', line: 5 });

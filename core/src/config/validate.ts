@@ -5,6 +5,7 @@ import type { ManifestDocument } from './manifest.ts';
 import { DEFAULT_NAMESPACE, describeResource, deepFreeze, resourceKey, type AnyResource } from './resource.ts';
 import { KINDS, KIND_NAMES, acceptedApiVersions, manifestSchema, type Kind } from './schema/kinds.ts';
 import { MAX_SECRET_BYTES, type SecretSpec } from './schema/secret.ts';
+import { MAX_CONFIG_MAP_BYTES, type ConfigMapSpec } from './schema/config-map.ts';
 
 const validators = new Map(KIND_NAMES.map((kind) => [kind, { schema: manifestSchema(kind), check: Schema.Compile(manifestSchema(kind)) }]));
 
@@ -63,6 +64,10 @@ export function validateDocument(doc: ManifestDocument, apiGroupDomain: string):
     const secret = secretSpecOf(raw);
     if (typeof secret === 'string') return { ...(key ? { key } : {}), diagnostics: [at(['data'], ConfigCodes.SCHEMA, secret, label)] };
     spec = secret;
+  } else if (kind === 'ConfigMap') {
+    const configMap = configMapSpecOf(raw);
+    if (typeof configMap === 'string') return { ...(key ? { key } : {}), diagnostics: [at(['data'], ConfigCodes.SCHEMA, configMap, label)] };
+    spec = configMap;
   }
   const resource = deepFreeze({
     kind,
@@ -96,6 +101,18 @@ function secretSpecOf(value: Record<string, unknown>): SecretSpec | string {
   }
   if (size > MAX_SECRET_BYTES) return `the Secret holds ${size} bytes; at most ${MAX_SECRET_BYTES} (Kubernetes' limit)`;
   return { type: typeof value.type === 'string' ? value.type : 'Opaque', data };
+}
+
+/** A ConfigMap's values: `data` as is, `binaryData` decoded (UTF-8); a message when over Kubernetes' 1 MiB limit. */
+function configMapSpecOf(value: Record<string, unknown>): ConfigMapSpec | string {
+  const data: Record<string, string> = { ...((value.data ?? {}) as Record<string, string>) };
+  for (const [name, encoded] of Object.entries((value.binaryData ?? {}) as Record<string, string>)) {
+    if (Object.hasOwn(data, name)) return `key "${name}" is in both data and binaryData`;
+    data[name] = Buffer.from(encoded, 'base64').toString('utf8');
+  }
+  const size = Object.values(data).reduce((sum, text) => sum + Buffer.byteLength(text), 0);
+  if (size > MAX_CONFIG_MAP_BYTES) return `the ConfigMap holds ${size} bytes; at most ${MAX_CONFIG_MAP_BYTES} (Kubernetes' limit)`;
+  return { data };
 }
 
 interface SchemaError {

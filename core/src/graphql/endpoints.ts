@@ -68,7 +68,7 @@ class Endpoints implements GraphQLEndpoints {
   }
 
   private build(resource: Resource<'GraphQLApi'>, snapshot: ConfigSnapshot, grpcHosts: Set<string>, used: Set<UpstreamCluster>): GraphQLEndpoint | undefined {
-    const compiled = compileApi(resource);
+    const compiled = compileApi(resource, { file: resource.source.file, configMap: (ref) => lookup(snapshot, 'ConfigMap', ref, resource.namespace) });
     if (!compiled.schema) {
       this.options.logger.error({ api: resource.key, problems: compiled.problems }, 'GraphQLApi is served but its schema does not build');
       return undefined;

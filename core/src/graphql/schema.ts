@@ -1,3 +1,5 @@
+import { readFileSync, statSync } from 'node:fs';
+import { dirname, resolve as resolvePath } from 'node:path';
 import { makeExecutableSchema } from '@graphql-tools/schema';
 import {
   GraphQLError,
@@ -13,7 +15,7 @@ import type protobuf from 'protobufjs';
 import type { Resource } from '../config/resource.ts';
 import type { GraphQLApiSpec, ResolutionSpec } from '../config/schema/graphql-api.ts';
 import { GraphQLConfigCodes, type Problem } from './errors.ts';
-import { rootFromDescriptorSet } from './grpc/descriptors.ts';
+import { rootFromDescriptorSet, rootFromProtoSources } from './grpc/descriptors.ts';
 import { compileGrpc, type CompiledGrpc } from './resolvers/grpc.ts';
 import type { Segment } from './path.ts';
 import { compileRest, type CompiledRest } from './resolvers/rest.ts';
@@ -50,21 +52,65 @@ const RESOLVE_DIRECTIVE = 'directive @resolve(name: String!) on FIELD_DEFINITION
 const cache = new Map<string, CompiledApi>();
 const CACHE_LIMIT = 256;
 
-/** The compiled form of a GraphQLApi, cached by its spec version (the content hash). */
-export function compileApi(resource: Pick<Resource<'GraphQLApi'>, 'version' | 'spec'>): CompiledApi {
-  let compiled = cache.get(resource.version);
+/** What a GraphQLApi's descriptor registry may read besides its spec. */
+export interface DescriptorInputs {
+  /** The manifest's file: a relative `protoDescriptor` path is resolved from its directory. */
+  readonly file?: string;
+  /** ConfigMaps (`protoRefsList`), as the config snapshot serves them. */
+  readonly configMap?: (ref: { name: string; namespace?: string }) => Pick<Resource<'ConfigMap'>, 'version' | 'spec'> | undefined;
+}
+
+/**
+ * The compiled form of a GraphQLApi, cached by its spec version (the content hash) and the
+ * versions of what its descriptor registry reads (the descriptor file's size and mtime, the
+ * ConfigMaps' versions), so a changed input compiles again.
+ */
+export function compileApi(resource: Pick<Resource<'GraphQLApi'>, 'version' | 'spec'>, inputs: DescriptorInputs = {}): CompiledApi {
+  const registry = resource.spec.executableSchema.grpcDescriptorRegistry;
+  const descriptorFile = registry?.protoDescriptor !== undefined ? resolvePath(inputs.file ? dirname(inputs.file) : process.cwd(), registry.protoDescriptor) : undefined;
+  let key = resource.version;
+  if (descriptorFile) {
+    const stat = statSync(descriptorFile, { throwIfNoEntry: false });
+    key += `|${descriptorFile}@${stat ? `${stat.size}:${stat.mtimeMs}` : '-'}`;
+  }
+  for (const ref of registry?.protoRefsList?.protoRefs ?? []) key += `|${ref.namespace ?? ''}/${ref.name}@${inputs.configMap?.(ref)?.version ?? '-'}`;
+  let compiled = cache.get(key);
   if (compiled) {
     // Refresh its place: the cache drops the least recently used entry first.
-    cache.delete(resource.version);
+    cache.delete(key);
   } else {
-    compiled = compile(resource.version, resource.spec);
+    compiled = compile(resource.version, resource.spec, { descriptorFile, configMap: inputs.configMap });
   }
-  cache.set(resource.version, compiled);
+  cache.set(key, compiled);
   if (cache.size > CACHE_LIMIT) cache.delete(cache.keys().next().value!);
   return compiled;
 }
 
-function compile(version: string, spec: GraphQLApiSpec): CompiledApi {
+const REGISTRY_PATH = ['spec', 'executableSchema', 'grpcDescriptorRegistry'];
+
+/** The descriptor registry's protobuf root, from whichever of its three sources is set; throws with a plain message and the field. */
+function registryRoot(registry: NonNullable<GraphQLApiSpec['executableSchema']['grpcDescriptorRegistry']>, descriptorFile: string | undefined, configMap: DescriptorInputs['configMap']): protobuf.Root {
+  if (registry.protoDescriptorBin !== undefined) return rootFromDescriptorSet(registry.protoDescriptorBin);
+  if (descriptorFile !== undefined) {
+    let bytes: Buffer;
+    try {
+      bytes = readFileSync(descriptorFile);
+    } catch (e) {
+      throw new Error(`cannot read ${descriptorFile}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+    }
+    return rootFromDescriptorSet(bytes.toString('base64'));
+  }
+  const sources: { name: string; text: string }[] = [];
+  for (const ref of registry.protoRefsList!.protoRefs) {
+    // A missing ConfigMap is reported by the reference check.
+    const found = configMap?.(ref);
+    if (!found) throw new Error(`ConfigMap ${ref.namespace ?? ''}${ref.namespace ? '/' : ''}${ref.name} is not served`);
+    for (const [name, text] of Object.entries(found.spec.data)) sources.push({ name: `${ref.name}/${name}`, text });
+  }
+  return rootFromProtoSources(sources);
+}
+
+function compile(version: string, spec: GraphQLApiSpec, inputs: { descriptorFile?: string | undefined; configMap?: DescriptorInputs['configMap'] } = {}): CompiledApi {
   const problems: Problem[] = [];
   const error = (path: readonly (string | number)[], code: string, message: string) => problems.push({ path, code, message, severity: 'error' });
   const executable = spec.executableSchema;
@@ -79,11 +125,13 @@ function compile(version: string, spec: GraphQLApiSpec): CompiledApi {
 
   // Resolutions first: their problems are reported even when the SDL is broken.
   let root: protobuf.Root | undefined;
-  if (executable.grpcDescriptorRegistry) {
+  const registry = executable.grpcDescriptorRegistry;
+  if (registry) {
     try {
-      root = rootFromDescriptorSet(executable.grpcDescriptorRegistry.protoDescriptorBin);
+      root = registryRoot(registry, inputs.descriptorFile, inputs.configMap);
     } catch (e) {
-      error(['spec', 'executableSchema', 'grpcDescriptorRegistry', 'protoDescriptorBin'], GraphQLConfigCodes.BAD_DESCRIPTOR, (e as Error).message);
+      const field = registry.protoDescriptorBin !== undefined ? 'protoDescriptorBin' : registry.protoDescriptor !== undefined ? 'protoDescriptor' : 'protoRefsList';
+      error([...REGISTRY_PATH, field], GraphQLConfigCodes.BAD_DESCRIPTOR, (e as Error).message);
     }
   }
   const resolutions = new Map<string, CompiledResolution>();

@@ -27,7 +27,8 @@ export function renderRbac(values: ResolvedValues, labels: (component: string) =
       component: 'gateway',
       rules: [
         ...rules(KIND_NAMES),
-        { apiGroups: [''], resources: ['services', 'endpoints'], verbs: ['get', 'list', 'watch'] },
+        // ConfigMaps: .proto sources of GraphQLApis (grpcDescriptorRegistry.protoRefsList), read-only.
+        { apiGroups: [''], resources: ['services', 'endpoints', 'configmaps'], verbs: ['get', 'list', 'watch'] },
         { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: ['get', 'list', 'watch'] },
       ],
     },

@@ -82,9 +82,14 @@ export const GraphQLApiSpec = Strict({
       exactlyOneOf(['local', 'remote']),
     ),
     grpcDescriptorRegistry: Type.Optional(
-      Strict({
-        protoDescriptorBin: Type.String({ minLength: 1, description: 'base64 FileDescriptorSet' }),
-      }),
+      Strict(
+        {
+          protoDescriptorBin: Type.Optional(Type.String({ minLength: 1, description: 'base64 FileDescriptorSet' })),
+          protoDescriptor: Type.Optional(Type.String({ minLength: 1, description: 'path of a FileDescriptorSet file (protoc --include_imports --descriptor_set_out); relative paths from the manifest\'s directory' })),
+          protoRefsList: Type.Optional(Strict({ protoRefs: Type.Array(ResourceRef, { minItems: 1, maxItems: 256, description: 'ConfigMaps whose values are .proto sources' }) })),
+        },
+        exactlyOneOf(['protoDescriptorBin', 'protoDescriptor', 'protoRefsList']),
+      ),
     ),
   }),
 });

@@ -4,6 +4,7 @@ import { AuthConfigSpec } from './auth-config.ts';
 import { GraphQLApiSpec } from './graphql-api.ts';
 import { UpstreamSpec } from './upstream.ts';
 import { SecretManifest, SecretSpec } from './secret.ts';
+import { ConfigMapManifest, ConfigMapSpec } from './config-map.ts';
 import { VirtualServiceSpec } from './virtual-service.ts';
 
 /** The four custom resource kinds (SPEC 2.2). `group` is prefixed to `--api-group-domain`. */
@@ -17,11 +18,17 @@ export const CRD_KINDS = {
 export type CrdKind = keyof typeof CRD_KINDS;
 export const CRD_KIND_NAMES = Object.keys(CRD_KINDS) as CrdKind[];
 
-/** Every kind a config source serves: the custom kinds and Kubernetes' core `Secret` (apiVersion `v1`). */
+/** Every kind a config source serves: the custom kinds and Kubernetes' core `Secret` and `ConfigMap` (apiVersion `v1`). */
 export const KINDS = {
   ...CRD_KINDS,
   Secret: { group: '', glooGroup: '', version: 'v1', plural: 'secrets', spec: SecretSpec },
+  ConfigMap: { group: '', glooGroup: '', version: 'v1', plural: 'configmaps', spec: ConfigMapSpec },
 } as const;
+
+/** Kubernetes' own kinds (core group, `v1`): no CRD of ours, no Gloo group. */
+export function isCoreKind(kind: Kind): kind is 'Secret' | 'ConfigMap' {
+  return kind === 'Secret' || kind === 'ConfigMap';
+}
 
 export type Kind = keyof typeof KINDS;
 export const KIND_NAMES = Object.keys(KINDS) as Kind[];
@@ -30,14 +37,14 @@ export const DEFAULT_API_GROUP_DOMAIN = 'gatehouse.dev';
 
 /** The apiVersion a kind is written with for a given group domain. */
 export function apiVersionOf(kind: Kind, domain: string = DEFAULT_API_GROUP_DOMAIN): string {
-  if (kind === 'Secret') return 'v1';
+  if (isCoreKind(kind)) return 'v1';
   const { group, version } = KINDS[kind];
   return `${group}.${domain}/${version}`;
 }
 
 /** The apiVersions accepted for a kind: ours for `domain`, and Gloo Edge's (migration). */
 export function acceptedApiVersions(kind: Kind, domain: string): string[] {
-  if (kind === 'Secret') return ['v1'];
+  if (isCoreKind(kind)) return ['v1'];
   const { glooGroup, version } = KINDS[kind];
   return [apiVersionOf(kind, domain), `${glooGroup}/${version}`];
 }
@@ -45,6 +52,7 @@ export function acceptedApiVersions(kind: Kind, domain: string): string[] {
 /** The whole manifest schema of a kind: the unit validated, and the source of its CRD. */
 export function manifestSchema(kind: Kind) {
   if (kind === 'Secret') return SecretManifest;
+  if (kind === 'ConfigMap') return ConfigMapManifest;
   return Strict({
     apiVersion: Type.String(),
     kind: Type.Literal(kind),

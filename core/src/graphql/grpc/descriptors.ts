@@ -30,6 +30,36 @@ export function rootFromDescriptorSet(base64: string): protobuf.Root {
   return rootFromFiles((set as unknown as { file: object[] }).file ?? []);
 }
 
+/**
+ * Builds a resolved root from `.proto` sources (Gloo's `protoRefsList`: ConfigMaps holding
+ * proto files), parsed by protobufjs with field names kept as written. Imports between the
+ * sources resolve because all of them share one root; Google's well-known types
+ * (`google/protobuf/*.proto`) come from protobufjs' own copies. Throws naming the source.
+ */
+export function rootFromProtoSources(sources: readonly { name: string; text: string }[]): protobuf.Root {
+  if (sources.length === 0) throw new Error('the ConfigMaps hold no .proto sources');
+  const root = new protobuf.Root();
+  const imports = new Set<string>();
+  for (const { name, text } of sources) {
+    try {
+      const parsed = protobuf.parse(text, root, { keepCase: true, alternateCommentMode: true });
+      for (const file of [...(parsed.imports ?? []), ...(parsed.weakImports ?? [])]) imports.add(file);
+    } catch (error) {
+      throw new Error(`${name} does not parse: ${(error as Error).message}`);
+    }
+  }
+  for (const file of imports) {
+    const common = (protobuf.common as unknown as { get(file: string): { nested?: Record<string, protobuf.AnyNestedObject> } | null }).get(file);
+    if (common?.nested) root.addJSON(common.nested);
+  }
+  try {
+    root.resolveAll();
+  } catch (error) {
+    throw new Error(`the .proto sources do not resolve: ${(error as Error).message}`);
+  }
+  return root;
+}
+
 /** Builds a resolved root from decoded `FileDescriptorProto`s (any order). */
 export function rootFromFiles(files: readonly object[]): protobuf.Root {
   if (files.length === 0) throw new Error('the descriptor set holds no files');
