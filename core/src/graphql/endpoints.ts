@@ -120,6 +120,11 @@ class Endpoints implements GraphQLEndpoints {
       }
     }
 
+    // The .proto ConfigMaps too: a changed one must replace the endpoint, not keep the old descriptors.
+    for (const ref of spec.grpcDescriptorRegistry?.protoRefsList?.protoRefs ?? []) {
+      const found = lookup(snapshot, 'ConfigMap', ref, resource.namespace);
+      upstreamVersions.push(`${found?.key ?? ref.name}@${found?.version ?? '-'}`);
+    }
     const fingerprint = `${resource.version} ${upstreamVersions.sort().join(' ')}`;
     const existing = this.endpoints.get(resource.key);
     if (existing && existing.fingerprint === fingerprint) return existing;
