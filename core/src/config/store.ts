@@ -131,9 +131,11 @@ export class ConfigStore {
     const present = new Set(candidates.keys());
     for (const kind of ORDER) {
       // Previously served resources first, so a newcomer cannot take over what they hold (e.g. a domain).
+      // A stitched GraphQLApi after the APIs it stitches, so its references find them served.
+      const late = (c: Candidate) => (c.fresh?.kind === 'GraphQLApi' && c.fresh.spec.stitchedSchema ? 1 : 0);
       const ofKind = [...candidates.values()]
         .filter((c) => c.kind === kind)
-        .sort((a, b) => (rank.get(a.key) ?? Infinity) - (rank.get(b.key) ?? Infinity));
+        .sort((a, b) => late(a) - late(b) || (rank.get(a.key) ?? Infinity) - (rank.get(b.key) ?? Infinity));
       const claims = new Map<string, string>();
       for (const candidate of ofKind) {
         statuses.push(this.decide(candidate, served, claims, present));
@@ -266,7 +268,11 @@ export function referencesOf(resource: AnyResource): Reference[] {
         out.push({ kind: 'Secret', ref: { name: ref.name, ...(ref.namespace ? { namespace: ref.namespace } : {}) }, path: ['spec', 'configs', i, 'pluginAuth', 'secretRefs', name] });
       }
     });
-  } else if (resource.kind === 'GraphQLApi') {
+  } else if (resource.kind === 'GraphQLApi' && resource.spec.stitchedSchema) {
+    resource.spec.stitchedSchema.subschemas.forEach((sub, i) => {
+      out.push({ kind: 'GraphQLApi', ref: { name: sub.name, ...(sub.namespace ? { namespace: sub.namespace } : {}) }, path: ['spec', 'stitchedSchema', 'subschemas', i] });
+    });
+  } else if (resource.kind === 'GraphQLApi' && resource.spec.executableSchema) {
     const schema = resource.spec.executableSchema;
     schema.grpcDescriptorRegistry?.protoRefsList?.protoRefs.forEach((ref, i) => {
       out.push({ kind: 'ConfigMap', ref, path: ['spec', 'executableSchema', 'grpcDescriptorRegistry', 'protoRefsList', 'protoRefs', i] });

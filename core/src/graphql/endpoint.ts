@@ -51,6 +51,8 @@ export interface EndpointOptions {
   readonly introspection: boolean;
   /** Local executor: resolvers bound to upstreams. */
   readonly resolvers?: Readonly<Record<string, FieldResolver>>;
+  /** Stitched schema: each subschema's resolvers, in order (its executor reads them from the context). */
+  readonly subschemas?: readonly Readonly<Record<string, FieldResolver>>[];
   /** Remote executor. */
   readonly remote?: RemoteExecutor;
   readonly engine: ExecutionEngine;
@@ -177,7 +179,7 @@ export class GraphQLEndpoint {
     params: RequestParams,
     ctx: RequestContext,
   ): Promise<[ExecutionResult, (result: ExecutionResult) => string]> {
-    const contextValue: OperationContext = { headers: ctx.headers, calls: new Map(), resolvers: this.options.resolvers! };
+    const contextValue: OperationContext = { headers: ctx.headers, calls: new Map(), resolvers: this.options.resolvers ?? {}, ...(this.options.subschemas ? { subschemas: this.options.subschemas } : {}) };
     try {
       if (this.options.engine === 'jit') {
         const name = params.operationName ?? '';

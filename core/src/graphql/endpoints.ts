@@ -16,7 +16,7 @@ import { GrpcChannels, grpcResolver } from './resolvers/grpc.ts';
 import { mockResolver } from './resolvers/mock.ts';
 import { restResolver } from './resolvers/rest.ts';
 import type { FieldResolver, ResolverMetrics } from './resolvers/types.ts';
-import { compileApi } from './schema.ts';
+import { compileApi, type CompiledApi } from './schema.ts';
 import { validationRules } from './validation.ts';
 
 export interface GraphQLEndpointsOptions {
@@ -68,67 +68,59 @@ class Endpoints implements GraphQLEndpoints {
   }
 
   private build(resource: Resource<'GraphQLApi'>, snapshot: ConfigSnapshot, grpcHosts: Set<string>, used: Set<UpstreamCluster>): GraphQLEndpoint | undefined {
-    const compiled = compileApi(resource, { file: resource.source.file, configMap: (ref) => lookup(snapshot, 'ConfigMap', ref, resource.namespace) });
+    const inputs = {
+      file: resource.source.file,
+      configMap: (ref: { name: string; namespace?: string }) => lookup(snapshot, 'ConfigMap', ref, resource.namespace),
+      api: (ref: { name: string; namespace?: string }) => lookup(snapshot, 'GraphQLApi', ref, resource.namespace),
+    };
+    const compiled = compileApi(resource, inputs);
     if (!compiled.schema) {
       this.options.logger.error({ api: resource.key, problems: compiled.problems }, 'GraphQLApi is served but its schema does not build');
       return undefined;
     }
     // statPrefix (Gloo) names the API in metrics.
     const name = resource.spec.statPrefix ?? `${resource.namespace}/${resource.name}`;
-    const upstreamOf = (ref: ResourceRef) => lookup(snapshot, 'Upstream', ref, resource.namespace);
-    const spec = resource.spec.executableSchema;
-    const upstreamVersions: string[] = [];
-    const clusterOf = (ref: ResourceRef): UpstreamCluster | undefined => {
-      const upstream = upstreamOf(ref);
+    // What the endpoint was built from: a change in any of it builds a new one.
+    const inputVersions: string[] = [];
+    const clusterOf = (ref: ResourceRef, namespace: string): UpstreamCluster | undefined => {
+      const upstream = lookup(snapshot, 'Upstream', ref, namespace);
       if (!upstream) return undefined;
-      upstreamVersions.push(`${upstream.key}@${upstream.version}`);
+      inputVersions.push(`${upstream.key}@${upstream.version}`);
       // Reported through clusters(), so the gateway keeps these pools open across reloads.
       const cluster = this.options.upstreams.forUpstream(upstream);
       used.add(cluster);
       return cluster;
     };
 
-    const resolvers: Record<string, FieldResolver> = {};
     let remote: RemoteExecutor | undefined;
-    if (spec.executor.remote && compiled.remote) {
-      const cluster = clusterOf(spec.executor.remote.upstreamRef);
-      if (!cluster) return undefined;
-      remote = new RemoteExecutor(compiled.remote, cluster);
-    }
-    for (const [key, resolution] of compiled.resolutions) {
-      const label = resolution.spec.statPrefix ?? key;
-      const ok = metrics.graphqlResolverCalls.labels(name, label, 'ok');
-      const error = metrics.graphqlResolverCalls.labels(name, label, 'error');
-      const counters: ResolverMetrics = { ok: () => ok.inc(), error: () => error.inc() };
-      if (resolution.kind === 'mock') {
-        resolvers[key] = mockResolver(resolution.spec.mockResolver!);
-        continue;
+    let resolvers: Record<string, FieldResolver> = {};
+    let subschemas: Record<string, FieldResolver>[] | undefined;
+    const spec = resource.spec.executableSchema;
+    if (spec) {
+      if (spec.executor.remote && compiled.remote) {
+        const cluster = clusterOf(spec.executor.remote.upstreamRef, resource.namespace);
+        if (!cluster) return undefined;
+        remote = new RemoteExecutor(compiled.remote, cluster);
       }
-      const ref = resolution.kind === 'rest' ? resolution.spec.restResolver!.upstreamRef : resolution.spec.grpcResolver!.upstreamRef;
-      const cluster = clusterOf(ref);
-      if (!cluster) {
-        resolvers[key] = () => {
-          throw fieldError(FieldErrorCodes.UPSTREAM_ERROR, `upstream ${ref.namespace ?? resource.namespace}/${ref.name} is not served`);
-        };
-        continue;
+      resolvers = this.bind(compiled, resource.namespace, name, clusterOf, grpcHosts);
+      // The .proto ConfigMaps too: a changed one must replace the endpoint, not keep the old descriptors.
+      for (const ref of spec.grpcDescriptorRegistry?.protoRefsList?.protoRefs ?? []) {
+        const found = lookup(snapshot, 'ConfigMap', ref, resource.namespace);
+        inputVersions.push(`${found?.key ?? ref.name}@${found?.version ?? '-'}`);
       }
-      if (resolution.kind === 'rest') {
-        resolvers[key] = restResolver(resolution.rest, cluster, counters);
-      } else {
-        for (const host of cluster.hosts) grpcHosts.add(GrpcChannels.idOf(host));
-        resolvers[key] = grpcResolver(resolution.grpc, cluster, this.channels, counters);
-      }
+    } else {
+      // Stitched: each subschema's resolutions bound to its own upstreams, handed to its executor through the context.
+      subschemas = (compiled.subschemas ?? []).map((sub) => {
+        const api = lookup(snapshot, 'GraphQLApi', sub.ref, resource.namespace);
+        inputVersions.push(`${api?.key ?? sub.ref.name}@${api?.version ?? '-'}`);
+        return this.bind(sub.api, sub.ref.namespace, name, clusterOf, grpcHosts);
+      });
     }
 
-    // The .proto ConfigMaps too: a changed one must replace the endpoint, not keep the old descriptors.
-    for (const ref of spec.grpcDescriptorRegistry?.protoRefsList?.protoRefs ?? []) {
-      const found = lookup(snapshot, 'ConfigMap', ref, resource.namespace);
-      upstreamVersions.push(`${found?.key ?? ref.name}@${found?.version ?? '-'}`);
-    }
-    const fingerprint = `${resource.version} ${upstreamVersions.sort().join(' ')}`;
+    const fingerprint = `${resource.version} ${inputVersions.sort().join(' ')}`;
     const existing = this.endpoints.get(resource.key);
     if (existing && existing.fingerprint === fingerprint) return existing;
-    const local = spec.executor.local;
+    const local = spec?.executor.local;
     const introspection = local?.enableIntrospection ?? false;
     const endpoint = new GraphQLEndpoint({
       key: resource.key,
@@ -139,12 +131,49 @@ class Endpoints implements GraphQLEndpoints {
       rules: validationRules({ introspection: remote ? true : introspection, maxDepth: local?.options?.maxDepth }),
       introspection: !remote && introspection,
       ...(remote ? { remote } : { resolvers }),
+      ...(subschemas ? { subschemas } : {}),
       engine: this.options.engine ?? 'jit',
       gate: new OperationGate({ persistedQueries: resource.spec.persistedQueryCacheConfig, allowedQueryHashes: resource.spec.allowedQueryHashes }),
       logSensitiveInfo: resource.spec.options?.logSensitiveInfo === true,
     });
     endpoint.fingerprint = fingerprint;
     return endpoint;
+  }
+
+  /** A compiled API's resolutions bound to their upstreams (as seen from `namespace`), counted under `api`. */
+  private bind(
+    compiled: CompiledApi,
+    namespace: string,
+    api: string,
+    clusterOf: (ref: ResourceRef, namespace: string) => UpstreamCluster | undefined,
+    grpcHosts: Set<string>,
+  ): Record<string, FieldResolver> {
+    const resolvers: Record<string, FieldResolver> = {};
+    for (const [key, resolution] of compiled.resolutions) {
+      const label = resolution.spec.statPrefix ?? key;
+      const ok = metrics.graphqlResolverCalls.labels(api, label, 'ok');
+      const error = metrics.graphqlResolverCalls.labels(api, label, 'error');
+      const counters: ResolverMetrics = { ok: () => ok.inc(), error: () => error.inc() };
+      if (resolution.kind === 'mock') {
+        resolvers[key] = mockResolver(resolution.spec.mockResolver!);
+        continue;
+      }
+      const ref = resolution.kind === 'rest' ? resolution.spec.restResolver!.upstreamRef : resolution.spec.grpcResolver!.upstreamRef;
+      const cluster = clusterOf(ref, namespace);
+      if (!cluster) {
+        resolvers[key] = () => {
+          throw fieldError(FieldErrorCodes.UPSTREAM_ERROR, `upstream ${ref.namespace ?? namespace}/${ref.name} is not served`);
+        };
+        continue;
+      }
+      if (resolution.kind === 'rest') {
+        resolvers[key] = restResolver(resolution.rest, cluster, counters);
+      } else {
+        for (const host of cluster.hosts) grpcHosts.add(GrpcChannels.idOf(host));
+        resolvers[key] = grpcResolver(resolution.grpc, cluster, this.channels, counters);
+      }
+    }
+    return resolvers;
   }
 
   async handle(apiKey: string, req: IncomingMessage, res: ServerResponse, ctx: RequestContext): Promise<void> {

@@ -20,6 +20,8 @@ export const GraphQLConfigCodes = {
   UNKNOWN_GRPC_SYMBOL: 'GH_GRAPHQL_UNKNOWN_GRPC_SYMBOL',
   /** A setting the executor ignores (warning). */
   IGNORED: 'GH_GRAPHQL_IGNORED',
+  /** A stitchedSchema whose subschemas or type merging cannot work (a missing type or query, a nested stitched API). */
+  STITCHING: 'GH_GRAPHQL_STITCHING',
   /** A template or setter that can only ever resolve to nothing (warning): an argument the field lacks, a parent field the type lacks. */
   EMPTY_PATH: 'GH_GRAPHQL_EMPTY_PATH',
 } as const;

@@ -16,9 +16,10 @@ export type { ExecutionEngine } from './endpoint.ts';
 /** The load-time check of a GraphQLApi (`ResourceChecks.GraphQLApi`): the schema builds, resolvers exist, templates and paths parse. */
 export function checkGraphQLApi(resource: Resource<'GraphQLApi'>, ctx: CheckContext): Diagnostic[] {
   const configMap = (ref: { name: string; namespace?: string }) => ctx.resources.get(`ConfigMap/${ref.namespace ?? resource.namespace}/${ref.name}`) as Resource<'ConfigMap'> | undefined;
-  const out = compileApi(resource, { file: resource.source.file, configMap }).problems.map((p) => ctx.at(p.path, p.code, p.message, p.severity));
+  const api = (ref: { name: string; namespace?: string }) => ctx.resources.get(`GraphQLApi/${ref.namespace ?? resource.namespace}/${ref.name}`) as Resource<'GraphQLApi'> | undefined;
+  const out = compileApi(resource, { file: resource.source.file, configMap, api }).problems.map((p) => ctx.at(p.path, p.code, p.message, p.severity));
   // A manifest written for Gloo is told where Gatehouse behaves differently.
-  const maxDepth = resource.spec.executableSchema.executor.local?.options?.maxDepth;
+  const maxDepth = resource.spec.executableSchema?.executor.local?.options?.maxDepth;
   if (maxDepth !== undefined && resource.apiVersion.includes('.solo.io/')) {
     out.push(
       ctx.at(

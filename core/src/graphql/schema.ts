@@ -13,11 +13,12 @@ import {
 } from 'graphql';
 import type protobuf from 'protobufjs';
 import type { Resource } from '../config/resource.ts';
-import type { GraphQLApiSpec, ResolutionSpec } from '../config/schema/graphql-api.ts';
+import type { ExecutableSchemaSpec, ResolutionSpec } from '../config/schema/graphql-api.ts';
 import { GraphQLConfigCodes, type Problem } from './errors.ts';
 import { rootFromDescriptorSet, rootFromProtoSources } from './grpc/descriptors.ts';
 import { compileGrpc, type CompiledGrpc } from './resolvers/grpc.ts';
 import type { Segment } from './path.ts';
+import { compileStitched } from './stitch.ts';
 import { compileRest, type CompiledRest } from './resolvers/rest.ts';
 import type { OperationContext } from './resolvers/types.ts';
 import { compileRemote, type CompiledRemote } from './remote.ts';
@@ -40,6 +41,11 @@ export interface CompiledApi {
   readonly resolutions: ReadonlyMap<string, CompiledResolution>;
   /** `executor.remote`, parsed; undefined for a local executor. */
   readonly remote: CompiledRemote | undefined;
+  /**
+   * A stitched API's subschemas, in order: the compiled API each stitches (the endpoint binds
+   * their resolutions to upstreams and hands them to the executors through the context).
+   */
+  readonly subschemas?: readonly { readonly ref: { name: string; namespace: string }; readonly api: CompiledApi }[];
   readonly problems: readonly Problem[];
   /** True when some problem is an error: the resource is rejected. */
   readonly rejected: boolean;
@@ -58,6 +64,8 @@ export interface DescriptorInputs {
   readonly file?: string;
   /** ConfigMaps (`protoRefsList`), as the config snapshot serves them. */
   readonly configMap?: (ref: { name: string; namespace?: string }) => Pick<Resource<'ConfigMap'>, 'version' | 'spec'> | undefined;
+  /** GraphQLApis (`stitchedSchema.subschemas`), as the config snapshot serves them. */
+  readonly api?: (ref: { name: string; namespace?: string }) => Resource<'GraphQLApi'> | undefined;
 }
 
 /**
@@ -66,7 +74,18 @@ export interface DescriptorInputs {
  * ConfigMaps' versions), so a changed input compiles again.
  */
 export function compileApi(resource: Pick<Resource<'GraphQLApi'>, 'version' | 'spec'>, inputs: DescriptorInputs = {}): CompiledApi {
-  const registry = resource.spec.executableSchema.grpcDescriptorRegistry;
+  const stitched = resource.spec.stitchedSchema;
+  if (stitched) {
+    const subs = stitched.subschemas.map((sub) => inputs.api?.(sub));
+    const key = `${resource.version}|${subs.map((sub) => (sub ? `${sub.key}@${sub.version}` : '-')).join('|')}`;
+    const hit = cache.get(key);
+    if (hit) return hit;
+    const compiled = compileStitched(resource.version, stitched, subs, inputs);
+    cache.set(key, compiled);
+    if (cache.size > CACHE_LIMIT) cache.delete(cache.keys().next().value!);
+    return compiled;
+  }
+  const registry = resource.spec.executableSchema!.grpcDescriptorRegistry;
   const descriptorFile = registry?.protoDescriptor !== undefined ? resolvePath(inputs.file ? dirname(inputs.file) : process.cwd(), registry.protoDescriptor) : undefined;
   let key = resource.version;
   if (descriptorFile) {
@@ -79,7 +98,7 @@ export function compileApi(resource: Pick<Resource<'GraphQLApi'>, 'version' | 's
     // Refresh its place: the cache drops the least recently used entry first.
     cache.delete(key);
   } else {
-    compiled = compile(resource.version, resource.spec, { descriptorFile, configMap: inputs.configMap });
+    compiled = compile(resource.version, resource.spec.executableSchema!, { descriptorFile, configMap: inputs.configMap });
   }
   cache.set(key, compiled);
   if (cache.size > CACHE_LIMIT) cache.delete(cache.keys().next().value!);
@@ -89,7 +108,7 @@ export function compileApi(resource: Pick<Resource<'GraphQLApi'>, 'version' | 's
 const REGISTRY_PATH = ['spec', 'executableSchema', 'grpcDescriptorRegistry'];
 
 /** The descriptor registry's protobuf root, from whichever of its three sources is set; throws with a plain message and the field. */
-function registryRoot(registry: NonNullable<GraphQLApiSpec['executableSchema']['grpcDescriptorRegistry']>, descriptorFile: string | undefined, configMap: DescriptorInputs['configMap']): protobuf.Root {
+function registryRoot(registry: NonNullable<ExecutableSchemaSpec['grpcDescriptorRegistry']>, descriptorFile: string | undefined, configMap: DescriptorInputs['configMap']): protobuf.Root {
   if (registry.protoDescriptorBin !== undefined) return rootFromDescriptorSet(registry.protoDescriptorBin);
   if (descriptorFile !== undefined) {
     let bytes: Buffer;
@@ -110,10 +129,9 @@ function registryRoot(registry: NonNullable<GraphQLApiSpec['executableSchema']['
   return rootFromProtoSources(sources);
 }
 
-function compile(version: string, spec: GraphQLApiSpec, inputs: { descriptorFile?: string | undefined; configMap?: DescriptorInputs['configMap'] } = {}): CompiledApi {
+function compile(version: string, executable: ExecutableSchemaSpec, inputs: { descriptorFile?: string | undefined; configMap?: DescriptorInputs['configMap'] } = {}): CompiledApi {
   const problems: Problem[] = [];
   const error = (path: readonly (string | number)[], code: string, message: string) => problems.push({ path, code, message, severity: 'error' });
-  const executable = spec.executableSchema;
   const local = executable.executor.local;
 
   let document: DocumentNode | undefined;

@@ -67,9 +67,10 @@ const restUpstream = shared(
     default_type application/json;
     location = /users/1 { return 200 '{"id":"1","name":"Ada Lovelace","email":"ada@example.com","companyId":"c1"}'; }
     location = /companies/c1 { return 200 '{"id":"c1","name":"Analytical Engines Ltd","founded":1842}'; }
+    location = /stitch/users/1 { return 200 '{"id":"1","name":"Ada Lovelace","email":"ada@example.com","company":{"id":"c1"}}'; }
     location / { return 404 '{}'; }
   }`),
-  2,
+  3,
 );
 
 function withRelease(target: RunningTarget, release: () => Promise<void>): RunningTarget {
@@ -195,9 +196,37 @@ export const scenarios: BenchScenario[] = [
       return withRelease(target, restUpstream.release);
     },
   },
+  {
+    group: 'graphql rest',
+    name: 'gatehouse stitched schema, users + companies subschemas (1 worker)',
+    request: REST_REQUEST,
+    start: async (ctx) => {
+      const up = await restUpstream.get(ctx);
+      const rest = (path: string) => ({ restResolver: { upstreamRef: { name: 'rest' }, request: { headers: { ':path': path } } } });
+      const api = (name: string, schemaDefinition: string, resolutions: object) => ({
+        apiVersion: 'graphql.gatehouse.dev/v1beta1',
+        kind: 'GraphQLApi',
+        metadata: { name },
+        spec: { executableSchema: { schemaDefinition, executor: { local: { resolutions } } } },
+      });
+      // The same data as the REST resolvers row: the user from one subschema, its company completed from the other by id.
+      const users = api('users', 'type Query { user(id: ID!): User @resolve(name: "user") } type User { id: ID! name: String company: Company } type Company { id: ID! }', { user: rest('/stitch/users/{$args.id}') });
+      const companies = api('companies', 'type Query { company(id: ID!): Company @resolve(name: "company") } type Company { id: ID! name: String }', { company: rest('/companies/{$args.id}') });
+      const stitched = {
+        apiVersion: 'graphql.gatehouse.dev/v1beta1',
+        kind: 'GraphQLApi',
+        metadata: { name: 'stitched' },
+        spec: { stitchedSchema: { subschemas: [{ name: 'users' }, { name: 'companies', typeMerge: { Company: { selectionSet: '{ id }', queryName: 'company', args: { id: 'id' } } } }] } },
+      };
+      const target = await ctx.gatehouse({ 'graphql.yaml': [upstream('rest', up.port), users, companies, stitched, route('stitched')] }, [], 'gateway');
+      return withRelease(target, restUpstream.release);
+    },
+  },
 ];
 
 export const goals: BenchModule['goals'] = [
   { row: 'gatehouse remote executor (1 worker)', against: 'hive gateway proxy mode (1 process)', minThroughputRatio: 3 },
   { row: 'gatehouse REST resolvers (1 worker)', against: 'hand-written graphql-js + undici (REST)', minThroughputRatio: 0.8 },
+  // Issue 16: a stitched query across two subschemas vs the same data from one local executor.
+  { row: 'gatehouse stitched schema, users + companies subschemas (1 worker)', against: 'gatehouse REST resolvers (1 worker)', minThroughputRatio: 0.7 },
 ];

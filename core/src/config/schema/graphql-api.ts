@@ -72,7 +72,28 @@ export const GraphQLApiSpec = Strict({
   persistedQueryCacheConfig: Type.Optional(Strict({ cacheSize: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000, description: 'queries kept (default 1000)' })) })),
   allowedQueryHashes: Type.Optional(Type.Array(Type.String({ pattern: '^[0-9a-fA-F]{64}$', description: 'SHA-256 of an allowed query text, hex' }), { maxItems: 100_000 })),
   options: Type.Optional(Strict({ logSensitiveInfo: Type.Optional(Type.Boolean({ description: 'log each operation\'s query and variables at debug level (off by default: they may hold personal data)' })) })),
-  executableSchema: Strict({
+  stitchedSchema: Type.Optional(
+    Strict({
+      subschemas: Type.Array(
+        Strict({
+          name: Type.String({ minLength: 1 }),
+          namespace: Type.Optional(Type.String({ minLength: 1 })),
+          typeMerge: Type.Optional(
+            Type.Record(
+              Type.String({ minLength: 1 }),
+              Strict({
+                selectionSet: Type.Optional(Type.String({ description: 'key fields needed from other subschemas, e.g. "{ username }"' })),
+                queryName: Type.String({ minLength: 1, description: 'the root Query field of this subschema that returns the type' }),
+                args: Type.Optional(Type.Record(Type.String({ minLength: 1 }), Type.String({ minLength: 1 }), { description: 'argument path → path in the object to merge' })),
+              }),
+            ),
+          ),
+        }),
+        { minItems: 1, maxItems: 64 },
+      ),
+    }),
+  ),
+  executableSchema: Type.Optional(Strict({
     schemaDefinition: Type.String({ minLength: 1 }),
     executor: Strict(
       {
@@ -91,8 +112,8 @@ export const GraphQLApiSpec = Strict({
         exactlyOneOf(['protoDescriptorBin', 'protoDescriptor', 'protoRefsList']),
       ),
     ),
-  }),
-});
+  })),
+}, exactlyOneOf(['executableSchema', 'stitchedSchema']));
 export type GraphQLApiSpec = Type.Static<typeof GraphQLApiSpec>;
 export type ResolutionSpec = Type.Static<typeof Resolution>;
 export type RestResolverSpec = Type.Static<typeof RestResolver>;
@@ -100,3 +121,5 @@ export type GrpcResolverSpec = Type.Static<typeof GrpcResolver>;
 export type MockResolverSpec = Type.Static<typeof MockResolver>;
 export type LocalExecutorSpec = Type.Static<typeof LocalExecutor>;
 export type RemoteExecutorSpec = Type.Static<typeof RemoteExecutor>;
+export type StitchedSchemaSpec = NonNullable<GraphQLApiSpec['stitchedSchema']>;
+export type ExecutableSchemaSpec = NonNullable<GraphQLApiSpec['executableSchema']>;

@@ -8,6 +8,8 @@ export interface OperationContext {
   readonly calls: Map<string, Promise<unknown>>;
   /** Resolvers bound to this endpoint's upstreams, by resolution key. */
   readonly resolvers: Readonly<Record<string, FieldResolver>>;
+  /** A stitched API's subschemas' resolvers, in subschema order (their executors read them). */
+  readonly subschemas?: readonly Readonly<Record<string, FieldResolver>>[];
 }
 
 /** A resolution bound to its upstream: what a `@resolve` field calls. */
