@@ -108,7 +108,7 @@ describe('images/build.ts', () => {
     // The full process (gateway + admin + extauth) starts from the copied output alone.
     const config = join(work, 'config');
     await mkdir(config);
-    const child = spawn(process.execPath, ['--no-node-snapshot', cli, 'run', '--config-dir', config, '--port', '0', '--admin-port', '0', '--extauth-port', '0'], { cwd: work, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--no-node-snapshot', cli, 'run', '--config-dir', config, '--port', '0', '--https-port', '0', '--admin-port', '0', '--extauth-port', '0'], { cwd: work, stdio: ['ignore', 'pipe', 'pipe'] });
     try {
       const line = await new Promise<string>((resolve, reject) => {
         let seen = '';

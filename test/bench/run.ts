@@ -139,7 +139,7 @@ async function startGatehouseLoggingToFile(workDir: string, files: Record<string
   const logFile = join(dir, 'gatehouse.log');
   const fd = openSync(logFile, 'w');
   const extra = command === 'run' ? ['--extauth-port', '0', '--plugin-dir', join(dir, 'plugins')] : [];
-  const child = spawn(process.execPath, [...NODE_FLAGS, CLI, command, '--config-dir', dir, '--port', '0', '--admin-port', '0', '--host', '127.0.0.1', ...extra, ...args], { stdio: ['ignore', fd, fd] });
+  const child = spawn(process.execPath, [...NODE_FLAGS, CLI, command, '--config-dir', dir, '--port', '0', '--https-port', '0', '--admin-port', '0', '--host', '127.0.0.1', ...extra, ...args], { stdio: ['ignore', fd, fd] });
   closeSync(fd);
   for (let i = 0; i < 200; i++) {
     const text = await readFile(logFile, 'utf8');

@@ -156,7 +156,7 @@ describe.concurrent('gatehouse command line', () => {
   it('a plain `node gatehouse.js` gets the Node flags and environment defaults by re-executing in place (same pid)', async () => {
     const env: NodeJS.ProcessEnv = { ...process.env, GATEHOUSE_LOG_LEVEL: 'info' };
     for (const name of Object.keys(NODE_ENV_DEFAULTS)) delete env[name];
-    const child = spawn(process.execPath, [CLI, 'gateway', '--config-dir', join(dir.path, 'good'), '--port', '0', '--admin-port', '0', '--host', '127.0.0.1'], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [CLI, 'gateway', '--config-dir', join(dir.path, 'good'), '--port', '0', '--https-port', '0', '--admin-port', '0', '--host', '127.0.0.1'], { env, stdio: ['ignore', 'pipe', 'inherit'] });
     try {
       const [line] = (await once(createInterface({ input: child.stdout! }).on('line', () => {}), 'line')) as [string];
       const first = JSON.parse(line) as { pid: number };
@@ -174,7 +174,7 @@ describe.concurrent('gatehouse command line', () => {
 
   it('an operator’s own environment value wins over the default', async () => {
     const name = Object.keys(NODE_ENV_DEFAULTS)[0]!;
-    const child = spawn(process.execPath, [CLI, 'gateway', '--config-dir', join(dir.path, 'good'), '--port', '0', '--admin-port', '0', '--host', '127.0.0.1'], {
+    const child = spawn(process.execPath, [CLI, 'gateway', '--config-dir', join(dir.path, 'good'), '--port', '0', '--https-port', '0', '--admin-port', '0', '--host', '127.0.0.1'], {
       env: { ...process.env, GATEHOUSE_LOG_LEVEL: 'info', [name]: '4' },
       stdio: ['ignore', 'pipe', 'inherit'],
     });

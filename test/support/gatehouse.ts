@@ -30,7 +30,7 @@ export interface GatehouseProcess {
  * for its `listening` line. The process is the same one users run (`npx gatehouse`).
  */
 export async function startGatehouse(command: 'run' | 'gateway' | 'extauth', args: string[], options: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<GatehouseProcess> {
-  const portArgs = command === 'extauth' ? ['--port', '0'] : ['--port', '0', '--admin-port', '0', '--host', '127.0.0.1', ...(command === 'run' ? ['--extauth-port', '0'] : [])];
+  const portArgs = command === 'extauth' ? ['--port', '0'] : ['--port', '0', '--https-port', '0', '--admin-port', '0', '--host', '127.0.0.1', ...(command === 'run' ? ['--extauth-port', '0'] : [])];
   const child = spawn(process.execPath, [...NODE_FLAGS, CLI, command, ...portArgs, ...args], {
     env: { ...process.env, GATEHOUSE_LOG_LEVEL: 'info', ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -10,6 +10,7 @@ describe('gatewayFlagValues', () => {
     expect(values(['--config-dir', '/cfg'])).toEqual({
       configDir: '/cfg',
       port: 8080,
+      httpsPort: 8443,
       adminPort: 9901,
       host: '0.0.0.0',
       workers: 1,

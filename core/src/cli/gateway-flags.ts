@@ -10,6 +10,7 @@ import { portValue, requiredValue, type FlagDef, type FlagValues } from './flags
 export const GATEWAY_FLAGS: readonly FlagDef[] = [
   { name: 'config-dir', type: 'string', description: 'directory of manifests, read recursively and watched' },
   { name: 'port', type: 'string', default: '8080', description: 'traffic port (0 picks a free port)' },
+  { name: 'https-port', type: 'string', default: '8443', description: 'HTTPS port for VirtualServices with sslConfig (0 picks a free port)' },
   { name: 'admin-port', type: 'string', default: '9901', description: 'admin port: /healthz /readyz /metrics /config' },
   { name: 'host', type: 'string', default: '0.0.0.0', description: 'address to bind' },
   { name: 'admin-host', type: 'string', default: '127.0.0.1', description: 'address the admin API binds (0.0.0.0 exposes /config and /metrics to the network)' },
@@ -49,6 +50,7 @@ export function gatewayFlagValues(values: FlagValues): GatewayFlagValues {
   return {
     configDir: requiredValue(values, 'config-dir'),
     port: portValue(values, 'port'),
+    httpsPort: portValue(values, 'https-port'),
     adminPort: portValue(values, 'admin-port'),
     host: values.host as string,
     adminHost: values['admin-host'] as string,

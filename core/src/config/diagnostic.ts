@@ -49,6 +49,8 @@ export const ConfigCodes = {
   DOMAIN_CONFLICT: 'GH_CONFIG_DOMAIN_CONFLICT',
   BAD_DOMAIN: 'GH_CONFIG_BAD_DOMAIN',
   BAD_REGEX: 'GH_CONFIG_BAD_REGEX',
+  /** A VirtualService's sslConfig certificate or key that cannot be loaded (unreadable, bad PEM, a key that does not match). */
+  BAD_TLS: 'GH_CONFIG_BAD_TLS',
   INVALID: 'GH_CONFIG_INVALID',
   READ: 'GH_CONFIG_READ',
 } as const;

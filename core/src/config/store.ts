@@ -4,6 +4,7 @@ import { describeResource, refKey, type AnyResource, type Resource } from './res
 import type { Kind } from './schema/kinds.ts';
 import type { ResourceRef } from './schema/common.ts';
 import { validateDocument } from './validate.ts';
+import { checkSecret } from './checks/secret.ts';
 import { checkVirtualService } from './checks/virtual-service.ts';
 
 /** Status of one resource (SPEC 2.4). */
@@ -206,19 +207,22 @@ export class ConfigStore {
       }
       out.push(ctx.at(ref.path, ConfigCodes.MISSING_REF, `references ${name}, which does not exist or is not accepted`));
     }
+    if (resource.kind === 'Secret') out.push(...checkSecret(resource, ctx));
     if (resource.kind === 'VirtualService') {
       const found = checkVirtualService(resource, ctx);
       out.push(...found);
       if (!found.some((d) => d.severity === 'error')) {
         // Domains are claimed only by a virtual service that is otherwise valid.
+        // The HTTP and HTTPS listeners serve different VirtualServices (SPEC 3.2.1): a domain may have one on each.
+        const listener = resource.spec.sslConfig ? 'https:' : 'http:';
         const taken = resource.spec.virtualHost.domains
           .map((domain, i) => ({ domain: normalizeDomain(domain), i }))
-          .filter(({ domain }) => claims.has(domain) && claims.get(domain) !== resource.key);
+          .filter(({ domain }) => claims.has(listener + domain) && claims.get(listener + domain) !== resource.key);
         for (const { domain, i } of taken) {
-          out.push(ctx.at(['spec', 'virtualHost', 'domains', i], ConfigCodes.DOMAIN_CONFLICT, `domain "${domain}" is already served by ${claims.get(domain)!.replace(/^VirtualService\//, 'VirtualService ')}`));
+          out.push(ctx.at(['spec', 'virtualHost', 'domains', i], ConfigCodes.DOMAIN_CONFLICT, `domain "${domain}" is already served by ${claims.get(listener + domain)!.replace(/^VirtualService\//, 'VirtualService ')}${listener === 'https:' ? ' on HTTPS' : ''}`));
         }
         if (taken.length === 0 && out.every((d) => d.severity !== 'error')) {
-          for (const domain of resource.spec.virtualHost.domains) claims.set(normalizeDomain(domain), resource.key);
+          for (const domain of resource.spec.virtualHost.domains) claims.set(listener + normalizeDomain(domain), resource.key);
         }
       }
     }
@@ -245,6 +249,7 @@ export function referencesOf(resource: AnyResource): Reference[] {
   const out: Reference[] = [];
   if (resource.kind === 'VirtualService') {
     const vh = resource.spec.virtualHost;
+    if (resource.spec.sslConfig?.secretRef) out.push({ kind: 'Secret', ref: resource.spec.sslConfig.secretRef, path: ['spec', 'sslConfig', 'secretRef'] });
     if (vh.options?.extauth?.configRef) out.push({ kind: 'AuthConfig', ref: vh.options.extauth.configRef, path: ['spec', 'virtualHost', 'options', 'extauth', 'configRef'] });
     vh.routes.forEach((route, i) => {
       const at = ['spec', 'virtualHost', 'routes', i];

@@ -8,7 +8,7 @@ import type { IVolumeMount } from 'kubernetes-models/v1/VolumeMount';
 import type { ResolvedValues } from './values.ts';
 
 /** Ports (SPEC 1). */
-export const PORTS = { http: 8080, admin: 9901, grpc: 8083 } as const;
+export const PORTS = { http: 8080, https: 8443, admin: 9901, grpc: 8083 } as const;
 
 const PLUGIN_DIR = '/auth-plugins';
 const CONFIG_DIR = '/etc/gatehouse/config';
@@ -31,6 +31,8 @@ export function renderGateway(values: ResolvedValues, labels: (component: string
     ...configArgs(values),
     '--port',
     String(PORTS.http),
+    '--https-port',
+    String(PORTS.https),
     '--admin-port',
     String(PORTS.admin),
     // The kubelet probes the pod IP; the admin Service is ClusterIP only (docs/operations.md).
@@ -67,6 +69,7 @@ export function renderGateway(values: ResolvedValues, labels: (component: string
               args,
               ports: [
                 { name: 'http', containerPort: PORTS.http, protocol: 'TCP' },
+                { name: 'https', containerPort: PORTS.https, protocol: 'TCP' },
                 { name: 'admin', containerPort: PORTS.admin, protocol: 'TCP' },
               ],
               readinessProbe: { httpGet: { path: '/readyz', port: 'admin' }, periodSeconds: 5 },
@@ -85,7 +88,11 @@ export function renderGateway(values: ResolvedValues, labels: (component: string
     apiVersion: 'v1',
     kind: 'Service',
     metadata: { name: 'gateway', namespace: ns, labels: labels('gateway'), ...(Object.keys(values.gateway.serviceAnnotations).length ? { annotations: values.gateway.serviceAnnotations } : {}) },
-    spec: { type: values.gateway.serviceType, selector: selector('gateway'), ports: [{ name: 'http', port: values.gateway.servicePort, targetPort: 'http', protocol: 'TCP' }] },
+    spec: { type: values.gateway.serviceType, selector: selector('gateway'), ports: [
+        { name: 'http', port: values.gateway.servicePort, targetPort: 'http', protocol: 'TCP' },
+        // VirtualServices with sslConfig (SPEC 3.2.1).
+        { name: 'https', port: 443, targetPort: 'https', protocol: 'TCP' },
+      ] },
   };
   const admin: IService = {
     apiVersion: 'v1',

@@ -214,7 +214,8 @@ function upstreamHeaders(req: IncomingMessage, headers: IncomingHttpHeaders, rou
   if (authority) out.push('host', authority);
   const client = req.socket.remoteAddress ?? '';
   const xff = headers['x-forwarded-for'];
-  out.push('x-forwarded-for', xff ? `${xff}, ${client}` : client, 'x-forwarded-proto', 'http', 'x-request-id', headers['x-request-id'] as string);
+  const proto = (req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http';
+  out.push('x-forwarded-for', xff ? `${xff}, ${client}` : client, 'x-forwarded-proto', proto, 'x-request-id', headers['x-request-id'] as string);
   for (const add of route.requestHeaders.add) {
     if (!add.append) removeAll(out, add.name);
     out.push(add.name, add.value);

@@ -121,7 +121,7 @@ export class Gateway {
     }
     sanitizeRequestHeaders(headers);
 
-    const vhost = this.table.hosts.matchHost(host);
+    const vhost = ((req.socket as { encrypted?: boolean }).encrypted ? this.table.tlsHosts : this.table.hosts).matchHost(host);
     if (!vhost) {
       this.finish(req, res, start, undefined, undefined);
       return sendLocalReply(res, 404, ErrorCodes.NO_VIRTUAL_HOST, `no virtual host for "${headers.host ?? ''}"`);
@@ -295,7 +295,7 @@ export function buildCheckRequest(req: IncomingMessage, ctx: RequestContext, aut
           method: req.method ?? 'GET',
           path: url,
           host: ctx.headers.host ?? '',
-          scheme: 'http',
+          scheme: (req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http',
           headers,
           query: q === -1 ? '' : url.slice(q + 1),
           protocol: `HTTP/${req.httpVersion}`,

@@ -189,6 +189,7 @@ describe('compileRouteTable', () => {
     expect(table.description).toEqual([
       {
         virtualService: 'default/d',
+        listener: 'http',
         domains: ['d.test', '*.d.test'],
         routes: [
           { name: 'r', matchers: [{ exact: '/x' }], destination: { upstream: 'default/up', hosts: ['http://127.0.0.1:9005'] }, timeoutMs: 1000, auth: { configId: 'default.a', sourceType: 'route', sourceName: 'r' } },

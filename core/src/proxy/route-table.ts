@@ -64,7 +64,10 @@ export interface CompiledVirtualHost {
 
 export interface RouteTable {
   readonly generation: number;
+  /** Virtual hosts served on the HTTP listener. */
   readonly hosts: HostTable<CompiledVirtualHost>;
+  /** Virtual hosts served on the HTTPS listener (VirtualServices with sslConfig). */
+  readonly tlsHosts: HostTable<CompiledVirtualHost>;
   readonly virtualHosts: readonly CompiledVirtualHost[];
   /** Every upstream cluster in use, so unused ones can be closed. */
   readonly clusters: ReadonlySet<UpstreamCluster>;
@@ -93,6 +96,8 @@ export function matchRoute(vhost: CompiledVirtualHost, req: RequestLine): { rout
 /** Compiles the served VirtualServices of a snapshot into a route table. */
 export function compileRouteTable(snapshot: ConfigSnapshot, options: RouteTableOptions): RouteTable {
   const hosts = new HostTable<CompiledVirtualHost>();
+  // SPEC 3.2.1: a VirtualService with sslConfig is served on the HTTPS listener only, the others on HTTP only.
+  const tlsHosts = new HostTable<CompiledVirtualHost>();
   const clusters = new Set<UpstreamCluster>();
   const virtualHosts: CompiledVirtualHost[] = [];
   const description: unknown[] = [];
@@ -107,9 +112,10 @@ export function compileRouteTable(snapshot: ConfigSnapshot, options: RouteTableO
     });
     const compiled: CompiledVirtualHost = { name: vhostName, routes };
     virtualHosts.push(compiled);
-    for (const domain of vh.domains) hosts.add(domain, compiled);
+    for (const domain of vh.domains) (vs.spec.sslConfig ? tlsHosts : hosts).add(domain, compiled);
     description.push({
       virtualService: vhostName,
+      listener: vs.spec.sslConfig ? 'https' : 'http',
       domains: vh.domains,
       routes: routes.map((r, i) => ({
         name: r.name,
@@ -125,7 +131,7 @@ export function compileRouteTable(snapshot: ConfigSnapshot, options: RouteTableO
       })),
     });
   }
-  return { generation: snapshot.generation, hosts, virtualHosts, clusters, description };
+  return { generation: snapshot.generation, hosts, tlsHosts, virtualHosts, clusters, description };
 }
 
 function compileRoute(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, spec: RouteSpec, index: number, options: RouteTableOptions): CompiledRoute {

@@ -15,7 +15,8 @@ import { startChunkCollector } from '../proxy/chunk-collector.ts';
 import { Gateway } from '../proxy/gateway.ts';
 import type { PathNormalization } from '../proxy/normalize-path.ts';
 import { UpstreamRegistry } from '../proxy/upstream-cluster.ts';
-import { closeGracefully, listen, type ListenerLimits } from './listen.ts';
+import { closeGracefully, listen, listenTls, type ListenerLimits } from './listen.ts';
+import { TlsContexts } from './tls-contexts.ts';
 import { installProcessGuards, startWatchdog } from './process-guards.ts';
 
 /** Default `--watchdog`: longer than any sound pause (a 20,000-route reload blocks ~2 s). */
@@ -55,6 +56,8 @@ export interface PrimaryService {
 export interface GatewayProcessOptions {
   configDir: string;
   port: number;
+  /** The HTTPS listener's port (SPEC 3.2.1; 0 picks one); VirtualServices with sslConfig are served there. */
+  httpsPort?: number;
   adminPort: number;
   host: string;
   /** Where the admin API listens (default 127.0.0.1: /config shows routes and upstream addresses). */
@@ -114,7 +117,9 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
   let gateway: Gateway | undefined;
   let routesView: Gateway | undefined;
   let server: Server | undefined;
+  let tlsServer: Server | undefined;
   let port: number;
+  let httpsPort: number | undefined;
   const workers: Worker[] = [];
   let stopping = false;
 
@@ -122,8 +127,13 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
     const authorizer = primary?.authorizer ?? (await options.parts.authorizer?.({ logger, snapshots: loader }));
     gateway = createGateway(options, authorizer);
     loader.onSnapshot((snapshot) => gateway!.update(snapshot));
-    gateway.update(await loader.start());
+    const contexts = tlsContextsFor(options.logger);
+    loader.onSnapshot((snapshot) => contexts.update(snapshot));
+    const first = await loader.start();
+    contexts.update(first);
+    gateway.update(first);
     ({ server, port } = await listen(gateway.handle, options.port, options.host, options.limits));
+    if (options.httpsPort !== undefined) ({ server: tlsServer, port: httpsPort } = await listenTls(gateway.handle, options.httpsPort, options.host, contexts, options.limits));
     startWatchdog({ stallMs: options.watchdogMs ?? DEFAULT_WATCHDOG_MS });
   } else {
     // The primary serves no traffic; this route table only answers `admin:/config`
@@ -139,7 +149,8 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
     // Let the kernel spread connections; round-robin through the primary costs a hop per connection.
     cluster.schedulingPolicy = cluster.SCHED_NONE;
     const ports = await Promise.all(Array.from({ length: options.workers }, () => forkWorker(() => loader.current!, workers)));
-    port = ports[0]!;
+    port = ports[0]!.port;
+    httpsPort = ports[0]!.httpsPort;
     superviseWorkers(workers, () => loader.current!, logger, () => stopping);
   }
 
@@ -160,14 +171,14 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
     },
   });
   const adminServer = await listen(getRequestListener(admin.fetch), options.adminPort, options.adminHost ?? '127.0.0.1');
-  logger.info({ port, adminPort: adminServer.port, workers: options.workers, ...primary?.listening }, 'listening');
+  logger.info({ port, ...(httpsPort !== undefined ? { httpsPort } : {}), adminPort: adminServer.port, workers: options.workers, ...primary?.listening }, 'listening');
 
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'shutting down: draining in-flight requests');
     // Stop accepting at once (here and in the workers); drain while the loader stops.
-    const drained = Promise.all([server ? closeGracefully(server, options.shutdownGraceMs) : undefined, ...workers.map((w) => stopWorker(w))]);
+    const drained = Promise.all([server ? closeGracefully(server, options.shutdownGraceMs) : undefined, tlsServer ? closeGracefully(tlsServer, options.shutdownGraceMs) : undefined, ...workers.map((w) => stopWorker(w))]);
     await loader.close();
     await drained;
     await gateway?.close();
@@ -206,14 +217,14 @@ function fromMessage(message: SnapshotMessage): ConfigSnapshot {
   return { generation: message.generation, resources: new Map(message.resources.map((r) => [r.key, r])), statuses: [], diagnostics: [] };
 }
 
-function forkWorker(latest: () => ConfigSnapshot, workers: Worker[]): Promise<number> {
+function forkWorker(latest: () => ConfigSnapshot, workers: Worker[]): Promise<{ port: number; httpsPort?: number }> {
   return new Promise((resolve, reject) => {
     const worker = cluster.fork();
     workers.push(worker);
-    worker.on('message', (message: { type?: string; port?: number; error?: string }) => {
+    worker.on('message', (message: { type?: string; port?: number; httpsPort?: number; error?: string }) => {
       // Sent once the worker listens for messages: anything sent earlier may have been lost.
       if (message.type === 'gatehouse:ready') worker.send(toMessage(latest()));
-      if (message.type === 'gatehouse:listening') resolve(message.port!);
+      if (message.type === 'gatehouse:listening') resolve({ port: message.port!, ...(message.httpsPort !== undefined ? { httpsPort: message.httpsPort } : {}) });
       if (message.type === 'gatehouse:failed') reject(new Error(`worker failed to start: ${message.error}`));
     });
     worker.once('exit', (code) => reject(new Error(`worker exited with code ${code} before listening`)));
@@ -285,19 +296,24 @@ async function runWorker(options: GatewayProcessOptions): Promise<void> {
   };
   const authorizer = await options.parts.authorizer?.({ logger: options.logger, snapshots: feed });
   const gateway = createGateway(options, authorizer);
+  const contexts = tlsContextsFor(options.logger);
   startWatchdog({ stallMs: options.watchdogMs ?? DEFAULT_WATCHDOG_MS });
   let server: Server | undefined;
+  let tlsServer: Server | undefined;
   const apply = async (snapshot: ConfigSnapshot) => {
     // A broadcast may overtake the reply to `ready`: never go back to an older config.
     if (feed.current && snapshot.generation <= feed.current.generation) return;
     feed.current = snapshot;
     for (const listener of listeners) await listener(snapshot);
+    contexts.update(snapshot);
     gateway.update(snapshot);
     if (!server) {
       try {
         const listening = await listen(gateway.handle, options.port, options.host, options.limits);
         server = listening.server;
-        process.send!({ type: 'gatehouse:listening', port: listening.port });
+        const tls = options.httpsPort !== undefined ? await listenTls(gateway.handle, options.httpsPort, options.host, contexts, options.limits) : undefined;
+        tlsServer = tls?.server;
+        process.send!({ type: 'gatehouse:listening', port: listening.port, ...(tls ? { httpsPort: tls.port } : {}) });
       } catch (error) {
         process.send!({ type: 'gatehouse:failed', error: (error as Error).message });
         process.exit(1);
@@ -314,7 +330,7 @@ async function runWorker(options: GatewayProcessOptions): Promise<void> {
     } else if (message.type === 'gatehouse:metrics') {
       process.send!({ type: 'gatehouse:metrics', id: (message as { id?: number }).id, metrics: await registry.getMetricsAsJSON() });
     } else if (message.type === 'gatehouse:stop') {
-      if (server) await closeGracefully(server, options.shutdownGraceMs);
+      await Promise.all([server ? closeGracefully(server, options.shutdownGraceMs) : undefined, tlsServer ? closeGracefully(tlsServer, options.shutdownGraceMs) : undefined]);
       await gateway.close();
       flushLogs();
       process.exit(0);
@@ -324,4 +340,9 @@ async function runWorker(options: GatewayProcessOptions): Promise<void> {
   // Signals go to the primary, which drains the workers; a worker ignores them to finish its requests.
   process.on('SIGTERM', () => {});
   process.on('SIGINT', () => {});
+}
+
+/** The HTTPS listener's certificates; a certificate that stops loading is logged, and the one served before keeps serving. */
+function tlsContextsFor(logger: Logger): TlsContexts {
+  return new TlsContexts((virtualService, message) => logger.error({ code: 'GH_CONFIG_BAD_TLS', virtualService }, `the new certificate of VirtualService ${virtualService} cannot be used (the previous one keeps serving): ${message}`));
 }

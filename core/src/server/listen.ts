@@ -1,4 +1,7 @@
 import { createServer, type RequestListener, type Server } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import type { TLSSocket } from 'node:tls';
+import { PROTOCOL_ORDER, type TlsContexts } from './tls-contexts.ts';
 import { readFileSync } from 'node:fs';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
@@ -49,19 +52,46 @@ export function defaultMaxConnections(limitsFile = '/proc/self/limits'): number 
 /** Marks a socket that has carried a request, so its idle timer is set once. */
 const SERVING = Symbol('gatehouse.serving');
 
+/** Node's HTTP server options for `limits`. */
+function serverOptions(l: ListenerLimits) {
+  return {
+    keepAliveTimeout: 65_000,
+    headersTimeout: l.requestHeadersTimeoutMs,
+    requestTimeout: l.requestTimeoutMs,
+    // How often Node checks the two timeouts above (its default, 30 s, let them overrun by as much).
+    connectionsCheckingInterval: Math.max(250, Math.min(5_000, Math.floor(l.requestHeadersTimeoutMs / 4))),
+  };
+}
+
 /** Starts an HTTP/1.1 server; resolves with the server and its bound port (port 0 picks one). */
 export async function listen(handler: RequestListener, port: number, host: string, limits: Partial<ListenerLimits> = {}): Promise<{ server: Server; port: number }> {
   const l = { ...DEFAULT_LISTENER_LIMITS, ...limits };
-  const server = createServer(
-    {
-      keepAliveTimeout: 65_000,
-      headersTimeout: l.requestHeadersTimeoutMs,
-      requestTimeout: l.requestTimeoutMs,
-      // How often Node checks the two timeouts above (its default, 30 s, let them overrun by as much).
-      connectionsCheckingInterval: Math.max(250, Math.min(5_000, Math.floor(l.requestHeadersTimeoutMs / 4))),
-    },
-    handler,
-  );
+  const server = createServer(serverOptions(l), handler);
+  return serve(server, l, port, host);
+}
+
+/**
+ * Starts the HTTPS listener (SPEC 3.2.1): the certificate is chosen per handshake by SNI from
+ * `contexts` (rebuilt from each snapshot, so certificates change without a restart). Clients
+ * are asked for a certificate; a VirtualService with a root CA then refuses connections whose
+ * certificate is missing or does not verify (closed right after the handshake), the others
+ * ignore it. Same limits as the HTTP listener; the handshake counts against the headers timeout.
+ */
+export async function listenTls(handler: RequestListener, port: number, host: string, contexts: TlsContexts, limits: Partial<ListenerLimits> = {}): Promise<{ server: Server; port: number }> {
+  const l = { ...DEFAULT_LISTENER_LIMITS, ...limits };
+  const server = createHttpsServer({ ...serverOptions(l), SNICallback: contexts.sniCallback, requestCert: true, rejectUnauthorized: false, minVersion: 'TLSv1.2' }, handler);
+  server.on('secureConnection', (socket: TLSSocket) => {
+    const vhost = contexts.hostFor((socket as TLSSocket & { servername?: string | false }).servername || undefined);
+    if (!vhost) return;
+    if ((vhost.requireClientCert && !socket.authorized) || (PROTOCOL_ORDER[socket.getProtocol() ?? ''] ?? 0) < vhost.minVersion) socket.destroy();
+  });
+  // A failed handshake (unknown SNI, a bad client certificate) is the client's problem, not an error of ours.
+  server.on('tlsClientError', (_error, socket) => socket.destroy());
+  return serve(server as unknown as Server, l, port, host);
+}
+
+/** The connection limits and timeouts both listeners share, then `listen`. */
+async function serve(server: Server, l: ListenerLimits, port: number, host: string): Promise<{ server: Server; port: number }> {
   server.maxConnections = l.maxConnections;
   // Node's header timeout only starts with the first byte: a connection that never sends one
   // would stay open for ever (1,100 of them exhausted a 1024 fd limit). Until its first request

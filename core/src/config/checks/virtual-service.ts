@@ -2,6 +2,7 @@ import { ConfigCodes, type Diagnostic } from '../diagnostic.ts';
 import type { Resource } from '../resource.ts';
 import type { CheckContext } from '../store.ts';
 import { regexHazard } from './regex-safety.ts';
+import { secureContextOf, tlsMaterial } from '../../server/tls-contexts.ts';
 
 const HOST_LABELS = /^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$/i;
 
@@ -9,6 +10,7 @@ const HOST_LABELS = /^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a
 export function checkVirtualService(resource: Resource<'VirtualService'>, ctx: CheckContext): Diagnostic[] {
   const out: Diagnostic[] = [];
   const vh = resource.spec.virtualHost;
+  if (resource.spec.sslConfig) out.push(...checkSslConfig(resource, ctx));
   vh.domains.forEach((domain, i) => {
     const path = ['spec', 'virtualHost', 'domains', i];
     const host = domain.replace(/:\d+$/, '');
@@ -49,4 +51,19 @@ export function checkVirtualService(resource: Resource<'VirtualService'>, ctx: C
     }
   });
   return out;
+}
+
+/** The certificate and key load and match (a bad pair is a rejected resource, never a failed handshake later). */
+function checkSslConfig(resource: Resource<'VirtualService'>, ctx: CheckContext): Diagnostic[] {
+  const ssl = resource.spec.sslConfig!;
+  const secret = (ref: { name: string; namespace?: string }) => ctx.resources.get(`Secret/${ref.namespace ?? resource.namespace}/${ref.name}`) as Resource<'Secret'> | undefined;
+  // A missing Secret is reported by the reference check.
+  if (ssl.secretRef && !secret(ssl.secretRef)) return [];
+  const at = ['spec', 'sslConfig', ssl.secretRef ? 'secretRef' : 'sslFiles'];
+  try {
+    secureContextOf(resource, tlsMaterial(resource, secret));
+  } catch (error) {
+    return [ctx.at(at, ConfigCodes.BAD_TLS, `the certificate cannot be used: ${(error as Error).message}`)];
+  }
+  return [];
 }

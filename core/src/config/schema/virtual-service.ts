@@ -117,7 +117,27 @@ const Route = Strict(
 );
 
 /** SPEC 3.2. */
+/** TLS protocol versions as Gloo names them (`sslConfig.parameters`). */
+const TlsVersion = Type.Union([Type.Literal('TLS_AUTO'), Type.Literal('TLSv1_0'), Type.Literal('TLSv1_1'), Type.Literal('TLSv1_2'), Type.Literal('TLSv1_3')]);
+
+/**
+ * Gloo's SslConfig for a VirtualService (SPEC 3.2.1): the certificate from a
+ * `kubernetes.io/tls` Secret (`tls.crt`, `tls.key`, optional `ca.crt`) or from files; `rootCa`
+ * turns client-certificate verification on (unless `oneWayTls`).
+ */
+export const SslConfig = Strict(
+  {
+    secretRef: Type.Optional(ResourceRef),
+    sslFiles: Type.Optional(Strict({ tlsCert: Type.String({ minLength: 1 }), tlsKey: Type.String({ minLength: 1 }), rootCa: Type.Optional(Type.String({ minLength: 1 })) })),
+    sniDomains: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { maxItems: 1000 })),
+    oneWayTls: Type.Optional(Type.Boolean({ description: 'with a rootCa: do not ask clients for a certificate' })),
+    parameters: Type.Optional(Strict({ minimumProtocolVersion: Type.Optional(TlsVersion), maximumProtocolVersion: Type.Optional(TlsVersion) })),
+  },
+  exactlyOneOf(['secretRef', 'sslFiles']),
+);
+
 export const VirtualServiceSpec = Strict({
+  sslConfig: Type.Optional(SslConfig),
   virtualHost: Strict({
     domains: Type.Array(Type.String({ minLength: 1 }), { minItems: 1 }),
     routes: Type.Array(Route),

@@ -1,0 +1,22 @@
+import { createSecureContext } from 'node:tls';
+import { ConfigCodes, type Diagnostic } from '../diagnostic.ts';
+import type { Resource } from '../resource.ts';
+import type { CheckContext } from '../store.ts';
+
+/**
+ * A `kubernetes.io/tls` Secret must hold a certificate and a key that load together (Kubernetes
+ * checks the keys exist; a pair that does not match is caught here). A broken one is rejected
+ * on its own, so the last good version keeps serving every VirtualService that uses it.
+ */
+export function checkSecret(resource: Resource<'Secret'>, ctx: CheckContext): Diagnostic[] {
+  if (resource.spec.type !== 'kubernetes.io/tls') return [];
+  const data = resource.spec.data;
+  const missing = ['tls.crt', 'tls.key'].filter((key) => !Object.hasOwn(data, key));
+  if (missing.length > 0) return [ctx.at(['data'], ConfigCodes.BAD_TLS, `a kubernetes.io/tls Secret needs ${missing.join(' and ')}`)];
+  try {
+    createSecureContext({ cert: data['tls.crt'], key: data['tls.key'], ...(data['ca.crt'] ? { ca: data['ca.crt'] } : {}) });
+  } catch (error) {
+    return [ctx.at(['data', 'tls.key'], ConfigCodes.BAD_TLS, `the certificate and key cannot be used together: ${(error as Error).message}`)];
+  }
+  return [];
+}
