@@ -4,7 +4,7 @@ import { describeResource, refKey, type AnyResource, type Resource } from './res
 import type { Kind } from './schema/kinds.ts';
 import type { ResourceRef } from './schema/common.ts';
 import { validateDocument } from './validate.ts';
-import { checkSecret } from './checks/secret.ts';
+import { checkSecret, checkUpstreamTls } from './checks/secret.ts';
 import { checkVirtualService } from './checks/virtual-service.ts';
 
 /** Status of one resource (SPEC 2.4). */
@@ -208,6 +208,7 @@ export class ConfigStore {
       out.push(ctx.at(ref.path, ConfigCodes.MISSING_REF, `references ${name}, which does not exist or is not accepted`));
     }
     if (resource.kind === 'Secret') out.push(...checkSecret(resource, ctx));
+    if (resource.kind === 'Upstream') out.push(...checkUpstreamTls(resource, ctx));
     if (resource.kind === 'VirtualService') {
       const found = checkVirtualService(resource, ctx);
       out.push(...found);
@@ -247,6 +248,7 @@ interface Reference {
 /** Every reference a resource makes to another Gatehouse resource, with its field path. */
 export function referencesOf(resource: AnyResource): Reference[] {
   const out: Reference[] = [];
+  if (resource.kind === 'Upstream' && resource.spec.sslConfig?.secretRef) out.push({ kind: 'Secret', ref: resource.spec.sslConfig.secretRef, path: ['spec', 'sslConfig', 'secretRef'] });
   if (resource.kind === 'VirtualService') {
     const vh = resource.spec.virtualHost;
     if (resource.spec.sslConfig?.secretRef) out.push({ kind: 'Secret', ref: resource.spec.sslConfig.secretRef, path: ['spec', 'sslConfig', 'secretRef'] });

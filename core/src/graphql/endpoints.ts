@@ -87,7 +87,7 @@ class Endpoints implements GraphQLEndpoints {
       if (!upstream) return undefined;
       inputVersions.push(`${upstream.key}@${upstream.version}`);
       // Reported through clusters(), so the gateway keeps these pools open across reloads.
-      const cluster = this.options.upstreams.forUpstream(upstream);
+      const cluster = this.options.upstreams.forUpstream(upstream, (secretRef) => lookup(snapshot, 'Secret', secretRef, upstream.namespace));
       used.add(cluster);
       return cluster;
     };

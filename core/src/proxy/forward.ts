@@ -10,6 +10,9 @@ import { isConnectFailure, type UpstreamCluster, type UpstreamHost } from './ups
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
 const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
 /** Headers the gateway sets itself on the upstream request. */
+/** Node's codes for an upstream certificate that does not verify. */
+const TLS_VERIFY = /CERT|SIGNATURE|ALTNAME|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)/;
+
 const REPLACED = new Set(['host', 'x-forwarded-for', 'x-forwarded-proto', 'x-request-id']);
 
 /**
@@ -176,6 +179,7 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
     }
     ctx.logger.warn({ reqId: ctx.requestId, upstream: this.host.origin, err: { code, message: error.message } }, 'upstream request failed');
     if (timedOut) sendLocalReply(res, 504, ErrorCodes.UPSTREAM_TIMEOUT, 'upstream request timeout', ctx.responseHeaders);
+    else if (TLS_VERIFY.test(code ?? '')) sendLocalReply(res, 503, ErrorCodes.UPSTREAM_UNAVAILABLE, `upstream TLS certificate verification failed (${code}): check the Upstream's sslConfig rootCa and sni`, ctx.responseHeaders);
     else sendLocalReply(res, 503, ErrorCodes.UPSTREAM_UNAVAILABLE, `upstream connect error or disconnect/reset before headers (${code || error.message})`, ctx.responseHeaders);
   }
 

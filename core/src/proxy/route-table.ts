@@ -176,7 +176,8 @@ function compileDestination(snapshot: ConfigSnapshot, vs: Resource<'VirtualServi
   let cluster: UpstreamCluster;
   if (single.upstream) {
     // The store only serves a VirtualService whose references resolve.
-    cluster = options.upstreams.forUpstream(lookup(snapshot, 'Upstream', single.upstream, vs.namespace)!);
+    const upstream = lookup(snapshot, 'Upstream', single.upstream, vs.namespace)!;
+    cluster = options.upstreams.forUpstream(upstream, (ref) => lookup(snapshot, 'Secret', ref, upstream.namespace));
   } else {
     const { ref, port } = single.kube!;
     const host = `${ref.name}.${ref.namespace ?? vs.namespace}.svc.${options.kubeClusterDomain ?? 'cluster.local'}`;

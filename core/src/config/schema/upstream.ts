@@ -1,5 +1,5 @@
 import Type from 'typebox';
-import { Duration, Strict } from './common.ts';
+import { Duration, ResourceRef, Strict, atMostOneOf } from './common.ts';
 
 /** SPEC 3.1: static hosts, load-balanced round-robin with passive health. */
 export const UpstreamSpec = Strict({
@@ -17,8 +17,22 @@ export const UpstreamSpec = Strict({
       }),
       { minItems: 1 },
     ),
-    useTls: Type.Optional(Type.Boolean({ description: 'connect with TLS (SNI = addr)' })),
+    useTls: Type.Optional(Type.Boolean({ description: 'connect with TLS (SNI = addr); default: true for port 443 or with sslConfig' })),
   }),
+  /**
+   * Gloo's UpstreamSslConfig: TLS to the hosts, verified against `rootCa` (or the system's CAs);
+   * a client certificate from the Secret (`tls.crt`/`tls.key`, with `ca.crt` as root CA) or files.
+   */
+  sslConfig: Type.Optional(
+    Strict(
+      {
+        secretRef: Type.Optional(ResourceRef),
+        sslFiles: Type.Optional(Strict({ tlsCert: Type.Optional(Type.String({ minLength: 1 })), tlsKey: Type.Optional(Type.String({ minLength: 1 })), rootCa: Type.Optional(Type.String({ minLength: 1 })) })),
+        sni: Type.Optional(Type.String({ minLength: 1, maxLength: 253, description: 'server name sent and verified (default: the host addr)' })),
+      },
+      atMostOneOf(['secretRef', 'sslFiles']),
+    ),
+  ),
   connectionConfig: Type.Optional(
     Strict({
       connectTimeout: Type.Optional(Duration),
