@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import { ServerResponse, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { metrics } from '../admin/metrics.ts';
 import type { ConfigSnapshot } from '../config/store.ts';
 import { ErrorCodes } from '../errors.ts';
@@ -18,6 +20,7 @@ import { sanitizeRequestHeaders } from './request-headers.ts';
 import { bufferRequestBody, drainAfterAnswer, refuseTooLarge } from './request-body.ts';
 import { compileRouteTable, matchRoute, type CompiledRoute, type RouteAuth, type RouteTable } from './route-table.ts';
 import type { UpstreamRegistry } from './upstream-cluster.ts';
+import { DEFAULT_UPGRADE_LIMITS, forwardUpgrade, pendingUpgrade, UPGRADE, type PendingUpgrade, type UpgradeLimits } from './upgrade.ts';
 
 export interface GatewayOptions {
   logger: Logger;
@@ -33,6 +36,8 @@ export interface GatewayOptions {
   accessLogger?: AccessLog;
   /** Path normalisation before routing and auth (default {@link DEFAULT_PATH_NORMALIZATION}). */
   paths?: PathNormalization;
+  /** Idle and duration limits of upgraded (WebSocket) connections. */
+  upgradeLimits?: Partial<UpgradeLimits>;
 }
 
 const EMPTY_SNAPSHOT: ConfigSnapshot = { generation: 0, resources: new Map(), statuses: [], diagnostics: [] };
@@ -49,12 +54,14 @@ export class Gateway {
   private readonly accessLog: boolean;
   private readonly accessLogger: AccessLog | undefined;
   private readonly paths: PathNormalization;
+  private readonly upgradeLimits: UpgradeLimits;
 
   constructor(options: GatewayOptions) {
     this.options = options;
     this.logger = options.logger;
     this.accessLog = options.accessLog !== false;
     this.paths = options.paths ?? DEFAULT_PATH_NORMALIZATION;
+    this.upgradeLimits = { ...DEFAULT_UPGRADE_LIMITS, ...options.upgradeLimits };
     this.accessLogger = this.accessLog ? (options.accessLogger ?? createAccessLog(options.logger.bindings().name ?? 'gateway')) : undefined;
     this.table = compileRouteTable(EMPTY_SNAPSHOT, options);
   }
@@ -79,6 +86,24 @@ export class Gateway {
   describeRoutes(): unknown[] {
     return this.table.description;
   }
+
+  /**
+   * The `node:http` `upgrade` listener (WebSocket, SPEC 3.2.1): the request takes the same
+   * path as any other (normalisation, Host, route, CORS, auth) with a ServerResponse on the
+   * client's socket for local answers (404, 401, 403…); an allowed upgrade to an upstream
+   * route is then tunnelled (./upgrade.ts).
+   */
+  readonly handleUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
+    socket.on('error', () => socket.destroy());
+    const protocol = req.headers.upgrade;
+    (req as IncomingMessage & { [UPGRADE]?: PendingUpgrade })[UPGRADE] = { socket, head, protocol: typeof protocol === 'string' ? protocol : 'websocket' };
+    const res = new ServerResponse(req);
+    res.assignSocket(socket as Socket);
+    // A local answer ends the connection: the client asked to leave HTTP on it.
+    res.shouldKeepAlive = false;
+    res.once('finish', () => socket.end());
+    this.handle(req, res);
+  };
 
   /** The `node:http` request listener. */
   readonly handle = (req: IncomingMessage, res: ServerResponse): void => {
@@ -203,6 +228,11 @@ export class Gateway {
 
   private dispatch(req: IncomingMessage, res: ServerResponse, ctx: RequestContext, route: CompiledRoute, path: string): void {
     const destination = route.destination;
+    const upgrade = pendingUpgrade(req);
+    if (upgrade) {
+      if (destination.kind !== 'upstream') return sendLocalReply(res, 400, ErrorCodes.BAD_REQUEST, `the route's destination does not take a ${upgrade.protocol} upgrade`, ctx.responseHeaders);
+      return forwardUpgrade(req, res, upgrade, ctx, destination.cluster, path, this.upgradeLimits, () => res.emit('close'));
+    }
     if (destination.kind === 'upstream') return forward(req, res, ctx, route, destination.cluster, path);
     if (destination.kind === 'unavailable') return sendLocalReply(res, 503, ErrorCodes.UPSTREAM_UNAVAILABLE, 'the route has no usable destination', ctx.responseHeaders);
     const graphql = this.options.graphql;
@@ -228,7 +258,7 @@ export class Gateway {
   /** Access log and request metrics, once the response is done (or the client is gone). */
   private finish(req: IncomingMessage, res: ServerResponse, start: number, vhost: string | undefined, route: CompiledRoute | undefined, ctx?: RequestContext): void {
     res.once('close', () => {
-      const status = res.headersSent ? res.statusCode : 0;
+      const status = pendingUpgrade(req)?.status ?? (res.headersSent ? res.statusCode : 0);
       if (route) {
         let counter = route.counters.get(status);
         if (!counter) route.counters.set(status, (counter = metrics.requests.labels(route.virtualHost, route.name, String(status))));

@@ -132,8 +132,8 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
     const first = await loader.start();
     contexts.update(first);
     gateway.update(first);
-    ({ server, port } = await listen(gateway.handle, options.port, options.host, options.limits));
-    if (options.httpsPort !== undefined) ({ server: tlsServer, port: httpsPort } = await listenTls(gateway.handle, options.httpsPort, options.host, contexts, options.limits));
+    ({ server, port } = await listen(gateway.handle, options.port, options.host, options.limits, gateway.handleUpgrade));
+    if (options.httpsPort !== undefined) ({ server: tlsServer, port: httpsPort } = await listenTls(gateway.handle, options.httpsPort, options.host, contexts, options.limits, gateway.handleUpgrade));
     startWatchdog({ stallMs: options.watchdogMs ?? DEFAULT_WATCHDOG_MS });
   } else {
     // The primary serves no traffic; this route table only answers `admin:/config`
@@ -204,6 +204,8 @@ function createGateway(options: GatewayProcessOptions, authorizer: Authorizer | 
     accessLog: options.accessLog,
     kubeClusterDomain: options.kubeClusterDomain,
     ...(options.paths ? { paths: options.paths } : {}),
+    // An upgraded (WebSocket) connection idles out like any stream (--idle-timeout).
+    ...(options.limits?.idleTimeoutMs !== undefined ? { upgradeLimits: { idleTimeoutMs: options.limits.idleTimeoutMs } } : {}),
     ...(parts.graphql ? { graphql: parts.graphql({ upstreams, logger }) } : {}),
     ...(authorizer ? { authorizer } : {}),
   });
@@ -309,9 +311,9 @@ async function runWorker(options: GatewayProcessOptions): Promise<void> {
     gateway.update(snapshot);
     if (!server) {
       try {
-        const listening = await listen(gateway.handle, options.port, options.host, options.limits);
+        const listening = await listen(gateway.handle, options.port, options.host, options.limits, gateway.handleUpgrade);
         server = listening.server;
-        const tls = options.httpsPort !== undefined ? await listenTls(gateway.handle, options.httpsPort, options.host, contexts, options.limits) : undefined;
+        const tls = options.httpsPort !== undefined ? await listenTls(gateway.handle, options.httpsPort, options.host, contexts, options.limits, gateway.handleUpgrade) : undefined;
         tlsServer = tls?.server;
         process.send!({ type: 'gatehouse:listening', port: listening.port, ...(tls ? { httpsPort: tls.port } : {}) });
       } catch (error) {

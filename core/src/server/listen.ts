@@ -1,4 +1,4 @@
-import { createServer, type RequestListener, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type RequestListener, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { TLSSocket } from 'node:tls';
 import { PROTOCOL_ORDER, type TlsContexts } from './tls-contexts.ts';
@@ -64,11 +64,15 @@ function serverOptions(l: ListenerLimits) {
 }
 
 /** Starts an HTTP/1.1 server; resolves with the server and its bound port (port 0 picks one). */
-export async function listen(handler: RequestListener, port: number, host: string, limits: Partial<ListenerLimits> = {}): Promise<{ server: Server; port: number }> {
+export async function listen(handler: RequestListener, port: number, host: string, limits: Partial<ListenerLimits> = {}, onUpgrade?: UpgradeListener): Promise<{ server: Server; port: number }> {
   const l = { ...DEFAULT_LISTENER_LIMITS, ...limits };
   const server = createServer(serverOptions(l), handler);
+  if (onUpgrade) server.on('upgrade', onUpgrade);
   return serve(server, l, port, host);
 }
+
+/** The `upgrade` event's listener (WebSocket): without one, Node closes such connections. */
+export type UpgradeListener = (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
 
 /**
  * Starts the HTTPS listener (SPEC 3.2.1): the certificate is chosen per handshake by SNI from
@@ -77,9 +81,10 @@ export async function listen(handler: RequestListener, port: number, host: strin
  * certificate is missing or does not verify (closed right after the handshake), the others
  * ignore it. Same limits as the HTTP listener; the handshake counts against the headers timeout.
  */
-export async function listenTls(handler: RequestListener, port: number, host: string, contexts: TlsContexts, limits: Partial<ListenerLimits> = {}): Promise<{ server: Server; port: number }> {
+export async function listenTls(handler: RequestListener, port: number, host: string, contexts: TlsContexts, limits: Partial<ListenerLimits> = {}, onUpgrade?: UpgradeListener): Promise<{ server: Server; port: number }> {
   const l = { ...DEFAULT_LISTENER_LIMITS, ...limits };
   const server = createHttpsServer({ ...serverOptions(l), SNICallback: contexts.sniCallback, requestCert: true, rejectUnauthorized: false, minVersion: 'TLSv1.2' }, handler);
+  if (onUpgrade) server.on('upgrade', onUpgrade);
   server.on('secureConnection', (socket: TLSSocket) => {
     const vhost = contexts.hostFor((socket as TLSSocket & { servername?: string | false }).servername || undefined);
     if (!vhost) return;
