@@ -255,7 +255,10 @@ export function referencesOf(resource: AnyResource): Reference[] {
     if (vh.options?.extauth?.configRef) out.push({ kind: 'AuthConfig', ref: vh.options.extauth.configRef, path: ['spec', 'virtualHost', 'options', 'extauth', 'configRef'] });
     vh.routes.forEach((route, i) => {
       const at = ['spec', 'virtualHost', 'routes', i];
-      if (route.routeAction?.single.upstream) out.push({ kind: 'Upstream', ref: route.routeAction.single.upstream, path: [...at, 'routeAction', 'single', 'upstream'] });
+      if (route.routeAction?.single?.upstream) out.push({ kind: 'Upstream', ref: route.routeAction.single.upstream, path: [...at, 'routeAction', 'single', 'upstream'] });
+      route.routeAction?.multi?.destinations.forEach((d, j) => {
+        if (d.destination.upstream) out.push({ kind: 'Upstream', ref: d.destination.upstream, path: [...at, 'routeAction', 'multi', 'destinations', j, 'destination', 'upstream'] });
+      });
       if (route.graphqlApiRef) out.push({ kind: 'GraphQLApi', ref: route.graphqlApiRef, path: [...at, 'graphqlApiRef'] });
       if (route.options?.extauth?.configRef) out.push({ kind: 'AuthConfig', ref: route.options.extauth.configRef, path: [...at, 'options', 'extauth', 'configRef'] });
     });

@@ -14,11 +14,11 @@ import { answerPreflight, isPreflight } from './cors.ts';
 import type { GraphQLEndpoints } from './destinations.ts';
 import { forward } from './forward.ts';
 import { parseHostHeader } from './host-table.ts';
-import { sendLocalReply } from './local-reply.ts';
+import { sendConfiguredReply, sendLocalReply } from './local-reply.ts';
 import { DEFAULT_PATH_NORMALIZATION, normalizePath, type PathNormalization } from './normalize-path.ts';
 import { sanitizeRequestHeaders } from './request-headers.ts';
 import { bufferRequestBody, drainAfterAnswer, refuseTooLarge } from './request-body.ts';
-import { compileRouteTable, matchRoute, type CompiledRoute, type RouteAuth, type RouteTable } from './route-table.ts';
+import { compileRouteTable, matchRoute, redirectLocation, type CompiledRoute, type RouteAuth, type RouteTable } from './route-table.ts';
 import type { UpstreamRegistry } from './upstream-cluster.ts';
 import { DEFAULT_UPGRADE_LIMITS, forwardUpgrade, pendingUpgrade, UPGRADE, type PendingUpgrade, type UpgradeLimits } from './upgrade.ts';
 
@@ -170,7 +170,13 @@ export class Gateway {
       }
     }
 
-    const upstreamPath = route.prefixRewrite === undefined ? url : matcher.rewrite(path, route.prefixRewrite) + (q === -1 ? '' : url.slice(q));
+    // A redirect's "path" is its location, built from the request as it came in.
+    const upstreamPath =
+      route.destination.kind === 'redirect'
+        ? redirectLocation(route.destination.redirect, { scheme: (req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http', host: headers.host ?? '', path, query: q === -1 ? '' : url.slice(q + 1) }, (prefix) => matcher.rewrite(path, prefix))
+        : route.prefixRewrite === undefined
+          ? url
+          : matcher.rewrite(path, route.prefixRewrite) + (q === -1 ? '' : url.slice(q));
     if (!route.auth) return this.dispatch(req, res, ctx, route, upstreamPath);
     if (route.auth.body && hasRequestBody(req)) return this.authorizeWithBody(req, res, ctx, route, route.auth, upstreamPath);
     this.authorize(req, ctx, route.auth).then(
@@ -227,7 +233,21 @@ export class Gateway {
   }
 
   private dispatch(req: IncomingMessage, res: ServerResponse, ctx: RequestContext, route: CompiledRoute, path: string): void {
-    const destination = route.destination;
+    let destination = route.destination;
+    if (destination.kind === 'redirect') {
+      req.resume();
+      return sendConfiguredReply(res, destination.redirect.status, '', [...(ctx.responseHeaders ?? []), 'location', path]);
+    }
+    if (destination.kind === 'direct') {
+      req.resume();
+      return sendConfiguredReply(res, destination.status, destination.body, ctx.responseHeaders);
+    }
+    if (destination.kind === 'weighted') {
+      // Gloo's weighted destinations: one pick per request, in proportion to the weights.
+      const roll = Math.random() * destination.total;
+      const choice = destination.choices.find((c) => roll < c.upTo) ?? destination.choices[destination.choices.length - 1]!;
+      destination = { kind: 'upstream', cluster: choice.cluster, latency: choice.latency };
+    }
     const upgrade = pendingUpgrade(req);
     if (upgrade) {
       if (destination.kind !== 'upstream') return sendLocalReply(res, 400, ErrorCodes.BAD_REQUEST, `the route's destination does not take a ${upgrade.protocol} upgrade`, ctx.responseHeaders);

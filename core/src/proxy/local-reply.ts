@@ -15,3 +15,17 @@ export function sendLocalReply(res: ServerResponse, status: number, code: string
   res.writeHead(status, ['content-type', 'text/plain; charset=utf-8', 'content-length', String(Buffer.byteLength(body)), 'x-gatehouse-error', code, ...extraHeaders]);
   res.end(body);
 }
+
+/**
+ * A response the configuration asks for (`directResponseAction`, `redirectAction`): not a
+ * gateway error, so no `x-gatehouse-error`; the body as configured, as text (Envoy's default).
+ */
+export function sendConfiguredReply(res: ServerResponse, status: number, body: string, extraHeaders: readonly string[] = []): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const head = ['content-length', String(Buffer.byteLength(body)), ...(body ? ['content-type', 'text/plain; charset=utf-8'] : []), ...extraHeaders];
+  res.writeHead(status, head);
+  res.end(body);
+}

@@ -18,6 +18,10 @@ export const DEFAULT_TIMEOUT_MS = 15_000;
 export type Destination =
   | { readonly kind: 'upstream'; readonly cluster: UpstreamCluster; readonly latency: HistogramChild }
   | { readonly kind: 'graphql'; readonly apiKey: string }
+  /** `routeAction.multi`: clusters with cumulative weights; a request picks one in proportion. */
+  | { readonly kind: 'weighted'; readonly choices: readonly { readonly upTo: number; readonly cluster: UpstreamCluster; readonly latency: HistogramChild }[]; readonly total: number }
+  | { readonly kind: 'redirect'; readonly redirect: CompiledRedirect }
+  | { readonly kind: 'direct'; readonly status: number; readonly body: string }
   /** The destination could not be built (a bug or a value validation missed): answered 503, never a crash or a stale table. */
   | { readonly kind: 'unavailable'; readonly reason: string };
 
@@ -108,6 +112,7 @@ export function compileRouteTable(snapshot: ConfigSnapshot, options: RouteTableO
     const routes = vh.routes.map((spec, index) => {
       const route = compileRoute(snapshot, vs, spec, index, options);
       if (route.destination.kind === 'upstream') clusters.add(route.destination.cluster);
+      if (route.destination.kind === 'weighted') for (const choice of route.destination.choices) clusters.add(choice.cluster);
       return route;
     });
     const compiled: CompiledVirtualHost = { name: vhostName, routes };
@@ -125,7 +130,13 @@ export function compileRouteTable(snapshot: ConfigSnapshot, options: RouteTableO
             ? { upstream: r.destination.cluster.name, hosts: r.destination.cluster.hosts.map((h) => h.origin) }
             : r.destination.kind === 'graphql'
               ? { graphqlApi: r.destination.apiKey }
-              : { unavailable: r.destination.reason },
+              : r.destination.kind === 'weighted'
+                ? { weighted: r.destination.choices.map((c, i, all) => ({ upstream: c.cluster.name, weight: c.upTo - (i > 0 ? all[i - 1]!.upTo : 0) })) }
+                : r.destination.kind === 'redirect'
+                  ? { redirect: r.destination.redirect }
+                  : r.destination.kind === 'direct'
+                    ? { directResponse: { status: r.destination.status } }
+                    : { unavailable: r.destination.reason },
         timeoutMs: r.timeoutMs,
         auth: r.auth ?? null,
       })),
@@ -172,7 +183,27 @@ function safeDestination(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'
 
 function compileDestination(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, spec: RouteSpec, options: RouteTableOptions): Destination {
   if (spec.graphqlApiRef) return { kind: 'graphql', apiKey: refKeyOf('GraphQLApi', spec.graphqlApiRef, vs.namespace) };
-  const single = spec.routeAction!.single;
+  if (spec.directResponseAction) return { kind: 'direct', status: spec.directResponseAction.status, body: spec.directResponseAction.body ?? '' };
+  if (spec.redirectAction) return { kind: 'redirect', redirect: compileRedirect(spec.redirectAction) };
+  const multi = spec.routeAction!.multi;
+  if (multi) {
+    let total = 0;
+    const choices = multi.destinations
+      .filter((d) => d.weight > 0)
+      .map((d) => {
+        const one = clusterFor(snapshot, vs, d.destination, options);
+        total += d.weight;
+        return { upTo: total, cluster: one, latency: metrics.upstreamLatency.labels(one.name) };
+      });
+    if (choices.length === 0) return { kind: 'unavailable', reason: 'every destination of routeAction.multi has weight 0' };
+    return { kind: 'weighted', choices, total };
+  }
+  const cluster = clusterFor(snapshot, vs, spec.routeAction!.single!, options);
+  return { kind: 'upstream', cluster, latency: metrics.upstreamLatency.labels(cluster.name) };
+}
+
+/** The cluster of one destination (an Upstream, or a Kubernetes service). */
+function clusterFor(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, single: NonNullable<NonNullable<RouteSpec['routeAction']>['single']>, options: RouteTableOptions): UpstreamCluster {
   let cluster: UpstreamCluster;
   if (single.upstream) {
     // The store only serves a VirtualService whose references resolve.
@@ -183,7 +214,65 @@ function compileDestination(snapshot: ConfigSnapshot, vs: Resource<'VirtualServi
     const host = `${ref.name}.${ref.namespace ?? vs.namespace}.svc.${options.kubeClusterDomain ?? 'cluster.local'}`;
     cluster = options.upstreams.forHost(host, port);
   }
-  return { kind: 'upstream', cluster, latency: metrics.upstreamLatency.labels(cluster.name) };
+  return cluster;
+}
+
+/** Envoy's redirect response codes by Gloo's names. */
+const REDIRECT_CODES: Record<string, number> = { MOVED_PERMANENTLY: 301, FOUND: 302, SEE_OTHER: 303, TEMPORARY_REDIRECT: 307, PERMANENT_REDIRECT: 308 };
+
+/** A `redirectAction`, ready for the request path. */
+export interface CompiledRedirect {
+  readonly status: number;
+  readonly host: string | undefined;
+  readonly path: string | undefined;
+  readonly prefixRewrite: string | undefined;
+  readonly https: boolean;
+  readonly port: number | undefined;
+  readonly stripQuery: boolean;
+}
+
+function compileRedirect(spec: NonNullable<RouteSpec['redirectAction']>): CompiledRedirect {
+  return {
+    status: REDIRECT_CODES[spec.responseCode ?? 'MOVED_PERMANENTLY']!,
+    host: spec.hostRedirect,
+    path: spec.pathRedirect,
+    prefixRewrite: spec.prefixRewrite,
+    https: spec.httpsRedirect === true,
+    port: spec.portRedirect,
+    stripQuery: spec.stripQuery === true,
+  };
+}
+
+/**
+ * The `location` of a redirect (Envoy's rules): scheme https when asked (the port then goes
+ * unless `portRedirect` sets one), the host replaced or kept, the path replaced, or its matched
+ * prefix rewritten; the query kept unless `stripQuery` (a `pathRedirect` with its own query
+ * replaces it).
+ */
+export function redirectLocation(redirect: CompiledRedirect, request: { scheme: string; host: string; path: string; query: string }, rewritePrefix: (prefix: string) => string): string {
+  const scheme = redirect.https ? 'https' : request.scheme;
+  const colon = request.host.lastIndexOf(':');
+  const bracket = request.host.lastIndexOf(']');
+  let hostname = colon > bracket ? request.host.slice(0, colon) : request.host;
+  let port = colon > bracket ? request.host.slice(colon + 1) : '';
+  if (redirect.host !== undefined) {
+    const c = redirect.host.lastIndexOf(':');
+    const b = redirect.host.lastIndexOf(']');
+    hostname = c > b ? redirect.host.slice(0, c) : redirect.host;
+    if (c > b) port = redirect.host.slice(c + 1);
+  }
+  if (redirect.https && redirect.port === undefined) port = '';
+  if (redirect.port !== undefined) port = String(redirect.port);
+  let path = request.path;
+  let query = redirect.stripQuery ? '' : request.query;
+  if (redirect.path !== undefined) {
+    const q = redirect.path.indexOf('?');
+    path = q === -1 ? redirect.path : redirect.path.slice(0, q);
+    if (q !== -1) query = redirect.path.slice(q + 1);
+  } else if (redirect.prefixRewrite !== undefined) {
+    path = rewritePrefix(redirect.prefixRewrite);
+  }
+  return `${scheme}://${hostname}${port ? `:${port}` : ''}${path}${query ? `?${query}` : ''}`;
 }
 
 function refKeyOf(kind: string, ref: ResourceRef, fromNamespace: string): string {

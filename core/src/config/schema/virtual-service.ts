@@ -105,18 +105,44 @@ const Destination = Strict(
   exactlyOneOf(['upstream', 'kube']),
 );
 
+/** Gloo's `routeAction.multi`: destinations picked per request in proportion to their weights. */
+const MultiDestination = Strict({
+  destinations: Type.Array(Strict({ weight: Type.Integer({ minimum: 0, maximum: 1_000_000 }), destination: Destination }), { minItems: 1, maxItems: 256 }),
+});
+
+/** Gloo's (Envoy's) RedirectAction: answer with a redirect built from the request. */
+const RedirectAction = Strict(
+  {
+    hostRedirect: Type.Optional(Type.String({ minLength: 1 })),
+    pathRedirect: Type.Optional(Type.String({ pattern: '^/' })),
+    prefixRewrite: Type.Optional(Type.String()),
+    httpsRedirect: Type.Optional(Type.Boolean()),
+    portRedirect: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535 })),
+    responseCode: Type.Optional(Type.Union([Type.Literal('MOVED_PERMANENTLY'), Type.Literal('FOUND'), Type.Literal('SEE_OTHER'), Type.Literal('TEMPORARY_REDIRECT'), Type.Literal('PERMANENT_REDIRECT')])),
+    stripQuery: Type.Optional(Type.Boolean()),
+  },
+  atMostOneOf(['pathRedirect', 'prefixRewrite']),
+);
+
+/** Gloo's DirectResponseAction: answer with this status and body, no upstream. */
+const DirectResponseAction = Strict({
+  status: Type.Integer({ minimum: 200, maximum: 599 }),
+  body: Type.Optional(Type.String({ maxLength: 4096 })),
+});
+
 const Route = Strict(
   {
     name: Type.Optional(Type.String()),
     matchers: Type.Optional(Type.Array(Matcher)),
-    routeAction: Type.Optional(Strict({ single: Destination })),
+    routeAction: Type.Optional(Strict({ single: Type.Optional(Destination), multi: Type.Optional(MultiDestination) }, exactlyOneOf(['single', 'multi']))),
     graphqlApiRef: Type.Optional(ResourceRef),
+    redirectAction: Type.Optional(RedirectAction),
+    directResponseAction: Type.Optional(DirectResponseAction),
     options: Type.Optional(RouteOptions),
   },
-  exactlyOneOf(['routeAction', 'graphqlApiRef']),
+  exactlyOneOf(['routeAction', 'graphqlApiRef', 'redirectAction', 'directResponseAction']),
 );
 
-/** SPEC 3.2. */
 /** TLS protocol versions as Gloo names them (`sslConfig.parameters`). */
 const TlsVersion = Type.Union([Type.Literal('TLS_AUTO'), Type.Literal('TLSv1_0'), Type.Literal('TLSv1_1'), Type.Literal('TLSv1_2'), Type.Literal('TLSv1_3')]);
 
@@ -136,6 +162,7 @@ export const SslConfig = Strict(
   exactlyOneOf(['secretRef', 'sslFiles']),
 );
 
+/** SPEC 3.2. */
 export const VirtualServiceSpec = Strict({
   sslConfig: Type.Optional(SslConfig),
   virtualHost: Strict({

@@ -1,0 +1,107 @@
+/**
+ * Gloo route actions through a real `gatehouse run` (issue 15 item 1, part): directResponseAction,
+ * redirectAction (Envoy's location rules) and weighted routeAction.multi, in Gloo's own shapes.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { makeConfigDir, type ConfigDir } from '../support/config-dir.ts';
+import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
+import { send } from '../support/http.ts';
+import { startEcho, type Echo, type TestServer } from '../support/upstream.ts';
+
+let blue: TestServer;
+let green: TestServer;
+let grey: TestServer;
+let dir: ConfigDir;
+let gatehouse: GatehouseProcess;
+
+beforeAll(async () => {
+  [blue, green, grey] = await Promise.all([startEcho('blue'), startEcho('green'), startEcho('grey')]);
+  const upstream = (name: string, port: number) => ({ apiVersion: 'gloo.solo.io/v1', kind: 'Upstream', metadata: { name, namespace: 'gloo-system' }, spec: { static: { hosts: [{ addr: '127.0.0.1', port }] } } });
+  const ref = (name: string) => ({ upstream: { name, namespace: 'gloo-system' } });
+  dir = await makeConfigDir({
+    'config.yaml': [
+      upstream('blue', blue.port),
+      upstream('green', green.port),
+      upstream('grey', grey.port),
+      {
+        apiVersion: 'gateway.solo.io/v1',
+        kind: 'VirtualService',
+        metadata: { name: 'shop', namespace: 'gloo-system' },
+        spec: {
+          virtualHost: {
+            domains: ['shop.test'],
+            routes: [
+              { matchers: [{ exact: '/teapot' }], directResponseAction: { status: 418, body: "I'm a teapot" } },
+              { matchers: [{ exact: '/gone' }], directResponseAction: { status: 410 } },
+              { matchers: [{ prefix: '/secure' }], redirectAction: { httpsRedirect: true } },
+              { matchers: [{ prefix: '/moved' }], redirectAction: { hostRedirect: 'new.shop.test', responseCode: 'FOUND', stripQuery: true } },
+              { matchers: [{ prefix: '/old' }], redirectAction: { prefixRewrite: '/new', responseCode: 'PERMANENT_REDIRECT' } },
+              { matchers: [{ exact: '/home' }], redirectAction: { pathRedirect: '/index.html?from=home', portRedirect: 8081 } },
+              { matchers: [{ prefix: '/canary' }], routeAction: { multi: { destinations: [{ weight: 3, destination: ref('blue') }, { weight: 1, destination: ref('green') }, { weight: 0, destination: ref('grey') }] } } },
+            ],
+          },
+        },
+      },
+    ],
+  });
+  gatehouse = await startGatehouse('run', ['--config-dir', dir.path, '--access-log', 'false']);
+});
+
+afterAll(async () => {
+  await gatehouse?.stop();
+  await Promise.all([blue?.close(), green?.close(), grey?.close()]);
+  await dir?.cleanup();
+});
+
+const get = (path: string, host = 'shop.test:8080') => send(gatehouse.url, { path, headers: { host } });
+
+describe('directResponseAction', () => {
+  it('answers with the configured status and body, as a configured answer (no x-gatehouse-error)', async () => {
+    const teapot = await get('/teapot');
+    expect(teapot.status).toBe(418);
+    expect(teapot.body).toBe("I'm a teapot");
+    expect(teapot.headers['x-gatehouse-error']).toBeUndefined();
+    const gone = await get('/gone');
+    expect(gone.status).toBe(410);
+    expect(gone.headers['content-length']).toBe('0');
+  });
+});
+
+describe('redirectAction (Envoy location rules)', () => {
+  it('httpsRedirect: 301 to https, the port dropped, path and query kept', async () => {
+    const r = await get('/secure/cart?id=7');
+    expect(r.status).toBe(301);
+    expect(r.headers.location).toBe('https://shop.test/secure/cart?id=7');
+  });
+  it('hostRedirect with FOUND and stripQuery', async () => {
+    const r = await get('/moved/a?b=1');
+    expect(r.status).toBe(302);
+    expect(r.headers.location).toBe('http://new.shop.test:8080/moved/a');
+  });
+  it('prefixRewrite replaces the matched prefix (308)', async () => {
+    const r = await get('/old/items/1?x=y');
+    expect(r.status).toBe(308);
+    expect(r.headers.location).toBe('http://shop.test:8080/new/items/1?x=y');
+  });
+  it('pathRedirect with its own query, and portRedirect', async () => {
+    const r = await get('/home?ignored=1');
+    expect(r.status).toBe(301);
+    expect(r.headers.location).toBe('http://shop.test:8081/index.html?from=home');
+  });
+});
+
+describe('routeAction.multi', () => {
+  it('spreads requests in proportion to the weights; weight 0 gets none', async () => {
+    const counts: Record<string, number> = {};
+    for (let i = 0; i < 400; i++) {
+      const r = await get('/canary');
+      const name = (JSON.parse(r.body) as Echo).upstream;
+      counts[name] = (counts[name] ?? 0) + 1;
+    }
+    // Binomial(400, 3/4): mean 300, sd ~8.7; the bounds are ~9 sd wide.
+    expect(counts.blue).toBeGreaterThan(220);
+    expect(counts.blue).toBeLessThan(380);
+    expect(counts.green).toBeGreaterThan(20);
+    expect(counts.grey).toBeUndefined();
+  });
+});
