@@ -6,6 +6,7 @@ import type { ResourceRef } from './schema/common.ts';
 import { validateDocument } from './validate.ts';
 import { checkSecret, checkUpstreamTls } from './checks/secret.ts';
 import { checkVirtualService } from './checks/virtual-service.ts';
+import { domainsOf } from './schema/virtual-service.ts';
 
 /** Status of one resource (SPEC 2.4). */
 export interface ResourceStatus {
@@ -216,14 +217,14 @@ export class ConfigStore {
         // Domains are claimed only by a virtual service that is otherwise valid.
         // The HTTP and HTTPS listeners serve different VirtualServices (SPEC 3.2.1): a domain may have one on each.
         const listener = resource.spec.sslConfig ? 'https:' : 'http:';
-        const taken = resource.spec.virtualHost.domains
+        const taken = domainsOf(resource.spec.virtualHost)
           .map((domain, i) => ({ domain: normalizeDomain(domain), i }))
           .filter(({ domain }) => claims.has(listener + domain) && claims.get(listener + domain) !== resource.key);
         for (const { domain, i } of taken) {
           out.push(ctx.at(['spec', 'virtualHost', 'domains', i], ConfigCodes.DOMAIN_CONFLICT, `domain "${domain}" is already served by ${claims.get(listener + domain)!.replace(/^VirtualService\//, 'VirtualService ')}${listener === 'https:' ? ' on HTTPS' : ''}`));
         }
         if (taken.length === 0 && out.every((d) => d.severity !== 'error')) {
-          for (const domain of resource.spec.virtualHost.domains) claims.set(listener + normalizeDomain(domain), resource.key);
+          for (const domain of domainsOf(resource.spec.virtualHost)) claims.set(listener + normalizeDomain(domain), resource.key);
         }
       }
     }

@@ -73,4 +73,21 @@ describe('HostTable (SPEC 3.2)', () => {
     expect(t.match('')).toBeUndefined();
     expect(t.match(undefined)).toBeUndefined();
   });
+
+  test("Envoy's wildcard forms: suffix wildcards other than '*.', prefix wildcards, in Envoy's order", () => {
+    const table = new HostTable<string>();
+    table.add('*-bar.foo.com', 'dash-suffix');
+    table.add('*.foo.com', 'dot-suffix');
+    table.add('api.*', 'prefix');
+    table.add('api.v2.*', 'longer-prefix');
+    table.add('*', 'any');
+    expect(table.match('baz-bar.foo.com')).toBe('dash-suffix');
+    expect(table.match('x.foo.com')).toBe('dot-suffix');
+    expect(table.match('api.example.org')).toBe('prefix');
+    expect(table.match('api.v2.example.org')).toBe('longer-prefix');
+    // Suffix wildcards before prefix wildcards (Envoy's order), the wildcard matching at least one character.
+    expect(table.match('api.foo.com')).toBe('dot-suffix');
+    expect(table.match('-bar.foo.com')).toBe('dot-suffix');
+    expect(table.match('api.')).toBe('any');
+  });
 });

@@ -1,20 +1,27 @@
 /**
- * Virtual host lookup by the request's Host (SPEC 3.2): exact names first, then the
- * longest matching `*.suffix`, then `*`. Port ignored, case-insensitive.
+ * Virtual host lookup by the request's Host (SPEC 3.2), in Envoy's order: exact names first,
+ * then the longest matching suffix wildcard (`*.example.com`, `*-bar.example.com`), then the
+ * longest prefix wildcard (`api.*`), then `*`. Port ignored, case-insensitive. A wildcard
+ * matches at least one character.
  */
 export class HostTable<T> {
   private readonly exact = new Map<string, T>();
   /** `.example.com` → value, longest suffix first. */
   private suffixes: { suffix: string; value: T }[] = [];
+  /** `api.` → value, longest prefix first. */
+  private prefixes: { prefix: string; value: T }[] = [];
   private any: T | undefined;
 
   /** Adds a domain; the caller has already rejected conflicts. */
   add(domain: string, value: T): void {
     const d = domain.toLowerCase().replace(/:\d+$/, '');
     if (d === '*') this.any = value;
-    else if (d.startsWith('*.')) {
+    else if (d.startsWith('*')) {
       this.suffixes.push({ suffix: d.slice(1), value });
       this.suffixes.sort((a, b) => b.suffix.length - a.suffix.length);
+    } else if (d.endsWith('*')) {
+      this.prefixes.push({ prefix: d.slice(0, -1), value });
+      this.prefixes.sort((a, b) => b.prefix.length - a.prefix.length);
     } else this.exact.set(d, value);
   }
 
@@ -30,6 +37,9 @@ export class HostTable<T> {
     if (exact !== undefined) return exact;
     for (const { suffix, value } of this.suffixes) {
       if (host.length > suffix.length && host.endsWith(suffix)) return value;
+    }
+    for (const { prefix, value } of this.prefixes) {
+      if (host.length > prefix.length && host.startsWith(prefix)) return value;
     }
     return this.any;
   }

@@ -89,6 +89,9 @@ describe('methods, headers and query parameters', () => {
     // Gloo: "invert_match: true, name: foo" matches when foo is absent.
     expect(matches([{ headers: [{ name: 'x-v', invertMatch: true }] }], h({}))).toBe(true);
     expect(matches([{ headers: [{ name: 'x-v', invertMatch: true }] }], h({ 'x-v': '1' }))).toBe(false);
+    // Envoy: invertMatch with a value (or a regex) does not match a request without the header.
+    expect(matches([{ headers: [{ name: 'x-v', value: 'a', invertMatch: true }] }], h({}))).toBe(false);
+    expect(matches([{ headers: [{ name: 'x-v', value: 'v[0-9]', regex: true, invertMatch: true }] }], h({}))).toBe(false);
   });
 
   test('a repeated header is matched as its comma-joined value', () => {

@@ -66,6 +66,9 @@ function compileMatcher(spec: MatcherSpec): CompiledMatcher {
     add(
       (req) => {
         const raw = req.headers[name];
+        // Envoy: an absent header fails every matcher except an inverted presence check
+        // (`invertMatch` with a value does not match a request without the header).
+        if (raw === undefined) return invert && h.value === undefined;
         const value = Array.isArray(raw) ? raw.join(',') : raw;
         return valueTest(value) !== invert;
       },

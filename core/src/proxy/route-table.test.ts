@@ -45,6 +45,15 @@ function vhost(table: ReturnType<typeof compile>['table'], host: string): Compil
 }
 
 describe('compileRouteTable', () => {
+  test('a virtual host without domains (empty or absent) serves any Host, as "*" does (Gloo, Envoy)', async () => {
+    const { table, upstreams } = compile(upstream('up'), virtualService('anything', { routes: [{ routeAction: to('up') }] }));
+    expect(vhost(table, 'whatever.test').name).toBe('default/anything');
+    const empty = compile(upstream('up'), virtualService('empty', { domains: [], routes: [{ routeAction: to('up') }] }));
+    expect(vhost(empty.table, 'other.test').name).toBe('default/empty');
+    await upstreams.close();
+    await empty.upstreams.close();
+  });
+
   test('routes keep their order and are named by `name` or namespace/vs/index', async () => {
     const { table, upstreams } = compile(
       upstream('up'),

@@ -3,7 +3,7 @@ import { metrics } from '../admin/metrics.ts';
 import type { Resource } from '../config/resource.ts';
 import { durationMs } from '../config/schema/common.ts';
 import type { ResourceRef } from '../config/schema/common.ts';
-import type { RouteSpec } from '../config/schema/virtual-service.ts';
+import { domainsOf, type RouteSpec } from '../config/schema/virtual-service.ts';
 import { lookup, type ConfigSnapshot } from '../config/store.ts';
 import { compileCors, type CompiledCors } from './cors.ts';
 import { compileHeaderOps, type HeaderOps } from './header-ops.ts';
@@ -117,11 +117,11 @@ export function compileRouteTable(snapshot: ConfigSnapshot, options: RouteTableO
     });
     const compiled: CompiledVirtualHost = { name: vhostName, routes };
     virtualHosts.push(compiled);
-    for (const domain of vh.domains) (vs.spec.sslConfig ? tlsHosts : hosts).add(domain, compiled);
+    for (const domain of domainsOf(vh)) (vs.spec.sslConfig ? tlsHosts : hosts).add(domain, compiled);
     description.push({
       virtualService: vhostName,
       listener: vs.spec.sslConfig ? 'https' : 'http',
-      domains: vh.domains,
+      domains: domainsOf(vh),
       routes: routes.map((r, i) => ({
         name: r.name,
         matchers: vh.routes[i]!.matchers ?? [{ prefix: '/' }],

@@ -11,15 +11,22 @@ export function checkVirtualService(resource: Resource<'VirtualService'>, ctx: C
   const out: Diagnostic[] = [];
   const vh = resource.spec.virtualHost;
   if (resource.spec.sslConfig) out.push(...checkSslConfig(resource, ctx));
-  vh.domains.forEach((domain, i) => {
+  (vh.domains ?? []).forEach((domain, i) => {
     const path = ['spec', 'virtualHost', 'domains', i];
     const host = domain.replace(/:\d+$/, '');
     if (host !== domain) {
       out.push(ctx.at(path, ConfigCodes.BAD_DOMAIN, `domain "${domain}": the port is ignored; the Host header is matched without its port`, 'warning'));
     }
-    const valid = host === '*' || (host.startsWith('*.') && HOST_LABELS.test(host.slice(2))) || HOST_LABELS.test(host);
+    // Envoy's forms: a name, "*", a suffix wildcard ("*.foo.com", "*-bar.foo.com") or a prefix wildcard ("foo.*").
+    const suffix = host.startsWith('*') ? host.slice(1) : undefined;
+    const prefix = !suffix && host.endsWith('*') && host !== '*' ? host.slice(0, -1) : undefined;
+    const valid =
+      host === '*' ||
+      (suffix !== undefined && suffix !== '' && /^[a-z0-9_.-]+$/i.test(suffix) && !suffix.includes('*')) ||
+      (prefix !== undefined && /^[a-z0-9_.-]+$/i.test(prefix)) ||
+      HOST_LABELS.test(host);
     if (!valid) {
-      out.push(ctx.at(path, ConfigCodes.BAD_DOMAIN, `domain "${domain}" is not a host name, "*.suffix" or "*"`));
+      out.push(ctx.at(path, ConfigCodes.BAD_DOMAIN, `domain "${domain}" is not a host name, "*", a suffix wildcard ("*.foo.com", "*-bar.foo.com") or a prefix wildcard ("foo.*")`));
     }
   });
   const regex = (value: string | undefined, path: (string | number)[]) => {

@@ -166,7 +166,7 @@ export const SslConfig = Strict(
 export const VirtualServiceSpec = Strict({
   sslConfig: Type.Optional(SslConfig),
   virtualHost: Strict({
-    domains: Type.Array(Type.String({ minLength: 1 }), { minItems: 1 }),
+    domains: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { description: 'hosts this virtual host serves; none (or absent) means "*" (Gloo, Envoy)' })),
     routes: Type.Array(Route),
     options: Type.Optional(
       Strict({
@@ -184,3 +184,8 @@ export type RouteOptionsSpec = NonNullable<RouteSpec['options']>;
 export type HeaderManipulationSpec = Type.Static<typeof HeaderManipulation>;
 export type CorsPolicySpec = Type.Static<typeof CorsPolicy>;
 export type ExtAuthOptionsSpec = Type.Static<typeof ExtAuthOptions>;
+
+/** A virtual host's domains: Gloo and Envoy read none (or an absent list) as `*`. */
+export function domainsOf(virtualHost: { domains?: readonly string[] | undefined }): readonly string[] {
+  return virtualHost.domains && virtualHost.domains.length > 0 ? virtualHost.domains : ['*'];
+}
