@@ -6,8 +6,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeConfigDir, type ConfigDir } from '../support/config-dir.ts';
 import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
 import { send } from '../support/http.ts';
-import { startEcho, type Echo, type TestServer } from '../support/upstream.ts';
+import { startEcho, startServer, type Echo, type TestServer } from '../support/upstream.ts';
 
+let flaky: TestServer;
+const flakyCalls = new Map<string, number>();
 let blue: TestServer;
 let green: TestServer;
 let grey: TestServer;
@@ -16,6 +18,12 @@ let gatehouse: GatehouseProcess;
 
 beforeAll(async () => {
   [blue, green, grey] = await Promise.all([startEcho('blue'), startEcho('green'), startEcho('grey')]);
+  // Answers 429 to the first two tries of each path, then 200.
+  flaky = await startServer((req, res) => {
+    const n = (flakyCalls.get(req.url!) ?? 0) + 1;
+    flakyCalls.set(req.url!, n);
+    res.writeHead(n <= 2 ? 429 : 200, { 'content-type': 'text/plain' }).end(`try ${n}`);
+  });
   const upstream = (name: string, port: number) => ({ apiVersion: 'gloo.solo.io/v1', kind: 'Upstream', metadata: { name, namespace: 'gloo-system' }, spec: { static: { hosts: [{ addr: '127.0.0.1', port }] } } });
   const ref = (name: string) => ({ upstream: { name, namespace: 'gloo-system' } });
   dir = await makeConfigDir({
@@ -23,6 +31,7 @@ beforeAll(async () => {
       upstream('blue', blue.port),
       upstream('green', green.port),
       upstream('grey', grey.port),
+      upstream('flaky', flaky.port),
       {
         apiVersion: 'gateway.solo.io/v1',
         kind: 'VirtualService',
@@ -37,6 +46,8 @@ beforeAll(async () => {
               { matchers: [{ prefix: '/moved' }], redirectAction: { hostRedirect: 'new.shop.test', responseCode: 'FOUND', stripQuery: true } },
               { matchers: [{ prefix: '/old' }], redirectAction: { prefixRewrite: '/new', responseCode: 'PERMANENT_REDIRECT' } },
               { matchers: [{ exact: '/home' }], redirectAction: { pathRedirect: '/index.html?from=home', portRedirect: 8081 } },
+              { matchers: [{ prefix: '/retry-429' }], routeAction: { single: ref('flaky') }, options: { retries: { retryOn: 'retriable-status-codes', retriableStatusCodes: [429], numRetries: 3, retryBackOff: { baseInterval: '10ms', maxInterval: '50ms' } } } },
+              { matchers: [{ prefix: '/no-retry-429' }], routeAction: { single: ref('flaky') }, options: { retries: { retryOn: '5xx', numRetries: 3 } } },
               { matchers: [{ prefix: '/canary' }], routeAction: { multi: { destinations: [{ weight: 3, destination: ref('blue') }, { weight: 1, destination: ref('green') }, { weight: 0, destination: ref('grey') }] } } },
             ],
           },
@@ -49,7 +60,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await gatehouse?.stop();
-  await Promise.all([blue?.close(), green?.close(), grey?.close()]);
+  await Promise.all([blue?.close(), green?.close(), grey?.close(), flaky?.close()]);
   await dir?.cleanup();
 });
 
@@ -103,5 +114,17 @@ describe('routeAction.multi', () => {
     expect(counts.blue).toBeLessThan(380);
     expect(counts.green).toBeGreaterThan(20);
     expect(counts.grey).toBeUndefined();
+  });
+});
+
+describe('retries (Envoy retry_on)', () => {
+  it('retriable-status-codes retries the listed statuses with back-off; 5xx does not retry a 429', async () => {
+    const retried = await get('/retry-429');
+    expect(retried.status).toBe(200);
+    expect(retried.body).toBe('try 3');
+    expect(flakyCalls.get('/retry-429')).toBe(3);
+    const passed = await get('/no-retry-429');
+    expect(passed.status).toBe(429);
+    expect(flakyCalls.get('/no-retry-429')).toBe(1);
   });
 });

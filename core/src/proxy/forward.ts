@@ -135,7 +135,7 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
     this.settle();
     if (this.abandoned) return;
     const { route, res } = this.x;
-    if (statusCode >= 500 && route.retry?.on5xx && this.retriesLeft > 0) {
+    if (route.retry?.onStatus(statusCode) && this.retriesLeft > 0) {
       this.abandoned = true;
       controller.abort(new Error('retrying'));
       this.retry();
@@ -171,7 +171,7 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
     const retriable =
       retry !== undefined &&
       this.retriesLeft > 0 &&
-      ((connectFailure && retry.onConnectFailure) || (!connectFailure && !timedOut && retry.onReset) || (timedOut && retry.on5xx && retry.perTryTimeoutMs !== undefined));
+      ((connectFailure && retry.onConnectFailure) || (!connectFailure && !timedOut && retry.onReset) || (timedOut && retry.onTimeout && retry.perTryTimeoutMs !== undefined));
     if (retriable) {
       this.abandoned = true;
       this.retry();
@@ -184,7 +184,14 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
   }
 
   private retry(): void {
-    new ProxyAttempt(this.x, this.retriesLeft - 1).start();
+    // Envoy's back-off: a random wait up to base * 2^(tries so far), capped at max.
+    const { baseMs, maxMs } = this.x.route.retry!.backoff;
+    const tries = this.x.route.retry!.numRetries - this.retriesLeft;
+    const wait = Math.random() * Math.min(maxMs, baseMs * 2 ** tries);
+    setTimeout(() => {
+      if (this.x.res.destroyed) return;
+      new ProxyAttempt(this.x, this.retriesLeft - 1).start();
+    }, wait);
   }
 }
 

@@ -92,6 +92,36 @@ describe('compileRouteTable', () => {
     await upstreams.close();
   });
 
+  test('retries: retriable-4xx, retriable-status-codes, back-off, and the virtual host\'s policy for routes without their own', async () => {
+    const { table, upstreams } = compile(
+      upstream('up'),
+      virtualService('r', {
+        domains: ['r.test'],
+        options: { retries: { retryOn: 'retriable-4xx', numRetries: 2 } },
+        routes: [
+          { routeAction: to('up'), matchers: [{ prefix: '/codes' }], options: { retries: { retryOn: 'retriable-status-codes,connect-failure', retriableStatusCodes: [418, 429], retryBackOff: { baseInterval: '100ms', maxInterval: '2s' } } } },
+          { routeAction: to('up'), matchers: [{ prefix: '/' }] },
+        ],
+      }),
+    );
+    const [codes, inherited] = vhost(table, 'r.test').routes;
+    expect(codes!.retry).toMatchObject({ onConnectFailure: true, onReset: false, onTimeout: false, backoff: { baseMs: 100, maxMs: 2000 } });
+    expect([418, 429].map((s) => codes!.retry!.onStatus(s))).toEqual([true, true]);
+    expect([409, 500, 503].map((s) => codes!.retry!.onStatus(s))).toEqual([false, false, false]);
+    expect(inherited!.retry).toMatchObject({ numRetries: 2, onConnectFailure: false, onReset: false });
+    expect([409, 500].map((s) => inherited!.retry!.onStatus(s))).toEqual([true, false]);
+    await upstreams.close();
+  });
+
+  test('unknown retryOn tokens, and retriable-status-codes without codes, are rejected at load', () => {
+    const { documents, diagnostics } = parseManifests('test.yaml', [upstream('up'), virtualService('bad', { domains: ['b.test'], routes: [{ routeAction: to('up'), options: { retries: { retryOn: '5xx,retriable-headers,retriable-status-codes' } } }] })].map((m) => stringify(m)).join('---\n'));
+    const snapshot = new ConfigStore({ apiGroupDomain: 'gatehouse.dev' }).load(documents, diagnostics);
+    expect(snapshot.diagnostics.map((d) => `${d.path}: ${d.message}`)).toEqual([
+      'spec.virtualHost.routes[0].options.retries.retryOn: retryOn token "retriable-headers" is not supported; use 5xx, gateway-error, reset, connect-failure, retriable-4xx, retriable-status-codes',
+      'spec.virtualHost.routes[0].options.retries.retriableStatusCodes: retryOn has retriable-status-codes but no retriableStatusCodes are listed',
+    ]);
+  });
+
   test('timeouts, retries, rewrites and host rewrite compile from route options', async () => {
     const { table, upstreams } = compile(
       upstream('up'),
@@ -109,10 +139,16 @@ describe('compileRouteTable', () => {
     expect(plain).toMatchObject({ timeoutMs: DEFAULT_TIMEOUT_MS, retry: undefined, prefixRewrite: undefined, autoHostRewrite: false });
     expect(DEFAULT_TIMEOUT_MS).toBe(15_000);
     // Envoy's default retry_on when only numRetries is given.
-    expect(tuned).toMatchObject({ timeoutMs: 2_500, prefixRewrite: '/v2/', autoHostRewrite: true, retry: { numRetries: 3, on5xx: true, onConnectFailure: true, onReset: true, perTryTimeoutMs: 300 } });
-    expect(gw!.retry).toEqual({ numRetries: 1, on5xx: false, onConnectFailure: true, onReset: true, perTryTimeoutMs: undefined });
+    expect(tuned).toMatchObject({ timeoutMs: 2_500, prefixRewrite: '/v2/', autoHostRewrite: true, retry: { numRetries: 3, onTimeout: true, onConnectFailure: true, onReset: true, perTryTimeoutMs: 300 } });
+    expect([500, 501, 503, 599].every((s) => tuned!.retry!.onStatus(s))).toBe(true);
+    // gateway-error: 502, 503, 504 and connect failures/resets, not other 5xx.
+    expect(gw!.retry).toMatchObject({ numRetries: 1, onTimeout: true, onConnectFailure: true, onReset: true, perTryTimeoutMs: undefined, backoff: { baseMs: 25, maxMs: 250 } });
+    expect([502, 503, 504].every((s) => gw!.retry!.onStatus(s))).toBe(true);
+    expect(gw!.retry!.onStatus(500)).toBe(false);
     // "5xx" includes connect failures and resets (Envoy semantics).
-    expect(fivexx!.retry).toMatchObject({ on5xx: true, onConnectFailure: true, onReset: true });
+    expect(fivexx!.retry).toMatchObject({ onConnectFailure: true, onReset: true });
+    expect(fivexx!.retry!.onStatus(500)).toBe(true);
+    expect(fivexx!.retry!.onStatus(409)).toBe(false);
     await upstreams.close();
   });
 

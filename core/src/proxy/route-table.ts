@@ -37,11 +37,17 @@ export interface RouteAuth {
 
 export interface RetryPolicy {
   readonly numRetries: number;
-  readonly on5xx: boolean;
+  /** Upstream statuses that are retried (5xx, gateway-error, retriable-4xx, retriable-status-codes). */
+  readonly onStatus: (status: number) => boolean;
+  /** A per-try timeout is retried (Envoy retries it under 5xx and gateway-error). */
+  readonly onTimeout: boolean;
   readonly onConnectFailure: boolean;
   readonly onReset: boolean;
   readonly perTryTimeoutMs: number | undefined;
+  /** Jittered exponential back-off between tries (Envoy: 25 ms base, 10x base at most). */
+  readonly backoff: { readonly baseMs: number; readonly maxMs: number };
 }
+
 
 /** A route compiled for the request path: everything is looked up, nothing parsed. */
 export interface CompiledRoute {
@@ -155,7 +161,8 @@ function compileRoute(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, 
     matchers: compileMatchers(spec.matchers),
     destination: safeDestination(snapshot, vs, spec, options),
     timeoutMs: o.timeout ? durationMs(o.timeout) : DEFAULT_TIMEOUT_MS,
-    retry: o.retries ? compileRetry(o.retries) : undefined,
+    // A route's retries replace the virtual host's (Gloo).
+    retry: (o.retries ?? vh.options?.retries) ? compileRetry((o.retries ?? vh.options?.retries)!) : undefined,
     prefixRewrite: o.prefixRewrite,
     autoHostRewrite: o.autoHostRewrite === true,
     requestHeaders: compileHeaderOps([vh.options?.headerManipulation, o.headerManipulation], 'request'),
@@ -297,15 +304,21 @@ function effectiveAuth(vs: Resource<'VirtualService'>, spec: RouteSpec, routeNam
   return undefined;
 }
 
+/** Envoy's retry semantics for Gloo's RetryPolicy (tokens checked at load: {@link RETRY_ON_TOKENS}). */
 function compileRetry(spec: NonNullable<NonNullable<RouteSpec['options']>['retries']>): RetryPolicy {
-  // Envoy's retry_on tokens; `retriable-status-codes`-style lists are not supported.
-  const on = new Set((spec.retryOn ?? '5xx,connect-failure,reset').split(',').map((s) => s.trim()));
+  const on = new Set((spec.retryOn ?? '5xx,connect-failure,reset').split(',').map((s) => s.trim()).filter(Boolean));
+  const all5xx = on.has('5xx');
   const gateway = on.has('gateway-error');
+  const codes = new Set(on.has('retriable-status-codes') ? (spec.retriableStatusCodes ?? []) : []);
+  const conflict = on.has('retriable-4xx');
+  const baseMs = spec.retryBackOff?.baseInterval ? durationMs(spec.retryBackOff.baseInterval) : 25;
   return {
     numRetries: spec.numRetries ?? 1,
-    on5xx: on.has('5xx'),
-    onConnectFailure: on.has('connect-failure') || on.has('5xx') || gateway,
-    onReset: on.has('reset') || on.has('5xx') || gateway,
+    onStatus: (status) => (all5xx && status >= 500) || (gateway && (status === 502 || status === 503 || status === 504)) || (conflict && status === 409) || codes.has(status),
+    onTimeout: all5xx || gateway,
+    onConnectFailure: on.has('connect-failure') || all5xx || gateway,
+    onReset: on.has('reset') || all5xx || gateway,
     perTryTimeoutMs: spec.perTryTimeout ? durationMs(spec.perTryTimeout) : undefined,
+    backoff: { baseMs, maxMs: spec.retryBackOff?.maxInterval ? durationMs(spec.retryBackOff.maxInterval) : 10 * baseMs },
   };
 }

@@ -3,6 +3,7 @@ import type { Resource } from '../resource.ts';
 import type { CheckContext } from '../store.ts';
 import { regexHazard } from './regex-safety.ts';
 import { secureContextOf, tlsMaterial } from '../../server/tls-contexts.ts';
+import { RETRY_ON_TOKENS } from '../schema/virtual-service.ts';
 
 const HOST_LABELS = /^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$/i;
 
@@ -41,8 +42,20 @@ export function checkVirtualService(resource: Resource<'VirtualService'>, ctx: C
     if (hazard) out.push(ctx.at(path, ConfigCodes.BAD_REGEX, `regular expression refused: ${hazard}`));
   };
   vh.options?.cors?.allowOriginRegex?.forEach((r, i) => regex(r, ['spec', 'virtualHost', 'options', 'cors', 'allowOriginRegex', i]));
+  const retryOn = (retries: { retryOn?: string | undefined; retriableStatusCodes?: readonly number[] | undefined } | undefined, path: (string | number)[]) => {
+    if (!retries?.retryOn) return;
+    const tokens = retries.retryOn.split(',').map((t) => t.trim()).filter(Boolean);
+    for (const token of tokens) {
+      if (!RETRY_ON_TOKENS.has(token)) out.push(ctx.at([...path, 'retryOn'], ConfigCodes.INVALID, `retryOn token "${token}" is not supported; use ${[...RETRY_ON_TOKENS].join(', ')}`));
+    }
+    if (tokens.includes('retriable-status-codes') && !retries.retriableStatusCodes?.length) {
+      out.push(ctx.at([...path, 'retriableStatusCodes'], ConfigCodes.INVALID, 'retryOn has retriable-status-codes but no retriableStatusCodes are listed'));
+    }
+  };
+  retryOn(vh.options?.retries, ['spec', 'virtualHost', 'options', 'retries']);
   vh.routes.forEach((route, r) => {
     const at = ['spec', 'virtualHost', 'routes', r];
+    retryOn(route.options?.retries, [...at, 'options', 'retries']);
     route.matchers?.forEach((m, i) => {
       regex(m.regex, [...at, 'matchers', i, 'regex']);
       m.headers?.forEach((h, j) => {

@@ -76,17 +76,23 @@ export const ExtAuthOptions = Strict(
   },
 );
 
+/** The retry_on tokens Gatehouse honours (Envoy's meaning); others are rejected at load. */
+export const RETRY_ON_TOKENS: ReadonlySet<string> = new Set(['5xx', 'gateway-error', 'reset', 'connect-failure', 'retriable-4xx', 'retriable-status-codes']);
+
+/** Gloo's RetryPolicy (Envoy's retry_on tokens). */
+export const RetryPolicySpec = Strict({
+  retryOn: Type.Optional(Type.String({ description: 'comma-separated Envoy tokens: 5xx, gateway-error, reset, connect-failure, retriable-4xx, retriable-status-codes' })),
+  numRetries: Type.Optional(Type.Integer({ minimum: 0, maximum: 10 })),
+  perTryTimeout: Type.Optional(Duration),
+  retriableStatusCodes: Type.Optional(Type.Array(Type.Integer({ minimum: 100, maximum: 599 }), { maxItems: 64 })),
+  retryBackOff: Type.Optional(Strict({ baseInterval: Type.Optional(Duration), maxInterval: Type.Optional(Duration) })),
+});
+
 const RouteOptions = Strict({
   autoHostRewrite: Type.Optional(Type.Boolean()),
   prefixRewrite: Type.Optional(Type.String()),
   timeout: Type.Optional(Duration),
-  retries: Type.Optional(
-    Strict({
-      retryOn: Type.Optional(Type.String({ description: 'comma-separated: 5xx, connect-failure, reset, retriable-status-codes' })),
-      numRetries: Type.Optional(Type.Integer({ minimum: 0, maximum: 10 })),
-      perTryTimeout: Type.Optional(Duration),
-    }),
-  ),
+  retries: Type.Optional(RetryPolicySpec),
   headerManipulation: Type.Optional(HeaderManipulation),
   cors: Type.Optional(CorsPolicy),
   extauth: Type.Optional(ExtAuthOptions),
@@ -173,6 +179,7 @@ export const VirtualServiceSpec = Strict({
         extauth: Type.Optional(ExtAuthOptions),
         cors: Type.Optional(CorsPolicy),
         headerManipulation: Type.Optional(HeaderManipulation),
+        retries: Type.Optional(RetryPolicySpec),
       }),
     ),
   }),
