@@ -48,6 +48,8 @@ beforeAll(async () => {
               { matchers: [{ exact: '/home' }], redirectAction: { pathRedirect: '/index.html?from=home', portRedirect: 8081 } },
               { matchers: [{ prefix: '/retry-429' }], routeAction: { single: ref('flaky') }, options: { retries: { retryOn: 'retriable-status-codes', retriableStatusCodes: [429], numRetries: 3, retryBackOff: { baseInterval: '10ms', maxInterval: '50ms' } } } },
               { matchers: [{ prefix: '/no-retry-429' }], routeAction: { single: ref('flaky') }, options: { retries: { retryOn: '5xx', numRetries: 3 } } },
+              { matchers: [{ prefix: '/rx/' }], routeAction: { single: ref('blue') }, options: { regexRewrite: { pattern: { regex: '^/rx/([a-z]+)/([0-9]+)$' }, substitution: '/items/\\2/\\1' } } },
+              { matchers: [{ prefix: '/strip' }], routeAction: { single: ref('blue') }, options: { prefixRewrite: '', hostRewrite: 'internal.example' } },
               { matchers: [{ prefix: '/canary' }], routeAction: { multi: { destinations: [{ weight: 3, destination: ref('blue') }, { weight: 1, destination: ref('green') }, { weight: 0, destination: ref('grey') }] } } },
             ],
           },
@@ -126,5 +128,18 @@ describe('retries (Envoy retry_on)', () => {
     const passed = await get('/no-retry-429');
     expect(passed.status).toBe(429);
     expect(flakyCalls.get('/no-retry-429')).toBe(1);
+  });
+});
+
+describe('rewrites', () => {
+  it('regexRewrite substitutes capture groups (Envoy \\1 syntax); the query is kept', async () => {
+    const echo = JSON.parse((await get('/rx/books/42?x=1')).body) as Echo;
+    expect(echo.url).toBe('/items/42/books?x=1');
+  });
+  it('prefixRewrite "" removes the prefix (a bare prefix becomes "/"); hostRewrite sets the upstream Host', async () => {
+    const echo = JSON.parse((await get('/strip/a/b')).body) as Echo;
+    expect(echo.url).toBe('/a/b');
+    expect(echo.headers.host).toBe('internal.example');
+    expect((JSON.parse((await get('/strip')).body) as Echo).url).toBe('/');
   });
 });

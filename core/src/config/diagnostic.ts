@@ -51,6 +51,8 @@ export const ConfigCodes = {
   BAD_REGEX: 'GH_CONFIG_BAD_REGEX',
   /** A VirtualService's sslConfig certificate or key that cannot be loaded (unreadable, bad PEM, a key that does not match). */
   BAD_TLS: 'GH_CONFIG_BAD_TLS',
+  /** A field Gatehouse accepts but does not honour, or honours differently (warning). */
+  IGNORED: 'GH_CONFIG_IGNORED',
   INVALID: 'GH_CONFIG_INVALID',
   READ: 'GH_CONFIG_READ',
 } as const;

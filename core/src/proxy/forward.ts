@@ -221,7 +221,7 @@ function upstreamHeaders(req: IncomingMessage, headers: IncomingHttpHeaders, rou
     if (typeof value === 'string') out.push(name, value);
     else for (const v of value) out.push(name, v);
   }
-  const authority = route.autoHostRewrite ? host.addr : headers.host;
+  const authority = route.hostRewrite ?? (route.autoHostRewrite ? host.addr : headers.host);
   if (authority) out.push('host', authority);
   const client = req.socket.remoteAddress ?? '';
   const xff = headers['x-forwarded-for'];

@@ -174,9 +174,11 @@ export class Gateway {
     const upstreamPath =
       route.destination.kind === 'redirect'
         ? redirectLocation(route.destination.redirect, { scheme: (req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http', host: headers.host ?? '', path, query: q === -1 ? '' : url.slice(q + 1) }, (prefix) => matcher.rewrite(path, prefix))
-        : route.prefixRewrite === undefined
-          ? url
-          : matcher.rewrite(path, route.prefixRewrite) + (q === -1 ? '' : url.slice(q));
+        : route.regexRewrite !== undefined
+          ? path.replace(route.regexRewrite.pattern, route.regexRewrite.substitution) + (q === -1 ? '' : url.slice(q))
+          : route.prefixRewrite === undefined
+            ? url
+            : matcher.rewrite(path, route.prefixRewrite) + (q === -1 ? '' : url.slice(q));
     if (!route.auth) return this.dispatch(req, res, ctx, route, upstreamPath);
     if (route.auth.body && hasRequestBody(req)) return this.authorizeWithBody(req, res, ctx, route, route.auth, upstreamPath);
     this.authorize(req, ctx, route.auth).then(

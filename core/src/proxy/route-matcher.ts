@@ -51,7 +51,11 @@ function compileMatcher(spec: MatcherSpec): CompiledMatcher {
   } else {
     const prefix = norm(spec.prefix ?? '/');
     if (prefix !== '/' || !caseSensitive) add((req) => norm(req.path).startsWith(prefix));
-    rewrite = (path, replacement) => replacement + path.slice(prefix.length);
+    // Gloo: `prefixRewrite: ""` removes the prefix; a result without a leading slash gets one ("/foo" on "/foo" → "/").
+    rewrite = (path, replacement) => {
+      const out = replacement + path.slice(prefix.length);
+      return out.charCodeAt(0) === 47 ? out : `/${out}`;
+    };
   }
 
   if (spec.methods && spec.methods.length > 0) {

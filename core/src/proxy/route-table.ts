@@ -59,6 +59,10 @@ export interface CompiledRoute {
   readonly retry: RetryPolicy | undefined;
   readonly prefixRewrite: string | undefined;
   readonly autoHostRewrite: boolean;
+  /** `hostRewrite`: the Host sent upstream. */
+  readonly hostRewrite: string | undefined;
+  /** `regexRewrite`: every match of the pattern in the path replaced (Envoy's RegexMatchAndSubstitute). */
+  readonly regexRewrite: { readonly pattern: RegExp; readonly substitution: string } | undefined;
   readonly requestHeaders: HeaderOps;
   readonly responseHeaders: HeaderOps;
   readonly cors: CompiledCors | undefined;
@@ -165,6 +169,9 @@ function compileRoute(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, 
     retry: (o.retries ?? vh.options?.retries) ? compileRetry((o.retries ?? vh.options?.retries)!) : undefined,
     prefixRewrite: o.prefixRewrite,
     autoHostRewrite: o.autoHostRewrite === true,
+    hostRewrite: o.hostRewrite,
+    // Envoy's substitution writes capture groups as \1; JavaScript's replace as $1 ($ itself escaped).
+    regexRewrite: o.regexRewrite ? { pattern: new RegExp(o.regexRewrite.pattern.regex, 'gu'), substitution: o.regexRewrite.substitution.replace(/\$/g, '$$$$').replace(/\\(\d)/g, '$$$1') } : undefined,
     requestHeaders: compileHeaderOps([vh.options?.headerManipulation, o.headerManipulation], 'request'),
     responseHeaders: compileHeaderOps([vh.options?.headerManipulation, o.headerManipulation], 'response'),
     cors: compileCors(o.cors ?? vh.options?.cors),

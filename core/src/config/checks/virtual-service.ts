@@ -56,6 +56,13 @@ export function checkVirtualService(resource: Resource<'VirtualService'>, ctx: C
   vh.routes.forEach((route, r) => {
     const at = ['spec', 'virtualHost', 'routes', r];
     retryOn(route.options?.retries, [...at, 'options', 'retries']);
+    regex(route.options?.regexRewrite?.pattern.regex, [...at, 'options', 'regexRewrite', 'pattern', 'regex']);
+    if (route.options?.regexRewrite && route.options.prefixRewrite !== undefined) {
+      out.push(ctx.at([...at, 'options', 'regexRewrite'], ConfigCodes.INVALID, 'set regexRewrite or prefixRewrite, not both (Envoy)'));
+    }
+    if (route.options?.regexRewrite?.pattern.googleRe2 !== undefined) {
+      out.push(ctx.at([...at, 'options', 'regexRewrite', 'pattern', 'googleRe2'], ConfigCodes.IGNORED, 'googleRe2 options have no effect: patterns run on JavaScript\'s engine, refused at load when their shape can backtrack catastrophically', 'warning'));
+    }
     route.matchers?.forEach((m, i) => {
       regex(m.regex, [...at, 'matchers', i, 'regex']);
       m.headers?.forEach((h, j) => {

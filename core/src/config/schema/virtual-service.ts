@@ -90,7 +90,14 @@ export const RetryPolicySpec = Strict({
 
 const RouteOptions = Strict({
   autoHostRewrite: Type.Optional(Type.Boolean()),
+  hostRewrite: Type.Optional(Type.String({ minLength: 1, maxLength: 255, description: 'the Host sent upstream' })),
   prefixRewrite: Type.Optional(Type.String()),
+  regexRewrite: Type.Optional(
+    Strict({
+      pattern: Strict({ regex: Type.String({ minLength: 1 }), googleRe2: Type.Optional(Type.Unknown()) }),
+      substitution: Type.String({ description: 'replacement; \\1 … \\9 insert capture groups (Envoy)' }),
+    }),
+  ),
   timeout: Type.Optional(Duration),
   retries: Type.Optional(RetryPolicySpec),
   headerManipulation: Type.Optional(HeaderManipulation),
