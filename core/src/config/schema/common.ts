@@ -60,4 +60,8 @@ export const Metadata = Strict({
   managedFields: Type.Optional(Type.Array(Type.Unknown())),
   ownerReferences: Type.Optional(Type.Array(Type.Unknown())),
   finalizers: Type.Optional(Type.Array(Type.String())),
+  selfLink: Type.Optional(Type.String()),
+  deletionTimestamp: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+  deletionGracePeriodSeconds: Type.Optional(Type.Integer()),
+  generateName: Type.Optional(Type.String()),
 });

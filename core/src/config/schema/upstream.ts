@@ -33,6 +33,8 @@ export const UpstreamSpec = Strict({
       atMostOneOf(['secretRef', 'sslFiles']),
     ),
   ),
+  // Gloo's discovery writes it; nothing in Gatehouse reads it (kubectl output loads unchanged).
+  discoveryMetadata: Type.Optional(Strict({ labels: Type.Optional(Type.Record(Type.String(), Type.String())) })),
   connectionConfig: Type.Optional(
     Strict({
       connectTimeout: Type.Optional(Duration),

@@ -177,6 +177,8 @@ export const SslConfig = Strict(
 
 /** SPEC 3.2. */
 export const VirtualServiceSpec = Strict({
+  // Gloo's display name (UI only): accepted, not used.
+  displayName: Type.Optional(Type.String()),
   sslConfig: Type.Optional(SslConfig),
   virtualHost: Strict({
     domains: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { description: 'hosts this virtual host serves; none (or absent) means "*" (Gloo, Envoy)' })),
