@@ -39,7 +39,9 @@ beforeAll(async () => {
         spec: {
           virtualHost: {
             domains: ['shop.test'],
+            options: { cors: { allowOrigin: ['https://app.test'], allowMethods: ['GET'], maxAge: '86400' } },
             routes: [
+              { matchers: [{ prefix: '/private' }], routeAction: { single: ref('blue') }, options: { cors: { disableForRoute: true } } },
               { matchers: [{ exact: '/teapot' }], directResponseAction: { status: 418, body: "I'm a teapot" } },
               { matchers: [{ exact: '/gone' }], directResponseAction: { status: 410 } },
               { matchers: [{ prefix: '/secure' }], redirectAction: { httpsRedirect: true } },
@@ -141,5 +143,16 @@ describe('rewrites', () => {
     expect(echo.url).toBe('/a/b');
     expect(echo.headers.host).toBe('internal.example');
     expect((JSON.parse((await get('/strip')).body) as Echo).url).toBe('/');
+  });
+});
+
+describe('cors (Gloo shape)', () => {
+  const preflight = (path: string) => send(gatehouse.url, { method: 'OPTIONS', path, headers: { host: 'shop.test', origin: 'https://app.test', 'access-control-request-method': 'GET' } });
+  it('maxAge as a string of seconds; disableForRoute turns the virtual host\'s policy off on that route', async () => {
+    const allowed = await preflight('/canary');
+    expect(allowed.headers['access-control-allow-origin']).toBe('https://app.test');
+    expect(allowed.headers['access-control-max-age']).toBe('86400');
+    const disabled = await preflight('/private');
+    expect(disabled.headers['access-control-allow-origin']).toBeUndefined();
   });
 });

@@ -28,6 +28,10 @@ describe('compileCors', () => {
     });
   });
 
+  test("maxAge as Envoy and Gloo write it (a string of seconds) goes out as is", () => {
+    expect(compileCors({ allowOrigin: ['https://a.example'], maxAge: '86400' })!.preflightHeaders('https://a.example')['access-control-max-age']).toBe('86400');
+  });
+
   test('actual-response headers carry expose-headers, and nothing unset', () => {
     const cors = compileCors({ allowOrigin: ['https://a.example'], exposeHeaders: ['x-total'] })!;
     expect(cors.responseHeaders('https://a.example')).toEqual(['access-control-allow-origin', 'https://a.example', 'vary', 'origin', 'access-control-expose-headers', 'x-total']);

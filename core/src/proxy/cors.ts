@@ -38,7 +38,7 @@ export function compileCors(spec: CorsPolicySpec | undefined): CompiledCors | un
       ...common(origin),
       ...(spec.allowMethods?.length ? { 'access-control-allow-methods': spec.allowMethods.join(',') } : {}),
       ...(spec.allowHeaders?.length ? { 'access-control-allow-headers': spec.allowHeaders.join(',') } : {}),
-      ...(spec.maxAge ? { 'access-control-max-age': String(Math.floor(durationMs(spec.maxAge) / 1000)) } : {}),
+      ...(spec.maxAge ? { 'access-control-max-age': /^[0-9]+$/.test(spec.maxAge) ? spec.maxAge : String(Math.floor(durationMs(spec.maxAge) / 1000)) } : {}),
     }),
   };
 }

@@ -174,7 +174,7 @@ function compileRoute(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, 
     regexRewrite: o.regexRewrite ? { pattern: new RegExp(o.regexRewrite.pattern.regex, 'gu'), substitution: o.regexRewrite.substitution.replace(/\$/g, '$$$$').replace(/\\(\d)/g, '$$$1') } : undefined,
     requestHeaders: compileHeaderOps([vh.options?.headerManipulation, o.headerManipulation], 'request'),
     responseHeaders: compileHeaderOps([vh.options?.headerManipulation, o.headerManipulation], 'response'),
-    cors: compileCors(o.cors ?? vh.options?.cors),
+    cors: o.cors?.disableForRoute ? undefined : compileCors(o.cors ?? vh.options?.cors),
     auth: effectiveAuth(vs, spec, name),
     counters: new Map(),
   };
