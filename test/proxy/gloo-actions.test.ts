@@ -32,6 +32,7 @@ beforeAll(async () => {
       upstream('green', green.port),
       upstream('grey', grey.port),
       upstream('flaky', flaky.port),
+      { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'upstream-creds', namespace: 'gloo-system' }, stringData: { 'x-api-token': 's3cr3t' } },
       {
         apiVersion: 'gateway.solo.io/v1',
         kind: 'VirtualService',
@@ -52,6 +53,21 @@ beforeAll(async () => {
               { matchers: [{ prefix: '/no-retry-429' }], routeAction: { single: ref('flaky') }, options: { retries: { retryOn: '5xx', numRetries: 3 } } },
               { matchers: [{ prefix: '/rx/' }], routeAction: { single: ref('blue') }, options: { regexRewrite: { pattern: { regex: '^/rx/([a-z]+)/([0-9]+)$' }, substitution: '/items/\\2/\\1' } } },
               { matchers: [{ prefix: '/strip' }], routeAction: { single: ref('blue') }, options: { prefixRewrite: '', hostRewrite: 'internal.example' } },
+              {
+                matchers: [{ prefix: '/dynamic' }],
+                routeAction: { single: ref('blue') },
+                options: {
+                  headerManipulation: {
+                    requestHeadersToAdd: [
+                      { header: { key: 'x-client', value: '%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%' } },
+                      { header: { key: 'x-tenant-copy', value: 'tenant=%REQ(x-tenant)% via %PROTOCOL% at 100%%' } },
+                      { header: { key: 'x-started', value: '%START_TIME%' } },
+                      { headerSecretRef: { name: 'upstream-creds', namespace: 'gloo-system' } },
+                    ],
+                    responseHeadersToAdd: [{ header: { key: 'x-echo-tenant', value: '%REQ(x-tenant)%' } }],
+                  },
+                },
+              },
               { matchers: [{ prefix: '/canary' }], routeAction: { multi: { destinations: [{ weight: 3, destination: ref('blue') }, { weight: 1, destination: ref('green') }, { weight: 0, destination: ref('grey') }] } } },
             ],
           },
@@ -154,5 +170,33 @@ describe('cors (Gloo shape)', () => {
     expect(allowed.headers['access-control-max-age']).toBe('86400');
     const disabled = await preflight('/private');
     expect(disabled.headers['access-control-allow-origin']).toBeUndefined();
+  });
+});
+
+describe('headerManipulation with Envoy variables and headerSecretRef', () => {
+  it('renders %VARIABLES% per request (both directions) and adds a Secret\'s keys as headers', async () => {
+    const before = Date.now();
+    const r = await send(gatehouse.url, { path: '/dynamic', headers: { host: 'shop.test', 'x-tenant': 'acme' } });
+    const echo = JSON.parse(r.body) as Echo;
+    expect(echo.headers['x-client']).toBe('127.0.0.1');
+    expect(echo.headers['x-tenant-copy']).toBe('tenant=acme via HTTP/1.1 at 100%');
+    const started = Date.parse(echo.headers['x-started'] as string);
+    expect(started).toBeGreaterThanOrEqual(before - 1000);
+    expect(started).toBeLessThanOrEqual(Date.now());
+    expect(echo.headers['x-api-token']).toBe('s3cr3t');
+    expect(r.headers['x-echo-tenant']).toBe('acme');
+  });
+
+  it('an unknown variable is rejected at load, naming it', async () => {
+    const { parseManifests } = await import('../../core/src/config/manifest.ts');
+    const { ConfigStore } = await import('../../core/src/config/store.ts');
+    const { stringify } = await import('yaml');
+    const docs = [
+      { apiVersion: 'gloo.solo.io/v1', kind: 'Upstream', metadata: { name: 'u' }, spec: { static: { hosts: [{ addr: '127.0.0.1', port: 1 }] } } },
+      { apiVersion: 'gateway.solo.io/v1', kind: 'VirtualService', metadata: { name: 'v' }, spec: { virtualHost: { domains: ['v.test'], routes: [{ routeAction: { single: { upstream: { name: 'u' } } }, options: { headerManipulation: { requestHeadersToAdd: [{ header: { key: 'x', value: '%UPSTREAM_METADATA(["a"])%' } }] } } }] } } },
+    ];
+    const parsed = parseManifests('v.yaml', docs.map((d) => stringify(d)).join('---\n'));
+    const snapshot = new ConfigStore({ apiGroupDomain: 'gatehouse.dev' }).load(parsed.documents, parsed.diagnostics);
+    expect(snapshot.diagnostics.map((d) => `${d.path}: ${d.message}`)).toEqual([expect.stringMatching(/^spec\.virtualHost\.routes\[0\]\.options\.headerManipulation\.requestHeadersToAdd\[0\]\.header\.value: header variable %UPSTREAM_METADATA% is not supported/)]);
   });
 });

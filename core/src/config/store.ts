@@ -254,8 +254,17 @@ export function referencesOf(resource: AnyResource): Reference[] {
     const vh = resource.spec.virtualHost;
     if (resource.spec.sslConfig?.secretRef) out.push({ kind: 'Secret', ref: resource.spec.sslConfig.secretRef, path: ['spec', 'sslConfig', 'secretRef'] });
     if (vh.options?.extauth?.configRef) out.push({ kind: 'AuthConfig', ref: vh.options.extauth.configRef, path: ['spec', 'virtualHost', 'options', 'extauth', 'configRef'] });
+    const headerSecrets = (manipulation: NonNullable<typeof vh.options>['headerManipulation'], at: (string | number)[]) => {
+      for (const list of ['requestHeadersToAdd', 'responseHeadersToAdd'] as const) {
+        manipulation?.[list]?.forEach((h, j) => {
+          if (h.headerSecretRef) out.push({ kind: 'Secret', ref: h.headerSecretRef, path: [...at, 'headerManipulation', list, j, 'headerSecretRef'] });
+        });
+      }
+    };
+    headerSecrets(vh.options?.headerManipulation, ['spec', 'virtualHost', 'options']);
     vh.routes.forEach((route, i) => {
       const at = ['spec', 'virtualHost', 'routes', i];
+      headerSecrets(route.options?.headerManipulation, [...at, 'options']);
       if (route.routeAction?.single?.upstream) out.push({ kind: 'Upstream', ref: route.routeAction.single.upstream, path: [...at, 'routeAction', 'single', 'upstream'] });
       route.routeAction?.multi?.destinations.forEach((d, j) => {
         if (d.destination.upstream) out.push({ kind: 'Upstream', ref: d.destination.upstream, path: [...at, 'routeAction', 'multi', 'destinations', j, 'destination', 'upstream'] });

@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:
 import type { Dispatcher } from 'undici';
 import { ErrorCodes } from '../errors.ts';
 import type { RequestContext } from './context.ts';
-import { HOP_BY_HOP } from './header-ops.ts';
+import { HOP_BY_HOP, headerValue } from './header-ops.ts';
 import { sendLocalReply } from './local-reply.ts';
 import type { CompiledRoute } from './route-table.ts';
 import { isConnectFailure, type UpstreamCluster, type UpstreamHost } from './upstream-cluster.ts';
@@ -90,7 +90,7 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
       {
         path: this.x.path,
         method: req.method as Dispatcher.HttpMethod,
-        headers: upstreamHeaders(req, ctx.headers, route, this.host),
+        headers: upstreamHeaders(req, ctx.headers, route, this.host, ctx.start),
         body: this.x.hasBody ? req : null,
         headersTimeout: route.retry?.perTryTimeoutMs ?? route.timeoutMs,
         bodyTimeout: route.timeoutMs,
@@ -142,7 +142,7 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
       return;
     }
     if (route.destination.kind === 'upstream') route.destination.latency.observe((performance.now() - this.sentAt) / 1000);
-    res.writeHead(statusCode, responseHeaders(headers, route, this.x.ctx));
+    res.writeHead(statusCode, responseHeaders(headers, route, this.x.ctx, this.x.req));
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
@@ -209,7 +209,7 @@ export function writeThrough(controller: Dispatcher.DispatchController, res: Ser
 }
 
 /** The request headers sent upstream, as a flat `[name, value, …]` list (undici's cheapest form). */
-function upstreamHeaders(req: IncomingMessage, headers: IncomingHttpHeaders, route: CompiledRoute, host: UpstreamHost): string[] {
+function upstreamHeaders(req: IncomingMessage, headers: IncomingHttpHeaders, route: CompiledRoute, host: UpstreamHost, start: number): string[] {
   const out: string[] = [];
   // Names listed in the request's Connection were dropped before auth (sanitizeRequestHeaders):
   // dropping them here again would let a client strip headers an auth step set.
@@ -229,7 +229,7 @@ function upstreamHeaders(req: IncomingMessage, headers: IncomingHttpHeaders, rou
   out.push('x-forwarded-for', xff ? `${xff}, ${client}` : client, 'x-forwarded-proto', proto, 'x-request-id', headers['x-request-id'] as string);
   for (const add of route.requestHeaders.add) {
     if (!add.append) removeAll(out, add.name);
-    out.push(add.name, add.value);
+    out.push(add.name, add.render ? headerValue(add, { req, headers, start }) : add.value);
   }
   return out;
 }
@@ -238,7 +238,7 @@ function upstreamHeaders(req: IncomingMessage, headers: IncomingHttpHeaders, rou
  * The upstream's response headers minus hop-by-hop ones, with the route's manipulation
  * applied, then the gateway's own (CORS), which replace the upstream's same-named ones.
  */
-function responseHeaders(headers: IncomingHttpHeaders, route: CompiledRoute, ctx: RequestContext): string[] {
+function responseHeaders(headers: IncomingHttpHeaders, route: CompiledRoute, ctx: RequestContext, req: IncomingMessage): string[] {
   const out: string[] = [];
   const listed = connectionListed(headers);
   const remove = route.responseHeaders.remove;
@@ -252,7 +252,7 @@ function responseHeaders(headers: IncomingHttpHeaders, route: CompiledRoute, ctx
   }
   for (const add of route.responseHeaders.add) {
     if (!add.append) removeAll(out, add.name);
-    out.push(add.name, add.value);
+    out.push(add.name, add.render ? headerValue(add, { req, headers: ctx.headers, start: ctx.start }) : add.value);
   }
   if (ctx.responseHeaders) out.push(...ctx.responseHeaders);
   return out;
@@ -271,3 +271,4 @@ function removeAll(flat: string[], name: string): void {
     if (flat[i] === name) flat.splice(i, 2);
   }
 }
+

@@ -159,6 +159,7 @@ function compileRoute(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, 
   const vh = vs.spec.virtualHost;
   const name = spec.name ?? `${vs.namespace}/${vs.name}/${index}`;
   const o = spec.options ?? {};
+  const secretOf = (ref: ResourceRef) => lookup(snapshot, 'Secret', ref, vs.namespace);
   return {
     name,
     virtualHost: `${vs.namespace}/${vs.name}`,
@@ -172,8 +173,8 @@ function compileRoute(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, 
     hostRewrite: o.hostRewrite,
     // Envoy's substitution writes capture groups as \1; JavaScript's replace as $1 ($ itself escaped).
     regexRewrite: o.regexRewrite ? { pattern: new RegExp(o.regexRewrite.pattern.regex, 'gu'), substitution: o.regexRewrite.substitution.replace(/\$/g, '$$$$').replace(/\\(\d)/g, '$$$1') } : undefined,
-    requestHeaders: compileHeaderOps([vh.options?.headerManipulation, o.headerManipulation], 'request'),
-    responseHeaders: compileHeaderOps([vh.options?.headerManipulation, o.headerManipulation], 'response'),
+    requestHeaders: compileHeaderOps([vh.options?.headerManipulation, o.headerManipulation], 'request', secretOf),
+    responseHeaders: compileHeaderOps([vh.options?.headerManipulation, o.headerManipulation], 'response', secretOf),
     cors: o.cors?.disableForRoute ? undefined : compileCors(o.cors ?? vh.options?.cors),
     auth: effectiveAuth(vs, spec, name),
     counters: new Map(),

@@ -4,6 +4,7 @@ import type { CheckContext } from '../store.ts';
 import { regexHazard } from './regex-safety.ts';
 import { secureContextOf, tlsMaterial } from '../../server/tls-contexts.ts';
 import { RETRY_ON_TOKENS } from '../schema/virtual-service.ts';
+import { parseHeaderValue } from '../../proxy/header-ops.ts';
 
 const HOST_LABELS = /^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$/i;
 
@@ -53,9 +54,23 @@ export function checkVirtualService(resource: Resource<'VirtualService'>, ctx: C
     }
   };
   retryOn(vh.options?.retries, ['spec', 'virtualHost', 'options', 'retries']);
+  const headerValues = (manipulation: { requestHeadersToAdd?: readonly { header?: { value: string } | undefined }[] | undefined; responseHeadersToAdd?: readonly { header?: { value: string } | undefined }[] | undefined } | undefined, at: (string | number)[]) => {
+    for (const list of ['requestHeadersToAdd', 'responseHeadersToAdd'] as const) {
+      manipulation?.[list]?.forEach((h, j) => {
+        if (!h.header) return;
+        try {
+          parseHeaderValue(h.header.value);
+        } catch (error) {
+          out.push(ctx.at([...at, 'headerManipulation', list, j, 'header', 'value'], ConfigCodes.INVALID, (error as Error).message));
+        }
+      });
+    }
+  };
+  headerValues(vh.options?.headerManipulation, ['spec', 'virtualHost', 'options']);
   vh.routes.forEach((route, r) => {
     const at = ['spec', 'virtualHost', 'routes', r];
     retryOn(route.options?.retries, [...at, 'options', 'retries']);
+    headerValues(route.options?.headerManipulation, [...at, 'options']);
     regex(route.options?.regexRewrite?.pattern.regex, [...at, 'options', 'regexRewrite', 'pattern', 'regex']);
     if (route.options?.regexRewrite && route.options.prefixRewrite !== undefined) {
       out.push(ctx.at([...at, 'options', 'regexRewrite'], ConfigCodes.INVALID, 'set regexRewrite or prefixRewrite, not both (Envoy)'));

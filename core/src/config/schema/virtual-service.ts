@@ -28,10 +28,14 @@ const Matcher = Strict(
   atMostOneOf(['prefix', 'exact', 'regex']),
 );
 
-const HeaderValue = Strict({
-  header: Strict({ key: Type.String({ minLength: 1 }), value: Type.String() }),
-  append: Type.Optional(Type.Boolean({ description: 'append to an existing header instead of replacing it (default true)' })),
-});
+const HeaderValue = Strict(
+  {
+    header: Type.Optional(Strict({ key: Type.String({ minLength: 1 }), value: Type.String({ description: "may hold Envoy's %VARIABLES% (the documented subset)" }) })),
+    headerSecretRef: Type.Optional(ResourceRef),
+    append: Type.Optional(Type.Boolean({ description: 'append to an existing header instead of replacing it (default true)' })),
+  },
+  exactlyOneOf(['header', 'headerSecretRef']),
+);
 
 export const HeaderManipulation = Strict({
   requestHeadersToAdd: Type.Optional(Type.Array(HeaderValue)),
