@@ -4,7 +4,7 @@ import { describeResource, refKey, type AnyResource, type Resource } from './res
 import type { Kind } from './schema/kinds.ts';
 import type { ResourceRef } from './schema/common.ts';
 import { validateDocument } from './validate.ts';
-import { checkSecret, checkUpstreamTls } from './checks/secret.ts';
+import { checkSecret, checkUpstreamFields, checkUpstreamTls } from './checks/secret.ts';
 import { checkVirtualService } from './checks/virtual-service.ts';
 import { domainsOf } from './schema/virtual-service.ts';
 
@@ -209,7 +209,7 @@ export class ConfigStore {
       out.push(ctx.at(ref.path, ConfigCodes.MISSING_REF, `references ${name}, which does not exist or is not accepted`));
     }
     if (resource.kind === 'Secret') out.push(...checkSecret(resource, ctx));
-    if (resource.kind === 'Upstream') out.push(...checkUpstreamTls(resource, ctx));
+    if (resource.kind === 'Upstream') out.push(...checkUpstreamTls(resource, ctx), ...checkUpstreamFields(resource, ctx));
     if (resource.kind === 'VirtualService') {
       const found = checkVirtualService(resource, ctx);
       out.push(...found);

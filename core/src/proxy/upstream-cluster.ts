@@ -47,32 +47,64 @@ export class UpstreamCluster {
   readonly name: string;
   readonly hosts: readonly UpstreamHost[];
   private cursor = 0;
+  private readonly policy: LoadBalancing;
+  /** Host indexes repeated by weight (round robin over them is weighted round robin); undefined when all weigh 1. */
+  private readonly schedule: readonly number[] | undefined;
 
-  constructor(name: string, hosts: { addr: string; port: number }[], options: UpstreamOptions = {}) {
+  constructor(name: string, hosts: { addr: string; port: number; loadBalancingWeight?: number | undefined; sniAddr?: string | undefined }[], options: UpstreamOptions = {}) {
     this.name = name;
+    this.policy = options.loadBalancing ?? { kind: 'round-robin' };
     const scheme = options.tls ? 'https' : 'http';
-    this.hosts = hosts.map(({ addr, port }) => {
+    this.hosts = hosts.map(({ addr, port, sniAddr }) => {
       const connectAddr = options.resolve?.(addr) ?? addr;
       const origin = `${scheme}://${connectAddr.includes(':') ? `[${connectAddr}]` : connectAddr}:${port}`;
       const connections = options.connections ?? 128;
+      const tls = options.tls && sniAddr ? { ...(options.tls === true ? {} : options.tls), servername: sniAddr } : options.tls;
       const dispatcher = new Pool(origin, {
         connections,
         pipelining: 1,
         keepAliveTimeout: 30_000,
-        connect: { timeout: options.connectTimeoutMs ?? 5_000, ...(options.tls ? tlsConnect(addr, options.tls) : {}) },
+        connect: { timeout: options.connectTimeoutMs ?? 5_000, ...(tls ? tlsConnect(addr, tls) : {}) },
       });
       return { addr, port, origin, dispatcher, ejectedUntil: 0, inFlight: 0, connections, maxInFlight: connections + (options.maxPendingRequests ?? DEFAULT_MAX_PENDING_REQUESTS) };
     });
+    const weights = hosts.map((h) => h.loadBalancingWeight ?? 1);
+    this.schedule = weights.some((w) => w !== 1) ? interleave(weights) : undefined;
   }
 
-  /** The next host to use. */
+  /** The next host to use (per the load-balancing policy), skipping ejected hosts while any is healthy. */
   pick(now: number = Date.now()): UpstreamHost {
     const hosts = this.hosts;
-    for (let i = 0; i < hosts.length; i++) {
-      const host = hosts[this.cursor++ % hosts.length]!;
-      if (host.ejectedUntil <= now) return host;
+    if (hosts.length === 1) return hosts[0]!;
+    if (this.policy.kind === 'random') {
+      for (let i = 0; i < hosts.length; i++) {
+        const host = this.weighted(Math.floor(Math.random() * this.span()));
+        if (host.ejectedUntil <= now) return host;
+      }
+    } else if (this.policy.kind === 'least-request') {
+      // Envoy's power-of-N choices: the least busy of N random hosts.
+      let best: UpstreamHost | undefined;
+      for (let i = 0; i < this.policy.choiceCount; i++) {
+        const host = this.weighted(Math.floor(Math.random() * this.span()));
+        if (host.ejectedUntil > now) continue;
+        if (!best || host.inFlight < best.inFlight) best = host;
+      }
+      if (best) return best;
+    } else {
+      for (let i = 0; i < this.span(); i++) {
+        const host = this.weighted(this.cursor++ % this.span());
+        if (host.ejectedUntil <= now) return host;
+      }
     }
-    return hosts[this.cursor++ % hosts.length]!;
+    return this.weighted(this.cursor++ % this.span());
+  }
+
+  private span(): number {
+    return this.schedule?.length ?? this.hosts.length;
+  }
+
+  private weighted(slot: number): UpstreamHost {
+    return this.hosts[this.schedule ? this.schedule[slot]! : slot]!;
   }
 
   /** Records a connection failure: the host is skipped for a while. */
@@ -152,7 +184,39 @@ export function upstreamTls(upstream: Resource<'Upstream'>, secret: (ref: { name
   return out;
 }
 
+/** How a cluster picks a host (Gloo's loadBalancerConfig). */
+export type LoadBalancing = { kind: 'round-robin' } | { kind: 'random' } | { kind: 'least-request'; choiceCount: number };
+
+/**
+ * Host indexes in a weighted round-robin order, spread out (smooth weighted round robin, as
+ * nginx does): weights 3 and 1 give 0 0 1 0, not 0 0 0 1. Weights are reduced by their common
+ * divisor first, and the cycle is bounded.
+ */
+function interleave(weights: readonly number[]): number[] {
+  const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b));
+  const divisor = weights.reduce(gcd);
+  let reduced = weights.map((w) => w / divisor);
+  const total = reduced.reduce((a, b) => a + b, 0);
+  // A cycle longer than 10,000 slots is scaled down (shares stay within a fraction of a percent).
+  if (total > 10_000) reduced = reduced.map((w) => Math.max(1, Math.round((w * 10_000) / total)));
+  const sum = reduced.reduce((a, b) => a + b, 0);
+  const current = reduced.map(() => 0);
+  const out: number[] = [];
+  for (let n = 0; n < sum; n++) {
+    let best = 0;
+    for (let i = 0; i < reduced.length; i++) {
+      current[i]! += reduced[i]!;
+      if (current[i]! > current[best]!) best = i;
+    }
+    current[best]! -= sum;
+    out.push(best);
+  }
+  return out;
+}
+
 export interface UpstreamOptions {
+  /** Host choice (default round robin). */
+  loadBalancing?: LoadBalancing;
   /** Dial TLS: `true` (system CAs, SNI = addr) or the material to use. */
   tls?: boolean | UpstreamTls;
   connectTimeoutMs?: number;
@@ -203,12 +267,18 @@ export class UpstreamRegistry {
     if (!cluster) {
       if (tlsError) this.onTlsError?.(`${upstream.namespace}/${upstream.name}`, tlsError);
       const spec = upstream.spec;
+      const lb = spec.loadBalancerConfig;
+      const breakers = spec.circuitBreakers;
       cluster = new UpstreamCluster(`${upstream.namespace}/${upstream.name}`, spec.static.hosts, {
         ...(tls ? { tls } : {}),
+        ...(lb?.random ? { loadBalancing: { kind: 'random' } } : lb?.leastRequest ? { loadBalancing: { kind: 'least-request', choiceCount: lb.leastRequest.choiceCount ?? 2 } } : {}),
         ...(spec.connectionConfig?.connectTimeout ? { connectTimeoutMs: durationMs(spec.connectionConfig.connectTimeout) } : {}),
         ...(this.resolve ? { resolve: this.resolve } : {}),
         ...(this.connections ? { connections: this.connections } : {}),
         ...(this.maxPendingRequests ? { maxPendingRequests: this.maxPendingRequests } : {}),
+        // circuitBreakers (Envoy's thresholds, per host) win over the process-wide defaults: connections in the pool, requests waiting for one.
+        ...(breakers?.maxConnections !== undefined ? { connections: breakers.maxConnections } : {}),
+        ...(breakers?.maxPendingRequests !== undefined ? { maxPendingRequests: breakers.maxPendingRequests } : {}),
       });
       this.clusters.set(id, cluster);
     }

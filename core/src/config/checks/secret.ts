@@ -36,3 +36,13 @@ export function checkUpstreamTls(resource: Resource<'Upstream'>, ctx: CheckConte
   }
   return [];
 }
+
+/** Gloo Upstream fields accepted but not enforced say so. */
+export function checkUpstreamFields(resource: Resource<'Upstream'>, ctx: CheckContext): Diagnostic[] {
+  const out: Diagnostic[] = [];
+  const breakers = resource.spec.circuitBreakers;
+  for (const field of ['maxRequests', 'maxRetries'] as const) {
+    if (breakers?.[field] !== undefined) out.push(ctx.at(['spec', 'circuitBreakers', field], ConfigCodes.IGNORED, `${field} is not enforced (HTTP/1.1 pools bound requests by maxConnections + maxPendingRequests; retries by the route's numRetries)`, 'warning'));
+  }
+  return out;
+}

@@ -14,6 +14,8 @@ export const UpstreamSpec = Strict({
           description: 'host name, IPv4 or IPv6 address (no scheme, port or path)',
         }),
         port: Type.Integer({ minimum: 1, maximum: 65535 }),
+        loadBalancingWeight: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000, description: 'share of the traffic relative to the other hosts (default 1)' })),
+        sniAddr: Type.Optional(Type.String({ minLength: 1, maxLength: 253, description: 'TLS server name for this host (default: sslConfig.sni, then addr)' })),
       }),
       { minItems: 1 },
     ),
@@ -38,6 +40,23 @@ export const UpstreamSpec = Strict({
   connectionConfig: Type.Optional(
     Strict({
       connectTimeout: Type.Optional(Duration),
+    }),
+  ),
+  /** Gloo's LoadBalancerConfig: how a host is picked. Ring hash and Maglev are not supported yet (rejected). */
+  loadBalancerConfig: Type.Optional(
+    Strict({
+      roundRobin: Type.Optional(Strict({})),
+      leastRequest: Type.Optional(Strict({ choiceCount: Type.Optional(Type.Integer({ minimum: 2, maximum: 100 })) })),
+      random: Type.Optional(Strict({})),
+    }),
+  ),
+  /** Gloo's CircuitBreakerConfig (Envoy's thresholds, per host here). */
+  circuitBreakers: Type.Optional(
+    Strict({
+      maxConnections: Type.Optional(Type.Integer({ minimum: 1, maximum: 100_000 })),
+      maxPendingRequests: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000 })),
+      maxRequests: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000 })),
+      maxRetries: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000 })),
     }),
   ),
 });
