@@ -135,6 +135,7 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
     this.settle();
     if (this.abandoned) return;
     const { route, res } = this.x;
+    this.x.cluster.observe(this.host, statusCode);
     if (route.retry?.onStatus(statusCode) && this.retriesLeft > 0) {
       this.abandoned = true;
       controller.abort(new Error('retrying'));

@@ -16,6 +16,13 @@ export interface UpstreamHost {
   readonly dispatcher: Dispatcher;
   /** Until this time (ms since epoch) the host is skipped after refusing a connection. */
   ejectedUntil: number;
+  /** Errors in a row (outlier detection): 5xx, and gateway failures (502/503/504, connect failures). */
+  consecutive5xx: number;
+  consecutiveGateway: number;
+  /** Times ejected by outlier detection (each ejection lasts baseEjectionTime × this). */
+  ejections: number;
+  /** False while active health checks find the host down. */
+  healthy: boolean;
   /** Requests sent to this host still waiting for response headers (on a connection or queued for one). */
   inFlight: number;
   /** Its pool's connections: requests beyond them wait in the pool's queue. */
@@ -66,8 +73,10 @@ export class UpstreamCluster {
         keepAliveTimeout: 30_000,
         connect: { timeout: options.connectTimeoutMs ?? 5_000, ...(tls ? tlsConnect(addr, tls) : {}) },
       });
-      return { addr, port, origin, dispatcher, ejectedUntil: 0, inFlight: 0, connections, maxInFlight: connections + (options.maxPendingRequests ?? DEFAULT_MAX_PENDING_REQUESTS) };
+      return { addr, port, origin, dispatcher, ejectedUntil: 0, inFlight: 0, connections, maxInFlight: connections + (options.maxPendingRequests ?? DEFAULT_MAX_PENDING_REQUESTS), consecutive5xx: 0, consecutiveGateway: 0, ejections: 0, healthy: true };
     });
+    this.outlier = options.outlier;
+    if (options.healthCheck) this.startHealthChecks(options.healthCheck);
     const weights = hosts.map((h) => h.loadBalancingWeight ?? 1);
     this.schedule = weights.some((w) => w !== 1) ? interleave(weights) : undefined;
   }
@@ -79,21 +88,21 @@ export class UpstreamCluster {
     if (this.policy.kind === 'random') {
       for (let i = 0; i < hosts.length; i++) {
         const host = this.weighted(Math.floor(Math.random() * this.span()));
-        if (host.ejectedUntil <= now) return host;
+        if (usable(host, now)) return host;
       }
     } else if (this.policy.kind === 'least-request') {
       // Envoy's power-of-N choices: the least busy of N random hosts.
       let best: UpstreamHost | undefined;
       for (let i = 0; i < this.policy.choiceCount; i++) {
         const host = this.weighted(Math.floor(Math.random() * this.span()));
-        if (host.ejectedUntil > now) continue;
+        if (!usable(host, now)) continue;
         if (!best || host.inFlight < best.inFlight) best = host;
       }
       if (best) return best;
     } else {
       for (let i = 0; i < this.span(); i++) {
         const host = this.weighted(this.cursor++ % this.span());
-        if (host.ejectedUntil <= now) return host;
+        if (usable(host, now)) return host;
       }
     }
     return this.weighted(this.cursor++ % this.span());
@@ -110,6 +119,65 @@ export class UpstreamCluster {
   /** Records a connection failure: the host is skipped for a while. */
   eject(host: UpstreamHost, now: number = Date.now()): void {
     host.ejectedUntil = now + EJECTION_MS;
+    this.observe(host, 503, now);
+  }
+
+  private readonly outlier: OutlierDetection | undefined;
+  private healthTimer: NodeJS.Timeout | undefined;
+
+  /**
+   * Outlier detection (Envoy): a host that answers `consecutive5xx` 5xx (or
+   * `consecutiveGatewayFailure` 502/503/504 or connect failures) in a row is ejected for
+   * `baseEjectionTime` × the times it was ejected, unless `maxEjectionPercent` of the hosts
+   * already are (one host may always be). Any other answer resets its counts.
+   */
+  observe(host: UpstreamHost, status: number, now: number = Date.now()): void {
+    const o = this.outlier;
+    if (!o) return;
+    if (status < 500) {
+      host.consecutive5xx = 0;
+      host.consecutiveGateway = 0;
+      return;
+    }
+    host.consecutive5xx++;
+    if (status >= 502 && status <= 504) host.consecutiveGateway++;
+    if (host.consecutive5xx < o.consecutive5xx && host.consecutiveGateway < o.consecutiveGateway) return;
+    const ejected = this.hosts.filter((h) => h !== host && h.ejectedUntil > now).length;
+    if (ejected > 0 && (ejected + 1) * 100 > o.maxEjectionPercent * this.hosts.length) return;
+    host.ejections++;
+    host.ejectedUntil = Math.max(host.ejectedUntil, now + o.baseEjectionMs * host.ejections);
+    host.consecutive5xx = 0;
+    host.consecutiveGateway = 0;
+  }
+
+  /** Active HTTP health checks: a host failing `unhealthyThreshold` in a row is skipped until it passes `healthyThreshold` in a row. */
+  private startHealthChecks(check: HealthCheck): void {
+    const streak = new Map<UpstreamHost, number>();
+    const probe = (host: UpstreamHost) => {
+      const signal = AbortSignal.timeout(check.timeoutMs);
+      host.dispatcher
+        .request({ path: check.path, method: 'GET', headers: { host: check.host ?? host.addr, 'user-agent': 'gatehouse-health-check' }, signal })
+        .then(
+          async ({ statusCode, body }) => {
+            await body.dump();
+            return check.expected(statusCode);
+          },
+          () => false,
+        )
+        .then((ok) => {
+          const previous = streak.get(host) ?? 0;
+          const now = ok ? Math.max(0, previous) + 1 : Math.min(0, previous) - 1;
+          streak.set(host, now);
+          if (ok && !host.healthy && now >= check.healthyThreshold) host.healthy = true;
+          if (!ok && host.healthy && -now >= check.unhealthyThreshold) host.healthy = false;
+        });
+    };
+    const tick = () => {
+      for (const host of this.hosts) probe(host);
+    };
+    tick();
+    this.healthTimer = setInterval(tick, check.intervalMs);
+    this.healthTimer.unref();
   }
 
   /**
@@ -117,6 +185,7 @@ export class UpstreamCluster {
    * running after it are cut (shutdown must end even if an upstream never answers).
    */
   async close(graceMs?: number): Promise<void> {
+    clearInterval(this.healthTimer);
     await Promise.all(
       this.hosts.map((h) => {
         const closed = h.dispatcher.close();
@@ -184,6 +253,30 @@ export function upstreamTls(upstream: Resource<'Upstream'>, secret: (ref: { name
   return out;
 }
 
+/** A host that is neither ejected nor failing its health checks. */
+function usable(host: UpstreamHost, now: number): boolean {
+  return host.healthy && host.ejectedUntil <= now;
+}
+
+/** Outlier detection settings (Envoy's defaults filled in). */
+export interface OutlierDetection {
+  consecutive5xx: number;
+  consecutiveGateway: number;
+  baseEjectionMs: number;
+  maxEjectionPercent: number;
+}
+
+/** An active HTTP health check. */
+export interface HealthCheck {
+  path: string;
+  host?: string;
+  intervalMs: number;
+  timeoutMs: number;
+  healthyThreshold: number;
+  unhealthyThreshold: number;
+  expected: (status: number) => boolean;
+}
+
 /** How a cluster picks a host (Gloo's loadBalancerConfig). */
 export type LoadBalancing = { kind: 'round-robin' } | { kind: 'random' } | { kind: 'least-request'; choiceCount: number };
 
@@ -217,6 +310,8 @@ function interleave(weights: readonly number[]): number[] {
 export interface UpstreamOptions {
   /** Host choice (default round robin). */
   loadBalancing?: LoadBalancing;
+  outlier?: OutlierDetection;
+  healthCheck?: HealthCheck;
   /** Dial TLS: `true` (system CAs, SNI = addr) or the material to use. */
   tls?: boolean | UpstreamTls;
   connectTimeoutMs?: number;
@@ -276,6 +371,8 @@ export class UpstreamRegistry {
         ...(this.resolve ? { resolve: this.resolve } : {}),
         ...(this.connections ? { connections: this.connections } : {}),
         ...(this.maxPendingRequests ? { maxPendingRequests: this.maxPendingRequests } : {}),
+        ...(spec.outlierDetection ? { outlier: outlierOf(spec.outlierDetection) } : {}),
+        ...(spec.healthChecks?.[0] ? { healthCheck: healthCheckOf(spec.healthChecks[0]) } : {}),
         // circuitBreakers (Envoy's thresholds, per host) win over the process-wide defaults: connections in the pool, requests waiting for one.
         ...(breakers?.maxConnections !== undefined ? { connections: breakers.maxConnections } : {}),
         ...(breakers?.maxPendingRequests !== undefined ? { maxPendingRequests: breakers.maxPendingRequests } : {}),
@@ -323,4 +420,28 @@ function tlsConnect(addr: string, tls: true | UpstreamTls): Record<string, unkno
   const material = tls === true ? {} : tls;
   const servername = material.servername ?? (isIP(addr) ? undefined : addr);
   return { ...(servername ? { servername } : {}), ...(material.ca ? { ca: material.ca } : {}), ...(material.cert ? { cert: material.cert, key: material.key } : {}) };
+}
+
+/** Envoy's outlier-detection defaults: 5 errors in a row, 30 s base ejection, at most 10% of hosts. */
+function outlierOf(spec: NonNullable<Resource<'Upstream'>['spec']['outlierDetection']>): OutlierDetection {
+  return {
+    consecutive5xx: spec.consecutive5xx ?? 5,
+    consecutiveGateway: spec.consecutiveGatewayFailure ?? 5,
+    baseEjectionMs: spec.baseEjectionTime ? durationMs(spec.baseEjectionTime) : 30_000,
+    maxEjectionPercent: spec.maxEjectionPercent ?? 10,
+  };
+}
+
+function healthCheckOf(spec: NonNullable<Resource<'Upstream'>['spec']['healthChecks']>[number]): HealthCheck {
+  const ranges = spec.httpHealthCheck.expectedStatuses ?? [{ start: 200, end: 201 }];
+  return {
+    path: spec.httpHealthCheck.path,
+    ...(spec.httpHealthCheck.host ? { host: spec.httpHealthCheck.host } : {}),
+    intervalMs: durationMs(spec.interval),
+    timeoutMs: durationMs(spec.timeout),
+    healthyThreshold: spec.healthyThreshold,
+    unhealthyThreshold: spec.unhealthyThreshold,
+    // Envoy's ranges are half-open: [start, end).
+    expected: (status) => ranges.some((r) => status >= r.start && status < r.end),
+  };
 }

@@ -50,6 +50,33 @@ export const UpstreamSpec = Strict({
       random: Type.Optional(Strict({})),
     }),
   ),
+  /** Gloo's (Envoy's) OutlierDetection: hosts answering errors in a row are ejected for a while. */
+  outlierDetection: Type.Optional(
+    Strict({
+      consecutive5xx: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, description: 'default 5' })),
+      consecutiveGatewayFailure: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, description: '502/503/504 and connect failures in a row (default 5)' })),
+      interval: Type.Optional(Duration),
+      baseEjectionTime: Type.Optional(Duration),
+      maxEjectionPercent: Type.Optional(Type.Integer({ minimum: 0, maximum: 100, description: 'default 10 (at least one host may always be ejected)' })),
+    }),
+  ),
+  /** Gloo's (Envoy's) active health checks, HTTP only. */
+  healthChecks: Type.Optional(
+    Type.Array(
+      Strict({
+        timeout: Duration,
+        interval: Duration,
+        healthyThreshold: Type.Integer({ minimum: 1, maximum: 100 }),
+        unhealthyThreshold: Type.Integer({ minimum: 1, maximum: 100 }),
+        httpHealthCheck: Strict({
+          path: Type.String({ pattern: '^/' }),
+          host: Type.Optional(Type.String({ minLength: 1 })),
+          expectedStatuses: Type.Optional(Type.Array(Strict({ start: Type.Integer({ minimum: 100, maximum: 599 }), end: Type.Integer({ minimum: 101, maximum: 600 }) }), { maxItems: 16 })),
+        }),
+      }),
+      { maxItems: 1, description: 'one HTTP health check (Gatehouse runs one per Upstream)' },
+    ),
+  ),
   /** Gloo's CircuitBreakerConfig (Envoy's thresholds, per host here). */
   circuitBreakers: Type.Optional(
     Strict({
