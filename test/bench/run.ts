@@ -145,8 +145,8 @@ async function startGatehouseLoggingToFile(workDir: string, files: Record<string
     const text = await readFile(logFile, 'utf8');
     const line = text.split('\n').find((l) => l.includes('"msg":"listening"'));
     if (line) {
-      const port = (JSON.parse(line) as { port: number }).port;
-      return { url: `http://127.0.0.1:${port}`, stop: () => stopChild(child) };
+      const { port, httpsPort } = JSON.parse(line) as { port: number; httpsPort?: number };
+      return { url: `http://127.0.0.1:${port}`, ...(httpsPort ? { httpsUrl: `https://127.0.0.1:${httpsPort}` } : {}), stop: () => stopChild(child) };
     }
     if (child.exitCode !== null) throw new Error(`gatehouse exited: ${text}`);
     await new Promise((r) => setTimeout(r, 50));

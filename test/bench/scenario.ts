@@ -17,6 +17,8 @@ export interface BenchContext {
 export interface RunningTarget {
   /** Base URL wrk hits. */
   readonly url: string;
+  /** A Gatehouse target's HTTPS listener (`https://127.0.0.1:PORT`). */
+  readonly httpsUrl?: string;
   stop(): Promise<void>;
 }
 
