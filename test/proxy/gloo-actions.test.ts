@@ -32,6 +32,7 @@ beforeAll(async () => {
       upstream('green', green.port),
       upstream('grey', grey.port),
       upstream('flaky', flaky.port),
+      { apiVersion: 'gloo.solo.io/v1', kind: 'UpstreamGroup', metadata: { name: 'colors', namespace: 'gloo-system' }, spec: { destinations: [{ weight: 1, destination: { upstream: { name: 'blue' } } }, { weight: 1, destination: { upstream: { name: 'green' } } }, { weight: 0, destination: { upstream: { name: 'grey' } } }] } },
       { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'upstream-creds', namespace: 'gloo-system' }, stringData: { 'x-api-token': 's3cr3t' } },
       {
         apiVersion: 'gateway.solo.io/v1',
@@ -68,6 +69,7 @@ beforeAll(async () => {
                   },
                 },
               },
+              { matchers: [{ prefix: '/group' }], routeAction: { upstreamGroup: { name: 'colors', namespace: 'gloo-system' } } },
               { matchers: [{ prefix: '/canary' }], routeAction: { multi: { destinations: [{ weight: 3, destination: ref('blue') }, { weight: 1, destination: ref('green') }, { weight: 0, destination: ref('grey') }] } } },
             ],
           },
@@ -198,5 +200,19 @@ describe('headerManipulation with Envoy variables and headerSecretRef', () => {
     const parsed = parseManifests('v.yaml', docs.map((d) => stringify(d)).join('---\n'));
     const snapshot = new ConfigStore({ apiGroupDomain: 'gatehouse.dev' }).load(parsed.documents, parsed.diagnostics);
     expect(snapshot.diagnostics.map((d) => `${d.path}: ${d.message}`)).toEqual([expect.stringMatching(/^spec\.virtualHost\.routes\[0\]\.options\.headerManipulation\.requestHeadersToAdd\[0\]\.header\.value: header variable %UPSTREAM_METADATA% is not supported/)]);
+  });
+});
+
+describe('UpstreamGroup (Gloo)', () => {
+  it('routeAction.upstreamGroup spreads requests over the group\'s weighted destinations (refs resolved in the group\'s namespace)', async () => {
+    const counts: Record<string, number> = {};
+    for (let i = 0; i < 200; i++) {
+      const name = (JSON.parse((await get('/group')).body) as Echo).upstream;
+      counts[name] = (counts[name] ?? 0) + 1;
+    }
+    // Binomial(200, 1/2): mean 100, sd ~7; the bounds are ~7 sd wide.
+    expect(counts.blue).toBeGreaterThan(50);
+    expect(counts.green).toBeGreaterThan(50);
+    expect(counts.grey).toBeUndefined();
   });
 });

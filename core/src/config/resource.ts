@@ -1,7 +1,7 @@
 import type { Kind } from './schema/kinds.ts';
 import type { AuthConfigSpec } from './schema/auth-config.ts';
 import type { GraphQLApiSpec } from './schema/graphql-api.ts';
-import type { UpstreamSpec } from './schema/upstream.ts';
+import type { UpstreamGroupSpec, UpstreamSpec } from './schema/upstream.ts';
 import type { SecretSpec } from './schema/secret.ts';
 import type { ConfigMapSpec } from './schema/config-map.ts';
 import type { VirtualServiceSpec } from './schema/virtual-service.ts';
@@ -9,6 +9,8 @@ import type { ResourceRef } from './schema/common.ts';
 
 export type SpecOf<K extends Kind> = K extends 'Upstream'
   ? UpstreamSpec
+  : K extends 'UpstreamGroup'
+    ? UpstreamGroupSpec
   : K extends 'VirtualService'
     ? VirtualServiceSpec
     : K extends 'GraphQLApi'

@@ -53,7 +53,7 @@ export interface CheckContext {
 export type ResourceChecks = { [K in Kind]?: (resource: Resource<K>, ctx: CheckContext) => Diagnostic[] };
 
 /** Dependency order: a kind is checked after the kinds it references. */
-const ORDER: readonly Kind[] = ['Secret', 'ConfigMap', 'Upstream', 'AuthConfig', 'GraphQLApi', 'VirtualService'];
+const ORDER: readonly Kind[] = ['Secret', 'ConfigMap', 'Upstream', 'UpstreamGroup', 'AuthConfig', 'GraphQLApi', 'VirtualService'];
 
 interface Candidate {
   key: string;
@@ -266,12 +266,15 @@ export function referencesOf(resource: AnyResource): Reference[] {
       const at = ['spec', 'virtualHost', 'routes', i];
       headerSecrets(route.options?.headerManipulation, [...at, 'options']);
       if (route.routeAction?.single?.upstream) out.push({ kind: 'Upstream', ref: route.routeAction.single.upstream, path: [...at, 'routeAction', 'single', 'upstream'] });
+      if (route.routeAction?.upstreamGroup) out.push({ kind: 'UpstreamGroup', ref: route.routeAction.upstreamGroup, path: [...at, 'routeAction', 'upstreamGroup'] });
       route.routeAction?.multi?.destinations.forEach((d, j) => {
         if (d.destination.upstream) out.push({ kind: 'Upstream', ref: d.destination.upstream, path: [...at, 'routeAction', 'multi', 'destinations', j, 'destination', 'upstream'] });
       });
       if (route.graphqlApiRef) out.push({ kind: 'GraphQLApi', ref: route.graphqlApiRef, path: [...at, 'graphqlApiRef'] });
       if (route.options?.extauth?.configRef) out.push({ kind: 'AuthConfig', ref: route.options.extauth.configRef, path: [...at, 'options', 'extauth', 'configRef'] });
     });
+  } else if (resource.kind === 'UpstreamGroup') {
+    resource.spec.destinations.forEach((d, j) => out.push({ kind: 'Upstream', ref: d.destination.upstream, path: ['spec', 'destinations', j, 'destination', 'upstream'] }));
   } else if (resource.kind === 'AuthConfig') {
     resource.spec.configs.forEach((step, i) => {
       step.pluginAuth?.egress?.forEach((entry, j) => {

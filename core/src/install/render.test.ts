@@ -62,6 +62,7 @@ describe('renderInstall', () => {
     expect(objects.map((o) => `${o.kind}/${o.metadata?.name}`)).toEqual([
       'Namespace/gatehouse-system',
       'CustomResourceDefinition/upstreams.gatehouse.gatehouse.dev',
+      'CustomResourceDefinition/upstreamgroups.gatehouse.gatehouse.dev',
       'CustomResourceDefinition/authconfigs.enterprise.gatehouse.dev',
       'CustomResourceDefinition/graphqlapis.graphql.gatehouse.dev',
       'CustomResourceDefinition/virtualservices.gateway.gatehouse.dev',

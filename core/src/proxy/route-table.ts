@@ -200,7 +200,11 @@ function compileDestination(snapshot: ConfigSnapshot, vs: Resource<'VirtualServi
   if (spec.graphqlApiRef) return { kind: 'graphql', apiKey: refKeyOf('GraphQLApi', spec.graphqlApiRef, vs.namespace) };
   if (spec.directResponseAction) return { kind: 'direct', status: spec.directResponseAction.status, body: spec.directResponseAction.body ?? '' };
   if (spec.redirectAction) return { kind: 'redirect', redirect: compileRedirect(spec.redirectAction) };
-  const multi = spec.routeAction!.multi;
+  const group = spec.routeAction!.upstreamGroup;
+  // An UpstreamGroup is a shared multi: its destinations, as seen from its own namespace.
+  const groupResource = group ? lookup(snapshot, 'UpstreamGroup', group, vs.namespace) : undefined;
+  const multi = groupResource ? { destinations: groupResource.spec.destinations.map((d) => ({ weight: d.weight, destination: { upstream: { name: d.destination.upstream.name, namespace: d.destination.upstream.namespace ?? groupResource.namespace } } })) } : spec.routeAction!.multi;
+  if (group && !groupResource) return { kind: 'unavailable', reason: `UpstreamGroup ${group.namespace ?? vs.namespace}/${group.name} is not served` };
   if (multi) {
     let total = 0;
     const choices = multi.destinations

@@ -2,7 +2,7 @@ import Type from 'typebox';
 import { Metadata, Strict } from './common.ts';
 import { AuthConfigSpec } from './auth-config.ts';
 import { GraphQLApiSpec } from './graphql-api.ts';
-import { UpstreamSpec } from './upstream.ts';
+import { UpstreamGroupSpec, UpstreamSpec } from './upstream.ts';
 import { SecretManifest, SecretSpec } from './secret.ts';
 import { ConfigMapManifest, ConfigMapSpec } from './config-map.ts';
 import { VirtualServiceSpec } from './virtual-service.ts';
@@ -10,6 +10,7 @@ import { VirtualServiceSpec } from './virtual-service.ts';
 /** The four custom resource kinds (SPEC 2.2). `group` is prefixed to `--api-group-domain`. */
 export const CRD_KINDS = {
   Upstream: { group: 'gatehouse', glooGroup: 'gloo.solo.io', version: 'v1', plural: 'upstreams', spec: UpstreamSpec },
+  UpstreamGroup: { group: 'gatehouse', glooGroup: 'gloo.solo.io', version: 'v1', plural: 'upstreamgroups', spec: UpstreamGroupSpec },
   AuthConfig: { group: 'enterprise', glooGroup: 'enterprise.gloo.solo.io', version: 'v1', plural: 'authconfigs', spec: AuthConfigSpec },
   GraphQLApi: { group: 'graphql', glooGroup: 'graphql.gloo.solo.io', version: 'v1beta1', plural: 'graphqlapis', spec: GraphQLApiSpec },
   VirtualService: { group: 'gateway', glooGroup: 'gateway.solo.io', version: 'v1', plural: 'virtualservices', spec: VirtualServiceSpec },

@@ -88,3 +88,18 @@ export const UpstreamSpec = Strict({
   ),
 });
 export type UpstreamSpec = Type.Static<typeof UpstreamSpec>;
+
+/**
+ * Gloo's UpstreamGroup: weighted destinations shared by routes (`routeAction.upstreamGroup`),
+ * e.g. a canary split changed in one place for every route that uses it.
+ */
+export const UpstreamGroupSpec = Strict({
+  destinations: Type.Array(
+    Strict({
+      weight: Type.Integer({ minimum: 0, maximum: 1_000_000 }),
+      destination: Strict({ upstream: ResourceRef }),
+    }),
+    { minItems: 1, maxItems: 256 },
+  ),
+});
+export type UpstreamGroupSpec = Type.Static<typeof UpstreamGroupSpec>;

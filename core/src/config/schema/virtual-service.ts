@@ -153,7 +153,7 @@ const Route = Strict(
   {
     name: Type.Optional(Type.String()),
     matchers: Type.Optional(Type.Array(Matcher)),
-    routeAction: Type.Optional(Strict({ single: Type.Optional(Destination), multi: Type.Optional(MultiDestination) }, exactlyOneOf(['single', 'multi']))),
+    routeAction: Type.Optional(Strict({ single: Type.Optional(Destination), multi: Type.Optional(MultiDestination), upstreamGroup: Type.Optional(ResourceRef) }, exactlyOneOf(['single', 'multi', 'upstreamGroup']))),
     graphqlApiRef: Type.Optional(ResourceRef),
     redirectAction: Type.Optional(RedirectAction),
     directResponseAction: Type.Optional(DirectResponseAction),
