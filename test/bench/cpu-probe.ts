@@ -3,7 +3,6 @@
 // time goes". Usage: node test/bench/cpu-probe.ts [plugin: required-header|jwt-rs256|jwt-es256] [seconds]
 import { execFile, spawn } from 'node:child_process';
 import { promisify } from 'node:util';
-import { generateKeyPairSync, sign } from 'node:crypto';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,6 +12,7 @@ import { buildPlugin } from '@gatehouse/plugin-sdk/build';
 import { NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
 import { startNginx } from './tools.ts';
 import { parseWrk } from './wrk.ts';
+import { BENCH_JWKS, benchJwt } from './bench-jwt.ts';
 
 const which = process.argv[2] ?? 'required-header';
 const seconds = Number(process.argv[3] ?? 5);
@@ -20,19 +20,10 @@ const CLI = fileURLToPath(new URL('../../core/bin/gatehouse.js', import.meta.url
 const work = await mkdtemp(join(tmpdir(), 'cpu-probe-'));
 const upstream = await startNginx(work, 'up', (port) => `server { listen 127.0.0.1:${port}; location / { return 200 'hello world'; } }`);
 
-const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 });
-const ec = generateKeyPairSync('ec', { namedCurve: 'P-256' });
-const b64url = (data: Buffer | string) => Buffer.from(data).toString('base64url');
-function jwt(alg: 'RS256' | 'ES256'): string {
-  const input = `${b64url(JSON.stringify({ alg, kid: alg, typ: 'JWT' }))}.${b64url(JSON.stringify({ sub: 'bench', exp: Math.floor(Date.now() / 1000) + 86_400 }))}`;
-  const signature = alg === 'RS256' ? sign('sha256', Buffer.from(input), rsa.privateKey) : sign('sha256', Buffer.from(input), { key: ec.privateKey, dsaEncoding: 'ieee-p1363' });
-  return `${input}.${b64url(signature)}`;
-}
-const JWKS = { keys: [{ ...rsa.publicKey.export({ format: 'jwk' }), kid: 'RS256', alg: 'RS256' }, { ...ec.publicKey.export({ format: 'jwk' }), kid: 'ES256', alg: 'ES256' }] };
 const plugins: { entry: string; name: string; config: object; headers: Record<string, string> } = {
   'required-header': { entry: 'required-header', name: 'RequiredHeader', config: { RequiredHeader: 'x-api-key', AllowedValues: ['bench'] }, headers: { 'x-api-key': 'bench' } },
-  'jwt-rs256': { entry: 'jwt', name: 'Jwt', config: { Jwks: JWKS, Algorithms: ['RS256'] }, headers: { authorization: `Bearer ${jwt('RS256')}` } },
-  'jwt-es256': { entry: 'jwt', name: 'Jwt', config: { Jwks: JWKS, Algorithms: ['ES256'] }, headers: { authorization: `Bearer ${jwt('ES256')}` } },
+  'jwt-rs256': { entry: 'jwt', name: 'Jwt', config: { Jwks: BENCH_JWKS, Algorithms: ['RS256'] }, headers: { authorization: `Bearer ${benchJwt('RS256')}` } },
+  'jwt-es256': { entry: 'jwt', name: 'Jwt', config: { Jwks: BENCH_JWKS, Algorithms: ['ES256'] }, headers: { authorization: `Bearer ${benchJwt('ES256')}` } },
 }[which]!;
 const pluginDir = await mkdtemp(join(work, 'plugins-'));
 await buildPlugin({ entry: fileURLToPath(new URL(`../../plugins/${plugins.entry}/src/index.ts`, import.meta.url)), name: plugins.name, outDir: pluginDir });

@@ -1,9 +1,8 @@
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
-import { dirname, resolve as resolvePath } from 'node:path';
 import { createSecureContext } from 'node:tls';
 import { Pool, type Dispatcher } from 'undici';
+import { readManifestFile } from '../config/read-relative.ts';
 import type { Resource } from '../config/resource.ts';
 import { durationMs } from '../config/schema/common.ts';
 
@@ -232,14 +231,7 @@ export function upstreamTls(upstream: Resource<'Upstream'>, secret: (ref: { name
       out.key = data['tls.key'];
     }
   } else if (ssl?.sslFiles) {
-    const read = (field: string, path: string) => {
-      const full = resolvePath(dirname(upstream.source.file || '.'), path);
-      try {
-        return readFileSync(full, 'utf8');
-      } catch (error) {
-        throw new Error(`sslFiles.${field}: cannot read ${full}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
-      }
-    };
+    const read = (field: string, path: string) => readManifestFile(upstream.source.file, `sslFiles.${field}`, path);
     const files = ssl.sslFiles;
     if (files.rootCa) out.ca = read('rootCa', files.rootCa);
     if (files.tlsCert || files.tlsKey) {

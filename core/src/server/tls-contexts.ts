@@ -1,6 +1,5 @@
-import { readFileSync } from 'node:fs';
-import { dirname, resolve as resolvePath } from 'node:path';
 import { createSecureContext, type SecureContext, type SecureVersion } from 'node:tls';
+import { readManifestFile } from '../config/read-relative.ts';
 import type { Resource } from '../config/resource.ts';
 import { lookup, type ConfigSnapshot } from '../config/store.ts';
 
@@ -46,14 +45,7 @@ export function tlsMaterial(vs: Resource<'VirtualService'>, secret: (ref: { name
     return { cert: data['tls.crt']!, key: data['tls.key']!, ...(data['ca.crt'] ? { ca: data['ca.crt'] } : {}) };
   }
   const files = ssl.sslFiles!;
-  const read = (field: string, path: string) => {
-    const full = resolvePath(dirname(vs.source.file || '.'), path);
-    try {
-      return readFileSync(full, 'utf8');
-    } catch (error) {
-      throw new Error(`sslFiles.${field}: cannot read ${full}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
-    }
-  };
+  const read = (field: string, path: string) => readManifestFile(vs.source.file, `sslFiles.${field}`, path);
   return { cert: read('tlsCert', files.tlsCert), key: read('tlsKey', files.tlsKey), ...(files.rootCa ? { ca: read('rootCa', files.rootCa) } : {}) };
 }
 

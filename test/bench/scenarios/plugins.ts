@@ -1,29 +1,18 @@
 // Plugin auth rows (issue 5): a route behind the sandboxed RequiredHeader plugin, against
 // the extauth group's "gatehouse run, route without auth" row of the same run.
-import { generateKeyPairSync, sign } from 'node:crypto';
 import { mkdtemp } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { buildPlugin } from '@gatehouse/plugin-sdk/build';
 import type { BenchContext, BenchModule, BenchScenario, RunningTarget } from '../scenario.ts';
 import { benchManifests, startNginx } from '../tools.ts';
+import { BENCH_JWKS, benchJwt } from '../bench-jwt.ts';
 
 const REQUIRED_HEADER = fileURLToPath(new URL('../../../plugins/required-header/src/index.ts', import.meta.url));
 const JWT = fileURLToPath(new URL('../../../plugins/jwt/src/index.ts', import.meta.url));
 const API_KEY = fileURLToPath(new URL('../../../plugins/api-key/src/index.ts', import.meta.url));
 
-// JWT rows: one key pair per algorithm, one long-lived token each; the plugin verifies every
-// request with crypto.subtle (no verification cache), as the issue's goal asks.
-const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 });
-const ec = generateKeyPairSync('ec', { namedCurve: 'P-256' });
-const b64url = (data: Buffer | string) => Buffer.from(data).toString('base64url');
-function jwt(alg: 'RS256' | 'ES256'): string {
-  const input = `${b64url(JSON.stringify({ alg, kid: alg, typ: 'JWT' }))}.${b64url(JSON.stringify({ sub: 'bench', exp: Math.floor(Date.now() / 1000) + 86_400 }))}`;
-  const signature = alg === 'RS256' ? sign('sha256', Buffer.from(input), rsa.privateKey) : sign('sha256', Buffer.from(input), { key: ec.privateKey, dsaEncoding: 'ieee-p1363' });
-  return `${input}.${b64url(signature)}`;
-}
-const JWKS = { keys: [{ ...rsa.publicKey.export({ format: 'jwk' }), kid: 'RS256', alg: 'RS256' }, { ...ec.publicKey.export({ format: 'jwk' }), kid: 'ES256', alg: 'ES256' }] };
-
+// JWT rows: tokens and keys from ../bench-jwt.ts; the plugin verifies every request with crypto.subtle (no verification cache), as the issue's goal asks.
 /** A plugin row: builds `entry` as `name` into a fresh plugin dir and serves it on the bench route. */
 async function pluginRow(ctx: BenchContext, entry: string, name: string, step: Record<string, unknown>, request: { headers: Record<string, string> }, extra: object[] = []): Promise<RunningTarget> {
   const pluginDir = await mkdtemp(join(ctx.workDir, 'auth-plugins-'));
@@ -66,8 +55,8 @@ export const scenarios: BenchScenario[] = [
     (alg): BenchScenario => ({
       group: 'extauth',
       name: `gatehouse run, JWT ${alg} route (crypto.subtle, no cache)`,
-      request: { headers: { authorization: `Bearer ${jwt(alg)}` } },
-      start: (ctx) => pluginRow(ctx, JWT, 'Jwt', { config: { Jwks: JWKS, Algorithms: [alg] } }, { headers: { authorization: `Bearer ${jwt(alg)}` } }),
+      request: { headers: { authorization: `Bearer ${benchJwt(alg)}` } },
+      start: (ctx) => pluginRow(ctx, JWT, 'Jwt', { config: { Jwks: BENCH_JWKS, Algorithms: [alg] } }, { headers: { authorization: `Bearer ${benchJwt(alg)}` } }),
     }),
   ),
   {

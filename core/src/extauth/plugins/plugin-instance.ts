@@ -375,7 +375,12 @@ export class PluginInstance {
       this.calls.end();
       return this.decisionOf(outcome);
     }
-    return this.wait(outcome.pending, deadline).then(
+    return this.awaitDecision(outcome.pending, deadline);
+  }
+
+  /** The decision of pending call `id` (through `done`, by `deadline`); the call ends either way. */
+  private awaitDecision(id: number, deadline: number): Promise<PluginDecision> {
+    return this.wait(id, deadline).then(
       (answer) => {
         this.calls.end();
         return this.decisionOf(answer);
@@ -441,16 +446,7 @@ export class PluginInstance {
         const outcome = settled[k] instanceof PluginCallError ? (settled[k] as PluginCallError) : this.outcomeFrom(settled[k]);
         if (outcome instanceof PluginCallError) results[index] = outcome;
         else if ('pending' in outcome) {
-          results[index] = this.wait(outcome.pending, deadline).then(
-            (answer) => {
-              this.calls.end();
-              return this.decisionOf(answer);
-            },
-            (error: unknown) => {
-              this.calls.end();
-              throw error;
-            },
-          );
+          results[index] = this.awaitDecision(outcome.pending, deadline);
         } else results[index] = this.decisionOrError(outcome);
       }
     }
