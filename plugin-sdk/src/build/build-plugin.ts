@@ -50,19 +50,19 @@ const noNodeBuiltins: esbuild.Plugin = {
   },
 };
 
-/**
- * Compiles a plugin into one self-contained script with embedded metadata
- * (`gatehouse-plugin build`). The file is written atomically.
- */
-export async function buildPlugin(options: BuildPluginOptions): Promise<BuildPluginResult> {
-  const { name } = options;
-  if (typeof name !== 'string' || !NAME.test(name)) {
-    throw new PluginBuildError(BuildCodes.BAD_NAME, `plugin name ${JSON.stringify(name)} is not usable: use letters, digits, _, $, ., - (it becomes <name>.js and the default exportedSymbolName)`);
-  }
-  const entry = resolve(options.entry);
-  if (!existsSync(entry)) throw new PluginBuildError(BuildCodes.ENTRY_NOT_FOUND, `entry file ${entry} does not exist`);
-  const gatewayVersion = options.gatewayVersion ?? GATEWAY_VERSION;
+/** A plugin bundled into one classic script, in memory (what `buildPlugin` writes, and what the test kit runs). */
+export interface BundledPlugin {
+  /** The classic script: assigns the module's exports to `PLUGIN_GLOBAL`. */
+  code: string;
+  /** The entry module's export names, sorted. */
+  exports: string[];
+  warnings: string[];
+}
 
+/** Bundles `entry` into one classic script (esbuild); throws PluginBuildError with file:line on errors. */
+export async function bundlePlugin(entryPath: string, name = 'Plugin'): Promise<BundledPlugin> {
+  const entry = resolve(entryPath);
+  if (!existsSync(entry)) throw new PluginBuildError(BuildCodes.ENTRY_NOT_FOUND, `entry file ${entry} does not exist`);
   let bundled: esbuild.BuildResult<{ write: false; metafile: true }>;
   try {
     bundled = await esbuild.build({
@@ -93,13 +93,27 @@ export async function buildPlugin(options: BuildPluginOptions): Promise<BuildPlu
   }
   // ESM → a classic script: the isolate runs scripts, and a script needs no module loader.
   const script = await esbuild.transform(output.text, { format: 'iife', globalName: PLUGIN_GLOBAL, target: 'es2023', charset: 'utf8' });
-
   const warnings = [...bundled.warnings, ...script.warnings].map((m) => m.text);
+  return { code: script.code, exports: [...exports].sort(), warnings };
+}
+
+/**
+ * Compiles a plugin into one self-contained script with embedded metadata
+ * (`gatehouse-plugin build`). The file is written atomically.
+ */
+export async function buildPlugin(options: BuildPluginOptions): Promise<BuildPluginResult> {
+  const { name } = options;
+  if (typeof name !== 'string' || !NAME.test(name)) {
+    throw new PluginBuildError(BuildCodes.BAD_NAME, `plugin name ${JSON.stringify(name)} is not usable: use letters, digits, _, $, ., - (it becomes <name>.js and the default exportedSymbolName)`);
+  }
+  const entry = resolve(options.entry);
+  const gatewayVersion = options.gatewayVersion ?? GATEWAY_VERSION;
+  const { code, exports, warnings } = await bundlePlugin(entry, name);
   if (!exports.includes(name)) {
     warnings.push(`${entry} does not export "${name}" (it exports ${exports.join(', ')}); AuthConfigs must set exportedSymbolName to one of those`);
   }
 
-  const { text, metadata } = formatPluginFile(script.code, { name, exports: [...exports].sort(), gatewayVersion, sdkVersion: SDK_VERSION });
+  const { text, metadata } = formatPluginFile(code, { name, exports, gatewayVersion, sdkVersion: SDK_VERSION });
   const outDir = resolve(options.outDir ?? 'compiled-auth-plugins');
   await mkdir(outDir, { recursive: true });
   const file = join(outDir, `${name}.js`);

@@ -1,4 +1,4 @@
-export { buildPlugin, type BuildPluginOptions, type BuildPluginResult } from './build-plugin.ts';
+export { buildPlugin, bundlePlugin, type BuildPluginOptions, type BuildPluginResult, type BundledPlugin } from './build-plugin.ts';
 export { BuildCodes, PluginBuildError } from './errors.ts';
 export { contentHash, formatPluginFile, parsePluginFile, PluginFileError, PLUGIN_GLOBAL, type PluginMetadata } from './metadata.ts';
 export { SDK_VERSION } from './sdk-version.ts';

@@ -3,7 +3,8 @@ import type { AuthService, Context, ExtAuthPlugin, PluginLogger } from '../contr
 import { decodeConfig } from '../runtime/decode-config.ts';
 import { BadResponseError, toDecision, type PluginDecision } from '../runtime/to-decision.ts';
 import { toCheckRequest } from './check-request.ts';
-import type { PluginHarness, TestFailure, TestLogLine } from './harness.ts';
+import { realClock } from './clock.ts';
+import { withFailure, type PluginHarness, type TestFailure, type TestLogLine } from './harness.ts';
 
 /** An error while starting a plugin in-process; `code` is the one the host would use. */
 export class PluginStartError extends CodedError {
@@ -13,8 +14,10 @@ export class PluginStartError extends CodedError {
 const DENY = (): PluginDecision => ({ allowed: false, status: 403, headers: [], body: '' });
 
 /**
- * Runs a plugin object in this process with the host's config decoding and response
- * validation: fast and debuggable, but without the sandbox's limits (use `sandbox` mode for those).
+ * Runs a plugin object as it is, in this process's own realm, with the host's config decoding
+ * and response validation. The plugin sees Node's globals here, not the sandbox's: prefer
+ * `startPlugin('in-process', { entry, … })`, which runs the module with exactly the sandbox's
+ * globals (./in-process-vm.ts). Kept for unit tests of plain objects.
  */
 export async function runInProcess(plugin: ExtAuthPlugin, config: unknown = {}, secrets: Record<string, string> = {}): Promise<PluginHarness> {
   const logs: TestLogLine[] = [];
@@ -55,6 +58,7 @@ export async function runInProcess(plugin: ExtAuthPlugin, config: unknown = {}, 
   return {
     mode: 'in-process',
     logs,
+    clock: realClock,
     failures,
     async authorize(request) {
       const checkRequest = JSON.parse(JSON.stringify(toCheckRequest(request)));
@@ -62,16 +66,18 @@ export async function runInProcess(plugin: ExtAuthPlugin, config: unknown = {}, 
       try {
         response = await service.Authorize(ctx, { CheckRequest: checkRequest, State: {} });
       } catch (error) {
-        failures.push({ code: 'GH_PLUGIN_THREW', message: `Authorize threw: ${(error as Error)?.message ?? String(error)}` });
-        return DENY();
+        const failure = { code: 'GH_PLUGIN_THREW', message: `Authorize threw: ${(error as Error)?.message ?? String(error)}` };
+        failures.push(failure);
+        return withFailure(DENY(), failure);
       }
       try {
         const json = JSON.stringify(response);
         if (json === undefined) throw new BadResponseError(`Authorize returned ${typeof response}, not an AuthorizationResponse`);
         return toDecision(JSON.parse(json));
       } catch (error) {
-        failures.push({ code: 'GH_PLUGIN_BAD_RESPONSE', message: `bad response: ${(error as Error).message}` });
-        return DENY();
+        const failure = { code: 'GH_PLUGIN_BAD_RESPONSE', message: `bad response: ${(error as Error).message}` };
+        failures.push(failure);
+        return withFailure(DENY(), failure);
       }
     },
     async close() {},

@@ -1,13 +1,15 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { buildPlugin } from '../build/build-plugin.ts';
-import type { PluginMetadata } from '../build/metadata.ts';
+import { formatPluginFile, parsePluginFile, PLUGIN_GLOBAL, type PluginMetadata } from '../build/metadata.ts';
 import type { CheckRequest } from '../contract/types.ts';
 import type { PluginDecision } from '../runtime/to-decision.ts';
 import { toCheckRequest } from './check-request.ts';
-import type { PluginHarness, TestFailure, TestLogLine } from './harness.ts';
+import { realClock, type FakeClock } from './clock.ts';
+import { withFailure, type PluginHarness, type TestFailure, type TestLogLine } from './harness.ts';
+import { FAKE_DATE_SOURCE } from './in-process-vm.ts';
 
 /** The real host lives in @gatehouse/core; loaded by name so the SDK has no build-time dependency on it. */
 const HOST_MODULE = '@gatehouse/core/extauth/plugins/index.ts';
@@ -61,6 +63,53 @@ export interface SandboxOptions {
   secrets?: Record<string, string>;
   /** Origins the plugin may fetch (the step's `egress` URL entries). */
   egress?: string[];
+  /**
+   * A fake clock (`createFakeClock()`). In-process: `Date`, `performance.now()`, timers and
+   * `ctx.store` TTLs follow it. Sandbox: `Date` and `performance.now()` follow it (read when
+   * each call starts); timers and store TTLs keep real time there.
+   */
+  clock?: FakeClock;
+}
+
+/** The field of a CheckRequest that carries the fake time into the sandbox (removed before the plugin sees it). */
+const CLOCK_FIELD = '__gatehouseTestClock';
+
+/**
+ * Appended to a compiled plugin in sandbox mode with a fake clock: `Date` and `performance`
+ * read a time the test kit sends with each call, and the plugin's exports are wrapped to take
+ * it off the CheckRequest first. Appended, so the plugin's own line numbers stay.
+ */
+function clockShim(start: number): string {
+  return `
+;(() => {
+  let time = ${start};
+  const origin = time;
+  (${FAKE_DATE_SOURCE})(() => time);
+  Object.defineProperty(globalThis, 'performance', { value: Object.freeze({ now: () => time - origin, timeOrigin: origin }), writable: true, configurable: true });
+  const take = (request) => {
+    const check = request && request.CheckRequest;
+    if (check && typeof check.${CLOCK_FIELD} === 'number') { time = check.${CLOCK_FIELD}; delete check.${CLOCK_FIELD}; }
+  };
+  const service = (s) => (s && typeof s.Authorize === 'function' ? { Start: (ctx) => s.Start(ctx), Authorize: (ctx, request) => { take(request); return s.Authorize(ctx, request); } } : s);
+  const exported = globalThis.${PLUGIN_GLOBAL}, wrapped = {};
+  for (const key of Object.keys(exported)) {
+    const plugin = exported[key];
+    wrapped[key] = plugin && typeof plugin.GetAuthService === 'function' ? {
+      NewConfigInstance: (ctx) => plugin.NewConfigInstance(ctx),
+      GetAuthService: (ctx, config) => { const s = plugin.GetAuthService(ctx, config); return s && typeof s.then === 'function' ? s.then(service) : service(s); },
+    } : plugin;
+  }
+  globalThis.${PLUGIN_GLOBAL} = wrapped;
+})();
+`;
+}
+
+/**
+ * Log lines come out of the isolate as fire-and-forget callbacks, a turn of the event loop
+ * after the call that wrote them: two check phases later they have all arrived.
+ */
+function logsArrived(): Promise<void> {
+  return new Promise((resolve) => setImmediate(() => setImmediate(resolve)));
 }
 
 /** A sandboxed harness also says what was built. */
@@ -79,7 +128,15 @@ export async function runInSandbox(options: SandboxOptions): Promise<SandboxHarn
   const dir = await mkdtemp(join(tmpdir(), 'gatehouse-plugin-test-'));
   try {
     const entry = options.entry instanceof URL ? fileURLToPath(options.entry) : options.entry;
-    const { metadata } = await buildPlugin({ entry, name: options.name, outDir: dir });
+    const built = await buildPlugin({ entry, name: options.name, outDir: dir });
+    let metadata = built.metadata;
+    const clock = options.clock ?? realClock;
+    if (options.clock) {
+      const { metadata: m, body } = parsePluginFile(await readFile(built.file, 'utf8'));
+      const file = formatPluginFile(body + clockShim(options.clock.now()), { name: m.name, exports: m.exports, gatewayVersion: m.gatewayVersion, sdkVersion: m.sdkVersion });
+      await writeFile(built.file, file.text);
+      metadata = file.metadata;
+    }
     let host: HostModule;
     try {
       host = (await import(HOST_MODULE)) as HostModule;
@@ -124,7 +181,16 @@ export async function runInSandbox(options: SandboxOptions): Promise<SandboxHarn
       logs,
       failures,
       hostLogs,
-      authorize: (request) => step.authorize(toCheckRequest(request)),
+      clock,
+      async authorize(request) {
+        const check = toCheckRequest(request);
+        const sent = options.clock ? { ...check, [CLOCK_FIELD]: options.clock.now() } : check;
+        const before = failures.length;
+        const decision = await step.authorize(sent);
+        await logsArrived();
+        // A denial with a failure logged during this call is the host's, not the plugin's.
+        return decision.allowed ? decision : withFailure(decision, failures.length > before ? failures[failures.length - 1] : undefined);
+      },
       async close() {
         await step.close?.();
         await rm(dir, { recursive: true, force: true });

@@ -1,7 +1,6 @@
-import { pathToFileURL } from 'node:url';
-import type { ExtAuthPlugin } from '../contract/types.ts';
+import { assertNodeVersion } from '../node-version.ts';
 import type { PluginHarness, TestMode } from './harness.ts';
-import { PluginStartError, runInProcess } from './in-process.ts';
+import { runEntryInProcess } from './in-process-vm.ts';
 import { runInSandbox, type SandboxOptions } from './sandbox.ts';
 
 /** Both modes, for `describe.each(TEST_MODES)`: one suite proves the logic and the sandboxed build. */
@@ -9,15 +8,12 @@ export const TEST_MODES: readonly TestMode[] = ['in-process', 'sandbox'];
 
 /**
  * Starts the plugin exported by `entry` under `exportedSymbolName ?? name`, in this process
- * or in the real sandbox. Same options and same answers either way.
+ * (a `node:vm` context with exactly the sandbox's globals) or in the real sandbox. Same
+ * options and same answers either way.
  */
 export async function startPlugin(mode: TestMode, options: SandboxOptions): Promise<PluginHarness> {
+  assertNodeVersion();
   if (mode === 'sandbox') return runInSandbox(options);
-  const url = options.entry instanceof URL ? options.entry.href : pathToFileURL(options.entry).href;
-  const symbol = options.exportedSymbolName ?? options.name;
-  const module = (await import(url)) as Record<string, unknown>;
-  if (!(symbol in module)) {
-    throw new PluginStartError('GH_PLUGIN_SYMBOL_NOT_EXPORTED', `${url} does not export "${symbol}" (it exports ${Object.keys(module).join(', ') || 'nothing'})`);
-  }
-  return runInProcess(module[symbol] as ExtAuthPlugin, options.config ?? {}, options.secrets);
+  if (mode !== 'in-process') throw new TypeError(`startPlugin: mode must be "in-process" or "sandbox", got ${JSON.stringify(mode)}`);
+  return runEntryInProcess(options);
 }
