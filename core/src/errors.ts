@@ -28,4 +28,8 @@ export const ErrorCodes = {
   BAD_REQUEST: 'GH_BAD_REQUEST',
   /** The body is larger than the route's `requestBody.maxRequestBytes` (partial bodies not allowed): 413. */
   BODY_TOO_LARGE: 'GH_BODY_TOO_LARGE',
+  /** External auth denied the request (on gRPC routes, where the denial becomes a gRPC status). */
+  EXTAUTH_DENIED: 'GH_EXTAUTH_DENIED',
+  /** The call's `grpc-timeout` passed before the upstream finished. */
+  GRPC_DEADLINE: 'GH_GRPC_DEADLINE_EXCEEDED',
 } as const;

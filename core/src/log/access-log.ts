@@ -5,6 +5,8 @@ export interface AccessEntry {
   reqId: string | undefined;
   method: string | undefined;
   path: string | undefined;
+  /** `HTTP/1.1`, `HTTP/2`… (Envoy's `%PROTOCOL%`); omitted when unknown. */
+  protocol?: string | undefined;
   status: number;
   durationMs: number;
   virtualHost: string | undefined;
@@ -77,6 +79,7 @@ function lineEncoder(name: string): (e: AccessEntry, time: number) => Buffer {
   const reqIdKey = bytes(',"reqId":');
   const methodKey = bytes(',"method":');
   const pathKey = bytes(',"path":');
+  const protocolKey = bytes(',"protocol":');
   const statusKey = bytes(',"status":');
   const durationKey = bytes(',"durationMs":');
   const virtualHostKey = bytes(',"virtualHost":');
@@ -91,6 +94,7 @@ function lineEncoder(name: string): (e: AccessEntry, time: number) => Buffer {
     if (e.reqId !== undefined) out.copy(reqIdKey).string(e.reqId);
     out.copy(methodKey).cached(e.method ?? '');
     out.copy(pathKey).string(e.path ?? '');
+    if (e.protocol !== undefined) out.copy(protocolKey).cached(e.protocol);
     out.copy(statusKey).ascii(String(e.status));
     out.copy(durationKey).ascii(String(e.durationMs));
     if (e.virtualHost !== undefined) out.copy(virtualHostKey).cached(e.virtualHost);

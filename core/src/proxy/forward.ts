@@ -3,7 +3,9 @@ import type { Dispatcher } from 'undici';
 import { ErrorCodes } from '../errors.ts';
 import type { RequestContext } from './context.ts';
 import { HOP_BY_HOP, headerValue } from './header-ops.ts';
+import { GrpcStatus, grpcTimeoutMs, isGrpcRequest } from './grpc.ts';
 import { sendLocalReply } from './local-reply.ts';
+import { hasRequestBody } from './request-body.ts';
 import type { CompiledRoute } from './route-table.ts';
 import { isConnectFailure, type UpstreamCluster, type UpstreamHost } from './upstream-cluster.ts';
 
@@ -24,17 +26,35 @@ const REPLACED = new Set(['host', 'x-forwarded-for', 'x-forwarded-proto', 'x-req
  */
 export function forward(req: IncomingMessage, res: ServerResponse, ctx: RequestContext, route: CompiledRoute, cluster: UpstreamCluster, path: string): void {
   const headers = ctx.headers;
-  const hasBody = (headers['content-length'] !== undefined && headers['content-length'] !== '0') || headers['transfer-encoding'] !== undefined;
+  const hasBody = hasRequestBody(req, headers);
   // Only a request with no body can be replayed: a streamed body is consumed by the first try.
   const retries = route.retry && !hasBody && IDEMPOTENT.has(req.method!) ? route.retry.numRetries : 0;
   // A client that already left (during auth, say) gets no upstream request: its 'close' has fired.
   if (res.destroyed) return;
   const exchange: Exchange = { req, res, ctx, route, cluster, path, hasBody, current: undefined };
+  // gRPC's own deadline (`grpc-timeout`), over the whole call, streaming included.
+  const deadlineMs = isGrpcRequest(headers) ? grpcTimeoutMs(headers) : undefined;
+  const deadline = deadlineMs === undefined ? undefined : setTimeout(() => deadlineExceeded(exchange), deadlineMs);
   res.once('close', () => {
+    if (deadline) clearTimeout(deadline);
     // The client went away before the response finished: stop the upstream request.
     if (!res.writableFinished) exchange.current?.abort();
   });
   new ProxyAttempt(exchange, retries).start();
+}
+
+/**
+ * A gRPC call past its `grpc-timeout`: the upstream call is cancelled and the client gets
+ * DEADLINE_EXCEEDED, as a trailers-only answer or, once the response has started, as trailers.
+ */
+function deadlineExceeded(x: Exchange): void {
+  x.current?.abort();
+  const { res, ctx } = x;
+  if (res.writableEnded || res.destroyed) return;
+  ctx.logger.info({ reqId: ctx.requestId, upstream: ctx.upstream }, 'gRPC deadline exceeded');
+  if (!res.headersSent) return sendLocalReply(res, 504, ErrorCodes.GRPC_DEADLINE, 'deadline exceeded (grpc-timeout)', ctx.responseHeaders);
+  res.addTrailers({ 'grpc-status': String(GrpcStatus.DEADLINE_EXCEEDED), 'grpc-message': 'deadline exceeded (grpc-timeout)' });
+  res.end();
 }
 
 /** One downstream request and its (possibly retried) trip upstream. */
@@ -92,6 +112,7 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
         method: req.method as Dispatcher.HttpMethod,
         headers: upstreamHeaders(req, ctx.headers, route, this.host, ctx.start),
         body: this.x.hasBody ? req : null,
+        ...(this.host.servername !== undefined ? { servername: this.host.servername } : {}),
         headersTimeout: route.retry?.perTryTimeoutMs ?? route.timeoutMs,
         bodyTimeout: route.timeoutMs,
       },
@@ -101,6 +122,8 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
 
   abort(): void {
     this.settle();
+    // Its remaining callbacks (the abort's own error among them) no longer answer the client.
+    this.abandoned = true;
     this.controller?.abort(new Error('downstream closed'));
   }
 
@@ -151,8 +174,11 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
     writeThrough(controller, this.x.res, chunk);
   }
 
-  onResponseEnd(): void {
+  onResponseEnd(_controller: Dispatcher.DispatchController, trailers: IncomingHttpHeaders): void {
     if (this.abandoned) return;
+    // gRPC's status travels in trailers; HTTP/2 (and chunked HTTP/1.1) clients get them as sent.
+    const forwarded = responseTrailers(trailers);
+    if (forwarded) this.x.res.addTrailers(forwarded);
     this.x.res.end();
   }
 
@@ -209,6 +235,18 @@ export function writeThrough(controller: Dispatcher.DispatchController, res: Ser
   }
 }
 
+/** Trailers to pass on: all but hop-by-hop ones; undefined when there are none. */
+function responseTrailers(trailers: IncomingHttpHeaders | undefined): Record<string, string | string[]> | undefined {
+  if (!trailers) return undefined;
+  let out: Record<string, string | string[]> | undefined;
+  for (const name in trailers) {
+    const value = trailers[name];
+    if (value === undefined || HOP_BY_HOP.has(name) || name.charCodeAt(0) === 0x3a) continue;
+    (out ??= {})[name] = value;
+  }
+  return out;
+}
+
 /** The request headers sent upstream, as a flat `[name, value, …]` list (undici's cheapest form). */
 function upstreamHeaders(req: IncomingMessage, headers: IncomingHttpHeaders, route: CompiledRoute, host: UpstreamHost, start: number): string[] {
   const out: string[] = [];
@@ -228,6 +266,8 @@ function upstreamHeaders(req: IncomingMessage, headers: IncomingHttpHeaders, rou
   const xff = headers['x-forwarded-for'];
   const proto = (req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http';
   out.push('x-forwarded-for', xff ? `${xff}, ${client}` : client, 'x-forwarded-proto', proto, 'x-request-id', headers['x-request-id'] as string);
+  // `te: trailers` is the one TE an HTTP/2 request may carry, and gRPC servers ask for it.
+  if (host.http2 && typeof headers.te === 'string' && /(^|,)\s*trailers\s*(,|$)/i.test(headers.te)) out.push('te', 'trailers');
   for (const add of route.requestHeaders.add) {
     if (!add.append) removeAll(out, add.name);
     out.push(add.name, add.render ? headerValue(add, { req, headers, start }) : add.value);

@@ -14,10 +14,11 @@ import { answerPreflight, isPreflight } from './cors.ts';
 import type { GraphQLEndpoints } from './destinations.ts';
 import { forward } from './forward.ts';
 import { parseHostHeader } from './host-table.ts';
-import { sendConfiguredReply, sendLocalReply } from './local-reply.ts';
+import { grpcReplyHeaders } from './grpc.ts';
+import { isGrpcCall, sendConfiguredReply, sendLocalReply, sendTrailersOnly } from './local-reply.ts';
 import { DEFAULT_PATH_NORMALIZATION, normalizePath, type PathNormalization } from './normalize-path.ts';
 import { sanitizeRequestHeaders } from './request-headers.ts';
-import { bufferRequestBody, drainAfterAnswer, refuseTooLarge } from './request-body.ts';
+import { bufferRequestBody, drainAfterAnswer, hasRequestBody, refuseTooLarge } from './request-body.ts';
 import { compileRouteTable, matchRoute, redirectLocation, type CompiledRoute, type RouteAuth, type RouteTable } from './route-table.ts';
 import type { UpstreamRegistry } from './upstream-cluster.ts';
 import { DEFAULT_UPGRADE_LIMITS, forwardUpgrade, pendingUpgrade, UPGRADE, type PendingUpgrade, type UpgradeLimits } from './upgrade.ts';
@@ -109,6 +110,11 @@ export class Gateway {
   readonly handle = (req: IncomingMessage, res: ServerResponse): void => {
     const start = performance.now();
     const headers = req.headers;
+    if (req.method === 'CONNECT') {
+      // HTTP/1.1 CONNECT never gets here (./server/listen.ts answers it); HTTP/2's does.
+      this.finish(req, res, start, undefined, undefined);
+      return sendLocalReply(res, 405, ErrorCodes.BAD_REQUEST, 'CONNECT is not supported');
+    }
     let url = req.url ?? '/';
     if (url.charCodeAt(0) !== SLASH) {
       // Absolute-form (RFC 9112 3.2.2): the target's authority replaces Host. Any other
@@ -294,6 +300,7 @@ export class Gateway {
         path: req.url,
         status,
         durationMs: Math.round((performance.now() - start) * 1000) / 1000,
+        protocol: req.httpVersionMajor === 2 ? 'HTTP/2' : `HTTP/${req.httpVersion}`,
         virtualHost: vhost,
         route: route?.name,
         upstream: ctx?.upstream,
@@ -350,7 +357,8 @@ export function buildCheckRequest(req: IncomingMessage, ctx: RequestContext, aut
           scheme: (req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http',
           headers,
           query: q === -1 ? '' : url.slice(q + 1),
-          protocol: `HTTP/${req.httpVersion}`,
+          // Envoy's names: HTTP/1.0, HTTP/1.1, HTTP/2.
+          protocol: req.httpVersionMajor === 2 ? 'HTTP/2' : `HTTP/${req.httpVersion}`,
         },
       },
       context_extensions: { config_id: auth.configId, source_type: auth.sourceType, source_name: auth.sourceName },
@@ -358,11 +366,6 @@ export function buildCheckRequest(req: IncomingMessage, ctx: RequestContext, aut
   };
 }
 
-/** Whether a request carries a body (a content-length above 0, or a transfer-encoding). */
-function hasRequestBody(req: IncomingMessage): boolean {
-  const length = req.headers['content-length'];
-  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
-}
 
 /** Request headers after an allowing decision: `headers_to_remove` first, then the OK headers. */
 function applyAllowed(headers: IncomingHttpHeaders, decision: Extract<AuthDecision, { allowed: true }>): IncomingHttpHeaders {
@@ -379,6 +382,7 @@ function applyAllowed(headers: IncomingHttpHeaders, decision: Extract<AuthDecisi
 
 /** The denial's status, headers and body, as the client sees them (SPEC 4 step 2), plus the gateway's own headers (CORS). */
 function sendDenial(res: ServerResponse, decision: Extract<AuthDecision, { allowed: false }>, extraHeaders: readonly string[] = []): void {
+  if (isGrpcCall(res)) return sendGrpcDenial(res, decision, extraHeaders);
   const flat: string[] = [];
   for (const { key, value } of decision.headers) {
     if (key.toLowerCase() !== 'content-length') flat.push(key, value);
@@ -391,4 +395,19 @@ function sendDenial(res: ServerResponse, decision: Extract<AuthDecision, { allow
     return sendLocalReply(res, 403, 'GH_EXTAUTH_BAD_DECISION', 'forbidden');
   }
   res.end(decision.body);
+}
+
+/** A denial of a gRPC call: UNAUTHENTICATED for 401, PERMISSION_DENIED for 403 (Envoy's mapping), the denial's headers kept, its body as the message. */
+function sendGrpcDenial(res: ServerResponse, decision: Extract<AuthDecision, { allowed: false }>, extraHeaders: readonly string[]): void {
+  const flat: string[] = [];
+  for (const { key, value } of decision.headers) {
+    const name = key.toLowerCase();
+    if (name !== 'content-length' && name !== 'content-type') flat.push(key, value);
+  }
+  const message = decision.body.trim() || (decision.status === 401 ? 'unauthenticated' : 'permission denied');
+  try {
+    sendTrailersOnly(res, [...grpcReplyHeaders(decision.status, ErrorCodes.EXTAUTH_DENIED, message), ...flat, ...extraHeaders]);
+  } catch {
+    return sendLocalReply(res, 403, 'GH_EXTAUTH_BAD_DECISION', 'forbidden');
+  }
 }

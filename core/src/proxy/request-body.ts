@@ -1,4 +1,4 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { ErrorCodes } from '../errors.ts';
 
 /** The first bytes of a request body, read for the auth check (SPEC 5.3 "Request body"). */
@@ -119,4 +119,15 @@ function declaredLength(req: IncomingMessage): number | undefined {
   if (value === undefined) return undefined;
   const n = Number(value);
   return Number.isSafeInteger(n) && n >= 0 ? n : undefined;
+}
+
+/**
+ * Whether a request carries a body: HTTP/1.1 says so with a content-length above 0 or a
+ * transfer-encoding; an HTTP/2 request has one unless its header block ended the stream (its
+ * content-length is optional, and gRPC clients send none).
+ */
+export function hasRequestBody(req: IncomingMessage, headers: IncomingHttpHeaders = req.headers): boolean {
+  if (req.httpVersionMajor === 2) return !(req as IncomingMessage & { stream: { endAfterHeaders: boolean } }).stream.endAfterHeaders;
+  const length = headers['content-length'];
+  return headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }

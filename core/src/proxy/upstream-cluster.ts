@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { isIP } from 'node:net';
 import { createSecureContext } from 'node:tls';
-import { Pool, type Dispatcher } from 'undici';
+import { buildConnector, Pool, type Dispatcher } from 'undici';
 import { readManifestFile } from '../config/read-relative.ts';
 import type { Resource } from '../config/resource.ts';
 import { durationMs } from '../config/schema/common.ts';
@@ -28,7 +28,14 @@ export interface UpstreamHost {
   readonly connections: number;
   /** `connections` + the pending-request limit: beyond it requests get 503 (Envoy's max_pending_requests). */
   readonly maxInFlight: number;
+  /** Requests go over HTTP/2 (Upstream `useHttp2`): h2c on plain connections, ALPN `h2` on TLS. */
+  readonly http2: boolean;
+  /** With TLS: the server name every request to this host names (the connection's SNI is fixed by the pool). */
+  readonly servername: string | undefined;
 }
+
+/** Streams per HTTP/2 upstream connection (undici opens another connection beyond it). */
+export const UPSTREAM_H2_STREAMS = 100;
 
 /** Envoy's default `max_pending_requests` circuit breaker. */
 export const DEFAULT_MAX_PENDING_REQUESTS = 1024;
@@ -64,15 +71,24 @@ export class UpstreamCluster {
     this.hosts = hosts.map(({ addr, port, sniAddr }) => {
       const connectAddr = options.resolve?.(addr) ?? addr;
       const origin = `${scheme}://${connectAddr.includes(':') ? `[${connectAddr}]` : connectAddr}:${port}`;
-      const connections = options.connections ?? 128;
+      const http2 = options.http2 === true;
       const tls = options.tls && sniAddr ? { ...(options.tls === true ? {} : options.tls), servername: sniAddr } : options.tls;
+      // HTTP/2 multiplexes: a few connections carry many streams. HTTP/1.1 only when not asked
+      // for HTTP/2, as Envoy and Gloo (undici would otherwise offer h2 over ALPN by default).
+      const poolConnections = options.connections ?? (http2 ? 4 : 128);
       const dispatcher = new Pool(origin, {
-        connections,
+        connections: poolConnections,
         pipelining: 1,
         keepAliveTimeout: 30_000,
-        connect: { timeout: options.connectTimeoutMs ?? 5_000, ...(tls ? tlsConnect(addr, tls) : {}) },
+        allowH2: http2,
+        ...(http2 ? { maxConcurrentStreams: UPSTREAM_H2_STREAMS, ...(tls ? {} : { useH2c: true }) } : {}),
+        connect: tls ? pinnedServername({ timeout: options.connectTimeoutMs ?? 5_000, ...tlsConnect(addr, tls) }) : { timeout: options.connectTimeoutMs ?? 5_000 },
       });
-      return { addr, port, origin, dispatcher, ejectedUntil: 0, inFlight: 0, connections, maxInFlight: connections + (options.maxPendingRequests ?? DEFAULT_MAX_PENDING_REQUESTS), consecutive5xx: 0, consecutiveGateway: 0, ejections: 0, healthy: true };
+      const connections = http2 ? poolConnections * UPSTREAM_H2_STREAMS : poolConnections;
+      // undici takes a request's TLS server name from its Host header and reconnects whenever it
+      // changes; one constant name per host keeps the pool's connections (see pinnedServername).
+      const servername = tls ? (tlsConnect(addr, tls).servername as string | undefined) ?? addr : undefined;
+      return { addr, port, origin, dispatcher, http2, servername, ejectedUntil: 0, inFlight: 0, connections, maxInFlight: connections + (options.maxPendingRequests ?? DEFAULT_MAX_PENDING_REQUESTS), consecutive5xx: 0, consecutiveGateway: 0, ejections: 0, healthy: true };
     });
     this.outlier = options.outlier;
     if (options.healthCheck) this.startHealthChecks(options.healthCheck);
@@ -306,6 +322,8 @@ export interface UpstreamOptions {
   healthCheck?: HealthCheck;
   /** Dial TLS: `true` (system CAs, SNI = addr) or the material to use. */
   tls?: boolean | UpstreamTls;
+  /** Speak HTTP/2 to the hosts (Gloo's `useHttp2`; gRPC upstreams need it). */
+  http2?: boolean;
   connectTimeoutMs?: number;
   connections?: number;
   /** Requests that may wait for a connection per host (default {@link DEFAULT_MAX_PENDING_REQUESTS}). */
@@ -358,6 +376,7 @@ export class UpstreamRegistry {
       const breakers = spec.circuitBreakers;
       cluster = new UpstreamCluster(`${upstream.namespace}/${upstream.name}`, spec.static.hosts, {
         ...(tls ? { tls } : {}),
+        ...(spec.useHttp2 ? { http2: true } : {}),
         ...(lb?.random ? { loadBalancing: { kind: 'random' } } : lb?.leastRequest ? { loadBalancing: { kind: 'least-request', choiceCount: lb.leastRequest.choiceCount ?? 2 } } : {}),
         ...(spec.connectionConfig?.connectTimeout ? { connectTimeoutMs: durationMs(spec.connectionConfig.connectTimeout) } : {}),
         ...(this.resolve ? { resolve: this.resolve } : {}),
@@ -405,6 +424,17 @@ export class UpstreamRegistry {
     this.clusters.clear();
     await Promise.all(all.map((c) => c.close(graceMs)));
   }
+}
+
+/**
+ * undici's connector with the TLS server name fixed: SNI and certificate verification use the
+ * Upstream's `sni` (or the host's name, or none for an IP address), never the client's Host,
+ * which undici would otherwise take from the request.
+ */
+function pinnedServername(options: Record<string, unknown>): buildConnector.connector {
+  const connect = buildConnector(options as buildConnector.BuildOptions);
+  const servername = options.servername as string | undefined;
+  return (opts, callback) => connect({ ...opts, servername: servername as string }, callback);
 }
 
 /** undici's `connect` TLS options for a host. An IP address is not a server name: no SNI then, the certificate is checked against the IP. */

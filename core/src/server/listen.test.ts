@@ -1,4 +1,5 @@
 import { Agent, request, type IncomingMessage, type ServerResponse } from 'node:http';
+import { connect as h2connect, type ClientHttp2Session } from 'node:http2';
 import { connect } from 'node:net';
 import { describe, expect, test } from 'vitest';
 import { closeGracefully, defaultMaxConnections, listen } from './listen.ts';
@@ -152,5 +153,58 @@ describe('downstream limits (issue 17 findings 7, 8)', () => {
     const max = defaultMaxConnections();
     expect(max).toBeGreaterThanOrEqual(64);
     expect(max).toBeLessThanOrEqual(50_000);
+  });
+});
+
+/** One HTTP/2 (prior knowledge) GET on a fresh session; resolves with status, body and the session. */
+function h2get(port: number, path: string, session = h2connect(`http://127.0.0.1:${port}`)): Promise<{ status: number; body: string; session: ClientHttp2Session }> {
+  return new Promise((resolve, reject) => {
+    session.on('error', reject);
+    const stream = session.request({ ':path': path });
+    let status = 0;
+    let body = '';
+    stream.on('response', (h) => (status = Number(h[':status'])));
+    stream.setEncoding('utf8').on('data', (c: string) => (body += c));
+    stream.on('end', () => resolve({ status, body, session }));
+    stream.on('error', reject);
+  });
+}
+
+describe('HTTP/2 with prior knowledge on the plain port (SPEC 3.2.1)', () => {
+  test('the same port serves HTTP/1.1 and h2c; a slow h2c stream is not cut at the headers timeout', async () => {
+    const { server, port } = await listen(handler(800), 0, '127.0.0.1', { requestHeadersTimeoutMs: 300, idleTimeoutMs: 5_000 });
+    expect(await get(port, '/')).toEqual({ status: 200, body: 'fast' });
+    const slow = await h2get(port, '/slow');
+    expect([slow.status, slow.body]).toEqual([200, 'slow']);
+    // The session stays usable for more streams.
+    const again = await h2get(port, '/', slow.session);
+    expect([again.status, again.body]).toEqual([200, 'fast']);
+    slow.session.close();
+    await closeGracefully(server, 100);
+  });
+
+  test('a graceful close lets an open h2c stream finish, then the session goes', async () => {
+    const { server, port } = await listen(handler(300), 0, '127.0.0.1');
+    const pending = h2get(port, '/slow');
+    await new Promise((r) => setTimeout(r, 50));
+    const closed = closeGracefully(server, 5_000);
+    const { status, body, session } = await pending;
+    expect([status, body]).toEqual([200, 'slow']);
+    await closed;
+    await new Promise((r) => (session.closed ? r(undefined) : session.once('close', r)));
+    expect(session.closed || session.destroyed).toBe(true);
+  });
+
+  test('a connection that stops halfway through the preface is closed at the headers timeout', async () => {
+    const { server, port } = await listen(handler(0), 0, '127.0.0.1', { requestHeadersTimeoutMs: 300 });
+    const lifetime = await new Promise<number>((resolve) => {
+      const started = performance.now();
+      const socket = connect(port, '127.0.0.1', () => socket.write('PRI * HTTP/2.0\r\n'));
+      socket.on('error', () => {});
+      const timer = setTimeout(() => (socket.destroy(), resolve(-1)), 5_000);
+      socket.on('close', () => (clearTimeout(timer), resolve(performance.now() - started)));
+    });
+    expect(lifetime).toBeGreaterThan(0);
+    await closeGracefully(server, 100);
   });
 });

@@ -1,10 +1,11 @@
 import { createServer, type IncomingMessage, type RequestListener, type Server } from 'node:http';
-import { createServer as createHttpsServer } from 'node:https';
+import { createSecureServer, type Http2Server, type Http2Session } from 'node:http2';
 import type { TLSSocket } from 'node:tls';
 import { PROTOCOL_ORDER, type TlsContexts } from './tls-contexts.ts';
 import { readFileSync } from 'node:fs';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
+import { createH2cServer, DEFAULT_HTTP2_LIMITS, http2Settings, isH2cUpgrade, trackSessions, type Http2Limits, H2C_PREFACE } from './http2.ts';
 
 const CONNECT_BODY = 'CONNECT is not supported\n';
 const CONNECT_REFUSED = `HTTP/1.1 405 Method Not Allowed\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: ${CONNECT_BODY.length}\r\nx-gatehouse-error: GH_BAD_REQUEST\r\nconnection: close\r\n\r\n${CONNECT_BODY}`;
@@ -22,6 +23,8 @@ export interface ListenerLimits {
   idleTimeoutMs: number;
   /** Connections open at once; more are closed on accept (`max_active_downstream_connections`). */
   maxConnections: number;
+  /** HTTP/2 limits (streams, header list size, rapid-reset protection): ./http2.ts. */
+  http2: Http2Limits;
 }
 
 export const DEFAULT_LISTENER_LIMITS: ListenerLimits = Object.freeze({
@@ -29,6 +32,7 @@ export const DEFAULT_LISTENER_LIMITS: ListenerLimits = Object.freeze({
   requestTimeoutMs: 300_000,
   idleTimeoutMs: 300_000,
   maxConnections: defaultMaxConnections(),
+  http2: DEFAULT_HTTP2_LIMITS,
 });
 
 /**
@@ -63,12 +67,64 @@ function serverOptions(l: ListenerLimits) {
   };
 }
 
-/** Starts an HTTP/1.1 server; resolves with the server and its bound port (port 0 picks one). */
+/**
+ * Starts the plain listener: HTTP/1.1, and HTTP/2 with prior knowledge (h2c, SPEC 3.2.1) on the
+ * same port. A connection whose first bytes are the HTTP/2 preface goes to an h2c server; the
+ * rest to Node's HTTP/1.1 server. `Upgrade: h2c` is not taken (RFC 9113 removed it; Envoy does
+ * not do it either): such a request is answered over HTTP/1.1. Resolves with the HTTP/1.1 server
+ * (the one bound to the port) and the port (0 picks one).
+ */
 export async function listen(handler: RequestListener, port: number, host: string, limits: Partial<ListenerLimits> = {}, onUpgrade?: UpgradeListener): Promise<{ server: Server; port: number }> {
   const l = { ...DEFAULT_LISTENER_LIMITS, ...limits };
-  const server = createServer(serverOptions(l), handler);
+  const server = createServer({ ...serverOptions(l), shouldUpgradeCallback: (req) => onUpgrade !== undefined && !isH2cUpgrade(req) }, handler);
   if (onUpgrade) server.on('upgrade', onUpgrade);
+  const h2c = createH2cServer(handler, l);
+  SESSIONS.set(server, trackSessions(h2c, l));
+  // Node's HTTP/1.1 connection listener is taken off and called only for connections that do
+  // not open with the HTTP/2 preface (it reads the socket at once, so it cannot run first).
+  const [http1] = server.listeners('connection') as ((socket: Socket) => void)[];
+  server.removeListener('connection', http1!);
+  server.on('connection', (socket: Socket) =>
+    sniff(socket, (isH2) => {
+      if (!isH2) return http1!.call(server, socket);
+      // The first-bytes timer (the headers timeout) gives way to the session's idle timeout.
+      socket.setTimeout(0);
+      h2c.emit('connection', socket);
+    }),
+  );
   return serve(server, l, port, host);
+}
+
+/** HTTP/2 sessions of each listener, closed with it. */
+const SESSIONS = new WeakMap<Server, Set<Http2Session>>();
+
+/**
+ * Reads a connection's first bytes and tells whether they open HTTP/2 (the preface starts
+ * `PRI * HTTP/2.0`, which no HTTP/1.1 request does), then puts them back for whoever serves it.
+ */
+function sniff(socket: Socket, route: (isH2: boolean) => void): void {
+  let seen: Buffer = Buffer.alloc(0);
+  const onData = (chunk: Buffer): void => {
+    seen = seen.length === 0 ? chunk : (Buffer.concat([seen, chunk]) as Buffer);
+    const n = Math.min(seen.length, H2C_PREFACE.length);
+    const isPrefix = seen.subarray(0, n).equals(H2C_PREFACE.subarray(0, n));
+    // Undecided until the bytes so far stop matching, or the whole preface is there.
+    if (isPrefix && n < H2C_PREFACE.length) return;
+    socket.removeListener('data', onData);
+    socket.removeListener('end', onEnd);
+    socket.pause();
+    socket.unshift(seen);
+    route(isPrefix);
+    // HTTP/1.1 reads through 'data' events, which pause() held back. An HTTP/2 session takes
+    // what is buffered itself on its next tick: flowing now would drop it.
+    if (!isPrefix) socket.resume();
+  };
+  const onEnd = (): void => {
+    socket.removeListener('data', onData);
+    socket.destroy();
+  };
+  socket.on('data', onData);
+  socket.on('end', onEnd);
 }
 
 /** The `upgrade` event's listener (WebSocket): without one, Node closes such connections. */
@@ -83,16 +139,32 @@ export type UpgradeListener = (req: IncomingMessage, socket: Duplex, head: Buffe
  */
 export async function listenTls(handler: RequestListener, port: number, host: string, contexts: TlsContexts, limits: Partial<ListenerLimits> = {}, onUpgrade?: UpgradeListener): Promise<{ server: Server; port: number }> {
   const l = { ...DEFAULT_LISTENER_LIMITS, ...limits };
-  const server = createHttpsServer({ ...serverOptions(l), SNICallback: contexts.sniCallback, requestCert: true, rejectUnauthorized: false, minVersion: 'TLSv1.2' }, handler);
+  // Node's HTTP/2 secure server answers ALPN `h2` itself and hands `http/1.1` (or no ALPN)
+  // connections to its HTTP/1.1 machinery, with the same options, events and timeouts.
+  const server = createSecureServer(
+    {
+      ...serverOptions(l),
+      ...http2Settings(l.http2),
+      allowHTTP1: true,
+      SNICallback: contexts.sniCallback,
+      requestCert: true,
+      rejectUnauthorized: false,
+      minVersion: 'TLSv1.2',
+    },
+    handler as never,
+  );
   if (onUpgrade) server.on('upgrade', onUpgrade);
   server.on('secureConnection', (socket: TLSSocket) => {
+    if (socket.alpnProtocol === 'h2') socket.setTimeout(0);
     const vhost = contexts.hostFor((socket as TLSSocket & { servername?: string | false }).servername || undefined);
     if (!vhost) return;
     if ((vhost.requireClientCert && !socket.authorized) || (PROTOCOL_ORDER[socket.getProtocol() ?? ''] ?? 0) < vhost.minVersion) socket.destroy();
   });
   // A failed handshake (unknown SNI, a bad client certificate) is the client's problem, not an error of ours.
   server.on('tlsClientError', (_error, socket) => socket.destroy());
-  return serve(server as unknown as Server, l, port, host);
+  const http = server as unknown as Server;
+  SESSIONS.set(http, trackSessions(server as unknown as Http2Server, l));
+  return serve(http, l, port, host);
 }
 
 /** The connection limits and timeouts both listeners share, then `listen`. */
@@ -105,6 +177,8 @@ async function serve(server: Server, l: ListenerLimits, port: number, host: stri
     socket.setTimeout(l.requestHeadersTimeoutMs, () => socket.destroy());
   });
   server.on('request', (req) => {
+    // HTTP/2 streams share their connection: the session's timeouts are set in ./http2.ts.
+    if (req.httpVersionMajor === 2) return;
     const socket = req.socket as Socket & { [SERVING]?: true };
     if (socket[SERVING]) return;
     socket[SERVING] = true;
@@ -132,9 +206,15 @@ async function serve(server: Server, l: ListenerLimits, port: number, host: stri
 export async function closeGracefully(server: Server, graceMs: number): Promise<void> {
   const closed = new Promise<void>((resolve) => server.close(() => resolve()));
   server.closeIdleConnections();
+  // HTTP/2: GOAWAY now (no new streams), open streams finish; whatever is left is cut at the deadline.
+  const sessions = SESSIONS.get(server);
+  for (const session of sessions ?? []) session.close();
   // Connections that finish a response while closing are not reused (Node sends `connection: close`).
   const idleSweep = setInterval(() => server.closeIdleConnections(), 100);
-  const deadline = setTimeout(() => server.closeAllConnections(), graceMs);
+  const deadline = setTimeout(() => {
+    server.closeAllConnections();
+    for (const session of sessions ?? []) session.destroy();
+  }, graceMs);
   try {
     await closed;
   } finally {

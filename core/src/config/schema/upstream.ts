@@ -35,6 +35,8 @@ export const UpstreamSpec = Strict({
       atMostOneOf(['secretRef', 'sslFiles']),
     ),
   ),
+  /** Gloo's `useHttp2`: HTTP/2 to the hosts (h2c, or ALPN `h2` with TLS); gRPC upstreams need it. */
+  useHttp2: Type.Optional(Type.Boolean({ description: 'speak HTTP/2 to the hosts (h2c, or h2 over TLS); needed for gRPC' })),
   // Gloo's discovery writes it; nothing in Gatehouse reads it (kubectl output loads unchanged).
   discoveryMetadata: Type.Optional(Strict({ labels: Type.Optional(Type.Record(Type.String(), Type.String())) })),
   connectionConfig: Type.Optional(

@@ -1,0 +1,110 @@
+import type { IncomingHttpHeaders, IncomingMessage, RequestListener } from 'node:http';
+import { createServer, Http2ServerRequest, Http2ServerResponse, type Http2Server, type Http2Session, type ServerHttp2Stream } from 'node:http2';
+
+/** The first bytes of every HTTP/2 connection (RFC 9113 3.4). */
+export const H2C_PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
+
+/**
+ * HTTP/2 limits of the downstream listeners (SPEC 3.2.1), set deliberately rather than left at
+ * library defaults; Envoy's edge recommendations are the reference. docs/operations.md lists them.
+ */
+export interface Http2Limits {
+  /** Streams open at once per connection (Envoy edge: 100). */
+  maxConcurrentStreams: number;
+  /** Bytes of a request's header block, names and values (Envoy's `max_request_headers_kb`: 60 KiB). */
+  maxHeaderListSize: number;
+  /** Header fields per request, pseudo-headers included (Envoy's `max_headers_count`: 100, plus 4 pseudo-headers). */
+  maxHeaderListPairs: number;
+  /** Flow-control window of a stream (Envoy edge: 64 KiB), so one slow stream cannot hold much memory. */
+  initialWindowSize: number;
+  /** Memory an HTTP/2 session may hold in nghttp2's buffers before new streams are refused (MiB). */
+  maxSessionMemoryMb: number;
+}
+
+export const DEFAULT_HTTP2_LIMITS: Http2Limits = Object.freeze({
+  maxConcurrentStreams: 100,
+  maxHeaderListSize: 60 * 1024,
+  maxHeaderListPairs: 104,
+  initialWindowSize: 64 * 1024,
+  maxSessionMemoryMb: 10,
+});
+
+/** Node's HTTP/2 server options for `limits`, with the gateway's request and response classes. */
+export function http2Settings(limits: Http2Limits) {
+  return {
+    settings: { maxConcurrentStreams: limits.maxConcurrentStreams, maxHeaderListSize: limits.maxHeaderListSize, initialWindowSize: limits.initialWindowSize, enablePush: false },
+    maxHeaderListPairs: limits.maxHeaderListPairs,
+    maxSessionMemory: limits.maxSessionMemoryMb,
+    // Streams refused for going over maxConcurrentStreams before the session is closed (Node's default, made explicit).
+    maxSessionRejectedStreams: 100,
+    Http2ServerRequest: GatewayHttp2Request,
+    Http2ServerResponse: GatewayHttp2Response,
+  } as const as Record<string, unknown>;
+}
+
+/** The HTTP/2 cleartext (prior knowledge) server the plain listener hands preface connections to; it never listens itself. */
+export function createH2cServer(handler: RequestListener, limits: { http2: Http2Limits }): Http2Server {
+  return createServer(http2Settings(limits.http2), handler as never);
+}
+
+/** `Upgrade: h2c` (RFC 7540 3.2, removed by RFC 9113): answered over HTTP/1.1, as Envoy does by default. */
+export function isH2cUpgrade(req: IncomingMessage): boolean {
+  const upgrade = req.headers.upgrade;
+  return typeof upgrade === 'string' && upgrade.toLowerCase() === 'h2c';
+}
+
+/**
+ * Follows a server's HTTP/2 sessions for graceful close, and gives each one the listener's
+ * idle timeout: nothing sent either way for `idleTimeoutMs` closes the session. Rapid reset
+ * (CVE-2023-44487) is refused by nghttp2 itself (1.57+, bundled with Node): a client resetting
+ * streams faster than its rate limit (a burst of 1,000, then 33 a second) gets GOAWAY and loses
+ * the connection; `maxConcurrentStreams` bounds the work one connection can start at once.
+ */
+export function trackSessions(server: Http2Server, limits: { idleTimeoutMs: number; http2: Http2Limits }): Set<Http2Session> {
+  const sessions = new Set<Http2Session>();
+  server.on('session', (session: Http2Session) => {
+    sessions.add(session);
+    session.setTimeout(limits.idleTimeoutMs, () => session.close());
+    session.on('error', () => session.destroy());
+    session.once('close', () => sessions.delete(session));
+  });
+  // Errors of one session are that session's; never the process's.
+  server.on('sessionError', () => {});
+  return sessions;
+}
+
+const PLAIN = Symbol('gatehouse.plainHeaders');
+
+/**
+ * An HTTP/2 request as the gateway reads requests: `headers` without pseudo-headers and with
+ * `host` from `:authority` (as HTTP/1.1 has it), so routing, auth and forwarding are one path.
+ * Node's `method`, `url` and `authority` still read the original header block.
+ */
+export class GatewayHttp2Request extends Http2ServerRequest {
+  declare [PLAIN]: IncomingHttpHeaders;
+
+  constructor(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, options: object, rawHeaders: string[]) {
+    super(stream, headers as never, options as never, rawHeaders);
+    const plain: IncomingHttpHeaders = {};
+    for (const name in headers) {
+      if (name.charCodeAt(0) !== 0x3a) plain[name] = headers[name];
+    }
+    const authority = headers[':authority'];
+    if (plain.host === undefined && typeof authority === 'string') plain.host = authority;
+    this[PLAIN] = plain;
+  }
+}
+// Accessors over what Node's typings call plain properties.
+Object.defineProperty(GatewayHttp2Request.prototype, 'headers', {
+  get(this: GatewayHttp2Request) {
+    return this[PLAIN];
+  },
+});
+
+/** An HTTP/2 response that, like Node's HTTP/1.1 one, says when its stream is gone (`destroyed`). */
+export class GatewayHttp2Response extends Http2ServerResponse {}
+Object.defineProperty(GatewayHttp2Response.prototype, 'destroyed', {
+  get(this: GatewayHttp2Response) {
+    return this.stream.destroyed;
+  },
+});
