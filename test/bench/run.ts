@@ -16,7 +16,7 @@ const HERE = fileURLToPath(new URL('.', import.meta.url));
 const CLI = fileURLToPath(new URL('../../core/bin/gatehouse.js', import.meta.url));
 
 async function main(): Promise<void> {
-  ensureDebianPackages({ '/usr/bin/wrk': 'wrk', '/usr/sbin/nginx': 'nginx' });
+  ensureDebianPackages({ '/usr/bin/wrk': 'wrk', '/usr/sbin/nginx': 'nginx', '/usr/bin/h2load': 'nghttp2-client' });
   await mkdir(join(HERE, '.work'), { recursive: true });
   const workDir = await mkdtemp(join(HERE, '.work', 'run-'));
   const filter = process.env.BENCH_FILTER ? new RegExp(process.env.BENCH_FILTER) : undefined;
@@ -68,7 +68,7 @@ async function runRow(scenario: BenchScenario, ctx: BenchContext): Promise<WrkRe
   let target: RunningTarget | undefined;
   try {
     target = await scenario.start(ctx);
-    return await runWrk(target.url, scenario.request ?? {}, ctx.workDir);
+    return scenario.measure ? await scenario.measure(target, ctx) : await runWrk(target.url, scenario.request ?? {}, ctx.workDir);
   } catch (error) {
     console.log(`  ${scenario.name.padEnd(44)} FAILED: ${(error as Error).message.split('\n')[0]}`);
     return undefined;

@@ -1,4 +1,4 @@
-import type { BenchRequest } from './wrk.ts';
+import type { BenchRequest, WrkResult } from './wrk.ts';
 
 /** What a bench row needs from the run. */
 export interface BenchContext {
@@ -30,6 +30,8 @@ export interface BenchScenario {
   readonly name: string;
   readonly request?: BenchRequest;
   start(ctx: BenchContext): Promise<RunningTarget>;
+  /** The load for this row when wrk cannot make it (HTTP/2, gRPC, WebSocket); default wrk with `request`. */
+  measure?(target: RunningTarget, ctx: BenchContext): Promise<WrkResult>;
 }
 
 /** A ratio between two rows of the same run, with an optional goal (numbers are ratios measured side by side). */

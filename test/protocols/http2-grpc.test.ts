@@ -179,6 +179,8 @@ beforeAll(async () => {
       vs('grpc-down', ['grpc-down.test'], [route('/', 'nothing')]),
       vs('h2-tls', ['h2.test'], [route('/auth', 'echo', true), route('/', 'echo')], edgeTls),
       vs('grpcs', ['grpcs.test'], [route('/test.Echo/', 'grpc-tls')], edgeTls),
+      // No sniDomains: the default certificate, for names nobody claims and clients that send no SNI.
+      vs('default-tls', ['127.0.0.1'], [route('/', 'echo')], { sslFiles: { tlsCert: f('edge.pem'), tlsKey: f('edge.key') } }),
     ],
   });
   gatehouse = await startGatehouse('run', ['--config-dir', dir.path]);
@@ -248,6 +250,15 @@ describe.skipIf(missing.length > 0)('HTTP/2 downstream through gatehouse run', (
     expect(JSON.parse(h2res.body)).toMatchObject({ url: '/auth/tls', headers: { host: `h2.test:${httpsPort}`, 'x-forwarded-proto': 'https', 'x-user-id': 'h2;alice' } });
     const h1res = await curl(['--http1.1', ...tlsArgs('h2.test'), `https://h2.test:${httpsPort}/plain`]);
     expect([h1res.version, h1res.status]).toEqual(['1.1', 200]);
+  });
+
+  it('a client that sends no SNI gets the default certificate and h2 (h2load to an IP address)', async () => {
+    const hello = execFileSync('openssl', ['s_client', '-connect', `127.0.0.1:${httpsPort}`, '-noservername', '-alpn', 'h2,http/1.1'], { input: '', encoding: 'utf8', stdio: ['pipe', 'pipe', 'ignore'] });
+    expect(hello).toMatch(/ALPN protocol: h2/);
+    expect(hello).toMatch(/subject=CN\s?=\s?edge/);
+    const load = await run('h2load', ['-n', '200', '-c', '2', '-m', '4', `https://127.0.0.1:${httpsPort}/no-sni`]);
+    expect(load.stdout).toContain('Application protocol: h2');
+    expect(h2loadStats(load.stdout)).toMatchObject({ ok2xx: 200, failed: 0, errored: 0 });
   });
 
   it('`curl --http2` on the plain port (Upgrade: h2c) is answered over HTTP/1.1, not taken as a tunnel', async () => {

@@ -154,6 +154,8 @@ export async function listenTls(handler: RequestListener, port: number, host: st
     handler as never,
   );
   if (onUpgrade) server.on('upgrade', onUpgrade);
+  // No default certificate: a client that sends no SNI fails the handshake, as one naming nobody's domain.
+  contexts.onFallback((host) => server.setSecureContext(host?.options ?? {}));
   server.on('secureConnection', (socket: TLSSocket) => {
     if (socket.alpnProtocol === 'h2') socket.setTimeout(0);
     const vhost = contexts.hostFor((socket as TLSSocket & { servername?: string | false }).servername || undefined);

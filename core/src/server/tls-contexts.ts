@@ -1,4 +1,4 @@
-import { createSecureContext, type SecureContext, type SecureVersion } from 'node:tls';
+import { createSecureContext, type SecureContext, type SecureContextOptions, type SecureVersion } from 'node:tls';
 import { readManifestFile } from '../config/read-relative.ts';
 import type { Resource } from '../config/resource.ts';
 import { lookup, type ConfigSnapshot } from '../config/store.ts';
@@ -6,6 +6,8 @@ import { lookup, type ConfigSnapshot } from '../config/store.ts';
 /** A VirtualService's `sslConfig`, as compiled for the HTTPS listener. */
 export interface TlsHost {
   readonly context: SecureContext;
+  /** What `context` was built from: a client that sends no SNI gets it through the server's default context. */
+  readonly options: SecureContextOptions;
   /** Clients must present a certificate signed by the config's root CA. */
   readonly requireClientCert: boolean;
   /** `namespace/name` of the VirtualService, for logs. */
@@ -51,10 +53,15 @@ export function tlsMaterial(vs: Resource<'VirtualService'>, secret: (ref: { name
 
 /** A SecureContext for `material` and the config's protocol bounds; throws Node's reason (a key that does not match, a bad PEM). */
 export function secureContextOf(vs: Resource<'VirtualService'>, material: TlsMaterial): SecureContext {
+  return createSecureContext(secureContextOptions(vs, material));
+}
+
+/** Node's options for `material` and the config's protocol bounds. */
+export function secureContextOptions(vs: Resource<'VirtualService'>, material: TlsMaterial): SecureContextOptions {
   const parameters = vs.spec.sslConfig!.parameters;
   const min = parameters?.minimumProtocolVersion ? VERSIONS[parameters.minimumProtocolVersion] : undefined;
   const max = parameters?.maximumProtocolVersion ? VERSIONS[parameters.maximumProtocolVersion] : undefined;
-  return createSecureContext({ cert: material.cert, key: material.key, ...(material.ca ? { ca: material.ca } : {}), minVersion: min ?? 'TLSv1.2', ...(max ? { maxVersion: max } : {}) });
+  return { cert: material.cert, key: material.key, ...(material.ca ? { ca: material.ca } : {}), minVersion: min ?? 'TLSv1.2', ...(max ? { maxVersion: max } : {}) };
 }
 
 /**
@@ -85,6 +92,7 @@ export class TlsContexts {
   }
 
   update(snapshot: ConfigSnapshot): void {
+    const previousFallback = this.fallback;
     const exact = new Map<string, TlsHost>();
     const wildcard = new Map<string, TlsHost>();
     const built = new Map<string, SecureContext>();
@@ -98,10 +106,11 @@ export class TlsContexts {
       try {
         const material = tlsMaterial(vs, (ref) => lookup(snapshot, 'Secret', ref, vs.namespace));
         const id = `${vs.version}|${material.cert}|${material.key}|${material.ca ?? ''}`;
-        const context = this.built.get(id) ?? secureContextOf(vs, material);
+        const options = secureContextOptions(vs, material);
+        const context = this.built.get(id) ?? createSecureContext(options);
         built.set(id, context);
         const min = vs.spec.sslConfig!.parameters?.minimumProtocolVersion;
-        host = { context, requireClientCert: material.ca !== undefined && vs.spec.sslConfig!.oneWayTls !== true, virtualService: name, minVersion: PROTOCOL_ORDER[(min && VERSIONS[min]) || 'TLSv1.2']! };
+        host = { context, options, requireClientCert: material.ca !== undefined && vs.spec.sslConfig!.oneWayTls !== true, virtualService: name, minVersion: PROTOCOL_ORDER[(min && VERSIONS[min]) || 'TLSv1.2']! };
       } catch (error) {
         // Load-time checks reject such a VirtualService, but a Secret or file it uses can change
         // under it: the certificate it served last keeps serving, and the problem is logged.
@@ -130,6 +139,19 @@ export class TlsContexts {
     this.built = built;
     this.lastGood = lastGood;
     this.size = size;
+    if (fallback?.context !== previousFallback?.context) for (const listener of this.fallbackListeners) listener(fallback);
+  }
+
+  private readonly fallbackListeners = new Set<(host: TlsHost | undefined) => void>();
+
+  /**
+   * Calls `listener` now and whenever the default certificate changes: the listener makes it the
+   * server's own context, which is what a client that sends no SNI gets (Node's SNICallback only
+   * runs for clients that send a name).
+   */
+  onFallback(listener: (host: TlsHost | undefined) => void): void {
+    this.fallbackListeners.add(listener);
+    listener(this.fallback);
   }
 
   /** The host serving SNI name `servername` (undefined: no SNI sent). */
