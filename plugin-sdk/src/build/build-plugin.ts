@@ -1,12 +1,13 @@
 import { existsSync } from 'node:fs';
 import { mkdir, rename, writeFile } from 'node:fs/promises';
-import { builtinModules } from 'node:module';
-import { join, resolve } from 'node:path';
+import { builtinModules, SourceMap, type SourceMapPayload } from 'node:module';
+import { dirname, join, resolve } from 'node:path';
 import * as esbuild from 'esbuild';
 import { GATEWAY_VERSION } from '../version.ts';
 import { BuildCodes, PluginBuildError } from './errors.ts';
 import { formatPluginFile, PLUGIN_GLOBAL, type PluginMetadata } from './metadata.ts';
 import { SDK_VERSION } from './sdk-version.ts';
+import { originalPosition } from './source-map.ts';
 
 export interface BuildPluginOptions {
   /** The plugin's entry module (TypeScript or JavaScript). */
@@ -17,11 +18,15 @@ export interface BuildPluginOptions {
   outDir?: string;
   /** Default: this gateway's version. Only for building for another gateway release. */
   gatewayVersion?: string;
+  /** Minify the script; the source map (`<name>.js.map`) still points at the sources. */
+  minify?: boolean;
 }
 
 export interface BuildPluginResult {
   /** Absolute path of the written file. */
   file: string;
+  /** Absolute path of its source map (`<file>.map`): the host maps plugin stacks through it. */
+  sourceMap: string;
   metadata: PluginMetadata;
   /** Things worth telling the user that do not stop the build. */
   warnings: string[];
@@ -52,49 +57,144 @@ const noNodeBuiltins: esbuild.Plugin = {
 
 /** A plugin bundled into one classic script, in memory (what `buildPlugin` writes, and what the test kit runs). */
 export interface BundledPlugin {
-  /** The classic script: assigns the module's exports to `PLUGIN_GLOBAL`. */
+  /** The classic script: assigns the module's exports to `PLUGIN_GLOBAL`. No sourceMappingURL comment. */
   code: string;
+  /** Its source map (JSON), sources relative to the plugin's project directory. */
+  map: string;
   /** The entry module's export names, sorted. */
   exports: string[];
   warnings: string[];
 }
 
-/** Bundles `entry` into one classic script (esbuild); throws PluginBuildError with file:line on errors. */
-export async function bundlePlugin(entryPath: string, name = 'Plugin'): Promise<BundledPlugin> {
+export interface BundleOptions {
+  /** Used in messages only. */
+  name?: string;
+  /** Minify the script (the source map still points at the sources). */
+  minify?: boolean;
+}
+
+/**
+ * Node.js globals that do not exist in the sandbox, with what to use instead. A plugin's own
+ * code using one fails the build (it would fail at run time, in the sandbox only); a
+ * dependency's use is a warning (libraries often probe for them and fall back).
+ */
+const NODE_GLOBALS: Record<string, string> = {
+  process: 'configuration comes from the step\'s config (NewConfigInstance), secrets from ctx.secrets',
+  Buffer: 'use Uint8Array, TextEncoder/TextDecoder and atob/btoa',
+  require: 'use import; Node.js modules do not exist in the sandbox',
+  __dirname: 'there is no file system in the sandbox',
+  __filename: 'there is no file system in the sandbox',
+  global: 'use globalThis',
+  setImmediate: 'use setTimeout(fn, 0) or await Promise.resolve()',
+  clearImmediate: 'use setTimeout/clearTimeout',
+};
+const MARK = '__gatehouseNodeGlobal_';
+const MARKED = new RegExp(`(typeof\\s+)?${MARK}([A-Za-z_$][\\w$]*)`, 'g');
+
+/** The directory the plugin's sources are named relative to: the nearest one with a package.json. */
+function projectDir(entry: string): string {
+  for (let dir = dirname(entry); ; dir = dirname(dir)) {
+    if (existsSync(join(dir, 'package.json'))) return dir;
+    if (dirname(dir) === dir) return dirname(entry);
+  }
+}
+
+/**
+ * A source file holding this comment may use Node.js globals (a warning, not an error): for
+ * code that probes for them on purpose, such as the host's hostile-plugin test fixtures.
+ */
+export const ALLOW_NODE_GLOBALS = 'gatehouse-plugin allow-node-globals';
+
+/** Uses of Node.js globals in the bundle (other than `typeof X` probes), at their source positions. */
+function nodeGlobalUses(code: string, map: string): { own: string[]; dependencies: string[] } {
+  const own: string[] = [];
+  const dependencies: string[] = [];
+  const payload = JSON.parse(map) as SourceMapPayload;
+  const allowed = new Set(payload.sources.filter((_, i) => payload.sourcesContent?.[i]?.includes(ALLOW_NODE_GLOBALS)));
+  const sourceMap = new SourceMap(payload);
+  const lines = code.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    for (const match of lines[i]!.matchAll(MARKED)) {
+      if (match[1]) continue;
+      const name = match[2]!;
+      const at = originalPosition(sourceMap, i + 1, match.index + 1);
+      const where = at ? `${at.source}:${at.line}:${at.column}` : `(bundle line ${i + 1})`;
+      const text = `${where}: ${name} is a Node.js global, and auth plugins run in a sandbox without Node.js: ${NODE_GLOBALS[name] ?? 'remove it'}`;
+      if (at && allowed.has(at.source)) dependencies.push(`${text} (allowed by "${ALLOW_NODE_GLOBALS}")`);
+      else (at && /(^|\/)node_modules\//.test(at.source) ? dependencies : own).push(text);
+    }
+  }
+  return { own, dependencies };
+}
+
+function buildFailed(entry: string, error: unknown): PluginBuildError {
+  const failure = error as esbuild.BuildFailure;
+  const details = (failure.errors ?? []).map((m) => (m.location ? `${m.location.file}:${m.location.line}:${m.location.column}: ${m.text}` : m.text));
+  return new PluginBuildError(BuildCodes.BUILD_FAILED, `building ${entry} failed:\n  ${details.join('\n  ') || failure.message}`, { cause: error });
+}
+
+/** Bundles `entry` into one classic script with a source map (esbuild); throws PluginBuildError with file:line on errors. */
+export async function bundlePlugin(entryPath: string, options: BundleOptions = {}): Promise<BundledPlugin> {
   const entry = resolve(entryPath);
   if (!existsSync(entry)) throw new PluginBuildError(BuildCodes.ENTRY_NOT_FOUND, `entry file ${entry} does not exist`);
-  let bundled: esbuild.BuildResult<{ write: false; metafile: true }>;
-  try {
-    bundled = await esbuild.build({
-      entryPoints: [entry],
-      bundle: true,
-      format: 'esm',
-      // Neutral: nothing platform-specific; the sandbox is bare V8 (no Node, no DOM).
-      platform: 'neutral',
-      mainFields: ['module', 'main'],
-      target: 'es2023',
-      write: false,
-      outfile: 'plugin.js',
-      metafile: true,
-      logLevel: 'silent',
-      charset: 'utf8',
-      plugins: [noNodeBuiltins],
-    });
-  } catch (error) {
-    const failure = error as esbuild.BuildFailure;
-    const details = (failure.errors ?? []).map((m) => (m.location ? `${m.location.file}:${m.location.line}:${m.location.column}: ${m.text}` : m.text));
-    throw new PluginBuildError(BuildCodes.BUILD_FAILED, `building ${entry} failed:\n  ${details.join('\n  ') || failure.message}`, { cause: error });
-  }
+  const root = projectDir(entry);
+  const common: esbuild.BuildOptions = {
+    entryPoints: [entry],
+    bundle: true,
+    // Neutral: nothing platform-specific; the sandbox is bare V8 (no Node, no DOM).
+    platform: 'neutral',
+    mainFields: ['module', 'main'],
+    target: 'es2023',
+    write: false,
+    // Sources in the map are relative to the project: "src/index.ts", whatever the working directory.
+    absWorkingDir: root,
+    outfile: join(root, 'plugin.js'),
+    sourcemap: 'external',
+    sourcesContent: true,
+    logLevel: 'silent',
+    charset: 'utf8',
+    plugins: [noNodeBuiltins],
+  };
 
-  const output = bundled.outputFiles[0];
-  const exports = Object.values(bundled.metafile.outputs)[0]?.exports ?? [];
-  if (!output || exports.length === 0) {
-    throw new PluginBuildError(BuildCodes.NO_EXPORTS, `${entry} exports nothing; export the plugin object, e.g. "export const ${name}: ExtAuthPlugin = { ... }"`);
+  // First pass: the export names (esbuild reports them for ESM output) and Node.js globals,
+  // each replaced by a marker that only free (global) references get.
+  let check: esbuild.BuildResult<{ write: false; metafile: true }>;
+  try {
+    check = await esbuild.build({ ...common, format: 'esm', metafile: true, define: Object.fromEntries(Object.keys(NODE_GLOBALS).map((name) => [name, `${MARK}${name}`])) } as esbuild.BuildOptions & { write: false; metafile: true });
+  } catch (error) {
+    throw buildFailed(entry, error);
   }
-  // ESM → a classic script: the isolate runs scripts, and a script needs no module loader.
-  const script = await esbuild.transform(output.text, { format: 'iife', globalName: PLUGIN_GLOBAL, target: 'es2023', charset: 'utf8' });
-  const warnings = [...bundled.warnings, ...script.warnings].map((m) => m.text);
-  return { code: script.code, exports: [...exports].sort(), warnings };
+  const exports = Object.values(check.metafile.outputs).find((output) => output.entryPoint !== undefined)?.exports ?? [];
+  const checkCode = check.outputFiles.find((file) => file.path.endsWith('.js'))?.text ?? '';
+  const checkMap = check.outputFiles.find((file) => file.path.endsWith('.map'))?.text ?? '{}';
+  if (exports.length === 0) {
+    throw new PluginBuildError(BuildCodes.NO_EXPORTS, `${entry} exports nothing; export the plugin object, e.g. "export const ${options.name ?? 'Plugin'}: ExtAuthPlugin = { ... }"`);
+  }
+  const uses = nodeGlobalUses(checkCode, checkMap);
+  if (uses.own.length > 0) throw new PluginBuildError(BuildCodes.NODE_GLOBAL, `building ${entry} failed:\n  ${uses.own.join('\n  ')}`);
+
+  // The script: a classic script (the isolate runs scripts, without a module loader).
+  let built: esbuild.BuildResult<{ write: false }>;
+  try {
+    built = await esbuild.build({ ...common, format: 'iife', globalName: PLUGIN_GLOBAL, minify: options.minify === true } as esbuild.BuildOptions & { write: false });
+  } catch (error) {
+    throw buildFailed(entry, error);
+  }
+  let code = built.outputFiles.find((file) => file.path.endsWith('.js'))!.text;
+  let map = built.outputFiles.find((file) => file.path.endsWith('.map'))!.text;
+  // esbuild starts an IIFE of an ES module with "use strict": the script stays the sloppy
+  // classic script `transform` gave before (the module's code inside is strict either way).
+  // The line carries no mappings; dropping it drops its (empty) line of the map.
+  const STRICT = '"use strict";\n';
+  const payload = JSON.parse(map) as { mappings: string };
+  if (code.startsWith(STRICT) && payload.mappings.startsWith(';')) {
+    code = code.slice(STRICT.length);
+    payload.mappings = payload.mappings.slice(1);
+    map = JSON.stringify(payload);
+  }
+  const warnings = [...check.warnings, ...built.warnings].map((m) => m.text);
+  for (const use of uses.dependencies) warnings.push(use.endsWith('")') ? use : `${use} (in a dependency: it fails if that code runs)`);
+  return { code, map, exports: [...exports].sort(), warnings };
 }
 
 /**
@@ -108,17 +208,21 @@ export async function buildPlugin(options: BuildPluginOptions): Promise<BuildPlu
   }
   const entry = resolve(options.entry);
   const gatewayVersion = options.gatewayVersion ?? GATEWAY_VERSION;
-  const { code, exports, warnings } = await bundlePlugin(entry, name);
+  const { code, map, exports, warnings } = await bundlePlugin(entry, { name, minify: options.minify === true });
   if (!exports.includes(name)) {
     warnings.push(`${entry} does not export "${name}" (it exports ${exports.join(', ')}); AuthConfigs must set exportedSymbolName to one of those`);
   }
 
-  const { text, metadata } = formatPluginFile(code, { name, exports, gatewayVersion, sdkVersion: SDK_VERSION });
+  const { text, metadata } = formatPluginFile(`${code}//# sourceMappingURL=${name}.js.map\n`, { name, exports, gatewayVersion, sdkVersion: SDK_VERSION });
   const outDir = resolve(options.outDir ?? 'compiled-auth-plugins');
   await mkdir(outDir, { recursive: true });
   const file = join(outDir, `${name}.js`);
-  const temporary = `${file}.${process.pid}.tmp`;
-  await writeFile(temporary, text);
-  await rename(temporary, file);
-  return { file, metadata, warnings };
+  const sourceMap = `${file}.map`;
+  // The map first: a host that sees the new script finds its map.
+  for (const [path, content] of [[sourceMap, map], [file, text]] as const) {
+    const temporary = `${path}.${process.pid}.tmp`;
+    await writeFile(temporary, content);
+    await rename(temporary, path);
+  }
+  return { file, sourceMap, metadata, warnings };
 }

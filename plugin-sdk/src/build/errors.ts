@@ -12,6 +12,8 @@ export const BuildCodes = {
   ENTRY_NOT_FOUND: 'GH_PLUGIN_ENTRY_NOT_FOUND',
   /** esbuild reported errors (syntax, unresolved or Node.js-only imports). */
   BUILD_FAILED: 'GH_PLUGIN_BUILD_FAILED',
+  /** The plugin's own code uses a Node.js global (process, Buffer, require, __dirname, global, setImmediate…). */
+  NODE_GLOBAL: 'GH_PLUGIN_NODE_GLOBAL',
   /** The entry module exports nothing, so no AuthConfig could name a symbol. */
   NO_EXPORTS: 'GH_PLUGIN_NO_EXPORTS',
 } as const;

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -44,6 +44,23 @@ describe('gatehouse-plugin', () => {
     const { code } = await cli(['build', ENTRY, '--name', 'RH', '--out', 'dist']);
     expect(code).toBe(0);
     expect(parsePluginFile(await readFile(join(dir, 'dist', 'RH.js'), 'utf8')).metadata.exports).toEqual(['RequiredHeader']);
+  });
+
+  it('--minify writes a minified script and its source map beside it', async () => {
+    const { code } = await cli(['build', ENTRY, '--name', 'RH', '--minify']);
+    expect(code).toBe(0);
+    const { body } = parsePluginFile(await readFile(join(dir, 'compiled-auth-plugins', 'RH.js'), 'utf8'));
+    expect(body.split('\n').length).toBeLessThan(5);
+    expect(JSON.parse(await readFile(join(dir, 'compiled-auth-plugins', 'RH.js.map'), 'utf8')).sources).toContain('src/index.ts');
+  });
+
+  it('a plugin using a Node.js global fails to build, naming the global and file:line', async () => {
+    await writeFile(join(dir, 'package.json'), '{}');
+    await writeFile(join(dir, 'bad.ts'), "export const P = { go: () => Buffer.from('x') };\n");
+    const { code, stderr } = await cli(['build', 'bad.ts', '--name', 'P']);
+    expect(code).toBe(1);
+    expect(stderr).toContain('bad.ts:1:30: Buffer is a Node.js global');
+    expect(stderr).toContain('[GH_PLUGIN_NODE_GLOBAL]');
   });
 
   it('usage errors exit 2, build failures exit 1 with the code', async () => {

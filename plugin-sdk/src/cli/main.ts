@@ -6,7 +6,9 @@ import { SDK_VERSION } from '../build/sdk-version.ts';
 import { GATEWAY_VERSION } from '../version.ts';
 
 const USAGE = `usage:
-  gatehouse-plugin build ENTRY --name NAME [--out DIR]   writes DIR/NAME.js (default DIR: compiled-auth-plugins)
+  gatehouse-plugin build ENTRY --name NAME [--out DIR] [--minify]
+                                                          writes DIR/NAME.js and its source map DIR/NAME.js.map
+                                                          (default DIR: compiled-auth-plugins)
   gatehouse-plugin image build --from DIR --tag VERSION --output LAYOUT_DIR [--base REF]
   gatehouse-plugin image push --from LAYOUT_DIR REF [--insecure]
   gatehouse-plugin version                                prints the gateway version plugins are built for`;
@@ -18,7 +20,7 @@ async function build(argv: string[], io: Io): Promise<number> {
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
-    options: { name: { type: 'string' }, out: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+    options: { name: { type: 'string' }, out: { type: 'string' }, minify: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
   });
   if (values.help) {
     io.out(USAGE);
@@ -28,7 +30,7 @@ async function build(argv: string[], io: Io): Promise<number> {
     io.err(`gatehouse-plugin build: expected one ENTRY file and --name NAME\n${USAGE}`);
     return 2;
   }
-  const result = await buildPlugin({ entry: positionals[0]!, name: values.name, outDir: values.out ?? process.env.GATEHOUSE_PLUGIN_OUT });
+  const result = await buildPlugin({ entry: positionals[0]!, name: values.name, outDir: values.out ?? process.env.GATEHOUSE_PLUGIN_OUT, minify: values.minify === true || process.env.GATEHOUSE_PLUGIN_MINIFY === '1' });
   for (const warning of result.warnings) io.err(`warning: ${warning}`);
   const { metadata } = result;
   io.out(`built ${result.file} (plugin ${metadata.name}, exports ${metadata.exports.join(', ')}, gateway ${metadata.gatewayVersion}, ${metadata.contentHash})`);

@@ -47,6 +47,11 @@ export function decodeConfig(target: unknown, value: unknown, path = 'config'): 
     return value;
   }
   if (typeof target === 'object') {
+    if (Array.isArray(value) && Object.keys(target as object).length === 0) {
+      // A Go port's `[]string` field initialised as `{}`: say what the empty object means.
+      const field = path.slice(path.lastIndexOf('.') + 1);
+      throw new ConfigDecodeError(path, `expected an object, got an array (NewConfigInstance returned {} for ${field}, and an empty object decodes as a map; if ${field} is a list, initialise it as ${field}: [])`);
+    }
     if (!isPlainData(value)) throw new ConfigDecodeError(path, `expected an object, got ${describe(value)}`);
     decodeObject(target as Record<string, unknown>, value, path);
     return target;

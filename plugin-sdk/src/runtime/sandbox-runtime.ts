@@ -51,7 +51,14 @@ export interface RuntimeApi {
 
 /** Stages name where a failure happened, so the host can pick the error code. */
 export type Stage = 'export' | 'new-config' | 'config' | 'get-auth-service' | 'start' | 'authorize' | 'response';
-export type Outcome = { ok: true; response?: unknown } | { ok: false; stage: Stage; error: string } | { pending: number };
+/**
+ * A failure carries `stack`: the frames of the plugin's own script (the runtime's are left out),
+ * positions in the compiled file; the host maps them to the plugin's sources (source map).
+ */
+export type Outcome = { ok: true; response?: unknown } | { ok: false; stage: Stage; error: string; stack?: string } | { pending: number };
+
+/** Frames kept in a failure's stack. */
+const STACK_FRAMES = 12;
 
 /** What the host's async operations answer: a copy of the value, an error to rethrow, or "the call is over". */
 export type HostAnswer = { value: unknown } | { error: { name: string; message: string } } | { cancelled: true };
@@ -125,7 +132,10 @@ export function install(host: HostApi): RuntimeApi {
       })
     : undefined;
   // What a timer callback threw: Node would crash, Workers log it; the sandbox logs it.
-  emitUncaught = (where, error) => emit('error')(`uncaught exception in ${where}: ${messageOf(error)}`);
+  emitUncaught = (where, error) => {
+    const stack = stackOf(error);
+    emit('error')(`uncaught exception in ${where}: ${messageOf(error)}`, stack === undefined ? undefined : { stack });
+  };
   // Rebuilt by init() once the step's secrets are known.
   let ctx: Context = freeze({ logger, secrets: freeze({}), ...(store ? { store } : {}) }) as Context;
 
@@ -145,7 +155,50 @@ export function install(host: HostApi): RuntimeApi {
       return 'an unprintable value was thrown';
     }
   };
-  const failed = (stage: Stage, error: unknown): string => stringify({ ok: false, stage, error: messageOf(error) });
+  /** The plugin's frames of an error's stack (not the runtime's), or undefined. */
+  const stackOf = (error: unknown): string | undefined => {
+    try {
+      const stack = error instanceof Error ? error.stack : undefined;
+      if (typeof stack !== 'string') return undefined;
+      const frames = stack
+        .split('\n')
+        .filter((line) => line.startsWith('    at ') && !line.includes('gatehouse:sandbox-runtime'))
+        .slice(0, STACK_FRAMES);
+      return frames.length ? frames.join('\n').slice(0, 4096) : undefined;
+    } catch {
+      return undefined;
+    }
+  };
+  /**
+   * A line-by-line port of a Go plugin returns `{}` from NewConfigInstance (Go's `&Config{}`), or
+   * `{}` for a list field: an empty object decodes as a map, so a list the config leaves out is
+   * `{}` or undefined and iterating it fails far from the cause. The failure gets the fix.
+   */
+  let emptyConfigFields: string[] = [];
+  let emptyConfig = false;
+  const hinted = (message: string): string => {
+    if (!message.includes('is not iterable') || (!emptyConfig && emptyConfigFields.length === 0)) return message;
+    if (emptyConfig) {
+      return `${message} (hint: NewConfigInstance returned {}, and an empty object decodes as a map: fields the config leaves out stay undefined. Return every field with its zero value, lists as arrays, e.g. { RequiredHeader: '', AllowedValues: [] })`;
+    }
+    const named = emptyConfigFields.filter((path) => message.includes(path.slice(path.lastIndexOf('.') + 1)));
+    const fields = named.length ? named : emptyConfigFields;
+    return `${message} (hint: NewConfigInstance returned {} for ${fields.join(', ')}, and an empty object decodes as a map, not a list: initialise list fields as arrays, e.g. ${fields[0]!.slice(fields[0]!.indexOf('.') + 1)}: [])`;
+  };
+  const failed = (stage: Stage, error: unknown): string => {
+    const stack = stackOf(error);
+    return stringify({ ok: false, stage, error: hinted(messageOf(error)), ...(stack === undefined ? {} : { stack }) });
+  };
+  /** Paths (`config.X`) of the fields that hold an empty object in the config defaults. */
+  const emptyObjects = (value: unknown, path: string, out: string[], depth: number): string[] => {
+    if (depth > 8 || typeof value !== 'object' || value === null || isArray(value)) return out;
+    for (const key of Object.keys(value)) {
+      const field = (value as Record<string, unknown>)[key];
+      if (typeof field === 'object' && field !== null && !isArray(field) && Object.keys(field).length === 0) out.push(`${path}.${key}`);
+      else emptyObjects(field, `${path}.${key}`, out, depth + 1);
+    }
+    return out;
+  };
   const fails = (stage: Stage, error: string): string => stringify({ ok: false, stage, error });
 
   const base64Bytes = (text: string): Uint8Array => {
@@ -256,6 +309,12 @@ export function install(host: HostApi): RuntimeApi {
         config = await plugin.NewConfigInstance(ctx);
       } catch (error) {
         return failed('new-config', error);
+      }
+      try {
+        emptyConfig = typeof config === 'object' && config !== null && !isArray(config) && Object.keys(config).length === 0;
+        emptyConfigFields = emptyObjects(config, 'config', [], 0);
+      } catch {
+        // A hostile getter: no hint.
       }
       try {
         config = decodeConfig(config, parse(configJson));

@@ -14,6 +14,8 @@ export interface TestLogLine {
 export interface TestFailure {
   code: string;
   message: string;
+  /** Where the plugin threw: its stack in its own sources (source-mapped), when it threw an Error. */
+  stack?: string;
 }
 
 /** A started plugin, in-process or sandboxed; both answer the same way. */

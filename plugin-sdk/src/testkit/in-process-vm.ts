@@ -2,6 +2,7 @@ import vm from 'node:vm';
 import { fileURLToPath } from 'node:url';
 import { bundlePlugin } from '../build/build-plugin.ts';
 import { PLUGIN_GLOBAL } from '../build/metadata.ts';
+import { stackMapper, withLocation } from '../build/source-map.ts';
 import { RUNTIME_INSTALL_GLOBAL, sandboxRuntimeScript } from '../runtime/runtime-script.ts';
 import type { HostApi } from '../runtime/host-api.ts';
 import type { Outcome, RuntimeApi } from '../runtime/sandbox-runtime.ts';
@@ -60,10 +61,23 @@ export async function runEntryInProcess(options: SandboxOptions): Promise<Plugin
     throw new PluginStartError(code, `${where}: ${message}`, { cause });
   };
 
-  const bundle = await bundlePlugin(entry, options.name);
+  const bundle = await bundlePlugin(entry, { name: options.name });
   if (!bundle.exports.includes(symbol)) {
     fail('GH_PLUGIN_SYMBOL_NOT_EXPORTED', `${entry} does not export "${symbol}" (it exports ${bundle.exports.join(', ') || 'nothing'}); set exportedSymbolName to one of those`);
   }
+  // Named as the host names a compiled plugin; stacks are mapped to the sources as the host maps them.
+  const scriptUrl = `file:///in-process/${options.name}.js`;
+  const mapStack = stackMapper(bundle.map, scriptUrl);
+  // Calls come from this process, so a stack goes on into its frames; the sandbox's ends at the plugin.
+  const hostFrame = /\((?:node:|\/|file:\/\/(?!\/in-process\/))|at (?:async )?(?:node:|\/|file:\/\/(?!\/in-process\/))/;
+  const ownStack = (stack: string): string | undefined => {
+    const frames = stack.split('\n').filter((frame) => !hostFrame.test(frame));
+    return frames.length ? mapStack(frames.join('\n')) : undefined;
+  };
+  const withStack = (message: string, stack: string | undefined): string => {
+    const mapped = stack === undefined ? undefined : ownStack(stack);
+    return mapped === undefined ? message : `${withLocation(message, mapped)}\n${mapped}`;
+  };
   const egress = options.egress?.length ? await loadEgress(options.egress, wallTimeoutMs) : undefined;
   const calls = new TestHostCalls(egress, clock, { deadlineMs: wallTimeoutMs, maxFetches: 16, maxTimers: 1024 });
   const secrets = Object.freeze({ ...(options.secrets ?? {}) });
@@ -80,8 +94,8 @@ export async function runEntryInProcess(options: SandboxOptions): Promise<Plugin
   const host: HostApi = {
     log: (level, rawMessage, rawFields) => {
       if (!LEVELS.has(level) || typeof rawMessage !== 'string') return;
-      const message = redact(rawMessage);
-      const fields = typeof rawFields === 'string' ? redact(rawFields) : rawFields;
+      const message = mapStack(redact(rawMessage));
+      const fields = typeof rawFields === 'string' ? mapStack(redact(rawFields)) : rawFields;
       let parsed: unknown = fields;
       if (typeof fields === 'string') {
         try {
@@ -117,7 +131,7 @@ export async function runEntryInProcess(options: SandboxOptions): Promise<Plugin
   run(await sandboxRuntimeScript(), 'gatehouse:sandbox-runtime.js');
   const install = vm.runInContext(`(() => { const install = globalThis.${RUNTIME_INSTALL_GLOBAL}; delete globalThis.${RUNTIME_INSTALL_GLOBAL}; return install; })()`, context) as (host: HostApi) => RuntimeApi;
   const api = install(bridged);
-  run(bundle.code, `file://${entry}`);
+  run(bundle.code, scriptUrl);
 
   const outcome = (json: unknown): Outcome => JSON.parse(String(json)) as Outcome;
   calls.begin();
@@ -126,10 +140,10 @@ export async function runEntryInProcess(options: SandboxOptions): Promise<Plugin
     if ('ok' in init && !init.ok) {
       const code = init.stage === 'export' ? 'GH_PLUGIN_BAD_EXPORT' : init.stage === 'config' ? 'GH_PLUGIN_BAD_CONFIG' : 'GH_PLUGIN_INIT_FAILED';
       const what = init.stage === 'config' ? 'config does not fit the plugin' : init.stage === 'export' ? `export "${symbol}"` : `${init.stage === 'new-config' ? 'NewConfigInstance' : 'GetAuthService'} failed`;
-      fail(code, `${what}: ${init.error}`);
+      fail(code, withStack(`${what}: ${init.error}`, init.stack));
     }
     const start = outcome(await api.start());
-    if ('ok' in start && !start.ok) fail('GH_PLUGIN_START_FAILED', `Start failed: ${start.error}`);
+    if ('ok' in start && !start.ok) fail('GH_PLUGIN_START_FAILED', withStack(`Start failed: ${start.error}`, start.stack));
   } finally {
     calls.end();
   }
@@ -166,6 +180,8 @@ export async function runEntryInProcess(options: SandboxOptions): Promise<Plugin
         }
       } else if ('ok' in result) {
         failure = result.stage === 'authorize' ? { code: 'GH_PLUGIN_THREW', message: `Authorize threw: ${result.error}` } : { code: 'GH_PLUGIN_BAD_RESPONSE', message: `bad response: ${result.error}` };
+        const stack = result.stack ? ownStack(result.stack) : undefined;
+        if (stack) failure.stack = stack;
       } else failure = { code: 'GH_PLUGIN_BAD_RESPONSE', message: 'the sandbox answered with a pending call where an answer was due' };
     }
     failures.push(failure);

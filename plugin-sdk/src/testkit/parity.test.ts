@@ -153,7 +153,8 @@ describe('both modes see the same sandbox', () => {
 
 describe('the in-process store answers as the host\'s StepStore', () => {
   it('same answers and errors for the same operations', async () => {
-    const { StepStore } = (await import('@gatehouse/core/extauth/plugins/step-store.ts')) as { StepStore: new () => { dispatch: (...args: unknown[]) => unknown } };
+    const hostStore = '@gatehouse/core/extauth/plugins/step-store.ts';
+    const { StepStore } = (await import(hostStore)) as { StepStore: new () => { dispatch: (...args: unknown[]) => unknown } };
     const host = new StepStore().dispatch;
     const test = createTestStore(createFakeClock());
     const ops: unknown[][] = [

@@ -69,6 +69,8 @@ export interface SandboxOptions {
    * each call starts); timers and store TTLs keep real time there.
    */
   clock?: FakeClock;
+  /** Sandbox mode: build with `--minify` (stacks still name the sources, through the source map). */
+  minify?: boolean;
 }
 
 /** The field of a CheckRequest that carries the fake time into the sandbox (removed before the plugin sees it). */
@@ -128,7 +130,7 @@ export async function runInSandbox(options: SandboxOptions): Promise<SandboxHarn
   const dir = await mkdtemp(join(tmpdir(), 'gatehouse-plugin-test-'));
   try {
     const entry = options.entry instanceof URL ? fileURLToPath(options.entry) : options.entry;
-    const built = await buildPlugin({ entry, name: options.name, outDir: dir });
+    const built = await buildPlugin({ entry, name: options.name, outDir: dir, minify: options.minify === true });
     let metadata = built.metadata;
     const clock = options.clock ?? realClock;
     if (options.clock) {
@@ -148,9 +150,9 @@ export async function runInSandbox(options: SandboxOptions): Promise<SandboxHarn
     const failures: TestFailure[] = [];
     const hostLogs: TestLogLine[] = [];
     const record = (level: TestLogLine['level']) => (fields: object, message: string) => {
-      const f = fields as { source?: string; code?: string; cause?: string; fields?: unknown };
+      const f = fields as { source?: string; code?: string; cause?: string; fields?: unknown; stack?: string };
       if (f.source === 'plugin') logs.push({ level, message, ...(f.fields === undefined ? {} : { fields: f.fields }) });
-      else if (level === 'error' && typeof f.code === 'string') failures.push({ code: f.code, message: f.cause ?? message });
+      else if (level === 'error' && typeof f.code === 'string') failures.push({ code: f.code, message: f.cause ?? message, ...(typeof f.stack === 'string' ? { stack: f.stack } : {}) });
       else hostLogs.push({ level, message, fields });
     };
     const logger: HostLogger = { debug: record('debug'), info: record('info'), warn: record('warn'), error: record('error') };

@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { parsePluginFile, PluginFileError, type PluginMetadata } from '@gatehouse/plugin-sdk/build';
+import { parsePluginFile, PluginFileError, stackMapper, type PluginMetadata } from '@gatehouse/plugin-sdk/build';
 import type { PluginAuthSpec } from '../../config/schema/auth-config.ts';
 import { GatehouseError } from '../../errors.ts';
 import { GATEWAY_VERSION } from '../../version.ts';
@@ -17,6 +17,8 @@ export interface PluginFile {
   readonly body: string;
   /** The symbol the host will use (`exportedSymbolName`, or `name`). */
   readonly symbol: string;
+  /** Maps positions in this script to the plugin's sources (its `<file>.map`, when present). */
+  readonly mapStack: (text: string) => string;
 }
 
 /** The file a `pluginAuth` step loads: `pluginFileName`, default `<name>.js` (SPEC 3.4). */
@@ -66,5 +68,8 @@ export async function loadPluginFile(spec: PluginAuthSpec, pluginDir: string, ga
       `pluginAuth ${spec.name}: ${path} does not export "${symbol}" (it exports ${metadata.exports.join(', ') || 'nothing'}); set exportedSymbolName to one of those`,
     );
   }
-  return { path, fileName, metadata, body, symbol };
+  // The source map `gatehouse-plugin build` writes beside the script: plugin stacks name the plugin's own file:line.
+  const map = await readFile(`${path}.map`, 'utf8').catch(() => undefined);
+  const mapStack = map === undefined ? (text: string) => text : stackMapper(map, `file://${path}`);
+  return { path, fileName, metadata, body, symbol, mapStack };
 }

@@ -1,5 +1,5 @@
 import ivm from 'isolated-vm';
-import { PLUGIN_GLOBAL } from '@gatehouse/plugin-sdk/build';
+import { PLUGIN_GLOBAL, withLocation } from '@gatehouse/plugin-sdk/build';
 import { RUNTIME_INSTALL_GLOBAL, sandboxRuntimeScript } from '@gatehouse/plugin-sdk/runtime';
 import { createHostCrypto, hostRandom, hostUrl, type HostLog, type Outcome } from '@gatehouse/plugin-sdk/runtime';
 import { BadResponseError, toDecision, type PluginDecision } from '@gatehouse/plugin-sdk/runtime';
@@ -84,6 +84,8 @@ interface Waiter {
 export class PluginCallError extends GatehouseError {
   /** The isolate is sound (a missed wall deadline with the isolate idle): keep it. */
   keepsIsolate = false;
+  /** The plugin's stack where it threw, in its own sources (source-mapped). */
+  pluginStack: string | undefined;
 }
 
 function describeError(error: unknown): string {
@@ -115,13 +117,17 @@ export class PluginInstance {
   /** Calls on the isolate's thread still waiting for an answer. */
   queued = 0;
 
-  private constructor(isolate: ivm.Isolate, limits: SandboxLimits, calls: HostCalls, logger: PluginHostLogger, where: { plugin: string; file: string }) {
+  private constructor(isolate: ivm.Isolate, limits: SandboxLimits, calls: HostCalls, logger: PluginHostLogger, where: { plugin: string; file: string }, mapStack: (text: string) => string) {
     this.isolate = isolate;
     this.logger = logger;
     this.where = where;
     this.limits = limits;
     this.calls = calls;
+    this.mapStack = mapStack;
   }
+
+  /** Positions in the plugin's script → its sources. */
+  private readonly mapStack: (text: string) => string;
 
   /**
    * Nothing of the plugin's can be running in the isolate: calls may run inline. A timer or
@@ -199,7 +205,7 @@ export class PluginInstance {
     });
     const calls = new HostCalls(grants.egress, { deadlineMs: limits.wallTimeoutMs ?? 1000, maxFetches: limits.maxFetches ?? 16, maxTimers: limits.maxTimers ?? 1024 });
     // The instance exists before the runtime so that `done` can reach it.
-    const instance = new PluginInstance(isolate, limits, calls, logger, where);
+    const instance = new PluginInstance(isolate, limits, calls, logger, where, file.mapStack);
     calls.onStart = () => {
       instance.quiet = false;
       instance.started++;
@@ -241,8 +247,8 @@ export class PluginInstance {
     const hostLog: HostLog = (level, rawMessage, rawFields) => {
       if (!LEVELS.has(level) || typeof rawMessage !== 'string') return;
       // A plugin that logs a secret (by mistake or on purpose) does not get it into the log.
-      const message = redact(rawMessage);
-      const fields = typeof rawFields === 'string' ? redact(rawFields) : rawFields;
+      const message = file.mapStack(redact(rawMessage));
+      const fields = typeof rawFields === 'string' ? file.mapStack(redact(rawFields)) : rawFields;
       let parsed: unknown = fields;
       if (typeof fields === 'string') {
         try {
@@ -297,11 +303,11 @@ export class PluginInstance {
     if (!init.ok) {
       const code = init.stage === 'export' ? PluginCodes.BAD_EXPORT : init.stage === 'config' ? PluginCodes.BAD_CONFIG : PluginCodes.INIT_FAILED;
       const what = init.stage === 'config' ? 'config does not fit the plugin' : init.stage === 'export' ? `export "${file.symbol}"` : `${init.stage === 'new-config' ? 'NewConfigInstance' : 'GetAuthService'} failed`;
-      fail(code, `${what}: ${init.error}`);
+      fail(code, withStack(`${what}: ${init.error}`, init.stack, file));
     }
     const start = await call('start', [], 'Start');
     calls.end();
-    if (!start.ok) fail(PluginCodes.START_FAILED, `Start failed: ${start.error}`);
+    if (!start.ok) fail(PluginCodes.START_FAILED, withStack(`Start failed: ${start.error}`, start.stack, file));
 
     const refs = await guard('the sandbox runtime', async () => ({
       authorize: (await api.get('authorize', { reference: true })) as RuntimeRefs['authorize'],
@@ -631,8 +637,9 @@ export class PluginInstance {
 
   private decisionOf(outcome: Exclude<Outcome, { pending: number }>): PluginDecision {
     if (!outcome.ok) {
-      if (outcome.stage === 'authorize') throw new PluginCallError(PluginCodes.THREW, `Authorize threw: ${outcome.error}`);
-      throw new PluginCallError(PluginCodes.BAD_RESPONSE, `bad response: ${outcome.error}`);
+      const error = outcome.stage === 'authorize' ? new PluginCallError(PluginCodes.THREW, `Authorize threw: ${outcome.error}`) : new PluginCallError(PluginCodes.BAD_RESPONSE, `bad response: ${outcome.error}`);
+      if (outcome.stack) error.pluginStack = this.mapStack(outcome.stack);
+      throw error;
     }
     try {
       return toDecision(outcome.response);
@@ -660,6 +667,12 @@ export class PluginInstance {
   }
 }
 
+/** A start failure's message with where the plugin failed (its own file:line) and its stack. */
+function withStack(message: string, stack: string | undefined, file: PluginFile): string {
+  const mapped = stack === undefined ? undefined : file.mapStack(stack);
+  return mapped === undefined ? message : `${withLocation(message, mapped)}\n${mapped}`;
+}
+
 /** An {@link Outcome} from untrusted JSON, or undefined when it is not one. */
 function parseOutcome(json: unknown): Outcome | undefined {
   if (typeof json !== 'string') return undefined;
@@ -679,7 +692,8 @@ function outcomeOfValue(value: unknown): Outcome | undefined {
   if (outcome.ok === true) return { ok: true, response: outcome.response };
   if (typeof outcome.pending === 'number' && Number.isSafeInteger(outcome.pending)) return { pending: outcome.pending };
   if (outcome.ok === false && typeof outcome.stage === 'string' && typeof outcome.error === 'string') {
-    return { ok: false, stage: outcome.stage as Extract<Outcome, { ok: false }>['stage'], error: outcome.error.slice(0, 2048) };
+    const stack = typeof outcome.stack === 'string' ? { stack: outcome.stack.slice(0, 4096) } : {};
+    return { ok: false, stage: outcome.stage as Extract<Outcome, { ok: false }>['stage'], error: outcome.error.slice(0, 2048), ...stack };
   }
   return undefined;
 }

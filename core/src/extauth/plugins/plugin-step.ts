@@ -365,7 +365,8 @@ class SandboxedPluginStep implements PluginStep {
   /** A call failed: deny (caller), log, drop the isolate and rebuild it, eagerly unless failing repeatedly. */
   private failed(instance: PluginInstance, error: unknown): void {
     const failure = error instanceof PluginCallError || error instanceof GatehouseError ? error : new GatehouseError(PluginCodes.THREW, String(error));
-    this.logger.error({ ...this.where, code: failure.code, cause: failure.message }, 'plugin auth denied the request: the plugin failed');
+    const stack = failure instanceof PluginCallError && failure.pluginStack ? { stack: failure.pluginStack } : {};
+    this.logger.error({ ...this.where, code: failure.code, cause: failure.message, ...stack }, 'plugin auth denied the request: the plugin failed');
     // A throw or a malformed answer leaves the isolate healthy. Rebuilding it (with backoff)
     // would let any client that makes the plugin throw deny everyone else on the step.
     if (instance.alive && (failure.code === PluginCodes.THREW || failure.code === PluginCodes.BAD_RESPONSE || (failure instanceof PluginCallError && failure.keepsIsolate))) return;
