@@ -6,3 +6,7 @@ export declare const NODE_ENV_DEFAULTS: Record<string, string>;
 export declare function launch(binUrl: string, entry: string): Promise<void>;
 /** The file `launch` would run. */
 export declare function resolveEntry(binUrl: string, entry: string): string;
+/** Oldest Node.js major Gatehouse runs on. */
+export declare const MIN_NODE_MAJOR: number;
+/** Exits the process with a clear message when Node.js is older than MIN_NODE_MAJOR. */
+export declare function assertNodeVersion(version?: string): void;

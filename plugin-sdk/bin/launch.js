@@ -31,6 +31,7 @@ const SOURCE_DIRS = ['core/src', 'plugin-sdk/src', 'init-container/src'];
  * pid, no wrapper process): glibc reads its variables only at process start.
  */
 export async function launch(binUrl, entry) {
+  assertNodeVersion();
   const missing = NODE_FLAGS.filter((flag) => !process.execArgv.includes(flag));
   const unsetEnv = Object.keys(NODE_ENV_DEFAULTS).filter((name) => process.env[name] === undefined);
   if ((missing.length > 0 || unsetEnv.length > 0) && typeof process.execve === 'function') {
@@ -46,6 +47,19 @@ export async function launch(binUrl, entry) {
     // after gatehouse-init's deadline, say) must not keep the process alive.
     setTimeout(() => process.exit(code), 2_000).unref();
   }
+}
+
+/** Oldest Node.js major Gatehouse runs on (package.json engines). */
+export const MIN_NODE_MAJOR = 24;
+
+/**
+ * Exits with a clear message on an older Node.js: there, failures come later and blame the
+ * wrong thing (issue 11: "Cannot read properties of undefined (reading 'bind')" on Node 20).
+ */
+export function assertNodeVersion(version = process.versions.node) {
+  if (Number(version.split('.')[0]) >= MIN_NODE_MAJOR) return;
+  process.stderr.write(`Gatehouse needs Node.js ${MIN_NODE_MAJOR} or newer, but this is Node.js ${version} (${process.execPath}); install Node.js ${MIN_NODE_MAJOR}+ (e.g. "nvm install ${MIN_NODE_MAJOR}") and run again [GH_PLUGIN_NODE_VERSION]\n`);
+  process.exit(1);
 }
 
 /** The file to run: dist/<pkg>/src/<entry>.js when built from the current sources, else the .ts source. */

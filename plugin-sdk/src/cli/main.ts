@@ -3,9 +3,13 @@ import { parseArgs } from 'node:util';
 import { buildPlugin } from '../build/build-plugin.ts';
 import { PluginBuildError } from '../build/errors.ts';
 import { SDK_VERSION } from '../build/sdk-version.ts';
+import { CodedError } from '../errors.ts';
+import { assertNodeVersion } from '../node-version.ts';
 import { GATEWAY_VERSION } from '../version.ts';
 
 const USAGE = `usage:
+  gatehouse-plugin init DIR [--name NAME] [--sdk SPEC] [--host SPEC]
+                                                          a standalone plugin project in DIR (SPEC: a version or file:…tgz)
   gatehouse-plugin build ENTRY --name NAME [--out DIR] [--minify]
                                                           writes DIR/NAME.js and its source map DIR/NAME.js.map
                                                           (default DIR: compiled-auth-plugins)
@@ -37,6 +41,28 @@ async function build(argv: string[], io: Io): Promise<number> {
   return 0;
 }
 
+async function init(argv: string[], io: Io): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: { name: { type: 'string' }, sdk: { type: 'string' }, host: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+  });
+  if (values.help) {
+    io.out(USAGE);
+    return 0;
+  }
+  if (positionals.length !== 1) {
+    io.err(`gatehouse-plugin init: expected one DIR\n${USAGE}`);
+    return 2;
+  }
+  const { initProject } = await import('./init.ts');
+  const sdk = values.sdk ?? process.env.GATEHOUSE_PLUGIN_SDK;
+  const host = values.host ?? process.env.GATEHOUSE_PLUGIN_HOST;
+  const result = await initProject({ dir: positionals[0]!, ...(values.name ? { name: values.name } : {}), ...(sdk ? { sdk } : {}), ...(host ? { host } : {}) });
+  io.out(`created plugin ${result.name} in ${result.dir}:\n  ${result.files.join('\n  ')}\nnext: cd ${result.dir} && npm install && npm test && npm run build`);
+  return 0;
+}
+
 /** `gatehouse-plugin image …` lives in ./image.ts (OCI tooling); loaded only when asked for. */
 async function image(argv: string[]): Promise<number> {
   const { runImageCommand } = await import('./image.ts');
@@ -47,7 +73,11 @@ async function image(argv: string[]): Promise<number> {
 export async function main(argv: string[], io: Io = stdio): Promise<number> {
   const [command, ...rest] = argv;
   try {
+    // First: on an older Node.js the failures come later and name the wrong cause (issue 11).
+    assertNodeVersion();
     switch (command) {
+      case 'init':
+        return await init(rest, io);
       case 'build':
         return await build(rest, io);
       case 'image':
@@ -66,7 +96,7 @@ export async function main(argv: string[], io: Io = stdio): Promise<number> {
         return 2;
     }
   } catch (error) {
-    if (error instanceof PluginBuildError) {
+    if (error instanceof PluginBuildError || error instanceof CodedError) {
       io.err(`gatehouse-plugin: ${error.message} [${error.code}]`);
       return 1;
     }
