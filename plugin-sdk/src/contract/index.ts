@@ -9,5 +9,6 @@ export type {
   HeaderValueOption,
   PluginLogger,
   PluginStore,
+  SocketAddressJson,
 } from './types.ts';
-export { AuthorizedResponse, DeniedResponse, GrpcCode, UnauthenticatedResponse, UnauthorizedResponse } from './responses.ts';
+export { AuthorizedResponse, ClientAddress, DeniedResponse, GrpcCode, UnauthenticatedResponse, UnauthorizedResponse } from './responses.ts';

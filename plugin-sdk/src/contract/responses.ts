@@ -1,4 +1,4 @@
-import type { AuthorizationResponse, HeaderValueOption } from './types.ts';
+import type { AuthorizationResponse, CheckRequest, HeaderValueOption, SocketAddressJson } from './types.ts';
 
 /** gRPC status codes used in `CheckResponse.status` (google.rpc.Code). */
 export const GrpcCode = { OK: 0, PERMISSION_DENIED: 7, UNAUTHENTICATED: 16 } as const;
@@ -30,4 +30,13 @@ export function UnauthorizedResponse(): AuthorizationResponse {
 /** Denies with 401 Unauthorized and an empty body. */
 export function UnauthenticatedResponse(): AuthorizationResponse {
   return DeniedResponse(401);
+}
+
+/**
+ * The downstream peer's IP address (`attributes.source.address.socket_address.address`, set by
+ * the gateway): the client, or the last proxy in front of the gateway. Undefined when absent.
+ */
+export function ClientAddress(request: CheckRequest): string | undefined {
+  const address = (request.attributes.source?.address as SocketAddressJson | undefined)?.socket_address?.address;
+  return typeof address === 'string' && address !== '' ? address : undefined;
 }

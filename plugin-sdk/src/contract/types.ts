@@ -3,9 +3,20 @@
  * ported from Gloo's Go plugin API read the same. Type-only: no runtime dependencies.
  */
 
+/** Envoy `config.core.v3.Address` as JSON (the socket form). */
+export interface SocketAddressJson {
+  socket_address?: { address?: string; port_value?: number };
+}
+
 /** Envoy ext_authz v3 `CheckRequest` as JSON with proto field names. Header names are lowercase. */
 export interface CheckRequest {
   attributes: {
+    /**
+     * The downstream peer: the client, or the last proxy in front of the gateway. Set by the
+     * gateway (and by Envoy) as `address.socket_address.{address, port_value}`; IPv4 clients of a
+     * dual-stack listener may appear as `::ffff:a.b.c.d`. `x-forwarded-for` is only a header.
+     * Typed `unknown` as it crosses the wire; read it with `ClientAddress(CheckRequest)`, or as a {@link SocketAddressJson}.
+     */
     source?: { address?: unknown };
     destination?: { address?: unknown };
     request: {

@@ -13,6 +13,10 @@ export interface CheckRequestInit {
   body?: string;
   /** Default: `config_id: default.test`, `source_type: route`, `source_name: test`. */
   contextExtensions?: Record<string, string>;
+  /** The downstream peer's address (`attributes.source.address.socket_address`), as the gateway sets it. */
+  clientAddress?: string;
+  /** Its port; default 40000 when `clientAddress` is set. */
+  clientPort?: number;
 }
 
 /** A CheckRequest shaped exactly like the one the gateway sends (SPEC 4 step 2). */
@@ -24,6 +28,7 @@ export function checkRequest(init: CheckRequestInit = {}): CheckRequest {
   const query = path.includes('?') ? path.slice(path.indexOf('?') + 1) : undefined;
   return {
     attributes: {
+      ...(init.clientAddress === undefined ? {} : { source: { address: { socket_address: { address: init.clientAddress, port_value: init.clientPort ?? 40000 } } } }),
       request: {
         http: {
           method: init.method ?? 'GET',
