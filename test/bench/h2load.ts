@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { WRK_SETTINGS, type WrkResult } from './wrk.ts';
 
-/** h2load's load for a row: as many streams in flight as wrk has connections, over fewer connections (HTTP/2 multiplexes). */
-export const H2LOAD_SETTINGS = { connections: 8, streamsPerConnection: Math.max(1, Math.round(WRK_SETTINGS.connections / 8)) };
+/** h2load's load for a row: as many streams in flight as wrk has connections, over 4 connections that multiplex them (as HTTP/2 clients do: a browser uses one). */
+export const H2LOAD_SETTINGS = { connections: 4, streamsPerConnection: Math.max(1, Math.round(WRK_SETTINGS.connections / 4)) };
 
 export interface H2loadOptions {
   headers?: Record<string, string>;

@@ -67,6 +67,8 @@ let ca: string;
 const seen: { userIds: (string | undefined)[]; cancelled: string[] } = { userIds: [], cancelled: [] };
 const grpcServers: grpc.Server[] = [];
 let h2cOnly: Http2Server;
+let hang: Http2Server;
+const hangResets: number[] = [];
 let echo: TestServer;
 let dir: ConfigDir;
 let gatehouse: GatehouseProcess;
@@ -149,6 +151,14 @@ beforeAll(async () => {
   });
   h2cOnly.listen(0, '127.0.0.1');
   await once(h2cOnly, 'listening');
+  // A gRPC-looking upstream that never answers and ignores grpc-timeout: only the gateway's deadline can end its calls.
+  hang = createH2cServer();
+  hang.on('stream', (stream) => {
+    stream.on('error', () => {});
+    stream.on('close', () => hangResets.push(stream.rstCode));
+  });
+  hang.listen(0, '127.0.0.1');
+  await once(hang, 'listening');
   echo = await startEcho('echo');
 
   const upstream = (name: string, port: number, extra: object = {}) => ({ apiVersion: 'gloo.solo.io/v1', kind: 'Upstream', metadata: { name }, spec: { static: { hosts: [{ addr: '127.0.0.1', port }] }, ...extra } });
@@ -171,10 +181,11 @@ beforeAll(async () => {
       upstream('grpc-plain', grpcPlain, { useHttp2: true }),
       upstream('grpc-tls', grpcTls, { useHttp2: true, sslConfig: { sslFiles: { rootCa: f('ca.pem') }, sni: 'grpc-backend.internal' } }),
       upstream('nothing', 1, { useHttp2: true }),
+      upstream('hang', (hang.address() as AddressInfo).port, { useHttp2: true }),
       { apiVersion: 'enterprise.gloo.solo.io/v1', kind: 'AuthConfig', metadata: { name: 'basic' }, spec: { configs: [{ basicAuth: { realm: 'h2', apr: { users: { alice: { salt, hashedPassword: hash } } } } }] } },
       vs('plain', ['plain.test'], [route('/auth', 'echo', true), route('/', 'echo')]),
       vs('h2c-only', ['h2c-only.test'], [route('/', 'h2c-only')]),
-      vs('grpc', ['grpc.test'], [route('/test.Echo/', 'grpc-plain')]),
+      vs('grpc', ['grpc.test'], [route('/test.Echo/', 'grpc-plain'), route('/hang.Service/', 'hang')]),
       vs('grpc-auth', ['grpc-auth.test'], [route('/test.Echo/', 'grpc-plain', true)]),
       vs('grpc-down', ['grpc-down.test'], [route('/', 'nothing')]),
       vs('h2-tls', ['h2.test'], [route('/auth', 'echo', true), route('/', 'echo')], edgeTls),
@@ -191,6 +202,7 @@ afterAll(async () => {
   await gatehouse?.stop();
   for (const server of grpcServers) server.forceShutdown();
   h2cOnly?.close();
+  hang?.close();
   await echo?.close();
   await dir?.cleanup();
   if (work) await rm(work, { recursive: true, force: true });
@@ -368,16 +380,18 @@ describe.skipIf(missing.length > 0)('gRPC through gatehouse run', () => {
       const frame = Buffer.alloc(5 + 4);
       frame.writeUInt32BE(4, 1);
       Buffer.from([0x0a, 0x02, 0x64, 0x6c]).copy(frame, 5); // Msg{text:"dl"}
-      const stream = session.request({ ':method': 'POST', ':path': '/test.Echo/Slow', ':authority': 'grpc.test', 'content-type': 'application/grpc', te: 'trailers', 'grpc-timeout': '300m' });
+      const stream = session.request({ ':method': 'POST', ':path': '/hang.Service/Call', ':authority': 'grpc.test', 'content-type': 'application/grpc', te: 'trailers', 'grpc-timeout': '300m' });
       const started = performance.now();
       stream.end(frame);
-      const [headers] = (await once(stream, 'response')) as [Record<string, string>];
-      const status = headers['grpc-status'] ?? ((await once(stream, 'trailers')) as [Record<string, string>])[0]['grpc-status'];
+      const [headers, flags] = (await once(stream, 'response')) as [Record<string, string>, number];
       const elapsed = performance.now() - started;
-      expect(status).toBe(String(grpc.status.DEADLINE_EXCEEDED));
+      expect(headers['grpc-status']).toBe(String(grpc.status.DEADLINE_EXCEEDED));
       expect(headers['x-gatehouse-error']).toBe('GH_GRPC_DEADLINE_EXCEEDED');
-      expect(elapsed).toBeLessThan(1_900);
-      await expect.poll(() => seen.cancelled).toContain('Slow:dl');
+      // Trailers-only: the header block ends the stream.
+      expect(flags & h2.NGHTTP2_FLAG_END_STREAM).toBe(h2.NGHTTP2_FLAG_END_STREAM);
+      expect(elapsed).toBeGreaterThanOrEqual(290);
+      expect(elapsed).toBeLessThan(1_500);
+      await expect.poll(() => hangResets).toContain(h2.NGHTTP2_CANCEL);
     } finally {
       session.close();
     }

@@ -94,6 +94,8 @@ function tunnel(client: Duplex, upstream: Duplex, limits: UpgradeLimits, done: (
     upstream.destroy();
     done();
   };
+  // Small frames (chat, echoes) go out at once: Nagle's wait on one leg would add a round trip per message.
+  for (const socket of [client, upstream]) (socket as Duplex & { setNoDelay?: (on: boolean) => void }).setNoDelay?.(true);
   for (const [from, to] of [
     [client, upstream],
     [upstream, client],

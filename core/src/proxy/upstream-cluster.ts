@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { isIP } from 'node:net';
 import { createSecureContext } from 'node:tls';
 import { buildConnector, Pool, type Dispatcher } from 'undici';
+import { Http2Dispatcher } from './http2-dispatcher.ts';
 import { readManifestFile } from '../config/read-relative.ts';
 import type { Resource } from '../config/resource.ts';
 import { durationMs } from '../config/schema/common.ts';
@@ -73,17 +74,19 @@ export class UpstreamCluster {
       const origin = `${scheme}://${connectAddr.includes(':') ? `[${connectAddr}]` : connectAddr}:${port}`;
       const http2 = options.http2 === true;
       const tls = options.tls && sniAddr ? { ...(options.tls === true ? {} : options.tls), servername: sniAddr } : options.tls;
-      // HTTP/2 multiplexes: a few connections carry many streams. HTTP/1.1 only when not asked
-      // for HTTP/2, as Envoy and Gloo (undici would otherwise offer h2 over ALPN by default).
+      // HTTP/2 multiplexes: a few connections carry many streams (./http2-dispatcher.ts).
+      // HTTP/1.1 when not asked for HTTP/2, as Envoy and Gloo.
       const poolConnections = options.connections ?? (http2 ? 4 : 128);
-      const dispatcher = new Pool(origin, {
-        connections: poolConnections,
-        pipelining: 1,
-        keepAliveTimeout: 30_000,
-        allowH2: http2,
-        ...(http2 ? { maxConcurrentStreams: UPSTREAM_H2_STREAMS, ...(tls ? {} : { useH2c: true }) } : {}),
-        connect: tls ? pinnedServername({ timeout: options.connectTimeoutMs ?? 5_000, ...tlsConnect(addr, tls) }) : { timeout: options.connectTimeoutMs ?? 5_000 },
-      });
+      const dispatcher: Dispatcher = http2
+        ? new Http2Dispatcher(origin, { connectTimeoutMs: options.connectTimeoutMs ?? 5_000, maxSessions: poolConnections, maxStreams: UPSTREAM_H2_STREAMS, tls: tls ? tlsConnect(addr, tls) : undefined })
+        : new Pool(origin, {
+            connections: poolConnections,
+            pipelining: 1,
+            keepAliveTimeout: 30_000,
+            // HTTP/1.1 only: undici would otherwise offer h2 over ALPN by default.
+            allowH2: false,
+            connect: tls ? pinnedServername({ timeout: options.connectTimeoutMs ?? 5_000, ...tlsConnect(addr, tls) }) : { timeout: options.connectTimeoutMs ?? 5_000 },
+          });
       const connections = http2 ? poolConnections * UPSTREAM_H2_STREAMS : poolConnections;
       // undici takes a request's TLS server name from its Host header and reconnects whenever it
       // changes; one constant name per host keeps the pool's connections (see pinnedServername).
@@ -438,7 +441,7 @@ function pinnedServername(options: Record<string, unknown>): buildConnector.conn
 }
 
 /** undici's `connect` TLS options for a host. An IP address is not a server name: no SNI then, the certificate is checked against the IP. */
-function tlsConnect(addr: string, tls: true | UpstreamTls): Record<string, unknown> {
+function tlsConnect(addr: string, tls: true | UpstreamTls): { servername?: string; ca?: string; cert?: string; key?: string } {
   const material = tls === true ? {} : tls;
   const servername = material.servername ?? (isIP(addr) ? undefined : addr);
   return { ...(servername ? { servername } : {}), ...(material.ca ? { ca: material.ca } : {}), ...(material.cert ? { cert: material.cert, key: material.key } : {}) };

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { checkEchoCall, ECHO_PATH, echoRequestFrame } from '../grpc-echo.ts';
 import { runH2load } from '../h2load.ts';
 import type { BenchContext, BenchModule, BenchScenario, RunningTarget } from '../scenario.ts';
-import { benchManifests, startListening, type Started } from '../tools.ts';
+import { benchManifests, startListening, startNginx, type Started } from '../tools.ts';
 import { runWsLoad } from '../ws-load.ts';
 
 const ECHO_SERVERS = fileURLToPath(new URL('../echo-servers.ts', import.meta.url));
@@ -98,6 +98,17 @@ export const scenarios: BenchScenario[] = [
     start: async (ctx) => through(ctx, await echoServer('ws'), {}),
     measure: (target) => runWsLoad(`${target.url.replace('http', 'ws')}/echo`),
   },
+  {
+    group: 'protocols',
+    name: 'WebSocket echo, via nginx (1 worker, msgs/s)',
+    start: async (ctx) => {
+      const server = await echoServer('ws');
+      const proxy = await startNginx(ctx.workDir, 'ws-proxy', (port) => `server { listen 127.0.0.1:${port};
+    location / { proxy_pass http://127.0.0.1:${server.port}; proxy_http_version 1.1; proxy_set_header Upgrade $http_upgrade; proxy_set_header Connection "upgrade"; } }`);
+      return { url: `http://127.0.0.1:${proxy.port}`, stop: async () => (await proxy.stop(), await server.stop()) };
+    },
+    measure: (target) => runWsLoad(`${target.url.replace('http', 'ws')}/echo`),
+  },
 ];
 
 export const goals: BenchModule['goals'] = [
@@ -105,4 +116,5 @@ export const goals: BenchModule['goals'] = [
   { row: 'gatehouse run, h2 over TLS (h2load)', against: 'gatehouse run, HTTP/1.1 (wrk)' },
   { row: 'gRPC unary, via gatehouse run (h2load)', against: 'gRPC unary, direct (h2load)' },
   { row: 'WebSocket echo, via gatehouse run (msgs/s)', against: 'WebSocket echo, direct (msgs/s)', minThroughputRatio: 0.8 },
+  { row: 'WebSocket echo, via nginx (1 worker, msgs/s)', against: 'WebSocket echo, direct (msgs/s)' },
 ];

@@ -1,0 +1,318 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import { connect, constants, type ClientHttp2Session, type ClientHttp2Stream, type OutgoingHttpHeaders } from 'node:http2';
+import { Readable } from 'node:stream';
+import { Dispatcher } from 'undici';
+
+/** TLS to an HTTP/2 upstream (ALPN `h2`); without it, h2c with prior knowledge. */
+export interface Http2TlsOptions {
+  servername?: string | undefined;
+  ca?: string | undefined;
+  cert?: string | undefined;
+  key?: string | undefined;
+}
+
+export interface Http2DispatcherOptions {
+  tls?: Http2TlsOptions | undefined;
+  connectTimeoutMs?: number;
+  /** Connections to the host at most (default 4); each carries up to `maxStreams` calls. */
+  maxSessions?: number;
+  /** Streams per connection at most (default 100; lower when the server's SETTINGS say so). */
+  maxStreams?: number;
+  /** A connection with no stream open for this long is closed (default 30 s). */
+  idleTimeoutMs?: number;
+}
+
+/** Headers that are connection-specific in HTTP/1.1 and forbidden in HTTP/2 (RFC 9113 8.2.2). */
+const CONNECTION_SPECIFIC = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'http2-settings', 'host']);
+
+/** An error with undici's codes, so callers tell timeouts and connect failures apart as for HTTP/1.1 pools. */
+function codedError(message: string, code: string): Error & { code: string } {
+  return Object.assign(new Error(message), { code });
+}
+
+interface PooledSession {
+  readonly session: ClientHttp2Session;
+  active: number;
+  limit: number;
+  /** GOAWAY received or closing: no new streams. */
+  draining: boolean;
+  /** Why the connection failed, for the calls it carried. */
+  error: Error | undefined;
+}
+
+/**
+ * An undici Dispatcher speaking HTTP/2 to one origin through Node's own `http2` client: up to
+ * `maxSessions` connections, calls spread over the least busy one, queued when all are full.
+ * Written for gRPC proxying: undici's HTTP/2 client served about half the calls per second
+ * of Node's on the same machine (unary gRPC echo, 32 in flight: 7.6k vs 13.2k req/s), and
+ * trailers, cancellation (RST_STREAM CANCEL) and full-duplex streaming map one to one here.
+ * `request()`, `stream()` and friends come from undici's Dispatcher base.
+ */
+export class Http2Dispatcher extends Dispatcher {
+  private readonly origin: string;
+  private readonly authority: string;
+  private readonly scheme: 'http' | 'https';
+  private readonly options: Required<Omit<Http2DispatcherOptions, 'tls'>> & { tls: Http2TlsOptions | undefined };
+  private readonly sessions: PooledSession[] = [];
+  private readonly queue: Http2Call[] = [];
+  private closed = false;
+
+  constructor(origin: string, options: Http2DispatcherOptions = {}) {
+    super();
+    const url = new URL(origin);
+    this.origin = url.origin;
+    this.authority = url.host;
+    this.scheme = url.protocol === 'https:' ? 'https' : 'http';
+    this.options = { connectTimeoutMs: options.connectTimeoutMs ?? 5_000, maxSessions: options.maxSessions ?? 4, maxStreams: options.maxStreams ?? 100, idleTimeoutMs: options.idleTimeoutMs ?? 30_000, tls: options.tls };
+  }
+
+  override dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
+    const call = new Http2Call(this, options, handler);
+    if (this.closed) {
+      call.fail(codedError('the HTTP/2 upstream pool is closed', 'UND_ERR_CLOSED'));
+      return false;
+    }
+    call.begin();
+    const pooled = this.pick();
+    if (pooled) call.send(pooled);
+    else this.queue.push(call);
+    return true;
+  }
+
+  /** The least busy connection with room for a stream, opening one while under the limit. */
+  private pick(): PooledSession | undefined {
+    let best: PooledSession | undefined;
+    for (const pooled of this.sessions) {
+      if (pooled.draining || pooled.active >= pooled.limit) continue;
+      if (!best || pooled.active < best.active) best = pooled;
+    }
+    if (best && best.active === 0) return best;
+    // Draining connections finish their streams without counting against the limit.
+    const live = this.sessions.reduce((n, p) => n + (p.draining ? 0 : 1), 0);
+    if (live < this.options.maxSessions) return this.open();
+    return best;
+  }
+
+  private open(): PooledSession {
+    const { tls, connectTimeoutMs, maxStreams, idleTimeoutMs } = this.options;
+    const session = connect(this.origin, {
+      settings: { enablePush: false },
+      ...(tls ? { ALPNProtocols: ['h2'], ...(tls.servername ? { servername: tls.servername } : {}), ...(tls.ca ? { ca: tls.ca } : {}), ...(tls.cert ? { cert: tls.cert, key: tls.key } : {}) } : {}),
+    });
+    const pooled: PooledSession = { session, active: 0, limit: maxStreams, draining: false, error: undefined };
+    this.sessions.push(pooled);
+    const connectTimer = setTimeout(() => session.destroy(codedError(`connect timeout (${connectTimeoutMs} ms)`, 'UND_ERR_CONNECT_TIMEOUT')), connectTimeoutMs);
+    session.once('connect', () => clearTimeout(connectTimer));
+    session.on('remoteSettings', (settings) => {
+      pooled.limit = Math.min(maxStreams, settings.maxConcurrentStreams ?? maxStreams);
+      this.drain();
+    });
+    session.on('goaway', () => this.retire(pooled));
+    session.on('error', (error: Error) => {
+      pooled.error = error;
+      this.retire(pooled);
+    });
+    session.once('close', () => {
+      clearTimeout(connectTimer);
+      this.retire(pooled);
+      const at = this.sessions.indexOf(pooled);
+      if (at !== -1) this.sessions.splice(at, 1);
+      this.drain();
+    });
+    session.setTimeout(idleTimeoutMs, () => {
+      if (pooled.active === 0) session.close();
+    });
+    return pooled;
+  }
+
+  /** No new streams on this connection; it closes once its open streams finish. */
+  private retire(pooled: PooledSession): void {
+    if (pooled.draining) return;
+    pooled.draining = true;
+    if (!pooled.session.closed && !pooled.session.destroyed) pooled.session.close();
+    this.drain();
+  }
+
+  /** Called when a stream ends or a connection changes: queued calls go out. */
+  drain(): void {
+    while (this.queue.length > 0 && !this.closed) {
+      const pooled = this.pick();
+      if (!pooled) return;
+      this.queue.shift()!.send(pooled);
+    }
+  }
+
+  /** Builds the request header block for a call. */
+  requestHeaders(options: Dispatcher.DispatchOptions): OutgoingHttpHeaders {
+    const out: OutgoingHttpHeaders = { [constants.HTTP2_HEADER_METHOD]: options.method, [constants.HTTP2_HEADER_PATH]: options.path, [constants.HTTP2_HEADER_SCHEME]: this.scheme };
+    let authority: string | undefined;
+    const add = (rawName: string, value: string | string[] | undefined) => {
+      if (value === undefined) return;
+      const name = rawName.toLowerCase();
+      if (name === 'host') authority = Array.isArray(value) ? value[0] : value;
+      if (CONNECTION_SPECIFIC.has(name)) return;
+      if (name === 'te') {
+        if (String(value).toLowerCase().includes('trailers')) out.te = 'trailers';
+        return;
+      }
+      const existing = out[name];
+      if (existing === undefined) out[name] = value;
+      else out[name] = [...(Array.isArray(existing) ? existing : [String(existing)]), ...(Array.isArray(value) ? value : [value])];
+    };
+    const headers = options.headers;
+    if (Array.isArray(headers)) for (let i = 0; i < headers.length; i += 2) add(String(headers[i]), headers[i + 1] as string);
+    else if (headers) for (const [name, value] of Object.entries(headers as Record<string, string | string[] | undefined>)) add(name, value);
+    out[constants.HTTP2_HEADER_AUTHORITY] = authority ?? this.authority;
+    return out;
+  }
+
+  streamEnded(pooled: PooledSession): void {
+    pooled.active--;
+    this.drain();
+  }
+
+  override close(callback?: () => void): Promise<void> {
+    this.closed = true;
+    for (const call of this.queue.splice(0)) call.fail(codedError('the HTTP/2 upstream pool closed', 'UND_ERR_CLOSED'));
+    const all = Promise.all(this.sessions.map((p) => new Promise<void>((resolve) => (p.session.closed ? resolve() : p.session.close(() => resolve()))))).then(() => undefined);
+    if (callback) void all.then(callback);
+    return all;
+  }
+
+  override destroy(errorOrCallback?: Error | null | (() => void), callback?: () => void): Promise<void> {
+    this.closed = true;
+    const error = typeof errorOrCallback === 'function' ? undefined : (errorOrCallback ?? undefined);
+    for (const call of this.queue.splice(0)) call.fail(error ?? codedError('the HTTP/2 upstream pool was destroyed', 'UND_ERR_DESTROYED'));
+    for (const pooled of this.sessions) pooled.session.destroy();
+    const done = Promise.resolve();
+    const cb = typeof errorOrCallback === 'function' ? errorOrCallback : callback;
+    if (cb) void done.then(cb);
+    return done;
+  }
+}
+
+/** One request on an HTTP/2 stream, with the controller undici's handlers expect. */
+class Http2Call implements Dispatcher.DispatchController {
+  private stream: ClientHttp2Stream | undefined;
+  private pooled: PooledSession | undefined;
+  private finished = false;
+  private started = false;
+  private trailers: IncomingHttpHeaders = {};
+  private headersTimer: NodeJS.Timeout | undefined;
+  private bodyTimer: NodeJS.Timeout | undefined;
+  aborted = false;
+  paused = false;
+  reason: Error | null = null;
+
+  private readonly pool: Http2Dispatcher;
+  private readonly options: Dispatcher.DispatchOptions;
+  private readonly handler: Dispatcher.DispatchHandler;
+
+  constructor(pool: Http2Dispatcher, options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler) {
+    this.pool = pool;
+    this.options = options;
+    this.handler = handler;
+  }
+
+  begin(): void {
+    this.handler.onRequestStart?.(this, {});
+    const headersTimeout = this.options.headersTimeout ?? 300_000;
+    if (headersTimeout > 0 && !this.finished) this.headersTimer = setTimeout(() => this.fail(codedError('upstream response headers timeout', 'UND_ERR_HEADERS_TIMEOUT')), headersTimeout);
+  }
+
+  send(pooled: PooledSession): void {
+    if (this.finished) return;
+    const body = this.options.body;
+    const hasBody = body !== null && body !== undefined;
+    let stream: ClientHttp2Stream;
+    try {
+      stream = pooled.session.request(this.pool.requestHeaders(this.options), { endStream: !hasBody });
+    } catch (error) {
+      return this.fail(error as Error);
+    }
+    pooled.active++;
+    this.pooled = pooled;
+    this.stream = stream;
+    stream.on('response', (headers) => this.onResponse(headers));
+    stream.on('data', (chunk: Buffer) => this.onData(chunk));
+    stream.on('trailers', (trailers) => (this.trailers = stripPseudo(trailers)));
+    stream.on('end', () => this.onEnd());
+    stream.on('error', (error: Error & { cause?: Error }) => this.fail(pooled.error ?? error.cause ?? error));
+    stream.on('close', () => {
+      this.pool.streamEnded(pooled);
+      if (!this.finished) this.fail(pooled.error ?? codedError(`upstream stream closed (HTTP/2 code ${stream.rstCode})`, 'UND_ERR_SOCKET'));
+    });
+    if (!hasBody) return;
+    if (typeof body === 'string' || body instanceof Uint8Array) stream.end(body);
+    else if (body instanceof Readable || typeof (body as unknown as Readable).pipe === 'function') {
+      const source = body as unknown as Readable;
+      source.on('error', (error) => this.abort(error));
+      source.pipe(stream);
+    } else Readable.from(body as unknown as AsyncIterable<Uint8Array>).pipe(stream);
+  }
+
+  private onResponse(headers: IncomingHttpHeaders & { ':status'?: number }): void {
+    if (this.finished) return;
+    clearTimeout(this.headersTimer);
+    this.started = true;
+    this.armBodyTimer();
+    this.handler.onResponseStart?.(this, Number(headers[':status']), stripPseudo(headers), '');
+  }
+
+  private onData(chunk: Buffer): void {
+    if (this.finished) return;
+    this.armBodyTimer();
+    this.handler.onResponseData?.(this, chunk);
+  }
+
+  private onEnd(): void {
+    if (this.finished || !this.started) return;
+    this.finished = true;
+    this.clearTimers();
+    this.handler.onResponseEnd?.(this, this.trailers);
+  }
+
+  private armBodyTimer(): void {
+    const bodyTimeout = this.options.bodyTimeout ?? 300_000;
+    if (bodyTimeout <= 0) return;
+    if (this.bodyTimer) this.bodyTimer.refresh();
+    else this.bodyTimer = setTimeout(() => this.fail(codedError('upstream body timeout', 'UND_ERR_BODY_TIMEOUT')), bodyTimeout);
+  }
+
+  private clearTimers(): void {
+    clearTimeout(this.headersTimer);
+    clearTimeout(this.bodyTimer);
+  }
+
+  /** Ends the call with an error: the stream is cancelled and the handler told once. */
+  fail(error: Error): void {
+    if (this.finished) return;
+    this.finished = true;
+    this.clearTimers();
+    if (this.stream && !this.stream.closed) this.stream.close(constants.NGHTTP2_CANCEL);
+    this.handler.onResponseError?.(this, error);
+  }
+
+  abort(reason: Error): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.reason = reason;
+    this.fail(reason);
+  }
+
+  pause(): void {
+    this.paused = true;
+    this.stream?.pause();
+  }
+
+  resume(): void {
+    this.paused = false;
+    this.stream?.resume();
+  }
+}
+
+function stripPseudo(headers: IncomingHttpHeaders): IncomingHttpHeaders {
+  const out: IncomingHttpHeaders = {};
+  for (const name in headers) if (name.charCodeAt(0) !== 0x3a) out[name] = headers[name];
+  return out;
+}
