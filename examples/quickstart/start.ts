@@ -53,7 +53,7 @@ gateway.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
   buffered += chunk;
   if (buffered.includes('"msg":"listening"')) {
     shown = true;
-    console.log(`\nGatehouse is up: traffic :8080, admin :9901 (/healthz /readyz /metrics /config), extauth :8083.`);
+    console.log(`\nGatehouse is up: traffic :8080 (HTTP/1.1 and h2c), HTTPS :8443 (HTTP/2 by ALPN), admin :9901 (/healthz /readyz /metrics /config), extauth :8083.`);
     console.log(`Edit ${CONFIG} and the gateway reloads. Try:\n\n  ${tries.join('\n  ')}\n\nCtrl-C stops everything.\n`);
   }
 });
