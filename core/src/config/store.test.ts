@@ -142,6 +142,25 @@ describe('ConfigStore', () => {
     expect(status(snap, 'VirtualService', 'port')).toMatchObject({ state: 'Warning', serving: 'current' });
   });
 
+  test('regexes are RE2: lookaround and backreferences are refused with the field path, (?i) is accepted', () => {
+    const store = new ConfigStore({ apiGroupDomain: 'gatehouse.dev' });
+    const snap = load(store, {
+      'a.yaml': [
+        upstream('u'),
+        vs('ahead', ['a.example.com'], { name: 'u' }, { matchers: [{ prefix: '/', headers: [{ name: 'x-v', value: 'v(?=1)', regex: true }] }] }),
+        vs('back', ['b.example.com'], { name: 'u' }, { matchers: [{ prefix: '/', queryParameters: [{ name: 'q', value: '(a)\\1', regex: true }] }] }),
+        vs('behind', ['c.example.com'], { name: 'u' }, { options: { regexRewrite: { pattern: { regex: '(?<=/)x' }, substitution: 'y' } } }),
+        vs('groups', ['d.example.com'], { name: 'u' }, { options: { regexRewrite: { pattern: { regex: '/(x)' }, substitution: '/\\2' } } }),
+        vs('fine', ['e.example.com'], { name: 'u' }, { matchers: [{ regex: '(?i)/api/(a+)+' }] }),
+      ],
+    });
+    expect(status(snap, 'VirtualService', 'ahead')!.reasons[0]).toMatchObject({ code: 'GH_CONFIG_BAD_REGEX', path: 'spec.virtualHost.routes[0].matchers[0].headers[0].value', message: expect.stringContaining('lookahead') });
+    expect(status(snap, 'VirtualService', 'back')!.reasons[0]).toMatchObject({ code: 'GH_CONFIG_BAD_REGEX', path: 'spec.virtualHost.routes[0].matchers[0].queryParameters[0].value', message: expect.stringContaining('backreference') });
+    expect(status(snap, 'VirtualService', 'behind')!.reasons[0]).toMatchObject({ code: 'GH_CONFIG_BAD_REGEX', path: 'spec.virtualHost.routes[0].options.regexRewrite.pattern.regex', message: expect.stringContaining('lookbehind') });
+    expect(status(snap, 'VirtualService', 'groups')!.reasons[0]).toMatchObject({ code: 'GH_CONFIG_BAD_REGEX', path: 'spec.virtualHost.routes[0].options.regexRewrite.substitution' });
+    expect(status(snap, 'VirtualService', 'fine')).toMatchObject({ state: 'Accepted' });
+  });
+
   test('a VirtualService whose AuthConfig is rejected keeps serving (auth then denies): fail closed, not 404', () => {
     const authConfig = (name: string, configs: object[]) => ({ apiVersion: 'enterprise.gatehouse.dev/v1', kind: 'AuthConfig', metadata: { name }, spec: { configs } });
     const store = new ConfigStore({

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { CorsPolicySpec } from '../config/schema/virtual-service.ts';
 import { durationMs } from '../config/schema/common.ts';
+import { fullMatcher } from './re2.ts';
 
 /** A CORS policy compiled at load time (Envoy's cors filter semantics). */
 export interface CompiledCors {
@@ -20,8 +21,9 @@ export interface CompiledCors {
 export function compileCors(spec: CorsPolicySpec | undefined): CompiledCors | undefined {
   if (!spec) return undefined;
   const exact = new Set(spec.allowOrigin ?? []);
-  const patterns = (spec.allowOriginRegex ?? []).map((r) => new RegExp(`^(?:${r})$`, 'u'));
-  const allows = (origin: string) => exact.has('*') || exact.has(origin) || patterns.some((re) => re.test(origin));
+  // Envoy's allow_origin_string_match: RE2, full match.
+  const patterns = (spec.allowOriginRegex ?? []).map((r) => fullMatcher(r));
+  const allows = (origin: string) => exact.has('*') || exact.has(origin) || patterns.some((full) => full(origin));
   const common = (origin: string): Record<string, string> => ({
     'access-control-allow-origin': origin,
     vary: 'origin',

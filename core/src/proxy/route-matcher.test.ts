@@ -59,6 +59,14 @@ describe('path matchers', () => {
     }
   });
 
+  test('regexes are RE2: (?i) inline, and header/query regexes too', () => {
+    expect(matches([{ regex: '(?i)/Items/[0-9]+' }], line('/ITEMS/7'))).toBe(true);
+    expect(matches([{ regex: '/items/(?i)abc' }], line('/items/ABC'))).toBe(true);
+    expect(matches([{ regex: '/items/(?i)abc' }], line('/ITEMS/abc'))).toBe(false);
+    expect(matches([{ prefix: '/', headers: [{ name: 'authorization', value: '(?i)bearer .+', regex: true }] }], line('/', { headers: { authorization: 'BEARER x' } }))).toBe(true);
+    expect(matches([{ prefix: '/', queryParameters: [{ name: 'n', value: '\\pL+', regex: true }] }], line('/', { query: 'n=%C3%A9t%C3%A9' }))).toBe(true);
+  });
+
   test('caseSensitive: false applies to prefix, exact and regex', () => {
     expect(matches([{ prefix: '/API', caseSensitive: false }], line('/api/x'))).toBe(true);
     expect(matches([{ exact: '/Login', caseSensitive: false }], line('/LOGIN'))).toBe(true);

@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { MatcherSpec } from '../config/schema/virtual-service.ts';
+import { fullMatcher } from './re2.ts';
 
 /** The parts of a request that routes match on. */
 export interface RequestLine {
@@ -20,7 +21,8 @@ export interface CompiledMatcher {
 
 /**
  * Compiles a route's matcher list (SPEC 3.2) once at load time. Any entry may match;
- * an empty list means prefix `/`. Regexes match the full path, as Envoy's `safe_regex` does.
+ * an empty list means prefix `/`. Regexes are RE2 (./re2.ts) and match the full path, as Envoy's
+ * `safe_regex` does.
  */
 export function compileMatchers(specs: readonly MatcherSpec[] | undefined): CompiledMatcher[] {
   if (!specs || specs.length === 0) return [compileMatcher({ prefix: '/' })];
@@ -43,11 +45,11 @@ function compileMatcher(spec: MatcherSpec): CompiledMatcher {
     const exact = norm(spec.exact);
     add((req) => norm(req.path) === exact);
   } else if (spec.regex !== undefined) {
-    const re = new RegExp(`^(?:${spec.regex})$`, caseSensitive ? 'u' : 'iu');
+    const full = fullMatcher(spec.regex, { caseInsensitive: !caseSensitive });
     // The regex's literal start, checked first: `/tenant-[0-9]+` needs `/tenant-`.
     const literal = caseSensitive ? literalPrefix(spec.regex) : '';
     if (literal !== '') add((req) => req.path.startsWith(literal));
-    add((req) => re.test(req.path), REGEX);
+    add((req) => full(req.path), REGEX);
   } else {
     const prefix = norm(spec.prefix ?? '/');
     if (prefix !== '/' || !caseSensitive) add((req) => norm(req.path).startsWith(prefix));
@@ -98,8 +100,8 @@ function compileMatcher(spec: MatcherSpec): CompiledMatcher {
 function valueMatcher(value: string | undefined, regex: boolean | undefined): (actual: string | undefined) => boolean {
   if (value === undefined || value === '') return (actual) => actual !== undefined;
   if (regex) {
-    const re = new RegExp(`^(?:${value})$`, 'u');
-    return (actual) => actual !== undefined && re.test(actual);
+    const full = fullMatcher(value);
+    return (actual) => actual !== undefined && full(actual);
   }
   return (actual) => actual === value;
 }
@@ -107,7 +109,7 @@ function valueMatcher(value: string | undefined, regex: boolean | undefined): (a
 /**
  * The literal text every match of `source` starts with ('' when unsure): characters up to
  * the first regex syntax, minus the last one when a quantifier that allows zero follows.
- * Any `|` gives up, since an alternative may start differently.
+ * Any `|` gives up, since an alternative may start differently; so does a leading `(?i)` or group.
  */
 export function literalPrefix(source: string): string {
   if (source.includes('|')) return '';

@@ -9,8 +9,12 @@ import { compileCors, type CompiledCors } from './cors.ts';
 import { compileHeaderOps, type HeaderOps } from './header-ops.ts';
 import { HostTable } from './host-table.ts';
 import { compileMatchers, type CompiledMatcher, type RequestLine } from './route-matcher.ts';
+import { regexSubstitution } from './re2.ts';
 import type { Logger } from '../log/logger.ts';
 import type { UpstreamCluster, UpstreamRegistry } from './upstream-cluster.ts';
+
+/** `regexRewrite` on RE2: a `String.prototype.replace` pattern doing Envoy's substitution itself. */
+export type RegexSubstitution = ReturnType<typeof regexSubstitution>;
 
 /** Default route timeout (SPEC 3.2). */
 export const DEFAULT_TIMEOUT_MS = 15_000;
@@ -62,7 +66,7 @@ export interface CompiledRoute {
   /** `hostRewrite`: the Host sent upstream. */
   readonly hostRewrite: string | undefined;
   /** `regexRewrite`: every match of the pattern in the path replaced (Envoy's RegexMatchAndSubstitute). */
-  readonly regexRewrite: { readonly pattern: RegExp; readonly substitution: string } | undefined;
+  readonly regexRewrite: { readonly pattern: RegexSubstitution; readonly substitution: string } | undefined;
   readonly requestHeaders: HeaderOps;
   readonly responseHeaders: HeaderOps;
   readonly cors: CompiledCors | undefined;
@@ -171,8 +175,8 @@ function compileRoute(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, 
     prefixRewrite: o.prefixRewrite,
     autoHostRewrite: o.autoHostRewrite === true,
     hostRewrite: o.hostRewrite,
-    // Envoy's substitution writes capture groups as \1; JavaScript's replace as $1 ($ itself escaped).
-    regexRewrite: o.regexRewrite ? { pattern: new RegExp(o.regexRewrite.pattern.regex, 'gu'), substitution: o.regexRewrite.substitution.replace(/\$/g, '$$$$').replace(/\\(\d)/g, '$$$1') } : undefined,
+    // RE2 with Envoy's \1 groups; the pattern does the whole substitution when the gateway calls path.replace(pattern, substitution).
+    regexRewrite: o.regexRewrite ? { pattern: regexSubstitution(o.regexRewrite.pattern.regex, o.regexRewrite.substitution), substitution: o.regexRewrite.substitution } : undefined,
     requestHeaders: compileHeaderOps([vh.options?.headerManipulation, o.headerManipulation], 'request', secretOf),
     responseHeaders: compileHeaderOps([vh.options?.headerManipulation, o.headerManipulation], 'response', secretOf),
     cors: o.cors?.disableForRoute ? undefined : compileCors(o.cors ?? vh.options?.cors),

@@ -100,7 +100,11 @@ const RouteOptions = Strict({
   prefixRewrite: Type.Optional(Type.String()),
   regexRewrite: Type.Optional(
     Strict({
-      pattern: Strict({ regex: Type.String({ minLength: 1 }), googleRe2: Type.Optional(Type.Unknown()) }),
+      pattern: Strict({
+        regex: Type.String({ minLength: 1, description: 'RE2 syntax' }),
+        // Gloo's RegexMatcher.GoogleRE2: a pattern whose RE2 program is larger is refused at load (Envoy).
+        googleRe2: Type.Optional(Strict({ maxProgramSize: Type.Optional(Type.Integer({ minimum: 1 })) })),
+      }),
       substitution: Type.String({ description: 'replacement; \\1 … \\9 insert capture groups (Envoy)' }),
     }),
   ),
