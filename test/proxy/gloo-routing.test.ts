@@ -1,6 +1,7 @@
 /**
  * Gloo routing compatibility (issue 15) through a real `gatehouse run` with real upstreams:
- * regexes on RE2 (`(?i)`, RE2-only syntax, lookaround and backreferences refused at load).
+ * regexes on RE2 (`(?i)`, RE2-only syntax, lookaround and backreferences refused at load);
+ * delegateAction + RouteTable (by ref and selector, prefix rules, weights, cycles).
  */
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
@@ -27,12 +28,21 @@ const virtualService = (name: string, domains: string[], routes: object[]) => ({
 const to = (name: string) => ({ single: { upstream: { name } } });
 const tagged = (tag: string) => ({ headerManipulation: { responseHeadersToAdd: [{ header: { key: 'x-route', value: tag } }] } });
 
+const routeTable = (name: string, namespace: string, routes: object[], extra: { labels?: Record<string, string>; weight?: number } = {}) => ({
+  apiVersion: 'gateway.solo.io/v1',
+  kind: 'RouteTable',
+  metadata: { name, namespace, ...(extra.labels ? { labels: extra.labels } : {}) },
+  spec: { routes, ...(extra.weight !== undefined ? { weight: extra.weight } : {}) },
+});
+const toIn = (name: string, namespace: string) => ({ single: { upstream: { name, namespace } } });
+
 let echo: TestServer;
+let other: TestServer;
 let dir: ConfigDir;
 let gw: GatehouseProcess;
 
 beforeAll(async () => {
-  echo = await startEcho('echo');
+  [echo, other] = await Promise.all([startEcho('echo'), startEcho('other')]);
   dir = await makeConfigDir({
     'upstreams.yaml': [upstream('echo', echo.port)],
     're2.yaml': [
@@ -47,6 +57,31 @@ beforeAll(async () => {
         },
       ]),
     ],
+    'delegation.yaml': [
+      { ...upstream('other', other.port), metadata: { name: 'other', namespace: 'team-a' } },
+      virtualService('delegating', ['delegate.test'], [
+        { matchers: [{ prefix: '/a/' }], options: tagged('inherited-from-vs'), delegateAction: { ref: { name: 'a-routes', namespace: 'team-a' } } },
+        { matchers: [{ prefix: '/s/' }], delegateAction: { selector: { namespaces: ['team-a', 'team-b'], labels: { app: 'shop' } } } },
+        { matchers: [{ prefix: '/v/', headers: [{ name: 'x-tenant', value: 't1' }] }], inheritableMatchers: true, delegateAction: { name: 'v-routes', namespace: 'team-a' } },
+        { matchers: [{ prefix: '/' }], routeAction: to('echo'), options: tagged('fallback') },
+      ]),
+      routeTable('a-routes', 'team-a', [
+        // References resolve in the table's namespace: "other" is team-a's.
+        { matchers: [{ prefix: '/a/1' }], routeAction: { single: { upstream: { name: 'other' } } } },
+        { matchers: [{ exact: '/a/2' }], routeAction: toIn('echo', 'default'), options: tagged('a-2') },
+        { matchers: [{ prefix: '/elsewhere' }], routeAction: toIn('echo', 'default'), options: tagged('escaped') },
+        { matchers: [{ prefix: '/a/n/' }], delegateAction: { ref: { name: 'nested', namespace: 'team-b' } } },
+      ]),
+      routeTable('nested', 'team-b', [{ matchers: [{ regex: '/a/n/[0-9]+' }], routeAction: toIn('echo', 'default'), options: tagged('nested') }]),
+      // Both match /s/x; the lighter one's route comes first.
+      routeTable('shop-heavy', 'team-b', [{ matchers: [{ prefix: '/s/' }], routeAction: toIn('echo', 'default'), options: tagged('heavy') }], { labels: { app: 'shop' }, weight: 20 }),
+      routeTable('shop-light', 'team-a', [{ matchers: [{ prefix: '/s/' }], routeAction: toIn('echo', 'default'), options: tagged('light') }], { labels: { app: 'shop' }, weight: 5 }),
+      routeTable('v-routes', 'team-a', [{ matchers: [{ prefix: '/v/1' }], routeAction: toIn('echo', 'default'), options: tagged('v1') }]),
+    ],
+    'cycle.yaml': [
+      routeTable('ping', 'default', [{ matchers: [{ prefix: '/p/' }], delegateAction: { ref: { name: 'pong' } } }]),
+      routeTable('pong', 'default', [{ matchers: [{ prefix: '/p/' }], delegateAction: { ref: { name: 'ping' } } }]),
+    ],
     'lookahead.yaml': [virtualService('lookahead', ['ahead.test'], [{ matchers: [{ regex: '/a(?=b).*' }], routeAction: to('echo') }])],
     'backref.yaml': [virtualService('backref', ['back.test'], [{ matchers: [{ prefix: '/', headers: [{ name: 'x-pair', value: '(a)\\1', regex: true }] }], routeAction: to('echo') }])],
   });
@@ -55,7 +90,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await gw?.stop();
-  await echo?.close();
+  await Promise.all([echo?.close(), other?.close()]);
   await dir?.cleanup();
 });
 
@@ -90,5 +125,49 @@ describe('regexes follow RE2 (Envoy safe_regex)', () => {
     expect(code).toBe(1);
     expect(out).toContain('spec.virtualHost.routes[0].matchers[0].headers[0].value: the backreference "\\1" is not supported: regexes use RE2 syntax');
     expect(out).toContain('[GH_CONFIG_BAD_REGEX]');
+  });
+});
+
+describe('delegateAction and RouteTable', () => {
+  const get = (path: string, headers: Record<string, string> = {}) => send(gw.url, { path, headers: { host: 'delegate.test', ...headers } });
+
+  it('by ref: the table\'s routes serve under the prefix, resolving references in the table\'s namespace and inheriting options', async () => {
+    const one = await get('/a/1/x');
+    expect(one.headers['x-upstream']).toBe('other');
+    // The delegating route's options reach delegated routes without options of their own.
+    expect(one.headers['x-route']).toBe('inherited-from-vs');
+    expect((await get('/a/2')).headers['x-route']).toBe('a-2');
+    // Not in the table: the virtual host's next routes are tried (the tree is flattened, as Gloo does).
+    expect((await get('/a/3')).headers['x-route']).toBe('fallback');
+  });
+
+  it('a delegated route outside the delegating prefix is not served; gatehouse validate warns naming it', async () => {
+    expect((await get('/elsewhere')).headers['x-route']).toBe('fallback');
+    const status = await statusOf('delegating');
+    expect(status.state).toBe('Warning');
+    expect(status.reasons).toContainEqual(expect.objectContaining({ code: 'GH_CONFIG_DELEGATION', path: 'spec.virtualHost.routes[0].delegateAction', message: expect.stringContaining('RouteTable team-a/a-routes routes[2]: matchers[0] "/elsewhere" does not start with the delegating prefix "/a/"') }));
+  });
+
+  it('nested tables', async () => {
+    expect((await get('/a/n/42')).headers['x-route']).toBe('nested');
+    expect((await get('/a/n/x')).headers['x-route']).toBe('fallback');
+  });
+
+  it('by selector across namespaces: tables in ascending weight', async () => {
+    expect((await get('/s/x')).headers['x-route']).toBe('light');
+  });
+
+  it('inheritableMatchers: delegated routes must match the parent\'s headers too', async () => {
+    expect((await get('/v/1', { 'x-tenant': 't1' })).headers['x-route']).toBe('v1');
+    expect((await get('/v/1')).headers['x-route']).toBe('fallback');
+  });
+
+  it('a delegation cycle is rejected with the loop named', async () => {
+    const pong = await statusOf('pong');
+    expect(pong, JSON.stringify(pong)).toMatchObject({ state: 'Rejected' });
+    expect(pong.reasons[0]).toMatchObject({ code: 'GH_CONFIG_DELEGATION_CYCLE', message: 'RouteTable default/ping routes[0]: delegation cycle: RouteTable default/pong → RouteTable default/ping → RouteTable default/pong' });
+    const { code, out } = await validate(join(dir.path, 'cycle.yaml'));
+    expect(code).toBe(1);
+    expect(out).toContain('error: RouteTable default/pong: spec.routes[0].delegateAction: RouteTable default/ping routes[0]: delegation cycle: RouteTable default/pong → RouteTable default/ping → RouteTable default/pong [GH_CONFIG_DELEGATION_CYCLE]');
   });
 });

@@ -54,5 +54,9 @@ export const ConfigCodes = {
   /** A field Gatehouse accepts but does not honour, or honours differently (warning). */
   IGNORED: 'GH_CONFIG_IGNORED',
   INVALID: 'GH_CONFIG_INVALID',
+  /** A delegateAction whose routes break Gloo's rules (a non-prefix delegating matcher, a child route outside the prefix). */
+  DELEGATION: 'GH_CONFIG_DELEGATION',
+  /** RouteTables that delegate to each other in a loop. */
+  DELEGATION_CYCLE: 'GH_CONFIG_DELEGATION_CYCLE',
   READ: 'GH_CONFIG_READ',
 } as const;

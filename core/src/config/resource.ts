@@ -4,7 +4,7 @@ import type { GraphQLApiSpec } from './schema/graphql-api.ts';
 import type { UpstreamGroupSpec, UpstreamSpec } from './schema/upstream.ts';
 import type { SecretSpec } from './schema/secret.ts';
 import type { ConfigMapSpec } from './schema/config-map.ts';
-import type { VirtualServiceSpec } from './schema/virtual-service.ts';
+import type { RouteTableSpec, VirtualServiceSpec } from './schema/virtual-service.ts';
 import type { ResourceRef } from './schema/common.ts';
 
 export type SpecOf<K extends Kind> = K extends 'Upstream'
@@ -13,6 +13,8 @@ export type SpecOf<K extends Kind> = K extends 'Upstream'
     ? UpstreamGroupSpec
   : K extends 'VirtualService'
     ? VirtualServiceSpec
+  : K extends 'RouteTable'
+    ? RouteTableSpec
     : K extends 'GraphQLApi'
       ? GraphQLApiSpec
       : K extends 'AuthConfig'

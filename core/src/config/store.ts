@@ -5,8 +5,8 @@ import type { Kind } from './schema/kinds.ts';
 import type { ResourceRef } from './schema/common.ts';
 import { validateDocument } from './validate.ts';
 import { checkSecret, checkUpstreamFields, checkUpstreamTls } from './checks/secret.ts';
-import { checkVirtualService } from './checks/virtual-service.ts';
-import { domainsOf } from './schema/virtual-service.ts';
+import { checkRouteTable, checkVirtualService } from './checks/virtual-service.ts';
+import { domainsOf, type RouteSpec, type VirtualServiceSpec } from './schema/virtual-service.ts';
 
 /** Status of one resource (SPEC 2.4). */
 export interface ResourceStatus {
@@ -53,7 +53,7 @@ export interface CheckContext {
 export type ResourceChecks = { [K in Kind]?: (resource: Resource<K>, ctx: CheckContext) => Diagnostic[] };
 
 /** Dependency order: a kind is checked after the kinds it references. */
-const ORDER: readonly Kind[] = ['Secret', 'ConfigMap', 'Upstream', 'UpstreamGroup', 'AuthConfig', 'GraphQLApi', 'VirtualService'];
+const ORDER: readonly Kind[] = ['Secret', 'ConfigMap', 'Upstream', 'UpstreamGroup', 'AuthConfig', 'GraphQLApi', 'RouteTable', 'VirtualService'];
 
 interface Candidate {
   key: string;
@@ -210,6 +210,7 @@ export class ConfigStore {
     }
     if (resource.kind === 'Secret') out.push(...checkSecret(resource, ctx));
     if (resource.kind === 'Upstream') out.push(...checkUpstreamTls(resource, ctx), ...checkUpstreamFields(resource, ctx));
+    if (resource.kind === 'RouteTable') out.push(...checkRouteTable(resource, ctx));
     if (resource.kind === 'VirtualService') {
       const found = checkVirtualService(resource, ctx);
       out.push(...found);
@@ -254,25 +255,11 @@ export function referencesOf(resource: AnyResource): Reference[] {
     const vh = resource.spec.virtualHost;
     if (resource.spec.sslConfig?.secretRef) out.push({ kind: 'Secret', ref: resource.spec.sslConfig.secretRef, path: ['spec', 'sslConfig', 'secretRef'] });
     if (vh.options?.extauth?.configRef) out.push({ kind: 'AuthConfig', ref: vh.options.extauth.configRef, path: ['spec', 'virtualHost', 'options', 'extauth', 'configRef'] });
-    const headerSecrets = (manipulation: NonNullable<typeof vh.options>['headerManipulation'], at: (string | number)[]) => {
-      for (const list of ['requestHeadersToAdd', 'responseHeadersToAdd'] as const) {
-        manipulation?.[list]?.forEach((h, j) => {
-          if (h.headerSecretRef) out.push({ kind: 'Secret', ref: h.headerSecretRef, path: [...at, 'headerManipulation', list, j, 'headerSecretRef'] });
-        });
-      }
-    };
-    headerSecrets(vh.options?.headerManipulation, ['spec', 'virtualHost', 'options']);
-    vh.routes.forEach((route, i) => {
-      const at = ['spec', 'virtualHost', 'routes', i];
-      headerSecrets(route.options?.headerManipulation, [...at, 'options']);
-      if (route.routeAction?.single?.upstream) out.push({ kind: 'Upstream', ref: route.routeAction.single.upstream, path: [...at, 'routeAction', 'single', 'upstream'] });
-      if (route.routeAction?.upstreamGroup) out.push({ kind: 'UpstreamGroup', ref: route.routeAction.upstreamGroup, path: [...at, 'routeAction', 'upstreamGroup'] });
-      route.routeAction?.multi?.destinations.forEach((d, j) => {
-        if (d.destination.upstream) out.push({ kind: 'Upstream', ref: d.destination.upstream, path: [...at, 'routeAction', 'multi', 'destinations', j, 'destination', 'upstream'] });
-      });
-      if (route.graphqlApiRef) out.push({ kind: 'GraphQLApi', ref: route.graphqlApiRef, path: [...at, 'graphqlApiRef'] });
-      if (route.options?.extauth?.configRef) out.push({ kind: 'AuthConfig', ref: route.options.extauth.configRef, path: [...at, 'options', 'extauth', 'configRef'] });
-    });
+    headerSecretRefs(vh.options?.headerManipulation, ['spec', 'virtualHost', 'options'], out);
+    routeReferences(vh.routes, ['spec', 'virtualHost', 'routes'], out);
+  } else if (resource.kind === 'RouteTable') {
+    // Tables it delegates to are not references here: they are resolved by the delegation walk (a missing one is a warning, as in Gloo).
+    routeReferences(resource.spec.routes, ['spec', 'routes'], out);
   } else if (resource.kind === 'UpstreamGroup') {
     resource.spec.destinations.forEach((d, j) => out.push({ kind: 'Upstream', ref: d.destination.upstream, path: ['spec', 'destinations', j, 'destination', 'upstream'] }));
   } else if (resource.kind === 'AuthConfig') {
@@ -308,4 +295,29 @@ export function referencesOf(resource: AnyResource): Reference[] {
     }
   }
   return out;
+}
+
+type HeaderManipulation = NonNullable<NonNullable<VirtualServiceSpec['virtualHost']['options']>['headerManipulation']>;
+
+function headerSecretRefs(manipulation: HeaderManipulation | undefined, at: PathSegment[], out: Reference[]): void {
+  for (const list of ['requestHeadersToAdd', 'responseHeadersToAdd'] as const) {
+    manipulation?.[list]?.forEach((h, j) => {
+      if (h.headerSecretRef) out.push({ kind: 'Secret', ref: h.headerSecretRef, path: [...at, 'headerManipulation', list, j, 'headerSecretRef'] });
+    });
+  }
+}
+
+/** What the routes of a VirtualService or RouteTable reference (`base`: the path of the routes list). */
+function routeReferences(routes: readonly RouteSpec[], base: PathSegment[], out: Reference[]): void {
+  routes.forEach((route, i) => {
+    const at = [...base, i];
+    headerSecretRefs(route.options?.headerManipulation, [...at, 'options'], out);
+    if (route.routeAction?.single?.upstream) out.push({ kind: 'Upstream', ref: route.routeAction.single.upstream, path: [...at, 'routeAction', 'single', 'upstream'] });
+    if (route.routeAction?.upstreamGroup) out.push({ kind: 'UpstreamGroup', ref: route.routeAction.upstreamGroup, path: [...at, 'routeAction', 'upstreamGroup'] });
+    route.routeAction?.multi?.destinations.forEach((d, j) => {
+      if (d.destination.upstream) out.push({ kind: 'Upstream', ref: d.destination.upstream, path: [...at, 'routeAction', 'multi', 'destinations', j, 'destination', 'upstream'] });
+    });
+    if (route.graphqlApiRef) out.push({ kind: 'GraphQLApi', ref: route.graphqlApiRef, path: [...at, 'graphqlApiRef'] });
+    if (route.options?.extauth?.configRef) out.push({ kind: 'AuthConfig', ref: route.options.extauth.configRef, path: [...at, 'options', 'extauth', 'configRef'] });
+  });
 }

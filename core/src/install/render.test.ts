@@ -65,6 +65,7 @@ describe('renderInstall', () => {
       'CustomResourceDefinition/upstreamgroups.gatehouse.gatehouse.dev',
       'CustomResourceDefinition/authconfigs.enterprise.gatehouse.dev',
       'CustomResourceDefinition/graphqlapis.graphql.gatehouse.dev',
+      'CustomResourceDefinition/routetables.gateway.gatehouse.dev',
       'CustomResourceDefinition/virtualservices.gateway.gatehouse.dev',
       'ServiceAccount/gatehouse-gateway',
       'ClusterRole/gatehouse:gatehouse-system:gateway',

@@ -5,6 +5,7 @@ import { durationMs } from '../config/schema/common.ts';
 import type { ResourceRef } from '../config/schema/common.ts';
 import { domainsOf, type RouteSpec } from '../config/schema/virtual-service.ts';
 import { lookup, type ConfigSnapshot } from '../config/store.ts';
+import { flattenRoutes, routeTablesOf } from '../config/delegation.ts';
 import { compileCors, type CompiledCors } from './cors.ts';
 import { compileHeaderOps, type HeaderOps } from './header-ops.ts';
 import { HostTable } from './host-table.ts';
@@ -15,6 +16,9 @@ import type { UpstreamCluster, UpstreamRegistry } from './upstream-cluster.ts';
 
 /** `regexRewrite` on RE2: a `String.prototype.replace` pattern doing Envoy's substitution itself. */
 export type RegexSubstitution = ReturnType<typeof regexSubstitution>;
+
+/** The resource holding a route: a VirtualService, or a RouteTable delegated to. */
+type RouteOwner = Resource<'VirtualService'> | Resource<'RouteTable'>;
 
 /** Default route timeout (SPEC 3.2). */
 export const DEFAULT_TIMEOUT_MS = 15_000;
@@ -123,8 +127,10 @@ export function compileRouteTable(snapshot: ConfigSnapshot, options: RouteTableO
   for (const vs of vss) {
     const vh = vs.spec.virtualHost;
     const vhostName = `${vs.namespace}/${vs.name}`;
-    const routes = vh.routes.map((spec, index) => {
-      const route = compileRoute(snapshot, vs, spec, index, options);
+    // Delegated routes (RouteTables) in place of their delegating route; the store only serves a tree without cycles.
+    const flat = flattenRoutes(vs, routeTablesOf(snapshot.resources)).routes;
+    const routes = flat.map(({ spec, owner, index }) => {
+      const route = compileRoute(snapshot, vs, owner, spec, index, options);
       if (route.destination.kind === 'upstream') clusters.add(route.destination.cluster);
       if (route.destination.kind === 'weighted') for (const choice of route.destination.choices) clusters.add(choice.cluster);
       return route;
@@ -138,7 +144,8 @@ export function compileRouteTable(snapshot: ConfigSnapshot, options: RouteTableO
       domains: domainsOf(vh),
       routes: routes.map((r, i) => ({
         name: r.name,
-        matchers: vh.routes[i]!.matchers ?? [{ prefix: '/' }],
+        matchers: flat[i]!.spec.matchers ?? [{ prefix: '/' }],
+        ...(flat[i]!.owner.kind === 'RouteTable' ? { routeTable: `${flat[i]!.owner.namespace}/${flat[i]!.owner.name}` } : {}),
         destination:
           r.destination.kind === 'upstream'
             ? { upstream: r.destination.cluster.name, hosts: r.destination.cluster.hosts.map((h) => h.origin) }
@@ -159,16 +166,20 @@ export function compileRouteTable(snapshot: ConfigSnapshot, options: RouteTableO
   return { generation: snapshot.generation, hosts, tlsHosts, virtualHosts, clusters, description };
 }
 
-function compileRoute(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, spec: RouteSpec, index: number, options: RouteTableOptions): CompiledRoute {
+/**
+ * One route of `vs`, held by `owner` (the VirtualService itself or a RouteTable it delegates to):
+ * the route's own references resolve in the owner's namespace, the virtual host's in the VirtualService's.
+ */
+function compileRoute(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, owner: Resource<'VirtualService'> | Resource<'RouteTable'>, spec: RouteSpec, index: number, options: RouteTableOptions): CompiledRoute {
   const vh = vs.spec.virtualHost;
-  const name = spec.name ?? `${vs.namespace}/${vs.name}/${index}`;
+  const name = spec.name ?? `${owner.namespace}/${owner.name}/${index}`;
   const o = spec.options ?? {};
-  const secretOf = (ref: ResourceRef) => lookup(snapshot, 'Secret', ref, vs.namespace);
+  const secretOf = (ref: ResourceRef) => lookup(snapshot, 'Secret', ref, owner.namespace);
   return {
     name,
     virtualHost: `${vs.namespace}/${vs.name}`,
     matchers: compileMatchers(spec.matchers),
-    destination: safeDestination(snapshot, vs, spec, options),
+    destination: safeDestination(snapshot, owner, spec, options),
     timeoutMs: o.timeout ? durationMs(o.timeout) : DEFAULT_TIMEOUT_MS,
     // A route's retries replace the virtual host's (Gloo).
     retry: (o.retries ?? vh.options?.retries) ? compileRetry((o.retries ?? vh.options?.retries)!) : undefined,
@@ -180,7 +191,7 @@ function compileRoute(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, 
     requestHeaders: compileHeaderOps([vh.options?.headerManipulation, o.headerManipulation], 'request', secretOf),
     responseHeaders: compileHeaderOps([vh.options?.headerManipulation, o.headerManipulation], 'response', secretOf),
     cors: o.cors?.disableForRoute ? undefined : compileCors(o.cors ?? vh.options?.cors),
-    auth: effectiveAuth(vs, spec, name),
+    auth: effectiveAuth(vs, owner, spec, name),
     counters: new Map(),
   };
 }
@@ -190,17 +201,17 @@ function compileRoute(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, 
  * not make the whole table fail to build, which silently kept the previous table serving while
  * status showed the new configuration (issue 17 finding 4).
  */
-function safeDestination(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, spec: RouteSpec, options: RouteTableOptions): Destination {
+function safeDestination(snapshot: ConfigSnapshot, vs: RouteOwner, spec: RouteSpec, options: RouteTableOptions): Destination {
   try {
     return compileDestination(snapshot, vs, spec, options);
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
-    options.logger?.error({ code: 'GH_ROUTE_DESTINATION', virtualService: `${vs.namespace}/${vs.name}`, route: spec.name, cause: reason }, 'route destination could not be built; the route answers 503');
+    options.logger?.error({ code: 'GH_ROUTE_DESTINATION', [vs.kind === 'RouteTable' ? 'routeTable' : 'virtualService']: `${vs.namespace}/${vs.name}`, route: spec.name, cause: reason }, 'route destination could not be built; the route answers 503');
     return { kind: 'unavailable', reason };
   }
 }
 
-function compileDestination(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, spec: RouteSpec, options: RouteTableOptions): Destination {
+function compileDestination(snapshot: ConfigSnapshot, vs: RouteOwner, spec: RouteSpec, options: RouteTableOptions): Destination {
   if (spec.graphqlApiRef) return { kind: 'graphql', apiKey: refKeyOf('GraphQLApi', spec.graphqlApiRef, vs.namespace) };
   if (spec.directResponseAction) return { kind: 'direct', status: spec.directResponseAction.status, body: spec.directResponseAction.body ?? '' };
   if (spec.redirectAction) return { kind: 'redirect', redirect: compileRedirect(spec.redirectAction) };
@@ -226,7 +237,7 @@ function compileDestination(snapshot: ConfigSnapshot, vs: Resource<'VirtualServi
 }
 
 /** The cluster of one destination (an Upstream, or a Kubernetes service). */
-function clusterFor(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, single: NonNullable<NonNullable<RouteSpec['routeAction']>['single']>, options: RouteTableOptions): UpstreamCluster {
+function clusterFor(snapshot: ConfigSnapshot, vs: RouteOwner, single: NonNullable<NonNullable<RouteSpec['routeAction']>['single']>, options: RouteTableOptions): UpstreamCluster {
   let cluster: UpstreamCluster;
   if (single.upstream) {
     // The store only serves a VirtualService whose references resolve.
@@ -306,14 +317,14 @@ function refKeyOf(kind: string, ref: ResourceRef, fromNamespace: string): string
  * Route `configRef` overrides the virtual host's; route `disable` turns auth off; otherwise
  * inherit. `requestBody` likewise: the route's when it sets one, else the virtual host's.
  */
-function effectiveAuth(vs: Resource<'VirtualService'>, spec: RouteSpec, routeName: string): RouteAuth | undefined {
+function effectiveAuth(vs: Resource<'VirtualService'>, owner: RouteOwner, spec: RouteSpec, routeName: string): RouteAuth | undefined {
   const routeAuth = spec.options?.extauth;
   if (routeAuth?.disable) return undefined;
   const hostAuth = vs.spec.virtualHost.options?.extauth;
   const bodySpec = routeAuth?.requestBody ?? hostAuth?.requestBody;
   const body = bodySpec ? { body: { maxBytes: bodySpec.maxRequestBytes, allowPartial: bodySpec.allowPartialMessage === true, packAsBytes: bodySpec.packAsBytes === true } } : {};
   if (routeAuth?.configRef) {
-    return { configId: `${routeAuth.configRef.namespace ?? vs.namespace}.${routeAuth.configRef.name}`, sourceType: 'route', sourceName: routeName, ...body };
+    return { configId: `${routeAuth.configRef.namespace ?? owner.namespace}.${routeAuth.configRef.name}`, sourceType: 'route', sourceName: routeName, ...body };
   }
   const hostRef = hostAuth?.configRef;
   if (hostRef) return { configId: `${hostRef.namespace ?? vs.namespace}.${hostRef.name}`, sourceType: 'virtual_host', sourceName: `${vs.namespace}.${vs.name}`, ...body };

@@ -3,7 +3,8 @@ import type { Resource } from '../resource.ts';
 import type { CheckContext } from '../store.ts';
 import { re2Problem, substitutionProblem } from '../../proxy/re2.ts';
 import { secureContextOf, tlsMaterial } from '../../server/tls-contexts.ts';
-import { RETRY_ON_TOKENS } from '../schema/virtual-service.ts';
+import { RETRY_ON_TOKENS, type RouteSpec } from '../schema/virtual-service.ts';
+import { checkDelegatingRoute, flattenRoutes, routeTablesOf } from '../delegation.ts';
 import { parseHeaderValue } from '../../proxy/header-ops.ts';
 
 const HOST_LABELS = /^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$/i;
@@ -31,13 +32,23 @@ export function checkVirtualService(resource: Resource<'VirtualService'>, ctx: C
       out.push(ctx.at(path, ConfigCodes.BAD_DOMAIN, `domain "${domain}" is not a host name, "*", a suffix wildcard ("*.foo.com", "*-bar.foo.com") or a prefix wildcard ("foo.*")`));
     }
   });
+  const { regex, retryOn, headerValues } = fieldChecks(out, ctx);
+  vh.options?.cors?.allowOriginRegex?.forEach((r, i) => regex(r, ['spec', 'virtualHost', 'options', 'cors', 'allowOriginRegex', i]));
+  retryOn(vh.options?.retries, ['spec', 'virtualHost', 'options', 'retries']);
+  headerValues(vh.options?.headerManipulation, ['spec', 'virtualHost', 'options']);
+  out.push(...checkRoutes(vh.routes, ['spec', 'virtualHost', 'routes'], ctx));
+  out.push(...checkDelegation(resource, ctx));
+  return out;
+}
+
+/** Field checks shared by virtual hosts and routes; each pushes its diagnostics to `out`. */
+function fieldChecks(out: Diagnostic[], ctx: CheckContext) {
   // RE2, as Envoy: lookaround and backreferences refused here, naming the field; matching is linear-time.
   const regex = (value: string | undefined, path: (string | number)[], maxProgramSize?: number) => {
     if (value === undefined) return;
     const problem = re2Problem(value, { maxProgramSize });
     if (problem) out.push(ctx.at(path, ConfigCodes.BAD_REGEX, problem));
   };
-  vh.options?.cors?.allowOriginRegex?.forEach((r, i) => regex(r, ['spec', 'virtualHost', 'options', 'cors', 'allowOriginRegex', i]));
   const retryOn = (retries: { retryOn?: string | undefined; retriableStatusCodes?: readonly number[] | undefined } | undefined, path: (string | number)[]) => {
     if (!retries?.retryOn) return;
     const tokens = retries.retryOn.split(',').map((t) => t.trim()).filter(Boolean);
@@ -48,7 +59,6 @@ export function checkVirtualService(resource: Resource<'VirtualService'>, ctx: C
       out.push(ctx.at([...path, 'retriableStatusCodes'], ConfigCodes.INVALID, 'retryOn has retriable-status-codes but no retriableStatusCodes are listed'));
     }
   };
-  retryOn(vh.options?.retries, ['spec', 'virtualHost', 'options', 'retries']);
   const headerValues = (manipulation: { requestHeadersToAdd?: readonly { header?: { value: string } | undefined }[] | undefined; responseHeadersToAdd?: readonly { header?: { value: string } | undefined }[] | undefined } | undefined, at: (string | number)[]) => {
     for (const list of ['requestHeadersToAdd', 'responseHeadersToAdd'] as const) {
       manipulation?.[list]?.forEach((h, j) => {
@@ -61,9 +71,16 @@ export function checkVirtualService(resource: Resource<'VirtualService'>, ctx: C
       });
     }
   };
-  headerValues(vh.options?.headerManipulation, ['spec', 'virtualHost', 'options']);
-  vh.routes.forEach((route, r) => {
-    const at = ['spec', 'virtualHost', 'routes', r];
+  return { regex, retryOn, headerValues };
+}
+
+/** The checks every route needs, in a VirtualService or a RouteTable (`base` is the path of its routes list). */
+export function checkRoutes(routes: readonly RouteSpec[], base: (string | number)[], ctx: CheckContext): Diagnostic[] {
+  const out: Diagnostic[] = [];
+  const { regex, retryOn, headerValues } = fieldChecks(out, ctx);
+  routes.forEach((route, r) => {
+    const at = [...base, r];
+    for (const d of checkDelegatingRoute(route, false)) out.push(ctx.at([...at, ...d.path], ConfigCodes.DELEGATION, d.message));
     retryOn(route.options?.retries, [...at, 'options', 'retries']);
     headerValues(route.options?.headerManipulation, [...at, 'options']);
     const rewrite = route.options?.regexRewrite;
@@ -88,6 +105,22 @@ export function checkVirtualService(resource: Resource<'VirtualService'>, ctx: C
     }
   });
   return out;
+}
+
+/**
+ * The delegation tree under a VirtualService or RouteTable, walked over the accepted
+ * RouteTables (a RouteTable sees itself too, so a loop back to it is found when it is checked).
+ */
+export function checkDelegation(resource: Resource<'VirtualService'> | Resource<'RouteTable'>, ctx: CheckContext): Diagnostic[] {
+  const routes = resource.kind === 'VirtualService' ? resource.spec.virtualHost.routes : resource.spec.routes;
+  if (!routes.some((r) => r.delegateAction)) return [];
+  const { problems } = flattenRoutes(resource, routeTablesOf(ctx.resources, resource.kind === 'RouteTable' ? resource : undefined));
+  return problems.map((p) => ctx.at(p.path, p.code, p.message, p.severity));
+}
+
+/** Checks a RouteTable on its own: its routes as a VirtualService's, and the tables it delegates to. */
+export function checkRouteTable(resource: Resource<'RouteTable'>, ctx: CheckContext): Diagnostic[] {
+  return [...checkRoutes(resource.spec.routes, ['spec', 'routes'], ctx), ...checkDelegation(resource, ctx)];
 }
 
 /** The certificate and key load and match (a bad pair is a rejected resource, never a failed handshake later). */

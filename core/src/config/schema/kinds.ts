@@ -5,14 +5,15 @@ import { GraphQLApiSpec } from './graphql-api.ts';
 import { UpstreamGroupSpec, UpstreamSpec } from './upstream.ts';
 import { SecretManifest, SecretSpec } from './secret.ts';
 import { ConfigMapManifest, ConfigMapSpec } from './config-map.ts';
-import { VirtualServiceSpec } from './virtual-service.ts';
+import { RouteTableSpec, VirtualServiceSpec } from './virtual-service.ts';
 
-/** The four custom resource kinds (SPEC 2.2). `group` is prefixed to `--api-group-domain`. */
+/** The custom resource kinds (SPEC 2.2). `group` is prefixed to `--api-group-domain`. */
 export const CRD_KINDS = {
   Upstream: { group: 'gatehouse', glooGroup: 'gloo.solo.io', version: 'v1', plural: 'upstreams', spec: UpstreamSpec },
   UpstreamGroup: { group: 'gatehouse', glooGroup: 'gloo.solo.io', version: 'v1', plural: 'upstreamgroups', spec: UpstreamGroupSpec },
   AuthConfig: { group: 'enterprise', glooGroup: 'enterprise.gloo.solo.io', version: 'v1', plural: 'authconfigs', spec: AuthConfigSpec },
   GraphQLApi: { group: 'graphql', glooGroup: 'graphql.gloo.solo.io', version: 'v1beta1', plural: 'graphqlapis', spec: GraphQLApiSpec },
+  RouteTable: { group: 'gateway', glooGroup: 'gateway.solo.io', version: 'v1', plural: 'routetables', spec: RouteTableSpec },
   VirtualService: { group: 'gateway', glooGroup: 'gateway.solo.io', version: 'v1', plural: 'virtualservices', spec: VirtualServiceSpec },
 } as const;
 

@@ -1,5 +1,5 @@
 import Type from 'typebox';
-import { Duration, ResourceRef, Strict, atMostOneOf, exactlyOneOf } from './common.ts';
+import { Duration, Name, ResourceRef, Strict, atMostOneOf, exactlyOneOf } from './common.ts';
 
 const HeaderMatcher = Strict({
   name: Type.String({ minLength: 1 }),
@@ -153,17 +153,48 @@ const DirectResponseAction = Strict({
   body: Type.Optional(Type.String({ maxLength: 4096 })),
 });
 
+/** Gloo's RouteTableSelector: RouteTables by namespace (default: the selector's own; `*` all) and labels. */
+const RouteTableSelector = Strict({
+  namespaces: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { description: 'default: the namespace of the resource holding the selector; "*" selects every namespace' })),
+  labels: Type.Optional(Type.Record(Type.String(), Type.String())),
+  expressions: Type.Optional(
+    Type.Array(
+      Strict({
+        key: Type.String({ minLength: 1 }),
+        operator: Type.Optional(Type.Union(['Equals', 'DoubleEquals', 'NotEquals', 'In', 'NotIn', 'Exists', 'DoesNotExist', 'GreaterThan', 'LessThan'].map((o) => Type.Literal(o)), { description: 'default Equals' })),
+        values: Type.Optional(Type.Array(Type.String())),
+      }),
+    ),
+  ),
+});
+
+/**
+ * Gloo's DelegateAction: the routes under this route's prefix come from RouteTables, one by
+ * `ref` (or the deprecated top-level `name`/`namespace`) or every one a `selector` picks.
+ */
+const DelegateAction = Strict(
+  {
+    name: Type.Optional(Name),
+    namespace: Type.Optional(Name),
+    ref: Type.Optional(ResourceRef),
+    selector: Type.Optional(RouteTableSelector),
+  },
+  exactlyOneOf(['name', 'ref', 'selector']),
+);
+
 const Route = Strict(
   {
     name: Type.Optional(Type.String()),
     matchers: Type.Optional(Type.Array(Matcher)),
+    inheritableMatchers: Type.Optional(Type.Boolean({ description: "delegated routes add this route's headers, methods and query parameter matchers to theirs (default: the parent's setting, else false)" })),
+    delegateAction: Type.Optional(DelegateAction),
     routeAction: Type.Optional(Strict({ single: Type.Optional(Destination), multi: Type.Optional(MultiDestination), upstreamGroup: Type.Optional(ResourceRef) }, exactlyOneOf(['single', 'multi', 'upstreamGroup']))),
     graphqlApiRef: Type.Optional(ResourceRef),
     redirectAction: Type.Optional(RedirectAction),
     directResponseAction: Type.Optional(DirectResponseAction),
     options: Type.Optional(RouteOptions),
   },
-  exactlyOneOf(['routeAction', 'graphqlApiRef', 'redirectAction', 'directResponseAction']),
+  exactlyOneOf(['routeAction', 'graphqlApiRef', 'redirectAction', 'directResponseAction', 'delegateAction']),
 );
 
 /** TLS protocol versions as Gloo names them (`sslConfig.parameters`). */
@@ -204,6 +235,17 @@ export const VirtualServiceSpec = Strict({
   }),
 });
 export type VirtualServiceSpec = Type.Static<typeof VirtualServiceSpec>;
+
+/**
+ * Gloo's RouteTable: routes a `delegateAction` hands a prefix to. Tables a selector picks are
+ * taken in ascending `weight` (default 0).
+ */
+export const RouteTableSpec = Strict({
+  routes: Type.Array(Route),
+  weight: Type.Optional(Type.Integer({ minimum: -2147483648, maximum: 2147483647, description: 'order among the tables one selector picks: ascending (default 0)' })),
+});
+export type RouteTableSpec = Type.Static<typeof RouteTableSpec>;
+export type DelegateActionSpec = NonNullable<RouteSpec['delegateAction']>;
 export type RouteSpec = VirtualServiceSpec['virtualHost']['routes'][number];
 export type MatcherSpec = NonNullable<RouteSpec['matchers']>[number];
 export type RouteOptionsSpec = NonNullable<RouteSpec['options']>;
