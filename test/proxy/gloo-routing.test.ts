@@ -1,7 +1,8 @@
 /**
  * Gloo routing compatibility (issue 15) through a real `gatehouse run` with real upstreams:
  * regexes on RE2 (`(?i)`, RE2-only syntax, lookaround and backreferences refused at load);
- * delegateAction + RouteTable (by ref and selector, prefix rules, weights, cycles).
+ * delegateAction + RouteTable (by ref and selector, prefix rules, weights, cycles); kube Upstreams
+ * resolved through cluster DNS (`--kube-cluster-domain`, `--resolve` standing in for the DNS).
  */
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
@@ -82,10 +83,19 @@ beforeAll(async () => {
       routeTable('ping', 'default', [{ matchers: [{ prefix: '/p/' }], delegateAction: { ref: { name: 'pong' } } }]),
       routeTable('pong', 'default', [{ matchers: [{ prefix: '/p/' }], delegateAction: { ref: { name: 'ping' } } }]),
     ],
+    'kube-both.yaml': [{ apiVersion: 'gloo.solo.io/v1', kind: 'Upstream', metadata: { name: 'both' }, spec: { static: { hosts: [{ addr: '127.0.0.1', port: 1 }] }, kube: { serviceName: 'x', servicePort: 80 } } }],
+    'kube.yaml': [
+      { apiVersion: 'gloo.solo.io/v1', kind: 'Upstream', metadata: { name: 'shop-svc', namespace: 'gloo-system' }, spec: { kube: { serviceName: 'shop', serviceNamespace: 'shop', servicePort: other.port } } },
+      { apiVersion: 'gloo.solo.io/v1', kind: 'Upstream', metadata: { name: 'picky', namespace: 'shop' }, spec: { kube: { serviceName: 'shop', servicePort: other.port, selector: { version: 'v2' } } } },
+      virtualService('kube', ['kube.test'], [
+        { matchers: [{ prefix: '/picky' }], routeAction: { single: { upstream: { name: 'picky', namespace: 'shop' } } } },
+        { matchers: [{ prefix: '/' }], routeAction: { single: { upstream: { name: 'shop-svc', namespace: 'gloo-system' } } } },
+      ]),
+    ],
     'lookahead.yaml': [virtualService('lookahead', ['ahead.test'], [{ matchers: [{ regex: '/a(?=b).*' }], routeAction: to('echo') }])],
     'backref.yaml': [virtualService('backref', ['back.test'], [{ matchers: [{ prefix: '/', headers: [{ name: 'x-pair', value: '(a)\\1', regex: true }] }], routeAction: to('echo') }])],
   });
-  gw = await startGatehouse('run', ['--config-dir', dir.path, '--access-log', 'false']);
+  gw = await startGatehouse('run', ['--config-dir', dir.path, '--access-log', 'false', '--kube-cluster-domain', 'cluster.test', '--resolve', 'shop.shop.svc.cluster.test=127.0.0.1']);
 });
 
 afterAll(async () => {
@@ -169,5 +179,27 @@ describe('delegateAction and RouteTable', () => {
     const { code, out } = await validate(join(dir.path, 'cycle.yaml'));
     expect(code).toBe(1);
     expect(out).toContain('error: RouteTable default/pong: spec.routes[0].delegateAction: RouteTable default/ping routes[0]: delegation cycle: RouteTable default/pong → RouteTable default/ping → RouteTable default/pong [GH_CONFIG_DELEGATION_CYCLE]');
+  });
+});
+
+describe('kube Upstreams', () => {
+  it('serviceName.serviceNamespace.svc.<cluster domain>:servicePort, through DNS; serviceNamespace defaults to the Upstream\'s', async () => {
+    const r = await send(gw.url, { path: '/x', headers: { host: 'kube.test' } });
+    expect(r.status).toBe(200);
+    expect(r.headers['x-upstream']).toBe('other');
+    expect((await send(gw.url, { path: '/picky', headers: { host: 'kube.test' } })).headers['x-upstream']).toBe('other');
+  });
+
+  it('a selector cannot narrow DNS resolution: a warning names the field', async () => {
+    const picky = await statusOf('picky');
+    expect(picky.state).toBe('Warning');
+    expect(picky.reasons[0]).toMatchObject({ code: 'GH_CONFIG_IGNORED', path: 'spec.kube.selector' });
+    expect((await statusOf('shop-svc')).state).toBe('Accepted');
+  });
+
+  it('static and kube together are refused', async () => {
+    const { code, out } = await validate(join(dir.path, 'kube-both.yaml'));
+    expect(code).toBe(1);
+    expect(out).toContain('exactly one of "static", "kube" must be set');
   });
 });

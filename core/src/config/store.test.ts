@@ -45,7 +45,7 @@ describe('ConfigStore', () => {
       ['Upstream', 'other', 'Accepted', 'current'],
       ['VirtualService', 'site', 'Accepted', 'current'],
     ]);
-    expect(lookup(snap, 'Upstream', { name: 'users' }, 'default')?.spec.static.hosts[0]?.port).toBe(8080);
+    expect(lookup(snap, 'Upstream', { name: 'users' }, 'default')?.spec.static?.hosts[0]?.port).toBe(8080);
     expect(lookup(snap, 'Upstream', { name: 'other' }, 'default')).toBeUndefined();
     expect(lookup(snap, 'Upstream', { name: 'other', namespace: 'ops' }, 'default')).toBeDefined();
   });
@@ -70,7 +70,7 @@ describe('ConfigStore', () => {
   test('a duplicate kind/namespace/name is an error on the later definition only', () => {
     const store = new ConfigStore({ apiGroupDomain: 'gatehouse.dev' });
     const snap = load(store, { 'a.yaml': [upstream('users', 1)], 'b.yaml': [upstream('users', 2)] });
-    expect(lookup(snap, 'Upstream', { name: 'users' }, 'default')?.spec.static.hosts[0]?.port).toBe(1);
+    expect(lookup(snap, 'Upstream', { name: 'users' }, 'default')?.spec.static?.hosts[0]?.port).toBe(1);
     expect(snap.diagnostics).toEqual([expect.objectContaining({ code: 'GH_CONFIG_DUPLICATE', file: 'b.yaml', line: 1, resource: 'Upstream default/users' })]);
     expect(snap.diagnostics[0]!.message).toContain('already defined at a.yaml:1');
   });
@@ -99,11 +99,11 @@ describe('ConfigStore', () => {
     const bad = { ...upstream('users'), spec: { static: { hosts: [{ addr: 'x', port: 99999 }] } } };
     const snap = load(store, { 'a.yaml': [bad] });
     expect(status(snap, 'Upstream', 'users')).toMatchObject({ state: 'Rejected', serving: 'last-accepted', servedVersion: goodVersion });
-    expect(lookup(snap, 'Upstream', { name: 'users' }, 'default')?.spec.static.hosts[0]?.port).toBe(1000);
+    expect(lookup(snap, 'Upstream', { name: 'users' }, 'default')?.spec.static?.hosts[0]?.port).toBe(1000);
     // Still rejected on the next load: the old version keeps serving.
-    expect(lookup(load(store, { 'a.yaml': [bad] }), 'Upstream', { name: 'users' }, 'default')?.spec.static.hosts[0]?.port).toBe(1000);
+    expect(lookup(load(store, { 'a.yaml': [bad] }), 'Upstream', { name: 'users' }, 'default')?.spec.static?.hosts[0]?.port).toBe(1000);
     // Fixed: the new version serves.
-    expect(lookup(load(store, { 'a.yaml': [upstream('users', 2000)] }), 'Upstream', { name: 'users' }, 'default')?.spec.static.hosts[0]?.port).toBe(2000);
+    expect(lookup(load(store, { 'a.yaml': [upstream('users', 2000)] }), 'Upstream', { name: 'users' }, 'default')?.spec.static?.hosts[0]?.port).toBe(2000);
   });
 
   test('a resource that was never accepted is not served, and others are unaffected', () => {

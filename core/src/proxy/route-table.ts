@@ -11,6 +11,7 @@ import { compileHeaderOps, type HeaderOps } from './header-ops.ts';
 import { HostTable } from './host-table.ts';
 import { compileMatchers, type CompiledMatcher, type RequestLine } from './route-matcher.ts';
 import { regexSubstitution } from './re2.ts';
+import { KubeDnsResolver, type KubeServiceResolver } from './kube-resolver.ts';
 import type { Logger } from '../log/logger.ts';
 import type { UpstreamCluster, UpstreamRegistry } from './upstream-cluster.ts';
 
@@ -99,8 +100,10 @@ export interface RouteTable {
 
 export interface RouteTableOptions {
   upstreams: UpstreamRegistry;
-  /** Kubernetes cluster domain for `routeAction.single.kube` (default `cluster.local`). */
+  /** Kubernetes cluster domain for `routeAction.single.kube` and kube Upstreams (default `cluster.local`). */
   kubeClusterDomain?: string;
+  /** How Kubernetes services become hosts (default: DNS under `kubeClusterDomain`); the seam for EndpointSlices. */
+  kubeResolver?: KubeServiceResolver;
   /** Where a destination that cannot be built is reported. */
   logger?: Pick<Logger, 'error'>;
 }
@@ -242,13 +245,24 @@ function clusterFor(snapshot: ConfigSnapshot, vs: RouteOwner, single: NonNullabl
   if (single.upstream) {
     // The store only serves a VirtualService whose references resolve.
     const upstream = lookup(snapshot, 'Upstream', single.upstream, vs.namespace)!;
-    cluster = options.upstreams.forUpstream(upstream, (ref) => lookup(snapshot, 'Secret', ref, upstream.namespace));
+    cluster = options.upstreams.forUpstream(upstream, (ref) => lookup(snapshot, 'Secret', ref, upstream.namespace), kubeResolverOf(options));
   } else {
     const { ref, port } = single.kube!;
-    const host = `${ref.name}.${ref.namespace ?? vs.namespace}.svc.${options.kubeClusterDomain ?? 'cluster.local'}`;
-    cluster = options.upstreams.forHost(host, port);
+    // One host per service through DNS; a resolver returning pods gives the first (routeAction kube destinations take no load-balancing options).
+    const [host] = kubeResolverOf(options).hosts({ name: ref.name, namespace: ref.namespace ?? vs.namespace, port });
+    cluster = options.upstreams.forHost(host!.addr, host!.port);
   }
   return cluster;
+}
+
+const dnsResolvers = new Map<string, KubeDnsResolver>();
+
+function kubeResolverOf(options: RouteTableOptions): KubeServiceResolver {
+  if (options.kubeResolver) return options.kubeResolver;
+  const domain = options.kubeClusterDomain ?? 'cluster.local';
+  let resolver = dnsResolvers.get(domain);
+  if (!resolver) dnsResolvers.set(domain, (resolver = new KubeDnsResolver(domain)));
+  return resolver;
 }
 
 /** Envoy's redirect response codes by Gloo's names. */

@@ -5,6 +5,7 @@ import { parseManifests } from '../config/manifest.ts';
 import type { Resource } from '../config/resource.ts';
 import { ConfigStore } from '../config/store.ts';
 import { EJECTION_MS, UpstreamCluster, UpstreamRegistry, isConnectFailure } from './upstream-cluster.ts';
+import { KubeDnsResolver } from './kube-resolver.ts';
 
 function upstreamResource(name: string, ports: number[], extra: object = {}): Resource<'Upstream'> {
   const manifest = { apiVersion: 'gatehouse.gatehouse.dev/v1', kind: 'Upstream', metadata: { name }, spec: { static: { hosts: ports.map((port) => ({ addr: '127.0.0.1', port })) }, ...extra } };
@@ -106,8 +107,26 @@ describe('UpstreamRegistry', () => {
   test('useTls from the Upstream spec makes the cluster dial https', async () => {
     const registry = new UpstreamRegistry();
     const secure = upstreamResource('secure', [8443]);
-    const tls = registry.forUpstream({ ...secure, version: 'tls', spec: { static: { ...secure.spec.static, useTls: true } } });
+    const tls = registry.forUpstream({ ...secure, version: 'tls', spec: { static: { ...secure.spec.static!, useTls: true } } });
     expect(tls.hosts[0]!.origin).toBe('https://127.0.0.1:8443');
+    await registry.close();
+  });
+
+  test('a kube Upstream gets its hosts from the resolver (DNS by default); other hosts from it mean a new cluster', async () => {
+    const registry = new UpstreamRegistry();
+    const base = upstreamResource('svc', [1]);
+    const kube = { ...base, version: 'kube', spec: { kube: { serviceName: 'shop', servicePort: 8080 } } } as Resource<'Upstream'>;
+    expect(registry.forUpstream(kube).hosts.map((h) => h.origin)).toEqual(['http://shop.default.svc.cluster.local:8080']);
+    expect(registry.forUpstream(kube, undefined, new KubeDnsResolver('corp.internal')).hosts[0]!.addr).toBe('shop.default.svc.corp.internal');
+    // The EndpointSlice seam: a resolver returning pods.
+    let pods = [{ addr: '10.0.0.1', port: 9000 }];
+    const endpoints = { honoursSelector: true, hosts: () => pods };
+    const first = registry.forUpstream(kube, undefined, endpoints);
+    expect(registry.forUpstream(kube, undefined, endpoints)).toBe(first);
+    pods = [{ addr: '10.0.0.1', port: 9000 }, { addr: '10.0.0.2', port: 9000 }];
+    const second = registry.forUpstream(kube, undefined, endpoints);
+    expect(second).not.toBe(first);
+    expect(second.hosts.map((h) => h.origin)).toEqual(['http://10.0.0.1:9000', 'http://10.0.0.2:9000']);
     await registry.close();
   });
 });

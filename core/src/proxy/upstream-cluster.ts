@@ -3,6 +3,7 @@ import { isIP } from 'node:net';
 import { createSecureContext } from 'node:tls';
 import { buildConnector, Pool, type Dispatcher } from 'undici';
 import { Http2Dispatcher } from './http2-dispatcher.ts';
+import { KubeDnsResolver, type KubeServiceResolver } from './kube-resolver.ts';
 import { readManifestFile } from '../config/read-relative.ts';
 import type { Resource } from '../config/resource.ts';
 import { durationMs } from '../config/schema/common.ts';
@@ -235,7 +236,7 @@ export interface UpstreamTls {
 export function upstreamTls(upstream: Resource<'Upstream'>, secret: (ref: { name: string; namespace?: string }) => Resource<'Secret'> | undefined): UpstreamTls | undefined {
   const spec = upstream.spec;
   const ssl = spec.sslConfig;
-  const on = spec.static.useTls ?? (ssl !== undefined || spec.static.hosts.every((h) => h.port === 443));
+  const on = spec.static?.useTls ?? (ssl !== undefined || (spec.static ? spec.static.hosts.every((h) => h.port === 443) : spec.kube!.servicePort === 443));
   if (!on) return undefined;
   const out: UpstreamTls = {};
   if (ssl?.sni) out.servername = ssl.sni;
@@ -359,7 +360,7 @@ export class UpstreamRegistry {
    * The cluster for an Upstream resource (reused while its spec, and the TLS material it
    * uses, are unchanged). `secret` resolves `sslConfig.secretRef` (the config snapshot's).
    */
-  forUpstream(upstream: Resource<'Upstream'>, secret: (ref: { name: string; namespace?: string }) => Resource<'Secret'> | undefined = () => undefined): UpstreamCluster {
+  forUpstream(upstream: Resource<'Upstream'>, secret: (ref: { name: string; namespace?: string }) => Resource<'Secret'> | undefined = () => undefined, kube: KubeServiceResolver = DEFAULT_KUBE_RESOLVER): UpstreamCluster {
     let tls: UpstreamTls | undefined;
     let tlsError: string | undefined;
     try {
@@ -370,14 +371,17 @@ export class UpstreamRegistry {
       tls = {};
     }
     const material = tls ? createHash('sha256').update(JSON.stringify(tls)).digest('hex').slice(0, 16) : 'plain';
-    const id = `${upstream.key}@${upstream.version}@${material}`;
+    const hosts = hostsOf(upstream, kube);
+    // A kube Upstream's hosts come from the resolver: new hosts, new cluster (the old one drains).
+    const resolved = upstream.spec.kube ? `@${createHash('sha256').update(JSON.stringify(hosts)).digest('hex').slice(0, 16)}` : '';
+    const id = `${upstream.key}@${upstream.version}@${material}${resolved}`;
     let cluster = this.clusters.get(id);
     if (!cluster) {
       if (tlsError) this.onTlsError?.(`${upstream.namespace}/${upstream.name}`, tlsError);
       const spec = upstream.spec;
       const lb = spec.loadBalancerConfig;
       const breakers = spec.circuitBreakers;
-      cluster = new UpstreamCluster(`${upstream.namespace}/${upstream.name}`, spec.static.hosts, {
+      cluster = new UpstreamCluster(`${upstream.namespace}/${upstream.name}`, hosts, {
         ...(tls ? { tls } : {}),
         ...(spec.useHttp2 ? { http2: true } : {}),
         ...(lb?.random ? { loadBalancing: { kind: 'random' } } : lb?.leastRequest ? { loadBalancing: { kind: 'least-request', choiceCount: lb.leastRequest.choiceCount ?? 2 } } : {}),
@@ -445,6 +449,17 @@ function tlsConnect(addr: string, tls: true | UpstreamTls): { servername?: strin
   const material = tls === true ? {} : tls;
   const servername = material.servername ?? (isIP(addr) ? undefined : addr);
   return { ...(servername ? { servername } : {}), ...(material.ca ? { ca: material.ca } : {}), ...(material.cert ? { cert: material.cert, key: material.key } : {}) };
+}
+
+/** Resolves `kube` Upstreams when the caller gives no resolver: DNS under cluster.local. */
+const DEFAULT_KUBE_RESOLVER = new KubeDnsResolver();
+
+/** An Upstream's hosts: its static list, or what the resolver says its Kubernetes service is. */
+export function hostsOf(upstream: Resource<'Upstream'>, kube: KubeServiceResolver): { addr: string; port: number; loadBalancingWeight?: number | undefined; sniAddr?: string | undefined }[] {
+  const spec = upstream.spec;
+  if (spec.static) return spec.static.hosts;
+  const k = spec.kube!;
+  return [...kube.hosts({ name: k.serviceName, namespace: k.serviceNamespace ?? upstream.namespace, port: k.servicePort, selector: k.selector })];
 }
 
 /** Envoy's outlier-detection defaults: 5 errors in a row, 30 s base ejection, at most 10% of hosts. */

@@ -41,6 +41,9 @@ export function checkUpstreamTls(resource: Resource<'Upstream'>, ctx: CheckConte
 export function checkUpstreamFields(resource: Resource<'Upstream'>, ctx: CheckContext): Diagnostic[] {
   const out: Diagnostic[] = [];
   const breakers = resource.spec.circuitBreakers;
+  if (resource.spec.kube?.selector && Object.keys(resource.spec.kube.selector).length > 0) {
+    out.push(ctx.at(['spec', 'kube', 'selector'], ConfigCodes.IGNORED, 'selector is not applied: the service is reached through cluster DNS, so every pod behind it gets traffic (Gloo picks the matching pods from the endpoints)', 'warning'));
+  }
   for (const field of ['maxRequests', 'maxRetries'] as const) {
     if (breakers?.[field] !== undefined) out.push(ctx.at(['spec', 'circuitBreakers', field], ConfigCodes.IGNORED, `${field} is not enforced (HTTP/1.1 pools bound requests by maxConnections + maxPendingRequests; retries by the route's numRetries)`, 'warning'));
   }

@@ -1,9 +1,23 @@
 import Type from 'typebox';
-import { Duration, ResourceRef, Strict, atMostOneOf } from './common.ts';
+import { Duration, Name, ResourceRef, Strict, atMostOneOf, exactlyOneOf } from './common.ts';
 
-/** SPEC 3.1: static hosts, load-balanced round-robin with passive health. */
+/**
+ * Gloo's kube Upstream: a Kubernetes service port. Resolved through cluster DNS
+ * (`<serviceName>.<serviceNamespace>.svc.<cluster domain>`) unless another resolver is set
+ * (../../proxy/kube-resolver.ts).
+ */
+export const KubeUpstreamSpec = Strict({
+  serviceName: Name,
+  serviceNamespace: Type.Optional(Name),
+  servicePort: Type.Integer({ minimum: 1, maximum: 65535 }),
+  selector: Type.Optional(Type.Record(Type.String(), Type.String(), { description: "pods of the service with these labels (honoured with EndpointSlice resolution; through DNS every pod of the service is used)" })),
+});
+export type KubeUpstreamSpec = Type.Static<typeof KubeUpstreamSpec>;
+
+/** SPEC 3.1: static hosts (or a Kubernetes service), load-balanced round-robin with passive health. */
 export const UpstreamSpec = Strict({
-  static: Strict({
+  kube: Type.Optional(KubeUpstreamSpec),
+  static: Type.Optional(Strict({
     hosts: Type.Array(
       Strict({
         // A bare host: no scheme, path, query, userinfo or port (those made the pool constructor throw).
@@ -20,7 +34,7 @@ export const UpstreamSpec = Strict({
       { minItems: 1 },
     ),
     useTls: Type.Optional(Type.Boolean({ description: 'connect with TLS (SNI = addr); default: true for port 443 or with sslConfig' })),
-  }),
+  })),
   /**
    * Gloo's UpstreamSslConfig: TLS to the hosts, verified against `rootCa` (or the system's CAs);
    * a client certificate from the Secret (`tls.crt`/`tls.key`, with `ca.crt` as root CA) or files.
@@ -88,7 +102,7 @@ export const UpstreamSpec = Strict({
       maxRetries: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000 })),
     }),
   ),
-});
+}, exactlyOneOf(['static', 'kube']));
 export type UpstreamSpec = Type.Static<typeof UpstreamSpec>;
 
 /**

@@ -405,6 +405,7 @@ function buildEgress(spec: PluginAuthSpec, options: PluginStepOptions, timeoutMs
     const namespace = ref.namespace ?? options.namespace ?? 'default';
     const upstream = options.resolveUpstream?.({ name: ref.name, namespace });
     if (!upstream) throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, `pluginAuth.egress[${index}].upstreamRef: Upstream ${namespace}/${ref.name} is not served`);
+    if (!upstream.static) throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, `pluginAuth.egress[${index}].upstreamRef: Upstream ${namespace}/${ref.name} is a kube Upstream; plugin egress needs static hosts`);
     return { origin: upstreamOrigin(ref.name, namespace), upstream: { hosts: upstream.static.hosts, useTls: upstream.static.useTls === true } };
   });
   return new Egress(rules, { timeoutMs, ...(options.maxFetchResponseBytes ? { maxResponseBytes: options.maxFetchResponseBytes } : {}) });
