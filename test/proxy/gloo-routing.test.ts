@@ -2,7 +2,8 @@
  * Gloo routing compatibility (issue 15) through a real `gatehouse run` with real upstreams:
  * regexes on RE2 (`(?i)`, RE2-only syntax, lookaround and backreferences refused at load);
  * delegateAction + RouteTable (by ref and selector, prefix rules, weights, cycles); kube Upstreams
- * resolved through cluster DNS (`--kube-cluster-domain`, `--resolve` standing in for the DNS).
+ * resolved through cluster DNS (`--kube-cluster-domain`, `--resolve` standing in for the DNS);
+ * ring hash and Maglev on a header, a cookie or the source IP.
  */
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
@@ -39,11 +40,13 @@ const toIn = (name: string, namespace: string) => ({ single: { upstream: { name,
 
 let echo: TestServer;
 let other: TestServer;
+let third: TestServer;
 let dir: ConfigDir;
 let gw: GatehouseProcess;
 
 beforeAll(async () => {
-  [echo, other] = await Promise.all([startEcho('echo'), startEcho('other')]);
+  [echo, other, third] = await Promise.all([startEcho('echo'), startEcho('other'), startEcho('third')]);
+  const three = [echo, other, third].map((s) => ({ addr: '127.0.0.1', port: s.port }));
   dir = await makeConfigDir({
     'upstreams.yaml': [upstream('echo', echo.port)],
     're2.yaml': [
@@ -92,6 +95,16 @@ beforeAll(async () => {
         { matchers: [{ prefix: '/' }], routeAction: { single: { upstream: { name: 'shop-svc', namespace: 'gloo-system' } } } },
       ]),
     ],
+    'hashing.yaml': [
+      { apiVersion: 'gloo.solo.io/v1', kind: 'Upstream', metadata: { name: 'ring' }, spec: { static: { hosts: three }, loadBalancerConfig: { ringHash: { ringHashConfig: { minimumRingSize: 1024, maximumRingSize: 65536 } } } } },
+      { apiVersion: 'gloo.solo.io/v1', kind: 'Upstream', metadata: { name: 'maglev' }, spec: { static: { hosts: three }, loadBalancerConfig: { maglev: {} } } },
+      virtualService('hashing', ['hash.test'], [
+        { matchers: [{ prefix: '/ring/user' }], routeAction: to('ring'), options: { lbHash: { hashPolicies: [{ header: 'x-user' }] } } },
+        { matchers: [{ prefix: '/ring/ip' }], routeAction: to('ring'), options: { lbHash: { hashPolicies: [{ sourceIp: true }] } } },
+        { matchers: [{ prefix: '/maglev' }], routeAction: to('maglev'), options: { lbHash: { hashPolicies: [{ cookie: { name: 'session' }, terminal: true }, { header: 'x-user' }] } } },
+        { matchers: [{ prefix: '/generated' }], routeAction: to('ring'), options: { lbHash: { hashPolicies: [{ cookie: { name: 'session', ttl: '1h' } }] } } },
+      ]),
+    ],
     'lookahead.yaml': [virtualService('lookahead', ['ahead.test'], [{ matchers: [{ regex: '/a(?=b).*' }], routeAction: to('echo') }])],
     'backref.yaml': [virtualService('backref', ['back.test'], [{ matchers: [{ prefix: '/', headers: [{ name: 'x-pair', value: '(a)\\1', regex: true }] }], routeAction: to('echo') }])],
   });
@@ -100,7 +113,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await gw?.stop();
-  await Promise.all([echo?.close(), other?.close()]);
+  await Promise.all([echo?.close(), other?.close(), third?.close()]);
   await dir?.cleanup();
 });
 
@@ -201,5 +214,37 @@ describe('kube Upstreams', () => {
     const { code, out } = await validate(join(dir.path, 'kube-both.yaml'));
     expect(code).toBe(1);
     expect(out).toContain('exactly one of "static", "kube" must be set');
+  });
+});
+
+describe('ring hash and Maglev (loadBalancerConfig + route options.lbHash)', () => {
+  const upstreamOf = async (path: string, headers: Record<string, string> = {}) => (await send(gw.url, { path, headers: { host: 'hash.test', ...headers } })).headers['x-upstream'] as string;
+
+  it.each(['/ring/user', '/maglev'])('%s: one user always reaches the same host; users spread over all three', async (path) => {
+    const hostOf = new Map<string, string>();
+    for (let u = 0; u < 30; u++) {
+      const seen = new Set<string>();
+      for (let i = 0; i < 4; i++) seen.add(await upstreamOf(path, { 'x-user': `user-${u}` }));
+      expect(seen.size).toBe(1);
+      hostOf.set(`user-${u}`, [...seen][0]!);
+    }
+    expect(new Set(hostOf.values())).toEqual(new Set(['echo', 'other', 'third']));
+  });
+
+  it('source IP: every request from this client reaches one host', async () => {
+    const seen = new Set<string>();
+    for (let i = 0; i < 20; i++) seen.add(await upstreamOf('/ring/ip'));
+    expect(seen.size).toBe(1);
+  });
+
+  it('a terminal cookie policy wins over the header after it', async () => {
+    const byCookie = await upstreamOf('/maglev', { cookie: 'session=s-1' });
+    for (let u = 0; u < 10; u++) expect(await upstreamOf('/maglev', { cookie: 'session=s-1', 'x-user': `user-${u}` })).toBe(byCookie);
+  });
+
+  it('a cookie ttl (Envoy generates the cookie) is accepted with a warning naming it', async () => {
+    const status = await statusOf('hashing');
+    expect(status.state).toBe('Warning');
+    expect(status.reasons).toContainEqual(expect.objectContaining({ code: 'GH_CONFIG_IGNORED', path: 'spec.virtualHost.routes[3].options.lbHash.hashPolicies[0].cookie.ttl' }));
   });
 });

@@ -93,7 +93,8 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
   start(): void {
     const { req, res, ctx, route } = this.x;
     this.x.current = this;
-    this.host = this.x.cluster.pick();
+    // The route's hash key (options.lbHash) for ring hash / Maglev Upstreams; other policies ignore it.
+    this.host = this.x.cluster.pick(undefined, route.hashKey?.(req, ctx.headers));
     ctx.upstream = this.host.origin;
     const host = this.host;
     if (host.inFlight >= host.maxInFlight) {

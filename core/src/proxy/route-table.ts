@@ -11,6 +11,7 @@ import { compileHeaderOps, type HeaderOps } from './header-ops.ts';
 import { HostTable } from './host-table.ts';
 import { compileMatchers, type CompiledMatcher, type RequestLine } from './route-matcher.ts';
 import { regexSubstitution } from './re2.ts';
+import { compileHashPolicies, type HashKey } from './consistent-hash.ts';
 import { KubeDnsResolver, type KubeServiceResolver } from './kube-resolver.ts';
 import type { Logger } from '../log/logger.ts';
 import type { UpstreamCluster, UpstreamRegistry } from './upstream-cluster.ts';
@@ -78,6 +79,8 @@ export interface CompiledRoute {
   readonly auth: RouteAuth | undefined;
   /** Request counter children by status, bound lazily (label hashing off the hot path). */
   readonly counters: Map<number, CounterChild>;
+  /** `options.lbHash`: the request's key for ring hash and Maglev Upstreams. */
+  readonly hashKey: HashKey | undefined;
 }
 
 export interface CompiledVirtualHost {
@@ -196,6 +199,7 @@ function compileRoute(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, 
     cors: o.cors?.disableForRoute ? undefined : compileCors(o.cors ?? vh.options?.cors),
     auth: effectiveAuth(vs, owner, spec, name),
     counters: new Map(),
+    hashKey: compileHashPolicies(o.lbHash?.hashPolicies),
   };
 }
 

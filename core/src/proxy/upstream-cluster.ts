@@ -4,6 +4,7 @@ import { createSecureContext } from 'node:tls';
 import { buildConnector, Pool, type Dispatcher } from 'undici';
 import { Http2Dispatcher } from './http2-dispatcher.ts';
 import { KubeDnsResolver, type KubeServiceResolver } from './kube-resolver.ts';
+import { Maglev, RING_DEFAULT_MAX, RING_DEFAULT_MIN, RingHash, type HashTable } from './consistent-hash.ts';
 import { readManifestFile } from '../config/read-relative.ts';
 import type { Resource } from '../config/resource.ts';
 import { durationMs } from '../config/schema/common.ts';
@@ -65,6 +66,8 @@ export class UpstreamCluster {
   private readonly policy: LoadBalancing;
   /** Host indexes repeated by weight (round robin over them is weighted round robin); undefined when all weigh 1. */
   private readonly schedule: readonly number[] | undefined;
+  /** Ring hash or Maglev: the host for a request's hash. */
+  private readonly hashTable: HashTable | undefined;
 
   constructor(name: string, hosts: { addr: string; port: number; loadBalancingWeight?: number | undefined; sniAddr?: string | undefined }[], options: UpstreamOptions = {}) {
     this.name = name;
@@ -98,12 +101,25 @@ export class UpstreamCluster {
     if (options.healthCheck) this.startHealthChecks(options.healthCheck);
     const weights = hosts.map((h) => h.loadBalancingWeight ?? 1);
     this.schedule = weights.some((w) => w !== 1) ? interleave(weights) : undefined;
+    // Hosts are placed by their address, so the same host keeps its keys whatever its position in the list.
+    const keys = hosts.map((h) => `${h.addr}:${h.port}`);
+    const policy = this.policy;
+    this.hashTable = hosts.length < 2 ? undefined : policy.kind === 'ring-hash' ? new RingHash(keys, weights, policy.minimumRingSize, policy.maximumRingSize) : policy.kind === 'maglev' ? new Maglev(keys, weights) : undefined;
   }
 
-  /** The next host to use (per the load-balancing policy), skipping ejected hosts while any is healthy. */
-  pick(now: number = Date.now()): UpstreamHost {
+  /**
+   * The next host to use (per the load-balancing policy), skipping ejected hosts while any is
+   * healthy. `hash` is the request's key for ring hash and Maglev (the route's hash policies);
+   * without one those pick at random, as Envoy does.
+   */
+  pick(now: number = Date.now(), hash?: number): UpstreamHost {
     const hosts = this.hosts;
     if (hosts.length === 1) return hosts[0]!;
+    if (this.hashTable) {
+      const key = hash ?? Math.floor(Math.random() * 0x100000000);
+      const host = hosts[this.hashTable.pick(key, (i) => usable(hosts[i]!, now))]!;
+      return host;
+    }
     if (this.policy.kind === 'random') {
       for (let i = 0; i < hosts.length; i++) {
         const host = this.weighted(Math.floor(Math.random() * this.span()));
@@ -290,7 +306,12 @@ export interface HealthCheck {
 }
 
 /** How a cluster picks a host (Gloo's loadBalancerConfig). */
-export type LoadBalancing = { kind: 'round-robin' } | { kind: 'random' } | { kind: 'least-request'; choiceCount: number };
+export type LoadBalancing =
+  | { kind: 'round-robin' }
+  | { kind: 'random' }
+  | { kind: 'least-request'; choiceCount: number }
+  | { kind: 'ring-hash'; minimumRingSize: number; maximumRingSize: number }
+  | { kind: 'maglev' };
 
 /**
  * Host indexes in a weighted round-robin order, spread out (smooth weighted round robin, as
@@ -384,7 +405,7 @@ export class UpstreamRegistry {
       cluster = new UpstreamCluster(`${upstream.namespace}/${upstream.name}`, hosts, {
         ...(tls ? { tls } : {}),
         ...(spec.useHttp2 ? { http2: true } : {}),
-        ...(lb?.random ? { loadBalancing: { kind: 'random' } } : lb?.leastRequest ? { loadBalancing: { kind: 'least-request', choiceCount: lb.leastRequest.choiceCount ?? 2 } } : {}),
+        ...(loadBalancingOf(lb) ? { loadBalancing: loadBalancingOf(lb)! } : {}),
         ...(spec.connectionConfig?.connectTimeout ? { connectTimeoutMs: durationMs(spec.connectionConfig.connectTimeout) } : {}),
         ...(this.resolve ? { resolve: this.resolve } : {}),
         ...(this.connections ? { connections: this.connections } : {}),
@@ -449,6 +470,19 @@ function tlsConnect(addr: string, tls: true | UpstreamTls): { servername?: strin
   const material = tls === true ? {} : tls;
   const servername = material.servername ?? (isIP(addr) ? undefined : addr);
   return { ...(servername ? { servername } : {}), ...(material.ca ? { ca: material.ca } : {}), ...(material.cert ? { cert: material.cert, key: material.key } : {}) };
+}
+
+/** Gloo's loadBalancerConfig as a policy (undefined: round robin). */
+function loadBalancingOf(lb: Resource<'Upstream'>['spec']['loadBalancerConfig']): LoadBalancing | undefined {
+  if (lb?.random) return { kind: 'random' };
+  if (lb?.leastRequest) return { kind: 'least-request', choiceCount: lb.leastRequest.choiceCount ?? 2 };
+  if (lb?.ringHash) {
+    const config = lb.ringHash.ringHashConfig;
+    const max = config?.maximumRingSize ?? RING_DEFAULT_MAX;
+    return { kind: 'ring-hash', minimumRingSize: Math.min(config?.minimumRingSize ?? RING_DEFAULT_MIN, max), maximumRingSize: max };
+  }
+  if (lb?.maglev) return { kind: 'maglev' };
+  return undefined;
 }
 
 /** Resolves `kube` Upstreams when the caller gives no resolver: DNS under cluster.local. */

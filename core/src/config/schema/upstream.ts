@@ -58,13 +58,27 @@ export const UpstreamSpec = Strict({
       connectTimeout: Type.Optional(Duration),
     }),
   ),
-  /** Gloo's LoadBalancerConfig: how a host is picked. Ring hash and Maglev are not supported yet (rejected). */
+  /** Gloo's LoadBalancerConfig: how a host is picked. Ring hash and Maglev hash on the route's `options.lbHash`. */
   loadBalancerConfig: Type.Optional(
-    Strict({
-      roundRobin: Type.Optional(Strict({})),
-      leastRequest: Type.Optional(Strict({ choiceCount: Type.Optional(Type.Integer({ minimum: 2, maximum: 100 })) })),
-      random: Type.Optional(Strict({})),
-    }),
+    Strict(
+      {
+        roundRobin: Type.Optional(Strict({})),
+        leastRequest: Type.Optional(Strict({ choiceCount: Type.Optional(Type.Integer({ minimum: 2, maximum: 100 })) })),
+        random: Type.Optional(Strict({})),
+        ringHash: Type.Optional(
+          Strict({
+            ringHashConfig: Type.Optional(
+              Strict({
+                minimumRingSize: Type.Optional(Type.Integer({ minimum: 1, maximum: 8_388_608, description: 'points on the ring at least (default 1024)' })),
+                maximumRingSize: Type.Optional(Type.Integer({ minimum: 1, maximum: 8_388_608, description: 'points on the ring at most (default and limit 8M, as Envoy)' })),
+              }),
+            ),
+          }),
+        ),
+        maglev: Type.Optional(Strict({})),
+      },
+      atMostOneOf(['roundRobin', 'leastRequest', 'random', 'ringHash', 'maglev']),
+    ),
   ),
   /** Gloo's (Envoy's) OutlierDetection: hosts answering errors in a row are ejected for a while. */
   outlierDetection: Type.Optional(

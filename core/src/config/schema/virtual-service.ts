@@ -94,7 +94,19 @@ export const RetryPolicySpec = Strict({
   retryBackOff: Type.Optional(Strict({ baseInterval: Type.Optional(Duration), maxInterval: Type.Optional(Duration) })),
 });
 
+/** Gloo's lbhash HashPolicy (Envoy's): where a ring hash or Maglev Upstream takes the request's key from. */
+const HashPolicy = Strict(
+  {
+    header: Type.Optional(Type.String({ minLength: 1 })),
+    cookie: Type.Optional(Strict({ name: Type.String({ minLength: 1 }), ttl: Type.Optional(Duration), path: Type.Optional(Type.String()) })),
+    sourceIp: Type.Optional(Type.Boolean()),
+    terminal: Type.Optional(Type.Boolean({ description: 'when this policy produced a key, skip the ones after it' })),
+  },
+  exactlyOneOf(['header', 'cookie', 'sourceIp']),
+);
+
 const RouteOptions = Strict({
+  lbHash: Type.Optional(Strict({ hashPolicies: Type.Array(HashPolicy, { maxItems: 16 }) })),
   autoHostRewrite: Type.Optional(Type.Boolean()),
   hostRewrite: Type.Optional(Type.String({ minLength: 1, maxLength: 255, description: 'the Host sent upstream' })),
   prefixRewrite: Type.Optional(Type.String()),
