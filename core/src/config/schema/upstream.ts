@@ -90,21 +90,32 @@ export const UpstreamSpec = Strict({
       maxEjectionPercent: Type.Optional(Type.Integer({ minimum: 0, maximum: 100, description: 'default 10 (at least one host may always be ejected)' })),
     }),
   ),
-  /** Gloo's (Envoy's) active health checks, HTTP only. */
+  /** Gloo's (Envoy's) active health checks: HTTP, or gRPC's grpc.health.v1 Check (HTTP/2 Upstreams). */
   healthChecks: Type.Optional(
     Type.Array(
-      Strict({
-        timeout: Duration,
-        interval: Duration,
-        healthyThreshold: Type.Integer({ minimum: 1, maximum: 100 }),
-        unhealthyThreshold: Type.Integer({ minimum: 1, maximum: 100 }),
-        httpHealthCheck: Strict({
-          path: Type.String({ pattern: '^/' }),
-          host: Type.Optional(Type.String({ minLength: 1 })),
-          expectedStatuses: Type.Optional(Type.Array(Strict({ start: Type.Integer({ minimum: 100, maximum: 599 }), end: Type.Integer({ minimum: 101, maximum: 600 }) }), { maxItems: 16 })),
-        }),
-      }),
-      { maxItems: 1, description: 'one HTTP health check (Gatehouse runs one per Upstream)' },
+      Strict(
+        {
+          timeout: Duration,
+          interval: Duration,
+          healthyThreshold: Type.Integer({ minimum: 1, maximum: 100 }),
+          unhealthyThreshold: Type.Integer({ minimum: 1, maximum: 100 }),
+          httpHealthCheck: Type.Optional(
+            Strict({
+              path: Type.String({ pattern: '^/' }),
+              host: Type.Optional(Type.String({ minLength: 1 })),
+              expectedStatuses: Type.Optional(Type.Array(Strict({ start: Type.Integer({ minimum: 100, maximum: 599 }), end: Type.Integer({ minimum: 101, maximum: 600 }) }), { maxItems: 16 })),
+            }),
+          ),
+          grpcHealthCheck: Type.Optional(
+            Strict({
+              serviceName: Type.Optional(Type.String({ description: 'the service asked about ("" or absent: the server as a whole)' })),
+              authority: Type.Optional(Type.String({ minLength: 1, description: ':authority of the check (default: the host addr)' })),
+            }),
+          ),
+        },
+        exactlyOneOf(['httpHealthCheck', 'grpcHealthCheck']),
+      ),
+      { maxItems: 1, description: 'one health check, HTTP or gRPC (Gatehouse runs one per Upstream)' },
     ),
   ),
   /** Gloo's CircuitBreakerConfig (Envoy's thresholds, per host here). */
