@@ -44,7 +44,7 @@ describe('plugin round trip through a registry', () => {
     const compiled = join(work, 'compiled-auth-plugins');
     const build = await runCli('gatehouse-plugin', ['build', ENTRY, '--name', 'RequiredHeader', '--out', compiled], { env });
     expect(build.code, build.stderr).toBe(0);
-    expect(await readdir(compiled)).toEqual(['RequiredHeader.js']);
+    expect((await readdir(compiled)).sort()).toEqual(['RequiredHeader.js', 'RequiredHeader.js.map']);
 
     const layout = join(work, 'layout');
     const image = await runCli('gatehouse-plugin', ['image', 'build', '--from', compiled, '--tag', VERSION, '--output', layout], { env });

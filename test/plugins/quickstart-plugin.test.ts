@@ -5,12 +5,15 @@ import { ConfigLoader } from '../../core/src/config/loader.ts';
 import { extAuthChecks } from '../../core/src/extauth/checks.ts';
 import { AuthEngine } from '../../core/src/extauth/engine.ts';
 import startAuthPlugins from '../../examples/quickstart/services/auth-plugins.ts';
+import makeQuickstartCertificate from '../../examples/quickstart/services/tls-certificate.ts';
 import { basic, captureLogger, checkRequest } from '../extauth/support.ts';
 
 const CONFIG = fileURLToPath(new URL('../../examples/quickstart/config', import.meta.url));
 
 describe('quickstart plugin auth', () => {
   it('builds RequiredHeader into the quickstart plugin dir, and plugin.localhost allows, denies and chains', async () => {
+    // As `npm start` does first: the HTTPS host's certificate (otherwise that VirtualService is rightly rejected).
+    await makeQuickstartCertificate();
     const service = await startAuthPlugins();
     expect(service.url).toMatch(/\/examples\/quickstart\/plugins\/RequiredHeader\.js$/);
     const pluginDir = fileURLToPath(new URL('./', service.url));
