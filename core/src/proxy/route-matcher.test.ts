@@ -144,3 +144,27 @@ describe('prefixRewrite', () => {
     expect(compileMatchers(undefined)[0]!.rewrite('/x', '/base/')).toBe('/base/x');
   });
 });
+
+describe('the route index by first path segment', () => {
+  test('finds the same first match as scanning every route, for every kind of matcher', async () => {
+    const { indexRoutes, matchRoute } = await import('./route-table.ts');
+    const specs: MatcherSpec[][] = [
+      [{ prefix: '/a/' }], [{ prefix: '/a' }], [{ exact: '/a' }], [{ exact: '/' }], [{ regex: '/b/[0-9]+' }], [{ regex: '/b[0-9]/x' }], [{ regex: '(?i)/C/.*' }],
+      [{ prefix: '/C/', caseSensitive: false }], [{ exact: '/d/e' }, { prefix: '/f/' }], [{ prefix: '/g/', headers: [{ name: 'x', value: '1' }] }], [{ regex: '/h/a|/i/b' }], [{ prefix: '/' , methods: ['POST'] }],
+    ];
+    const routes = Array.from({ length: 40 }, (_, i) => ({ name: `r${i}`, matchers: compileMatchers(specs[i % specs.length]!) })) as never[];
+    const index = indexRoutes(routes)!;
+    expect(index).toBeDefined();
+    const paths = ['/', '/a', '/a/', '/a/x', '/ab', '/b/12', '/b1/x', '/c/x', '/C/x', '/d/e', '/d', '/f/1', '/g/1', '/h/a', '/i/b', '/zz', ''];
+    for (const path of paths) {
+      for (const method of ['GET', 'POST']) {
+        for (const headers of [{}, { x: '1' }]) {
+          const req = { method, path, query: '', headers };
+          const scanned = matchRoute({ name: 'v', routes }, req);
+          const indexed = matchRoute({ name: 'v', routes, index }, req);
+          expect((indexed?.route as { name?: string } | undefined)?.name, `${method} ${path}`).toBe((scanned?.route as { name?: string } | undefined)?.name);
+        }
+      }
+    }
+  });
+});

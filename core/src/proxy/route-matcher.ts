@@ -17,6 +17,20 @@ export interface CompiledMatcher {
   matches(req: RequestLine): boolean;
   /** Swaps the matched prefix (or, for exact and regex matchers, the whole path) for `replacement`. */
   rewrite(path: string, replacement: string): string;
+  /** The first path segment every matching request has (`/a/…` → `a`), or undefined when it can vary (route index). */
+  readonly segment: string | undefined;
+}
+
+/** A path's first segment: `/a/b` → `a`, `/a` → `a`, `/` → ''. */
+export function firstSegment(path: string): string {
+  const end = path.indexOf('/', 1);
+  return end === -1 ? path.slice(1) : path.slice(1, end);
+}
+
+/** The first segment of every path that starts with `literal`, when `literal` already holds all of it. */
+function segmentOfLiteral(literal: string): string | undefined {
+  const end = literal.indexOf('/', 1);
+  return literal.charCodeAt(0) === 47 && end !== -1 ? literal.slice(1, end) : undefined;
 }
 
 /**
@@ -40,19 +54,23 @@ function compileMatcher(spec: MatcherSpec): CompiledMatcher {
   const caseSensitive = spec.caseSensitive !== false;
   const norm = caseSensitive ? (s: string) => s : (s: string) => s.toLowerCase();
   let rewrite: CompiledMatcher['rewrite'] = (_path, replacement) => replacement;
+  let segment: string | undefined;
 
   if (spec.exact !== undefined) {
     const exact = norm(spec.exact);
     add((req) => norm(req.path) === exact);
+    if (caseSensitive && exact.charCodeAt(0) === 47) segment = firstSegment(exact);
   } else if (spec.regex !== undefined) {
     const full = fullMatcher(spec.regex, { caseInsensitive: !caseSensitive });
     // The regex's literal start, checked first: `/tenant-[0-9]+` needs `/tenant-`.
     const literal = caseSensitive ? literalPrefix(spec.regex) : '';
     if (literal !== '') add((req) => req.path.startsWith(literal));
     add((req) => full(req.path), REGEX);
+    segment = segmentOfLiteral(literal);
   } else {
     const prefix = norm(spec.prefix ?? '/');
     if (prefix !== '/' || !caseSensitive) add((req) => norm(req.path).startsWith(prefix));
+    if (caseSensitive) segment = segmentOfLiteral(prefix);
     // Gloo: `prefixRewrite: ""` removes the prefix; a result without a leading slash gets one ("/foo" on "/foo" → "/").
     rewrite = (path, replacement) => {
       const out = replacement + path.slice(prefix.length);
@@ -93,7 +111,7 @@ function compileMatcher(spec: MatcherSpec): CompiledMatcher {
   // Stable sort: equal costs keep the spec's order.
   const tests = ranked.sort((a, b) => a.cost - b.cost).map((r) => r.test);
   const matches = tests.length === 0 ? () => true : tests.length === 1 ? tests[0]! : (req: RequestLine) => tests.every((t) => t(req));
-  return { matches, rewrite };
+  return { matches, rewrite, segment };
 }
 
 /** No value: presence. `regex`: full match. Otherwise exact equality. */

@@ -9,7 +9,7 @@ import { flattenRoutes, routeTablesOf } from '../config/delegation.ts';
 import { compileCors, type CompiledCors } from './cors.ts';
 import { compileHeaderOps, type HeaderOps } from './header-ops.ts';
 import { HostTable } from './host-table.ts';
-import { compileMatchers, type CompiledMatcher, type RequestLine } from './route-matcher.ts';
+import { compileMatchers, firstSegment, type CompiledMatcher, type RequestLine } from './route-matcher.ts';
 import { regexSubstitution } from './re2.ts';
 import { compileHashPolicies, type HashKey } from './consistent-hash.ts';
 import { KubeDnsResolver, type KubeServiceResolver } from './kube-resolver.ts';
@@ -86,6 +86,36 @@ export interface CompiledRoute {
 export interface CompiledVirtualHost {
   readonly name: string;
   readonly routes: readonly CompiledRoute[];
+  /**
+   * Routes by the first path segment they can match (in route order, with the routes that can
+   * match any segment merged in), so a request scans only routes that may match it; `other`
+   * for segments no route names. Absent for short route lists (a scan is as cheap).
+   */
+  readonly index?: { readonly bySegment: ReadonlyMap<string, readonly CompiledRoute[]>; readonly other: readonly CompiledRoute[] } | undefined;
+}
+
+/** Below this many routes a virtual host is scanned without an index. */
+const INDEX_MIN_ROUTES = 32;
+/** Above this many list entries (segments × routes that match any) the index is not built. */
+const INDEX_MAX_ENTRIES = 1_000_000;
+
+/** The segment index of a route list (see {@link CompiledVirtualHost.index}); first-match order is kept. */
+export function indexRoutes(routes: readonly CompiledRoute[]): CompiledVirtualHost['index'] {
+  if (routes.length < INDEX_MIN_ROUTES) return undefined;
+  const segmentsOf = routes.map((r) => (r.matchers.some((m) => m.segment === undefined) ? undefined : new Set(r.matchers.map((m) => m.segment!))));
+  const other = routes.filter((_, i) => segmentsOf[i] === undefined);
+  const keys = new Set<string>();
+  for (const set of segmentsOf) if (set) for (const key of set) keys.add(key);
+  if (keys.size * (other.length + 1) > INDEX_MAX_ENTRIES) return undefined;
+  // One pass in route order, so first-match order is kept; O(routes + segments × routes that match any).
+  const bySegment = new Map<string, CompiledRoute[]>();
+  for (const key of keys) bySegment.set(key, []);
+  routes.forEach((route, i) => {
+    const set = segmentsOf[i];
+    if (set === undefined) for (const list of bySegment.values()) list.push(route);
+    else for (const key of set) bySegment.get(key)!.push(route);
+  });
+  return { bySegment, other };
 }
 
 export interface RouteTable {
@@ -113,7 +143,9 @@ export interface RouteTableOptions {
 
 /** Finds the first route of a virtual host that matches, and which matcher matched. */
 export function matchRoute(vhost: CompiledVirtualHost, req: RequestLine): { route: CompiledRoute; matcher: CompiledMatcher } | undefined {
-  for (const route of vhost.routes) {
+  const index = vhost.index;
+  const candidates = index ? (index.bySegment.get(firstSegment(req.path)) ?? index.other) : vhost.routes;
+  for (const route of candidates) {
     for (const matcher of route.matchers) {
       if (matcher.matches(req)) return { route, matcher };
     }
@@ -141,7 +173,7 @@ export function compileRouteTable(snapshot: ConfigSnapshot, options: RouteTableO
       if (route.destination.kind === 'weighted') for (const choice of route.destination.choices) clusters.add(choice.cluster);
       return route;
     });
-    const compiled: CompiledVirtualHost = { name: vhostName, routes };
+    const compiled: CompiledVirtualHost = { name: vhostName, routes, index: indexRoutes(routes) };
     virtualHosts.push(compiled);
     for (const domain of domainsOf(vh)) (vs.spec.sslConfig ? tlsHosts : hosts).add(domain, compiled);
     description.push({
