@@ -185,8 +185,11 @@ class JwtService implements AuthService {
 
   async Authorize(ctx: Context, request: AuthorizationRequest): Promise<AuthorizationResponse> {
     const header = request.CheckRequest.attributes.request.http.headers.authorization ?? '';
-    const match = /^Bearer +([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]*)$/i.exec(header);
-    if (!match) return DeniedResponse(401, { 'www-authenticate': 'Bearer' });
+    // No Bearer credentials: a plain challenge (RFC 6750 3.1). Credentials that are not a JWS: invalid_token.
+    const credentials = /^Bearer +(\S+) *$/i.exec(header)?.[1];
+    if (!credentials) return DeniedResponse(401, { 'www-authenticate': 'Bearer' });
+    const match = /^([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]*)$/.exec(credentials);
+    if (!match) return denied('malformed token');
     const [, head, body, signature] = match as unknown as [string, string, string, string];
     let jose: { alg?: string; kid?: string };
     let claims: { iss?: unknown; aud?: unknown; exp?: unknown; nbf?: unknown; sub?: unknown; [claim: string]: unknown };

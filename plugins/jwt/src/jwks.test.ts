@@ -197,6 +197,20 @@ describe.each(TEST_MODES)('Jwt JWKS refresh and claims (%s)', (mode) => {
     await expect(start({ ClaimsToHeaders: { email: 'bad header' } })).rejects.toThrow(/ClaimsToHeaders\.email: expected a header name/);
   });
 
+  it('credentials that are not a JWS are an invalid_token; no Bearer credentials get the plain challenge', async () => {
+    const p = await start();
+    for (const garbage of ['not-a-jwt', 'a.b', 'e30.e30.sig.extra', 'e30.e30e30.sig']) {
+      const decision = await p.authorize(bearer(garbage));
+      expectDenied(decision, 401);
+      expect(reason(decision), garbage).toBe('malformed token');
+    }
+    for (const headers of [{}, { authorization: 'Basic YTpi' }, { authorization: 'Bearer ' }]) {
+      const decision = await p.authorize({ headers });
+      expectDenied(decision, 401);
+      expect(decision.headers).toEqual([{ key: 'www-authenticate', value: 'Bearer' }]);
+    }
+  });
+
   it('exp, nbf, iss and aud with ClockSkewSeconds', async () => {
     const p = await start({ ClockSkewSeconds: 30 });
     const now = Math.floor(clock.now() / 1000);
