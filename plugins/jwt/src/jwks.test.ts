@@ -204,7 +204,7 @@ describe.each(TEST_MODES)('Jwt JWKS refresh and claims (%s)', (mode) => {
       expectDenied(decision, 401);
       expect(reason(decision), garbage).toBe('malformed token');
     }
-    for (const headers of [{}, { authorization: 'Basic YTpi' }, { authorization: 'Bearer ' }]) {
+    for (const headers of [{} as Record<string, string>, { authorization: 'Basic YTpi' }, { authorization: 'Bearer ' }]) {
       const decision = await p.authorize({ headers });
       expectDenied(decision, 401);
       expect(decision.headers).toEqual([{ key: 'www-authenticate', value: 'Bearer' }]);
