@@ -41,7 +41,7 @@ export function forward(req: IncomingMessage, res: ServerResponse, ctx: RequestC
     // The client went away before the response finished: stop the upstream request.
     if (!res.writableFinished) exchange.current?.abort();
   });
-  new ProxyAttempt(exchange, retries).start();
+  new ProxyAttempt(exchange, retries, false).start();
 }
 
 /**
@@ -82,26 +82,43 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
   private counted = false;
   /** Armed only while the request waits in the pool's queue (all connections busy). */
   private queueTimer: NodeJS.Timeout | undefined;
+  /** Connection config `maxStreamDuration`: cuts this try, response body included. */
+  private durationTimer: NodeJS.Timeout | undefined;
+  /** Counted in the cluster's active requests (and, for a retry, its active retries) until it ends. */
+  private active = false;
   private readonly x: Exchange;
   private readonly retriesLeft: number;
+  /** This try is a retry: it holds one of the cluster's `maxRetries` slots. */
+  private readonly isRetry: boolean;
 
-  constructor(exchange: Exchange, retriesLeft: number) {
+  constructor(exchange: Exchange, retriesLeft: number, isRetry: boolean) {
     this.x = exchange;
     this.retriesLeft = retriesLeft;
+    this.isRetry = isRetry;
   }
 
   start(): void {
-    const { req, res, ctx, route } = this.x;
+    const { req, res, ctx, route, cluster } = this.x;
     this.x.current = this;
+    if (cluster.activeRequests >= cluster.maxRequests) {
+      // Envoy's max_requests circuit breaker (per cluster): every try counts.
+      if (this.isRetry) cluster.activeRetries--;
+      ctx.logger.warn({ reqId: ctx.requestId, upstream: cluster.name, active: cluster.activeRequests }, 'upstream request limit reached (circuitBreakers.maxRequests)');
+      return sendLocalReply(res, 503, ErrorCodes.UPSTREAM_OVERFLOW, 'upstream overloaded: too many requests in flight', ['x-envoy-overloaded', 'true', ...(ctx.responseHeaders ?? [])]);
+    }
     // The route's hash key (options.lbHash) for ring hash / Maglev Upstreams; other policies ignore it.
-    this.host = this.x.cluster.pick(undefined, route.hashKey?.(req, ctx.headers));
+    this.host = cluster.pick(undefined, route.hashKey?.(req, ctx.headers));
     ctx.upstream = this.host.origin;
     const host = this.host;
     if (host.inFlight >= host.maxInFlight) {
+      if (this.isRetry) cluster.activeRetries--;
       // Envoy's max_pending_requests circuit breaker: fail fast instead of queueing without bound.
       ctx.logger.warn({ reqId: ctx.requestId, upstream: host.origin, inFlight: host.inFlight }, 'upstream pending-request limit reached');
       return sendLocalReply(res, 503, ErrorCodes.UPSTREAM_OVERFLOW, 'upstream overloaded: too many pending requests', ['x-envoy-overloaded', 'true', ...(ctx.responseHeaders ?? [])]);
     }
+    cluster.activeRequests++;
+    this.active = true;
+    if (cluster.maxStreamDurationMs !== undefined) this.durationTimer = setTimeout(() => this.streamDurationReached(), cluster.maxStreamDurationMs);
     host.inFlight++;
     this.counted = true;
     // Every connection is busy (slow clients can pin them all): a request waiting in the queue
@@ -124,6 +141,7 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
 
   abort(): void {
     this.settle();
+    this.finish();
     // Its remaining callbacks (the abort's own error among them) no longer answer the client.
     this.abandoned = true;
     this.controller?.abort(new Error('downstream closed'));
@@ -139,11 +157,60 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
     }
   }
 
+  /**
+   * This try left the cluster's active requests (and retries): it ended, failed, was abandoned
+   * or cut. Idempotent.
+   */
+  private finish(): void {
+    if (!this.active) return;
+    this.active = false;
+    if (this.durationTimer) clearTimeout(this.durationTimer);
+    this.durationTimer = undefined;
+    const cluster = this.x.cluster;
+    cluster.activeRequests--;
+    if (this.isRetry) cluster.activeRetries--;
+  }
+
+  /**
+   * Whether another try may be made: tries left on the route, and a free slot among the
+   * cluster's `maxRetries` (Envoy's max_retries; this try's own slot is about to be freed).
+   */
+  private mayRetry(): boolean {
+    if (this.retriesLeft <= 0) return false;
+    const cluster = this.x.cluster;
+    if (cluster.activeRetries - (this.isRetry && this.active ? 1 : 0) < cluster.maxRetries) return true;
+    this.x.ctx.logger.warn({ reqId: this.x.ctx.requestId, upstream: cluster.name, retries: cluster.activeRetries }, 'retry not attempted: upstream retry limit reached (circuitBreakers.maxRetries)');
+    return false;
+  }
+
+  /**
+   * Connection config `maxStreamDuration` reached (Envoy): the try is reset; before the response
+   * started the client gets 504 (408 while its request body is still arriving), after it the
+   * downstream stream is reset too.
+   */
+  private streamDurationReached(): void {
+    this.durationTimer = undefined;
+    if (this.abandoned) return;
+    this.abandoned = true;
+    this.settle();
+    this.finish();
+    this.controller?.abort(new Error('max stream duration reached'));
+    const { req, res, ctx } = this.x;
+    ctx.logger.warn({ reqId: ctx.requestId, upstream: this.host.origin }, 'upstream max stream duration reached');
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    if (req.complete || !this.x.hasBody) sendLocalReply(res, 504, ErrorCodes.UPSTREAM_TIMEOUT, 'upstream max stream duration reached', ctx.responseHeaders);
+    else sendLocalReply(res, 408, ErrorCodes.UPSTREAM_TIMEOUT, 'upstream max stream duration reached', ctx.responseHeaders);
+  }
+
   private queueTimedOut(): void {
     this.queueTimer = undefined;
     if (this.abandoned) return;
     this.abandoned = true;
     this.settle();
+    this.finish();
     this.controller?.abort(new Error('queued too long'));
     const { res, ctx } = this.x;
     ctx.logger.warn({ reqId: ctx.requestId, upstream: this.host.origin }, 'upstream request timed out waiting for a connection');
@@ -159,10 +226,19 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
   onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
     this.settle();
     if (this.abandoned) return;
-    const { route, res } = this.x;
-    this.x.cluster.observe(this.host, statusCode);
-    if (route.retry?.onStatus(statusCode) && this.retriesLeft > 0) {
+    const { route, res, cluster } = this.x;
+    if (cluster.maxHeadersCount !== undefined && headerFields(headers) > cluster.maxHeadersCount) {
+      // Envoy's codec refuses such a response (max_headers_count): a protocol error, reset before headers.
       this.abandoned = true;
+      this.finish();
+      controller.abort(new Error('too many response headers'));
+      this.x.ctx.logger.warn({ reqId: this.x.ctx.requestId, upstream: this.host.origin }, 'upstream response has more headers than maxHeadersCount');
+      return sendLocalReply(res, 503, ErrorCodes.UPSTREAM_UNAVAILABLE, `upstream response has more than ${cluster.maxHeadersCount} headers (maxHeadersCount)`, this.x.ctx.responseHeaders);
+    }
+    cluster.observe(this.host, statusCode);
+    if (route.retry?.onStatus(statusCode) && this.mayRetry()) {
+      this.abandoned = true;
+      this.finish();
       controller.abort(new Error('retrying'));
       this.retry();
       return;
@@ -186,6 +262,7 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
   }
 
   onResponseEnd(_controller: Dispatcher.DispatchController, trailers: IncomingHttpHeaders): void {
+    this.finish();
     if (this.abandoned) return;
     // gRPC's status travels in trailers; HTTP/2 (and chunked HTTP/1.1) clients get them as sent.
     const forwarded = responseTrailers(trailers);
@@ -195,12 +272,13 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
     this.settle();
-    if (this.abandoned) return;
+    if (this.abandoned) return this.finish();
     const { res, ctx, route, cluster } = this.x;
     const code = (error as { code?: string }).code ?? '';
     const connectFailure = isConnectFailure(error);
     if (connectFailure) cluster.eject(this.host);
     if (res.headersSent || res.destroyed) {
+      this.finish();
       res.destroy();
       return;
     }
@@ -208,8 +286,9 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
     const timedOut = TIMEOUT_CODES.has(code);
     const retriable =
       retry !== undefined &&
-      this.retriesLeft > 0 &&
-      ((connectFailure && retry.onConnectFailure) || (!connectFailure && !timedOut && retry.onReset) || (timedOut && retry.onTimeout && retry.perTryTimeoutMs !== undefined));
+      ((connectFailure && retry.onConnectFailure) || (!connectFailure && !timedOut && retry.onReset) || (timedOut && retry.onTimeout && retry.perTryTimeoutMs !== undefined)) &&
+      this.mayRetry();
+    this.finish();
     if (retriable) {
       this.abandoned = true;
       this.retry();
@@ -226,9 +305,15 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
     const { baseMs, maxMs } = this.x.route.retry!.backoff;
     const tries = this.x.route.retry!.numRetries - this.retriesLeft;
     const wait = Math.random() * Math.min(maxMs, baseMs * 2 ** tries);
+    // The retry holds a maxRetries slot from now (its back-off included) until it ends.
+    const cluster = this.x.cluster;
+    cluster.activeRetries++;
     setTimeout(() => {
-      if (this.x.res.destroyed) return;
-      new ProxyAttempt(this.x, this.retriesLeft - 1).start();
+      if (this.x.res.destroyed) {
+        cluster.activeRetries--;
+        return;
+      }
+      new ProxyAttempt(this.x, this.retriesLeft - 1, true).start();
     }, wait);
   }
 }
@@ -244,6 +329,16 @@ export function writeThrough(controller: Dispatcher.DispatchController, res: Ser
     controller.pause();
     res.once('drain', () => controller.resume());
   }
+}
+
+/** Header fields in a parsed header object (a repeated name counts once per value). */
+function headerFields(headers: IncomingHttpHeaders): number {
+  let n = 0;
+  for (const name in headers) {
+    const value = headers[name];
+    n += Array.isArray(value) ? value.length : 1;
+  }
+  return n;
 }
 
 /** A flat header list as an HTTP/2 header block (repeated names become arrays; names already lower case). */

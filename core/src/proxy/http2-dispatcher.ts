@@ -20,6 +20,10 @@ export interface Http2DispatcherOptions {
   maxStreams?: number;
   /** A connection with no stream open for this long is closed (default 30 s). */
   idleTimeoutMs?: number;
+  /** A connection takes no new stream after this many (0: no limit); it closes once they end. */
+  maxRequestsPerSession?: number;
+  /** SO_KEEPALIVE with this idle time before the first probe (default: off). */
+  tcpKeepaliveMs?: number;
 }
 
 /** Headers that are connection-specific in HTTP/1.1 and forbidden in HTTP/2 (RFC 9113 8.2.2). */
@@ -36,6 +40,8 @@ interface PooledSession {
   limit: number;
   /** GOAWAY received or closing: no new streams. */
   draining: boolean;
+  /** Streams opened on it so far (maxRequestsPerSession). */
+  opened: number;
   /** Why the connection failed, for the calls it carried. */
   error: Error | undefined;
 }
@@ -53,7 +59,7 @@ export class Http2Dispatcher extends Dispatcher {
   private readonly origin: string;
   private readonly authority: string;
   private readonly scheme: 'http' | 'https';
-  private readonly options: Required<Omit<Http2DispatcherOptions, 'tls'>> & { tls: Http2TlsOptions | undefined };
+  private readonly options: Required<Omit<Http2DispatcherOptions, 'tls' | 'tcpKeepaliveMs'>> & { tls: Http2TlsOptions | undefined; tcpKeepaliveMs: number | undefined };
   private readonly sessions: PooledSession[] = [];
   private readonly queue: Http2Call[] = [];
   private closed = false;
@@ -64,7 +70,7 @@ export class Http2Dispatcher extends Dispatcher {
     this.origin = url.origin;
     this.authority = url.host;
     this.scheme = url.protocol === 'https:' ? 'https' : 'http';
-    this.options = { connectTimeoutMs: options.connectTimeoutMs ?? 5_000, maxSessions: options.maxSessions ?? 4, maxStreams: options.maxStreams ?? 100, idleTimeoutMs: options.idleTimeoutMs ?? 30_000, tls: options.tls };
+    this.options = { connectTimeoutMs: options.connectTimeoutMs ?? 5_000, maxSessions: options.maxSessions ?? 4, maxStreams: options.maxStreams ?? 100, idleTimeoutMs: options.idleTimeoutMs ?? 30_000, maxRequestsPerSession: options.maxRequestsPerSession ?? 0, tcpKeepaliveMs: options.tcpKeepaliveMs, tls: options.tls };
   }
 
   override dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
@@ -97,15 +103,18 @@ export class Http2Dispatcher extends Dispatcher {
   }
 
   private open(): PooledSession {
-    const { tls, connectTimeoutMs, maxStreams, idleTimeoutMs } = this.options;
+    const { tls, connectTimeoutMs, maxStreams, idleTimeoutMs, tcpKeepaliveMs } = this.options;
     const session = connect(this.origin, {
       settings: { enablePush: false },
       ...(tls ? { ALPNProtocols: ['h2'], ...(tls.servername ? { servername: tls.servername } : {}), ...(tls.ca ? { ca: tls.ca } : {}), ...(tls.cert ? { cert: tls.cert, key: tls.key } : {}) } : {}),
     });
-    const pooled: PooledSession = { session, active: 0, limit: maxStreams, draining: false, error: undefined };
+    const pooled: PooledSession = { session, active: 0, limit: maxStreams, draining: false, opened: 0, error: undefined };
     this.sessions.push(pooled);
     const connectTimer = setTimeout(() => session.destroy(codedError(`connect timeout (${connectTimeoutMs} ms)`, 'UND_ERR_CONNECT_TIMEOUT')), connectTimeoutMs);
-    session.once('connect', () => clearTimeout(connectTimer));
+    session.once('connect', () => {
+      clearTimeout(connectTimer);
+      if (tcpKeepaliveMs !== undefined) session.socket?.setKeepAlive(true, tcpKeepaliveMs);
+    });
     session.on('remoteSettings', (settings) => {
       pooled.limit = Math.min(maxStreams, settings.maxConcurrentStreams ?? maxStreams);
       this.drain();
@@ -167,6 +176,12 @@ export class Http2Dispatcher extends Dispatcher {
     else if (headers) for (const [name, value] of Object.entries(headers as Record<string, string | string[] | undefined>)) add(name, value);
     out[constants.HTTP2_HEADER_AUTHORITY] = authority ?? this.authority;
     return out;
+  }
+
+  /** A stream was opened on `pooled`: past maxRequestsPerSession it takes no more (Envoy's max_requests_per_connection). */
+  streamOpened(pooled: PooledSession): void {
+    const max = this.options.maxRequestsPerSession;
+    if (max > 0 && ++pooled.opened >= max) this.retire(pooled);
   }
 
   streamEnded(pooled: PooledSession): void {
@@ -234,6 +249,7 @@ class Http2Call implements Dispatcher.DispatchController {
       return this.fail(error as Error);
     }
     pooled.active++;
+    this.pool.streamOpened(pooled);
     this.pooled = pooled;
     this.stream = stream;
     stream.on('response', (headers) => this.onResponse(headers));

@@ -43,6 +43,15 @@ export const UPSTREAM_H2_STREAMS = 100;
 /** Envoy's default `max_pending_requests` circuit breaker. */
 export const DEFAULT_MAX_PENDING_REQUESTS = 1024;
 
+/** Envoy's default `max_requests` circuit breaker: requests in flight to one cluster. */
+export const DEFAULT_MAX_REQUESTS = 1024;
+
+/** Envoy's default `max_retries` circuit breaker: retries in flight to one cluster. */
+export const DEFAULT_MAX_RETRIES = 3;
+
+/** `idleTimeout: 0s` turns the idle timeout off (Envoy); timers cannot wait longer than this. */
+const NO_IDLE_TIMEOUT_MS = 2 ** 31 - 1;
+
 /** How long a host that refused a connection is skipped (passive health, SPEC 3.1). */
 export const EJECTION_MS = 5_000;
 
@@ -68,10 +77,27 @@ export class UpstreamCluster {
   private readonly schedule: readonly number[] | undefined;
   /** Ring hash or Maglev: the host for a request's hash. */
   private readonly hashTable: HashTable | undefined;
+  /** Requests in flight to the cluster (every try counts), bounded by `maxRequests` (Envoy's max_requests). */
+  activeRequests = 0;
+  readonly maxRequests: number;
+  /** Retries in flight (from the decision to retry until that try ends), bounded by `maxRetries`. */
+  activeRetries = 0;
+  readonly maxRetries: number;
+  /** Connection config `maxStreamDuration`: a cap on each try, response body included. */
+  readonly maxStreamDurationMs: number | undefined;
+  /** Connection config `maxHeadersCount`: a response with more header fields is refused (503). */
+  readonly maxHeadersCount: number | undefined;
 
   constructor(name: string, hosts: { addr: string; port: number; loadBalancingWeight?: number | undefined; sniAddr?: string | undefined }[], options: UpstreamOptions = {}) {
     this.name = name;
     this.policy = options.loadBalancing ?? { kind: 'round-robin' };
+    this.maxRequests = options.maxRequests ?? DEFAULT_MAX_REQUESTS;
+    this.maxRetries = options.maxRetries ?? DEFAULT_MAX_RETRIES;
+    this.maxStreamDurationMs = options.maxStreamDurationMs;
+    this.maxHeadersCount = options.maxHeadersCount;
+    const idleMs = options.idleTimeoutMs === undefined ? undefined : options.idleTimeoutMs === 0 ? NO_IDLE_TIMEOUT_MS : options.idleTimeoutMs;
+    // undici's connector sets SO_KEEPALIVE with this first delay (Node cannot set the probe count or interval).
+    const keepalive = options.tcpKeepaliveMs !== undefined ? { keepAlive: true, keepAliveInitialDelay: options.tcpKeepaliveMs } : {};
     const scheme = options.tls ? 'https' : 'http';
     this.hosts = hosts.map(({ addr, port, sniAddr }) => {
       const connectAddr = options.resolve?.(addr) ?? addr;
@@ -82,14 +108,27 @@ export class UpstreamCluster {
       // HTTP/1.1 when not asked for HTTP/2, as Envoy and Gloo.
       const poolConnections = options.connections ?? (http2 ? 4 : 128);
       const dispatcher: Dispatcher = http2
-        ? new Http2Dispatcher(origin, { connectTimeoutMs: options.connectTimeoutMs ?? 5_000, maxSessions: poolConnections, maxStreams: UPSTREAM_H2_STREAMS, tls: tls ? tlsConnect(addr, tls) : undefined })
+        ? new Http2Dispatcher(origin, {
+            connectTimeoutMs: options.connectTimeoutMs ?? 5_000,
+            maxSessions: poolConnections,
+            maxStreams: UPSTREAM_H2_STREAMS,
+            tls: tls ? tlsConnect(addr, tls) : undefined,
+            ...(idleMs !== undefined ? { idleTimeoutMs: idleMs } : {}),
+            ...(options.maxRequestsPerConnection ? { maxRequestsPerSession: options.maxRequestsPerConnection } : {}),
+            ...(options.tcpKeepaliveMs !== undefined ? { tcpKeepaliveMs: options.tcpKeepaliveMs } : {}),
+          })
         : new Pool(origin, {
             connections: poolConnections,
             pipelining: 1,
-            keepAliveTimeout: 30_000,
+            // The connection's idle timeout (Gloo's commonHttpProtocolOptions.idleTimeout): also the
+            // most a server's Keep-Alive hint may stretch it to.
+            keepAliveTimeout: idleMs ?? 30_000,
+            ...(idleMs !== undefined ? { keepAliveMaxTimeout: idleMs } : {}),
+            // undici closes a connection after this many requests (`connection: close` on the last).
+            ...(options.maxRequestsPerConnection ? { maxRequestsPerClient: options.maxRequestsPerConnection } : {}),
             // HTTP/1.1 only: undici would otherwise offer h2 over ALPN by default.
             allowH2: false,
-            connect: tls ? pinnedServername({ timeout: options.connectTimeoutMs ?? 5_000, ...tlsConnect(addr, tls) }) : { timeout: options.connectTimeoutMs ?? 5_000 },
+            connect: tls ? pinnedServername({ timeout: options.connectTimeoutMs ?? 5_000, ...keepalive, ...tlsConnect(addr, tls) }) : { timeout: options.connectTimeoutMs ?? 5_000, ...keepalive },
           });
       const connections = http2 ? poolConnections * UPSTREAM_H2_STREAMS : poolConnections;
       // undici takes a request's TLS server name from its Host header and reconnects whenever it
@@ -424,6 +463,20 @@ export interface UpstreamOptions {
   connections?: number;
   /** Requests that may wait for a connection per host (default {@link DEFAULT_MAX_PENDING_REQUESTS}). */
   maxPendingRequests?: number;
+  /** Requests in flight to the cluster (default {@link DEFAULT_MAX_REQUESTS}). */
+  maxRequests?: number;
+  /** Retries in flight to the cluster (default {@link DEFAULT_MAX_RETRIES}). */
+  maxRetries?: number;
+  /** A connection is closed after this many requests. */
+  maxRequestsPerConnection?: number;
+  /** SO_KEEPALIVE with this idle time before the first probe. */
+  tcpKeepaliveMs?: number;
+  /** A connection without requests for this long is closed (0: never; default 30 s). */
+  idleTimeoutMs?: number;
+  /** Each try (response included) is cut after this long. */
+  maxStreamDurationMs?: number;
+  /** Response header fields at most. */
+  maxHeadersCount?: number;
   /** Maps a host name to the address actually dialled (`--resolve`). */
   resolve?: (host: string) => string | undefined;
 }
@@ -486,6 +539,9 @@ export class UpstreamRegistry {
         // circuitBreakers (Envoy's thresholds, per host) win over the process-wide defaults: connections in the pool, requests waiting for one.
         ...(breakers?.maxConnections !== undefined ? { connections: breakers.maxConnections } : {}),
         ...(breakers?.maxPendingRequests !== undefined ? { maxPendingRequests: breakers.maxPendingRequests } : {}),
+        ...(breakers?.maxRequests !== undefined ? { maxRequests: breakers.maxRequests } : {}),
+        ...(breakers?.maxRetries !== undefined ? { maxRetries: breakers.maxRetries } : {}),
+        ...connectionOptions(spec.connectionConfig),
       });
       this.clusters.set(id, cluster);
     }
@@ -542,6 +598,21 @@ function tlsConnect(addr: string, tls: true | UpstreamTls): { servername?: strin
   const servername = material.servername ?? (isIP(addr) ? undefined : addr);
   return { ...(servername ? { servername } : {}), ...(material.ca ? { ca: material.ca } : {}), ...(material.cert ? { cert: material.cert, key: material.key } : {}) };
 }
+
+/** Gloo's connectionConfig as cluster options (connectTimeout aside); fields not honoured get warnings at load (../config/checks/upstream.ts). */
+function connectionOptions(config: Resource<'Upstream'>['spec']['connectionConfig']): UpstreamOptions {
+  const http = config?.commonHttpProtocolOptions;
+  const out: UpstreamOptions = {};
+  if (config?.maxRequestsPerConnection) out.maxRequestsPerConnection = config.maxRequestsPerConnection;
+  if (config?.tcpKeepalive) out.tcpKeepaliveMs = config.tcpKeepalive.keepaliveTime ? durationMs(config.tcpKeepalive.keepaliveTime) : DEFAULT_TCP_KEEPALIVE_MS;
+  if (http?.idleTimeout !== undefined) out.idleTimeoutMs = durationMs(http.idleTimeout);
+  if (http?.maxStreamDuration !== undefined && durationMs(http.maxStreamDuration) > 0) out.maxStreamDurationMs = durationMs(http.maxStreamDuration);
+  if (http?.maxHeadersCount) out.maxHeadersCount = http.maxHeadersCount;
+  return out;
+}
+
+/** Linux's default idle time before keep-alive probes (net.ipv4.tcp_keepalive_time), which Envoy leaves in place when keepaliveTime is unset. */
+const DEFAULT_TCP_KEEPALIVE_MS = 7_200_000;
 
 /** Gloo's loadBalancerConfig as a policy (undefined: round robin). */
 function loadBalancingOf(lb: Resource<'Upstream'>['spec']['loadBalancerConfig']): LoadBalancing | undefined {

@@ -37,19 +37,5 @@ export function checkUpstreamTls(resource: Resource<'Upstream'>, ctx: CheckConte
   return [];
 }
 
-/** Gloo Upstream fields accepted but not enforced say so; a gRPC health check needs HTTP/2. */
-export function checkUpstreamFields(resource: Resource<'Upstream'>, ctx: CheckContext): Diagnostic[] {
-  const out: Diagnostic[] = [];
-  const breakers = resource.spec.circuitBreakers;
-  if (resource.spec.kube?.selector && Object.keys(resource.spec.kube.selector).length > 0) {
-    out.push(ctx.at(['spec', 'kube', 'selector'], ConfigCodes.IGNORED, 'selector is not applied: the service is reached through cluster DNS, so every pod behind it gets traffic (Gloo picks the matching pods from the endpoints)', 'warning'));
-  }
-  resource.spec.healthChecks?.forEach((check, i) => {
-    // gRPC runs over HTTP/2: Envoy refuses a gRPC health check on a cluster without it too.
-    if (check.grpcHealthCheck && !resource.spec.useHttp2) out.push(ctx.at(['spec', 'healthChecks', i, 'grpcHealthCheck'], ConfigCodes.INVALID, 'a gRPC health check needs useHttp2: true (gRPC runs over HTTP/2)'));
-  });
-  for (const field of ['maxRequests', 'maxRetries'] as const) {
-    if (breakers?.[field] !== undefined) out.push(ctx.at(['spec', 'circuitBreakers', field], ConfigCodes.IGNORED, `${field} is not enforced (HTTP/1.1 pools bound requests by maxConnections + maxPendingRequests; retries by the route's numRetries)`, 'warning'));
-  }
-  return out;
-}
+// Upstream field checks live beside the Upstream's other rules; re-exported for the store.
+export { checkUpstreamFields } from './upstream.ts';

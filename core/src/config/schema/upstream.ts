@@ -53,9 +53,38 @@ export const UpstreamSpec = Strict({
   useHttp2: Type.Optional(Type.Boolean({ description: 'speak HTTP/2 to the hosts (h2c, or h2 over TLS); needed for gRPC' })),
   // Gloo's discovery writes it; nothing in Gatehouse reads it (kubectl output loads unchanged).
   discoveryMetadata: Type.Optional(Strict({ labels: Type.Optional(Type.Record(Type.String(), Type.String())) })),
+  /** Gloo's ConnectionConfig: how connections to the hosts are made, kept and reused (Envoy's cluster settings). */
   connectionConfig: Type.Optional(
     Strict({
       connectTimeout: Type.Optional(Duration),
+      maxRequestsPerConnection: Type.Optional(Type.Integer({ minimum: 0, maximum: 4_294_967_295, description: 'a connection is closed after this many requests (0 or absent: no limit)' })),
+      tcpKeepalive: Type.Optional(
+        Strict({
+          keepaliveProbes: Type.Optional(Type.Integer({ minimum: 0, maximum: 4_294_967_295, description: 'not settable from Node (the OS default applies; warning)' })),
+          keepaliveTime: Type.Optional(Duration),
+          keepaliveInterval: Type.Optional(Duration),
+        }),
+      ),
+      perConnectionBufferLimitBytes: Type.Optional(Type.Integer({ minimum: 0, maximum: 4_294_967_295, description: 'accepted with a warning: bodies stream with backpressure' })),
+      commonHttpProtocolOptions: Type.Optional(
+        Strict({
+          idleTimeout: Type.Optional(Duration),
+          maxHeadersCount: Type.Optional(Type.Integer({ minimum: 0, maximum: 4_294_967_295 })),
+          maxStreamDuration: Type.Optional(Duration),
+          headersWithUnderscoresAction: Type.Optional(Type.Union([Type.Literal('ALLOW'), Type.Literal('REJECT_REQUEST'), Type.Literal('DROP_HEADER'), Type.Integer({ minimum: 0, maximum: 2 })])),
+        }),
+      ),
+      http1ProtocolOptions: Type.Optional(
+        Strict(
+          {
+            enableTrailers: Type.Optional(Type.Boolean()),
+            properCaseHeaderKeyFormat: Type.Optional(Type.Boolean()),
+            preserveCaseHeaderKeyFormat: Type.Optional(Type.Boolean()),
+            overrideStreamErrorOnInvalidHttpMessage: Type.Optional(Type.Boolean()),
+          },
+          atMostOneOf(['properCaseHeaderKeyFormat', 'preserveCaseHeaderKeyFormat']),
+        ),
+      ),
     }),
   ),
   /** Gloo's LoadBalancerConfig: how a host is picked. Ring hash and Maglev hash on the route's `options.lbHash`. */
@@ -118,13 +147,16 @@ export const UpstreamSpec = Strict({
       { maxItems: 1, description: 'one health check, HTTP or gRPC (Gatehouse runs one per Upstream)' },
     ),
   ),
-  /** Gloo's CircuitBreakerConfig (Envoy's thresholds, per host here). */
+  /**
+   * Gloo's CircuitBreakerConfig (Envoy's thresholds): maxConnections and maxPendingRequests per
+   * host (each host has its own pool), maxRequests and maxRetries per Upstream, as Envoy counts them.
+   */
   circuitBreakers: Type.Optional(
     Strict({
       maxConnections: Type.Optional(Type.Integer({ minimum: 1, maximum: 100_000 })),
       maxPendingRequests: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000 })),
-      maxRequests: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000 })),
-      maxRetries: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000 })),
+      maxRequests: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000, description: 'requests in flight to the Upstream at once (default 1024); beyond it 503 with x-envoy-overloaded' })),
+      maxRetries: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000, description: 'retries in flight to the Upstream at once (default 3, as Envoy); beyond it the failure is returned unretried' })),
     }),
   ),
 }, exactlyOneOf(['static', 'kube']));
