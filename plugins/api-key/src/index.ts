@@ -14,9 +14,17 @@ export interface ApiKeyConfig {
   CacheSeconds: number;
   /** How long an unknown key's answer is kept (short: a key may be created). */
   NegativeCacheSeconds: number;
+  /**
+   * Fields of the key service's answer copied to upstream headers, field → header
+   * (`{customer: x-customer-id}`); strings, numbers and booleans only. A configured header the
+   * answer has no such field for is removed from the request, so a client cannot send it.
+   */
+  FieldsToHeaders: Record<string, string>;
 }
 
-type Verdict = { user: string } | { unknown: true };
+type Verdict = { user: string; headers: Record<string, string> } | { unknown: true };
+
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
 function unauthenticated(): AuthorizationResponse {
   return DeniedResponse(401, { 'www-authenticate': 'ApiKey' });
@@ -41,8 +49,14 @@ class ApiKeyService implements AuthService {
     if (!verdict) {
       const response = await fetch(`${this.config.KeyServiceUrl}${encodeURIComponent(key)}`, { headers: { accept: 'application/json' } });
       if (response.status === 200) {
-        const body = (await response.json()) as { user?: unknown };
-        verdict = { user: typeof body.user === 'string' ? body.user : '' };
+        const body = (await response.json()) as { user?: unknown; [field: string]: unknown };
+        const headers: Record<string, string> = {};
+        for (const [field, header] of Object.entries(this.config.FieldsToHeaders)) {
+          const value = body[field];
+          // Control characters would not survive as a header value: such a field is left out.
+          if ((typeof value === 'string' && !/[\x00-\x1f\x7f]/.test(value)) || typeof value === 'number' || typeof value === 'boolean') headers[header] = String(value);
+        }
+        verdict = { user: typeof body.user === 'string' ? body.user : '', headers };
         ctx.store?.set(cacheKey, verdict, { ttlMs: this.config.CacheSeconds * 1000 });
       } else if (response.status === 404) {
         await response.arrayBuffer();
@@ -55,7 +69,9 @@ class ApiKeyService implements AuthService {
       }
     }
     if ('unknown' in verdict) return unauthenticated();
-    const allowed = AuthorizedResponse();
+    const set = verdict.headers;
+    const allowed = AuthorizedResponse(set);
+    allowed.CheckResponse.ok_response!.headers_to_remove = Object.values(this.config.FieldsToHeaders).filter((header) => !(header in set));
     return verdict.user ? { ...allowed, UserInfo: { UserID: verdict.user } } : allowed;
   }
 }
@@ -63,12 +79,16 @@ class ApiKeyService implements AuthService {
 /** The reference API-key plugin; build with `gatehouse-plugin build src/index.ts --name ApiKey`. */
 export const ApiKey: ExtAuthPlugin = {
   NewConfigInstance(): ApiKeyConfig {
-    return { Header: 'x-api-key', KeyServiceUrl: '', CacheSeconds: 60, NegativeCacheSeconds: 5 };
+    // {} decodes as a map: any field names.
+    return { Header: 'x-api-key', KeyServiceUrl: '', CacheSeconds: 60, NegativeCacheSeconds: 5, FieldsToHeaders: {} };
   },
 
   GetAuthService(_ctx, config) {
     const c = config as ApiKeyConfig;
     if (!c.KeyServiceUrl) throw new Error('config.KeyServiceUrl is required, e.g. http://keys.default.upstream/keys/');
+    for (const [field, header] of Object.entries(c.FieldsToHeaders)) {
+      if (typeof header !== 'string' || !HEADER_NAME.test(header)) throw new Error(`config.FieldsToHeaders.${field}: expected a header name, got ${JSON.stringify(header)}`);
+    }
     return new ApiKeyService(c);
   },
 };
