@@ -1,28 +1,20 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildPlugin } from '@gatehouse/plugin-sdk/build';
 import { makeConfigDir, manifests, type ConfigDir } from '../support/config-dir.ts';
-import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
 import { startServer, type TestServer } from '../support/upstream.ts';
+import { authRoute, buildReferencePlugin, deploy, SHAPES, type Deployment } from './support.ts';
 
-// The IpAllowlist reference plugin through `gatehouse run`: the gateway's own CheckRequest
-// carries the peer address (127.0.0.1 here), the bucket lives in the step's ctx.store.
+// The IpAllowlist reference plugin through `gatehouse run` and through `gatehouse gateway` +
+// `gatehouse extauth`: the gateway's own CheckRequest carries the peer address (127.0.0.1
+// here), the bucket lives in the step's ctx.store (in the process running the auth steps).
 
-const ENTRY = fileURLToPath(new URL('../../plugins/ip-allowlist/src/index.ts', import.meta.url));
-let pluginDir: string;
+let plugin: Awaited<ReturnType<typeof buildReferencePlugin>>;
 let upstream: TestServer;
 let config: ConfigDir;
-let gatehouse: GatehouseProcess;
 
-const route = (prefix: string, authConfig: string) => ({ matchers: [{ prefix }], options: { extauth: { configRef: { name: authConfig } } }, routeAction: { single: { upstream: { name: 'up' } } } });
 const step = (config: object) => [{ pluginAuth: { name: 'IpAllowlist', config } }];
 
 beforeAll(async () => {
-  pluginDir = await mkdtemp(join(tmpdir(), 'gatehouse-ip-allowlist-'));
-  await buildPlugin({ entry: ENTRY, name: 'IpAllowlist', outDir: pluginDir });
+  plugin = await buildReferencePlugin('ip-allowlist', 'IpAllowlist');
   upstream = await startServer((req, res) => res.end(`client ${req.headers['x-client-ip']}`));
   config = await makeConfigDir({
     'ip.yaml': [
@@ -30,21 +22,26 @@ beforeAll(async () => {
       manifests.authConfig('loopback', step({ AllowedCidrs: ['127.0.0.0/8', '::1'], RateLimit: { RequestsPerSecond: 0.2, Burst: 2 } })),
       manifests.authConfig('private', step({ AllowedCidrs: ['10.0.0.0/8'] })),
       manifests.authConfig('proxied', step({ AllowedCidrs: ['10.0.0.0/8'], TrustedProxyHops: 1 })),
-      manifests.virtualService('app', { domains: ['*'], routes: [route('/limited/', 'loopback'), route('/private/', 'private'), route('/proxied/', 'proxied')] }),
+      manifests.virtualService('app', { domains: ['*'], routes: [authRoute('/limited/', 'loopback'), authRoute('/private/', 'private'), authRoute('/proxied/', 'proxied')] }),
     ],
   });
-  gatehouse = await startGatehouse('run', ['--config-dir', config.path, '--plugin-dir', pluginDir]);
-  await gatehouse.waitForLog((line) => line.msg === 'received new auth configuration');
 });
 
 afterAll(async () => {
-  await gatehouse?.stop();
   await config?.cleanup();
   await upstream?.close();
-  await rm(pluginDir, { recursive: true, force: true });
+  await plugin?.cleanup();
 });
 
-describe('IpAllowlist through gatehouse run', () => {
+describe.each(SHAPES)('IpAllowlist through gatehouse %s', (shape) => {
+  let gatehouse: Deployment;
+  beforeAll(async () => {
+    gatehouse = await deploy(shape, config.path, plugin.dir);
+  }, 60_000);
+  afterAll(async () => {
+    await gatehouse?.stop();
+  });
+
   it('allows the loopback client (x-client-ip upstream) until its bucket is empty, then 429 with retry-after', async () => {
     for (let i = 0; i < 2; i++) {
       const allowed = await fetch(`${gatehouse.url}/limited/x`);
