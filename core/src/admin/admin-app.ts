@@ -11,6 +11,8 @@ export interface AdminSources {
   metrics(): Promise<{ contentType: string; body: string }>;
   /** Why the process is not ready beyond the configuration (e.g. workers missing), or undefined. */
   notReady?(): string | undefined;
+  /** Lines added to a ready answer (e.g. the Kubernetes API connection), or undefined. */
+  readyDetail?(): string | undefined;
 }
 
 /** The admin API (SPEC 8): health, readiness, metrics and config status. Not on the traffic path. */
@@ -20,7 +22,9 @@ export function createAdminApp(sources: AdminSources): Hono {
   app.get('/readyz', (c) => {
     if (!sources.snapshot()) return c.text('configuration not loaded yet\n', 503);
     const reason = sources.notReady?.();
-    return reason ? c.text(`${reason}\n`, 503) : c.text('ready\n');
+    if (reason) return c.text(`${reason}\n`, 503);
+    const detail = sources.readyDetail?.();
+    return c.text(detail ? `ready\n${detail}\n` : 'ready\n');
   });
   app.get('/metrics', async (c) => {
     const { contentType, body } = await sources.metrics();

@@ -64,4 +64,20 @@ export const metrics = {
     labelNames: ['kind'] as const,
     registers: [registry],
   }),
+  kubeConnected: new Gauge({
+    name: 'gatehouse_kube_connected',
+    help: 'With --kube: 1 while every watch on the Kubernetes API is connected, 0 while some reconnects (the last accepted configuration keeps serving).',
+    registers: [registry],
+  }),
+  kubeStatusLeader: new Gauge({
+    name: 'gatehouse_kube_status_leader',
+    help: 'With --kube: 1 while this replica holds the status Lease and writes resource status.',
+    registers: [registry],
+  }),
+  kubeStatusWrites: new Counter({
+    name: 'gatehouse_kube_status_writes_total',
+    help: 'Resource status writes to the Kubernetes API, by result (ok, error).',
+    labelNames: ['result'] as const,
+    registers: [registry],
+  }),
 };

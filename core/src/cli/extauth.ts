@@ -4,7 +4,7 @@ import { startExtAuthServer } from '../extauth/server.ts';
 import { createLogger, flushLogs } from '../log/logger.ts';
 import { installProcessGuards } from '../server/process-guards.ts';
 import { describeFlags, parseFlags, portValue, requiredValue, type FlagDef, type FlagValues } from './flags.ts';
-import { duration } from './gateway-flags.ts';
+import { KUBE_FLAGS, duration, kubeFlagValues } from './gateway-flags.ts';
 
 /** Sandbox limits of plugin steps, shared with `gatehouse run`. */
 export const PLUGIN_FLAGS: readonly FlagDef[] = [
@@ -20,6 +20,7 @@ export function pluginLimits(values: FlagValues): { memoryLimitMb: number; cpuTi
 
 const FLAGS: readonly FlagDef[] = [
   { name: 'config-dir', type: 'string', description: 'directory of manifests (AuthConfigs are served), read recursively and watched' },
+  ...KUBE_FLAGS,
   { name: 'port', type: 'string', default: '8083', description: 'gRPC port (0 picks a free port)' },
   { name: 'host', type: 'string', default: '0.0.0.0', description: 'address to bind' },
   { name: 'plugin-dir', type: 'string', default: '/auth-plugins', description: 'directory of compiled auth plugins' },
@@ -41,13 +42,14 @@ function positiveInteger(values: FlagValues, name: string): number {
 export async function runExtAuth(argv: string[]): Promise<number | void> {
   const { values } = parseFlags(argv, FLAGS);
   if (values.help) {
-    process.stdout.write(`usage: gatehouse extauth --config-dir DIR [flags]\n\n${describeFlags(FLAGS)}\n`);
+    process.stdout.write(`usage: gatehouse extauth --config-dir DIR | --kube [flags]\n\n${describeFlags(FLAGS)}\n`);
     return 0;
   }
   const logger = createLogger('extauth');
   installProcessGuards(logger);
+  const kube = kubeFlagValues(values);
   const server = await startExtAuthServer({
-    configDir: requiredValue(values, 'config-dir'),
+    ...(kube ? { kube } : { configDir: requiredValue(values, 'config-dir') }),
     port: portValue(values, 'port'),
     host: values.host as string,
     pluginDir: values['plugin-dir'] as string,

@@ -6,9 +6,27 @@ import type { PathNormalization } from '../proxy/normalize-path.ts';
 import { DEFAULT_LISTENER_LIMITS } from '../server/listen.ts';
 import { portValue, requiredValue, type FlagDef, type FlagValues } from './flags.ts';
 
+/** The Kubernetes config source (SPEC 2.1), for every command that reads configuration. */
+export const KUBE_FLAGS: readonly FlagDef[] = [
+  { name: 'kube', type: 'boolean', description: 'read configuration from the Kubernetes API (CRDs, Secrets, EndpointSlices) instead of --config-dir' },
+  { name: 'kubeconfig', type: 'string', description: 'kubeconfig file for --kube (default: in-cluster, then $KUBECONFIG or ~/.kube/config)' },
+  { name: 'namespace', type: 'string', multiple: true, description: 'with --kube: a namespace to watch (repeatable; default all)' },
+];
+
+/** `--kube` and its flags, or undefined; with neither --kube nor --config-dir, a clear error. */
+export function kubeFlagValues(values: FlagValues): { kubeconfig?: string | undefined; namespaces: string[] } | undefined {
+  if (values.kube !== true) {
+    requiredValue(values, 'config-dir');
+    return undefined;
+  }
+  if (typeof values['config-dir'] === 'string' && values['config-dir'] !== '') throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, '--kube and --config-dir are two config sources: give one');
+  return { kubeconfig: (values.kubeconfig as string | undefined) || undefined, namespaces: ((values.namespace as string[] | undefined) ?? []).filter((n) => n !== '') };
+}
+
 /** Flags shared by `gatehouse run` and `gatehouse gateway`. */
 export const GATEWAY_FLAGS: readonly FlagDef[] = [
   { name: 'config-dir', type: 'string', description: 'directory of manifests, read recursively and watched' },
+  ...KUBE_FLAGS,
   { name: 'port', type: 'string', default: '8080', description: 'traffic port (0 picks a free port)' },
   { name: 'https-port', type: 'string', default: '8443', description: 'HTTPS port for VirtualServices with sslConfig (0 picks a free port)' },
   { name: 'admin-port', type: 'string', default: '9901', description: 'admin port: /healthz /readyz /metrics /config' },
@@ -47,8 +65,10 @@ export function gatewayFlagValues(values: FlagValues): GatewayFlagValues {
   } catch (error) {
     throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, (error as Error).message);
   }
+  const kube = kubeFlagValues(values);
   return {
-    configDir: requiredValue(values, 'config-dir'),
+    configDir: kube ? '' : requiredValue(values, 'config-dir'),
+    kube,
     port: portValue(values, 'port'),
     httpsPort: portValue(values, 'https-port'),
     adminPort: portValue(values, 'admin-port'),

@@ -22,7 +22,7 @@ const FLAGS: readonly FlagDef[] = [
 export async function runGateway(argv: string[]): Promise<number | void> {
   const { values } = parseFlags(argv, FLAGS);
   if (values.help) {
-    process.stdout.write(`usage: gatehouse gateway --config-dir DIR [flags]\n\n${describeFlags(FLAGS)}\n`);
+    process.stdout.write(`usage: gatehouse gateway --config-dir DIR | --kube [flags]\n\n${describeFlags(FLAGS)}\n`);
     return 0;
   }
   const flags = gatewayFlagValues(values);

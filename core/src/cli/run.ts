@@ -23,7 +23,7 @@ const FLAGS: readonly FlagDef[] = [
 export async function runRun(argv: string[]): Promise<number | void> {
   const { values } = parseFlags(argv, FLAGS);
   if (values.help) {
-    process.stdout.write(`usage: gatehouse run --config-dir DIR [flags]\n\n${describeFlags(FLAGS)}\n`);
+    process.stdout.write(`usage: gatehouse run --config-dir DIR | --kube [flags]\n\n${describeFlags(FLAGS)}\n`);
     return 0;
   }
   const flags = gatewayFlagValues(values);

@@ -1,13 +1,18 @@
 import { metrics } from '../admin/metrics.ts';
 import type { Logger } from '../log/logger.ts';
 import { formatDiagnostic } from './diagnostic.ts';
-import { DirectoryWatcher, readManifests, type SourceRead } from './source/directory.ts';
+import type { SourceRead } from './source/directory.ts';
+import { DirectorySource, type ConfigSource } from './source/source.ts';
+import type { ServiceEndpoints } from './source/kube.ts';
 import { ConfigStore, type ConfigSnapshot, type ResourceChecks } from './store.ts';
 import { KIND_NAMES } from './schema/kinds.ts';
 import { kindsOf } from './resource-checks.ts';
 
 export interface ConfigLoaderOptions {
-  dir: string;
+  /** The config directory (the default source). */
+  dir?: string;
+  /** Another source (e.g. Kubernetes); wins over `dir`. */
+  source?: ConfigSource;
   apiGroupDomain: string;
   /** Kind checks: given, or loaded for the kinds present in each load. */
   checks?: ResourceChecks | ((kinds: ReadonlySet<string>) => Promise<ResourceChecks>);
@@ -17,18 +22,21 @@ export interface ConfigLoaderOptions {
 }
 
 /**
- * The directory config source (SPEC 2.1) feeding a {@link ConfigStore}: the first load,
- * then a new snapshot after every settled change. Listeners get each snapshot in order.
+ * A config source (SPEC 2.1: a directory by default) feeding a {@link ConfigStore}: the first
+ * load, then a new snapshot after every settled change. Listeners get each snapshot in order.
  */
 export class ConfigLoader {
   private readonly store: ConfigStore;
   private readonly listeners = new Set<(snapshot: ConfigSnapshot) => void | Promise<void>>();
-  private watcher: DirectoryWatcher | undefined;
   private snapshot: ConfigSnapshot | undefined;
   private readonly options: ConfigLoaderOptions;
+  /** Where manifests come from. */
+  readonly source: ConfigSource;
 
   constructor(options: ConfigLoaderOptions) {
     this.options = options;
+    if (!options.source && !options.dir) throw new TypeError('ConfigLoader needs a dir or a source');
+    this.source = options.source ?? new DirectorySource(options.dir!, options.logger);
     this.store = new ConfigStore({ apiGroupDomain: options.apiGroupDomain, ...(typeof options.checks === 'object' ? { checks: options.checks } : {}) });
   }
 
@@ -43,25 +51,21 @@ export class ConfigLoader {
     return () => this.listeners.delete(listener);
   }
 
-  /** Loads the directory once and starts watching it. */
+  /** Reads the source once and starts watching it. */
   async start(): Promise<ConfigSnapshot> {
-    const snapshot = await this.apply(await readManifests([this.options.dir]));
+    const snapshot = await this.apply(await this.source.read());
     if (this.options.watch !== false) {
-      this.watcher = new DirectoryWatcher(
-        this.options.dir,
-        async (read) => {
-          await this.apply(read);
-        },
-        { onError: (error) => this.options.logger.error({ err: error, code: 'GH_CONFIG_RELOAD' }, 'reloading configuration failed; the last configuration keeps serving') },
-      );
-      this.watcher.start();
+      this.source.watch(async (read) => {
+        await this.apply(read);
+      });
     }
     return snapshot;
   }
 
-  private async apply(read: SourceRead): Promise<ConfigSnapshot> {
+  private async apply(read: SourceRead & { endpoints?: ReadonlyMap<string, ServiceEndpoints> }): Promise<ConfigSnapshot> {
     if (typeof this.options.checks === 'function') this.store.addChecks(await this.options.checks(kindsOf(read.documents)));
-    const snapshot = this.store.load(read.documents, read.diagnostics);
+    const loaded = this.store.load(read.documents, read.diagnostics);
+    const snapshot: ConfigSnapshot = read.endpoints ? { ...loaded, endpoints: read.endpoints } : loaded;
     this.snapshot = snapshot;
     this.report(snapshot);
     for (const listener of this.listeners) {
@@ -96,6 +100,6 @@ export class ConfigLoader {
   }
 
   async close(): Promise<void> {
-    await this.watcher?.close();
+    await this.source.close();
   }
 }

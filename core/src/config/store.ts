@@ -4,6 +4,7 @@ import { describeResource, refKey, type AnyResource, type Resource } from './res
 import type { Kind } from './schema/kinds.ts';
 import type { ResourceRef } from './schema/common.ts';
 import { validateDocument } from './validate.ts';
+import type { ServiceEndpoints } from './source/kube.ts';
 import { checkSecret, checkUpstreamFields, checkUpstreamTls } from './checks/secret.ts';
 import { checkRouteTable, checkVirtualService } from './checks/virtual-service.ts';
 import { domainsOf, type RouteSpec, type VirtualServiceSpec } from './schema/virtual-service.ts';
@@ -31,6 +32,8 @@ export interface ConfigSnapshot {
   readonly statuses: readonly ResourceStatus[];
   /** Every diagnostic of this load, including file-level ones (parse errors). */
   readonly diagnostics: readonly Diagnostic[];
+  /** Ready endpoints of Kubernetes Services by `namespace/name` (the kube source's EndpointSlices); absent: resolve through DNS. */
+  readonly endpoints?: ReadonlyMap<string, ServiceEndpoints> | undefined;
 }
 
 /** Looks up a served resource by reference, as seen from `fromNamespace`. */

@@ -17,8 +17,10 @@ export const DEFAULT_EXTAUTH_PORT = 8083;
 
 /** Options of {@link startExtAuthServer}. */
 export interface ExtAuthServerOptions {
-  /** Directory of manifests (SPEC 2.1). Required unless `loader` is given. */
+  /** Directory of manifests (SPEC 2.1). Required unless `loader` or `kube` is given. */
   configDir?: string;
+  /** `--kube`: read configuration from the Kubernetes API instead (no status writing: the gateway writes status). */
+  kube?: { kubeconfig?: string | undefined; namespaces: readonly string[] } | undefined;
   /** An already started config source to share (embedded in `gatehouse run`); not closed by the server. */
   loader?: ConfigLoader;
   /** gRPC port (default 8083; 0 picks a free one). */
@@ -55,7 +57,7 @@ export interface ExtAuthServer {
 export async function startExtAuthServer(options: ExtAuthServerOptions): Promise<ExtAuthServer> {
   const port = options.port ?? DEFAULT_EXTAUTH_PORT;
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, `port ${port} is not a port number (0 to 65535)`);
-  if (!options.loader) {
+  if (!options.loader && !options.kube) {
     if (!options.configDir) throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, 'a config directory is required (--config-dir or GATEHOUSE_CONFIG_DIR)');
     const info = await stat(options.configDir).catch(() => undefined);
     if (!info?.isDirectory()) throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, `config directory ${options.configDir} does not exist or is not a directory`);
@@ -104,7 +106,10 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
       unsubscribe = loader.onSnapshot(apply);
       if (loader.current) await apply(loader.current);
     } else {
-      loader = new ConfigLoader({ dir: options.configDir!, apiGroupDomain: options.apiGroupDomain ?? DEFAULT_API_GROUP_DOMAIN, checks: extAuthChecks, logger, watch: options.watch ?? true });
+      const source = options.kube
+        ? new (await import('../config/source/kube.ts')).KubeSource({ ...options.kube, apiGroupDomain: options.apiGroupDomain ?? DEFAULT_API_GROUP_DOMAIN, logger })
+        : undefined;
+      loader = new ConfigLoader({ ...(source ? { source } : { dir: options.configDir! }), apiGroupDomain: options.apiGroupDomain ?? DEFAULT_API_GROUP_DOMAIN, checks: extAuthChecks, logger, watch: options.watch ?? true });
       unsubscribe = loader.onSnapshot(apply);
       await loader.start();
     }

@@ -1,3 +1,5 @@
+import type { ServiceEndpoints } from '../config/source/kube.ts';
+
 /**
  * Where the hosts of a Kubernetes service come from, for `kube` Upstreams and
  * `routeAction.single.kube` destinations. Today: cluster DNS (`<name>.<namespace>.svc.<domain>`,
@@ -33,5 +35,36 @@ export class KubeDnsResolver implements KubeServiceResolver {
 
   hosts(service: KubeService): { addr: string; port: number }[] {
     return [{ addr: `${service.name}.${service.namespace}.svc.${this.clusterDomain}`, port: service.port }];
+  }
+}
+
+/**
+ * EndpointSlices (`--kube`): a service port's ready pod addresses with their target ports, as
+ * the kube source last saw them. A service it does not know (another namespace than those
+ * watched) falls back to DNS; a known service with no ready endpoint has no hosts (503).
+ */
+export class EndpointSliceResolver implements KubeServiceResolver {
+  // Pod labels are not watched: a selector cannot narrow (warned at load, as with DNS).
+  readonly honoursSelector = false;
+  private readonly endpoints: ReadonlyMap<string, ServiceEndpoints>;
+  private readonly fallback: KubeServiceResolver;
+
+  constructor(endpoints: ReadonlyMap<string, ServiceEndpoints>, fallback: KubeServiceResolver) {
+    this.endpoints = endpoints;
+    this.fallback = fallback;
+  }
+
+  hosts(service: KubeService): { addr: string; port: number }[] {
+    const known = this.endpoints.get(`${service.namespace}/${service.name}`);
+    if (!known) return [...this.fallback.hosts(service)];
+    const portName = known.ports[String(service.port)];
+    if (portName === undefined) return [];
+    const out: { addr: string; port: number }[] = [];
+    for (const endpoint of known.endpoints) {
+      const port = endpoint.ports[portName];
+      if (port !== undefined) out.push({ addr: endpoint.addr, port });
+    }
+    // A stable order: equal endpoints give an equal cluster key (no needless new pools).
+    return out.sort((a, b) => (a.addr < b.addr ? -1 : a.addr > b.addr ? 1 : a.port - b.port));
   }
 }

@@ -12,7 +12,7 @@ import { HostTable } from './host-table.ts';
 import { compileMatchers, firstSegment, type CompiledMatcher, type RequestLine } from './route-matcher.ts';
 import { regexSubstitution } from './re2.ts';
 import { compileHashPolicies, type HashKey } from './consistent-hash.ts';
-import { KubeDnsResolver, type KubeServiceResolver } from './kube-resolver.ts';
+import { EndpointSliceResolver, KubeDnsResolver, type KubeServiceResolver } from './kube-resolver.ts';
 import type { Logger } from '../log/logger.ts';
 import type { UpstreamCluster, UpstreamRegistry } from './upstream-cluster.ts';
 
@@ -154,7 +154,9 @@ export function matchRoute(vhost: CompiledVirtualHost, req: RequestLine): { rout
 }
 
 /** Compiles the served VirtualServices of a snapshot into a route table. */
-export function compileRouteTable(snapshot: ConfigSnapshot, options: RouteTableOptions): RouteTable {
+export function compileRouteTable(snapshot: ConfigSnapshot, given: RouteTableOptions): RouteTable {
+  // --kube: services resolve to their ready endpoints (EndpointSlices in the snapshot).
+  const options = snapshot.endpoints && !given.kubeResolver ? { ...given, kubeResolver: new EndpointSliceResolver(snapshot.endpoints, kubeResolverOf(given)) } : given;
   const hosts = new HostTable<CompiledVirtualHost>();
   // SPEC 3.2.1: a VirtualService with sslConfig is served on the HTTPS listener only, the others on HTTP only.
   const tlsHosts = new HostTable<CompiledVirtualHost>();
@@ -284,9 +286,11 @@ function clusterFor(snapshot: ConfigSnapshot, vs: RouteOwner, single: NonNullabl
     cluster = options.upstreams.forUpstream(upstream, (ref) => lookup(snapshot, 'Secret', ref, upstream.namespace), kubeResolverOf(options));
   } else {
     const { ref, port } = single.kube!;
-    // One host per service through DNS; a resolver returning pods gives the first (routeAction kube destinations take no load-balancing options).
-    const [host] = kubeResolverOf(options).hosts({ name: ref.name, namespace: ref.namespace ?? vs.namespace, port });
-    cluster = options.upstreams.forHost(host!.addr, host!.port);
+    // One host per service through DNS; its ready endpoints with --kube (round robin).
+    const namespace = ref.namespace ?? vs.namespace;
+    const hosts = kubeResolverOf(options).hosts({ name: ref.name, namespace, port });
+    if (hosts.length === 0) throw new Error(`Kubernetes service ${namespace}/${ref.name} port ${port} has no ready endpoints`);
+    cluster = hosts.length === 1 ? options.upstreams.forHost(hosts[0]!.addr, hosts[0]!.port) : options.upstreams.forHosts(hosts);
   }
   return cluster;
 }

@@ -517,6 +517,7 @@ export class UpstreamRegistry {
     }
     const material = tls ? createHash('sha256').update(JSON.stringify(tls)).digest('hex').slice(0, 16) : 'plain';
     const hosts = hostsOf(upstream, kube);
+    if (hosts.length === 0) throw new Error(`Upstream ${upstream.namespace}/${upstream.name}: its Kubernetes service has no ready endpoints`);
     // A kube Upstream's hosts come from the resolver: new hosts, new cluster (the old one drains).
     const resolved = upstream.spec.kube ? `@${createHash('sha256').update(JSON.stringify(hosts)).digest('hex').slice(0, 16)}` : '';
     const id = `${upstream.key}@${upstream.version}@${material}${resolved}`;
@@ -549,6 +550,21 @@ export class UpstreamRegistry {
   }
 
   /** The cluster for a Kubernetes service destination (`<name>.<namespace>.svc.<clusterDomain>:<port>`). */
+  /** A round-robin cluster over several hosts (a Kubernetes service's endpoints), reused while they are the same. */
+  forHosts(hosts: readonly { addr: string; port: number }[]): UpstreamCluster {
+    const id = `hosts:${hosts.map((h) => `${h.addr}:${h.port}`).join(',')}`;
+    let cluster = this.clusters.get(id);
+    if (!cluster) {
+      cluster = new UpstreamCluster(hosts.map((h) => `${h.addr}:${h.port}`).join(','), [...hosts], {
+        ...(this.resolve ? { resolve: this.resolve } : {}),
+        ...(this.connections ? { connections: this.connections } : {}),
+        ...(this.maxPendingRequests ? { maxPendingRequests: this.maxPendingRequests } : {}),
+      });
+      this.clusters.set(id, cluster);
+    }
+    return cluster;
+  }
+
   forHost(addr: string, port: number): UpstreamCluster {
     const id = `host:${addr}:${port}`;
     let cluster = this.clusters.get(id);

@@ -6,6 +6,8 @@ import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue } fro
 import { createAdminApp } from '../admin/admin-app.ts';
 import { metrics, registry } from '../admin/metrics.ts';
 import { ConfigLoader } from '../config/loader.ts';
+import type { ServiceEndpoints } from '../config/source/kube.ts';
+import { startKubeSource } from './kube-source.ts';
 import type { AnyResource } from '../config/resource.ts';
 import type { ConfigSnapshot, ResourceChecks } from '../config/store.ts';
 import type { Authorizer } from '../extauth/authorizer.ts';
@@ -53,8 +55,19 @@ export interface PrimaryService {
   close(): Promise<void>;
 }
 
+/** `--kube`: the Kubernetes API as config source (SPEC 2.1). */
+export interface KubeOptions {
+  kubeconfig?: string | undefined;
+  /** Namespaces watched; empty = all. */
+  namespaces: readonly string[];
+  /** Write resource status (one replica at a time, by Lease). The gateway does; a separate extauth does not. */
+  writeStatus?: boolean;
+}
+
 export interface GatewayProcessOptions {
+  /** The config directory; unused with {@link kube}. */
   configDir: string;
+  kube?: KubeOptions | undefined;
   port: number;
   /** The HTTPS listener's port (SPEC 3.2.1; 0 picks one); VirtualServices with sslConfig are served there. */
   httpsPort?: number;
@@ -94,6 +107,7 @@ interface SnapshotMessage {
   type: 'gatehouse:snapshot';
   generation: number;
   resources: AnyResource[];
+  endpoints?: [string, ServiceEndpoints][];
 }
 
 /**
@@ -106,8 +120,9 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
   installProcessGuards(options.logger);
   if (cluster.isWorker) return runWorker(options);
   const { logger } = options;
+  const kube = options.kube ? await startKubeSource(options.kube, options.apiGroupDomain, logger) : undefined;
   const loader = new ConfigLoader({
-    dir: options.configDir,
+    ...(kube ? { source: kube.source } : { dir: options.configDir }),
     apiGroupDomain: options.apiGroupDomain,
     logger,
     ...(options.parts.checks ? { checks: options.parts.checks } : {}),
@@ -162,6 +177,7 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
       return alive < options.workers ? `${alive} of ${options.workers} workers running (restarting the others)` : undefined;
     },
     routes: () => (gateway ?? routesView)?.describeRoutes() ?? [],
+    ...(kube ? { readyDetail: kube.readyDetail } : {}),
     metrics: async () => {
       if (workers.length === 0) return { contentType: registry.contentType, body: await registry.metrics() };
       // Sum the primary's metrics (config loads) with every worker's (traffic).
@@ -170,6 +186,7 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
       return { contentType: merged.contentType, body: await merged.metrics() };
     },
   });
+  kube?.afterFirstLoad(loader);
   const adminServer = await listen(getRequestListener(admin.fetch), options.adminPort, options.adminHost ?? '127.0.0.1');
   logger.info({ port, ...(httpsPort !== undefined ? { httpsPort } : {}), adminPort: adminServer.port, workers: options.workers, ...primary?.listening }, 'listening');
 
@@ -179,6 +196,7 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
     logger.info({ signal }, 'shutting down: draining in-flight requests');
     // Stop accepting at once (here and in the workers); drain while the loader stops.
     const drained = Promise.all([server ? closeGracefully(server, options.shutdownGraceMs) : undefined, tlsServer ? closeGracefully(tlsServer, options.shutdownGraceMs) : undefined, ...workers.map((w) => stopWorker(w))]);
+    await kube?.close();
     await loader.close();
     await drained;
     await gateway?.close();
@@ -212,11 +230,11 @@ function createGateway(options: GatewayProcessOptions, authorizer: Authorizer | 
 }
 
 function toMessage(snapshot: ConfigSnapshot): SnapshotMessage {
-  return { type: 'gatehouse:snapshot', generation: snapshot.generation, resources: [...snapshot.resources.values()] };
+  return { type: 'gatehouse:snapshot', generation: snapshot.generation, resources: [...snapshot.resources.values()], ...(snapshot.endpoints ? { endpoints: [...snapshot.endpoints] } : {}) };
 }
 
 function fromMessage(message: SnapshotMessage): ConfigSnapshot {
-  return { generation: message.generation, resources: new Map(message.resources.map((r) => [r.key, r])), statuses: [], diagnostics: [] };
+  return { generation: message.generation, resources: new Map(message.resources.map((r) => [r.key, r])), statuses: [], diagnostics: [], ...(message.endpoints ? { endpoints: new Map(message.endpoints) } : {}) };
 }
 
 function forkWorker(latest: () => ConfigSnapshot, workers: Worker[]): Promise<{ port: number; httpsPort?: number }> {

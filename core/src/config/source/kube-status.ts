@@ -1,0 +1,220 @@
+import type * as k8s from '@kubernetes/client-node';
+import { metrics } from '../../admin/metrics.ts';
+import type { Logger } from '../../log/logger.ts';
+import { formatDiagnostic } from '../diagnostic.ts';
+import { isCoreKind } from '../schema/kinds.ts';
+import type { ConfigSnapshot, ResourceStatus } from '../store.ts';
+import { KubeCodes, type KubeObjectOrigin } from './kube.ts';
+import { kubeRequest } from './kube-request.ts';
+
+/** What a status writer needs to know about the objects it reports on. */
+export interface OriginLookup {
+  origin(key: string): KubeObjectOrigin | undefined;
+}
+
+export interface KubeStatusWriterOptions {
+  config: k8s.KubeConfig;
+  origins: OriginLookup;
+  logger: Logger;
+  /** This replica's name in the Lease (the pod name in a cluster). */
+  identity: string;
+  /** Namespace and name of the Lease (default: $POD_NAMESPACE or `default`, `gatehouse-status-writer`). */
+  leaseNamespace?: string | undefined;
+  leaseName?: string | undefined;
+  /** How long a holder that stopped renewing keeps the Lease (default 15 s; renewed every third of it). */
+  leaseDurationMs?: number | undefined;
+}
+
+/** The `status` Gatehouse writes on each resource (docs/configuration.md). */
+export interface KubeResourceStatus {
+  state: ResourceStatus['state'];
+  /** Why it was rejected, or its warnings; empty when accepted. */
+  reason: string;
+  /** The `metadata.generation` this verdict is about. */
+  observedGeneration?: number | undefined;
+  /** Which version serves: the newest, the last accepted one, or none. */
+  serving: ResourceStatus['serving'];
+  reportedBy: 'gatehouse';
+}
+
+/** Kubernetes MicroTime: RFC 3339 with microseconds. */
+function microTime(ms: number): string {
+  return new Date(ms).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
+}
+
+interface LeaseRecord {
+  metadata?: { resourceVersion?: string };
+  spec?: { holderIdentity?: string | null; leaseDurationSeconds?: number; acquireTime?: string; renewTime?: string; leaseTransitions?: number };
+}
+
+/**
+ * Writes each resource's verdict to its `status` subresource (SPEC 2.1), one writer at a time
+ * across replicas: a `coordination.k8s.io/v1` Lease elects it, as client-go's leader election
+ * does (a holder is presumed gone when its record has not changed for a whole lease duration,
+ * measured on our clock, so replicas' clocks need not agree). Only changed verdicts are written;
+ * a new leader writes them all once.
+ */
+export class KubeStatusWriter {
+  private readonly options: KubeStatusWriterOptions;
+  private readonly durationMs: number;
+  private readonly leasePath: string;
+  private leading = false;
+  private timer: NodeJS.Timeout | undefined;
+  private observed: { json: string; at: number } | undefined;
+  private latest: ConfigSnapshot | undefined;
+  /** What was last written, by resource key: skip unchanged verdicts. */
+  private written = new Map<string, string>();
+  private writing: Promise<void> = Promise.resolve();
+  private closed = false;
+
+  constructor(options: KubeStatusWriterOptions) {
+    this.options = options;
+    this.durationMs = options.leaseDurationMs ?? 15_000;
+    const namespace = options.leaseNamespace ?? (process.env.POD_NAMESPACE || 'default');
+    this.leasePath = `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/leases/${encodeURIComponent(options.leaseName ?? 'gatehouse-status-writer')}`;
+  }
+
+  /** Whether this replica holds the Lease now. */
+  get isLeader(): boolean {
+    return this.leading;
+  }
+
+  /** Starts competing for the Lease (at once, then every third of its duration). */
+  start(): void {
+    const tick = async () => {
+      if (this.closed) return;
+      await this.contend().catch((error: unknown) => {
+        this.setLeading(false);
+        this.options.logger.warn({ code: KubeCodes.LEASE, error: (error as Error).message }, 'status Lease unreachable; not writing status');
+      });
+      if (!this.closed) this.timer = setTimeout(() => void tick(), Math.max(100, this.durationMs / 3));
+      this.timer?.unref();
+    };
+    void tick();
+  }
+
+  /** The newest verdicts; written now when leading, else when this replica comes to lead. */
+  update(snapshot: ConfigSnapshot): void {
+    this.latest = snapshot;
+    if (this.leading) this.flush();
+  }
+
+  private flush(): void {
+    const snapshot = this.latest;
+    if (!snapshot) return;
+    this.writing = this.writing.then(() => this.writeAll(snapshot)).catch((error: unknown) => this.options.logger.warn({ code: KubeCodes.STATUS, error: (error as Error).message }, 'writing status failed'));
+  }
+
+  private async writeAll(snapshot: ConfigSnapshot): Promise<void> {
+    for (const status of snapshot.statuses) {
+      if (!this.leading || this.closed || this.latest !== snapshot) return;
+      if (isCoreKind(status.kind)) continue;
+      const key = `${status.kind}/${status.namespace}/${status.name}`;
+      const origin = this.options.origins.origin(key);
+      if (!origin) continue;
+      const body: KubeResourceStatus = {
+        state: status.state,
+        reason: status.reasons.map((d) => formatDiagnostic({ ...d, file: undefined, line: undefined })).join('\n'),
+        ...(origin.generation !== undefined ? { observedGeneration: origin.generation } : {}),
+        serving: status.serving,
+        reportedBy: 'gatehouse',
+      };
+      const json = JSON.stringify([origin.uid, body]);
+      if (this.written.get(key) === json) continue;
+      const path = `/apis/${origin.group}/${origin.version}/namespaces/${encodeURIComponent(origin.namespace)}/${origin.plural}/${encodeURIComponent(origin.name)}/status`;
+      const answer = await kubeRequest(this.options.config, 'PATCH', path, { status: body }, 'application/merge-patch+json');
+      if (answer.status === 200) {
+        this.written.set(key, json);
+        metrics.kubeStatusWrites.inc({ result: 'ok' });
+      } else if (answer.status === 404) {
+        // Deleted meanwhile: the next snapshot drops it.
+        this.written.delete(key);
+      } else {
+        metrics.kubeStatusWrites.inc({ result: 'error' });
+        this.options.logger.warn({ code: KubeCodes.STATUS, resource: key, status: answer.status, body: answer.text.slice(0, 300) }, 'writing status failed');
+      }
+    }
+    // Forget verdicts of resources that are gone, so one recreated under the same name is written.
+    const present = new Set(snapshot.statuses.map((s) => `${s.kind}/${s.namespace}/${s.name}`));
+    for (const key of this.written.keys()) if (!present.has(key)) this.written.delete(key);
+  }
+
+  private setLeading(leading: boolean): void {
+    if (leading === this.leading) return;
+    this.leading = leading;
+    metrics.kubeStatusLeader.set(leading ? 1 : 0);
+    this.options.logger.info({ identity: this.options.identity, lease: this.leasePath }, leading ? 'leading: this replica writes resource status' : 'not leading: another replica writes resource status');
+    if (leading) {
+      this.written.clear();
+      this.flush();
+    }
+  }
+
+  /** One round of client-go style leader election on the Lease. */
+  private async contend(): Promise<void> {
+    const { config, identity } = this.options;
+    const now = Date.now();
+    const seconds = Math.max(1, Math.round(this.durationMs / 1000));
+    const got = await kubeRequest(config, 'GET', this.leasePath);
+    if (got.status === 404) {
+      const create = await kubeRequest(config, 'POST', this.leasePath.replace(/\/[^/]+$/, ''), {
+        apiVersion: 'coordination.k8s.io/v1',
+        kind: 'Lease',
+        metadata: { name: decodeURIComponent(this.leasePath.split('/').at(-1)!) },
+        spec: { holderIdentity: identity, leaseDurationSeconds: seconds, acquireTime: microTime(now), renewTime: microTime(now), leaseTransitions: 0 },
+      });
+      this.setLeading(create.status === 201 || create.status === 200);
+      return;
+    }
+    if (got.status !== 200) throw new Error(`GET ${this.leasePath}: HTTP ${got.status} ${got.text.slice(0, 200)}`);
+    const lease = JSON.parse(got.text) as LeaseRecord;
+    const spec = lease.spec ?? {};
+    const json = JSON.stringify(spec);
+    if (this.observed?.json !== json) this.observed = { json, at: now };
+    const holder = spec.holderIdentity ?? '';
+    const expired = holder === '' || now - this.observed.at >= (spec.leaseDurationSeconds ?? seconds) * 1000;
+    if (holder !== identity && !expired) {
+      this.setLeading(false);
+      return;
+    }
+    const next = {
+      ...lease,
+      spec: {
+        ...spec,
+        holderIdentity: identity,
+        leaseDurationSeconds: seconds,
+        renewTime: microTime(now),
+        ...(holder !== identity ? { acquireTime: microTime(now), leaseTransitions: (spec.leaseTransitions ?? 0) + 1 } : {}),
+      },
+    };
+    // resourceVersion in the body: a replica that raced us gets 409 and stays a follower.
+    const put = await kubeRequest(config, 'PUT', this.leasePath, next);
+    if (put.status === 200) {
+      this.observed = { json: JSON.stringify((JSON.parse(put.text) as LeaseRecord).spec ?? {}), at: now };
+      this.setLeading(true);
+    } else if (put.status === 409) {
+      this.setLeading(false);
+    } else {
+      throw new Error(`PUT ${this.leasePath}: HTTP ${put.status} ${put.text.slice(0, 200)}`);
+    }
+  }
+
+  /** Stops; a leader gives the Lease up so another replica takes over at once. */
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.timer);
+    await this.writing;
+    if (!this.leading) return;
+    this.leading = false;
+    metrics.kubeStatusLeader.set(0);
+    try {
+      const got = await kubeRequest(this.options.config, 'GET', this.leasePath);
+      if (got.status !== 200) return;
+      const lease = JSON.parse(got.text) as LeaseRecord;
+      if (lease.spec?.holderIdentity !== this.options.identity) return;
+      await kubeRequest(this.options.config, 'PUT', this.leasePath, { ...lease, spec: { ...lease.spec, holderIdentity: null } });
+    } catch {
+      // Going away anyway: the Lease expires on its own.
+    }
+  }
+}
