@@ -5,6 +5,8 @@ import type { IJSONSchemaProps } from 'kubernetes-models/apiextensions.k8s.io/v1
 import type { IDeployment } from 'kubernetes-models/apps/v1/Deployment';
 import type { IClusterRole } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRole';
 import type { IClusterRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRoleBinding';
+import type { IRole } from 'kubernetes-models/rbac.authorization.k8s.io/v1/Role';
+import type { IRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/RoleBinding';
 import type { IConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import type { INamespace } from 'kubernetes-models/v1/Namespace';
 import type { IService } from 'kubernetes-models/v1/Service';
@@ -13,7 +15,7 @@ import { CRD_KINDS as KINDS, CRD_KIND_NAMES as KIND_NAMES, type CrdKind as Kind 
 import { toStructural } from './structural-schema.ts';
 
 /** A Kubernetes object of an install. */
-export type KubeObject = INamespace | ICustomResourceDefinition | IServiceAccount | IClusterRole | IClusterRoleBinding | IConfigMap | IDeployment | IService;
+export type KubeObject = INamespace | ICustomResourceDefinition | IServiceAccount | IClusterRole | IClusterRoleBinding | IRole | IRoleBinding | IConfigMap | IDeployment | IService;
 
 /** The API group of a kind under a group domain (SPEC 2.2), e.g. `gateway.gatehouse.dev`. */
 export function groupOf(kind: Kind, domain: string): string {

@@ -2,51 +2,76 @@ import { CRD_KINDS as KINDS, CRD_KIND_NAMES as KIND_NAMES } from '../config/sche
 import type { IClusterRole } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRole';
 import type { IClusterRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRoleBinding';
 import type { IPolicyRule } from 'kubernetes-models/rbac.authorization.k8s.io/v1/PolicyRule';
+import type { IRole } from 'kubernetes-models/rbac.authorization.k8s.io/v1/Role';
+import type { IRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/RoleBinding';
 import type { IServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 import { groupOf } from './crds.ts';
 import type { ResolvedValues } from './values.ts';
 
+export type RbacObject = IServiceAccount | IClusterRole | IClusterRoleBinding | IRole | IRoleBinding;
+
+const READ = ['get', 'list', 'watch'];
+const RBAC_API = 'rbac.authorization.k8s.io/v1';
+
 /**
- * Service accounts and cluster roles: each component may read the custom resources it serves
- * and write their status (SPEC 2.1, Kubernetes source); the gateway also reads Services and
- * EndpointSlices for `kube` destinations. Nothing else.
+ * What the kube config source does (SPEC 2.1), for one API group domain: read every custom
+ * kind in our groups and in Gloo Edge's (migration), write their status (`writeStatus`: the
+ * gateway only), and read the Secrets and ConfigMaps they reference and the Services and
+ * EndpointSlices of `kube` destinations. One rule per group, ours then Gloo's, never merged (a
+ * domain such as `solo.io` may repeat a group).
  */
-export function renderRbac(values: ResolvedValues, labels: (component: string) => Record<string, string>): (IServiceAccount | IClusterRole | IClusterRoleBinding)[] {
-  const ns = values.namespace;
-  const resources = (kinds: readonly (keyof typeof KINDS)[]) =>
-    kinds.map((kind) => ({ apiGroups: [groupOf(kind, values.apiGroupDomain)], plural: KINDS[kind].plural }));
-  const rules = (kinds: readonly (keyof typeof KINDS)[]): IPolicyRule[] => {
-    const byGroup = resources(kinds);
-    return [
-      ...byGroup.map((r) => ({ apiGroups: r.apiGroups, resources: [r.plural], verbs: ['get', 'list', 'watch'] })),
-      ...byGroup.map((r) => ({ apiGroups: r.apiGroups, resources: [`${r.plural}/status`], verbs: ['get', 'update', 'patch'] })),
-    ];
+export function kubeSourceRules(domain: string, writeStatus: boolean): IPolicyRule[] {
+  const groups = (family: (kind: (typeof KIND_NAMES)[number]) => string) => {
+    const byGroup = new Map<string, string[]>();
+    for (const kind of KIND_NAMES) byGroup.set(family(kind), [...(byGroup.get(family(kind)) ?? []), KINDS[kind].plural]);
+    return [...byGroup];
   };
-  const components: { component: string; rules: IPolicyRule[] }[] = [
-    {
-      component: 'gateway',
-      rules: [
-        ...rules(KIND_NAMES),
-        // ConfigMaps: .proto sources of GraphQLApis (grpcDescriptorRegistry.protoRefsList), read-only.
-        { apiGroups: [''], resources: ['services', 'endpoints', 'configmaps'], verbs: ['get', 'list', 'watch'] },
-        { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: ['get', 'list', 'watch'] },
-      ],
-    },
-    // Secrets named by AuthConfigs (pluginAuth.secretRefs), read-only (SPEC 2.2, 5.3).
-    { component: 'extauth', rules: [...rules(['AuthConfig', 'Upstream']), { apiGroups: [''], resources: ['secrets'], verbs: ['get', 'list', 'watch'] }] },
+  const all = [...groups((kind) => groupOf(kind, domain)), ...groups((kind) => KINDS[kind].glooGroup)];
+  return [
+    ...all.map(([group, plurals]) => ({ apiGroups: [group], resources: plurals, verbs: READ })),
+    ...(writeStatus ? all.map(([group, plurals]) => ({ apiGroups: [group], resources: plurals.map((p) => `${p}/status`), verbs: ['get', 'update', 'patch'] })) : []),
+    { apiGroups: [''], resources: ['secrets', 'configmaps', 'services'], verbs: READ },
+    { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: READ },
   ];
-  return components.flatMap(({ component, rules: list }) => {
+}
+
+/** One status writer at a time across replicas: a Lease in the install namespace. */
+const LEASE_RULES: IPolicyRule[] = [{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'create', 'update'] }];
+
+/**
+ * A service account per component. With the configMap source the pods never call the API
+ * server, so that is all; with the kube source each component gets kubeSourceRules: through a
+ * ClusterRole when it watches every namespace, else through a Role in each watched namespace
+ * (least privilege). The gateway writes status (extauth only reads), so it alone gets the
+ * status verbs and a Role for the Lease in the install namespace.
+ */
+export function renderRbac(values: ResolvedValues, labels: (component: string) => Record<string, string>): RbacObject[] {
+  const ns = values.namespace;
+  return ['gateway', 'extauth'].flatMap((component): RbacObject[] => {
     const name = `gatehouse-${component}`;
+    const meta = (roleName: string, namespace?: string) => ({ name: roleName, ...(namespace ? { namespace } : {}), labels: labels(component) });
+    const account: IServiceAccount = { apiVersion: 'v1', kind: 'ServiceAccount', metadata: meta(name, ns) };
+    if (values.config.source !== 'kube') return [account];
+    const subjects = [{ kind: 'ServiceAccount', name, namespace: ns }];
     const role = `gatehouse:${ns}:${component}`;
-    const account: IServiceAccount = { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name, namespace: ns, labels: labels(component) } };
-    const clusterRole: IClusterRole = { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: role, labels: labels(component) }, rules: list };
-    const binding: IClusterRoleBinding = {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'ClusterRoleBinding',
-      metadata: { name: role, labels: labels(component) },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
-      subjects: [{ kind: 'ServiceAccount', name, namespace: ns }],
-    };
-    return [account, clusterRole, binding];
+    const writesStatus = component === 'gateway';
+    const rules = kubeSourceRules(values.apiGroupDomain, writesStatus);
+    const access: RbacObject[] = values.config.namespaces.length === 0
+      ? [
+          { apiVersion: RBAC_API, kind: 'ClusterRole', metadata: meta(role), rules },
+          { apiVersion: RBAC_API, kind: 'ClusterRoleBinding', metadata: meta(role), roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role }, subjects },
+        ]
+      : values.config.namespaces.flatMap((watched): RbacObject[] => [
+          { apiVersion: RBAC_API, kind: 'Role', metadata: meta(role, watched), rules },
+          { apiVersion: RBAC_API, kind: 'RoleBinding', metadata: meta(role, watched), roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: role }, subjects },
+        ]);
+    const lease = `gatehouse:${component}:leases`;
+    if (!writesStatus) return [account, ...access];
+    return [
+      account,
+      ...access,
+      { apiVersion: RBAC_API, kind: 'Role', metadata: meta(lease, ns), rules: LEASE_RULES },
+      { apiVersion: RBAC_API, kind: 'RoleBinding', metadata: meta(lease, ns), roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: lease }, subjects },
+    ];
   });
 }

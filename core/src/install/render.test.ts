@@ -7,6 +7,9 @@ import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io
 import { Deployment, type IDeployment } from 'kubernetes-models/apps/v1/Deployment';
 import { ClusterRole } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRole';
 import { ClusterRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRoleBinding';
+import { Role } from 'kubernetes-models/rbac.authorization.k8s.io/v1/Role';
+import { RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/RoleBinding';
+import type { IPolicyRule } from 'kubernetes-models/rbac.authorization.k8s.io/v1/PolicyRule';
 import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { Namespace } from 'kubernetes-models/v1/Namespace';
 import { Service, type IService } from 'kubernetes-models/v1/Service';
@@ -27,6 +30,8 @@ const MODELS: Record<string, new (data: never) => { validate(): void }> = {
   'apps/v1/Deployment': Deployment,
   'rbac.authorization.k8s.io/v1/ClusterRole': ClusterRole,
   'rbac.authorization.k8s.io/v1/ClusterRoleBinding': ClusterRoleBinding,
+  'rbac.authorization.k8s.io/v1/Role': Role,
+  'rbac.authorization.k8s.io/v1/RoleBinding': RoleBinding,
   'apiextensions.k8s.io/v1/CustomResourceDefinition': CustomResourceDefinition,
 };
 
@@ -39,7 +44,8 @@ function validateAll(objects: readonly unknown[]): void {
   }
 }
 
-const find = <T>(objects: KubeObject[], kind: string, name: string) => objects.find((o) => o.kind === kind && o.metadata?.name === name) as T;
+const find = <T>(objects: KubeObject[], kind: string, name: string, namespace?: string) =>
+  objects.find((o) => o.kind === kind && o.metadata?.name === name && (namespace === undefined || o.metadata?.namespace === namespace)) as T;
 
 const withPlugins = {
   namespace: 'auth',
@@ -57,7 +63,7 @@ const withPlugins = {
 };
 
 describe('renderInstall', () => {
-  it('renders namespace, CRDs, RBAC, gateway and extauth, all valid Kubernetes objects', () => {
+  it('renders namespace, CRDs, service accounts, gateway and extauth, all valid Kubernetes objects', () => {
     const objects = renderInstall(resolveValues({}, GATEWAY_VERSION));
     expect(objects.map((o) => `${o.kind}/${o.metadata?.name}`)).toEqual([
       'Namespace/gatehouse-system',
@@ -67,12 +73,9 @@ describe('renderInstall', () => {
       'CustomResourceDefinition/graphqlapis.graphql.gatehouse.dev',
       'CustomResourceDefinition/routetables.gateway.gatehouse.dev',
       'CustomResourceDefinition/virtualservices.gateway.gatehouse.dev',
+      // The configMap source never calls the API server: no roles.
       'ServiceAccount/gatehouse-gateway',
-      'ClusterRole/gatehouse:gatehouse-system:gateway',
-      'ClusterRoleBinding/gatehouse:gatehouse-system:gateway',
       'ServiceAccount/gatehouse-extauth',
-      'ClusterRole/gatehouse:gatehouse-system:extauth',
-      'ClusterRoleBinding/gatehouse:gatehouse-system:extauth',
       'Deployment/gateway',
       'Service/gateway',
       'Service/gateway-admin',
@@ -114,13 +117,127 @@ describe('renderInstall', () => {
     expect(pod.containers[0]!.args).toEqual(expect.arrayContaining(['--plugin-dir', '/auth-plugins']));
   });
 
-  it('refuses the Kubernetes source, which the gateway does not have yet, and creates the ConfigMap only when asked', () => {
-    expect(() => resolveValues({ config: { source: 'kube' } }, GATEWAY_VERSION)).toThrow(/config\.source/);
+  it('creates the ConfigMap only when asked', () => {
+    expect(renderInstall(resolveValues({}, GATEWAY_VERSION)).filter((o) => o.kind === 'ConfigMap')).toEqual([]);
     const inline = renderInstall(resolveValues({ config: { configMap: { name: 'routes', data: { 'a.yaml': 'kind: Upstream' } } } }, GATEWAY_VERSION));
     validateAll(inline);
     expect(find<{ data: Record<string, string> }>(inline, 'ConfigMap', 'routes').data).toEqual({ 'a.yaml': 'kind: Upstream' });
     const args = find<IDeployment>(inline, 'Deployment', 'gateway').spec!.template.spec!.containers[0]!.args!;
     expect(args).toEqual(expect.arrayContaining(['--config-dir']));
+  });
+
+  it('config.source kube: --kube in both Deployments, no config volume, the pod name and namespace from the downward API', () => {
+    const objects = renderInstall(resolveValues({ config: { source: 'kube' } }, GATEWAY_VERSION));
+    validateAll(objects);
+    expect(objects.filter((o) => o.kind === 'ConfigMap')).toEqual([]);
+    const downward = [
+      { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+      { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+    ];
+    for (const name of ['gateway', 'extauth']) {
+      const pod = find<IDeployment>(objects, 'Deployment', name).spec!.template.spec!;
+      const container = pod.containers[0]!;
+      expect(container.args!.slice(0, 2)).toEqual([name, '--kube']);
+      expect(container.args).not.toContain('--config-dir');
+      expect(container.args).not.toContain('--namespace');
+      expect(container.env).toEqual(expect.arrayContaining(downward));
+      expect(pod.volumes!.map((v) => v.name)).not.toContain('config');
+      expect(container.volumeMounts!.map((m) => m.name)).not.toContain('config');
+    }
+    const namespaced = renderInstall(resolveValues({ config: { source: 'kube', kube: { namespaces: ['team-a', 'team-b'] } } }, GATEWAY_VERSION));
+    const args = find<IDeployment>(namespaced, 'Deployment', 'gateway').spec!.template.spec!.containers[0]!.args!;
+    expect(args.slice(0, 6)).toEqual(['gateway', '--kube', '--namespace', 'team-a', '--namespace', 'team-b']);
+    expect(find<IDeployment>(namespaced, 'Deployment', 'extauth').spec!.template.spec!.containers[0]!.args!.slice(0, 6)).toEqual(['extauth', '--kube', '--namespace', 'team-a', '--namespace', 'team-b']);
+  });
+
+  it('config.source kube, all namespaces: a ClusterRole per component for both API group families, Secrets, ConfigMaps, Services, EndpointSlices; status and Leases for the gateway only', () => {
+    const objects = renderInstall(resolveValues({ namespace: 'edge', apiGroupDomain: 'example.org', config: { source: 'kube' } }, GATEWAY_VERSION));
+    validateAll(objects);
+    const rbac = objects.filter((o) => o.apiVersion.startsWith('rbac.') || o.kind === 'ServiceAccount');
+    expect(rbac.map((o) => `${o.kind}/${o.metadata?.namespace ?? ''}/${o.metadata?.name}`)).toEqual([
+      'ServiceAccount/edge/gatehouse-gateway',
+      'ClusterRole//gatehouse:edge:gateway',
+      'ClusterRoleBinding//gatehouse:edge:gateway',
+      'Role/edge/gatehouse:gateway:leases',
+      'RoleBinding/edge/gatehouse:gateway:leases',
+      'ServiceAccount/edge/gatehouse-extauth',
+      'ClusterRole//gatehouse:edge:extauth',
+      'ClusterRoleBinding//gatehouse:edge:extauth',
+    ]);
+    const rulesOf = (component: string) => find<{ rules: IPolicyRule[] }>(objects, 'ClusterRole', `gatehouse:edge:${component}`).rules;
+    /** Whether some rule of `component` grants `verb` on `resource` in `group`. */
+    const grants = (component: string, group: string, resource: string, verb: string) =>
+      rulesOf(component).some((r) => r.apiGroups!.includes(group) && r.resources!.includes(resource) && r.verbs.includes(verb));
+    const allows = (group: string, resource: string, verb: string) => grants('gateway', group, resource, verb);
+    const families = [
+      ['gatehouse.example.org', 'gloo.solo.io', ['upstreams', 'upstreamgroups']],
+      ['enterprise.example.org', 'enterprise.gloo.solo.io', ['authconfigs']],
+      ['graphql.example.org', 'graphql.gloo.solo.io', ['graphqlapis']],
+      ['gateway.example.org', 'gateway.solo.io', ['routetables', 'virtualservices']],
+    ] as const;
+    for (const [ours, gloo, plurals] of families) {
+      for (const group of [ours, gloo]) {
+        for (const plural of plurals) {
+          for (const verb of ['get', 'list', 'watch']) expect(allows(group, plural, verb), `${verb} ${plural}.${group}`).toBe(true);
+          for (const verb of ['get', 'update', 'patch']) expect(allows(group, `${plural}/status`, verb), `${verb} ${plural}/status.${group}`).toBe(true);
+          for (const verb of ['create', 'update', 'delete']) expect(allows(group, plural, verb), `no ${verb} on ${plural}.${group}`).toBe(false);
+          // extauth reads the same, and writes no status (the gateway does).
+          for (const verb of ['get', 'list', 'watch']) expect(grants('extauth', group, plural, verb), `extauth ${verb} ${plural}.${group}`).toBe(true);
+          expect(grants('extauth', group, `${plural}/status`, 'patch'), `extauth patch ${plural}/status.${group}`).toBe(false);
+        }
+      }
+    }
+    for (const resource of ['secrets', 'configmaps', 'services']) for (const verb of ['get', 'list', 'watch']) expect(allows('', resource, verb), `${verb} ${resource}`).toBe(true);
+    for (const verb of ['get', 'list', 'watch']) expect(allows('discovery.k8s.io', 'endpointslices', verb)).toBe(true);
+    expect(allows('', 'secrets', 'update')).toBe(false);
+    expect(find<{ rules: IPolicyRule[] }>(objects, 'Role', 'gatehouse:gateway:leases').rules).toEqual([{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'create', 'update'] }]);
+    const binding = find<{ roleRef: unknown; subjects: unknown }>(objects, 'ClusterRoleBinding', 'gatehouse:edge:extauth');
+    expect(binding.roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'gatehouse:edge:extauth' });
+    expect(binding.subjects).toEqual([{ kind: 'ServiceAccount', name: 'gatehouse-extauth', namespace: 'edge' }]);
+    expect(rulesOf('extauth')).toEqual(rulesOf('gateway').filter((r) => !r.resources!.some((resource) => resource.endsWith('/status'))));
+  });
+
+  it('config.source kube with namespaces: a Role and RoleBinding in each watched namespace instead of a ClusterRole', () => {
+    const objects = renderInstall(resolveValues({ config: { source: 'kube', kube: { namespaces: ['team-a', 'team-b'] } } }, GATEWAY_VERSION));
+    validateAll(objects);
+    expect(objects.filter((o) => o.kind === 'ClusterRole' || o.kind === 'ClusterRoleBinding')).toEqual([]);
+    const all = renderInstall(resolveValues({ config: { source: 'kube' } }, GATEWAY_VERSION));
+    for (const component of ['gateway', 'extauth']) {
+      const name = `gatehouse:gatehouse-system:${component}`;
+      for (const ns of ['team-a', 'team-b']) {
+        expect(find<{ rules: IPolicyRule[] }>(objects, 'Role', name, ns).rules).toEqual(find<{ rules: IPolicyRule[] }>(all, 'ClusterRole', name).rules);
+        const binding = find<{ roleRef: unknown; subjects: unknown }>(objects, 'RoleBinding', name, ns);
+        expect(binding.roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name });
+        expect(binding.subjects).toEqual([{ kind: 'ServiceAccount', name: `gatehouse-${component}`, namespace: 'gatehouse-system' }]);
+      }
+    }
+    expect(find(objects, 'Role', 'gatehouse:gateway:leases', 'gatehouse-system')).toBeDefined();
+    expect(find(objects, 'Role', 'gatehouse:extauth:leases')).toBeUndefined();
+    expect(() => resolveValues({ config: { source: 'kube', kube: { namespaces: ['a', 'a'] } } }, GATEWAY_VERSION)).toThrow(/config\.kube\.namespaces/);
+    expect(() => resolveValues({ config: { source: 'etcd' } }, GATEWAY_VERSION)).toThrow(/config\.source/);
+  });
+
+  it('mounts gateway.tlsSecrets read-only into the gateway container, at /etc/gatehouse/tls/<name> by default', () => {
+    const objects = renderInstall(resolveValues({ gateway: { tlsSecrets: [{ name: 'shop-tls' }, { name: 'api.example.com', mountPath: '/certs/api' }] } }, GATEWAY_VERSION));
+    validateAll(objects);
+    const pod = find<IDeployment>(objects, 'Deployment', 'gateway').spec!.template.spec!;
+    expect(pod.containers[0]!.volumeMounts).toEqual(expect.arrayContaining([
+      { name: 'tls-0', mountPath: '/etc/gatehouse/tls/shop-tls', readOnly: true },
+      { name: 'tls-1', mountPath: '/certs/api', readOnly: true },
+    ]));
+    expect(pod.volumes).toEqual(expect.arrayContaining([
+      { name: 'tls-0', secret: { secretName: 'shop-tls', defaultMode: 0o440 } },
+      { name: 'tls-1', secret: { secretName: 'api.example.com', defaultMode: 0o440 } },
+    ]));
+    // The HTTPS listener stays wired: container port 8443, Service port 443.
+    expect(pod.containers[0]!.args).toEqual(expect.arrayContaining(['--https-port', '8443']));
+    expect(find<IService>(objects, 'Service', 'gateway').spec!.ports).toContainEqual({ name: 'https', port: 443, targetPort: 'https', protocol: 'TCP' });
+    const extauth = find<IDeployment>(objects, 'Deployment', 'extauth').spec!.template.spec!;
+    expect(extauth.volumes!.map((v) => v.name)).not.toContain('tls-0');
+    expect(() => resolveValues({ gateway: { tlsSecrets: [{ name: 'a', mountPath: '/x' }, { name: 'b', mountPath: '/x' }] } }, GATEWAY_VERSION)).toThrow(
+      expect.objectContaining({ code: InstallCodes.VALUES_INVALID, message: expect.stringContaining('gateway.tlsSecrets.1: mount path /x is already used by gateway.tlsSecrets.0') }),
+    );
+    expect(() => resolveValues({ gateway: { tlsSecrets: [{ name: 'a', mountPath: 'relative' }] } }, GATEWAY_VERSION)).toThrow(/gateway\.tlsSecrets\.0\.mountPath/);
   });
 
   it('serialises to YAML that reads back as the same objects', () => {

@@ -9,7 +9,7 @@ import { renderExtAuth, renderGateway } from './workloads.ts';
  * configuration, then the gateway and extauth Deployments and Services.
  */
 export function renderInstall(values: ResolvedValues): KubeObject[] {
-  const common = { 'app.kubernetes.io/name': 'gatehouse', 'app.kubernetes.io/version': values.gatewayVersion, 'app.kubernetes.io/managed-by': 'gatehouse-install' };
+  const common = { ...crdLabels(values.gatewayVersion), 'app.kubernetes.io/managed-by': 'gatehouse-install' };
   const selector = (component: string) => ({ 'app.kubernetes.io/name': 'gatehouse', 'app.kubernetes.io/component': component });
   const labels = (component: string) => ({ ...common, 'app.kubernetes.io/component': component });
   const objects: KubeObject[] = [];
@@ -21,6 +21,16 @@ export function renderInstall(values: ResolvedValues): KubeObject[] {
   }
   objects.push(...renderGateway(values, labels, selector), ...renderExtAuth(values, labels, selector));
   return objects;
+}
+
+/** The labels of every object of an install, and all the CRDs carry (the Helm chart's crds/ too). */
+export function crdLabels(gatewayVersion: string): Record<string, string> {
+  return { 'app.kubernetes.io/name': 'gatehouse', 'app.kubernetes.io/version': gatewayVersion };
+}
+
+/** The CRDs alone, for `gatehouse install crds` and the Helm chart's crds/ folder. */
+export function renderCrdsOnly(apiGroupDomain: string, gatewayVersion: string): KubeObject[] {
+  return renderCrds(apiGroupDomain, crdLabels(gatewayVersion));
 }
 
 /** Objects as a multi-document YAML stream, as `kubectl apply -f -` reads it. */

@@ -17,6 +17,8 @@ export const InstallCodes = {
 
 const Strict = <P extends Type.TProperties>(properties: P) => Type.Object(properties, { additionalProperties: false });
 const DnsLabel = Type.String({ pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$', maxLength: 63 });
+/** A Secret's name: a DNS subdomain. */
+const DnsSubdomain = Type.String({ pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$', maxLength: 253 });
 
 /** An image as Helm charts write it: `registry/repository:tag`. */
 const Image = Strict({
@@ -45,9 +47,10 @@ export const ValuesSchema = Strict({
   imagePullSecrets: Type.Optional(Type.Array(DnsLabel)),
   config: Type.Optional(
     Strict({
-      // Only a ConfigMap for now: the gateway has no Kubernetes (CRD watch) config source yet.
-      source: Type.Optional(Type.Literal('configMap')),
+      source: Type.Optional(Type.Union([Type.Literal('configMap'), Type.Literal('kube')])),
       configMap: Type.Optional(Strict({ name: Type.Optional(DnsLabel), data: Type.Optional(Type.Record(Type.String(), Type.String())) })),
+      // Empty: every namespace (a ClusterRole); else one --namespace and one Role each.
+      kube: Type.Optional(Strict({ namespaces: Type.Optional(Type.Array(DnsLabel, { uniqueItems: true })) })),
     }),
   ),
   gateway: Type.Optional(
@@ -57,6 +60,8 @@ export const ValuesSchema = Strict({
       service: Type.Optional(Service),
       resources: Type.Optional(Resources),
       extraArgs: Type.Optional(Type.Array(Type.String())),
+      // kubernetes.io/tls Secrets mounted read-only for VirtualServices' sslConfig.sslFiles.
+      tlsSecrets: Type.Optional(Type.Array(Strict({ name: DnsSubdomain, mountPath: Type.Optional(Type.String({ pattern: '^/' })) }))),
     }),
   ),
   extauth: Type.Optional(
@@ -96,14 +101,26 @@ export interface ResolvedValues {
   gatewayVersion: string;
   image: { registry: string; repository: string; tag: string; pullPolicy: PullPolicy };
   imagePullSecrets: string[];
-  config: { source: 'configMap'; configMapName: string; configMapData: Record<string, string> };
-  gateway: { replicas: number; workers: string; serviceType: 'ClusterIP' | 'NodePort' | 'LoadBalancer'; servicePort: number; serviceAnnotations: Record<string, string>; resources: Record<string, unknown>; extraArgs: string[] };
+  /** `namespaces` (kube source): empty means all. */
+  config: { source: 'configMap' | 'kube'; configMapName: string; configMapData: Record<string, string>; namespaces: string[] };
+  gateway: {
+    replicas: number;
+    workers: string;
+    serviceType: 'ClusterIP' | 'NodePort' | 'LoadBalancer';
+    servicePort: number;
+    serviceAnnotations: Record<string, string>;
+    resources: Record<string, unknown>;
+    extraArgs: string[];
+    tlsSecrets: { name: string; mountPath: string }[];
+  };
   extauth: { replicas: number; resources: Record<string, unknown>; extraArgs: string[] };
   /** Plugin images by container-safe key, in key order. */
   plugins: { key: string; name: string; image: string; tag: string; pullPolicy: PullPolicy }[];
 }
 
 export const DEFAULT_REGISTRY = 'ghcr.io/gatehouse';
+/** Where `gateway.tlsSecrets[].name` is mounted unless `mountPath` is given. */
+export const TLS_MOUNT_ROOT = '/etc/gatehouse/tls';
 
 /** Reads and validates a values file (YAML or JSON). */
 export async function loadValues(file: string, gatewayVersion: string): Promise<ResolvedValues> {
@@ -154,6 +171,11 @@ export function resolveValues(input: unknown, gatewayVersion: string, where = 'v
     const registry = entry.image.registry ?? v.image?.registry ?? DEFAULT_REGISTRY;
     plugins.push({ key, name: `plugin-${name}`, image: `${registry}/${entry.image.repository}:${pluginTag}`, tag: pluginTag, pullPolicy: entry.image.pullPolicy ?? 'IfNotPresent' });
   }
+  const tlsSecrets = (v.gateway?.tlsSecrets ?? []).map((t) => ({ name: t.name, mountPath: t.mountPath ?? `${TLS_MOUNT_ROOT}/${t.name}` }));
+  tlsSecrets.forEach((t, i) => {
+    const first = tlsSecrets.findIndex((o) => o.mountPath === t.mountPath);
+    if (first !== i) throw new GatehouseError(InstallCodes.VALUES_INVALID, `${where}: gateway.tlsSecrets.${i}: mount path ${t.mountPath} is already used by gateway.tlsSecrets.${first}`);
+  });
   return {
     namespace: v.namespace ?? 'gatehouse-system',
     createNamespace: v.createNamespace ?? true,
@@ -163,7 +185,12 @@ export function resolveValues(input: unknown, gatewayVersion: string, where = 'v
     gatewayVersion: tag,
     image: { registry: v.image?.registry ?? DEFAULT_REGISTRY, repository: v.image?.repository ?? 'gatehouse', tag, pullPolicy: v.image?.pullPolicy ?? 'IfNotPresent' },
     imagePullSecrets: v.imagePullSecrets ?? [],
-    config: { source: v.config?.source ?? 'configMap', configMapName: v.config?.configMap?.name ?? 'gatehouse-config', configMapData: v.config?.configMap?.data ?? {} },
+    config: {
+      source: v.config?.source ?? 'configMap',
+      configMapName: v.config?.configMap?.name ?? 'gatehouse-config',
+      configMapData: v.config?.configMap?.data ?? {},
+      namespaces: v.config?.kube?.namespaces ?? [],
+    },
     gateway: {
       replicas: v.gateway?.replicas ?? 1,
       workers: String(v.gateway?.workers ?? 1),
@@ -172,6 +199,7 @@ export function resolveValues(input: unknown, gatewayVersion: string, where = 'v
       serviceAnnotations: v.gateway?.service?.annotations ?? {},
       resources: v.gateway?.resources ?? {},
       extraArgs: v.gateway?.extraArgs ?? [],
+      tlsSecrets,
     },
     extauth: { replicas: v.extauth?.replicas ?? 1, resources: v.extauth?.resources ?? {}, extraArgs: v.extauth?.extraArgs ?? [] },
     plugins,
@@ -182,6 +210,13 @@ export function resolveValues(input: unknown, gatewayVersion: string, where = 'v
 export function containerKey(key: string): string {
   return key
     .replace(/([a-z0-9])([A-Z])/g, '$1-$2')
-    .replace(/[_.\s]+/g, '-')
+    // Spelled out rather than \s, whose meaning differs between JavaScript and Go (the Helm chart does the same).
+    .replace(/[_.\t\n\f\r ]+/g, '-')
     .toLowerCase();
+}
+
+/** ValuesSchema as plain JSON Schema: the Helm chart's values.schema.json (test/helm checks the committed copy). */
+export function valuesJsonSchema(): string {
+  const schema = { title: 'Gatehouse install values (gatehouse install render --values, and this chart)', ...(JSON.parse(JSON.stringify(ValuesSchema)) as object) };
+  return `${JSON.stringify(schema, null, 2)}\n`;
 }

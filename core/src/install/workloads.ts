@@ -1,5 +1,6 @@
 import type { IDeployment } from 'kubernetes-models/apps/v1/Deployment';
 import type { IContainer } from 'kubernetes-models/v1/Container';
+import type { IEnvVar } from 'kubernetes-models/v1/EnvVar';
 import type { IPodSecurityContext } from 'kubernetes-models/v1/PodSecurityContext';
 import type { ISecurityContext } from 'kubernetes-models/v1/SecurityContext';
 import type { IService } from 'kubernetes-models/v1/Service';
@@ -72,14 +73,15 @@ export function renderGateway(values: ResolvedValues, labels: (component: string
                 { name: 'https', containerPort: PORTS.https, protocol: 'TCP' },
                 { name: 'admin', containerPort: PORTS.admin, protocol: 'TCP' },
               ],
+              ...(values.config.source === 'kube' ? { env: podEnv() } : {}),
               readinessProbe: { httpGet: { path: '/readyz', port: 'admin' }, periodSeconds: 5 },
               livenessProbe: { httpGet: { path: '/healthz', port: 'admin' }, periodSeconds: 10, failureThreshold: 3 },
               resources: values.gateway.resources,
               securityContext: CONTAINER_SECURITY,
-              volumeMounts: [...configMounts(values), { name: 'tmp', mountPath: '/tmp' }],
+              volumeMounts: [...configMounts(values), ...tlsMounts(values), { name: 'tmp', mountPath: '/tmp' }],
             },
           ],
-          volumes: [...configVolumes(values), { name: 'tmp', emptyDir: {} }],
+          volumes: [...configVolumes(values), ...tlsVolumes(values), { name: 'tmp', emptyDir: {} }],
         },
       },
     },
@@ -139,7 +141,7 @@ export function renderExtAuth(values: ResolvedValues, labels: (component: string
               image: imageOf(values),
               imagePullPolicy: values.image.pullPolicy,
               // isolated-vm (plugin sandboxes) needs --no-node-snapshot on Node 20+.
-              env: [{ name: 'NODE_OPTIONS', value: '--no-node-snapshot' }],
+              env: [{ name: 'NODE_OPTIONS', value: '--no-node-snapshot' }, ...(values.config.source === 'kube' ? podEnv() : [])],
               args: ['extauth', ...configArgs(values), '--port', String(PORTS.grpc), '--plugin-dir', PLUGIN_DIR, '--api-group-domain', values.apiGroupDomain, ...values.extauth.extraArgs],
               ports: [{ name: 'grpc', containerPort: PORTS.grpc, protocol: 'TCP' }],
               readinessProbe: { grpc: { port: PORTS.grpc }, periodSeconds: 5 },
@@ -171,15 +173,35 @@ function pullSecrets(values: ResolvedValues): { imagePullSecrets?: { name: strin
   return values.imagePullSecrets.length ? { imagePullSecrets: values.imagePullSecrets.map((name) => ({ name })) } : {};
 }
 
+/** `--kube` reads the API server with the pod's service account (in-cluster config); no namespaces: all. */
 function configArgs(values: ResolvedValues): string[] {
+  if (values.config.source === 'kube') return ['--kube', ...values.config.namespaces.flatMap((ns) => ['--namespace', ns])];
   return ['--config-dir', CONFIG_DIR];
 }
 
 function configMounts(values: ResolvedValues): IVolumeMount[] {
-  return [{ name: 'config', mountPath: CONFIG_DIR, readOnly: true }];
+  return values.config.source === 'kube' ? [] : [{ name: 'config', mountPath: CONFIG_DIR, readOnly: true }];
 }
 
 function configVolumes(values: ResolvedValues): IVolume[] {
   // Optional: the pods start (with no resources) before the ConfigMap is created.
-  return [{ name: 'config', configMap: { name: values.config.configMapName, optional: true } }];
+  return values.config.source === 'kube' ? [] : [{ name: 'config', configMap: { name: values.config.configMapName, optional: true } }];
+}
+
+/** The kube source's Lease holder identity and namespace, from the downward API. */
+function podEnv(): IEnvVar[] {
+  return [
+    { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+    { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+  ];
+}
+
+// kubernetes.io/tls Secrets for sslConfig.sslFiles (sslConfig.secretRef is read through the config source instead).
+function tlsMounts(values: ResolvedValues): IVolumeMount[] {
+  return values.gateway.tlsSecrets.map((t, i) => ({ name: `tls-${i}`, mountPath: t.mountPath, readOnly: true }));
+}
+
+function tlsVolumes(values: ResolvedValues): IVolume[] {
+  // 0440: the keys readable by the pod's group (fsGroup) only, not world-readable.
+  return values.gateway.tlsSecrets.map((t, i) => ({ name: `tls-${i}`, secret: { secretName: t.name, defaultMode: 0o440 } }));
 }

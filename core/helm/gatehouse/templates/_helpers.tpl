@@ -1,0 +1,141 @@
+{{/*
+Every template mirrors core/src/install/ (renderInstall): test/helm/helm-template.test.ts holds
+`helm template` to `gatehouse install render` for the same values, object by object.
+*/}}
+
+{{/* The gateway version: image.tag, else the chart's appVersion. */}}
+{{- define "gatehouse.tag" -}}
+{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end }}
+
+{{/* Labels of every object; the last three are Helm's own (install render has its own managed-by). */}}
+{{- define "gatehouse.labels" -}}
+app.kubernetes.io/name: gatehouse
+app.kubernetes.io/version: {{ include "gatehouse.tag" . | toJson }}
+app.kubernetes.io/managed-by: {{ .Release.Service | toJson }}
+app.kubernetes.io/instance: {{ .Release.Name | toJson }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | toJson }}
+{{- end }}
+
+{{/* (dict "root" $ "component" "gateway") */}}
+{{- define "gatehouse.componentLabels" -}}
+{{ include "gatehouse.labels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/* Selectors: never Helm's labels, which change with the chart version. */}}
+{{- define "gatehouse.selector" -}}
+app.kubernetes.io/name: gatehouse
+app.kubernetes.io/component: {{ . }}
+{{- end }}
+
+{{- define "gatehouse.image" -}}
+{{ printf "%s/%s:%s" .Values.image.registry .Values.image.repository (include "gatehouse.tag" .) }}
+{{- end }}
+
+{{/* Hardened defaults for every container (workloads.ts CONTAINER_SECURITY). */}}
+{{- define "gatehouse.containerSecurity" -}}
+runAsNonRoot: true
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop: [ALL]
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{- define "gatehouse.podSecurity" -}}
+runAsNonRoot: true
+runAsUser: 10001
+runAsGroup: 10001
+fsGroup: 10001
+{{- end }}
+
+{{- define "gatehouse.pullSecrets" -}}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+{{- range . }}
+  - name: {{ . | toJson }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* --config-dir, or --kube with one --namespace per watched namespace. */}}
+{{- define "gatehouse.configArgs" -}}
+{{- if eq .Values.config.source "kube" -}}
+- "--kube"
+{{- range .Values.config.kube.namespaces }}
+- "--namespace"
+- {{ . | toJson }}
+{{- end }}
+{{- else -}}
+- "--config-dir"
+- "/etc/gatehouse/config"
+{{- end }}
+{{- end }}
+
+{{- define "gatehouse.configMounts" -}}
+{{- if ne .Values.config.source "kube" }}
+- name: config
+  mountPath: /etc/gatehouse/config
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{/* Optional: the pods start (with no resources) before the ConfigMap is created. */}}
+{{- define "gatehouse.configVolumes" -}}
+{{- if ne .Values.config.source "kube" }}
+- name: config
+  configMap:
+    name: {{ .Values.config.configMap.name | toJson }}
+    optional: true
+{{- end }}
+{{- end }}
+
+{{/* The kube source's Lease holder identity and namespace, from the downward API. */}}
+{{- define "gatehouse.podEnv" -}}
+- name: POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+{{- end }}
+
+{{/*
+What the kube source does (rbac.ts kubeSourceRules): read the custom kinds in our groups and in
+Gloo Edge's, write their status (the gateway only), read Secrets, ConfigMaps, Services and
+EndpointSlices. (dict "root" $ "writeStatus" true)
+*/}}
+{{- define "gatehouse.kubeSourceRules" -}}
+{{- $d := .root.Values.apiGroupDomain }}
+{{- $groups := list
+  (dict "group" (printf "gatehouse.%s" $d) "resources" (list "upstreams" "upstreamgroups"))
+  (dict "group" (printf "enterprise.%s" $d) "resources" (list "authconfigs"))
+  (dict "group" (printf "graphql.%s" $d) "resources" (list "graphqlapis"))
+  (dict "group" (printf "gateway.%s" $d) "resources" (list "routetables" "virtualservices"))
+  (dict "group" "gloo.solo.io" "resources" (list "upstreams" "upstreamgroups"))
+  (dict "group" "enterprise.gloo.solo.io" "resources" (list "authconfigs"))
+  (dict "group" "graphql.gloo.solo.io" "resources" (list "graphqlapis"))
+  (dict "group" "gateway.solo.io" "resources" (list "routetables" "virtualservices")) }}
+{{- range $groups }}
+- apiGroups: [{{ .group | toJson }}]
+  resources: {{ .resources | toJson }}
+  verbs: [get, list, watch]
+{{- end }}
+{{- if .writeStatus }}
+{{- range $groups }}
+- apiGroups: [{{ .group | toJson }}]
+  resources: [{{ range $i, $r := .resources }}{{ if $i }}, {{ end }}{{ printf "%s/status" $r | toJson }}{{ end }}]
+  verbs: [get, update, patch]
+{{- end }}
+{{- end }}
+- apiGroups: [""]
+  resources: [secrets, configmaps, services]
+  verbs: [get, list, watch]
+- apiGroups: [discovery.k8s.io]
+  resources: [endpointslices]
+  verbs: [get, list, watch]
+{{- end }}
