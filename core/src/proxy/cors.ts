@@ -40,7 +40,7 @@ export function compileCors(spec: CorsPolicySpec | undefined): CompiledCors | un
       ...common(origin),
       ...(spec.allowMethods?.length ? { 'access-control-allow-methods': spec.allowMethods.join(',') } : {}),
       ...(spec.allowHeaders?.length ? { 'access-control-allow-headers': spec.allowHeaders.join(',') } : {}),
-      ...(spec.maxAge ? { 'access-control-max-age': /^[0-9]+$/.test(spec.maxAge) ? spec.maxAge : String(Math.floor(durationMs(spec.maxAge) / 1000)) } : {}),
+      ...(spec.maxAge ? { 'access-control-max-age': maxAgeSeconds(spec.maxAge) } : {}),
     }),
   };
 }
@@ -55,4 +55,11 @@ export function answerPreflight(cors: CompiledCors, req: IncomingMessage, res: S
   const origin = req.headers.origin as string;
   res.writeHead(200, { ...(cors.allows(origin) ? cors.preflightHeaders(origin) : {}), 'content-length': '0' });
   res.end();
+}
+
+/** `maxAge` in seconds: Envoy's string of seconds as is, or a duration (`1d` as Gloo's CORS guide writes it). */
+function maxAgeSeconds(maxAge: string): string {
+  if (/^[0-9]+$/.test(maxAge)) return maxAge;
+  const days = /^([0-9]+(?:\.[0-9]+)?)d$/.exec(maxAge);
+  return String(Math.floor(days ? Number(days[1]) * 86_400 : durationMs(maxAge) / 1000));
 }

@@ -52,7 +52,8 @@ export const Metadata = Strict({
   name: Name,
   namespace: Type.Optional(Name),
   labels: Type.Optional(Type.Record(Type.String(), Type.String())),
-  annotations: Type.Optional(Type.Record(Type.String(), Type.String())),
+  // `annotations:` with nothing under it (null), as Gloo's session-affinity guide prints a discovered Upstream.
+  annotations: Type.Optional(Type.Union([Type.Record(Type.String(), Type.String()), Type.Null()])),
   uid: Type.Optional(Type.String()),
   resourceVersion: Type.Optional(Type.String()),
   generation: Type.Optional(Type.Integer()),

@@ -51,7 +51,7 @@ export const CorsPolicy = Strict({
   allowHeaders: Type.Optional(Type.Array(Type.String())),
   exposeHeaders: Type.Optional(Type.Array(Type.String())),
   // Envoy's (and Gloo's) max_age is a string of seconds ("86400"); a duration ("24h") is accepted too.
-  maxAge: Type.Optional(Type.String({ pattern: '^([0-9]+|[0-9]+(\\.[0-9]+)?(ms|s|m|h))$', description: 'seconds ("86400", as Envoy writes it) or a duration ("24h")' })),
+  maxAge: Type.Optional(Type.String({ pattern: '^([0-9]+|[0-9]+(\\.[0-9]+)?(ms|s|m|h|d))$', description: 'seconds ("86400", as Envoy writes it) or a duration ("24h", "1d" as Gloo\'s CORS guide writes it)' })),
   allowCredentials: Type.Optional(Type.Boolean()),
   disableForRoute: Type.Optional(Type.Boolean({ description: 'on a route: no CORS there, whatever the virtual host says (Gloo)' })),
 });
