@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { connect, constants, type ClientHttp2Session, type ClientHttp2Stream, type OutgoingHttpHeaders } from 'node:http2';
 import { Readable } from 'node:stream';
+import type { SecureVersion } from 'node:tls';
 import { Dispatcher } from 'undici';
 
 /** TLS to an HTTP/2 upstream (ALPN `h2`); without it, h2c with prior knowledge. */
@@ -9,6 +10,11 @@ export interface Http2TlsOptions {
   ca?: string | undefined;
   cert?: string | undefined;
   key?: string | undefined;
+  /** `sslConfig.parameters`, as Node TLS options. */
+  ciphers?: string | undefined;
+  ecdhCurve?: string | undefined;
+  minVersion?: SecureVersion | undefined;
+  maxVersion?: SecureVersion | undefined;
 }
 
 export interface Http2DispatcherOptions {
@@ -106,7 +112,7 @@ export class Http2Dispatcher extends Dispatcher {
     const { tls, connectTimeoutMs, maxStreams, idleTimeoutMs, tcpKeepaliveMs } = this.options;
     const session = connect(this.origin, {
       settings: { enablePush: false },
-      ...(tls ? { ALPNProtocols: ['h2'], ...(tls.servername ? { servername: tls.servername } : {}), ...(tls.ca ? { ca: tls.ca } : {}), ...(tls.cert ? { cert: tls.cert, key: tls.key } : {}) } : {}),
+      ...(tls ? { ALPNProtocols: ['h2'], ...(tls.servername ? { servername: tls.servername } : {}), ...(tls.ca ? { ca: tls.ca } : {}), ...(tls.cert ? { cert: tls.cert, key: tls.key } : {}), ...(tls.ciphers ? { ciphers: tls.ciphers } : {}), ...(tls.ecdhCurve ? { ecdhCurve: tls.ecdhCurve } : {}), ...(tls.minVersion ? { minVersion: tls.minVersion } : {}), ...(tls.maxVersion ? { maxVersion: tls.maxVersion } : {}) } : {}),
     });
     const pooled: PooledSession = { session, active: 0, limit: maxStreams, draining: false, opened: 0, error: undefined };
     this.sessions.push(pooled);

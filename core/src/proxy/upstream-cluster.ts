@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { isIP } from 'node:net';
-import { createSecureContext } from 'node:tls';
+import { createSecureContext, type SecureVersion } from 'node:tls';
 import { buildConnector, Pool, type Dispatcher } from 'undici';
 import { Http2Dispatcher } from './http2-dispatcher.ts';
 import { KubeDnsResolver, type KubeServiceResolver } from './kube-resolver.ts';
@@ -277,7 +277,14 @@ export interface UpstreamTls {
   key?: string;
   /** Server name sent (SNI) and verified; default the host's addr. */
   servername?: string;
+  /** `sslConfig.parameters`: OpenSSL cipher list, curves, protocol versions. */
+  ciphers?: string;
+  ecdhCurve?: string;
+  minVersion?: SecureVersion;
+  maxVersion?: SecureVersion;
 }
+
+const TLS_VERSIONS: Record<string, SecureVersion | undefined> = { TLSv1_0: 'TLSv1', TLSv1_1: 'TLSv1.1', TLSv1_2: 'TLSv1.2', TLSv1_3: 'TLSv1.3', TLS_AUTO: undefined };
 
 /**
  * Whether and how an Upstream dials TLS (SPEC 3.2.1, Gloo): `sslConfig` or `useTls: true` or
@@ -291,6 +298,14 @@ export function upstreamTls(upstream: Resource<'Upstream'>, secret: (ref: { name
   if (!on) return undefined;
   const out: UpstreamTls = {};
   if (ssl?.sni) out.servername = ssl.sni;
+  const parameters = ssl?.parameters;
+  // Envoy (BoringSSL) writes equal-preference groups as `[A|B]`; OpenSSL takes the plain list.
+  if (parameters?.cipherSuites?.length) out.ciphers = parameters.cipherSuites.flatMap((c) => c.replace(/^\[|\]$/g, '').split('|')).join(':');
+  if (parameters?.ecdhCurves?.length) out.ecdhCurve = parameters.ecdhCurves.join(':');
+  const min = parameters?.minimumProtocolVersion ? TLS_VERSIONS[parameters.minimumProtocolVersion] : undefined;
+  const max = parameters?.maximumProtocolVersion ? TLS_VERSIONS[parameters.maximumProtocolVersion] : undefined;
+  if (min) out.minVersion = min;
+  if (max) out.maxVersion = max;
   if (ssl?.secretRef) {
     const found = secret(ssl.secretRef);
     if (!found) throw new Error(`Secret ${ssl.secretRef.namespace ?? upstream.namespace}/${ssl.secretRef.name} is not served`);
@@ -312,7 +327,7 @@ export function upstreamTls(upstream: Resource<'Upstream'>, secret: (ref: { name
     }
   }
   // Loads (and pairs) the material now, so a bad one is a load-time error, not a failed request.
-  createSecureContext({ ...(out.ca ? { ca: out.ca } : {}), ...(out.cert ? { cert: out.cert, key: out.key } : {}) });
+  createSecureContext({ ...(out.ca ? { ca: out.ca } : {}), ...(out.cert ? { cert: out.cert, key: out.key } : {}), ...tlsParameters(out) });
   return out;
 }
 
@@ -608,11 +623,16 @@ function pinnedServername(options: Record<string, unknown>): buildConnector.conn
   return (opts, callback) => connect({ ...opts, servername: servername as string }, callback);
 }
 
+/** The protocol and cipher settings of `sslConfig.parameters`, as Node TLS options. */
+function tlsParameters(tls: UpstreamTls): { ciphers?: string; ecdhCurve?: string; minVersion?: SecureVersion; maxVersion?: SecureVersion } {
+  return { ...(tls.ciphers ? { ciphers: tls.ciphers } : {}), ...(tls.ecdhCurve ? { ecdhCurve: tls.ecdhCurve } : {}), ...(tls.minVersion ? { minVersion: tls.minVersion } : {}), ...(tls.maxVersion ? { maxVersion: tls.maxVersion } : {}) };
+}
+
 /** undici's `connect` TLS options for a host. An IP address is not a server name: no SNI then, the certificate is checked against the IP. */
-function tlsConnect(addr: string, tls: true | UpstreamTls): { servername?: string; ca?: string; cert?: string; key?: string } {
+function tlsConnect(addr: string, tls: true | UpstreamTls): { servername?: string; ca?: string; cert?: string; key?: string; ciphers?: string; ecdhCurve?: string; minVersion?: SecureVersion; maxVersion?: SecureVersion } {
   const material = tls === true ? {} : tls;
   const servername = material.servername ?? (isIP(addr) ? undefined : addr);
-  return { ...(servername ? { servername } : {}), ...(material.ca ? { ca: material.ca } : {}), ...(material.cert ? { cert: material.cert, key: material.key } : {}) };
+  return { ...(servername ? { servername } : {}), ...(material.ca ? { ca: material.ca } : {}), ...(material.cert ? { cert: material.cert, key: material.key } : {}), ...tlsParameters(material) };
 }
 
 /** Gloo's connectionConfig as cluster options (connectTimeout aside); fields not honoured get warnings at load (../config/checks/upstream.ts). */
@@ -620,11 +640,16 @@ function connectionOptions(config: Resource<'Upstream'>['spec']['connectionConfi
   const http = config?.commonHttpProtocolOptions;
   const out: UpstreamOptions = {};
   if (config?.maxRequestsPerConnection) out.maxRequestsPerConnection = config.maxRequestsPerConnection;
-  if (config?.tcpKeepalive) out.tcpKeepaliveMs = config.tcpKeepalive.keepaliveTime ? durationMs(config.tcpKeepalive.keepaliveTime) : DEFAULT_TCP_KEEPALIVE_MS;
+  if (config?.tcpKeepalive) out.tcpKeepaliveMs = config.tcpKeepalive.keepaliveTime !== undefined ? keepaliveMs(config.tcpKeepalive.keepaliveTime) : DEFAULT_TCP_KEEPALIVE_MS;
   if (http?.idleTimeout !== undefined) out.idleTimeoutMs = durationMs(http.idleTimeout);
   if (http?.maxStreamDuration !== undefined && durationMs(http.maxStreamDuration) > 0) out.maxStreamDurationMs = durationMs(http.maxStreamDuration);
   if (http?.maxHeadersCount) out.maxHeadersCount = http.maxHeadersCount;
   return out;
+}
+
+/** A tcpKeepalive time: a duration, or whole seconds (Gloo's guide writes `keepaliveTime: 60`). */
+function keepaliveMs(value: string | number): number {
+  return typeof value === 'number' ? value * 1000 : durationMs(value);
 }
 
 /** Linux's default idle time before keep-alive probes (net.ipv4.tcp_keepalive_time), which Envoy leaves in place when keepaliveTime is unset. */
@@ -636,8 +661,8 @@ function loadBalancingOf(lb: Resource<'Upstream'>['spec']['loadBalancerConfig'])
   if (lb?.leastRequest) return { kind: 'least-request', choiceCount: lb.leastRequest.choiceCount ?? 2 };
   if (lb?.ringHash) {
     const config = lb.ringHash.ringHashConfig;
-    const max = config?.maximumRingSize ?? RING_DEFAULT_MAX;
-    return { kind: 'ring-hash', minimumRingSize: Math.min(config?.minimumRingSize ?? RING_DEFAULT_MIN, max), maximumRingSize: max };
+    const max = config?.maximumRingSize !== undefined ? Number(config.maximumRingSize) : RING_DEFAULT_MAX;
+    return { kind: 'ring-hash', minimumRingSize: Math.min(config?.minimumRingSize !== undefined ? Number(config.minimumRingSize) : RING_DEFAULT_MIN, max), maximumRingSize: max };
   }
   if (lb?.maglev) return { kind: 'maglev' };
   return undefined;

@@ -17,6 +17,13 @@ export function checkUpstreamFields(resource: Resource<'Upstream'>, ctx: CheckCo
     // gRPC runs over HTTP/2: Envoy refuses a gRPC health check on a cluster without it too.
     if (check.grpcHealthCheck && !spec.useHttp2) out.push(ctx.at(['spec', 'healthChecks', i, 'grpcHealthCheck'], ConfigCodes.INVALID, 'a gRPC health check needs useHttp2: true (gRPC runs over HTTP/2)'));
   });
+  spec.healthChecks?.forEach((check, i) => {
+    if (check.noTrafficInterval !== undefined) warn(['healthChecks', i, 'noTrafficInterval'], 'noTrafficInterval is not applied: hosts are checked every interval whether or not they get traffic');
+    if (check.reuseConnection === false) warn(['healthChecks', i, 'reuseConnection'], "reuseConnection: false is not applied: checks go over the host's pooled connections");
+  });
+  if (spec.ignoreHealthOnHostRemoval === false) {
+    warn(['ignoreHealthOnHostRemoval'], 'ignoreHealthOnHostRemoval: false is not applied: a host removed from the Upstream stops getting traffic at once, healthy or not');
+  }
   const connection = spec.connectionConfig;
   const keepalive = connection?.tcpKeepalive;
   for (const field of ['keepaliveProbes', 'keepaliveInterval'] as const) {

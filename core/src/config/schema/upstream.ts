@@ -1,6 +1,14 @@
 import Type from 'typebox';
 import { Duration, Name, ResourceRef, Strict, atMostOneOf, exactlyOneOf } from './common.ts';
 
+/** Gloo's tcpKeepalive times: a duration, or whole seconds as Gloo's TCP keepalive guide writes them (`keepaliveTime: 60`). */
+const KeepaliveDuration = Type.Union([Duration, Type.Integer({ minimum: 0, maximum: 2_147_483 })]);
+
+/** A uint64 field: proto3 JSON writes these as strings (`maximumRingSize: "200"`, as Gloo's session-affinity guide does). */
+const RingSize = Type.Union([Type.Integer({ minimum: 1, maximum: 8_388_608 }), Type.String({ pattern: '^[0-9]{1,7}$' })]);
+
+const TlsVersion = Type.Union([Type.Literal('TLS_AUTO'), Type.Literal('TLSv1_0'), Type.Literal('TLSv1_1'), Type.Literal('TLSv1_2'), Type.Literal('TLSv1_3')]);
+
 /**
  * Gloo's kube Upstream: a Kubernetes service port. Resolved through cluster DNS
  * (`<serviceName>.<serviceNamespace>.svc.<cluster domain>`) unless another resolver is set
@@ -45,12 +53,23 @@ export const UpstreamSpec = Strict({
         secretRef: Type.Optional(ResourceRef),
         sslFiles: Type.Optional(Strict({ tlsCert: Type.Optional(Type.String({ minLength: 1 })), tlsKey: Type.Optional(Type.String({ minLength: 1 })), rootCa: Type.Optional(Type.String({ minLength: 1 })) })),
         sni: Type.Optional(Type.String({ minLength: 1, maxLength: 253, description: 'server name sent and verified (default: the host addr)' })),
+        /** Gloo's SslParameters: protocol versions, cipher suites (Envoy's `[A|B]` groups allowed) and curves offered. */
+        parameters: Type.Optional(
+          Strict({
+            minimumProtocolVersion: Type.Optional(TlsVersion),
+            maximumProtocolVersion: Type.Optional(TlsVersion),
+            cipherSuites: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { maxItems: 128 })),
+            ecdhCurves: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { maxItems: 32 })),
+          }),
+        ),
       },
       atMostOneOf(['secretRef', 'sslFiles']),
     ),
   ),
   /** Gloo's `useHttp2`: HTTP/2 to the hosts (h2c, or ALPN `h2` with TLS); gRPC upstreams need it. */
   useHttp2: Type.Optional(Type.Boolean({ description: 'speak HTTP/2 to the hosts (h2c, or h2 over TLS); needed for gRPC' })),
+  /** Envoy's ignore_health_on_host_removal: a host removed from the Upstream stops getting traffic at once, healthy or not (always so here). */
+  ignoreHealthOnHostRemoval: Type.Optional(Type.Boolean()),
   // Gloo's discovery writes it; nothing in Gatehouse reads it (kubectl output loads unchanged).
   discoveryMetadata: Type.Optional(Strict({ labels: Type.Optional(Type.Record(Type.String(), Type.String())) })),
   /** Gloo's ConnectionConfig: how connections to the hosts are made, kept and reused (Envoy's cluster settings). */
@@ -61,8 +80,8 @@ export const UpstreamSpec = Strict({
       tcpKeepalive: Type.Optional(
         Strict({
           keepaliveProbes: Type.Optional(Type.Integer({ minimum: 0, maximum: 4_294_967_295, description: 'not settable from Node (the OS default applies; warning)' })),
-          keepaliveTime: Type.Optional(Duration),
-          keepaliveInterval: Type.Optional(Duration),
+          keepaliveTime: Type.Optional(KeepaliveDuration),
+          keepaliveInterval: Type.Optional(KeepaliveDuration),
         }),
       ),
       perConnectionBufferLimitBytes: Type.Optional(Type.Integer({ minimum: 0, maximum: 4_294_967_295, description: 'accepted with a warning: bodies stream with backpressure' })),
@@ -98,8 +117,8 @@ export const UpstreamSpec = Strict({
           Strict({
             ringHashConfig: Type.Optional(
               Strict({
-                minimumRingSize: Type.Optional(Type.Integer({ minimum: 1, maximum: 8_388_608, description: 'points on the ring at least (default 1024)' })),
-                maximumRingSize: Type.Optional(Type.Integer({ minimum: 1, maximum: 8_388_608, description: 'points on the ring at most (default and limit 8M, as Envoy)' })),
+                minimumRingSize: Type.Optional({ ...RingSize, description: 'points on the ring at least (default 1024)' }),
+                maximumRingSize: Type.Optional({ ...RingSize, description: 'points on the ring at most (default and limit 8M, as Envoy)' }),
               }),
             ),
           }),
@@ -128,6 +147,8 @@ export const UpstreamSpec = Strict({
           interval: Duration,
           healthyThreshold: Type.Integer({ minimum: 1, maximum: 100 }),
           unhealthyThreshold: Type.Integer({ minimum: 1, maximum: 100 }),
+          noTrafficInterval: Type.Optional({ ...Duration, description: 'accepted with a warning: hosts are checked every interval, traffic or not' }),
+          reuseConnection: Type.Optional(Type.Boolean({ description: 'checks go over the host pool connections (true); false is accepted with a warning' })),
           httpHealthCheck: Type.Optional(
             Strict({
               path: Type.String({ pattern: '^/' }),
