@@ -11,7 +11,7 @@ import Provider from 'oidc-provider';
 
 /** The audience every token is for (the API behind the gateway). */
 export const API_AUDIENCE = 'https://api.test';
-/** A resource whose tokens are for {@link API_AUDIENCE} but live one second. */
+/** A resource whose tokens are for {@link API_AUDIENCE} but live three seconds (at least two whole seconds: `iat` is rounded down). */
 export const SHORT_LIVED_RESOURCE = 'https://api.test/short-lived';
 
 /** A private RSA signing key as a JWK, named `kid`. */
@@ -44,7 +44,7 @@ export async function startOidcProvider(keys: Record<string, unknown>[], extraCl
     new Provider(issuer, {
       clients: [{ client_id: CLIENT.id, client_secret: CLIENT.secret, grant_types: ['client_credentials'], redirect_uris: [], response_types: [], token_endpoint_auth_method: 'client_secret_basic' }],
       jwks: { keys: jwks as never[] },
-      // Each resource server's own TTL (the short-lived one: 1 s).
+      // Each resource server's own TTL (the short-lived one: 3 s).
       ttl: { ClientCredentials: (_ctx: unknown, token: { resourceServer?: { accessTokenTTL?: number } }) => token.resourceServer?.accessTokenTTL ?? 300 },
       extraTokenClaims: () => extraClaims,
       features: {
@@ -57,7 +57,7 @@ export async function startOidcProvider(keys: Record<string, unknown>[], extraCl
           getResourceServerInfo: (_ctx: unknown, resource: string) => ({
             scope: 'orders:read',
             audience: resource === SHORT_LIVED_RESOURCE ? API_AUDIENCE : resource,
-            accessTokenTTL: resource === SHORT_LIVED_RESOURCE ? 1 : 300,
+            accessTokenTTL: resource === SHORT_LIVED_RESOURCE ? 3 : 300,
             accessTokenFormat: 'jwt',
             jwt: { sign: { alg: 'RS256' } },
           }),
