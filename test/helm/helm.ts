@@ -5,7 +5,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { homedir } from 'node:os';
+import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'vitest';
@@ -48,8 +48,11 @@ export interface Run {
   stderr: string;
 }
 
+// No cluster is involved: a kubeconfig that is not there keeps Helm from reading (and warning about) the user's.
+const NO_KUBECONFIG = join(tmpdir(), 'gatehouse-helm-test-no-kubeconfig');
+
 const run = (command: string, args: string[]): Run => {
-  const result = spawnSync(command, args, { encoding: 'utf8', cwd: ROOT });
+  const result = spawnSync(command, args, { encoding: 'utf8', cwd: ROOT, env: { ...process.env, KUBECONFIG: NO_KUBECONFIG } });
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
 };
 
