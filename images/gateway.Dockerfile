@@ -4,6 +4,8 @@
 ARG NODE_IMAGE=node:24-bookworm-slim
 
 FROM ${NODE_IMAGE} AS build
+# Empty unless given (see the npm step): Node ignores an empty value.
+ARG NODE_EXTRA_CA_CERTS
 WORKDIR /src
 # Manifests first, so the dependency layer is reused while only sources change.
 COPY package.json package-lock.json ./
@@ -13,7 +15,12 @@ COPY init-container/package.json init-container/
 COPY test/package.json test/
 COPY plugins/ plugins/
 # No scripts yet: `prepare` compiles sources, which are copied next.
-RUN npm ci --no-audit --no-fund --ignore-scripts
+# npm's cache survives between builds (BuildKit and buildah cache mounts). Behind a TLS-intercepting
+# proxy, pass its CA bundle as the secret `ca-certificates` and NODE_EXTRA_CA_CERTS=/run/secrets/ca-certificates
+# (test/images/images.ts does); it is mounted for this step only and never lands in a layer.
+RUN --mount=type=cache,target=/root/.npm,sharing=locked \
+    --mount=type=secret,id=ca-certificates \
+    npm ci --no-audit --no-fund --ignore-scripts
 COPY . .
 # The build steps live in images/build.ts (tested without a Docker engine): the compiled
 # JavaScript of core and plugin-sdk, their launchers, and only their production node_modules.
