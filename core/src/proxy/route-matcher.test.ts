@@ -168,3 +168,36 @@ describe('the route index by first path segment', () => {
     }
   });
 });
+
+describe('requiredLiteral (the substring search before an RE2 match)', () => {
+  test('finds the longest literal every match contains, and gives up where unsure', async () => {
+    const { requiredLiteral } = await import('./route-matcher.ts');
+    expect(requiredLiteral('/[a-z]+-7/[0-9]+')).toBe('-7/');
+    expect(requiredLiteral('/api/v[0-9]+/users')).toBe('/api/v');
+    expect(requiredLiteral('/ab?cd')).toBe('/a');
+    expect(requiredLiteral('/x\\.json')).toBe('/x.json');
+    expect(requiredLiteral('/a\\d+bc')).toBe('/a');
+    expect(requiredLiteral('/abc{2}')).toBe('/ab');
+    expect(requiredLiteral('/(foo|bar)/baz')).toBe('');
+    expect(requiredLiteral('(?i)/abc')).toBe('');
+    expect(requiredLiteral('/[xy]z*')).toBe('/');
+    expect(requiredLiteral('/(abc)?def')).toBe('def');
+  });
+
+  test('never changes what a regex matcher matches (differential against the plain RE2 match)', () => {
+    const regexes = ['/[a-z]+-7/[0-9]+', '/api/v[0-9]+/users', '/ab?cd', '/x\\.json', '/a\\d+bc', '/abc{2}', '/[xy]z*', '/(abc)?def', '/a+b*c?/d', '/q[\\]]r/s', '/\\/\\/x'];
+    const alphabet = ['/', 'a', 'b', 'c', 'd', 'x', 'y', 'z', '-', '7', '1', '.', 'j', 's', 'o', 'n', 'api', 'v2', 'users', 'def', 'q]r', '\\'];
+    let seed = 7;
+    const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    for (const regex of regexes) {
+      const [matcher] = compileMatchers([{ regex }]);
+      const plain = new RegExp(`^(?:${regex})$`);
+      for (let n = 0; n < 3000; n++) {
+        let path = '/';
+        const parts = 1 + Math.floor(random() * 6);
+        for (let k = 0; k < parts; k++) path += alphabet[Math.floor(random() * alphabet.length)];
+        expect(matcher!.matches({ method: 'GET', path, query: '', headers: {} }), `${regex} on ${path}`).toBe(plain.test(path));
+      }
+    }
+  });
+});

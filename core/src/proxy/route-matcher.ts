@@ -65,6 +65,9 @@ function compileMatcher(spec: MatcherSpec): CompiledMatcher {
     // The regex's literal start, checked first: `/tenant-[0-9]+` needs `/tenant-`.
     const literal = caseSensitive ? literalPrefix(spec.regex) : '';
     if (literal !== '') add((req) => req.path.startsWith(literal));
+    // A literal every match contains (`/[a-z]+-7/[0-9]+` needs `-7/`): a substring search spares most RE2 runs.
+    const needed = caseSensitive ? requiredLiteral(spec.regex) : '';
+    if (needed.length > 1 && !literal.includes(needed)) add((req) => req.path.includes(needed));
     add((req) => full(req.path), REGEX);
     segment = segmentOfLiteral(literal);
   } else {
@@ -103,7 +106,7 @@ function compileMatcher(spec: MatcherSpec): CompiledMatcher {
   const queryTests = (spec.queryParameters ?? []).map((q) => ({ name: q.name, test: valueMatcher(q.value, q.regex) }));
   if (queryTests.length > 0) {
     add((req) => {
-      const params = new URLSearchParams(req.query);
+      const params = queryParams(req);
       return queryTests.every(({ name, test }) => test(params.has(name) ? params.get(name)! : undefined));
     }, QUERY);
   }
@@ -112,6 +115,80 @@ function compileMatcher(spec: MatcherSpec): CompiledMatcher {
   const tests = ranked.sort((a, b) => a.cost - b.cost).map((r) => r.test);
   const matches = tests.length === 0 ? () => true : tests.length === 1 ? tests[0]! : (req: RequestLine) => tests.every((t) => t(req));
   return { matches, rewrite, segment };
+}
+
+const parsedQueries = new WeakMap<RequestLine, URLSearchParams>();
+
+/** The request's query parameters, parsed once however many routes test them. */
+function queryParams(req: RequestLine): URLSearchParams {
+  let params = parsedQueries.get(req);
+  if (!params) parsedQueries.set(req, (params = new URLSearchParams(req.query)));
+  return params;
+}
+
+/**
+ * The longest run of literal characters every match of `source` contains ('' when unsure):
+ * top-level characters only (not in groups or classes), cut where `?`, `*` or `{` makes the
+ * previous one optional and ended by `+` (repeats). Any `|` or inline flag gives up.
+ */
+export function requiredLiteral(source: string): string {
+  if (source.includes('|') || source.includes('(?')) return '';
+  let best = '';
+  let run = '';
+  let depth = 0;
+  const end = () => {
+    if (run.length > best.length) best = run;
+    run = '';
+  };
+  for (let i = 0; i < source.length; i++) {
+    const c = source[i]!;
+    if (c === '[') {
+      end();
+      // Skip the class: `]` first in it is a member; escapes inside are skipped whole.
+      i++;
+      if (source[i] === '^') i++;
+      if (source[i] === ']') i++;
+      while (i < source.length && source[i] !== ']') i += source[i] === '\\' ? 2 : 1;
+      continue;
+    }
+    if (c === '(') {
+      end();
+      depth++;
+      continue;
+    }
+    if (c === ')') {
+      depth--;
+      end();
+      continue;
+    }
+    if (depth > 0) continue;
+    if (c === '?' || c === '*' || c === '{') {
+      // The previous atom may be absent (or, for `{`, repeated a counted number of times).
+      run = run.slice(0, -1);
+      end();
+      if (c === '{') while (i < source.length && source[i] !== '}') i++;
+      continue;
+    }
+    if (c === '+') {
+      end();
+      continue;
+    }
+    if (c === '\\') {
+      const next = source[i + 1];
+      i++;
+      // `\d`, `\w`, `\b`, `\pL`…: classes and assertions; `\.`, `\/`: the character itself.
+      if (next === undefined || /[A-Za-z0-9]/.test(next)) end();
+      else run += next;
+      continue;
+    }
+    if (c === '.' || c === '^' || c === '$') {
+      end();
+      continue;
+    }
+    run += c;
+  }
+  end();
+  return best;
 }
 
 /** No value: presence. `regex`: full match. Otherwise exact equality. */
