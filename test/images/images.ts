@@ -26,8 +26,7 @@ export function imagesToolsDir(): string {
  */
 export function missingImageTools(): string | undefined {
   if (process.getuid?.() !== 0) return 'the image tests run rootful podman and need root';
-  const podman = findPodman();
-  if (!podman) return `no podman wrapper at ${join(imagesToolsDir(), 'podman')} (run bash test/images/install-image-tools.sh)`;
+  if (!findPodman()) return `no podman wrapper at ${process.env.GATEHOUSE_PODMAN || join(imagesToolsDir(), 'podman')} (run bash test/images/install-image-tools.sh)`;
   return undefined;
 }
 
