@@ -65,10 +65,12 @@ driver = "$driver"
 graphroot = "$dir/storage-$driver"
 runroot = "/run/gatehouse-containers-$driver"
 EOF
+mkdir -p "$dir/tmp"
 cat >"$dir/podman" <<EOF
 #!/bin/sh
-# podman with the configuration of test/images/install-image-tools.sh.
-export CONTAINERS_CONF="$dir/containers.conf" CONTAINERS_STORAGE_CONF="$dir/storage.conf"
+# podman with the configuration of test/images/install-image-tools.sh. TMPDIR holds the builds'
+# cache mounts (npm's cache: buildah-cache/), kept here with the rest.
+export CONTAINERS_CONF="$dir/containers.conf" CONTAINERS_STORAGE_CONF="$dir/storage.conf" TMPDIR="$dir/tmp"
 exec podman "\$@"
 EOF
 chmod +x "$dir/podman"
