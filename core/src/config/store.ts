@@ -89,6 +89,8 @@ export class ConfigStore {
   }
 
   private readonly apiGroupDomain: string;
+  /** Schema verdicts by document (results are frozen, documents immutable once read). */
+  private readonly validated = new WeakMap<ManifestDocument, ReturnType<typeof validateDocument>>();
 
   /**
    * Builds the next snapshot from every document now in the source.
@@ -100,7 +102,9 @@ export class ConfigStore {
     const orphanDiagnostics: Diagnostic[] = [...fileDiagnostics];
 
     for (const doc of documents) {
-      const result = validateDocument(doc, this.apiGroupDomain);
+      // Sources hand on unchanged documents as the same objects: each is validated once.
+      let result = this.validated.get(doc);
+      if (!result) this.validated.set(doc, (result = validateDocument(doc, this.apiGroupDomain)));
       if (!result.key) {
         orphanDiagnostics.push(...result.diagnostics);
         continue;

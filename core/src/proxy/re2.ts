@@ -13,13 +13,30 @@ import { RE2JS } from 're2js';
  * its literal start matched (./route-matcher.ts), so most requests never run one.
  */
 
+/** Compiled patterns by flags and source: a reload recompiles only regexes it has not seen (RE2JS objects are immutable and shareable). */
+const compiledCache = new Map<string, RE2JS>();
+const COMPILED_CACHE_MAX = 50_000;
+
+/** RE2JS.compile through {@link compiledCache}; throws as it does. */
+function compile(source: string, flags = 0): RE2JS {
+  const key = `${flags}:${source}`;
+  let re = compiledCache.get(key);
+  if (!re) {
+    re = RE2JS.compile(source, flags);
+    // Bounded: configuration churn must not grow it forever; starting over costs one recompile each.
+    if (compiledCache.size >= COMPILED_CACHE_MAX) compiledCache.clear();
+    compiledCache.set(key, re);
+  }
+  return re;
+}
+
 /** Why `source` is not an RE2 regex Gatehouse accepts, or undefined. Messages name the construct. */
 export function re2Problem(source: string, options: { maxProgramSize?: number | undefined } = {}): string | undefined {
   const construct = unsupportedConstruct(source);
   if (construct) return `${construct} is not supported: regexes use RE2 syntax, as in Envoy and Gloo`;
   let compiled: RE2JS;
   try {
-    compiled = RE2JS.compile(source);
+    compiled = compile(source);
   } catch (error) {
     return `invalid regular expression (RE2 syntax): ${(error as Error).message}`;
   }
@@ -61,7 +78,7 @@ function unsupportedConstruct(source: string): string | undefined {
  * {@link re2Problem} refuses; load-time checks keep such patterns out of route tables.
  */
 export function fullMatcher(source: string, options: { caseInsensitive?: boolean } = {}): (input: string) => boolean {
-  const re = RE2JS.compile(source, options.caseInsensitive ? RE2JS.CASE_INSENSITIVE : 0);
+  const re = compile(source, options.caseInsensitive ? RE2JS.CASE_INSENSITIVE : 0);
   return (input) => re.testExact(input);
 }
 
@@ -71,7 +88,7 @@ export function fullMatcher(source: string, options: { caseInsensitive?: boolean
  * .replace` pattern (`path.replace(rewrite, '')`), so callers written for a `RegExp` need no change.
  */
 export function regexSubstitution(pattern: string, substitution: string): { [Symbol.replace](input: string, _unused: string): string } {
-  const re = RE2JS.compile(pattern);
+  const re = compile(pattern);
   // The substitution parsed once: literal text and group numbers, alternating.
   const parts: (string | number)[] = [];
   let literal = '';
@@ -94,7 +111,7 @@ export function regexSubstitution(pattern: string, substitution: string): { [Sym
 
 /** A substitution naming a group the pattern does not have (RE2's `CheckRewriteString`), or undefined. */
 export function substitutionProblem(pattern: string, substitution: string): string | undefined {
-  const groups = RE2JS.compile(pattern).groupCount();
+  const groups = compile(pattern).groupCount();
   for (const m of substitution.matchAll(/\\\\|\\([0-9])/g)) {
     if (m[1] !== undefined && Number(m[1]) > groups) return `the substitution uses \\${m[1]} but the pattern has ${groups} capture group${groups === 1 ? '' : 's'}`;
   }

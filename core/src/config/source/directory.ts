@@ -2,7 +2,7 @@ import { readdirSync, statSync, watch, type FSWatcher } from 'node:fs';
 import { readFile, readdir, stat } from 'node:fs/promises';
 import { join, relative, resolve, sep } from 'node:path';
 import { ConfigCodes, type Diagnostic } from '../diagnostic.ts';
-import type { ManifestDocument } from '../manifest.ts';
+import { parseManifests, type ManifestDocument } from '../manifest.ts';
 import { parseManifestsOffThread } from './parse-off-thread.ts';
 
 const MANIFEST = /\.(ya?ml|json)$/i;
@@ -19,7 +19,7 @@ export interface SourceRead {
  * recursively, in sorted order). Hidden entries are skipped: Kubernetes ConfigMap
  * volumes hold a second copy of every file under `..data/`.
  */
-export async function readManifests(paths: readonly string[]): Promise<SourceRead> {
+export async function readManifests(paths: readonly string[], cache?: ParseCache): Promise<SourceRead> {
   const files: string[] = [];
   const diagnostics: Diagnostic[] = [];
   for (const path of paths) {
@@ -47,11 +47,40 @@ export async function readManifests(paths: readonly string[]): Promise<SourceRea
       diagnostics.push({ code: ConfigCodes.READ, severity: 'error', file, message: `cannot read: ${(error as Error).message}` });
       continue;
     }
-    const parsed = await parseManifestsOffThread(file, text);
+    let parsed = cache?.get(file);
+    if (!parsed || parsed.text !== text) {
+      // An unchanged file keeps its documents (the same objects): the store's validation cache
+      // then skips them, so a reload costs what changed, not the whole directory.
+      const result = await parseManifestsOffThread(file, text);
+      parsed = { text, documents: result.documents.map((d) => lightDocument(d, text)), diagnostics: result.diagnostics };
+      cache?.set(file, parsed);
+    }
     documents.push(...parsed.documents);
     diagnostics.push(...parsed.diagnostics);
   }
+  if (cache) for (const file of cache.keys()) if (!seen.has(resolve(file))) cache.delete(file);
   return { documents, diagnostics };
+}
+
+/** Parsed files by path, with the text they were parsed from. */
+export type ParseCache = Map<string, { text: string; documents: ManifestDocument[]; diagnostics: Diagnostic[] }>;
+
+/**
+ * A document without its YAML syntax tree (which costs far more memory than the value):
+ * `lineOf`, needed only for diagnostics, parses the file's text again the first time it is asked.
+ */
+function lightDocument(doc: ManifestDocument, text: string): ManifestDocument {
+  let local: ManifestDocument | undefined;
+  return {
+    file: doc.file,
+    index: doc.index,
+    line: doc.line,
+    value: doc.value,
+    lineOf(path) {
+      local ??= parseManifests(doc.file, text).documents.find((d) => d.index === doc.index);
+      return local?.lineOf(path) ?? doc.line;
+    },
+  };
 }
 
 async function listManifestFiles(dir: string): Promise<string[]> {
@@ -86,8 +115,10 @@ export class DirectoryWatcher {
   private readonly maxWaitMs: number;
   private pendingSince: number | undefined;
   private readonly onError: ((error: unknown) => void) | undefined;
+  private readonly cache: ParseCache | undefined;
 
-  constructor(dir: string, onChange: (read: SourceRead) => void | Promise<void>, options: { debounceMs?: number; maxWaitMs?: number; onError?: (error: unknown) => void } = {}) {
+  constructor(dir: string, onChange: (read: SourceRead) => void | Promise<void>, options: { debounceMs?: number; maxWaitMs?: number; onError?: (error: unknown) => void; cache?: ParseCache } = {}) {
+    this.cache = options.cache;
     this.dir = dir;
     this.onChange = onChange;
     this.debounceMs = options.debounceMs ?? 100;
@@ -142,7 +173,7 @@ export class DirectoryWatcher {
         .then(async () => {
           if (this.closed) return;
           this.syncWatches();
-          await this.onChange(await readManifests([this.dir]));
+          await this.onChange(await readManifests([this.dir], this.cache));
         })
         // A failed reload must not poison the chain (every later reload would be skipped) or
         // surface as an unhandled rejection; the next change tries again.

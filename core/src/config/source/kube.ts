@@ -347,6 +347,9 @@ export class KubeSource implements ConfigSource<KubeRead> {
     return this.origins.get(key);
   }
 
+  /** Documents by watched object: an unchanged object (the informer keeps it) is the same document, validated once. */
+  private readonly documents = new WeakMap<KubeObject, ManifestDocument>();
+
   private document(obj: KubeObject, origins: Map<string, KubeObjectOrigin>): ManifestDocument {
     const metadata = obj.metadata ?? {};
     const namespace = metadata.namespace ?? 'default';
@@ -358,7 +361,9 @@ export class KubeSource implements ConfigSource<KubeRead> {
     if (kind in KINDS) {
       origins.set(`${kind}/${namespace}/${metadata.name}`, { group: group!, version: version!, plural: KINDS[kind].plural, namespace, name: metadata.name ?? '', uid: metadata.uid, generation: metadata.generation });
     }
-    return { file, index: 0, line: 0, value, lineOf: () => 0 };
+    let doc = this.documents.get(obj);
+    if (!doc) this.documents.set(obj, (doc = { file, index: 0, line: 0, value, lineOf: () => 0 }));
+    return doc;
   }
 
   async close(): Promise<void> {

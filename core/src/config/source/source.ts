@@ -1,4 +1,4 @@
-import { DirectoryWatcher, readManifests, type SourceRead } from './directory.ts';
+import { DirectoryWatcher, readManifests, type ParseCache, type SourceRead } from './directory.ts';
 import type { Logger } from '../../log/logger.ts';
 
 export type { SourceRead } from './directory.ts';
@@ -21,6 +21,7 @@ export class DirectorySource implements ConfigSource {
   private watcher: DirectoryWatcher | undefined;
   private readonly dir: string;
   private readonly logger: Logger;
+  private readonly cache: ParseCache = new Map();
 
   constructor(dir: string, logger: Logger) {
     this.dir = dir;
@@ -28,11 +29,12 @@ export class DirectorySource implements ConfigSource {
   }
 
   read(): Promise<SourceRead> {
-    return readManifests([this.dir]);
+    return readManifests([this.dir], this.cache);
   }
 
   watch(listener: (read: SourceRead) => Promise<void>): void {
     this.watcher = new DirectoryWatcher(this.dir, listener, {
+      cache: this.cache,
       onError: (error) => this.logger.error({ err: error, code: 'GH_CONFIG_RELOAD' }, 'reloading configuration failed; the last configuration keeps serving'),
     });
     this.watcher.start();
