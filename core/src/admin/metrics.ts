@@ -8,6 +8,13 @@ import { RequestCounter, RequestHistogram } from './request-metrics.ts';
 export const registry = new Registry();
 collectDefaultMetrics({ register: registry, prefix: 'gatehouse_process_' });
 
+let kubeConnectedProbe: (() => boolean) | undefined;
+
+/** With --kube: how `gatehouse_kube_connected` learns the connection state at each scrape. */
+export function setKubeConnectedProbe(probe: (() => boolean) | undefined): void {
+  kubeConnectedProbe = probe;
+}
+
 export const metrics = {
   // The first five are recorded per request, auth step or resolver call: see request-metrics.ts.
   requests: new RequestCounter({
@@ -68,6 +75,10 @@ export const metrics = {
     name: 'gatehouse_kube_connected',
     help: 'With --kube: 1 while every watch on the Kubernetes API is connected, 0 while some reconnects (the last accepted configuration keeps serving).',
     registers: [registry],
+    // Read at scrape time: a gauge set on a timer would lag behind /readyz.
+    collect() {
+      if (kubeConnectedProbe) this.set(kubeConnectedProbe() ? 1 : 0);
+    },
   }),
   kubeStatusLeader: new Gauge({
     name: 'gatehouse_kube_status_leader',

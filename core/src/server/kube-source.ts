@@ -1,4 +1,4 @@
-import { metrics } from '../admin/metrics.ts';
+import { setKubeConnectedProbe } from '../admin/metrics.ts';
 import type { ConfigLoader } from '../config/loader.ts';
 import type { Logger } from '../log/logger.ts';
 import type { KubeOptions } from './gateway-process.ts';
@@ -22,8 +22,7 @@ export async function startKubeSource(options: KubeOptions, apiGroupDomain: stri
   const [{ KubeSource }, { KubeStatusWriter }] = await Promise.all([import('../config/source/kube.ts'), import('../config/source/kube-status.ts')]);
   const source = new KubeSource({ kubeconfig: options.kubeconfig, namespaces: options.namespaces, apiGroupDomain, logger });
   const writer = options.writeStatus === false ? undefined : new KubeStatusWriter({ config: source.config, origins: source, logger, identity: source.identity });
-  const gauge = setInterval(() => metrics.kubeConnected.set(source.health().connected ? 1 : 0), 1_000);
-  gauge.unref();
+  setKubeConnectedProbe(() => source.health().connected);
   return {
     source,
     readyDetail() {
@@ -33,14 +32,13 @@ export async function startKubeSource(options: KubeOptions, apiGroupDomain: stri
       return lines.join('\n');
     },
     afterFirstLoad(loader) {
-      metrics.kubeConnected.set(source.health().connected ? 1 : 0);
       if (!writer) return;
       loader.onSnapshot((snapshot) => writer.update(snapshot));
       if (loader.current) writer.update(loader.current);
       writer.start();
     },
     async close() {
-      clearInterval(gauge);
+      setKubeConnectedProbe(undefined);
       await writer?.close();
     },
   };

@@ -1,4 +1,6 @@
 import * as k8s from '@kubernetes/client-node';
+// The client library's dispatcher is an undici Agent: it needs undici's own fetch (as its watches use), not Node's bundled copy.
+import { fetch } from 'undici';
 
 /** An answer from the API server: status and body text. */
 export interface KubeAnswer {
@@ -22,7 +24,7 @@ export async function kubeRequest(config: k8s.KubeConfig, method: 'GET' | 'POST'
     method,
     headers,
     ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    // undici's own option: the kubeconfig's CA and client certificate.
+    // The kubeconfig's CA and client certificate.
     ...({ dispatcher: ctx.getDispatcher() } as object),
     signal: AbortSignal.timeout(10_000),
   });

@@ -218,8 +218,8 @@ class CollectionWatch {
 
   private schedule(ms: number): void {
     clearTimeout(this.retry);
+    // Not unref'd: before the first read completes, these timers are all that keeps the process waiting for the API server.
     this.retry = setTimeout(() => this.start(), ms);
-    this.retry.unref();
   }
 
   stop(): void {
