@@ -139,6 +139,10 @@ class CollectionWatch {
     this.informer = informer;
     const changed = (obj: KubeObject) => {
       const key = `${obj.metadata?.namespace ?? ''}/${obj.metadata?.name ?? ''}`;
+      const old = this.objects.get(key);
+      // A status write (ours, or another replica's) bumps resourceVersion but not generation:
+      // the configuration is the same, so keep the old object (its document stays validated) and reload nothing.
+      if (old && sameConfiguration(old, obj)) return;
       this.objects.set(key, obj);
       this.onChange();
     };
@@ -227,6 +231,18 @@ class CollectionWatch {
     clearTimeout(this.retry);
     void this.informer?.stop();
   }
+}
+
+/**
+ * Whether an update leaves an object's configuration as it was: custom resources with a status
+ * subresource change `metadata.generation` with every spec change, so the same generation, uid,
+ * labels and annotations mean only status (or bookkeeping) changed. Core kinds have no generation.
+ */
+function sameConfiguration(old: KubeObject, next: KubeObject): boolean {
+  const a = old.metadata;
+  const b = next.metadata;
+  if (a?.generation === undefined || a.generation !== b?.generation || a.uid !== b?.uid) return false;
+  return JSON.stringify([a.labels, a.annotations]) === JSON.stringify([b.labels, b.annotations]);
 }
 
 /** Loads the kubeconfig: a file when given, else in-cluster, else the default locations. */
