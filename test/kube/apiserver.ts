@@ -165,6 +165,12 @@ export interface KubeApiServer {
  * Starts etcd (data in a temporary directory) and kube-apiserver on 127.0.0.1 with free ports
  * and waits for `/readyz`. Both processes are killed when the test process exits, even by a
  * signal (they get SIGKILL from the kernel when it dies, through `setpriv --pdeathsig`).
+ *
+ * Watches: list, then watch from the list's resourceVersion (as informers do). A watch with no
+ * resourceVersion fails after 3 s with `504 Too large resource version`: Debian's etcd 3.4.23
+ * lacks the progress notifications the watch cache needs for it (pass `--watch-cache=false` in
+ * `extraArgs` to serve watches from etcd instead). After {@link KubeApiServer.restart} every
+ * watch ends, and one from a version older than the restart answers `410 Expired`.
  */
 export async function startKubeApiServer(options: KubeApiServerOptions = {}): Promise<KubeApiServer> {
   const binaries = options.binaries ?? findKube();
