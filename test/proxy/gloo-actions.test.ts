@@ -71,6 +71,19 @@ beforeAll(async () => {
               },
               { matchers: [{ prefix: '/group' }], routeAction: { upstreamGroup: { name: 'colors', namespace: 'gloo-system' } } },
               { matchers: [{ prefix: '/canary' }], routeAction: { multi: { destinations: [{ weight: 3, destination: ref('blue') }, { weight: 1, destination: ref('green') }, { weight: 0, destination: ref('grey') }] } } },
+              // Gloo's header-manipulation guide: headers per weighted destination, on top of the route's.
+              {
+                matchers: [{ prefix: '/per-destination' }],
+                options: { headerManipulation: { requestHeadersToAdd: [{ header: { key: 'x-route', value: 'canary' } }], responseHeadersToAdd: [{ header: { key: 'x-served-by', value: 'route' } }] } },
+                routeAction: {
+                  multi: {
+                    destinations: [
+                      { weight: 1, destination: ref('blue'), options: { headerManipulation: { requestHeadersToAdd: [{ header: { key: 'x-dest', value: 'blue' } }], requestHeadersToRemove: ['x-remove-me'] } } },
+                      { weight: 1, destination: ref('green'), options: { headerManipulation: { requestHeadersToAdd: [{ header: { key: 'x-dest', value: 'green' } }], responseHeadersToAdd: [{ header: { key: 'x-served-by', value: 'green' }, append: false }] } } },
+                    ],
+                  },
+                },
+              },
             ],
           },
         },
@@ -136,6 +149,22 @@ describe('routeAction.multi', () => {
     expect(counts.blue).toBeLessThan(380);
     expect(counts.green).toBeGreaterThan(20);
     expect(counts.grey).toBeUndefined();
+  });
+});
+
+describe('routeAction.multi with per-destination options.headerManipulation', () => {
+  it('each destination adds its own headers after the route\'s, in both directions', async () => {
+    const seen = new Set<string>();
+    for (let i = 0; i < 40; i++) {
+      const r = await send(gatehouse.url, { path: '/per-destination', headers: { host: 'shop.test:8080', 'x-remove-me': 'yes' } });
+      const echo = JSON.parse(r.body) as Echo;
+      seen.add(echo.upstream);
+      expect(echo.headers['x-dest']).toBe(echo.upstream);
+      expect(echo.headers['x-route']).toBe('canary');
+      expect(echo.headers['x-remove-me']).toBe(echo.upstream === 'blue' ? undefined : 'yes');
+      expect(r.headers['x-served-by']).toBe(echo.upstream === 'green' ? 'green' : 'route');
+    }
+    expect([...seen].sort()).toEqual(['blue', 'green']);
   });
 });
 

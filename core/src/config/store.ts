@@ -323,6 +323,7 @@ function routeReferences(routes: readonly RouteSpec[], base: PathSegment[], out:
     if (route.routeAction?.upstreamGroup) out.push({ kind: 'UpstreamGroup', ref: route.routeAction.upstreamGroup, path: [...at, 'routeAction', 'upstreamGroup'] });
     route.routeAction?.multi?.destinations.forEach((d, j) => {
       if (d.destination.upstream) out.push({ kind: 'Upstream', ref: d.destination.upstream, path: [...at, 'routeAction', 'multi', 'destinations', j, 'destination', 'upstream'] });
+      headerSecretRefs(d.options?.headerManipulation, [...at, 'routeAction', 'multi', 'destinations', j, 'options'], out);
     });
     if (route.graphqlApiRef) out.push({ kind: 'GraphQLApi', ref: route.graphqlApiRef, path: [...at, 'graphqlApiRef'] });
     if (route.options?.extauth?.configRef) out.push({ kind: 'AuthConfig', ref: route.options.extauth.configRef, path: [...at, 'options', 'extauth', 'configRef'] });

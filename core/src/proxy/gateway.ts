@@ -255,6 +255,7 @@ export class Gateway {
       const roll = Math.random() * destination.total;
       const choice = destination.choices.find((c) => roll < c.upTo) ?? destination.choices[destination.choices.length - 1]!;
       destination = { kind: 'upstream', cluster: choice.cluster, latency: choice.latency };
+      if (choice.headers) route = { ...route, requestHeaders: choice.headers.request, responseHeaders: choice.headers.response };
     }
     const upgrade = pendingUpgrade(req);
     if (upgrade) {

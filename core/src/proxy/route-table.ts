@@ -29,7 +29,12 @@ export type Destination =
   | { readonly kind: 'upstream'; readonly cluster: UpstreamCluster; readonly latency: HistogramChild }
   | { readonly kind: 'graphql'; readonly apiKey: string }
   /** `routeAction.multi`: clusters with cumulative weights; a request picks one in proportion. */
-  | { readonly kind: 'weighted'; readonly choices: readonly { readonly upTo: number; readonly cluster: UpstreamCluster; readonly latency: HistogramChild }[]; readonly total: number }
+  | {
+      readonly kind: 'weighted';
+      /** `headers`: the destination's own header changes merged after the route's (Gloo's per-destination headerManipulation). */
+      readonly choices: readonly { readonly upTo: number; readonly cluster: UpstreamCluster; readonly latency: HistogramChild; readonly headers?: { readonly request: HeaderOps; readonly response: HeaderOps } | undefined }[];
+      readonly total: number;
+    }
   | { readonly kind: 'redirect'; readonly redirect: CompiledRedirect }
   | { readonly kind: 'direct'; readonly status: number; readonly body: string }
   /** The destination could not be built (a bug or a value validation missed): answered 503, never a crash or a stale table. */
@@ -219,7 +224,7 @@ function compileRoute(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, 
     name,
     virtualHost: `${vs.namespace}/${vs.name}`,
     matchers: compileMatchers(spec.matchers),
-    destination: safeDestination(snapshot, owner, spec, options),
+    destination: safeDestination(snapshot, owner, spec, { ...options, headerSpecs: [vh.options?.headerManipulation, o.headerManipulation], secretOf }),
     timeoutMs: o.timeout ? durationMs(o.timeout) : DEFAULT_TIMEOUT_MS,
     // A route's retries replace the virtual host's (Gloo).
     retry: (o.retries ?? vh.options?.retries) ? compileRetry((o.retries ?? vh.options?.retries)!) : undefined,
@@ -242,7 +247,10 @@ function compileRoute(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, 
  * not make the whole table fail to build, which silently kept the previous table serving while
  * status showed the new configuration (issue 17 finding 4).
  */
-function safeDestination(snapshot: ConfigSnapshot, vs: RouteOwner, spec: RouteSpec, options: RouteTableOptions): Destination {
+/** What a destination needs beyond the table's options: the route's header changes, for per-destination ones to extend. */
+type DestinationOptions = RouteTableOptions & { headerSpecs?: Parameters<typeof compileHeaderOps>[0]; secretOf?: Parameters<typeof compileHeaderOps>[2] };
+
+function safeDestination(snapshot: ConfigSnapshot, vs: RouteOwner, spec: RouteSpec, options: DestinationOptions): Destination {
   try {
     return compileDestination(snapshot, vs, spec, options);
   } catch (error) {
@@ -252,7 +260,7 @@ function safeDestination(snapshot: ConfigSnapshot, vs: RouteOwner, spec: RouteSp
   }
 }
 
-function compileDestination(snapshot: ConfigSnapshot, vs: RouteOwner, spec: RouteSpec, options: RouteTableOptions): Destination {
+function compileDestination(snapshot: ConfigSnapshot, vs: RouteOwner, spec: RouteSpec, options: DestinationOptions): Destination {
   if (spec.graphqlApiRef) return { kind: 'graphql', apiKey: refKeyOf('GraphQLApi', spec.graphqlApiRef, vs.namespace) };
   if (spec.directResponseAction) return { kind: 'direct', status: spec.directResponseAction.status, body: spec.directResponseAction.body ?? '' };
   if (spec.redirectAction) return { kind: 'redirect', redirect: compileRedirect(spec.redirectAction) };
@@ -268,7 +276,10 @@ function compileDestination(snapshot: ConfigSnapshot, vs: RouteOwner, spec: Rout
       .map((d) => {
         const one = clusterFor(snapshot, vs, d.destination, options);
         total += d.weight;
-        return { upTo: total, cluster: one, latency: metrics.upstreamLatency.labels(one.name) };
+        const own = 'options' in d ? d.options?.headerManipulation : undefined;
+        const specs = [...(options.headerSpecs ?? []), own];
+        const headers = own ? { request: compileHeaderOps(specs, 'request', options.secretOf), response: compileHeaderOps(specs, 'response', options.secretOf) } : undefined;
+        return { upTo: total, cluster: one, latency: metrics.upstreamLatency.labels(one.name), headers };
       });
     if (choices.length === 0) return { kind: 'unavailable', reason: 'every destination of routeAction.multi has weight 0' };
     return { kind: 'weighted', choices, total };

@@ -83,6 +83,7 @@ export function checkRoutes(routes: readonly RouteSpec[], base: (string | number
     for (const d of checkDelegatingRoute(route, false)) out.push(ctx.at([...at, ...d.path], ConfigCodes.DELEGATION, d.message));
     retryOn(route.options?.retries, [...at, 'options', 'retries']);
     headerValues(route.options?.headerManipulation, [...at, 'options']);
+    route.routeAction?.multi?.destinations.forEach((d, j) => headerValues(d.options?.headerManipulation, [...at, 'routeAction', 'multi', 'destinations', j, 'options']));
     route.options?.lbHash?.hashPolicies.forEach((policy, j) => {
       if (policy.cookie?.ttl !== undefined) {
         out.push(ctx.at([...at, 'options', 'lbHash', 'hashPolicies', j, 'cookie', 'ttl'], ConfigCodes.IGNORED, 'the cookie is not generated: requests without it get no key from this policy (Envoy sets the cookie when ttl is given)', 'warning'));

@@ -142,7 +142,15 @@ const Destination = Strict(
 
 /** Gloo's `routeAction.multi`: destinations picked per request in proportion to their weights. */
 const MultiDestination = Strict({
-  destinations: Type.Array(Strict({ weight: Type.Integer({ minimum: 0, maximum: 1_000_000 }), destination: Destination }), { minItems: 1, maxItems: 256 }),
+  destinations: Type.Array(
+    Strict({
+      weight: Type.Integer({ minimum: 0, maximum: 1_000_000 }),
+      destination: Destination,
+      /** Gloo's WeightedDestinationOptions: header changes for requests sent to this destination (applied after the route's). */
+      options: Type.Optional(Strict({ headerManipulation: Type.Optional(HeaderManipulation) })),
+    }),
+    { minItems: 1, maxItems: 256 },
+  ),
 });
 
 /** Gloo's (Envoy's) RedirectAction: answer with a redirect built from the request. */
