@@ -124,6 +124,25 @@ describe.skipIf(!KUBE || KUBE instanceof Error)('gatehouse install render and th
     expect(perNamespace.filter((o) => o.kind === 'Role').map((o) => o.metadata!.namespace).sort()).toEqual(['edge', 'team-a', 'team-a', 'team-b', 'team-b']);
     expect(perNamespace.some((o) => o.kind === 'ClusterRole')).toBe(false);
     await acceptAll(perNamespace);
+
+    // Created for real, the RBAC grants what the kube source does (SPEC 2.1), where it does, and no more.
+    for (const o of perNamespace) if (['ServiceAccount', 'Role', 'RoleBinding'].includes(o.kind)) await kube.apply(o);
+    const can = async (component: string, verb: string, namespace: string, group: string, resource: string, subresource = '') => {
+      const review = { apiVersion: 'authorization.k8s.io/v1', kind: 'SubjectAccessReview', spec: { user: `system:serviceaccount:edge:gatehouse-${component}`, resourceAttributes: { verb, namespace, group, resource, subresource } } };
+      const answer = await kube.request('POST', '/apis/authorization.k8s.io/v1/subjectaccessreviews', review);
+      expect(answer.status).toBe(201);
+      return (answer.json as { status: { allowed: boolean } }).status.allowed;
+    };
+    expect(await can('gateway', 'watch', 'team-a', 'gateway.gatehouse.dev', 'virtualservices')).toBe(true);
+    expect(await can('gateway', 'list', 'team-b', 'gloo.solo.io', 'upstreams')).toBe(true);
+    expect(await can('gateway', 'patch', 'team-a', 'gateway.gatehouse.dev', 'virtualservices', 'status')).toBe(true);
+    expect(await can('gateway', 'update', 'edge', 'coordination.k8s.io', 'leases')).toBe(true);
+    expect(await can('gateway', 'list', 'discovery-elsewhere', 'gateway.gatehouse.dev', 'virtualservices')).toBe(false);
+    expect(await can('gateway', 'update', 'team-a', 'gateway.gatehouse.dev', 'virtualservices')).toBe(false);
+    expect(await can('extauth', 'list', 'team-b', 'enterprise.gatehouse.dev', 'authconfigs')).toBe(true);
+    expect(await can('extauth', 'get', 'team-b', '', 'secrets')).toBe(true);
+    expect(await can('extauth', 'patch', 'team-a', 'enterprise.gatehouse.dev', 'authconfigs', 'status')).toBe(false);
+    expect(await can('extauth', 'delete', 'team-a', '', 'secrets')).toBe(false);
   });
 
   it('stores every example manifest of our kinds exactly as written (no field pruned by the structural schemas)', async () => {
