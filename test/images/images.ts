@@ -8,6 +8,8 @@ import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { IContainer } from 'kubernetes-models/v1/Container';
+import type { IPodSpec } from 'kubernetes-models/v1/PodSpec';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -108,4 +110,58 @@ export async function removeDanglingImages(): Promise<void> {
     // --no-prune: podman would otherwise take every untagged parent along, the cache in use included.
     if ((await podman(['rmi', '--no-prune', ...stale], { check: false })).code !== 0) return;
   }
+}
+
+/** Where a pod's volumes live on the host: volume name -> directory (emptyDirs and ConfigMaps alike). */
+export type PodVolumes = Record<string, string>;
+
+/**
+ * `podman run` arguments (after `run`) for one container of a pod spec, as the kubelet would run
+ * it, on the host network: the pod's and the container's securityContext (user, group, fsGroup as a
+ * supplementary group, read-only root with no tmpfs of podman's own, dropped capabilities,
+ * no-new-privileges, the runtime's default seccomp), env, the volume mounts (each volume a host
+ * directory from `volumes`; `readOnly` kept), image, command and args. Anything the emulation
+ * cannot honour (ports other than through args, probes aside) is an error rather than ignored.
+ */
+export function podmanRunArgs(pod: IPodSpec, container: IContainer, volumes: PodVolumes): string[] {
+  const podSecurity = pod.securityContext ?? {};
+  const security = container.securityContext ?? {};
+  const user = security.runAsUser ?? podSecurity.runAsUser;
+  const group = security.runAsGroup ?? podSecurity.runAsGroup;
+  const out = ['--network', 'host'];
+  if (user !== undefined) out.push('--user', group !== undefined ? `${user}:${group}` : String(user));
+  if ((security.runAsNonRoot ?? podSecurity.runAsNonRoot) && !user) throw new Error(`${container.name}: runAsNonRoot without a non-zero runAsUser cannot be checked here`);
+  if (podSecurity.fsGroup !== undefined) out.push('--group-add', String(podSecurity.fsGroup));
+  // podman mounts tmpfs on /tmp, /run and /var/tmp of a read-only container unless told not to; the kubelet does not.
+  if (security.readOnlyRootFilesystem) out.push('--read-only', '--read-only-tmpfs=false');
+  for (const cap of security.capabilities?.drop ?? []) out.push('--cap-drop', cap);
+  for (const cap of security.capabilities?.add ?? []) out.push('--cap-add', cap);
+  if (security.allowPrivilegeEscalation === false) out.push('--security-opt', 'no-new-privileges');
+  const seccomp = security.seccompProfile?.type ?? podSecurity.seccompProfile?.type;
+  if (seccomp && seccomp !== 'RuntimeDefault') throw new Error(`${container.name}: seccomp profile ${seccomp} is not emulated`);
+  if (security.privileged) throw new Error(`${container.name}: privileged containers are not emulated`);
+  for (const variable of container.env ?? []) {
+    if (variable.valueFrom) throw new Error(`${container.name}: env ${variable.name} from ${Object.keys(variable.valueFrom).join(', ')} is not emulated`);
+    out.push('--env', `${variable.name}=${variable.value ?? ''}`);
+  }
+  for (const mount of container.volumeMounts ?? []) {
+    const volume = pod.volumes?.find((v) => v.name === mount.name);
+    if (!volume) throw new Error(`${container.name} mounts ${mount.name}, which the pod does not define`);
+    if (!volume.emptyDir && !volume.configMap && !volume.secret) throw new Error(`volume ${mount.name}: only emptyDir, configMap and secret are emulated`);
+    const host = volumes[mount.name];
+    if (!host) throw new Error(`volume ${mount.name} has no host directory`);
+    if (mount.subPath) throw new Error(`${container.name}: subPath mounts are not emulated`);
+    // ConfigMaps and Secrets are read-only in a pod whatever the mount says.
+    const readOnly = mount.readOnly || !volume.emptyDir;
+    out.push('--volume', `${host}:${mount.mountPath}${readOnly ? ':ro' : ''}`);
+  }
+  if (container.command) out.push('--entrypoint', JSON.stringify(container.command));
+  out.push(container.image!, ...(container.args ?? []));
+  return out;
+}
+
+/** `args` with `--flag VALUE` set to `value` (replaced where present, else appended). */
+export function withFlag(args: readonly string[], flag: string, value: string): string[] {
+  const at = args.indexOf(flag);
+  return at === -1 ? [...args, flag, value] : [...args.slice(0, at + 1), value, ...args.slice(at + 2)];
 }

@@ -1,14 +1,17 @@
 import { randomBytes } from 'node:crypto';
-import { chmod, mkdir, readdir, readFile, rm, stat } from 'node:fs/promises';
+import { chmod, mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { IDeployment } from 'kubernetes-models/apps/v1/Deployment';
+import type { IPodSpec } from 'kubernetes-models/v1/PodSpec';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseAllDocuments, stringify } from 'yaml';
 import { makeConfigDir, manifests, type ConfigDir } from '../support/config-dir.ts';
 import { eventually, send } from '../support/http.ts';
 import { freePort } from '../support/ports.ts';
 import { startEcho, type Echo, type TestServer } from '../support/upstream.ts';
 import { cleanEnv, runCli } from '../oci/helpers/cli.ts';
-import { buildImage, imageSize, missingImageTools, podman, removeDanglingImages } from './images.ts';
+import { buildImage, imageSize, missingImageTools, podman, podmanRunArgs, removeDanglingImages, withFlag } from './images.ts';
 
 const VERSION = (JSON.parse(await readFile(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 const ENTRY = new URL('../../plugins/required-header/src/index.ts', import.meta.url).pathname;
@@ -22,11 +25,12 @@ if (missing) {
 }
 
 /**
- * Issue 13 item 4: the images built from images/*.Dockerfile, run the way the extauth pod of
- * `gatehouse install render` runs them, as real containers on the host network. The RequiredHeader
- * plugin image (built with `--base` the init image) is the init container and fills a shared
- * volume; extauth loads the plugin from it; a gateway container asks extauth and proxies to an
- * upstream on 127.0.0.1.
+ * Issue 13 item 4: the images built from images/*.Dockerfile, run as real containers on the host
+ * network the way the pods of `gatehouse install render` run them (podmanRunArgs: securityContext,
+ * env, volumes, args; only the ports and bind address changed to free 127.0.0.1 ones). The RequiredHeader
+ * plugin image (built with `--base` the init image) is the extauth pod's init container and fills
+ * the shared emptyDir; extauth loads the plugin from it; the gateway pod asks extauth and proxies to
+ * an upstream on 127.0.0.1.
  */
 describe.skipIf(missing !== undefined)('the images as a pod', () => {
   const run = randomBytes(4).toString('hex');
@@ -53,7 +57,7 @@ describe.skipIf(missing !== undefined)('the images as a pod', () => {
   const startContainer = async (name: string, args: string[]): Promise<string> => {
     const full = `gh-pod-${run}-${name}`;
     containers.push(full);
-    await podman(['run', '--detach', '--name', full, '--network', 'host', ...args]);
+    await podman(['run', '--detach', '--name', full, ...args]);
     return full;
   };
   const logsOf = async (container: string): Promise<string> => {
@@ -113,9 +117,10 @@ describe.skipIf(missing !== undefined)('the images as a pod', () => {
     console.info(`image sizes (MB): gateway ${(sizes.gateway / 1e6).toFixed(0)}, init ${(sizes.init / 1e6).toFixed(0)}`);
   }, 900_000);
 
-  it('runs the RequiredHeader plugin image as the init container, then extauth and gateway containers that enforce it', async () => {
+  it('runs the extauth and gateway pods of install render: the RequiredHeader plugin image as init container, then extauth and gateway enforcing it', async () => {
     const env = cleanEnv();
-    // 1. The plugin image, on top of the init image (exported as an OCI layout for --base).
+    // 1. The plugin image, on top of the init image (exported as an OCI layout for --base), under
+    //    the name the values below give it.
     const compiled = join(work, 'compiled-auth-plugins');
     const build = await runCli('gatehouse-plugin', ['build', ENTRY, '--name', 'RequiredHeader', '--out', compiled], { env });
     expect(build.code, build.stderr).toBe(0);
@@ -126,21 +131,37 @@ describe.skipIf(missing !== undefined)('the images as a pod', () => {
     expect(image.code, image.stderr).toBe(0);
     const plugin = (await podman(['pull', '--quiet', `oci:${pluginLayout}:${VERSION}`])).stdout.trim();
     pluginImage = plugin;
+    await podman(['tag', plugin, `localhost/plugins/required-header:${VERSION}`]);
     const labels = JSON.parse((await podman(['image', 'inspect', '--format', '{{json .Labels}}', plugin])).stdout) as Record<string, string>;
     expect(labels['dev.gatehouse.plugins']).toBe('RequiredHeader');
 
-    // 2. The pod's emptyDir: a host directory, world-writable like the kubelet makes it.
-    const volume = join(work, 'auth-plugins');
-    await mkdir(volume);
-    await chmod(volume, 0o777);
-    const init = await timed('init container', () => podman(['run', '--rm', '--network', 'host', '--name', `gh-pod-${run}-init`, '--volume', `${volume}:/auth-plugins`, plugin], { check: false }));
-    expect(init.code, init.stderr).toBe(0);
-    expect((await readdir(volume)).sort()).toEqual(['RequiredHeader.js', 'RequiredHeader.js.map']);
-    expect(await readFile(join(volume, 'RequiredHeader.js'), 'utf8')).toBe(await readFile(join(compiled, 'RequiredHeader.js'), 'utf8'));
-    // Written by the image's user, not root.
-    expect((await stat(join(volume, 'RequiredHeader.js'))).uid).toBe(RUN_AS);
+    // 2. The pods, as `gatehouse install render` writes them for these values.
+    const values = join(work, 'values.yaml');
+    await writeFile(values, stringify({
+      image: { registry: 'localhost', repository: 'gatehouse' },
+      global: { extensions: { extAuth: { plugins: { RequiredHeader: { image: { registry: 'localhost', repository: 'plugins/required-header' } } } } } },
+    }));
+    const render = await runCli('gatehouse', ['install', 'render', '--values', values], { env });
+    expect(render.code, render.stderr).toBe(0);
+    const deployments = parseAllDocuments(render.stdout).map((d) => d.toJS() as IDeployment).filter((d) => d?.kind === 'Deployment');
+    const podOf = (name: string): IPodSpec => {
+      const spec = deployments.find((d) => d.metadata?.name === name)?.spec?.template.spec;
+      if (!spec) throw new Error(`install render wrote no Deployment ${name}`);
+      return spec;
+    };
+    const extauthPod = podOf('extauth');
+    const gatewayPod = podOf('gateway');
+    expect(extauthPod.initContainers?.map((c) => c.image)).toEqual([`localhost/plugins/required-header:${VERSION}`]);
+    expect([extauthPod.containers[0]!.image, gatewayPod.containers[0]!.image]).toEqual([gatewayImage, gatewayImage]);
 
-    // 3. extauth and gateway from the gateway image, config mounted read-only (readable by uid 10001).
+    // Host directories for the volumes: emptyDirs world-writable as the kubelet makes them, the
+    // ConfigMap a config directory readable by uid 10001 (mounted read-only).
+    const emptyDir = async (name: string): Promise<string> => {
+      const dir = join(work, name);
+      await mkdir(dir);
+      await chmod(dir, 0o777);
+      return dir;
+    };
     config = await makeConfigDir({
       'upstream.yaml': manifests.upstream('echo', [{ addr: '127.0.0.1', port: echo.port }]),
       'auth.yaml': manifests.authConfig('required-header', [{ pluginAuth: { name: 'RequiredHeader', config: { RequiredHeader: 'x-team', AllowedValues: ['blue', 'green'] } } }]),
@@ -151,27 +172,58 @@ describe.skipIf(missing !== undefined)('the images as a pod', () => {
       }),
     });
     await chmod(config.path, 0o755);
-    const mountConfig = ['--volume', `${config.path}:/etc/gatehouse/config:ro`];
+    const extauthVolumes = { 'auth-plugins': await emptyDir('extauth-auth-plugins'), tmp: await emptyDir('extauth-tmp'), config: config.path };
+    const gatewayVolumes = { tmp: await emptyDir('gateway-tmp'), config: config.path };
+
+    // 3. The init container: a tag other than the gateway version is refused and writes nothing;
+    //    as rendered, it exits 0 and leaves the plugin in the shared volume, written as uid 10001.
+    const initContainer = extauthPod.initContainers![0]!;
+    const wrongTag = { ...initContainer, args: withFlag(initContainer.args!, '--tag', '0.0.0-wrong') };
+    const refused = await podman(['run', '--rm', '--name', `gh-pod-${run}-init-wrong`, ...podmanRunArgs(extauthPod, wrongTag, extauthVolumes)], { check: false });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('GH_INIT_TAG_MISMATCH');
+    expect(await readdir(extauthVolumes['auth-plugins'])).toEqual([]);
+    const init = await timed('init container', () => podman(['run', '--rm', '--name', `gh-pod-${run}-init`, ...podmanRunArgs(extauthPod, initContainer, extauthVolumes)], { check: false }));
+    expect(init.code, init.stderr).toBe(0);
+    const pluginDir = extauthVolumes['auth-plugins'];
+    expect((await readdir(pluginDir)).sort()).toEqual(['RequiredHeader.js', 'RequiredHeader.js.map']);
+    expect(await readFile(join(pluginDir, 'RequiredHeader.js'), 'utf8')).toBe(await readFile(join(compiled, 'RequiredHeader.js'), 'utf8'));
+    expect((await stat(join(pluginDir, 'RequiredHeader.js'))).uid).toBe(RUN_AS);
+
+    // 4. extauth and gateway, read-only roots and all, on free 127.0.0.1 ports instead of the pod's own.
     const [extauthPort, port, httpsPort, adminPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
+    const local = (args: string[], ports: Record<string, number | string>): string[] =>
+      Object.entries({ '--host': '127.0.0.1', ...ports }).reduce((a, [flag, value]) => withFlag(a, flag, String(value)), args);
+    const extauthContainer = extauthPod.containers[0]!;
     const extauth = await timed('extauth start', async () => {
-      const name = await startContainer('extauth', [...mountConfig, '--volume', `${volume}:/auth-plugins:ro`, gatewayImage, 'extauth', '--config-dir', '/etc/gatehouse/config', '--plugin-dir', '/auth-plugins', '--host', '127.0.0.1', '--port', String(extauthPort)]);
+      const name = await startContainer('extauth', podmanRunArgs(extauthPod, { ...extauthContainer, args: local(extauthContainer.args!, { '--port': extauthPort }) }, extauthVolumes));
       await waitForLog(name, (l) => l.msg === 'received new auth configuration' && Array.isArray(l.ids) && (l.ids as string[]).includes('default.required-header'), 'extauth loading the plugin');
       return name;
     });
+    const gatewayContainer = gatewayPod.containers[0]!;
+    const readiness = gatewayContainer.readinessProbe?.httpGet?.path;
+    expect(readiness).toBe('/readyz');
     const gateway = await timed('gateway start', async () => {
-      const name = await startContainer('gateway', [...mountConfig, gatewayImage, 'gateway', '--config-dir', '/etc/gatehouse/config', '--extauth-address', `127.0.0.1:${extauthPort}`, '--host', '127.0.0.1', '--port', String(port), '--https-port', String(httpsPort), '--admin-port', String(adminPort)]);
+      // --extauth-timeout: the first check after start (gRPC connect, first plugin call) took 140-240 ms
+      // here on a busy 2-core machine, against the 200 ms default; this test is about enforcement.
+      const args = local(gatewayContainer.args!, { '--port': port, '--https-port': httpsPort, '--admin-port': adminPort, '--admin-host': '127.0.0.1', '--extauth-address': `127.0.0.1:${extauthPort}`, '--extauth-timeout': '2s' });
+      const name = await startContainer('gateway', podmanRunArgs(gatewayPod, { ...gatewayContainer, args }, gatewayVolumes));
       await waitForLog(name, (l) => l.msg === 'listening', 'the gateway listening');
+      // The rendered readiness probe, against the admin port.
+      await eventually(async () => (await send(`http://127.0.0.1:${adminPort}`, { path: readiness })).status === 200, 30_000, 100);
       return name;
     });
     for (const container of [extauth, gateway]) {
-      const user = (await podman(['exec', container, 'id', '-u'])).stdout.trim();
-      expect(user).toBe(String(RUN_AS));
+      expect((await podman(['exec', container, 'id', '-u'])).stdout.trim()).toBe(String(RUN_AS));
+      // readOnlyRootFilesystem holds: the root is not writable, the tmp emptyDir is.
+      expect((await podman(['exec', container, 'touch', '/app/x'], { check: false })).stderr).toContain('Read-only file system');
+      expect((await podman(['exec', container, 'touch', '/tmp/x'], { check: false })).code).toBe(0);
     }
 
-    // 4. Traffic: only to 127.0.0.1.
+    // 5. Traffic: only to 127.0.0.1.
     const url = `http://127.0.0.1:${port}`;
-    const allowed = await send(url, { path: '/hello', headers: { host: 'app.test', 'x-team': 'blue' } });
-    expect(allowed.status, allowed.body).toBe(200);
+    const allowed = await timed('first request', () => send(url, { path: '/hello', headers: { host: 'app.test', 'x-team': 'blue' } }));
+    expect(allowed.status, `${allowed.body}\nextauth:\n${await logsOf(extauth)}\ngateway:\n${await logsOf(gateway)}`).toBe(200);
     const seen = JSON.parse(allowed.body) as Echo;
     expect(seen.url).toBe('/hello');
     expect(seen.headers['x-team']).toBe('blue');
