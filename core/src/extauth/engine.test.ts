@@ -7,6 +7,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { authConfig, basic, captureLogger, checkRequest, htpasswdApr1, snapshotter } from '../../../test/extauth/support.ts';
 import { extAuthChecks } from './checks.ts';
 import { AuthEngine } from './engine.ts';
+import { pluginDir } from './plugins/test-support.ts';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 
 const alice = htpasswdApr1('alice', 'wonderland');
 const alice2 = htpasswdApr1('alice', 'looking-glass');
@@ -110,6 +113,38 @@ describe('AuthEngine', () => {
       await engine?.close();
       engine = undefined;
       await rm(pluginDir, { recursive: true, force: true });
+    }
+  });
+
+  it('builds an AuthConfig whose plugin Start failed again with backoff, and serves it once Start succeeds, with no config change', async () => {
+    // A JWKS-like document server that is down at first (Start's fetch is refused).
+    let up = false;
+    const server = createServer((_req, res) => (up ? res.end('keys') : res.destroy()));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const plugins = await pluginDir([{ entry: new URL('./plugins/fixtures/host-api.ts', import.meta.url), name: 'HostApi' }]);
+    try {
+      const { logger, lines } = captureLogger();
+      engine = new AuthEngine({ logger, pluginDir: plugins.dir });
+      const step = { pluginAuth: { name: 'HostApi', exportedSymbolName: 'StartFetch', config: { Url: base }, egress: [{ url: base }] } };
+      await engine.update(snapshotter()([authConfig('starting', [step])]));
+      const request = checkRequest('default.starting');
+      expect(await engine.check(request)).toEqual(FORBIDDEN);
+      expect(lines.some((l) => l.code === 'GH_EXTAUTH_STEP_BUILD' && Array.isArray(l.configs) && l.retryInMs === 1000)).toBe(true);
+      up = true;
+      const started = Date.now();
+      let decision = await engine.check(request);
+      while (!decision.allowed && Date.now() - started < 10_000) {
+        await new Promise((r) => setTimeout(r, 100));
+        decision = await engine.check(request);
+      }
+      expect(decision).toMatchObject({ allowed: true, headersToSet: [{ key: 'x-started', value: 'keys' }] });
+    } finally {
+      await engine?.close();
+      engine = undefined;
+      await plugins.remove();
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
     }
   });
 

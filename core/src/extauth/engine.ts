@@ -59,6 +59,9 @@ export class AuthEngine {
   /** Why AuthConfigs present in the source are not served (rejected, never accepted). */
   private rejected: ReadonlyMap<string, string> = new Map();
   private updating: Promise<void> = Promise.resolve();
+  private retry: NodeJS.Timeout | undefined;
+  private latest: ConfigSnapshot | undefined;
+  private retryDelayMs = 0;
   private loaded = false;
   private closed = false;
   private readonly logger: Logger;
@@ -91,6 +94,7 @@ export class AuthEngine {
 
   /** Applies a snapshot. Updates run one after another, in call order. */
   update(snapshot: ConfigSnapshot): Promise<void> {
+    this.latest = snapshot;
     const run = this.updating.then(() => this.apply(snapshot));
     this.updating = run.catch(() => {});
     return run;
@@ -120,6 +124,26 @@ export class AuthEngine {
     this.loaded = true;
     this.logger.info({ generation: snapshot.generation, count: ids.length, ids }, 'received new auth configuration');
     this.swap(next);
+    this.scheduleRetry(snapshot, [...next.values()].filter((e) => !e.chain).map((e) => configIdOf(e.resource)));
+  }
+
+  /**
+   * AuthConfigs that failed to build are built again with backoff (1 s doubling to 30 s) until
+   * they succeed or the configuration changes: a plugin's Start may fail for a passing reason (an
+   * identity provider still starting, a deadline missed on a loaded machine), and requests must
+   * not stay denied until someone edits the resource. Requests are denied (fail closed) meanwhile.
+   */
+  private scheduleRetry(snapshot: ConfigSnapshot, failed: readonly string[]): void {
+    clearTimeout(this.retry);
+    if (failed.length === 0 || this.closed) {
+      this.retryDelayMs = 0;
+      return;
+    }
+    this.retryDelayMs = Math.min(this.retryDelayMs ? this.retryDelayMs * 2 : 1_000, 30_000);
+    this.logger.warn({ code: ExtAuthCodes.STEP_BUILD, configs: failed, retryInMs: this.retryDelayMs }, 'building these AuthConfigs failed; trying again');
+    // The newest snapshot, never an older one: a retry that fires while a newer update runs must not undo it.
+    this.retry = setTimeout(() => void (this.latest === snapshot ? this.update(snapshot) : Promise.resolve()).catch(() => {}), this.retryDelayMs);
+    this.retry.unref();
   }
 
   /**
@@ -203,6 +227,7 @@ export class AuthEngine {
 
   /** Closes every chain (after pending updates). */
   async close(): Promise<void> {
+    clearTimeout(this.retry);
     await this.updating;
     this.closed = true;
     const chains = [...this.entries.values()].flatMap((e) => (e.chain ? [e.chain] : []));

@@ -91,11 +91,18 @@ describe('bufferRequestBody', () => {
   test('a client that leaves mid-body: aborted, nothing held', async () => {
     let resolveResult: (r: BufferedBody | BufferFailure) => void;
     const result = new Promise<BufferedBody | BufferFailure>((r) => (resolveResult = r));
-    const port = await serve((req) => void bufferRequestBody(req, 100_000, false).then(resolveResult));
+    let arrived!: () => void;
+    const reading = new Promise<void>((r) => (arrived = r));
+    const port = await serve((req) => {
+      arrived();
+      void bufferRequestBody(req, 100_000, false).then(resolveResult);
+    });
     const req = request({ port, method: 'POST', agent: false, headers: { 'content-length': '50000' } });
     req.on('error', () => {});
     req.write(bytes(10_000));
-    setTimeout(() => req.destroy(), 50);
+    // Leave once the server is reading this body (a fixed delay lost the race on a loaded machine: nothing had arrived yet).
+    await reading;
+    req.destroy();
     expect(await result).toBe('aborted');
   });
 });
