@@ -71,12 +71,19 @@ export async function startGatehouse(command: 'run' | 'gateway' | 'extauth', arg
     });
   };
 
-  const listening = await Promise.race([
-    waitForLog((l) => l.msg === 'listening', options.timeoutMs ?? 15_000),
-    exited.then((code) => {
-      throw new Error(`gatehouse ${command} exited with ${code} before listening:\n${stderr}\n${logs.map((l) => JSON.stringify(l)).join('\n')}`);
-    }),
-  ]);
+  let listening: Record<string, unknown>;
+  try {
+    listening = await Promise.race([
+      waitForLog((l) => l.msg === 'listening', options.timeoutMs ?? 15_000),
+      exited.then((code) => {
+        throw new Error(`gatehouse ${command} exited with ${code} before listening:\n${stderr}\n${logs.map((l) => JSON.stringify(l)).join('\n')}`);
+      }),
+    ]);
+  } catch (error) {
+    // A process that never came up must not outlive the test (it would keep ports and retry forever).
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    throw error;
+  }
   const port = listening.port as number;
   const adminPort = listening.adminPort as number | undefined;
   return {
