@@ -180,7 +180,7 @@ export async function startKubeApiServer(options: KubeApiServerOptions = {}): Pr
   process.once('exit', cleanup);
   const processes: Managed[] = [];
   const stopAll = async () => {
-    for (const p of processes.reverse()) await p.stop();
+    for (const p of [...processes].reverse()) await p.stop();
     process.off('exit', cleanup);
     await rm(dir, { recursive: true, force: true });
   };
