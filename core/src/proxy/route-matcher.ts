@@ -72,7 +72,8 @@ function compileMatcher(spec: MatcherSpec): CompiledMatcher {
     segment = segmentOfLiteral(literal);
   } else {
     const prefix = norm(spec.prefix ?? '/');
-    if (prefix !== '/' || !caseSensitive) add((req) => norm(req.path).startsWith(prefix));
+    if (!caseSensitive) add((req) => req.path.toLowerCase().startsWith(prefix));
+    else if (prefix !== '/') add((req) => req.path.startsWith(prefix));
     if (caseSensitive) segment = segmentOfLiteral(prefix);
     // Gloo: `prefixRewrite: ""` removes the prefix; a result without a leading slash gets one ("/foo" on "/foo" → "/").
     rewrite = (path, replacement) => {
@@ -113,17 +114,40 @@ function compileMatcher(spec: MatcherSpec): CompiledMatcher {
 
   // Stable sort: equal costs keep the spec's order.
   const tests = ranked.sort((a, b) => a.cost - b.cost).map((r) => r.test);
-  const matches = tests.length === 0 ? () => true : tests.length === 1 ? tests[0]! : (req: RequestLine) => tests.every((t) => t(req));
-  return { matches, rewrite, segment };
+  return { matches: allOf(tests), rewrite, segment };
 }
 
-const parsedQueries = new WeakMap<RequestLine, URLSearchParams>();
+/** Every test passes, in order. Short lists get their own closures: this runs for each candidate route of each request. */
+function allOf(tests: readonly ((req: RequestLine) => boolean)[]): (req: RequestLine) => boolean {
+  const [a, b, c] = tests;
+  switch (tests.length) {
+    case 0:
+      return () => true;
+    case 1:
+      return a!;
+    case 2:
+      return (req) => a!(req) && b!(req);
+    case 3:
+      return (req) => a!(req) && b!(req) && c!(req);
+    default:
+      return (req) => {
+        for (let i = 0; i < tests.length; i++) if (!tests[i]!(req)) return false;
+        return true;
+      };
+  }
+}
+
+/** The last request whose query was parsed: route matching runs one request at a time, so one entry is a full cache. */
+let parsedFor: RequestLine | undefined;
+let parsed: URLSearchParams | undefined;
 
 /** The request's query parameters, parsed once however many routes test them. */
 function queryParams(req: RequestLine): URLSearchParams {
-  let params = parsedQueries.get(req);
-  if (!params) parsedQueries.set(req, (params = new URLSearchParams(req.query)));
-  return params;
+  if (parsedFor !== req) {
+    parsed = new URLSearchParams(req.query);
+    parsedFor = req;
+  }
+  return parsed!;
 }
 
 /**
