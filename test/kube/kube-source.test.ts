@@ -5,6 +5,7 @@
  * restart never stops serving, and of two replicas exactly one writes status.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pluginDir } from '../../core/src/extauth/plugins/test-support.ts';
 import { renderCrds } from '../../core/src/install/crds.ts';
 import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
 import { eventually, send } from '../support/http.ts';
@@ -39,10 +40,11 @@ describe.skipIf(!KUBE)('the kube config source against a real API server', () =>
   let a: TestServer;
   let b: TestServer;
   let gatehouse: GatehouseProcess | undefined;
+  let plugins: { dir: string; remove(): Promise<void> };
 
   beforeAll(async () => {
     if (KUBE instanceof Error) throw KUBE;
-    [kube, a, b] = await Promise.all([startKubeApiServer(), startEcho('a'), startEcho('b')]);
+    [kube, a, b, plugins] = await Promise.all([startKubeApiServer(), startEcho('a'), startEcho('b'), pluginDir([{ entry: new URL('../../core/src/extauth/plugins/fixtures/host-api.ts', import.meta.url), name: 'HostApi' }])]);
     await kube.apply({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });
     for (const crd of renderCrds('gatehouse.dev', {})) {
       await kube.apply(crd as unknown as KubeObject);
@@ -52,7 +54,7 @@ describe.skipIf(!KUBE)('the kube config source against a real API server', () =>
 
   afterAll(async () => {
     await gatehouse?.stop();
-    await Promise.all([kube?.stop(), a?.close(), b?.close()]);
+    await Promise.all([kube?.stop(), a?.close(), b?.close(), plugins?.remove()]);
   });
 
   it('serves what is applied, reports status, keeps the last good version of a rejected one, and stops serving what is deleted', async () => {
@@ -60,7 +62,7 @@ describe.skipIf(!KUBE)('the kube config source against a real API server', () =>
     await kube.apply(virtualService('app', 'app.test', [toUpstream('a')]));
     // EndpointSlices may not hold loopback addresses: pods get documentation addresses (TEST-NET-1), dialled as 127.0.0.1.
     const resolve = ['--resolve', '192.0.2.10=127.0.0.1', '--resolve', '192.0.2.11=127.0.0.1'];
-    gatehouse = await startGatehouse('run', ['--kube', '--kubeconfig', kube.kubeconfig, ...resolve], { env: { POD_NAME: 'gatehouse-0', POD_NAMESPACE: NS } });
+    gatehouse = await startGatehouse('run', ['--kube', '--kubeconfig', kube.kubeconfig, '--plugin-dir', plugins.dir, ...resolve], { env: { POD_NAME: 'gatehouse-0', POD_NAMESPACE: NS } });
     const first = await send(gatehouse.url, { headers: { host: 'app.test' } });
     expect(first.status).toBe(200);
     expect((JSON.parse(first.body) as Echo).upstream).toBe('a');
@@ -110,6 +112,25 @@ describe.skipIf(!KUBE)('the kube config source against a real API server', () =>
     await eventually(async () => (await seen()) === 'first', 5_000);
     await kube.apply(secret('second'));
     await eventually(async () => (await seen()) === 'second', 5_000);
+  });
+
+  it("a changed Secret rotates a plugin's secret (pluginAuth.secretRefs)", async () => {
+    const secret = (value: string): KubeObject => ({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'plugin-key', namespace: NS }, type: 'Opaque', stringData: { 'api-key': value } });
+    await kube.apply(secret('first'));
+    await kube.apply({
+      apiVersion: 'enterprise.gatehouse.dev/v1',
+      kind: 'AuthConfig',
+      metadata: { name: 'secret-reader', namespace: NS },
+      spec: { configs: [{ pluginAuth: { name: 'HostApi', exportedSymbolName: 'SecretReader', secretRefs: { ApiKey: { name: 'plugin-key', key: 'api-key' } } } }] },
+    });
+    await kube.apply(virtualService('plugin-secret', 'plugin.test', [toUpstream('a')], { extauth: { configRef: { name: 'secret-reader', namespace: NS } } }));
+    const length = async () => {
+      const reply = await send(gatehouse!.url, { headers: { host: 'plugin.test' } });
+      return reply.status === 200 ? (JSON.parse(reply.body) as Echo).headers['x-secret-length'] : `status ${reply.status}`;
+    };
+    await eventually(async () => (await length()) === '5', 10_000);
+    await kube.apply(secret('rotated-value'));
+    await eventually(async () => (await length()) === '13', 10_000);
   });
 
   it("kube destinations follow the Service's ready EndpointSlice endpoints", async () => {

@@ -4,7 +4,7 @@ import type { Resource } from '../config/resource.ts';
 import { durationMs } from '../config/schema/common.ts';
 import type { ResourceRef } from '../config/schema/common.ts';
 import { domainsOf, type RouteSpec } from '../config/schema/virtual-service.ts';
-import { lookup, type ConfigSnapshot } from '../config/store.ts';
+import { lookup, referencesOf, type ConfigSnapshot } from '../config/store.ts';
 import { flattenRoutes, routeTablesOf } from '../config/delegation.ts';
 import { compileCors, type CompiledCors } from './cors.ts';
 import { compileHeaderOps, type HeaderOps } from './header-ops.ts';
@@ -169,21 +169,35 @@ export function compileRouteTable(snapshot: ConfigSnapshot, given: RouteTableOpt
   const virtualHosts: CompiledVirtualHost[] = [];
   const description: unknown[] = [];
   const vss = [...snapshot.resources.values()].filter((r): r is Resource<'VirtualService'> => r.kind === 'VirtualService');
+  const tables = routeTablesOf(snapshot.resources);
+  const cache = compiledCache(options.upstreams);
   for (const vs of vss) {
     const vh = vs.spec.virtualHost;
     const vhostName = `${vs.namespace}/${vs.name}`;
     // Delegated routes (RouteTables) in place of their delegating route; the store only serves a tree without cycles.
-    const flat = flattenRoutes(vs, routeTablesOf(snapshot.resources)).routes;
+    const flat = flattenRoutes(vs, tables).routes;
+    const deps = dependenciesOf(snapshot, vs, flat, [given.kubeResolver, given.kubeClusterDomain]);
+    const cached = cache.get(vs);
+    if (cached && sameDependencies(cached.deps, deps)) {
+      // Nothing this virtual host is built from changed: a reload costs what changed, not every route again.
+      for (const c of cached.clusters) clusters.add(c);
+      virtualHosts.push(cached.compiled);
+      for (const domain of domainsOf(vh)) (vs.spec.sslConfig ? tlsHosts : hosts).add(domain, cached.compiled);
+      description.push(cached.description);
+      continue;
+    }
+    const own = new Set<UpstreamCluster>();
     const routes = flat.map(({ spec, owner, index }) => {
       const route = compileRoute(snapshot, vs, owner, spec, index, options);
-      if (route.destination.kind === 'upstream') clusters.add(route.destination.cluster);
-      if (route.destination.kind === 'weighted') for (const choice of route.destination.choices) clusters.add(choice.cluster);
+      if (route.destination.kind === 'upstream') own.add(route.destination.cluster);
+      if (route.destination.kind === 'weighted') for (const choice of route.destination.choices) own.add(choice.cluster);
       return route;
     });
+    for (const c of own) clusters.add(c);
     const compiled: CompiledVirtualHost = { name: vhostName, routes, index: indexRoutes(routes) };
     virtualHosts.push(compiled);
     for (const domain of domainsOf(vh)) (vs.spec.sslConfig ? tlsHosts : hosts).add(domain, compiled);
-    description.push({
+    const described = {
       virtualService: vhostName,
       listener: vs.spec.sslConfig ? 'https' : 'http',
       domains: domainsOf(vh),
@@ -206,9 +220,58 @@ export function compileRouteTable(snapshot: ConfigSnapshot, given: RouteTableOpt
         timeoutMs: r.timeoutMs,
         auth: r.auth ?? null,
       })),
-    });
+    };
+    description.push(described);
+    cache.set(vs, { deps, compiled, clusters: [...own], description: described });
   }
   return { generation: snapshot.generation, hosts, tlsHosts, virtualHosts, clusters, description };
+}
+
+/** A compiled virtual host and what it was built from (resources by identity: served resources are immutable). */
+interface CachedVirtualHost {
+  readonly deps: readonly unknown[];
+  readonly compiled: CompiledVirtualHost;
+  readonly clusters: readonly UpstreamCluster[];
+  readonly description: unknown;
+}
+
+/** Compiled virtual hosts per upstream registry (their routes hold that registry's clusters), by VirtualService. */
+const compiledCaches = new WeakMap<UpstreamRegistry, WeakMap<Resource<'VirtualService'>, CachedVirtualHost>>();
+
+function compiledCache(upstreams: UpstreamRegistry): WeakMap<Resource<'VirtualService'>, CachedVirtualHost> {
+  let cache = compiledCaches.get(upstreams);
+  if (!cache) compiledCaches.set(upstreams, (cache = new WeakMap()));
+  return cache;
+}
+
+/**
+ * Everything a virtual host is compiled from: the VirtualService, the RouteTables its routes come
+ * from, every resource they reference (Upstreams, UpstreamGroups and their Upstreams, Secrets,
+ * AuthConfigs, GraphQLApis; undefined when absent), the Kubernetes endpoints and the table's own settings (cluster domain, resolver).
+ */
+function dependenciesOf(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, flat: readonly { owner: Resource<'VirtualService'> | Resource<'RouteTable'> }[], settings: readonly unknown[]): unknown[] {
+  const deps: unknown[] = [snapshot.endpoints, ...settings];
+  const owners = new Set<Resource<'VirtualService'> | Resource<'RouteTable'>>([vs]);
+  for (const route of flat) owners.add(route.owner);
+  for (const owner of owners) {
+    deps.push(owner);
+    for (const ref of referencesOf(owner)) {
+      const found = lookup(snapshot, ref.kind, ref.ref, owner.namespace);
+      deps.push(found);
+      // A group's destinations resolve in its own namespace.
+      if (ref.kind === 'UpstreamGroup' && found) {
+        const group = found as Resource<'UpstreamGroup'>;
+        for (const d of group.spec.destinations) deps.push(lookup(snapshot, 'Upstream', d.destination.upstream, group.namespace));
+      }
+    }
+  }
+  return deps;
+}
+
+function sameDependencies(a: readonly unknown[], b: readonly unknown[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 /**

@@ -270,6 +270,8 @@ export class KubeSource implements ConfigSource<KubeRead> {
   private running: Promise<void> = Promise.resolve();
   private synced!: Promise<void>;
   private origins: ReadonlyMap<string, KubeObjectOrigin> = new Map();
+  private endpoints: ReadonlyMap<string, ServiceEndpoints> = new Map();
+  private endpointsJson = '';
 
   constructor(options: KubeSourceOptions) {
     this.options = options;
@@ -355,7 +357,14 @@ export class KubeSource implements ConfigSource<KubeRead> {
     // Stable order: the store decides conflicts (a domain claimed twice) by what served first, then by order.
     documents.sort((a, b) => (a.file < b.file ? -1 : a.file > b.file ? 1 : 0));
     this.origins = origins;
-    return { documents, diagnostics, endpoints: endpointsOf(services, slices), origins };
+    // The same map while no Service or EndpointSlice changed: route tables rebuild only what changed.
+    const endpoints = endpointsOf(services, slices);
+    const json = JSON.stringify([...endpoints]);
+    if (json !== this.endpointsJson) {
+      this.endpointsJson = json;
+      this.endpoints = endpoints;
+    }
+    return { documents, diagnostics, endpoints: this.endpoints, origins };
   }
 
   /** Where a resource of the latest read came from (for its status). */
