@@ -262,3 +262,23 @@ describe('a destination that cannot be built (issue 17 finding 4)', () => {
     expect(errors).toHaveLength(1);
   });
 });
+
+describe('incremental compilation', () => {
+  test('a virtual host is compiled again only when it or something it references changed, also from copies of the resources (traffic workers)', async () => {
+    const upstreams = new UpstreamRegistry();
+    const vsA = virtualService('a', { domains: ['a.test'], routes: [{ routeAction: { single: { upstream: { name: 'ua' } } } }] });
+    const vsB = virtualService('b', { domains: ['b.test'], routes: [{ routeAction: { single: { upstream: { name: 'ub' } } } }] });
+    const first = compileRouteTable(snapshotOf(upstream('ua'), upstream('ub'), vsA, vsB), { upstreams });
+    // The same content as new objects (as a worker receives it): both kept.
+    const copy = compileRouteTable(structuredClone(snapshotOf(upstream('ua'), upstream('ub'), vsA, vsB)), { upstreams });
+    expect(vhost(copy, 'a.test')).toBe(vhost(first, 'a.test'));
+    expect(vhost(copy, 'b.test')).toBe(vhost(first, 'b.test'));
+    // Upstream ub changes: only b is compiled again, and it dials the new host.
+    const changed = compileRouteTable(snapshotOf(upstream('ua'), upstream('ub', 9999), vsA, vsB), { upstreams });
+    expect(vhost(changed, 'a.test')).toBe(vhost(first, 'a.test'));
+    expect(vhost(changed, 'b.test')).not.toBe(vhost(first, 'b.test'));
+    const b = vhost(changed, 'b.test').routes[0]!.destination;
+    expect(b.kind === 'upstream' && b.cluster.hosts[0]!.port).toBe(9999);
+    await upstreams.close();
+  });
+});

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { CounterChild, HistogramChild } from '../admin/request-metrics.ts';
 import { metrics } from '../admin/metrics.ts';
 import type { Resource } from '../config/resource.ts';
@@ -171,14 +172,19 @@ export function compileRouteTable(snapshot: ConfigSnapshot, given: RouteTableOpt
   const vss = [...snapshot.resources.values()].filter((r): r is Resource<'VirtualService'> => r.kind === 'VirtualService');
   const tables = routeTablesOf(snapshot.resources);
   const cache = compiledCache(options.upstreams);
+  const used = new Map<string, CachedVirtualHost>();
+  // Endpoints as content: a worker's copy is a new map with every snapshot.
+  // (hashed: compared once per virtual host).
+  const endpoints = snapshot.endpoints ? createHash('sha256').update(JSON.stringify([...snapshot.endpoints])).digest('hex') : '';
   for (const vs of vss) {
     const vh = vs.spec.virtualHost;
     const vhostName = `${vs.namespace}/${vs.name}`;
     // Delegated routes (RouteTables) in place of their delegating route; the store only serves a tree without cycles.
     const flat = flattenRoutes(vs, tables).routes;
-    const deps = dependenciesOf(snapshot, vs, flat, [given.kubeResolver, given.kubeClusterDomain]);
-    const cached = cache.get(vs);
+    const deps = dependenciesOf(snapshot, vs, flat, [endpoints, given.kubeResolver, given.kubeClusterDomain]);
+    const cached = cache.entries.get(vs.key);
     if (cached && sameDependencies(cached.deps, deps)) {
+      used.set(vs.key, cached);
       // Nothing this virtual host is built from changed: a reload costs what changed, not every route again.
       for (const c of cached.clusters) clusters.add(c);
       virtualHosts.push(cached.compiled);
@@ -222,12 +228,14 @@ export function compileRouteTable(snapshot: ConfigSnapshot, given: RouteTableOpt
       })),
     };
     description.push(described);
-    cache.set(vs, { deps, compiled, clusters: [...own], description: described });
+    used.set(vs.key, { deps, compiled, clusters: [...own], description: described });
   }
+  // Only what this table uses stays cached: removed VirtualServices are forgotten.
+  cache.entries = used;
   return { generation: snapshot.generation, hosts, tlsHosts, virtualHosts, clusters, description };
 }
 
-/** A compiled virtual host and what it was built from (resources by identity: served resources are immutable). */
+/** A compiled virtual host and what it was built from. */
 interface CachedVirtualHost {
   readonly deps: readonly unknown[];
   readonly compiled: CompiledVirtualHost;
@@ -235,33 +243,53 @@ interface CachedVirtualHost {
   readonly description: unknown;
 }
 
-/** Compiled virtual hosts per upstream registry (their routes hold that registry's clusters), by VirtualService. */
-const compiledCaches = new WeakMap<UpstreamRegistry, WeakMap<Resource<'VirtualService'>, CachedVirtualHost>>();
+/**
+ * Compiled virtual hosts per upstream registry (their routes hold that registry's clusters), by
+ * VirtualService key. Keyed by content (resource keys and versions), not object identity, so a
+ * traffic worker, which receives every snapshot as new objects, reuses them too.
+ */
+const compiledCaches = new WeakMap<UpstreamRegistry, { entries: Map<string, CachedVirtualHost> }>();
 
-function compiledCache(upstreams: UpstreamRegistry): WeakMap<Resource<'VirtualService'>, CachedVirtualHost> {
+function compiledCache(upstreams: UpstreamRegistry): { entries: Map<string, CachedVirtualHost> } {
   let cache = compiledCaches.get(upstreams);
-  if (!cache) compiledCaches.set(upstreams, (cache = new WeakMap()));
+  if (!cache) compiledCaches.set(upstreams, (cache = { entries: new Map() }));
   return cache;
+}
+
+/** Small ids for non-resource inputs (resolvers), so dependencies compare as strings and numbers. */
+const objectIds = new WeakMap<object, number>();
+let nextObjectId = 0;
+function idOf(value: unknown): unknown {
+  if (value === null || typeof value !== 'object') return value;
+  let id = objectIds.get(value);
+  if (id === undefined) objectIds.set(value, (id = ++nextObjectId));
+  return `#${id}`;
+}
+
+/** A served resource as a dependency: its key and content hash ('-' when absent). */
+function versionOf(resource: { key: string; version: string } | undefined): string {
+  return resource ? `${resource.key}@${resource.version}` : '-';
 }
 
 /**
  * Everything a virtual host is compiled from: the VirtualService, the RouteTables its routes come
  * from, every resource they reference (Upstreams, UpstreamGroups and their Upstreams, Secrets,
- * AuthConfigs, GraphQLApis; undefined when absent), the Kubernetes endpoints and the table's own settings (cluster domain, resolver).
+ * AuthConfigs, GraphQLApis; '-' when absent), the Kubernetes endpoints and the table's own
+ * settings (cluster domain, resolver).
  */
 function dependenciesOf(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, flat: readonly { owner: Resource<'VirtualService'> | Resource<'RouteTable'> }[], settings: readonly unknown[]): unknown[] {
-  const deps: unknown[] = [snapshot.endpoints, ...settings];
+  const deps: unknown[] = settings.map(idOf);
   const owners = new Set<Resource<'VirtualService'> | Resource<'RouteTable'>>([vs]);
   for (const route of flat) owners.add(route.owner);
   for (const owner of owners) {
-    deps.push(owner);
+    deps.push(versionOf(owner));
     for (const ref of referencesOf(owner)) {
       const found = lookup(snapshot, ref.kind, ref.ref, owner.namespace);
-      deps.push(found);
+      deps.push(versionOf(found));
       // A group's destinations resolve in its own namespace.
       if (ref.kind === 'UpstreamGroup' && found) {
         const group = found as Resource<'UpstreamGroup'>;
-        for (const d of group.spec.destinations) deps.push(lookup(snapshot, 'Upstream', d.destination.upstream, group.namespace));
+        for (const d of group.spec.destinations) deps.push(versionOf(lookup(snapshot, 'Upstream', d.destination.upstream, group.namespace)));
       }
     }
   }
