@@ -11,7 +11,7 @@ commands:
   extauth    the external auth server (Envoy ext_authz v3 over gRPC)
   validate   check manifests offline: gatehouse validate PATH...
   version    print the gateway version
-  install    Kubernetes manifests: gatehouse install render --values FILE
+  install    Kubernetes manifests: gatehouse install render --values FILE, or install crds
 
 Run "gatehouse <command> --help" for a command's flags.`;
 
