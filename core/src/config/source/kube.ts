@@ -152,9 +152,6 @@ class CollectionWatch {
       this.objects.delete(`${obj.metadata?.namespace ?? ''}/${obj.metadata?.name ?? ''}`);
       this.onChange();
     });
-    informer.on(k8s.CONNECT, () => {
-      // CONNECT fires before the list: a success is only known once objects or the watch arrive; see list below.
-    });
     informer.on(k8s.ERROR, (error: unknown) => this.failed(error));
     // ListWatch lists, then watches from the list's resourceVersion; 410 Gone relists; a watch
     // that ends normally is resumed. Any other failure lands in ERROR and stops it: restarted there.
