@@ -190,13 +190,8 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
    */
   private streamDurationReached(): void {
     this.durationTimer = undefined;
-    if (this.abandoned) return;
-    this.abandoned = true;
-    this.settle();
-    this.finish();
-    this.controller?.abort(new Error('max stream duration reached'));
+    if (!this.cut('max stream duration reached', 'upstream max stream duration reached')) return;
     const { req, res, ctx } = this.x;
-    ctx.logger.warn({ reqId: ctx.requestId, upstream: this.host.origin }, 'upstream max stream duration reached');
     if (res.headersSent) {
       res.destroy();
       return;
@@ -205,15 +200,24 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
     else sendLocalReply(res, 408, ErrorCodes.UPSTREAM_TIMEOUT, 'upstream max stream duration reached', ctx.responseHeaders);
   }
 
-  private queueTimedOut(): void {
-    this.queueTimer = undefined;
-    if (this.abandoned) return;
+  /**
+   * Gives this try up on the gateway's own timer: its later callbacks no longer answer the client,
+   * its slots are freed and the upstream request is aborted. False when it was already given up.
+   */
+  private cut(reason: string, message: string): boolean {
+    if (this.abandoned) return false;
     this.abandoned = true;
     this.settle();
     this.finish();
-    this.controller?.abort(new Error('queued too long'));
+    this.controller?.abort(new Error(reason));
+    this.x.ctx.logger.warn({ reqId: this.x.ctx.requestId, upstream: this.host.origin }, message);
+    return true;
+  }
+
+  private queueTimedOut(): void {
+    this.queueTimer = undefined;
+    if (!this.cut('queued too long', 'upstream request timed out waiting for a connection')) return;
     const { res, ctx } = this.x;
-    ctx.logger.warn({ reqId: ctx.requestId, upstream: this.host.origin }, 'upstream request timed out waiting for a connection');
     sendLocalReply(res, 504, ErrorCodes.UPSTREAM_TIMEOUT, 'upstream request timeout (no connection became free)', ctx.responseHeaders);
   }
 
