@@ -13,12 +13,14 @@ export type HostLog = (level: 'debug' | 'info' | 'warn' | 'error', message: stri
 export type HostRandom = (n: number) => string;
 
 /**
- * Synchronous crypto operations for `crypto.subtle` (digest, importKey, sign, verify,
- * exportKey), run by the host's `node:crypto`. `op` names the operation; `args` and the
- * result are plain data (strings, numbers, Uint8Array, plain objects). Implemented by
- * ./host/crypto.ts; the isolate half is ./web/subtle.ts.
+ * Crypto operations for `crypto.subtle` (digest, importKey, sign, verify, exportKey), run by
+ * the host's `node:crypto`. `op` names the operation; the arguments and the result are plain
+ * data (strings, numbers, Uint8Array, plain objects). `importKey` answers a key handle as
+ * well; `verifyHandle(handle, params, signature, data)` verifies with one, and may answer
+ * `{job: id}`: the verify runs off the event loop and its result comes through the runtime's
+ * `resolveJobs`. Implemented by ./host/crypto.ts; the isolate half is ./web/subtle.ts.
  */
-export type HostCrypto = (op: string, args: unknown) => unknown;
+export type HostCrypto = (op: string, args: unknown, ...more: unknown[]) => unknown;
 
 /**
  * WHATWG URL parsing by the host's own `URL` (so the sandbox's URL equals Node's): `input`

@@ -45,6 +45,12 @@ export interface RuntimeApi {
    * running when it was stopped, and how long that one had run, in ms.
    */
   batchProgress(): string;
+  /**
+   * The results of verifies the host ran off the event loop (`crypto.subtle.verify` answered
+   * `{job}`), as a JSON array `[jobId, valid (0|1), …]`: resolves the plugins' promises. Their
+   * continuations run in this call's microtasks; calls they finish answer through `done`.
+   */
+  resolveJobs(resultsJson: string): string;
   /** Does nothing: when it returns, nothing queued before it is still running in the isolate. */
   ping(): string;
 }
@@ -82,7 +88,7 @@ export function install(host: HostApi): RuntimeApi {
   // Builtins that termination cannot interrupt get bounded inputs (issue 17 findings 5, 12, 16).
   boundBuiltins();
   // The Web platform subset that needs no host (SPEC 5.3): plain JavaScript in this realm.
-  installWebGlobals(host);
+  const { resolveJobs } = installWebGlobals(host);
   const hostCall = host.call;
   if (hostCall) {
     const timers = createTimers(hostCall, (error) => emitUncaught('a timer callback', error));
@@ -382,6 +388,18 @@ export function install(host: HostApi): RuntimeApi {
 
     batchProgress(): string {
       return stringify({ done: batchDone.map((outcome) => parse(outcome) as unknown), running: batchDone.length, runningMs: now() - batchStartedAt });
+    },
+
+    resolveJobs(resultsJson: string): string {
+      let results: unknown;
+      try {
+        results = parse(resultsJson);
+      } catch {
+        return 'bad';
+      }
+      if (!isArray(results)) return 'bad';
+      resolveJobs(results as number[]);
+      return 'ok';
     },
 
     ping(): string {

@@ -61,12 +61,33 @@ const ALGORITHMS: Record<string, { importAs: Import; verifyAs: Verify }> = {
 const decoder = new TextDecoder('utf-8', { fatal: true });
 const encoder = new TextEncoder();
 
-/** base64url (no padding) → bytes; throws on anything else. */
+/** base64url alphabet value by character code; -1 for anything else. */
+const BASE64URL = (() => {
+  const table = new Int8Array(128).fill(-1);
+  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+  for (let i = 0; i < alphabet.length; i++) table[alphabet.charCodeAt(i)] = i;
+  return table;
+})();
+
+/** base64url (no padding) → bytes; throws on anything else. Decoded here, four characters at a time (no atob, no regex): it runs three times a request. */
 function fromBase64Url(text: string): Uint8Array {
-  if (!/^[A-Za-z0-9_-]*$/.test(text)) throw new Error('not base64url');
-  const binary = atob(text.replace(/-/g, '+').replace(/_/g, '/') + '='.repeat((4 - (text.length % 4)) % 4));
-  const out = new Uint8Array(binary.length);
-  for (let i = 0; i < binary.length; i++) out[i] = binary.charCodeAt(i);
+  const n = text.length;
+  if (n % 4 === 1) throw new Error('not base64url');
+  const out = new Uint8Array((n * 3) >> 2);
+  let at = 0;
+  for (let i = 0; i < n; i += 4) {
+    let v = 0;
+    for (let k = 0; k < 4; k++) {
+      // Past the end (no padding in base64url): zero bits, cut off below.
+      const code = i + k < n ? text.charCodeAt(i + k) : 65;
+      const value = code < 128 ? BASE64URL[code]! : -1;
+      if (value < 0) throw new Error('not base64url');
+      v = (v << 6) | value;
+    }
+    out[at++] = v >> 16;
+    if (at < out.length) out[at++] = (v >> 8) & 0xff;
+    if (at < out.length) out[at++] = v & 0xff;
+  }
   return out;
 }
 

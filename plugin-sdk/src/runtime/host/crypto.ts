@@ -265,19 +265,148 @@ function exportKey(args: Record<string, unknown>): unknown {
   throw new CryptoError('InvalidAccessError', `Unable to export a ${key.type} ${key.algorithm.name} key as ${String(format)}`);
 }
 
-/** The dispatcher the isolate calls (an isolated-vm Callback). Never throws. */
-export function createHostCrypto(): HostCrypto {
-  return (op: string, raw: unknown): Answer => {
+/** A verify parameter set, prepared once per key and `params` text. */
+interface Prepared {
+  /** `node:crypto`'s digest name (null for Ed25519). */
+  hash: string | null;
+  /** What `verify` takes as the key: the KeyObject itself where it can (measured: an options object costs 10+ µs a call). */
+  key: Parameters<typeof verify>[2];
+  /** ECDSA's P1363 signature size (r ‖ s), converted to DER for OpenSSL; 0 otherwise. */
+  ecdsaSize: number;
+  hmac: boolean;
+}
+
+/** A key the isolate holds a handle to. */
+interface HeldKey {
+  ref: KeyRef;
+  object: KeyObject;
+  prepared: Map<string, Prepared>;
+}
+
+/** Keys one isolate holds handles to; least recently used go first (the isolate re-registers them: `stale`). */
+const MAX_HANDLES = 512;
+
+/** Options of {@link createHostCrypto}. */
+export interface HostCryptoOptions {
+  /**
+   * Runs an asymmetric verify off the event loop: `defer(work)` starts `work` (which calls
+   * `finish` once, later) and answers a job id, whose result the host delivers to the isolate
+   * itself (the runtime's `resolveJobs`); undefined runs the verify here, synchronously.
+   */
+  defer?: (work: (finish: (valid: boolean) => void) => void) => number | undefined;
+}
+
+/**
+ * P1363 (`r ‖ s`, WebCrypto's ECDSA format) → DER, which OpenSSL verifies without Node's
+ * conversion (measured: 92 → 64 µs for a P-256 verify). Undefined when `signature` has the wrong size.
+ */
+export function p1363ToDer(signature: Uint8Array, size: number): Buffer | undefined {
+  if (signature.byteLength !== 2 * size) return undefined;
+  const integer = (start: number): Buffer => {
+    let from = start;
+    const end = start + size;
+    while (from < end - 1 && signature[from] === 0) from++;
+    const pad = signature[from]! & 0x80 ? 1 : 0;
+    const out = Buffer.alloc(pad + end - from);
+    out.set(signature.subarray(from, end), pad);
+    return out;
+  };
+  const r = integer(0);
+  const s = integer(size);
+  const body = 4 + r.length + s.length;
+  // P-521's sequence needs the long length form (over 127 bytes).
+  const head = body > 127 ? [0x30, 0x81, body] : [0x30, body];
+  return Buffer.concat([Buffer.from(head), Buffer.from([2, r.length]), r, Buffer.from([2, s.length]), s]);
+}
+
+/**
+ * The dispatcher the isolate calls (an isolated-vm Callback). Never throws. Besides the
+ * operations on whole key descriptions, two take a key handle (what `importKey` answers, kept
+ * per dispatcher): `verifyHandle(handle, params, signature, data)` (the hot path: no key
+ * material crosses) and `rekey(handle, key)` (a handle this dispatcher dropped, registered
+ * again; `verifyHandle` answers `{stale: true}` for one).
+ */
+export function createHostCrypto(options: HostCryptoOptions = {}): HostCrypto {
+  const held = new Map<number, HeldKey>();
+  let handles = 0;
+  const hold = (ref: KeyRef, object: KeyObject, handle = ++handles): number => {
+    held.set(handle, { ref, object, prepared: new Map() });
+    if (held.size > MAX_HANDLES) held.delete(held.keys().next().value!);
+    return handle;
+  };
+  const prepare = (entry: HeldKey, params: string): Prepared => {
+    let prepared = entry.prepared.get(params);
+    if (prepared) return prepared;
+    const [name = '', hash = '', salt = '', curve = ''] = params.split('|');
+    const algorithm: Algorithm = algorithmOf({ name, ...(hash ? { hash } : {}), ...(salt ? { saltLength: Number(salt) } : {}), ...(curve ? { namedCurve: curve } : {}) });
+    const key = entry.ref;
+    if (key.type === 'private') throw new CryptoError('InvalidAccessError', 'Unable to use this key to verify');
+    if (algorithm.name === 'HMAC') {
+      if (key.algorithm.name !== 'HMAC') throw new CryptoError('InvalidAccessError', 'The requested operation is not valid for the provided key');
+      prepared = { hash: HASHES[key.algorithm.hash!]!, key: entry.object, ecdsaSize: 0, hmac: true };
+    } else {
+      const { hash: digest, options: verifyKey } = signatureParams(algorithm, key, entry.object);
+      const ecdsa = algorithm.name === 'ECDSA';
+      prepared = { hash: digest, key: ecdsa ? entry.object : (verifyKey as Parameters<typeof verify>[2]), ecdsaSize: ecdsa ? CURVES[key.algorithm.namedCurve ?? '']!.size : 0, hmac: false };
+    }
+    if (entry.prepared.size < 16) entry.prepared.set(params, prepared);
+    return prepared;
+  };
+  const verifyHandle = (handle: unknown, params: unknown, rawSignature: unknown, rawData: unknown): Answer | { stale: true } | { job: number } => {
+    const entry = typeof handle === 'number' ? held.get(handle) : undefined;
+    if (!entry) return { stale: true };
+    // Least recently used goes first: re-insert on use.
+    held.delete(handle as number);
+    held.set(handle as number, entry);
+    const prepared = prepare(entry, String(params));
+    const data = bytes(rawData, 'data');
+    const signature = bytes(rawSignature, 'signature', MAX_KEY_BYTES);
+    if (prepared.hmac) {
+      const mac = createHmac(prepared.hash!, entry.object).update(data).digest();
+      return { value: signature.byteLength === mac.byteLength && timingSafeEqual(signature, mac) };
+    }
+    const der = prepared.ecdsaSize ? p1363ToDer(signature, prepared.ecdsaSize) : signature;
+    // A signature of the wrong size is a failed verification, as in WebCrypto.
+    if (!der) return { value: false };
+    if (options.defer) {
+      const job = options.defer((finish) => {
+        try {
+          verify(prepared.hash, data, prepared.key, der, (error, valid) => finish(!error && valid));
+        } catch {
+          finish(false);
+        }
+      });
+      if (job !== undefined) return { job };
+    }
     try {
+      return { value: verify(prepared.hash, data, prepared.key, der) };
+    } catch {
+      return { value: false };
+    }
+  };
+  return (op: string, raw: unknown, a?: unknown, b?: unknown, c?: unknown): Answer | { stale: true } | { job: number } => {
+    try {
+      if (op === 'verifyHandle') return verifyHandle(raw, a, b, c);
       const args = (typeof raw === 'object' && raw !== null ? raw : {}) as Record<string, unknown>;
       switch (op) {
+        case 'rekey': {
+          const key = keyRefOf(a);
+          if (typeof raw !== 'number' || !Number.isSafeInteger(raw) || raw < 1 || raw > handles) throw new CryptoError('TypeError', 'rekey: not a handle');
+          hold(key, keyObjectOf(key), raw);
+          return { value: null };
+        }
+        case 'importKey': {
+          const imported = importKey(args) as KeyRef;
+          // Held as the isolate describes a key in later calls: the algorithm it was imported for.
+          const requested = algorithmOf(args.algorithm);
+          const ref: KeyRef = { type: imported.type, material: imported.material, algorithm: { name: requested.name, ...(requested.hash ? { hash: requested.hash } : {}), ...(requested.namedCurve ? { namedCurve: requested.namedCurve } : {}) } };
+          return { value: { ...imported, handle: hold(ref, keyObjectOf(ref)) } };
+        }
         case 'digest': {
           const hash = HASHES[String(args.hash)];
           if (!hash) throw new CryptoError('NotSupportedError', `Unrecognized algorithm name: ${String(args.hash)}`);
           return { value: new Uint8Array(createHash(hash).update(bytes(args.data, 'data')).digest()) };
         }
-        case 'importKey':
-          return { value: importKey(args) };
         case 'sign':
           return { value: signOrVerify(args, 'sign') };
         case 'verify':

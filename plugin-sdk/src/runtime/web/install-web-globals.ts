@@ -14,7 +14,7 @@ import { createUrlClasses } from './url.ts';
  * Runs inside the isolate before the plugin. `performance.now()` counts milliseconds since the
  * isolate's runtime started, at `Date.now()` resolution (coarse on purpose, as browsers coarsen it).
  */
-export function installWebGlobals(host: Omit<HostApi, 'log'>): void {
+export function installWebGlobals(host: Omit<HostApi, 'log'>): { resolveJobs: (results: readonly number[]) => void } {
   const define = (name: string, value: unknown) => {
     if (value !== undefined) Object.defineProperty(globalThis, name, { value, writable: true, configurable: true, enumerable: false });
   };
@@ -36,8 +36,10 @@ export function installWebGlobals(host: Omit<HostApi, 'log'>): void {
   }
   if (host.random) {
     const random = createRandom(host.random, atob);
-    const subtle = host.crypto ? (createSubtle(host.crypto) as { subtle: object; CryptoKey: unknown }) : undefined;
+    const subtle = host.crypto ? createSubtle(host.crypto) : undefined;
     define('crypto', Object.freeze({ ...random, ...(subtle ? { subtle: subtle.subtle } : {}) }));
     define('CryptoKey', subtle?.CryptoKey);
+    if (subtle) return { resolveJobs: subtle.resolveJobs };
   }
+  return { resolveJobs: () => {} };
 }

@@ -20,15 +20,23 @@ function domError(name: string, message: string): Error {
 }
 
 interface Slot {
+  /** The host's handle of the parsed key (verify sends only this). */
+  handle: number;
   type: 'secret' | 'public' | 'private';
   material: Uint8Array;
   /** What the host needs to use the key: name, hash, namedCurve. */
   hostAlgorithm: { name: string; hash?: string; namedCurve?: string };
 }
 
-/** Builds `crypto.subtle` and the `CryptoKey` class over the host's crypto callback. */
-export function createSubtle(hostCrypto: HostCrypto): object {
+/**
+ * Builds `crypto.subtle` and the `CryptoKey` class over the host's crypto callback, and
+ * `resolveJobs` for the host: the results of verifies it ran off the event loop, as
+ * `[jobId, valid (0|1), …]` (never given to plugin code).
+ */
+export function createSubtle(hostCrypto: HostCrypto): { subtle: object; CryptoKey: unknown; resolveJobs: (results: readonly number[]) => void } {
   const slots = new WeakMap<object, Slot>();
+  /** Verifies the host runs off the event loop: job id → the plugin's promise's resolve. */
+  const jobs = new Map<number, (valid: boolean) => void>();
   const { freeze } = Object;
   const isView = ArrayBuffer.isView;
   const errors: Record<string, ErrorConstructor> = { TypeError, RangeError, SyntaxError };
@@ -63,13 +71,21 @@ export function createSubtle(hostCrypto: HostCrypto): object {
     }
   }
 
-  const host = (op: string, args: object): unknown => {
-    const answer = hostCrypto(op, args) as { value?: unknown; error?: { name: string; message: string } };
+  type Answer = { value?: unknown; error?: { name: string; message: string }; stale?: true; job?: number };
+  const rethrow = (answer: Answer): unknown => {
     if (answer.error) {
       const Type = errors[answer.error.name];
       throw Type ? new Type(answer.error.message) : domError(answer.error.name, answer.error.message);
     }
     return answer.value;
+  };
+  const host = (op: string, ...args: unknown[]): unknown => rethrow(hostCrypto(op, ...(args as [unknown])) as Answer);
+
+  /** The bytes of a BufferSource for a host call, which copies them itself: a copy here only for a view of part of a buffer (so the host gets no more than the view). */
+  const bytesFor = (value: unknown, what: string): Uint8Array => {
+    if (value instanceof Uint8Array && value.byteOffset === 0 && value.byteLength === value.buffer.byteLength) return value;
+    if (value instanceof ArrayBuffer) return new Uint8Array(value);
+    return bufferSource(value, what);
   };
 
   const bufferSource = (value: unknown, what: string): Uint8Array => {
@@ -140,6 +156,7 @@ export function createSubtle(hostCrypto: HostCrypto): object {
         data = JSON.parse(JSON.stringify(keyData));
       } else data = bufferSource(keyData, 'importKey');
       const imported = host('importKey', { format, keyData: data, algorithm: normalized, extractable: extractable === true, usages }) as {
+        handle: number;
         type: Slot['type'];
         material: Uint8Array;
         algorithm: Record<string, unknown>;
@@ -151,6 +168,7 @@ export function createSubtle(hostCrypto: HostCrypto): object {
       if (typeof shown.hash === 'object' && shown.hash !== null) shown.hash = freeze({ ...(shown.hash as object) });
       const key = new CryptoKey(slots, imported.type, extractable === true, freeze(shown), [...new Set(usages)]);
       slots.set(key, {
+        handle: imported.handle,
         type: imported.type,
         material: imported.material,
         hostAlgorithm: { name: normalized.name, ...(normalized.hash ? { hash: normalized.hash as string } : {}), ...(normalized.namedCurve ? { namedCurve: normalized.namedCurve as string } : {}) },
@@ -169,12 +187,19 @@ export function createSubtle(hostCrypto: HostCrypto): object {
       const normalized = normalize(algorithm, SIGNERS);
       const slot = slotOf(key, 'verify', normalized.name, 'verify');
       const keyAlgorithm = (key as CryptoKey).algorithm as { namedCurve?: string };
-      return host('verify', {
-        algorithm: { ...normalized, namedCurve: keyAlgorithm.namedCurve },
-        key: { type: slot.type, material: slot.material, algorithm: slot.hostAlgorithm },
-        signature: bufferSource(signature, 'verify'),
-        data: bufferSource(data, 'verify'),
-      }) as boolean;
+      // The hot path of a JWT plugin: only the key's handle and flat values cross.
+      const params = `${normalized.name}|${(normalized.hash as string | undefined) ?? ''}|${normalized.saltLength === undefined ? '' : String(normalized.saltLength)}|${keyAlgorithm.namedCurve ?? ''}`;
+      const signatureBytes = bytesFor(signature, 'verify');
+      const dataBytes = bytesFor(data, 'verify');
+      let answer = hostCrypto('verifyHandle', slot.handle, params, signatureBytes, dataBytes) as Answer;
+      if (answer.stale) {
+        // The host dropped the handle (it keeps the most recently used keys): register it again.
+        host('rekey', slot.handle, { type: slot.type, material: slot.material, algorithm: slot.hostAlgorithm });
+        answer = hostCrypto('verifyHandle', slot.handle, params, signatureBytes, dataBytes) as Answer;
+      }
+      const job = answer.job;
+      if (typeof job === 'number') return new Promise<boolean>((resolve) => jobs.set(job, resolve));
+      return rethrow(answer) as boolean;
     }),
 
     exportKey: promised((format: unknown, key: unknown) => {
@@ -195,5 +220,13 @@ export function createSubtle(hostCrypto: HostCrypto): object {
   for (const name of ['encrypt', 'decrypt', 'generateKey', 'deriveKey', 'deriveBits', 'wrapKey', 'unwrapKey']) {
     (subtle as Record<string, unknown>)[name] = () => Promise.reject(domError('NotSupportedError', `crypto.subtle.${name} is not available in the plugin sandbox`));
   }
-  return freeze({ subtle: freeze(subtle), CryptoKey });
+  const resolveJobs = (results: readonly number[]): void => {
+    for (let i = 0; i + 1 < results.length; i += 2) {
+      const resolve = jobs.get(results[i]!);
+      if (!resolve) continue;
+      jobs.delete(results[i]!);
+      resolve(results[i + 1] === 1);
+    }
+  };
+  return freeze({ subtle: freeze(subtle), CryptoKey, resolveJobs });
 }
