@@ -40,7 +40,7 @@ const docs = [
 ];
 await writeFile(join(configDir, 'bench.yaml'), docs.map((d) => stringify(d)).join('---\n'));
 const extra = (process.env.PROBE_NODE_FLAGS ?? '').split(' ').filter(Boolean);
-const child = spawn(process.execPath, [...NODE_FLAGS, ...extra, CLI, 'run', '--config-dir', configDir, '--port', '0', '--https-port', '0', '--admin-port', '0', '--extauth-port', '0', '--host', '127.0.0.1', '--access-log', 'false', '--plugin-dir', pluginDir], { stdio: ['ignore', 'pipe', 'inherit'] });
+const child = spawn(process.execPath, [...NODE_FLAGS, ...extra, CLI, 'run', '--config-dir', configDir, '--port', '0', '--https-port', '0', '--admin-port', '0', '--extauth-port', '0', '--host', '127.0.0.1', '--access-log', 'false', '--plugin-dir', pluginDir, ...(process.env.PROBE_ARGS ?? '').split(' ').filter(Boolean)], { stdio: ['ignore', 'pipe', 'inherit'] });
 const port = await new Promise<number>((resolve) => {
   let buffered = '';
   child.stdout!.on('data', (chunk: Buffer) => {

@@ -1,8 +1,9 @@
 /**
  * The watchdog (issue 17, process-level guards) against a real `gatehouse run`: a main thread
  * that stops answering is killed so its supervisor can restart it, instead of holding its
- * ports while serving nothing. The stall comes through a real path: an inline plugin call
- * looping under an operator-raised CPU limit of 60 s.
+ * ports while serving nothing. The stall comes through a real path: a plugin call looping
+ * under an operator-raised CPU limit of 60 s, inline on the event loop (--plugin-thread false),
+ * and on the plugin thread, whose loop is watched the same way.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -22,6 +23,10 @@ let config: ConfigDir;
 let pluginDir: string;
 let gw: GatehouseProcess;
 
+async function start(thread: boolean): Promise<GatehouseProcess> {
+  return startGatehouse('run', ['--config-dir', config.path, '--plugin-dir', pluginDir, '--plugin-cpu-timeout', '60s', '--extauth-timeout', '60s', '--watchdog', '1s', '--plugin-thread', String(thread)]);
+}
+
 beforeAll(async () => {
   upstream = await startEcho('up');
   pluginDir = await mkdtemp(join(tmpdir(), 'gatehouse-watchdog-plugins-'));
@@ -33,7 +38,6 @@ beforeAll(async () => {
       manifests.virtualService('vs', { domains: ['*'], options: { extauth: { configRef: { name: 'loop' } } }, routes: [{ matchers: [{ prefix: '/' }], routeAction: { single: { upstream: { name: 'up' } } } }] }),
     ],
   });
-  gw = await startGatehouse('run', ['--config-dir', config.path, '--plugin-dir', pluginDir, '--plugin-cpu-timeout', '60s', '--extauth-timeout', '60s', '--watchdog', '1s']);
 });
 
 afterAll(async () => {
@@ -44,14 +48,18 @@ afterAll(async () => {
 });
 
 describe('watchdog', () => {
-  it('kills a process whose event loop has been stalled for the watchdog period, and says why', async () => {
-    expect((await send(gw.url, { path: '/' })).status).toBe(200);
-    const exited = new Promise<NodeJS.Signals | null>((resolve) => gw.child.once('exit', (_code, signal) => resolve(signal)));
-    const started = performance.now();
-    // The plugin loops on the event loop for up to 60 s: nothing else can run.
-    void send(gw.url, { path: '/', headers: { 'x-misbehave': '1' }, timeoutMs: 30_000 }).catch(() => undefined);
-    expect(await exited).toBe('SIGKILL');
-    expect(performance.now() - started).toBeLessThan(20_000);
-    expect(gw.stderr()).toContain('GH_WATCHDOG');
-  });
+  for (const [thread, loop] of [[false, 'event loop'], [true, 'plugin thread event loop']] as const) {
+    it(`kills a process whose ${loop} has been stalled for the watchdog period, and says why`, async () => {
+      gw = await start(thread);
+      expect((await send(gw.url, { path: '/' })).status).toBe(200);
+      const exited = new Promise<NodeJS.Signals | null>((resolve) => gw.child.once('exit', (_code, signal) => resolve(signal)));
+      const started = performance.now();
+      // The plugin loops for up to 60 s: nothing else can run on that loop.
+      void send(gw.url, { path: '/', headers: { 'x-misbehave': '1' }, timeoutMs: 30_000 }).catch(() => undefined);
+      expect(await exited).toBe('SIGKILL');
+      expect(performance.now() - started).toBeLessThan(20_000);
+      expect(gw.stderr()).toContain('GH_WATCHDOG');
+      expect(gw.stderr()).toContain(`"msg":"${loop} stalled for`);
+    });
+  }
 });

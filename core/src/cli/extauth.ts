@@ -11,11 +11,17 @@ export const PLUGIN_FLAGS: readonly FlagDef[] = [
   { name: 'plugin-memory-limit-mb', type: 'string', default: '64', description: 'memory limit of one plugin isolate, in MB' },
   { name: 'plugin-cpu-timeout', type: 'string', default: '50ms', description: 'CPU time one plugin call may use' },
   { name: 'plugin-wall-timeout', type: 'string', default: '1s', description: 'wall time one plugin call may take, waiting for fetch and timers included' },
+  { name: 'plugin-thread', type: 'string', default: 'true', description: 'run plugin isolates on a thread of their own, off the event loop that serves traffic (true|false)' },
 ];
 
 /** The plugin sandbox limits given by {@link PLUGIN_FLAGS}. */
-export function pluginLimits(values: FlagValues): { memoryLimitMb: number; cpuTimeoutMs: number; pluginWallTimeoutMs: number } {
-  return { memoryLimitMb: positiveInteger(values, 'plugin-memory-limit-mb'), cpuTimeoutMs: duration(values, 'plugin-cpu-timeout'), pluginWallTimeoutMs: duration(values, 'plugin-wall-timeout') };
+export function pluginLimits(values: FlagValues): { memoryLimitMb: number; cpuTimeoutMs: number; pluginWallTimeoutMs: number; pluginThread: boolean } {
+  return {
+    memoryLimitMb: positiveInteger(values, 'plugin-memory-limit-mb'),
+    cpuTimeoutMs: duration(values, 'plugin-cpu-timeout'),
+    pluginWallTimeoutMs: duration(values, 'plugin-wall-timeout'),
+    pluginThread: !/^(0|false|no|off)$/i.test(String(values['plugin-thread'] ?? 'true')),
+  };
 }
 
 const FLAGS: readonly FlagDef[] = [

@@ -29,6 +29,8 @@ export interface StepBuildOptions {
   resolveSecret?: (ref: { name: string; namespace: string; key: string }) => string | undefined;
   /** Served Secrets, for `apiKeyAuth` (by reference and by label). */
   secrets?: ApiKeySecretSource;
+  /** Run plugin isolates on the process's plugin thread (./plugins/plugin-thread.ts) instead of the event loop. */
+  pluginThread?: boolean;
 }
 
 type CreatePluginStep = typeof import('./plugins/plugin-step.ts').createPluginStep;
@@ -48,6 +50,20 @@ function loadPluginFactory(): Promise<CreatePluginStep> {
   // A failed import is retried on the next build.
   pluginFactory.catch(() => (pluginFactory = undefined));
   return pluginFactory;
+}
+
+let threadFactory: Promise<CreatePluginStep> | undefined;
+
+/** {@link loadPluginFactory} for steps on the plugin thread. */
+function loadThreadFactory(): Promise<CreatePluginStep> {
+  threadFactory ??= import('./plugins/plugin-thread.ts').then(
+    (module) => module.createThreadedPluginStep,
+    (error: unknown) => {
+      throw new GatehouseError(ExtAuthCodes.STEP_UNAVAILABLE, `pluginAuth steps are unavailable: the plugin thread cannot be loaded (${(error as Error).message})`, { cause: error });
+    },
+  );
+  threadFactory.catch(() => (threadFactory = undefined));
+  return threadFactory;
 }
 
 /** The name of step `index` for logs and metrics: its `name`, or `<type>[<index>]`. */
@@ -88,7 +104,7 @@ export async function buildStep(spec: AuthStepSpec, index: number, options: Step
     }
   }
   if (spec.pluginAuth) {
-    const create = await loadPluginFactory();
+    const create = options.pluginThread ? await loadThreadFactory() : await loadPluginFactory();
     try {
       return await create(spec.pluginAuth, {
         pluginDir: options.pluginDir,

@@ -16,6 +16,8 @@ export interface EmbeddedExtAuthOptions {
   cpuTimeoutMs?: number;
   /** Per-call wall deadline of plugin calls, fetch and timers included (default 1 s). */
   pluginWallTimeoutMs?: number;
+  /** Plugin isolates on a thread of their own. */
+  pluginThread?: boolean;
   logger: Logger;
   /** Per-check deadline (default 200 ms). */
   timeoutMs?: number;
@@ -43,6 +45,7 @@ export async function startEmbeddedExtAuth(options: EmbeddedExtAuthOptions): Pro
     ...(options.memoryLimitMb !== undefined ? { memoryLimitMb: options.memoryLimitMb } : {}),
     ...(options.cpuTimeoutMs !== undefined ? { cpuTimeoutMs: options.cpuTimeoutMs } : {}),
     ...(options.pluginWallTimeoutMs !== undefined ? { pluginWallTimeoutMs: options.pluginWallTimeoutMs } : {}),
+    ...(options.pluginThread ? { pluginThread: true } : {}),
   });
   const failure = { logger: options.logger, ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}), ...(options.failureModeAllow ? { failureModeAllow: true } : {}) };
   const local = options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : options.host.includes(':') ? `[${options.host}]` : options.host;

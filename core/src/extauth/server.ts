@@ -33,6 +33,8 @@ export interface ExtAuthServerOptions {
   cpuTimeoutMs?: number;
   /** Per-call wall deadline of plugin calls, fetch and timers included (default 1 s). */
   pluginWallTimeoutMs?: number;
+  /** Plugin isolates on a thread of their own (default false here; the CLI's default is true). */
+  pluginThread?: boolean;
   apiGroupDomain?: string;
   logger?: Logger;
   /** Reload on config changes (default true). */
@@ -69,6 +71,7 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
     ...(options.memoryLimitMb !== undefined ? { memoryLimitMb: options.memoryLimitMb } : {}),
     ...(options.cpuTimeoutMs !== undefined ? { cpuTimeoutMs: options.cpuTimeoutMs } : {}),
     ...(options.pluginWallTimeoutMs !== undefined ? { pluginWallTimeoutMs: options.pluginWallTimeoutMs } : {}),
+    ...(options.pluginThread ? { pluginThread: true } : {}),
   });
 
   const health = new HealthImplementation({ '': 'NOT_SERVING', [AUTHORIZATION_SERVICE]: 'NOT_SERVING' });

@@ -71,6 +71,18 @@ export interface WatchdogOptions {
   stallMs: number;
   /** How often the event loop reports that it runs. */
   beatMs?: number;
+  /** Whose event loop, for the line written before the kill (default "event loop"). */
+  loop?: string;
+}
+
+/** The stall period of this process's watchdog (0: none yet), for threads that watch their own loop the same way. */
+let activeStallMs = 0;
+const watchdogListeners = new Set<(stallMs: number) => void>();
+
+/** Calls `listener` with the watchdog's stall period once it runs (at once if it already does). */
+export function onWatchdogStarted(listener: (stallMs: number) => void): void {
+  if (activeStallMs > 0) listener(activeStallMs);
+  else watchdogListeners.add(listener);
 }
 
 /**
@@ -83,11 +95,16 @@ export interface WatchdogOptions {
  */
 export function startWatchdog(options: WatchdogOptions): { stop(): void } {
   if (options.stallMs <= 0) return { stop() {} };
+  if (options.loop === undefined && activeStallMs === 0) {
+    activeStallMs = options.stallMs;
+    for (const listener of watchdogListeners) listener(activeStallMs);
+    watchdogListeners.clear();
+  }
   const beatMs = options.beatMs ?? 500;
   const shared = new Int32Array(new SharedArrayBuffer(4));
   const beat = setInterval(() => Atomics.add(shared, 0, 1), beatMs);
   beat.unref();
-  const worker = new Worker(WATCHDOG_SOURCE, { eval: true, workerData: { shared, stallMs: options.stallMs, pid: process.pid } });
+  const worker = new Worker(WATCHDOG_SOURCE, { eval: true, workerData: { shared, stallMs: options.stallMs, pid: process.pid, loop: options.loop ?? 'event loop' } });
   worker.unref();
   worker.on('error', (error) => writeSync(2, `gatehouse watchdog failed: ${String(error)}\n`));
   return {
@@ -102,7 +119,7 @@ export function startWatchdog(options: WatchdogOptions): { stop(): void } {
 const WATCHDOG_SOURCE = `
 const { workerData } = require('node:worker_threads');
 const { writeSync } = require('node:fs');
-const { shared, stallMs, pid } = workerData;
+const { shared, stallMs, pid, loop } = workerData;
 let last = Atomics.load(shared, 0);
 let since = Date.now();
 setInterval(() => {
@@ -110,7 +127,7 @@ setInterval(() => {
   const value = Atomics.load(shared, 0);
   if (value !== last) { last = value; since = now; return; }
   if (now - since >= stallMs) {
-    try { writeSync(2, JSON.stringify({ level: 60, time: now, code: 'GH_WATCHDOG', msg: 'event loop stalled for ' + (now - since) + ' ms: killing the process to be restarted' }) + '\\n'); } catch {}
+    try { writeSync(2, JSON.stringify({ level: 60, time: now, code: 'GH_WATCHDOG', msg: loop + ' stalled for ' + (now - since) + ' ms: killing the process to be restarted' }) + '\\n'); } catch {}
     process.kill(pid, 'SIGKILL');
   }
 }, Math.max(50, Math.min(1000, Math.floor(stallMs / 4))));

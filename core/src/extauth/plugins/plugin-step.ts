@@ -56,6 +56,8 @@ export interface PluginStepOptions {
 
 /** A built `pluginAuth` step. Beyond {@link AuthStep}: what was loaded, for reload checks. */
 export interface PluginStep extends AuthStep {
+  /** {@link AuthStep.authorize} of a request already in JSON (`{CheckRequest, State}`). */
+  authorizeJson(json: string): Promise<AuthDecision>;
   readonly type: 'pluginAuth';
   /** Absolute path of the loaded file. */
   readonly file: string;
@@ -178,10 +180,14 @@ class SandboxedPluginStep implements PluginStep {
     return this.inline ? 'inline' : 'isolate-thread';
   }
 
-  async authorize(request: CheckRequest, context?: StepContext): Promise<AuthDecision> {
+  authorize(request: CheckRequest, context?: StepContext): Promise<AuthDecision> {
+    return this.authorizeJson(JSON.stringify({ CheckRequest: request, State: context?.state ?? {} }));
+  }
+
+  /** {@link authorize} of a request already in JSON (`{CheckRequest, State}`), as the plugin thread receives it. */
+  async authorizeJson(json: string): Promise<AuthDecision> {
     this.inFlight++;
     try {
-      const json = JSON.stringify({ CheckRequest: request, State: context?.state ?? {} });
       // A call its batch could not finish through no fault of its own runs again, alone.
       for (let attempt = 0; ; attempt++) {
         const instance = this.instance?.alive ? this.instance : await this.acquire();

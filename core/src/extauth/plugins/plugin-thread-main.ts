@@ -1,0 +1,101 @@
+// The plugin thread (./plugin-thread.ts): builds and runs plugin steps as the event loop would,
+// for the main thread's checks. One message in per turn of the main loop, one out per turn here.
+import { parentPort } from 'node:worker_threads';
+import { startWatchdog } from '../../server/process-guards.ts';
+import type { UpstreamSpec } from '../../config/schema/upstream.ts';
+import type { AuthDecision } from '../step.ts';
+import { createPluginStep, type PluginStep } from './plugin-step.ts';
+import { failureOf, type FromThread, type ToThread } from './plugin-thread.ts';
+
+const port = parentPort!;
+const steps = new Map<number, PluginStep>();
+const modes = new Map<number, PluginStep['mode']>();
+let answers: unknown[] = [];
+
+function post(message: FromThread): void {
+  port.postMessage(message);
+}
+
+/** A logger whose lines go to the step's logger on the main thread. */
+function loggerFor(sid: number) {
+  const line = (level: 'debug' | 'info' | 'warn' | 'error') => (fields: object, message: string) => {
+    try {
+      post({ t: 'log', sid, level, fields, message });
+    } catch {
+      // Something in the fields cannot be cloned: its JSON text instead.
+      post({ t: 'log', sid, level, fields: JSON.parse(JSON.stringify(fields, (_key, value: unknown) => (typeof value === 'bigint' || typeof value === 'function' ? String(value) : value)) ?? '{}') as object, message });
+    }
+  };
+  return { debug: line('debug'), info: line('info'), warn: line('warn'), error: line('error') };
+}
+
+/** Answers of this turn go back in one message, with the steps whose mode changed. */
+function answer(id: number, sid: number, decision: AuthDecision): void {
+  if (answers.length === 0) setImmediate(flush);
+  answers.push(id, decision);
+  const step = steps.get(sid);
+  if (step && modes.get(sid) !== step.mode) modes.set(sid, step.mode);
+}
+
+let sentModes = new Map<number, PluginStep['mode']>();
+function flush(): void {
+  const changed: (number | string)[] = [];
+  for (const [sid, mode] of modes) if (sentModes.get(sid) !== mode) changed.push(sid, mode);
+  sentModes = new Map(modes);
+  const out = answers;
+  answers = [];
+  post({ t: 'answers', answers: out, ...(changed.length ? { modes: changed } : {}) });
+}
+
+const DENY: AuthDecision = { allowed: false, status: 403, headers: [], body: '' };
+
+port.on('message', (message: ToThread) => {
+  switch (message.t) {
+    case 'calls': {
+      const calls = message.calls;
+      for (let i = 0; i + 2 < calls.length; i += 3) {
+        const sid = calls[i] as number;
+        const id = calls[i + 1] as number;
+        const step = steps.get(sid);
+        if (!step) {
+          answer(id, sid, DENY);
+          continue;
+        }
+        step.authorizeJson(calls[i + 2] as string).then(
+          (decision) => answer(id, sid, decision),
+          () => answer(id, sid, DENY),
+        );
+      }
+      return;
+    }
+    case 'create': {
+      const { sid, spec, options, upstreams, secrets } = message;
+      createPluginStep(spec, {
+        ...options,
+        logger: loggerFor(sid),
+        resolveUpstream: (ref): UpstreamSpec | undefined => upstreams[`${ref.namespace}/${ref.name}`],
+        resolveSecret: (ref) => secrets[`${ref.namespace}/${ref.name}/${ref.key}`],
+      }).then(
+        (step) => {
+          steps.set(sid, step);
+          modes.set(sid, step.mode);
+          sentModes.set(sid, step.mode);
+          post({ t: 'created', sid, ok: true, name: step.name, file: step.file, metadata: step.metadata, mode: step.mode });
+        },
+        (error: unknown) => post({ t: 'created', sid, ok: false, ...failureOf(error) }),
+      );
+      return;
+    }
+    case 'watchdog':
+      startWatchdog({ stallMs: message.stallMs, loop: 'plugin thread event loop' });
+      return;
+    case 'close': {
+      const step = steps.get(message.sid);
+      steps.delete(message.sid);
+      modes.delete(message.sid);
+      sentModes.delete(message.sid);
+      void (step?.close() ?? Promise.resolve()).finally(() => post({ t: 'closed', sid: message.sid }));
+      return;
+    }
+  }
+});
