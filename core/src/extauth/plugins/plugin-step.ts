@@ -58,6 +58,11 @@ export interface PluginStepOptions {
 export interface PluginStep extends AuthStep {
   /** {@link AuthStep.authorize} of a request already in JSON (`{CheckRequest, State}`). */
   authorizeJson(json: string): Promise<AuthDecision>;
+  /**
+   * Runs the inline calls queued for the next crossing now instead of at the end of this turn
+   * of the event loop: for the plugin thread, whose calls all arrive in one message.
+   */
+  runQueued?(): void;
   readonly type: 'pluginAuth';
   /** Absolute path of the loaded file. */
   readonly file: string;
@@ -243,6 +248,10 @@ class SandboxedPluginStep implements PluginStep {
     const answer = new Promise<BatchResult>((resolve) => answers.push(resolve));
     if (jsons.length >= MAX_BATCH) this.flush();
     return answer;
+  }
+
+  runQueued(): void {
+    this.flush();
   }
 
   private flush(): void {

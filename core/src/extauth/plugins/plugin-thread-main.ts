@@ -29,9 +29,13 @@ function loggerFor(sid: number) {
   return { debug: line('debug'), info: line('info'), warn: line('warn'), error: line('error') };
 }
 
-/** Answers of this turn go back in one message, with the steps whose mode changed. */
+/**
+ * Answers go back in one message per message of calls, with the steps whose mode changed: the
+ * decisions of a batch settle in one run of the microtask queue, and a nextTick scheduled from
+ * it runs once that queue is empty.
+ */
 function answer(id: number, sid: number, decision: AuthDecision): void {
-  if (answers.length === 0) setImmediate(flush);
+  if (answers.length === 0) process.nextTick(flush);
   answers.push(id, decision);
   const step = steps.get(sid);
   if (step && modes.get(sid) !== step.mode) modes.set(sid, step.mode);
@@ -53,6 +57,7 @@ port.on('message', (message: ToThread) => {
   switch (message.t) {
     case 'calls': {
       const calls = message.calls;
+      const touched = new Set<PluginStep>();
       for (let i = 0; i + 2 < calls.length; i += 3) {
         const sid = calls[i] as number;
         const id = calls[i + 1] as number;
@@ -65,7 +70,10 @@ port.on('message', (message: ToThread) => {
           (decision) => answer(id, sid, decision),
           () => answer(id, sid, DENY),
         );
+        touched.add(step);
       }
+      // The whole message is one batch per step: cross now, not a turn later.
+      for (const step of touched) step.runQueued?.();
       return;
     }
     case 'create': {

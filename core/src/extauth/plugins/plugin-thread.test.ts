@@ -44,6 +44,8 @@ describe('plugin steps on the plugin thread', () => {
       { pluginDir: plugins.dir, logger, resolveSecret: (ref) => (ref.name === 'keys' && ref.key === 'api' ? 's3cr3t-value' : undefined) },
     );
     expect(headers(await reader.authorize(request()))).toMatchObject({ 'x-secret-length': '12', 'x-secret-names': 'ApiKey' });
+    // Plugin log lines are fire-and-forget: they may come after the answer.
+    for (let i = 0; i < 100 && !logger.lines.some((l) => l.fields.source === 'plugin'); i++) await new Promise((resolve) => setTimeout(resolve, 10));
     const line = logger.lines.find((l) => l.fields.source === 'plugin');
     expect(line?.message).toBe('the key is [secret]');
     expect(JSON.stringify(logger.lines)).not.toContain('s3cr3t-value');
