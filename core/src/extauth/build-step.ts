@@ -34,37 +34,26 @@ export interface StepBuildOptions {
 }
 
 type CreatePluginStep = typeof import('./plugins/plugin-step.ts').createPluginStep;
-let pluginFactory: Promise<CreatePluginStep> | undefined;
 
 /**
- * The plugin host (isolated-vm), imported on first use: processes whose AuthConfigs have no
- * `pluginAuth` step never load the native module.
+ * A plugin step factory imported on first use: processes whose AuthConfigs have no
+ * `pluginAuth` step never load the native module (isolated-vm). A failed import is retried on
+ * the next build.
  */
-function loadPluginFactory(): Promise<CreatePluginStep> {
-  pluginFactory ??= import('./plugins/plugin-step.ts').then(
-    (module) => module.createPluginStep,
-    (error: unknown) => {
-      throw new GatehouseError(ExtAuthCodes.STEP_UNAVAILABLE, `pluginAuth steps are unavailable: the plugin host cannot be loaded (${(error as Error).message})`, { cause: error });
-    },
-  );
-  // A failed import is retried on the next build.
-  pluginFactory.catch(() => (pluginFactory = undefined));
-  return pluginFactory;
+function lazyFactory(load: () => Promise<CreatePluginStep>, what: string): () => Promise<CreatePluginStep> {
+  let factory: Promise<CreatePluginStep> | undefined;
+  return () => {
+    factory ??= load().catch((error: unknown) => {
+      factory = undefined;
+      throw new GatehouseError(ExtAuthCodes.STEP_UNAVAILABLE, `pluginAuth steps are unavailable: ${what} cannot be loaded (${(error as Error).message})`, { cause: error });
+    });
+    return factory;
+  };
 }
 
-let threadFactory: Promise<CreatePluginStep> | undefined;
-
-/** {@link loadPluginFactory} for steps on the plugin thread. */
-function loadThreadFactory(): Promise<CreatePluginStep> {
-  threadFactory ??= import('./plugins/plugin-thread.ts').then(
-    (module) => module.createThreadedPluginStep,
-    (error: unknown) => {
-      throw new GatehouseError(ExtAuthCodes.STEP_UNAVAILABLE, `pluginAuth steps are unavailable: the plugin thread cannot be loaded (${(error as Error).message})`, { cause: error });
-    },
-  );
-  threadFactory.catch(() => (threadFactory = undefined));
-  return threadFactory;
-}
+const loadPluginFactory = lazyFactory(async () => (await import('./plugins/plugin-step.ts')).createPluginStep, 'the plugin host');
+/** Steps on the process's plugin thread (./plugins/plugin-thread.ts). */
+const loadThreadFactory = lazyFactory(async () => (await import('./plugins/plugin-thread.ts')).createThreadedPluginStep, 'the plugin thread');
 
 /** The name of step `index` for logs and metrics: its `name`, or `<type>[<index>]`. */
 export function stepName(spec: AuthStepSpec, index: number): string {

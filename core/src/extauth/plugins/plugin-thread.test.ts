@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AuthDecision } from '../step.ts';
 import { PluginCodes } from './codes.ts';
 import { createThreadedPluginStep } from './plugin-thread.ts';
-import { HOSTILE, pluginDir, recordingLogger, request } from './test-support.ts';
+import { HOSTILE, pluginDir, recordingLogger, request, watchLoopGaps } from './test-support.ts';
 
 // Plugin steps on the process's plugin thread (--plugin-thread, the CLI's default): the same
 // builds, answers, errors and log lines as on the event loop, with the isolates off it.
@@ -66,17 +66,11 @@ describe('plugin steps on the plugin thread', () => {
   it('a plugin looping on the thread never stalls this event loop; the loop is stopped at the CPU limit and the step recovers', async () => {
     const logger = recordingLogger();
     const step = await createThreadedPluginStep({ name: 'Hostile', exportedSymbolName: 'InfiniteLoop' }, { pluginDir: plugins.dir, logger, cpuTimeoutMs: 400 });
-    let worst = 0;
-    let last = performance.now();
-    const ticker = setInterval(() => {
-      const now = performance.now();
-      worst = Math.max(worst, now - last);
-      last = now;
-    }, 5);
+    const gaps = watchLoopGaps();
     const looping = step.authorize(request({ 'x-misbehave': '1' }));
     const started = performance.now();
     expect(await looping).toMatchObject({ allowed: false, status: 403 });
-    clearInterval(ticker);
+    const worst = gaps.stop();
     // The loop ran on the plugin thread for the CPU limit; this loop kept ticking.
     expect(performance.now() - started).toBeGreaterThanOrEqual(350);
     expect(worst).toBeLessThan(150);

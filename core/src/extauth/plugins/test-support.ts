@@ -26,3 +26,20 @@ export async function pluginDir(builds: { entry: URL; name: string; gatewayVersi
 
 export const HOSTILE = new URL('./fixtures/hostile.ts', import.meta.url);
 export const REQUIRED_HEADER = new URL('../../../../plugins/required-header/src/index.ts', import.meta.url);
+
+/** Test helper: the event loop's worst gap (ms) between 5 ms ticks from now until `stop()`. */
+export function watchLoopGaps(): { stop(): number } {
+  let worst = 0;
+  let last = performance.now();
+  const ticker = setInterval(() => {
+    const now = performance.now();
+    worst = Math.max(worst, now - last);
+    last = now;
+  }, 5);
+  return {
+    stop() {
+      clearInterval(ticker);
+      return worst;
+    },
+  };
+}
