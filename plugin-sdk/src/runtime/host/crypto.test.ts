@@ -42,7 +42,7 @@ describe('verifyHandle (the host half of crypto.subtle.verify)', () => {
   it('never throws on what no isolate half would send; an unknown handle is stale', () => {
     const host = createHostCrypto();
     for (const args of [[undefined], [1.5, 'x'], [-1, 'ECDSA|SHA-256||P-256', new Uint8Array(64), new Uint8Array(1)], ['1', null, null, null]]) {
-      expect(host('verifyHandle', ...(args as [unknown]))).toEqual({ stale: true });
+      expect(host('verifyHandle', ...(args as [unknown]))).toBe('stale');
     }
     expect((host('rekey', 99, { type: 'public', material: new Uint8Array(3), algorithm: { name: 'ECDSA' } }) as { error?: { name: string } }).error?.name).toBe('TypeError');
   });
@@ -67,7 +67,7 @@ describe('verifyHandle (the host half of crypto.subtle.verify)', () => {
     await new Promise((resolve) => setTimeout(resolve, 100));
     expect([finished.get(1), finished.get(2)]).toEqual([true, false]);
     const secret = host('importKey', { format: 'raw', keyData: new Uint8Array(32), algorithm: { name: 'HMAC', hash: 'SHA-256' }, usages: ['verify'] }) as { value: { handle: number } };
-    expect(host('verifyHandle', secret.value.handle, 'HMAC|||', new Uint8Array(32), data)).toEqual({ value: false });
+    expect(host('verifyHandle', secret.value.handle, 'HMAC|||', new Uint8Array(32), data)).toBe(false);
     expect(started).toHaveLength(2);
   });
 });

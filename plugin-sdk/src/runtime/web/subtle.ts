@@ -71,7 +71,7 @@ export function createSubtle(hostCrypto: HostCrypto): { subtle: object; CryptoKe
     }
   }
 
-  type Answer = { value?: unknown; error?: { name: string; message: string }; stale?: true; job?: number };
+  type Answer = { value?: unknown; error?: { name: string; message: string }; job?: number };
   const rethrow = (answer: Answer): unknown => {
     if (answer.error) {
       const Type = errors[answer.error.name];
@@ -191,12 +191,14 @@ export function createSubtle(hostCrypto: HostCrypto): { subtle: object; CryptoKe
       const params = `${normalized.name}|${(normalized.hash as string | undefined) ?? ''}|${normalized.saltLength === undefined ? '' : String(normalized.saltLength)}|${keyAlgorithm.namedCurve ?? ''}`;
       const signatureBytes = bytesFor(signature, 'verify');
       const dataBytes = bytesFor(data, 'verify');
-      let answer = hostCrypto('verifyHandle', slot.handle, params, signatureBytes, dataBytes) as Answer;
-      if (answer.stale) {
+      let answer = hostCrypto('verifyHandle', slot.handle, params, signatureBytes, dataBytes) as boolean | 'stale' | Answer;
+      if (answer === 'stale') {
         // The host dropped the handle (it keeps the most recently used keys): register it again.
         host('rekey', slot.handle, { type: slot.type, material: slot.material, algorithm: slot.hostAlgorithm });
-        answer = hostCrypto('verifyHandle', slot.handle, params, signatureBytes, dataBytes) as Answer;
+        answer = hostCrypto('verifyHandle', slot.handle, params, signatureBytes, dataBytes) as boolean | 'stale' | Answer;
       }
+      if (typeof answer === 'boolean') return answer;
+      if (typeof answer !== 'object' || answer === null) throw domError('OperationError', 'the host could not verify');
       const job = answer.job;
       if (typeof job === 'number') return new Promise<boolean>((resolve) => jobs.set(job, resolve));
       return rethrow(answer) as boolean;
