@@ -5,7 +5,7 @@ import { startWatchdog } from '../../server/process-guards.ts';
 import type { UpstreamSpec } from '../../config/schema/upstream.ts';
 import type { AuthDecision } from '../step.ts';
 import { createPluginStep, type PluginStep } from './plugin-step.ts';
-import { failureOf, type FromThread, type ToThread } from './plugin-thread.ts';
+import { ALLOW, failureOf, type FromThread, type ToThread } from './plugin-thread.ts';
 
 const port = parentPort!;
 const steps = new Map<number, PluginStep>();
@@ -36,7 +36,8 @@ function loggerFor(sid: number) {
  */
 function answer(id: number, sid: number, decision: AuthDecision): void {
   if (answers.length === 0) process.nextTick(flush);
-  answers.push(id, decision);
+  // The common answer, a plain allow, crosses as a number: no object to copy.
+  answers.push(id, decision.allowed && decision.headersToSet.length === 0 && decision.headersToRemove.length === 0 && decision.state === undefined ? ALLOW : decision);
   const step = steps.get(sid);
   if (step && modes.get(sid) !== step.mode) modes.set(sid, step.mode);
 }

@@ -37,10 +37,13 @@ export type ToThread =
 export type FromThread =
   | { t: 'created'; sid: number; ok: true; name: string; file: string; metadata: PluginMetadata; mode: PluginStep['mode'] }
   | { t: 'created'; sid: number; ok: false; code: string; message: string }
-  /** `answers`: call id, decision, …; `modes`: step id, mode, … for steps whose mode changed. */
+  /** `answers`: call id, decision ({@link ALLOW} for a plain allow), …; `modes`: step id, mode, … for steps whose mode changed. */
   | { t: 'answers'; answers: unknown[]; modes?: (number | string)[] }
   | { t: 'closed'; sid: number }
   | { t: 'log'; sid: number; level: 'debug' | 'info' | 'warn' | 'error'; fields: object; message: string };
+
+/** A plain allow (no headers, no State) in an answers message. */
+export const ALLOW = 1;
 
 /** The step options that cross: everything but the logger and the resolvers. */
 export type ThreadStepOptions = Omit<PluginStepOptions, 'logger' | 'resolveUpstream' | 'resolveSecret'>;
@@ -151,7 +154,8 @@ class PluginThread {
           const resolve = this.waiting.get(id);
           if (!resolve) continue;
           this.waiting.delete(id);
-          resolve(answers[i + 1] as AuthDecision);
+          const answer = answers[i + 1];
+          resolve(answer === ALLOW ? { allowed: true, headersToSet: [], headersToRemove: [] } : (answer as AuthDecision));
         }
         return;
       }
