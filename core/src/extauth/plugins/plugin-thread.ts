@@ -74,13 +74,26 @@ class PluginThread {
     // Only steps keep the process alive, never the thread.
     this.worker.unref();
     this.worker.on('message', (message: FromThread) => this.received(message));
+    // A process that exits takes the thread with it: that is no failure.
+    let exiting = false;
+    process.once('exit', () => (exiting = true));
     const lost = (cause: string) => {
+      if (exiting) return;
       // Plugin calls and rebuilds all live there: a process without it cannot authorize
-      // anything, and is restarted as after a catastrophic isolate failure.
+      // anything, and is restarted as after a catastrophic isolate failure. Until then
+      // nothing waits for it: checks are denied, builds fail, closes are done.
       killAfterCatastrophe({ plugin: '(all)', file: '(plugin thread)', cause });
       for (const [id, resolve] of this.waiting) {
         this.waiting.delete(id);
         resolve({ allowed: false, status: 403, headers: [], body: '' });
+      }
+      for (const [sid, pending] of this.created) {
+        this.created.delete(sid);
+        pending.resolve({ t: 'created', sid, ok: false, code: PluginCodes.UNAVAILABLE, message: cause });
+      }
+      for (const [sid, resolve] of this.closing) {
+        this.closing.delete(sid);
+        resolve();
       }
     };
     this.worker.on('error', (error) => lost(`the plugin thread failed: ${error.message}`));
