@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeConfigDir, manifests, type ConfigDir } from '../support/config-dir.ts';
 import { startEcho, startServer, type Echo, type TestServer } from '../support/upstream.ts';
-import { authRoute, buildReferencePlugin, deploy, SHAPES, type Deployment } from './support.ts';
+import { authRoute, buildReferencePlugin, deploy, get, SHAPES, type Deployment } from './support.ts';
 
 /** Keys the service knows, with what it answers; fresh random keys so a leak cannot match by chance. */
 const ALICE = `ak_live_${randomBytes(12).toString('hex')}`;
@@ -61,10 +61,6 @@ afterAll(async () => {
   await keyService?.close();
 });
 
-const get = async (url: string, headers: Record<string, string> = {}) => {
-  const response = await fetch(url, { headers });
-  return { status: response.status, headers: response.headers, body: await response.text() };
-};
 
 describe.each(SHAPES)('ApiKey with a real key service through gatehouse %s', (shape) => {
   let gatehouse: Deployment;

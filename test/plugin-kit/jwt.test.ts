@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeConfigDir, manifests, type ConfigDir } from '../support/config-dir.ts';
 import { startEcho, type Echo, type TestServer } from '../support/upstream.ts';
 import { API_AUDIENCE, CLIENT, decodeJwt, SHORT_LIVED_RESOURCE, signingKey, startOidcProvider, type OidcIssuer } from './oidc-provider.ts';
-import { authRoute, buildReferencePlugin, deploy, SHAPES, type Deployment } from './support.ts';
+import { authRoute, buildReferencePlugin, deploy, get, SHAPES, type Deployment } from './support.ts';
 
 let idp: OidcIssuer;
 let echo: TestServer;
@@ -53,10 +53,6 @@ afterAll(async () => {
   await idp?.close();
 });
 
-const get = async (url: string, headers: Record<string, string> = {}) => {
-  const response = await fetch(url, { headers });
-  return { status: response.status, headers: response.headers, body: await response.text() };
-};
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

@@ -74,3 +74,9 @@ export async function buildReferencePlugin(folder: string, name: string): Promis
 export function authRoute(prefix: string, authConfig: string, upstream = 'up', extauth: object = {}) {
   return { matchers: [{ prefix }], options: { extauth: { configRef: { name: authConfig }, ...extauth } }, routeAction: { single: { upstream: { name: upstream } } } };
 }
+
+/** GET `url` with `headers`: the status, headers and body text. */
+export async function get(url: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: Headers; body: string }> {
+  const response = await fetch(url, { headers });
+  return { status: response.status, headers: response.headers, body: await response.text() };
+}

@@ -16,9 +16,8 @@ export type HostRandom = (n: number) => string;
  * Crypto operations for `crypto.subtle` (digest, importKey, sign, verify, exportKey), run by
  * the host's `node:crypto`. `op` names the operation; the arguments and the result are plain
  * data (strings, numbers, Uint8Array, plain objects). `importKey` answers a key handle as
- * well; `verifyHandle(handle, params, signature, data)` verifies with one, and may answer
- * `{job: id}`: the verify runs off the event loop and its result comes through the runtime's
- * `resolveJobs`. Implemented by ./host/crypto.ts; the isolate half is ./web/subtle.ts.
+ * well; `signHandle` and `verifyHandle` take one, and a verify may answer `{job: id}`: it runs
+ * off the event loop and its result comes through the runtime's `resolveJobs`. Implemented by ./host/crypto.ts; the isolate half is ./web/subtle.ts.
  */
 export type HostCrypto = (op: string, args: unknown, ...more: unknown[]) => unknown;
 

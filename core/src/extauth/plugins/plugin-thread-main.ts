@@ -5,12 +5,15 @@ import { startWatchdog } from '../../server/process-guards.ts';
 import type { UpstreamSpec } from '../../config/schema/upstream.ts';
 import type { AuthDecision } from '../step.ts';
 import { createPluginStep, type PluginStep } from './plugin-step.ts';
-import { ALLOW, failureOf, type FromThread, type ToThread } from './plugin-thread.ts';
+import { ALLOW, failureOf, secretKey, upstreamKey, type FromThread, type ToThread } from './plugin-thread.ts';
 
 const port = parentPort!;
 const steps = new Map<number, PluginStep>();
-const modes = new Map<number, PluginStep['mode']>();
+/** Each step's mode as the main thread last heard it. */
+const reported = new Map<number, PluginStep['mode']>();
 let answers: unknown[] = [];
+/** Steps whose mode changed since the last answers message: step id, mode, … */
+let changed: (number | string)[] = [];
 
 function post(message: FromThread): void {
   port.postMessage(message);
@@ -38,18 +41,19 @@ function answer(id: number, sid: number, decision: AuthDecision): void {
   if (answers.length === 0) process.nextTick(flush);
   // The common answer, a plain allow, crosses as a number: no object to copy.
   answers.push(id, decision.allowed && decision.headersToSet.length === 0 && decision.headersToRemove.length === 0 && decision.state === undefined ? ALLOW : decision);
-  const step = steps.get(sid);
-  if (step && modes.get(sid) !== step.mode) modes.set(sid, step.mode);
+  const mode = steps.get(sid)?.mode;
+  if (mode !== undefined && reported.get(sid) !== mode) {
+    reported.set(sid, mode);
+    changed.push(sid, mode);
+  }
 }
 
-let sentModes = new Map<number, PluginStep['mode']>();
 function flush(): void {
-  const changed: (number | string)[] = [];
-  for (const [sid, mode] of modes) if (sentModes.get(sid) !== mode) changed.push(sid, mode);
-  sentModes = new Map(modes);
   const out = answers;
+  const modes = changed;
   answers = [];
-  post({ t: 'answers', answers: out, ...(changed.length ? { modes: changed } : {}) });
+  changed = [];
+  post({ t: 'answers', answers: out, ...(modes.length ? { modes } : {}) });
 }
 
 const DENY: AuthDecision = { allowed: false, status: 403, headers: [], body: '' };
@@ -82,13 +86,12 @@ port.on('message', (message: ToThread) => {
       createPluginStep(spec, {
         ...options,
         logger: loggerFor(sid),
-        resolveUpstream: (ref): UpstreamSpec | undefined => upstreams[`${ref.namespace}/${ref.name}`],
-        resolveSecret: (ref) => secrets[`${ref.namespace}/${ref.name}/${ref.key}`],
+        resolveUpstream: (ref): UpstreamSpec | undefined => upstreams[upstreamKey(ref)],
+        resolveSecret: (ref) => secrets[secretKey(ref)],
       }).then(
         (step) => {
           steps.set(sid, step);
-          modes.set(sid, step.mode);
-          sentModes.set(sid, step.mode);
+          reported.set(sid, step.mode);
           post({ t: 'created', sid, ok: true, name: step.name, file: step.file, metadata: step.metadata, mode: step.mode });
         },
         (error: unknown) => post({ t: 'created', sid, ok: false, ...failureOf(error) }),
@@ -101,8 +104,7 @@ port.on('message', (message: ToThread) => {
     case 'close': {
       const step = steps.get(message.sid);
       steps.delete(message.sid);
-      modes.delete(message.sid);
-      sentModes.delete(message.sid);
+      reported.delete(message.sid);
       void (step?.close() ?? Promise.resolve()).finally(() => post({ t: 'closed', sid: message.sid }));
       return;
     }

@@ -48,8 +48,9 @@ export const ALLOW = 1;
 /** The step options that cross: everything but the logger and the resolvers. */
 export type ThreadStepOptions = Omit<PluginStepOptions, 'logger' | 'resolveUpstream' | 'resolveSecret'>;
 
-const upstreamKey = (ref: { name: string; namespace: string }) => `${ref.namespace}/${ref.name}`;
-const secretKey = (ref: { name: string; namespace: string; key: string }) => `${ref.namespace}/${ref.name}/${ref.key}`;
+/** How resolved Upstreams and Secrets are keyed in a `create` message. */
+export const upstreamKey = (ref: { name: string; namespace: string }) => `${ref.namespace}/${ref.name}`;
+export const secretKey = (ref: { name: string; namespace: string; key: string }) => `${ref.namespace}/${ref.name}/${ref.key}`;
 
 /** The process's plugin thread, started with the first step that needs it. */
 class PluginThread {

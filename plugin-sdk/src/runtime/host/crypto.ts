@@ -3,11 +3,12 @@ import type { HostCrypto } from '../host-api.ts';
 
 /**
  * The host's half of the sandbox's `crypto.subtle` (SPEC 5.3): digest, importKey, sign, verify
- * and exportKey on Node's native crypto, synchronously. The isolate keeps each key's canonical
- * material (spki / pkcs8 DER, raw secret) in a slot plugin code cannot reach and sends it with
- * every operation; parsed KeyObjects are cached here by material, so repeated verifies run at
- * native speed. Everything from the isolate is untrusted: every field is checked, and failures
- * are answers (`{error: {name, message}}` with WebCrypto's error names), never host throws.
+ * and exportKey on Node's native crypto (a verify may be deferred to the thread pool). The
+ * isolate keeps each key's canonical material (spki / pkcs8 DER, raw secret) in a slot plugin
+ * code cannot reach; signing and verifying send only the key's handle (see createHostCrypto),
+ * the material only to export a key or register a dropped handle again. Everything from the
+ * isolate is untrusted: every field is checked, and failures are answers (`{error: {name,
+ * message}}` with WebCrypto's error names), never host throws.
  */
 
 /** Largest data one operation takes (digest, sign, verify). */
@@ -215,30 +216,6 @@ function signatureParams(algorithm: Algorithm, key: KeyRef, object: KeyObject): 
   }
 }
 
-function signOrVerify(args: Record<string, unknown>, mode: 'sign' | 'verify'): unknown {
-  const algorithm = algorithmOf(args.algorithm);
-  const key = keyRefOf(args.key);
-  const data = bytes(args.data, 'data');
-  if (key.type === (mode === 'sign' ? 'public' : 'private')) throw new CryptoError('InvalidAccessError', `Unable to use this key to ${mode}`);
-  const object = keyObjectOf(key);
-  if (algorithm.name === 'HMAC') {
-    if (key.algorithm.name !== 'HMAC') throw new CryptoError('InvalidAccessError', 'The requested operation is not valid for the provided key');
-    const mac = createHmac(HASHES[key.algorithm.hash!]!, object).update(data).digest();
-    if (mode === 'sign') return new Uint8Array(mac);
-    const signature = bytes(args.signature, 'signature', MAX_KEY_BYTES);
-    return signature.byteLength === mac.byteLength && timingSafeEqual(signature, mac);
-  }
-  const { hash, options } = signatureParams(algorithm, key, object);
-  try {
-    if (mode === 'sign') return new Uint8Array(sign(hash, data, options));
-    return verify(hash, data, options as Parameters<typeof verify>[2], bytes(args.signature, 'signature', MAX_KEY_BYTES));
-  } catch (error) {
-    // A malformed signature (e.g. the wrong length) is a failed verification, as in WebCrypto.
-    if (mode === 'verify') return false;
-    throw new CryptoError('OperationError', (error as Error).message);
-  }
-}
-
 function exportKey(args: Record<string, unknown>): unknown {
   const key = keyRefOf(args.key);
   const format = args.format;
@@ -320,11 +297,12 @@ export function p1363ToDer(signature: Uint8Array, size: number): Buffer | undefi
 }
 
 /**
- * The dispatcher the isolate calls (an isolated-vm Callback). Never throws. Besides the
- * operations on whole key descriptions, two take a key handle (what `importKey` answers, kept
- * per dispatcher): `verifyHandle(handle, params, signature, data)` (the hot path: no key
- * material crosses; it answers a bare boolean) and `rekey(handle, key)` (a handle this
- * dispatcher dropped, registered again; `verifyHandle` answers `'stale'` for one).
+ * The dispatcher the isolate calls (an isolated-vm Callback). Never throws. `importKey` answers
+ * a key handle (the parsed key is kept per dispatcher), and signing and verifying take one, so
+ * no key material crosses on the hot path: `verifyHandle(handle, params, signature, data)`
+ * answers a bare boolean, `signHandle(handle, params, data)` the signature's bytes. Both answer
+ * `'stale'` for a handle this dispatcher dropped, which `rekey(handle, key)` registers again.
+ * `digest` and `exportKey` take whole descriptions.
  */
 export function createHostCrypto(options: HostCryptoOptions = {}): HostCrypto {
   const held = new Map<number, HeldKey>();
@@ -334,33 +312,42 @@ export function createHostCrypto(options: HostCryptoOptions = {}): HostCrypto {
     if (held.size > MAX_HANDLES) held.delete(held.keys().next().value!);
     return handle;
   };
-  const prepare = (entry: HeldKey, params: string): Prepared => {
-    let prepared = entry.prepared.get(params);
+  /** What `sign` or `verify` with a held key and `params` (`name|hash|saltLength|namedCurve`) needs, prepared once. */
+  const prepare = (entry: HeldKey, params: string, mode: 'sign' | 'verify'): Prepared => {
+    const id = `${mode}|${params}`;
+    let prepared = entry.prepared.get(id);
     if (prepared) return prepared;
     const [name = '', hash = '', salt = '', curve = ''] = params.split('|');
     const algorithm: Algorithm = algorithmOf({ name, ...(hash ? { hash } : {}), ...(salt ? { saltLength: Number(salt) } : {}), ...(curve ? { namedCurve: curve } : {}) });
     const key = entry.ref;
-    if (key.type === 'private') throw new CryptoError('InvalidAccessError', 'Unable to use this key to verify');
+    if (key.type === (mode === 'sign' ? 'public' : 'private')) throw new CryptoError('InvalidAccessError', `Unable to use this key to ${mode}`);
     if (algorithm.name === 'HMAC') {
       if (key.algorithm.name !== 'HMAC') throw new CryptoError('InvalidAccessError', 'The requested operation is not valid for the provided key');
       prepared = { hash: HASHES[key.algorithm.hash!]!, key: entry.object, ecdsaSize: 0, hmac: true };
     } else {
-      const { hash: digest, options: verifyKey } = signatureParams(algorithm, key, entry.object);
-      const ecdsa = algorithm.name === 'ECDSA';
-      prepared = { hash: digest, key: ecdsa ? entry.object : (verifyKey as Parameters<typeof verify>[2]), ecdsaSize: ecdsa ? CURVES[key.algorithm.namedCurve ?? '']!.size : 0, hmac: false };
+      const { hash: digest, options: keyOptions } = signatureParams(algorithm, key, entry.object);
+      // Verifies hand OpenSSL a DER signature and the bare KeyObject; signs keep WebCrypto's P1363 output.
+      const ecdsa = algorithm.name === 'ECDSA' && mode === 'verify';
+      prepared = { hash: digest, key: ecdsa ? entry.object : (keyOptions as Parameters<typeof verify>[2]), ecdsaSize: ecdsa ? CURVES[key.algorithm.namedCurve ?? '']!.size : 0, hmac: false };
     }
-    if (entry.prepared.size < 16) entry.prepared.set(params, prepared);
+    if (entry.prepared.size < 16) entry.prepared.set(id, prepared);
     return prepared;
+  };
+  /** The held key of `handle`, as the most recently used; undefined when this dispatcher dropped it. */
+  const use = (handle: unknown): HeldKey | undefined => {
+    const entry = typeof handle === 'number' ? held.get(handle) : undefined;
+    if (!entry) return undefined;
+    // Least recently used goes first: re-insert on use.
+    held.delete(handle as number);
+    held.set(handle as number, entry);
+    return entry;
   };
   // The hot path answers a bare boolean (a copied object costs the crossing a few µs), 'stale' for
   // a handle this dispatcher no longer holds, `{job}` for a deferred verify, `{error}` otherwise.
   const verifyHandle = (handle: unknown, params: unknown, rawSignature: unknown, rawData: unknown): boolean | 'stale' | Answer | { job: number } => {
-    const entry = typeof handle === 'number' ? held.get(handle) : undefined;
+    const entry = use(handle);
     if (!entry) return 'stale';
-    // Least recently used goes first: re-insert on use.
-    held.delete(handle as number);
-    held.set(handle as number, entry);
-    const prepared = prepare(entry, String(params));
+    const prepared = prepare(entry, String(params), 'verify');
     const data = bytes(rawData, 'data');
     const signature = bytes(rawSignature, 'signature', MAX_KEY_BYTES);
     if (prepared.hmac) {
@@ -386,9 +373,23 @@ export function createHostCrypto(options: HostCryptoOptions = {}): HostCrypto {
       return false;
     }
   };
+  /** The signature (bytes), 'stale', or `{error}`: a webhook plugin's HMAC runs on every request. */
+  const signHandle = (handle: unknown, params: unknown, rawData: unknown): Uint8Array | 'stale' => {
+    const entry = use(handle);
+    if (!entry) return 'stale';
+    const prepared = prepare(entry, String(params), 'sign');
+    const data = bytes(rawData, 'data');
+    if (prepared.hmac) return new Uint8Array(createHmac(prepared.hash!, entry.object).update(data).digest());
+    try {
+      return new Uint8Array(sign(prepared.hash, data, prepared.key as Parameters<typeof sign>[2]));
+    } catch (error) {
+      throw new CryptoError('OperationError', (error as Error).message);
+    }
+  };
   return (op: string, raw: unknown, a?: unknown, b?: unknown, c?: unknown): unknown => {
     try {
       if (op === 'verifyHandle') return verifyHandle(raw, a, b, c);
+      if (op === 'signHandle') return signHandle(raw, a, b);
       const args = (typeof raw === 'object' && raw !== null ? raw : {}) as Record<string, unknown>;
       switch (op) {
         case 'rekey': {
@@ -409,10 +410,6 @@ export function createHostCrypto(options: HostCryptoOptions = {}): HostCrypto {
           if (!hash) throw new CryptoError('NotSupportedError', `Unrecognized algorithm name: ${String(args.hash)}`);
           return { value: new Uint8Array(createHash(hash).update(bytes(args.data, 'data')).digest()) };
         }
-        case 'sign':
-          return { value: signOrVerify(args, 'sign') };
-        case 'verify':
-          return { value: signOrVerify(args, 'verify') };
         case 'exportKey':
           return { value: exportKey(args) };
         default:

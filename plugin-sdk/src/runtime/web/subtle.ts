@@ -81,6 +81,18 @@ export function createSubtle(hostCrypto: HostCrypto): { subtle: object; CryptoKe
   };
   const host = (op: string, ...args: unknown[]): unknown => rethrow(hostCrypto(op, ...(args as [unknown])) as Answer);
 
+  /** A call on the key's host handle; a handle the host dropped (it keeps the most recently used keys) is registered again from the slot. */
+  const byHandle = (slot: Slot, op: 'signHandle' | 'verifyHandle', ...args: unknown[]): unknown => {
+    const answer = hostCrypto(op, slot.handle, ...args);
+    if (answer !== 'stale') return answer;
+    host('rekey', slot.handle, { type: slot.type, material: slot.material, algorithm: slot.hostAlgorithm });
+    return hostCrypto(op, slot.handle, ...args);
+  };
+
+  /** The algorithm of a sign or verify call as the host's handle operations take it: `name|hash|saltLength|namedCurve`. */
+  const paramsOf = (normalized: Record<string, unknown> & { name: string }, key: CryptoKey): string =>
+    `${normalized.name}|${(normalized.hash as string | undefined) ?? ''}|${normalized.saltLength === undefined ? '' : String(normalized.saltLength)}|${(key.algorithm as { namedCurve?: string }).namedCurve ?? ''}`;
+
   /** The bytes of a BufferSource for a host call, which copies them itself: a copy here only for a view of part of a buffer (so the host gets no more than the view). */
   const bytesFor = (value: unknown, what: string): Uint8Array => {
     if (value instanceof Uint8Array && value.byteOffset === 0 && value.byteLength === value.buffer.byteLength) return value;
@@ -179,29 +191,20 @@ export function createSubtle(hostCrypto: HostCrypto): { subtle: object; CryptoKe
     sign: promised((algorithm: unknown, key: unknown, data: unknown) => {
       const normalized = normalize(algorithm, SIGNERS);
       const slot = slotOf(key, 'sign', normalized.name, 'sign');
-      const keyAlgorithm = (key as CryptoKey).algorithm as { namedCurve?: string };
-      return buffer(host('sign', { algorithm: { ...normalized, namedCurve: keyAlgorithm.namedCurve }, key: { type: slot.type, material: slot.material, algorithm: slot.hostAlgorithm }, data: bufferSource(data, 'sign') }));
+      const answer = byHandle(slot, 'signHandle', paramsOf(normalized, key as CryptoKey), bytesFor(data, 'sign'));
+      return answer instanceof Uint8Array ? buffer(answer) : rethrow(answer as Answer);
     }),
 
     verify: promised((algorithm: unknown, key: unknown, signature: unknown, data: unknown) => {
       const normalized = normalize(algorithm, SIGNERS);
       const slot = slotOf(key, 'verify', normalized.name, 'verify');
-      const keyAlgorithm = (key as CryptoKey).algorithm as { namedCurve?: string };
       // The hot path of a JWT plugin: only the key's handle and flat values cross.
-      const params = `${normalized.name}|${(normalized.hash as string | undefined) ?? ''}|${normalized.saltLength === undefined ? '' : String(normalized.saltLength)}|${keyAlgorithm.namedCurve ?? ''}`;
-      const signatureBytes = bytesFor(signature, 'verify');
-      const dataBytes = bytesFor(data, 'verify');
-      let answer = hostCrypto('verifyHandle', slot.handle, params, signatureBytes, dataBytes) as boolean | 'stale' | Answer;
-      if (answer === 'stale') {
-        // The host dropped the handle (it keeps the most recently used keys): register it again.
-        host('rekey', slot.handle, { type: slot.type, material: slot.material, algorithm: slot.hostAlgorithm });
-        answer = hostCrypto('verifyHandle', slot.handle, params, signatureBytes, dataBytes) as boolean | 'stale' | Answer;
-      }
+      const answer = byHandle(slot, 'verifyHandle', paramsOf(normalized, key as CryptoKey), bytesFor(signature, 'verify'), bytesFor(data, 'verify'));
       if (typeof answer === 'boolean') return answer;
       if (typeof answer !== 'object' || answer === null) throw domError('OperationError', 'the host could not verify');
-      const job = answer.job;
+      const job = (answer as Answer).job;
       if (typeof job === 'number') return new Promise<boolean>((resolve) => jobs.set(job, resolve));
-      return rethrow(answer) as boolean;
+      return rethrow(answer as Answer) as boolean;
     }),
 
     exportKey: promised((format: unknown, key: unknown) => {
