@@ -125,9 +125,10 @@ describe('plugin auth through gatehouse run', () => {
   let gatehouse: GatehouseProcess;
 
   beforeAll(async () => {
-    // A 1 s auth timeout instead of 200 ms: the plugin host's own limits (50 ms CPU, 500 ms per
+    // A 3 s auth timeout instead of 200 ms: the plugin host's own limits (50 ms CPU, 1 s wall per
     // call) must be what denies hostile plugins, not the gateway giving up on the auth server.
-    gatehouse = await startGatehouse('run', ['--config-dir', config.path, '--plugin-dir', pluginDir, '--extauth-timeout', '1s']);
+    // It must be well past the 1 s wall deadline: at exactly 1 s the two raced (a CI run lost).
+    gatehouse = await startGatehouse('run', ['--config-dir', config.path, '--plugin-dir', pluginDir, '--extauth-timeout', '3s']);
     await gatehouse.waitForLog((l) => l.msg === 'received new auth configuration');
   });
   afterAll(() => gatehouse?.stop());
