@@ -40,7 +40,45 @@ export class AuthChain {
   }
 
   /** Runs the chain. Never throws: a step that throws denies with 403 and is logged. */
-  async run(request: CheckRequest): Promise<AuthDecision> {
+  run(request: CheckRequest): Promise<AuthDecision> {
+    return this.expr === undefined && this.steps.length === 1 ? this.runOne(this.steps[0]!, request) : this.runAll(request);
+  }
+
+  /**
+   * The common AuthConfig, one step and no `booleanExpr`: the step's own decision, in one
+   * promise hop instead of three async frames (measured on the plugin bench route: the
+   * gateway's side of a check is most of what a fast plugin costs).
+   */
+  private runOne(step: AuthStep, request: CheckRequest): Promise<AuthDecision> {
+    this.inflight++;
+    let answer: Promise<AuthDecision>;
+    try {
+      answer = step.authorize(request, { state: {} });
+    } catch (error) {
+      answer = Promise.reject(error);
+    }
+    return answer.then(
+      (decision) => {
+        const decided = this.decided(step, decision);
+        this.settled();
+        // As runSteps: one step's answer passes through unless it sets and removes one header.
+        if (!decided.allowed || !setsAndRemoves(decided)) return decided;
+        const touched = new Set(decided.headersToSet.map((h) => h.key.toLowerCase()));
+        const removed = new Set(decided.headersToRemove.map((name) => name.toLowerCase()));
+        return netEffect(applyAllowed(request.attributes.request.http.headers, decided), touched, removed);
+      },
+      (error: unknown) => {
+        this.settled();
+        return this.failed(step, error);
+      },
+    );
+  }
+
+  private settled(): void {
+    if (--this.inflight === 0) this.drained?.();
+  }
+
+  private async runAll(request: CheckRequest): Promise<AuthDecision> {
     this.inflight++;
     try {
       return await (this.expr ? this.runExpr(this.expr, request) : this.runSteps(request));
@@ -79,12 +117,7 @@ export class AuthChain {
     // header (whose outcome would depend on the order the gateway applies them).
     if (changes === 0) return last ?? allow();
     if (changes === 1 && !setsAndRemoves(changing!)) return changing!;
-    // The net effect of every step on the original request, as one OK response:
-    // overwrite what some step set or appended, remove what some step removed.
-    return allow(
-      [...touched].filter((name) => headers[name] !== undefined).map((name) => ({ key: name, value: headers[name]!, append: false })),
-      [...removed].filter((name) => headers[name] === undefined),
-    );
+    return netEffect(headers, touched, removed);
   }
 
   /**
@@ -120,26 +153,41 @@ export class AuthChain {
     });
     if (!allowed) return denial ?? forbidden();
     if (!changed) return allow();
-    return allow(
-      [...touched].filter((name) => headers[name] !== undefined).map((name) => ({ key: name, value: headers[name]!, append: false })),
-      [...removed].filter((name) => headers[name] === undefined),
-    );
+    return netEffect(headers, touched, removed);
   }
 
   private async runStep(step: AuthStep, request: CheckRequest, state: Record<string, unknown>): Promise<AuthDecision> {
+    let decision: AuthDecision;
     try {
-      const report: SanitizeReport = { dropped: [] };
-      const decision = sanitizeDecision(await step.authorize(request, { state }), report);
-      if (report.reason || report.dropped.length > 0) {
-        this.logger.warn({ code: ExtAuthCodes.BAD_DECISION, config_id: this.configId, step: step.name, dropped: report.dropped, reason: report.reason }, `auth step ${step.name} of ${this.configId} answered with headers or a status that cannot be sent; sanitised`);
-      }
-      this.counters.get(step)![decision.allowed ? 'allow' : 'deny'].inc();
-      return decision;
+      decision = await step.authorize(request, { state });
     } catch (error) {
-      this.counters.get(step)!.error.inc();
-      this.logger.error({ err: error, code: ExtAuthCodes.STEP_FAILED, config_id: this.configId, step: step.name }, `auth step ${step.name} of ${this.configId} failed; request denied`);
-      return forbidden();
+      return this.failed(step, error);
     }
+    return this.decided(step, decision);
+  }
+
+  /** A step's decision made safe to apply (a warning when it had to change), and counted. */
+  private decided(step: AuthStep, raw: AuthDecision): AuthDecision {
+    let decision: AuthDecision;
+    const report: SanitizeReport = { dropped: [] };
+    try {
+      decision = sanitizeDecision(raw, report);
+    } catch (error) {
+      // A decision of the wrong shape (a user's step): as if the step had thrown.
+      return this.failed(step, error);
+    }
+    if (report.reason || report.dropped.length > 0) {
+      this.logger.warn({ code: ExtAuthCodes.BAD_DECISION, config_id: this.configId, step: step.name, dropped: report.dropped, reason: report.reason }, `auth step ${step.name} of ${this.configId} answered with headers or a status that cannot be sent; sanitised`);
+    }
+    this.counters.get(step)![decision.allowed ? 'allow' : 'deny'].inc();
+    return decision;
+  }
+
+  /** A step that threw: denied (403), counted and logged. */
+  private failed(step: AuthStep, error: unknown): AuthDecision {
+    this.counters.get(step)!.error.inc();
+    this.logger.error({ err: error, code: ExtAuthCodes.STEP_FAILED, config_id: this.configId, step: step.name }, `auth step ${step.name} of ${this.configId} failed; request denied`);
+    return forbidden();
   }
 
   /** Closes every step once the checks in flight on this chain have finished. */
@@ -159,6 +207,18 @@ export async function closeSteps(steps: readonly AuthStep[], logger: Logger): Pr
         logger.warn({ err: error, step: step.name }, 'closing auth step failed');
       }
     }),
+  );
+}
+
+/**
+ * The net effect of the allowing steps on the original request, as one OK response: overwrite
+ * what some step set or appended, remove what some step removed (`headers`: the request's
+ * headers after every step).
+ */
+function netEffect(headers: Record<string, string>, touched: ReadonlySet<string>, removed: ReadonlySet<string>): AuthDecision {
+  return allow(
+    [...touched].filter((name) => headers[name] !== undefined).map((name) => ({ key: name, value: headers[name]!, append: false })),
+    [...removed].filter((name) => headers[name] === undefined),
   );
 }
 

@@ -277,6 +277,20 @@ describe('reloads and the access log', () => {
     expect(typeof lines[0]!.durationMs).toBe('number');
   });
 
+  test('the access log line of a request auth allowed (and changed headers of) names its upstream', async () => {
+    // Regression: the allowed request went on with a copy of its context, so the upstream the
+    // forward recorded never reached the access log.
+    authorizer.decide = async () => ({ allowed: true, headersToSet: [{ key: 'x-user-id', value: 'alice' }], headersToRemove: [] });
+    const reply = await send(port, '/allowed/logged', { 'x-request-id': 'log-auth-1' });
+    expect(reply.status).toBe(200);
+    expect((JSON.parse(reply.body) as { headers: Record<string, string> }).headers['x-user-id']).toBe('alice');
+    await new Promise((r) => setTimeout(r, 20));
+    accessLogger.flush();
+    const lines = logLines.filter((l) => l.msg === 'access' && l.reqId === 'log-auth-1');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ path: '/allowed/logged', status: 200, upstream: `http://127.0.0.1:${echo.port}` });
+  });
+
   test('a client that disconnects aborts the upstream request', async () => {
     const aborted = new Promise<void>((resolve) => {
       echo.server.once('request', (req: IncomingMessage) => req.socket.once('close', () => resolve()));
