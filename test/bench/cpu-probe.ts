@@ -3,7 +3,7 @@
 // time goes". Usage: node test/bench/cpu-probe.ts [plugin: required-header|jwt-rs256|jwt-es256] [seconds]
 import { execFile, spawn } from 'node:child_process';
 import { promisify } from 'node:util';
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -55,6 +55,17 @@ const cpu = async () => {
   const fields = (await readFile(`/proc/${child.pid}/stat`, 'utf8')).split(') ')[1]!.split(' ');
   return (Number(fields[11]) + Number(fields[12])) * 10_000; // clock ticks (100/s) → µs
 };
+/** CPU µs by thread name (main, plugin thread, GC helpers, libuv pool), from /proc/PID/task. */
+const threadCpu = async () => {
+  const byName: Record<string, number> = {};
+  for (const tid of await readdir(`/proc/${child.pid}/task`)) {
+    const stat = await readFile(`/proc/${child.pid}/task/${tid}/stat`, 'utf8').catch(() => '');
+    const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    if (name) byName[name] = (byName[name] ?? 0) + (Number(fields[11]) + Number(fields[12])) * 10_000;
+  }
+  return byName;
+};
 async function measure(host: string, headers: Record<string, string>) {
   const url = `http://127.0.0.1:${port}/`;
   const script = join(work, `${host}.lua`);
@@ -62,9 +73,15 @@ async function measure(host: string, headers: Record<string, string>) {
   const wrk = (s: number) => promisify(execFile)('wrk', ['-t1', '-c32', `-d${s}s`, '--latency', '-s', script, url], { maxBuffer: 1 << 20 });
   await wrk(1);
   const before = await cpu();
+  const threadsBefore = await threadCpu();
   const result = parseWrk((await wrk(seconds)).stdout);
   const used = (await cpu()) - before;
-  return { rps: Math.round(result.requestsPerSec), cpuUsPerRequest: Math.round((used / result.requests) * 10) / 10, errors: result.errors };
+  const threads: Record<string, number> = {};
+  for (const [name, us] of Object.entries(await threadCpu())) {
+    const per = Math.round(((us - (threadsBefore[name] ?? 0)) / result.requests) * 10) / 10;
+    if (per > 0) threads[name] = per;
+  }
+  return { rps: Math.round(result.requestsPerSec), cpuUsPerRequest: Math.round((used / result.requests) * 10) / 10, threads, errors: result.errors };
 }
 for (let round = 0; round < Number(process.env.PROBE_ROUNDS ?? 2); round++) {
   const only = process.env.PROBE_ONLY;
