@@ -6,7 +6,7 @@ import type { IDeployment } from 'kubernetes-models/apps/v1/Deployment';
 import type { IPodSpec } from 'kubernetes-models/v1/PodSpec';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments, stringify } from 'yaml';
-import { makeConfigDir, manifests, type ConfigDir } from '../support/config-dir.ts';
+import { makeConfigDir, requiredHeaderAppFiles, type ConfigDir } from '../support/config-dir.ts';
 import { eventually, send } from '../support/http.ts';
 import { freePort } from '../support/ports.ts';
 import { startEcho, type Echo, type TestServer } from '../support/upstream.ts';
@@ -162,15 +162,7 @@ describe.skipIf(missing !== undefined)('the images as a pod', () => {
       await chmod(dir, 0o777);
       return dir;
     };
-    config = await makeConfigDir({
-      'upstream.yaml': manifests.upstream('echo', [{ addr: '127.0.0.1', port: echo.port }]),
-      'auth.yaml': manifests.authConfig('required-header', [{ pluginAuth: { name: 'RequiredHeader', config: { RequiredHeader: 'x-team', AllowedValues: ['blue', 'green'] } } }]),
-      'vs.yaml': manifests.virtualService('app', {
-        domains: ['app.test'],
-        options: { extauth: { configRef: { name: 'required-header' } } },
-        routes: [{ matchers: [{ prefix: '/' }], routeAction: { single: { upstream: { name: 'echo' } } } }],
-      }),
-    });
+    config = await makeConfigDir(requiredHeaderAppFiles(echo.port));
     await chmod(config.path, 0o755);
     const extauthVolumes = { 'auth-plugins': await emptyDir('extauth-auth-plugins'), tmp: await emptyDir('extauth-tmp'), config: config.path };
     const gatewayVolumes = { tmp: await emptyDir('gateway-tmp'), config: config.path };

@@ -7,23 +7,14 @@ import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as k8s from '@kubernetes/client-node';
 import { eventually } from '../support/http.ts';
-import { LIMITED_USER, requireKube, startKubeApiServer, type KubeApiServer } from './apiserver.ts';
+import { LIMITED_USER, startKubeApiServer, type KubeApiServer } from './apiserver.ts';
+import { describeWithKube } from './describe-with-kube.ts';
 
-const KUBE = requireKube('test/kube/apiserver.test.ts');
-
-if (KUBE instanceof Error) {
-  describe('kube-apiserver harness', () => {
-    it('needs etcd and kube-apiserver on CI', () => {
-      throw KUBE;
-    });
-  });
-}
-
-describe.skipIf(!KUBE || KUBE instanceof Error)('kube-apiserver harness (test/kube/apiserver.ts)', () => {
+describeWithKube('kube-apiserver harness (test/kube/apiserver.ts)', 'test/kube/apiserver.test.ts', (binaries) => {
   let kube: KubeApiServer;
 
   beforeAll(async () => {
-    kube = await startKubeApiServer({ binaries: KUBE as Exclude<typeof KUBE, Error | undefined> });
+    kube = await startKubeApiServer({ binaries });
   }, 120_000);
   afterAll(async () => {
     await kube?.stop();
@@ -106,7 +97,7 @@ describe.skipIf(!KUBE || KUBE instanceof Error)('kube-apiserver harness (test/ku
   }, 120_000);
 
   it('stop() leaves nothing behind: the port refuses connections and the temporary files are gone', async () => {
-    const other = await startKubeApiServer({ binaries: KUBE as Exclude<typeof KUBE, Error | undefined> });
+    const other = await startKubeApiServer({ binaries });
     expect(existsSync(other.kubeconfig)).toBe(true);
     expect((await other.request('GET', '/readyz')).status).toBe(200);
     await other.stop();

@@ -14,11 +14,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments, stringify } from 'yaml';
 import { KIND_NAMES } from '../../core/src/config/schema/kinds.ts';
 import { GATEWAY_VERSION } from '../../core/src/version.ts';
-import { KubeError, requireKube, startKubeApiServer, type KubeApiServer, type KubeObject } from './apiserver.ts';
+import { KubeError, startKubeApiServer, type KubeApiServer, type KubeObject } from './apiserver.ts';
+import { describeWithKube } from './describe-with-kube.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const CLI = join(ROOT, 'core/bin/gatehouse.js');
-const KUBE = requireKube('test/kube/crds.test.ts');
 
 /** Values with three plugin images (two registries, explicit and default pull policies) in their own namespace. */
 const PLUGIN_VALUES = {
@@ -37,21 +37,13 @@ const PLUGIN_VALUES = {
   },
 };
 
-if (KUBE instanceof Error) {
-  describe('CRDs on a real kube-apiserver', () => {
-    it('needs etcd and kube-apiserver on CI', () => {
-      throw KUBE;
-    });
-  });
-}
-
-describe.skipIf(!KUBE || KUBE instanceof Error)('gatehouse install render and the examples on a real kube-apiserver', () => {
+describeWithKube('gatehouse install render and the examples on a real kube-apiserver', 'test/kube/crds.test.ts', (binaries) => {
   let kube: KubeApiServer;
   let dir: string;
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'gh-kube-crds-'));
-    kube = await startKubeApiServer({ binaries: KUBE as Exclude<typeof KUBE, Error | undefined> });
+    kube = await startKubeApiServer({ binaries });
   }, 120_000);
   afterAll(async () => {
     await kube?.stop();

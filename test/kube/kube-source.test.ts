@@ -10,9 +10,9 @@ import { renderCrds } from '../../core/src/install/crds.ts';
 import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
 import { eventually, send } from '../support/http.ts';
 import { startEcho, type Echo, type TestServer } from '../support/upstream.ts';
-import { requireKube, startKubeApiServer, type KubeApiServer, type KubeObject } from './apiserver.ts';
+import { startKubeApiServer, type KubeApiServer, type KubeObject } from './apiserver.ts';
+import { describeWithKube } from './describe-with-kube.ts';
 
-const KUBE = requireKube('test/kube/kube-source.test.ts');
 const NS = 'gatehouse-e2e';
 
 const upstream = (name: string, port: number): KubeObject => ({
@@ -35,7 +35,7 @@ async function metric(process: GatehouseProcess, name: string): Promise<number> 
   return line ? Number(line.split(' ').at(-1)) : 0;
 }
 
-describe.skipIf(!KUBE)('the kube config source against a real API server', () => {
+describeWithKube('the kube config source against a real API server', 'test/kube/kube-source.test.ts', (binaries) => {
   let kube: KubeApiServer;
   let a: TestServer;
   let b: TestServer;
@@ -43,8 +43,7 @@ describe.skipIf(!KUBE)('the kube config source against a real API server', () =>
   let plugins: { dir: string; remove(): Promise<void> };
 
   beforeAll(async () => {
-    if (KUBE instanceof Error) throw KUBE;
-    [kube, a, b, plugins] = await Promise.all([startKubeApiServer(), startEcho('a'), startEcho('b'), pluginDir([{ entry: new URL('../../core/src/extauth/plugins/fixtures/host-api.ts', import.meta.url), name: 'HostApi' }])]);
+    [kube, a, b, plugins] = await Promise.all([startKubeApiServer({ binaries }), startEcho('a'), startEcho('b'), pluginDir([{ entry: new URL('../../core/src/extauth/plugins/fixtures/host-api.ts', import.meta.url), name: 'HostApi' }])]);
     await kube.apply({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });
     for (const crd of renderCrds('gatehouse.dev', {})) {
       await kube.apply(crd as unknown as KubeObject);

@@ -2,7 +2,7 @@ import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeConfigDir, manifests, type ConfigDir } from '../support/config-dir.ts';
+import { makeConfigDir, requiredHeaderAppFiles, type ConfigDir } from '../support/config-dir.ts';
 import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
 import { send } from '../support/http.ts';
 import { startEcho, type Echo, type TestServer } from '../support/upstream.ts';
@@ -60,15 +60,7 @@ describe('plugin round trip through a registry', () => {
     expect(init.code, init.stderr).toBe(0);
     expect(await readFile(join(pluginDir, 'RequiredHeader.js'), 'utf8')).toBe(await readFile(join(compiled, 'RequiredHeader.js'), 'utf8'));
 
-    config = await makeConfigDir({
-      'upstream.yaml': manifests.upstream('echo', [{ addr: '127.0.0.1', port: echo.port }]),
-      'auth.yaml': manifests.authConfig('required-header', [{ pluginAuth: { name: 'RequiredHeader', config: { RequiredHeader: 'x-team', AllowedValues: ['blue', 'green'] } } }]),
-      'vs.yaml': manifests.virtualService('app', {
-        domains: ['app.test'],
-        options: { extauth: { configRef: { name: 'required-header' } } },
-        routes: [{ matchers: [{ prefix: '/' }], routeAction: { single: { upstream: { name: 'echo' } } } }],
-      }),
-    });
+    config = await makeConfigDir(requiredHeaderAppFiles(echo.port));
     // The Kubernetes shape: extauth reads the plugin directory gatehouse-init filled.
     extauth = await startGatehouse('extauth', ['--config-dir', config.path, '--plugin-dir', pluginDir]);
     await extauth.waitForLog((l) => l.msg === 'received new auth configuration' && Array.isArray(l.ids) && (l.ids as string[]).includes('default.required-header'));

@@ -51,3 +51,19 @@ export const manifests = {
     return { apiVersion: 'graphql.gatehouse.dev/v1beta1', kind: 'GraphQLApi', metadata: { name }, spec: { executableSchema } };
   },
 };
+
+/**
+ * The config the plugin-image tests serve once gatehouse-init has installed RequiredHeader:
+ * host `app.test` → the echo upstream, behind RequiredHeader (`x-team: blue|green`).
+ */
+export function requiredHeaderAppFiles(echoPort: number): Record<string, object> {
+  return {
+    'upstream.yaml': manifests.upstream('echo', [{ addr: '127.0.0.1', port: echoPort }]),
+    'auth.yaml': manifests.authConfig('required-header', [{ pluginAuth: { name: 'RequiredHeader', config: { RequiredHeader: 'x-team', AllowedValues: ['blue', 'green'] } } }]),
+    'vs.yaml': manifests.virtualService('app', {
+      domains: ['app.test'],
+      options: { extauth: { configRef: { name: 'required-header' } } },
+      routes: [{ matchers: [{ prefix: '/' }], routeAction: { single: { upstream: { name: 'echo' } } } }],
+    }),
+  };
+}
