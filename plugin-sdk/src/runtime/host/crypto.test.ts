@@ -1,4 +1,4 @@
-import { generateKeyPairSync, sign, verify } from 'node:crypto';
+import { constants, generateKeyPairSync, sign, verify, type KeyObject } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { createHostCrypto, p1363ToDer } from './crypto.ts';
 
@@ -70,4 +70,35 @@ describe('verifyHandle (the host half of crypto.subtle.verify)', () => {
     expect(host('verifyHandle', secret.value.handle, 'HMAC|||', new Uint8Array(32), data)).toBe(false);
     expect(started).toHaveLength(2);
   });
+
+  // Found by CI (a PS256 case read a short signature as valid about 1 run in 25): OpenSSL's PSS
+  // verify takes a signature whose leading zero byte was dropped; RFC 8017 8.1.2 says invalid.
+  for (const [name, params, signer] of [
+    ['RSA-PSS', 'RSA-PSS|SHA-256|32|', (data: Buffer, key: KeyObject) => sign('sha256', data, { key, padding: constants.RSA_PKCS1_PSS_PADDING, saltLength: 32 })],
+    ['RSASSA-PKCS1-v1_5', 'RSASSA-PKCS1-v1_5|SHA-256||', (data: Buffer, key: KeyObject) => sign('sha256', data, key)],
+  ] as const) {
+    it(`${name}: a signature with its leading zero byte dropped is invalid, in line and deferred`, async () => {
+      const { publicKey, privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+      let data = Buffer.alloc(0);
+      let signature = Buffer.alloc(0);
+      // About 1 signature in 256 starts with a zero byte.
+      for (let i = 0; i < 5000 && signature[0] !== 0; i++) {
+        data = Buffer.from(`message ${i}`);
+        signature = signer(data, privateKey);
+      }
+      expect(signature[0]).toBe(0);
+      const pending: Promise<boolean>[] = [];
+      const deferred = createHostCrypto({ defer: (work) => pending.push(new Promise((resolve) => work(resolve))) });
+      for (const host of [createHostCrypto(), deferred]) {
+        const imported = host('importKey', { format: 'jwk', keyData: publicKey.export({ format: 'jwk' }), algorithm: { name, hash: 'SHA-256' }, usages: ['verify'] }) as { value: { handle: number } };
+        const answer = (sig: Buffer) => host('verifyHandle', imported.value.handle, params, new Uint8Array(sig), new Uint8Array(data));
+        const whole = answer(signature);
+        expect(whole === true || (typeof whole === 'object' && 'job' in (whole as object))).toBe(true);
+        expect(answer(signature.subarray(1))).toBe(false);
+        expect(answer(Buffer.concat([Buffer.alloc(1), signature]))).toBe(false);
+      }
+      expect(await Promise.all(pending)).toEqual([true]);
+    });
+  }
 });
+

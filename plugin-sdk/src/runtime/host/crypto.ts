@@ -250,6 +250,12 @@ interface Prepared {
   key: Parameters<typeof verify>[2];
   /** ECDSA's P1363 signature size (r ‖ s), converted to DER for OpenSSL; 0 otherwise. */
   ecdsaSize: number;
+  /**
+   * An RSA signature's exact size (the modulus's bytes); 0 otherwise. RFC 8017 (8.1.2, 8.2.2)
+   * rejects any other length, but OpenSSL's PSS verify (and so Node's, WebCrypto's included)
+   * accepts a signature with its leading zero bytes dropped.
+   */
+  rsaSize: number;
   hmac: boolean;
 }
 
@@ -323,12 +329,19 @@ export function createHostCrypto(options: HostCryptoOptions = {}): HostCrypto {
     if (key.type === (mode === 'sign' ? 'public' : 'private')) throw new CryptoError('InvalidAccessError', `Unable to use this key to ${mode}`);
     if (algorithm.name === 'HMAC') {
       if (key.algorithm.name !== 'HMAC') throw new CryptoError('InvalidAccessError', 'The requested operation is not valid for the provided key');
-      prepared = { hash: HASHES[key.algorithm.hash!]!, key: entry.object, ecdsaSize: 0, hmac: true };
+      prepared = { hash: HASHES[key.algorithm.hash!]!, key: entry.object, ecdsaSize: 0, rsaSize: 0, hmac: true };
     } else {
       const { hash: digest, options: keyOptions } = signatureParams(algorithm, key, entry.object);
       // Verifies hand OpenSSL a DER signature and the bare KeyObject; signs keep WebCrypto's P1363 output.
       const ecdsa = algorithm.name === 'ECDSA' && mode === 'verify';
-      prepared = { hash: digest, key: ecdsa ? entry.object : (keyOptions as Parameters<typeof verify>[2]), ecdsaSize: ecdsa ? CURVES[key.algorithm.namedCurve ?? '']!.size : 0, hmac: false };
+      const modulusBits = RSA.has(algorithm.name) ? (entry.object.asymmetricKeyDetails?.modulusLength ?? 0) : 0;
+      prepared = {
+        hash: digest,
+        key: ecdsa ? entry.object : (keyOptions as Parameters<typeof verify>[2]),
+        ecdsaSize: ecdsa ? CURVES[key.algorithm.namedCurve ?? '']!.size : 0,
+        rsaSize: Math.ceil(modulusBits / 8),
+        hmac: false,
+      };
     }
     if (entry.prepared.size < 16) entry.prepared.set(id, prepared);
     return prepared;
@@ -354,8 +367,9 @@ export function createHostCrypto(options: HostCryptoOptions = {}): HostCrypto {
       const mac = createHmac(prepared.hash!, entry.object).update(data).digest();
       return signature.byteLength === mac.byteLength && timingSafeEqual(signature, mac);
     }
-    const der = prepared.ecdsaSize ? p1363ToDer(signature, prepared.ecdsaSize) : signature;
     // A signature of the wrong size is a failed verification, as in WebCrypto.
+    if (prepared.rsaSize && signature.byteLength !== prepared.rsaSize) return false;
+    const der = prepared.ecdsaSize ? p1363ToDer(signature, prepared.ecdsaSize) : signature;
     if (!der) return false;
     if (options.defer) {
       const job = options.defer((finish) => {
