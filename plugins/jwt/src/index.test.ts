@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { createPublicKey, generateKeyPairSync, sign, createHmac, type KeyObject } from 'node:crypto';
+import { constants, createPublicKey, generateKeyPairSync, sign, createHmac, type KeyObject } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -68,6 +68,23 @@ describe.each(TEST_MODES)('Jwt (%s)', (mode) => {
       expect(JSON.stringify(decision), reason).toContain(`error_description=\\"${reason}\\"`);
     }
     expect(await plugin.authorize({ headers: {} })).toMatchObject({ allowed: false, status: 401 });
+  });
+
+  it('PS256: a token verifies, and the same signature with its leading zero byte dropped does not (RFC 8017; Node would take it)', async () => {
+    const pss = generateKeyPairSync('rsa', { modulusLength: 2048 });
+    plugin = await startPlugin(mode, { entry, name: 'Jwt', config: { ...config, Jwks: { keys: [jwk(pss.publicKey, 'pss-1', 'PS256')] }, Algorithms: ['PS256'] } });
+    // PSS signatures are randomized: sign until one starts with a zero byte (about 1 in 256).
+    let signed = '';
+    let signature = Buffer.alloc(0);
+    for (let i = 0; i < 5000 && signature[0] !== 0; i++) {
+      signed = token('PS256', 'pss-1', claims({ jti: String(i) }), (input) => (signature = sign('sha256', Buffer.from(input), { key: pss.privateKey, padding: constants.RSA_PKCS1_PSS_PADDING, saltLength: 32 })));
+    }
+    expect(signature[0]).toBe(0);
+    expect(await plugin.authorize(bearer(signed))).toMatchObject({ allowed: true });
+    const input = signed.slice(0, signed.lastIndexOf('.'));
+    const short = await plugin.authorize(bearer(`${input}.${b64url(signature.subarray(1))}`));
+    expect(short).toMatchObject({ allowed: false, status: 401 });
+    expect(JSON.stringify(short)).toContain('error_description=\\"bad signature\\"');
   });
 
   it('HS256 with the shared secret from secretRefs', async () => {
