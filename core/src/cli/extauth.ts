@@ -4,7 +4,7 @@ import { startExtAuthServer } from '../extauth/server.ts';
 import { createLogger, flushLogs } from '../log/logger.ts';
 import { installProcessGuards } from '../server/process-guards.ts';
 import { describeFlags, parseFlags, portValue, requiredValue, type FlagDef, type FlagValues } from './flags.ts';
-import { KUBE_FLAGS, duration, kubeFlagValues } from './gateway-flags.ts';
+import { KUBE_FLAGS, duration, flagBool, kubeFlagValues } from './gateway-flags.ts';
 
 /** Sandbox limits of plugin steps, shared with `gatehouse run`. */
 export const PLUGIN_FLAGS: readonly FlagDef[] = [
@@ -20,7 +20,7 @@ export function pluginLimits(values: FlagValues): { memoryLimitMb: number; cpuTi
     memoryLimitMb: positiveInteger(values, 'plugin-memory-limit-mb'),
     cpuTimeoutMs: duration(values, 'plugin-cpu-timeout'),
     pluginWallTimeoutMs: duration(values, 'plugin-wall-timeout'),
-    pluginThread: !/^(0|false|no|off)$/i.test(String(values['plugin-thread'] ?? 'true')),
+    pluginThread: flagBool(values, 'plugin-thread'),
   };
 }
 

@@ -106,7 +106,8 @@ function positiveInteger(values: FlagValues, name: string): number {
   return n;
 }
 
-function flagBool(values: FlagValues, name: string): boolean {
+/** A true|false flag (also 1/0, yes/no, on/off); anything else is a usage error. */
+export function flagBool(values: FlagValues, name: string): boolean {
   const value = String(values[name]);
   if (/^(1|true|yes|on)$/i.test(value)) return true;
   if (/^(0|false|no|off)$/i.test(value)) return false;

@@ -1,4 +1,4 @@
-import type { AuthDecision, HeaderToSet } from './step.ts';
+import { forbidden, type AuthDecision, type HeaderToSet } from './step.ts';
 
 /** RFC 9110 5.6.2 `token`: what a header name may be. */
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
@@ -52,7 +52,7 @@ export function sanitizeDecision(decision: AuthDecision, report?: SanitizeReport
     for (const header of decision.headersToSet) {
       if (!isHeaderName(header.key) || !isHeaderValue(header.value) || GATEWAY_OWNED.has(header.key.toLowerCase())) {
         if (report) report.reason = `an allowing decision set an invalid or gateway-owned header ${JSON.stringify(String(header.key).slice(0, 64))}; denied (fail closed)`;
-        return { allowed: false, status: 403, headers: [], body: '' };
+        return forbidden();
       }
     }
     return remove === decision.headersToRemove ? decision : { ...decision, headersToRemove: remove };

@@ -24,6 +24,9 @@ export type AuthDecision =
   | { allowed: true; headersToSet: HeaderToSet[]; headersToRemove: string[]; state?: Record<string, unknown> }
   | { allowed: false; status: number; headers: HeaderToSet[]; body: string };
 
+/** The plain deny (403, no headers, no body): a fresh object, since callers may add to it. */
+export const forbidden = (): AuthDecision => ({ allowed: false, status: 403, headers: [], body: '' });
+
 /** What a step gets besides the request: the State the previous allowing steps left. */
 export interface StepContext {
   readonly state: Record<string, unknown>;

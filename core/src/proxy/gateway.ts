@@ -6,7 +6,7 @@ import { metrics } from '../admin/metrics.ts';
 import type { ConfigSnapshot } from '../config/store.ts';
 import { ErrorCodes } from '../errors.ts';
 import type { Authorizer } from '../extauth/authorizer.ts';
-import type { AuthDecision, CheckRequest } from '../extauth/step.ts';
+import { forbidden, type AuthDecision, type CheckRequest } from '../extauth/step.ts';
 import { createAccessLog, type AccessLog } from '../log/access-log.ts';
 import type { Logger } from '../log/logger.ts';
 import type { RequestContext } from './context.ts';
@@ -280,7 +280,7 @@ export class Gateway {
     const authorizer = this.options.authorizer;
     if (!authorizer) {
       this.logger.error({ reqId: ctx.requestId, configId: auth.configId }, 'route requires external auth but no auth server is configured; denying');
-      return Promise.resolve({ allowed: false, status: 403, headers: [], body: '' });
+      return Promise.resolve(forbidden());
     }
     return authorizer.check(buildCheckRequest(req, ctx, auth));
   }

@@ -17,7 +17,8 @@ export type HostRandom = (n: number) => string;
  * the host's `node:crypto`. `op` names the operation; the arguments and the result are plain
  * data (strings, numbers, Uint8Array, plain objects). `importKey` answers a key handle as
  * well; `signHandle` and `verifyHandle` take one, and a verify may answer `{job: id}`: it runs
- * off the event loop and its result comes through the runtime's `resolveJobs`. Implemented by ./host/crypto.ts; the isolate half is ./web/subtle.ts.
+ * off the event loop and its result comes through the runtime's `resolveJobs`. Implemented
+ * by ./host/crypto.ts; the isolate half is ./web/subtle.ts.
  */
 export type HostCrypto = (op: string, args: unknown, ...more: unknown[]) => unknown;
 

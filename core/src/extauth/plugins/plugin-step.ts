@@ -1,7 +1,8 @@
 import type { PluginMetadata } from '@gatehouse/plugin-sdk/build';
 import type { PluginAuthSpec } from '../../config/schema/auth-config.ts';
 import { ErrorCodes, GatehouseError } from '../../errors.ts';
-import type { AuthDecision, AuthStep, CheckRequest, StepContext } from '../step.ts';
+import { forbidden, type AuthDecision, type AuthStep, type CheckRequest, type StepContext } from '../step.ts';
+import { checkJson } from './check-json.ts';
 import { PluginCodes } from './codes.ts';
 import { assertIsolateFlags } from './node-flags.ts';
 import { loadPluginFile } from './plugin-file.ts';
@@ -74,7 +75,6 @@ export interface PluginStep extends AuthStep {
   close(): Promise<void>;
 }
 
-const DENY: () => AuthDecision = () => ({ allowed: false, status: 403, headers: [], body: '' });
 /** Longest wait before a broken plugin's isolate is rebuilt again. */
 const MAX_BACKOFF_MS = 5000;
 /** close() waits this long for in-flight calls before disposing the isolate. */
@@ -186,7 +186,7 @@ class SandboxedPluginStep implements PluginStep {
   }
 
   authorize(request: CheckRequest, context?: StepContext): Promise<AuthDecision> {
-    return this.authorizeJson(JSON.stringify({ CheckRequest: request, State: context?.state ?? {} }));
+    return this.authorizeJson(checkJson(request, context));
   }
 
   /** {@link authorize} of a request already in JSON (`{CheckRequest, State}`), as the plugin thread receives it. */
@@ -213,13 +213,13 @@ class SandboxedPluginStep implements PluginStep {
           return decision;
         } catch (error) {
           this.failed(instance, error);
-          return DENY();
+          return forbidden();
         }
       }
     } catch (error) {
       const code = error instanceof GatehouseError ? error.code : PluginCodes.UNAVAILABLE;
       this.logger.error({ ...this.where, code, cause: (error as Error).message }, 'plugin auth denied the request: the plugin is unavailable');
-      return DENY();
+      return forbidden();
     } finally {
       this.inFlight--;
       if (this.inFlight === 0) this.drained?.();
@@ -297,7 +297,7 @@ class SandboxedPluginStep implements PluginStep {
       this.overloadLoggedAt = now;
       this.overloaded = 0;
     }
-    return DENY();
+    return forbidden();
   }
 
   /** Moves the step off the event loop when its inline calls cost too much CPU. */

@@ -3,7 +3,7 @@
 import { parentPort } from 'node:worker_threads';
 import { startWatchdog } from '../../server/process-guards.ts';
 import type { UpstreamSpec } from '../../config/schema/upstream.ts';
-import type { AuthDecision } from '../step.ts';
+import { forbidden, type AuthDecision } from '../step.ts';
 import { createPluginStep, type PluginStep } from './plugin-step.ts';
 import { ALLOW, failureOf, secretKey, upstreamKey, type FromThread, type ToThread } from './plugin-thread.ts';
 
@@ -56,8 +56,6 @@ function flush(): void {
   post({ t: 'answers', answers: out, ...(modes.length ? { modes } : {}) });
 }
 
-const DENY: AuthDecision = { allowed: false, status: 403, headers: [], body: '' };
-
 port.on('message', (message: ToThread) => {
   switch (message.t) {
     case 'calls': {
@@ -68,12 +66,12 @@ port.on('message', (message: ToThread) => {
         const id = calls[i + 1] as number;
         const step = steps.get(sid);
         if (!step) {
-          answer(id, sid, DENY);
+          answer(id, sid, forbidden());
           continue;
         }
         step.authorizeJson(calls[i + 2] as string).then(
           (decision) => answer(id, sid, decision),
-          () => answer(id, sid, DENY),
+          () => answer(id, sid, forbidden()),
         );
         touched.add(step);
       }

@@ -6,7 +6,8 @@ import type { PluginAuthSpec } from '../../config/schema/auth-config.ts';
 import type { UpstreamSpec } from '../../config/schema/upstream.ts';
 import { GatehouseError } from '../../errors.ts';
 import { killAfterCatastrophe, onWatchdogStarted } from '../../server/process-guards.ts';
-import type { AuthDecision, CheckRequest, StepContext } from '../step.ts';
+import { forbidden, type AuthDecision, type CheckRequest, type StepContext } from '../step.ts';
+import { checkJson } from './check-json.ts';
 import { PluginCodes } from './codes.ts';
 import type { PluginHostLogger } from './plugin-instance.ts';
 import type { PluginStep, PluginStepOptions } from './plugin-step.ts';
@@ -86,7 +87,7 @@ class PluginThread {
       killAfterCatastrophe({ plugin: '(all)', file: '(plugin thread)', cause });
       for (const [id, resolve] of this.waiting) {
         this.waiting.delete(id);
-        resolve({ allowed: false, status: 403, headers: [], body: '' });
+        resolve(forbidden());
       }
       for (const [sid, pending] of this.created) {
         this.created.delete(sid);
@@ -237,11 +238,11 @@ class ThreadedPluginStep implements PluginStep {
   }
 
   authorize(request: CheckRequest, context?: StepContext): Promise<AuthDecision> {
-    return this.authorizeJson(JSON.stringify({ CheckRequest: request, State: context?.state ?? {} }));
+    return this.authorizeJson(checkJson(request, context));
   }
 
   authorizeJson(json: string): Promise<AuthDecision> {
-    if (this.closed) return Promise.resolve({ allowed: false, status: 403, headers: [], body: '' });
+    if (this.closed) return Promise.resolve(forbidden());
     return this.thread.call(this.sid, json);
   }
 

@@ -248,14 +248,15 @@ interface Prepared {
   hash: string | null;
   /** What `verify` takes as the key: the KeyObject itself where it can (measured: an options object costs 10+ µs a call). */
   key: Parameters<typeof verify>[2];
-  /** ECDSA's P1363 signature size (r ‖ s), converted to DER for OpenSSL; 0 otherwise. */
-  ecdsaSize: number;
   /**
-   * An RSA signature's exact size (the modulus's bytes); 0 otherwise. RFC 8017 (8.1.2, 8.2.2)
-   * rejects any other length, but OpenSSL's PSS verify (and so Node's, WebCrypto's included)
-   * accepts a signature with its leading zero bytes dropped.
+   * The exact size a signature must have, any other being a failed verification; 0 where
+   * OpenSSL checks it itself (Ed25519) or the comparison does (HMAC). RSA: the modulus's bytes,
+   * as RFC 8017 (8.1.2, 8.2.2) says, where OpenSSL's PSS verify (and so Node's, WebCrypto's
+   * included) also takes a signature with its leading zero bytes dropped. ECDSA: P1363's r ‖ s.
    */
-  rsaSize: number;
+  signatureSize: number;
+  /** ECDSA: the P1363 signature goes to OpenSSL as DER. */
+  ecdsa: boolean;
   hmac: boolean;
 }
 
@@ -329,19 +330,17 @@ export function createHostCrypto(options: HostCryptoOptions = {}): HostCrypto {
     if (key.type === (mode === 'sign' ? 'public' : 'private')) throw new CryptoError('InvalidAccessError', `Unable to use this key to ${mode}`);
     if (algorithm.name === 'HMAC') {
       if (key.algorithm.name !== 'HMAC') throw new CryptoError('InvalidAccessError', 'The requested operation is not valid for the provided key');
-      prepared = { hash: HASHES[key.algorithm.hash!]!, key: entry.object, ecdsaSize: 0, rsaSize: 0, hmac: true };
+      prepared = { hash: HASHES[key.algorithm.hash!]!, key: entry.object, signatureSize: 0, ecdsa: false, hmac: true };
     } else {
       const { hash: digest, options: keyOptions } = signatureParams(algorithm, key, entry.object);
       // Verifies hand OpenSSL a DER signature and the bare KeyObject; signs keep WebCrypto's P1363 output.
       const ecdsa = algorithm.name === 'ECDSA' && mode === 'verify';
-      const modulusBits = RSA.has(algorithm.name) ? (entry.object.asymmetricKeyDetails?.modulusLength ?? 0) : 0;
-      prepared = {
-        hash: digest,
-        key: ecdsa ? entry.object : (keyOptions as Parameters<typeof verify>[2]),
-        ecdsaSize: ecdsa ? CURVES[key.algorithm.namedCurve ?? '']!.size : 0,
-        rsaSize: Math.ceil(modulusBits / 8),
-        hmac: false,
-      };
+      const signatureSize = RSA.has(algorithm.name)
+        ? Math.ceil((entry.object.asymmetricKeyDetails?.modulusLength ?? 0) / 8)
+        : algorithm.name === 'ECDSA'
+          ? 2 * CURVES[key.algorithm.namedCurve ?? '']!.size
+          : 0;
+      prepared = { hash: digest, key: ecdsa ? entry.object : (keyOptions as Parameters<typeof verify>[2]), signatureSize, ecdsa, hmac: false };
     }
     if (entry.prepared.size < 16) entry.prepared.set(id, prepared);
     return prepared;
@@ -368,8 +367,8 @@ export function createHostCrypto(options: HostCryptoOptions = {}): HostCrypto {
       return signature.byteLength === mac.byteLength && timingSafeEqual(signature, mac);
     }
     // A signature of the wrong size is a failed verification, as in WebCrypto.
-    if (prepared.rsaSize && signature.byteLength !== prepared.rsaSize) return false;
-    const der = prepared.ecdsaSize ? p1363ToDer(signature, prepared.ecdsaSize) : signature;
+    if (prepared.signatureSize && signature.byteLength !== prepared.signatureSize) return false;
+    const der = prepared.ecdsa ? p1363ToDer(signature, prepared.signatureSize / 2) : signature;
     if (!der) return false;
     if (options.defer) {
       const job = options.defer((finish) => {
