@@ -1,6 +1,7 @@
 import { describe, expect, test } from 'vitest';
 import { parseFlags } from './flags.ts';
 import { defaultMaxConnections } from '../server/listen.ts';
+import { PLUGIN_FLAGS, pluginLimits } from './extauth.ts';
 import { GATEWAY_FLAGS, gatewayFlagValues } from './gateway-flags.ts';
 
 const values = (argv: string[], env: NodeJS.ProcessEnv = {}) => gatewayFlagValues(parseFlags(argv, GATEWAY_FLAGS, env).values);
@@ -61,5 +62,14 @@ describe('gatewayFlagValues', () => {
 
   test('--config-dir is required', () => {
     expect(() => values([])).toThrow('--config-dir is required (or set GATEHOUSE_CONFIG_DIR)');
+  });
+});
+
+describe('pluginLimits (the plugin flags of run and extauth)', () => {
+  const limits = (argv: string[]) => pluginLimits(parseFlags(argv, PLUGIN_FLAGS, {}).values);
+  test('defaults, --plugin-thread false, and a value that is not true or false', () => {
+    expect(limits([])).toEqual({ memoryLimitMb: 64, cpuTimeoutMs: 50, pluginWallTimeoutMs: 1000, pluginThread: true });
+    expect(limits(['--plugin-thread', 'false']).pluginThread).toBe(false);
+    expect(() => limits(['--plugin-thread', 'ture'])).toThrow(/--plugin-thread must be true or false, got "ture"/);
   });
 });
