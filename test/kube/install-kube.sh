@@ -54,7 +54,9 @@ if [[ ! -x "$binary" ]]; then
   echo "built kube-apiserver $version in $((SECONDS - start)) s" >&2
 fi
 ln -sf "$binary" "$kube/bin/kube-apiserver"
-"$kube/bin/etcd" --version | head -1 >&2
+# Not `| head -1`: under pipefail, etcd killed by SIGPIPE for its later lines fails the script.
+etcd_version="$("$kube/bin/etcd" --version)"
+echo "${etcd_version%%$'\n'*}" >&2
 "$kube/bin/kube-apiserver" --version >&2
 echo "$kube/bin/etcd"
 echo "$kube/bin/kube-apiserver"
