@@ -42,10 +42,33 @@ describe('contains', () => {
   });
 
   it('clears host bits and refuses bad ranges, naming them', () => {
-    expect(parseCidr('10.1.2.3/8')).toEqual({ family: 4, network: 0x0a000000n, prefix: 8 });
+    const cleared = parseCidr('10.1.2.3/8');
+    expect([cleared.family, cleared.network.toString(), cleared.prefix]).toEqual([4, '10.0.0.0', 8]);
+    const v6 = parseCidr('2001:db8:ffff::1/33');
+    expect([v6.family, v6.network.toString(), v6.prefix]).toEqual([6, '2001:db8:8000::', 33]);
     expect(() => parseCidr('10.0.0.0/33')).toThrow('"10.0.0.0/33": the prefix length must be 0 to 32 for IPv4');
     expect(() => parseCidr('2001:db8::/129')).toThrow('the prefix length must be 0 to 128 for IPv6');
     expect(() => parseCidr('10.0.0/8')).toThrow('"10.0.0/8" is not a CIDR range');
     expect(() => parseCidr('10.0.0.0/8/1')).toThrow('is not a CIDR range');
+    // Shorthand IPv4 forms that inet_aton takes (and ipaddr.js's loose parser) are not ranges here.
+    for (const loose of ['10.1/8', '0x0a.0.0.0/8', '012.0.0.0/8', '10/8']) expect(() => parseCidr(loose)).toThrow('is not a CIDR range');
+  });
+
+  // Issue 26 item 7: the IPv4-mapped spelling of a range is refused no more; it is the IPv4 range.
+  it('takes IPv4-mapped IPv6 ranges as the IPv4 ranges they hold', () => {
+    const all = parseCidr('::ffff:0:0/96');
+    expect([all.family, all.network.toString(), all.prefix]).toEqual([4, '0.0.0.0', 0]);
+    const ten = parseCidr('::ffff:10.0.0.0/104');
+    expect([ten.family, ten.network.toString(), ten.prefix]).toEqual([4, '10.0.0.0', 8]);
+    for (const client of ['10.9.8.7', '::ffff:10.9.8.7', '[::ffff:a09:807]']) {
+      expect(contains(all, parseIp(client)!)).toBe(true);
+      expect(contains(ten, parseIp(client)!)).toBe(true);
+    }
+    expect(contains(ten, parseIp('11.0.0.1')!)).toBe(false);
+    // A mapped prefix shorter than /96 reaches beyond the IPv4 space: it stays an IPv6 range, and IPv4 clients never match it.
+    const wide = parseCidr('::ffff:0:0/95');
+    expect(wide.family).toBe(6);
+    expect(contains(wide, parseIp('10.9.8.7')!)).toBe(false);
+    expect(contains(parseCidr('::/0'), parseIp('10.9.8.7')!)).toBe(false);
   });
 });
