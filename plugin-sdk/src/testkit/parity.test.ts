@@ -79,6 +79,20 @@ describe('both modes see the same sandbox', () => {
     });
   });
 
+  it.each(TEST_MODES)('%s: structuredClone, Request, Response.redirect, TextDecoder labels and URL follow the standards', async (mode) => {
+    const plugin = await start(mode);
+    expect(seen(await plugin.authorize({ headers: { 'x-probe': 'web-apis' } }))).toEqual({
+      proxy: 'DataCloneError',
+      spoof: { kept: 1 },
+      request: 'http://a.test/y',
+      relative: 'TypeError',
+      patch: 'patch',
+      redirect: 'http://a.test/',
+      label: 'utf-8',
+      fragment: 'http://a.test/#frag?',
+    });
+  });
+
   it('fetch goes through the same egress rules: a real server when declared, the same TypeError otherwise', async () => {
     const answers = [];
     for (const mode of TEST_MODES) {

@@ -85,6 +85,20 @@ describe('TextEncoder / TextDecoder match Node', () => {
     expect([...ours]).toEqual([...node]);
     expect(() => new TextDecoder('latin1')).toThrow(RangeError);
   });
+
+  // Issue 26 item 7: every UTF-8 label of the Encoding standard, and its whitespace and case rules, as Node has them.
+  test.each(['utf-8', 'utf8', 'unicode-1-1-utf-8', 'unicode11utf8', 'unicode20utf8', 'x-unicode20utf8', ' UTF-8\t', '\nUtf8\f', '\u00a0utf-8', 'utf-8\ufeff', 'utf\u212a', 'utf-16', 'latin1', ''])('the label %j is taken or refused as Node does', (label) => {
+    const answer = (make: () => { encoding: string }): string => {
+      try {
+        return make().encoding;
+      } catch (error) {
+        return (error as Error).name;
+      }
+    };
+    const node = answer(() => new globalThis.TextDecoder(label));
+    // The sandbox decodes UTF-8 only: a label Node maps to another encoding is a RangeError here (docs/plugins.md).
+    expect(answer(() => new TextDecoder(label))).toBe(node === 'utf-8' || node === 'RangeError' ? node : 'RangeError');
+  });
 });
 
 describe('atob / btoa match Node', () => {

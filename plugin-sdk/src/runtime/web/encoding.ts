@@ -157,7 +157,10 @@ export class TextEncoder {
   }
 }
 
-/** WHATWG `TextDecoder`, UTF-8 only (the label `utf-8`, `utf8` or `unicode-1-1-utf-8`). */
+/** The WHATWG Encoding standard's labels of UTF-8, the one encoding the sandbox decodes. */
+const UTF8_LABELS = new Set(['unicode-1-1-utf-8', 'unicode11utf8', 'unicode20utf8', 'utf-8', 'utf8', 'x-unicode20utf8']);
+
+/** WHATWG `TextDecoder`, UTF-8 only (any of its labels: {@link UTF8_LABELS}). */
 export class TextDecoder {
   readonly #fatal: boolean;
   readonly #ignoreBOM: boolean;
@@ -165,8 +168,11 @@ export class TextDecoder {
   #bomSeen = false;
 
   constructor(label: unknown = 'utf-8', options: { fatal?: unknown; ignoreBOM?: unknown } = {}) {
-    const name = String(label).trim().toLowerCase();
-    if (name !== 'utf-8' && name !== 'utf8' && name !== 'unicode-1-1-utf-8') {
+    // "Get an encoding": strip ASCII whitespace only (String#trim strips more), ASCII case-insensitive.
+    const name = String(label)
+      .replace(/^[\t\n\f\r ]+|[\t\n\f\r ]+$/g, '')
+      .replace(/[A-Z]+/g, (upper) => upper.toLowerCase());
+    if (!UTF8_LABELS.has(name)) {
       throw new RangeError(`The "${String(label)}" encoding is not supported (the sandbox decodes utf-8 only)`);
     }
     this.#fatal = Boolean(options?.fatal);

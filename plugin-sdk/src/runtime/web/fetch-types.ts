@@ -171,7 +171,32 @@ class Body {
 }
 
 const FORBIDDEN_METHODS = new Set(['CONNECT', 'TRACE', 'TRACK']);
-const NORMALIZED_METHODS = new Set(['DELETE', 'GET', 'HEAD', 'OPTIONS', 'POST', 'PUT', 'PATCH']);
+// Fetch's "normalize a method": these six only. `patch` stays `patch` (a server may tell them apart).
+const NORMALIZED_METHODS = new Set(['DELETE', 'GET', 'HEAD', 'OPTIONS', 'POST', 'PUT']);
+
+/** The URL parser Request and Response.redirect use: the sandbox's (the host's WHATWG parser), set once its URL class exists. */
+type UrlClass = new (input: string) => { href: string; username: string; password: string };
+let UrlClass: UrlClass | undefined;
+
+/** Gives Request and Response.redirect the sandbox's `URL` (install time, before plugin code runs). */
+export function useUrlClass(url: UrlClass | undefined): void {
+  UrlClass = url;
+}
+
+/** `text` parsed as an absolute URL (the sandbox has no base URL), or the TypeError Fetch throws. */
+function parseUrl(text: string): { href: string; username: string; password: string } {
+  const Url = UrlClass ?? (globalThis as unknown as { URL?: UrlClass }).URL;
+  if (Url) {
+    try {
+      return new Url(text);
+    } catch {
+      throw new TypeError(`Failed to parse URL from ${text}`);
+    }
+  }
+  // No URL class at all (a host that grants no URL parsing): the scheme at least must be there.
+  if (!/^[a-zA-Z][a-zA-Z0-9+.-]*:/.test(text)) throw new TypeError(`Failed to parse URL from ${text}`);
+  return { href: text, username: '', password: '' };
+}
 
 interface RequestInit {
   method?: string;
@@ -189,8 +214,13 @@ export class Request extends Body {
 
   constructor(input: unknown, init: RequestInit = {}) {
     const source = input instanceof Request ? input : undefined;
-    const url = source ? source.url : String(input);
-    if (!/^[a-zA-Z][a-zA-Z0-9+.-]*:/.test(url)) throw new TypeError(`Failed to parse URL from ${url}`);
+    let url: string;
+    if (source) url = source.url;
+    else {
+      const parsed = parseUrl(String(input));
+      if (parsed.username !== '' || parsed.password !== '') throw new TypeError(`Request cannot be constructed from a URL that includes credentials: ${String(input)}`);
+      url = parsed.href;
+    }
     let method = init.method !== undefined ? String(init.method) : (source?.method ?? 'GET');
     if (!TOKEN.test(method)) throw new TypeError(`'${method}' is not a valid HTTP method.`);
     const upper = method.toUpperCase();
@@ -288,8 +318,9 @@ export class Response extends Body {
   }
 
   static redirect(url: string, status = 302): Response {
+    const location = parseUrl(String(url)).href;
     if (!REDIRECT_STATUSES.has(status)) throw new RangeError(`Invalid status code ${status}`);
-    return new Response(null, { status, headers: { location: String(url) } });
+    return new Response(null, { status, headers: { location } });
   }
 
   static error(): Response {

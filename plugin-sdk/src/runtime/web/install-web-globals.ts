@@ -1,8 +1,8 @@
 import type { HostApi } from '../host-api.ts';
 import { atob, btoa, TextDecoder, TextEncoder } from './encoding.ts';
-import { Headers, Request, Response } from './fetch-types.ts';
+import { Headers, Request, Response, useUrlClass } from './fetch-types.ts';
 import { createRandom } from './random.ts';
-import { structuredClone } from './structured-clone.ts';
+import { structuredClone, trackProxies } from './structured-clone.ts';
 import { createSubtle } from './subtle.ts';
 import { createUrlClasses } from './url.ts';
 
@@ -23,6 +23,7 @@ export function installWebGlobals(host: Omit<HostApi, 'log'>): { resolveJobs: (r
   define('atob', atob);
   define('btoa', btoa);
   define('structuredClone', structuredClone);
+  trackProxies(globalThis);
   define('Headers', Headers);
   define('Request', Request);
   define('Response', Response);
@@ -33,6 +34,7 @@ export function installWebGlobals(host: Omit<HostApi, 'log'>): { resolveJobs: (r
     const { URL, URLSearchParams } = createUrlClasses(host.url);
     define('URL', URL);
     define('URLSearchParams', URLSearchParams);
+    useUrlClass(URL as Parameters<typeof useUrlClass>[0]);
   }
   if (host.random) {
     const random = createRandom(host.random, atob);

@@ -64,6 +64,17 @@ describe('URL', () => {
     expect(JSON.stringify({ u: ours })).toBe(JSON.stringify({ u: theirs }));
   });
 
+  // Issue 26 item 7: deleting the last search param drops the query's `?`, never one inside the fragment.
+  it('emptying searchParams removes only the query, as Node does', () => {
+    for (const href of ['http://a.test/?x=1#frag?', 'http://a.test/?x=1#?', 'http://a.test/p?x=1#a?b?', 'http://a.test/?x=1', 'http://a.test/#only?', 'http://a.test/?x=1#']) {
+      const ours = new SandboxURL(href);
+      const theirs = new URL(href);
+      for (const url of [ours, theirs]) for (const name of [...url.searchParams.keys()]) url.searchParams.delete(name);
+      for (const url of [ours, theirs]) url.searchParams.delete('absent');
+      expect([href, ours.href, ours.search, ours.hash]).toEqual([href, theirs.href, theirs.search, theirs.hash]);
+    }
+  });
+
   it('plugin code cannot reach the host through URL objects', () => {
     const url = new SandboxURL('http://a.test/');
     expect(Object.getOwnPropertyNames(url)).toEqual([]);

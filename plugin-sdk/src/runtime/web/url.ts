@@ -57,6 +57,17 @@ function usv(value: unknown): string {
   return String(value).replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, '\ufffd');
 }
 
+/**
+ * The URL with an empty query removed (WHATWG URLSearchParams "update steps": an empty list sets
+ * the query to null). Only a `?` before the fragment is the query's: one inside the fragment stays.
+ */
+function withoutEmptyQuery(parts: HostUrlParts): HostUrlParts {
+  const hash = parts.href.indexOf('#');
+  const beforeHash = hash === -1 ? parts.href : parts.href.slice(0, hash);
+  if (!beforeHash.endsWith('?')) return { ...parts, search: '' };
+  return { ...parts, href: beforeHash.slice(0, -1) + (hash === -1 ? '' : parts.href.slice(hash)), search: '' };
+}
+
 /** Builds the two classes over the host's parser. */
 export function createUrlClasses(hostUrl: HostUrl): { URL: unknown; URLSearchParams: unknown } {
   const parse = (input: string, base?: string, set?: [keyof HostUrlParts, string]): HostUrlParts | null => hostUrl(input, base, set);
@@ -290,7 +301,7 @@ export function createUrlClasses(hostUrl: HostUrl): { URL: unknown; URLSearchPar
           update: (search) => {
             // Setting search through the host, without re-reading the list (WHATWG "update steps").
             const parts = parse(this.#parts.href, undefined, ['search', search]);
-            if (parts) this.#parts = search === '' ? { ...parts, href: parts.href.replace(/\?(?=#|$)/, ''), search: '' } : parts;
+            if (parts) this.#parts = search === '' ? withoutEmptyQuery(parts) : parts;
           },
         });
         this.#query = query;
