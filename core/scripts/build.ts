@@ -1,4 +1,4 @@
-// `npm run build [OUT_DIR]`: emits the runtime sources as JavaScript into dist/ (or OUT_DIR)
+// `npm run build [OUT_DIR] [--if-stale]`: emits the runtime sources as JavaScript into dist/ (or OUT_DIR)
 // per core/tsconfig.build.json, and makes the tree resolvable on its own: each workspace's
 // package.json (with .ts → .js in its exports), `node_modules/@gatehouse/*` links, and links
 // to any workspace-local node_modules. The launchers (`<package>/bin/*.js`) run dist/ when
@@ -43,4 +43,13 @@ export async function build(out: string = join(ROOT, 'dist')): Promise<void> {
   await rm(retired, { recursive: true, force: true });
 }
 
-if (import.meta.main) await build(process.argv[2]);
+if (import.meta.main) {
+  // `--if-stale`: nothing to do when dist/ is newer than every runtime source (npm ci's
+  // `prepare` has just built it, and `npm test` would build the same tree a second time).
+  const args = process.argv.slice(2);
+  const ifStale = args.includes('--if-stale');
+  const out = args.find((arg) => !arg.startsWith('--'));
+  const { isBuildCurrent } = await import('../../plugin-sdk/bin/launch.js');
+  if (ifStale && out === undefined && isBuildCurrent(ROOT)) console.log('dist/ is current: build skipped');
+  else await build(out);
+}

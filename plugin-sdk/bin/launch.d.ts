@@ -10,3 +10,5 @@ export declare function resolveEntry(binUrl: string, entry: string): string;
 export declare const MIN_NODE_MAJOR: number;
 /** Exits the process with a clear message when Node.js is older than MIN_NODE_MAJOR. */
 export declare function assertNodeVersion(version?: string): void;
+/** Whether dist/ under `root` was built after the newest runtime source file. */
+export declare function isBuildCurrent(root: string): boolean;

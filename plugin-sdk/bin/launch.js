@@ -71,8 +71,7 @@ export function resolveEntry(binUrl, entry) {
   if (process.env.GATEHOUSE_FROM_SOURCE === '1' && existsSync(source)) return source;
   if (!existsSync(compiled)) return source;
   if (!existsSync(source)) return compiled; // an image: only dist/ was copied
-  const stamp = statSync(join(root, 'dist', '.build-stamp'), { throwIfNoEntry: false });
-  return stamp && stamp.mtimeMs >= newestSource(root) ? compiled : source;
+  return isBuildCurrent(root) ? compiled : source;
 }
 
 /** The repository root: the nearest directory whose package.json declares workspaces. */
@@ -82,6 +81,12 @@ function findRoot(from) {
     if (existsSync(manifest) && JSON.parse(readFileSync(manifest, 'utf8')).workspaces) return dir;
     if (dirname(dir) === dir) return dirname(from);
   }
+}
+
+/** Whether dist/ under `root` was built after the newest runtime source file (`npm run build -- --if-stale` skips then). */
+export function isBuildCurrent(root) {
+  const stamp = statSync(join(root, 'dist', '.build-stamp'), { throwIfNoEntry: false });
+  return stamp !== undefined && stamp.mtimeMs >= newestSource(root);
 }
 
 /** mtime of the newest runtime source file (a few ms for the whole tree). */
