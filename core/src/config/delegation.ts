@@ -1,5 +1,6 @@
 import { ConfigCodes, type PathSegment } from './diagnostic.ts';
 import type { AnyResource, Resource } from './resource.ts';
+import { configLimits } from './limits.ts';
 import type { DelegateActionSpec, MatcherSpec, RouteSpec } from './schema/virtual-service.ts';
 
 /**
@@ -54,8 +55,40 @@ interface Parent {
   readonly matchers: readonly MatcherSpec[];
   readonly inheritable: boolean;
   readonly options: RouteSpec['options'];
-  /** `RouteTable ns/name` chain for messages. */
-  readonly chain: readonly string[];
+}
+
+/** The resources a walk is inside, innermost last (a linked list: entering a table costs O(1), not a copy). */
+interface Chain {
+  readonly key: string;
+  readonly label: string;
+  readonly up: Chain | undefined;
+}
+
+/** One routes list being walked: the root's, or a delegated table's. */
+interface Frame {
+  readonly list: readonly RouteSpec[];
+  readonly owner: FlatRoute['owner'];
+  readonly parent: Parent | undefined;
+  /** The root's delegating route this frame is under (undefined for the root's own list). */
+  readonly at: PathSegment[] | undefined;
+  readonly chain: Chain;
+  readonly depth: number;
+  next: number;
+  entered?: boolean;
+}
+
+/** Limits on one walk (defaults: this process's {@link configLimits}). */
+export interface DelegationLimits {
+  /** RouteTables one chain may pass through. */
+  readonly maxDepth: number;
+  /** Routes (each matcher one) the walk may expand to, delegating routes included. */
+  readonly maxRoutes: number;
+}
+
+/** The limits this process applies (docs/configuration.md). */
+export function delegationLimits(): DelegationLimits {
+  const limits = configLimits();
+  return { maxDepth: limits.maxDelegationDepth, maxRoutes: limits.maxRoutesPerVirtualHost };
 }
 
 /**
@@ -63,70 +96,124 @@ interface Parent {
  * Problems are located at the root's delegating route (`…routes[i].delegateAction`), and name the
  * table and route they are about. Routes breaking the prefix rule are left out (warning); a
  * cycle is an error and the looping delegation contributes nothing.
+ *
+ * The walk is a loop over an explicit stack (a deep chain cannot overflow the call stack) and
+ * costs O(1) per route it produces or passes: cycles are found with a set of the tables on the
+ * current chain, and selectors are evaluated once per delegating route. A chain deeper than
+ * `limits.maxDepth` or an expansion past `limits.maxRoutes` routes (a selector fan-out multiplies
+ * routes at every level) stops the walk with an error naming the chain (GH_CONFIG_DELEGATION_LIMIT):
+ * the resource is rejected, and what was produced so far is not served.
  */
-export function flattenRoutes(root: Resource<'VirtualService'> | Resource<'RouteTable'>, tables: RouteTables): { routes: FlatRoute[]; problems: DelegationProblem[] } {
+export function flattenRoutes(root: Resource<'VirtualService'> | Resource<'RouteTable'>, tables: RouteTables, limits: DelegationLimits = delegationLimits()): { routes: FlatRoute[]; problems: DelegationProblem[]; exceeded?: boolean } {
   const routes: FlatRoute[] = [];
   const problems: DelegationProblem[] = [];
+  // A fan-out reaches the same table many times: each problem is reported once.
+  const reported = new Set<string>();
+  const report = (problem: DelegationProblem) => {
+    const id = `${problem.path.join('.')}|${problem.code}|${problem.message}`;
+    if (reported.has(id)) return;
+    reported.add(id);
+    problems.push(problem);
+  };
   const rootRoutes = root.kind === 'VirtualService' ? root.spec.virtualHost.routes : root.spec.routes;
   const rootPath: PathSegment[] = root.kind === 'VirtualService' ? ['spec', 'virtualHost', 'routes'] : ['spec', 'routes'];
-  const walk = (list: readonly RouteSpec[], owner: FlatRoute['owner'], parent: Parent | undefined, at: PathSegment[] | undefined, stack: readonly string[]) => {
-    list.forEach((original, index) => {
-      // Problems inside a delegated table are reported at the root's delegating route.
-      const here = at ?? [...rootPath, index];
-      const where = parent ? `${describe(owner)} routes[${index}]` : undefined;
-      let spec = original;
-      if (parent) {
-        const own: readonly MatcherSpec[] = spec.matchers && spec.matchers.length > 0 ? spec.matchers : parent.prefixes.map((prefix) => ({ prefix }));
-        const outside = own.flatMap((m, j) => {
-          const path = m.prefix ?? m.exact ?? m.regex ?? '/';
-          const bad = parent.prefixes.find((p) => !path.startsWith(p));
-          return bad === undefined ? [] : [`matchers[${j}] "${path}" does not start with the delegating prefix "${bad}"`];
-        });
-        if (outside.length > 0) {
-          problems.push({ path: [...here, 'delegateAction'], code: ConfigCodes.DELEGATION, severity: 'warning', message: `${where}: ${outside.join('; ')}: the route is not served (Gloo: routes of a RouteTable must start with the prefix that delegates to it)` });
-          return;
-        }
-        const matchers = parent.inheritable ? own.flatMap((m) => parent.matchers.map((pm) => inheritMatcher(m, pm))) : own;
-        // Gloo: a delegated route without options of its own inherits its parent's, field by field.
-        const options = parent.options ? { ...parent.options, ...spec.options } : spec.options;
-        spec = { ...spec, matchers: [...matchers], ...(options ? { options } : {}) };
-      }
-      const delegate = spec.delegateAction;
-      if (!delegate) {
-        routes.push({ spec, owner, index });
-        return;
-      }
-      const matchers: readonly MatcherSpec[] = spec.matchers && spec.matchers.length > 0 ? spec.matchers : [{ prefix: '/' }];
-      // Delegating matchers are checked on their own resource (checkDelegatingRoute); here, only prefixes count.
-      if (matchers.some((m) => m.exact !== undefined || m.regex !== undefined)) return;
-      const next: Parent = {
-        prefixes: matchers.map((m) => m.prefix ?? '/'),
-        matchers,
-        inheritable: spec.inheritableMatchers ?? parent?.inheritable ?? false,
-        options: spec.options,
-        chain: [...(parent?.chain ?? [describe(owner)])],
-      };
-      const delegatePath = at ?? [...rootPath, index];
-      const selected = selectTables(delegate, owner.namespace, tables);
-      const label = where ? `${where}: ` : '';
-      if (selected.missing) {
-        problems.push({ path: [...delegatePath, 'delegateAction'], code: ConfigCodes.MISSING_REF, severity: 'warning', message: `${label}${selected.missing}: no routes are served under ${next.prefixes.map((p) => `"${p}"`).join(', ')}` });
-      }
-      for (const tie of selected.ties) {
-        problems.push({ path: [...delegatePath, 'delegateAction', 'selector'], code: ConfigCodes.IGNORED, severity: 'warning', message: `${label}RouteTables ${tie} have the same weight: their routes are taken in namespace/name order (Gloo sorts such routes by path specificity instead)` });
-      }
-      for (const table of selected.tables) {
-        if (table.key === root.key || stack.includes(table.key)) {
-          const loop = [...stack.map((k) => k.replace('/', ' ')), table.key.replace('/', ' ')].join(' → ');
-          problems.push({ path: [...delegatePath, 'delegateAction'], code: ConfigCodes.DELEGATION_CYCLE, severity: 'error', message: `${label}delegation cycle: ${loop}` });
-          continue;
-        }
-        walk(table.spec.routes, table, { ...next, chain: [...next.chain, describe(table)] }, delegatePath, [...stack, table.key]);
-      }
-    });
+  const selections = new Map<DelegateActionSpec, ReturnType<typeof selectTables>>();
+  const onChain = new Set<string>([root.key]);
+  const stack: Frame[] = [{ list: rootRoutes, owner: root, parent: undefined, at: undefined, chain: { key: root.key, label: describe(root), up: undefined }, depth: 0, next: 0 }];
+  let expanded = 0;
+  const overLimit = (frame: Frame, index: number, message: string): { routes: FlatRoute[]; problems: DelegationProblem[]; exceeded: boolean } => {
+    problems.push({ path: [...(frame.at ?? [...rootPath, index]), 'delegateAction'], code: ConfigCodes.DELEGATION_LIMIT, severity: 'error', message: `${message}: ${chainText(frame.chain)}` });
+    return { routes, problems, exceeded: true };
   };
-  walk(rootRoutes, root, undefined, undefined, [root.key]);
+
+  while (stack.length > 0) {
+    const frame = stack[stack.length - 1]!;
+    if (!frame.entered) {
+      // A table is on the chain from when its routes are walked until its frame is done.
+      frame.entered = true;
+      if (frame.owner !== root) onChain.add(frame.owner.key);
+    }
+    if (frame.next >= frame.list.length) {
+      stack.pop();
+      if (frame.owner !== root) onChain.delete(frame.owner.key);
+      continue;
+    }
+    const index = frame.next++;
+    const { owner, parent, at } = frame;
+    const original = frame.list[index]!;
+    // Problems inside a delegated table are reported at the root's delegating route.
+    const here = at ?? [...rootPath, index];
+    const where = parent ? `${describe(owner)} routes[${index}]` : undefined;
+    let spec = original;
+    if (parent) {
+      const own: readonly MatcherSpec[] = spec.matchers && spec.matchers.length > 0 ? spec.matchers : parent.prefixes.map((prefix) => ({ prefix }));
+      const outside: string[] = [];
+      own.forEach((m, j) => {
+        const path = m.prefix ?? m.exact ?? m.regex ?? '/';
+        const bad = parent.prefixes.find((p) => !path.startsWith(p));
+        if (bad !== undefined) outside.push(`matchers[${j}] "${path}" does not start with the delegating prefix "${bad}"`);
+      });
+      if (outside.length > 0) {
+        report({ path: [...here, 'delegateAction'], code: ConfigCodes.DELEGATION, severity: 'warning', message: `${where}: ${outside.join('; ')}: the route is not served (Gloo: routes of a RouteTable must start with the prefix that delegates to it)` });
+        continue;
+      }
+      // Inherited matchers multiply (each own matcher × each of the parent's): counted before they are built.
+      const count = parent.inheritable ? own.length * parent.matchers.length : own.length;
+      if (expanded + count > limits.maxRoutes) return overLimit(frame, index, `the delegation expands to more than ${limits.maxRoutes} routes (each matcher counts; limit GATEHOUSE_MAX_ROUTES_PER_VIRTUAL_HOST) at ${where}`);
+      const matchers = parent.inheritable ? own.flatMap((m) => parent.matchers.map((pm) => inheritMatcher(m, pm))) : own;
+      // Gloo: a delegated route without options of its own inherits its parent's, field by field.
+      const options = parent.options ? { ...parent.options, ...spec.options } : spec.options;
+      spec = { ...spec, matchers: [...matchers], ...(options ? { options } : {}) };
+    }
+    expanded += Math.max(1, spec.matchers?.length ?? 0);
+    if (expanded > limits.maxRoutes) return overLimit(frame, index, `the routes expand to more than ${limits.maxRoutes} (each matcher counts; limit GATEHOUSE_MAX_ROUTES_PER_VIRTUAL_HOST)${where ? ` at ${where}` : ''}`);
+    const delegate = spec.delegateAction;
+    if (!delegate) {
+      routes.push({ spec, owner, index });
+      continue;
+    }
+    const matchers: readonly MatcherSpec[] = spec.matchers && spec.matchers.length > 0 ? spec.matchers : [{ prefix: '/' }];
+    // Delegating matchers are checked on their own resource (checkDelegatingRoute); here, only prefixes count.
+    if (matchers.some((m) => m.exact !== undefined || m.regex !== undefined)) continue;
+    const next: Parent = {
+      prefixes: matchers.map((m) => m.prefix ?? '/'),
+      matchers,
+      inheritable: spec.inheritableMatchers ?? parent?.inheritable ?? false,
+      options: spec.options,
+    };
+    const delegatePath = here;
+    let selected = selections.get(delegate);
+    if (!selected) selections.set(delegate, (selected = selectTables(delegate, owner.namespace, tables)));
+    const label = where ? `${where}: ` : '';
+    if (selected.missing) {
+      report({ path: [...delegatePath, 'delegateAction'], code: ConfigCodes.MISSING_REF, severity: 'warning', message: `${label}${selected.missing}: no routes are served under ${next.prefixes.map((p) => `"${p}"`).join(', ')}` });
+    }
+    for (const tie of selected.ties) {
+      report({ path: [...delegatePath, 'delegateAction', 'selector'], code: ConfigCodes.IGNORED, severity: 'warning', message: `${label}RouteTables ${tie} have the same weight: their routes are taken in namespace/name order (Gloo sorts such routes by path specificity instead)` });
+    }
+    const children: Frame[] = [];
+    for (const table of selected.tables) {
+      if (onChain.has(table.key)) {
+        const loop = `${chainText(frame.chain)} → ${describe(table)}`;
+        report({ path: [...delegatePath, 'delegateAction'], code: ConfigCodes.DELEGATION_CYCLE, severity: 'error', message: `${label}delegation cycle: ${loop}` });
+        continue;
+      }
+      if (frame.depth + 1 > limits.maxDepth) {
+        return overLimit(frame, index, `the delegation is deeper than ${limits.maxDepth} RouteTables (limit GATEHOUSE_MAX_DELEGATION_DEPTH) at ${where ?? describe(owner)} → ${describe(table)}`);
+      }
+      children.push({ list: table.spec.routes, owner: table, parent: next, at: delegatePath, chain: { key: table.key, label: describe(table), up: frame.chain }, depth: frame.depth + 1, next: 0 });
+    }
+    // Walked in order: the last pushed is walked first.
+    for (let i = children.length - 1; i >= 0; i--) stack.push(children[i]!);
+  }
   return { routes, problems };
+}
+
+/** `VirtualService ns/a → RouteTable ns/b → …`: the chain a problem is on, outermost first. */
+function chainText(chain: Chain): string {
+  const labels: string[] = [];
+  for (let c: Chain | undefined = chain; c; c = c.up) labels.push(c.label);
+  return labels.reverse().join(' → ');
 }
 
 /** A delegating route's own matchers: prefixes only, and headers/methods/query only with inheritableMatchers (Gloo). */
