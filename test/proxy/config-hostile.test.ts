@@ -5,6 +5,7 @@
  * resource; the rest of the configuration keeps serving.
  */
 import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -150,4 +151,97 @@ describe('a 20,000-route reload (issue 17 finding 15)', () => {
     // Measured here: worst ping 184 ms with the worker, 1,565 ms with the parse on the event loop.
     expect(worst).toBeLessThan(800);
   });
+});
+
+/** `n` RouteTables, each delegating everything to the next (issue 24 finding 11: 500 of them stalled the process). */
+function delegationChain(n: number): string {
+  const tables = Array.from({ length: n }, (_, i) => {
+    const route = i < n - 1 ? `{matchers: [{prefix: /}], delegateAction: {ref: {name: chain-${i + 1}}}}` : '{matchers: [{prefix: /}], routeAction: {single: {upstream: {name: good}}}}';
+    return `apiVersion: gateway.solo.io/v1\nkind: RouteTable\nmetadata: {name: chain-${i}}\nspec:\n  routes: [${route}]\n`;
+  });
+  const vs = 'apiVersion: gateway.solo.io/v1\nkind: VirtualService\nmetadata: {name: chain}\nspec:\n  virtualHost:\n    domains: [chain.test]\n    routes: [{matchers: [{prefix: /}], delegateAction: {ref: {name: chain-0}}}]\n';
+  return [...tables, vs].join('---\n');
+}
+
+/** `levels` levels of two RouteTables; each selects both of the next level by label: 2^levels routes from a few KB. */
+function delegationFanOut(levels: number): string {
+  const tables = Array.from({ length: levels * 2 }, (_, i) => {
+    const level = Math.floor(i / 2);
+    const route = level < levels - 1 ? `{matchers: [{prefix: /}], delegateAction: {selector: {labels: {fan: "${level + 1}"}}}}` : '{matchers: [{prefix: /}], routeAction: {single: {upstream: {name: good}}}}';
+    return `apiVersion: gateway.solo.io/v1\nkind: RouteTable\nmetadata: {name: fan-${level}-${i % 2}, labels: {fan: "${level}"}}\nspec:\n  weight: ${i % 2}\n  routes: [${route}]\n`;
+  });
+  const vs = 'apiVersion: gateway.solo.io/v1\nkind: VirtualService\nmetadata: {name: fan}\nspec:\n  virtualHost:\n    domains: [fan.test]\n    routes: [{matchers: [{prefix: /}], delegateAction: {selector: {labels: {fan: "0"}}}}]\n';
+  return [...tables, vs].join('---\n');
+}
+
+describe('delegation that stalled or crashed the gateway (issue 24 finding 11)', () => {
+  let echo2: TestServer;
+  let dir: ConfigDir;
+  let gw2: GatehouseProcess;
+
+  beforeAll(async () => {
+    echo2 = await startEcho('good');
+    // Present from the start: `gatehouse run` took 28 s to listen (then the watchdog) with the
+    // chain, and exited 2 (stack overflow) with the fan-out.
+    dir = await makeConfigDir({
+      'good.yaml': [manifests.upstream('good', [{ addr: '127.0.0.1', port: echo2.port }]), routeTo('good', 'good.test'), manifests.virtualService('catch-all', { domains: ['*'], routes: [{ matchers: [{ prefix: '/' }], routeAction: { single: { upstream: { name: 'good' } } } }] })],
+      'chain.yaml': delegationChain(500),
+      'fan.yaml': delegationFanOut(18),
+    });
+    gw2 = await startGatehouse('run', ['--config-dir', dir.path], { timeoutMs: 60_000 });
+  }, 90_000);
+
+  afterAll(async () => {
+    await gw2?.stop();
+    await echo2?.close();
+    await dir?.cleanup();
+  });
+
+  const status = async (kind: string, name: string) => {
+    const all = (JSON.parse((await send(gw2.adminUrl, { path: '/config' })).body) as { resources: { kind: string; name: string; state: string; reasons: { code: string; path?: string; message: string }[] }[] }).resources;
+    return all.find((s) => s.kind === kind && s.name === name);
+  };
+
+  it('starts with both files present, rejects the tables over the limits naming the chain, and serves the rest', async () => {
+    expect((await send(gw2.url, { headers: { host: 'good.test' } })).status).toBe(200);
+    const head = await status('RouteTable', 'chain-0');
+    expect(head?.state).toBe('Rejected');
+    expect(head?.reasons[0]).toMatchObject({ code: 'GH_CONFIG_DELEGATION_LIMIT', path: 'spec.routes[0].delegateAction', message: expect.stringContaining('deeper than 16 RouteTables (limit GATEHOUSE_MAX_DELEGATION_DEPTH): RouteTable default/chain-0 → RouteTable default/chain-1 →') });
+    // The end of the chain is within the limit and served.
+    expect((await status('RouteTable', 'chain-499'))?.state).toBe('Accepted');
+    const fanHead = await status('RouteTable', 'fan-0-0');
+    expect(fanHead?.state).toBe('Rejected');
+    expect(fanHead?.reasons[0]?.code).toBe('GH_CONFIG_DELEGATION_LIMIT');
+    // The VirtualServices stay, serving nothing under the rejected tables (404), not the catch-all.
+    expect((await status('VirtualService', 'chain'))?.reasons[0]?.message).toContain('RouteTable default/chain-0');
+    expect(gw2.stderr()).not.toContain('GH_WATCHDOG');
+  });
+
+  it('a VirtualService added while they are present is applied: its Basic Auth answers 401, not the catch-all\'s 200', async () => {
+    const salt = 'pepper';
+    const hashedPassword = createHash('sha1').update(`secret${salt}`).digest('hex');
+    await writeFile(
+      join(dir.path, 'secure.yaml'),
+      [
+        manifests.authConfig('secure-basic', [{ basicAuth: { realm: 'secure', encryption: { sha1: {} }, userList: { users: { ann: { salt, hashedPassword } } } } }]),
+        manifests.virtualService('secure', { domains: ['secure.test'], options: { extauth: { configRef: { name: 'secure-basic' } } }, routes: [{ matchers: [{ prefix: '/' }], routeAction: { single: { upstream: { name: 'good' } } } }] }),
+      ].map((d) => JSON.stringify(d)).join('\n---\n'),
+    );
+    await eventually(async () => (await send(gw2.url, { headers: { host: 'secure.test' } })).status === 401, 30_000);
+    const basic = `Basic ${Buffer.from('ann:secret').toString('base64')}`;
+    expect((await send(gw2.url, { headers: { host: 'secure.test', authorization: basic } })).status).toBe(200);
+    expect(gw2.child.exitCode).toBeNull();
+    expect(gw2.stderr()).not.toContain('GH_WATCHDOG');
+  }, 40_000);
+
+  it('gatehouse validate reports both files with the chain, quickly and without a stack', async () => {
+    const started = performance.now();
+    const { code, stdout, stderr } = await validate(join(dir.path, 'good.yaml'), join(dir.path, 'chain.yaml'), join(dir.path, 'fan.yaml'));
+    expect(code).toBe(1);
+    expect(stdout).toMatch(/chain\.yaml:\d+: error: RouteTable default\/chain-0: spec\.routes\[0\]\.delegateAction: the delegation is deeper than 16 RouteTables .*\[GH_CONFIG_DELEGATION_LIMIT\]/);
+    expect(stdout).toMatch(/fan\.yaml:\d+: error: RouteTable default\/fan-0-0: .*\[GH_CONFIG_DELEGATION_LIMIT\]/);
+    expect(stdout + stderr).not.toMatch(/Maximum call stack|\n\s+at .*\(.*:\d+:\d+\)/);
+    // 22.7 s before on this chain; the generous bound is for a busy machine.
+    expect(performance.now() - started).toBeLessThan(15_000);
+  }, 30_000);
 });
