@@ -43,8 +43,12 @@ const routeTo = (upstream: string, domain: string) =>
   manifests.virtualService(`vs-${upstream}`, { domains: [domain], routes: [{ matchers: [{ prefix: '/' }], routeAction: { single: { upstream: { name: upstream } } } }] });
 
 function validate(...paths: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return validateWith({}, ...paths);
+}
+
+function validateWith(env: NodeJS.ProcessEnv, ...paths: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [...NODE_FLAGS, CLI, 'validate', ...paths], { env: { ...process.env, GATEHOUSE_LOG_LEVEL: 'error' }, timeout: 20_000 }, (error, stdout, stderr) => {
+    execFile(process.execPath, [...NODE_FLAGS, CLI, 'validate', ...paths], { env: { ...process.env, GATEHOUSE_LOG_LEVEL: 'error', ...env }, timeout: 20_000 }, (error, stdout, stderr) => {
       resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr });
     });
   });
@@ -244,4 +248,56 @@ describe('delegation that stalled or crashed the gateway (issue 24 finding 11)',
     // 22.7 s before on this chain; the generous bound is for a busy machine.
     expect(performance.now() - started).toBeLessThan(15_000);
   }, 30_000);
+});
+
+describe('RE2 program size (issue 24 finding 12)', () => {
+  let echo3: TestServer;
+  let dir: ConfigDir;
+  let gw3: GatehouseProcess;
+  /** Valid RE2, program size 20,008: 2 s of event loop per 15,000-character path when it was accepted. */
+  const HUGE = `/${'[a-z0-9]{1000}'.repeat(20)}`;
+  /** Program size 203: over Envoy's default 100. */
+  const OVER = '/[a-z]{200}';
+  const regexRoute = (name: string, domain: string, regex: string) => manifests.virtualService(name, { domains: [domain], routes: [{ matchers: [{ regex }], routeAction: { single: { upstream: { name: 'good' } } } }] });
+
+  beforeAll(async () => {
+    echo3 = await startEcho('good');
+    dir = await makeConfigDir({
+      'good.yaml': [manifests.upstream('good', [{ addr: '127.0.0.1', port: echo3.port }]), routeTo('good', 'good.test')],
+      'huge.yaml': [regexRoute('huge', 'huge.test', HUGE)],
+      'over.yaml': [regexRoute('over', 'over.test', OVER)],
+      'fine.yaml': [regexRoute('fine', 'fine.test', '/[a-z]{90}')],
+    });
+    gw3 = await startGatehouse('run', ['--config-dir', dir.path]);
+  });
+
+  afterAll(async () => {
+    await gw3?.stop();
+    await echo3?.close();
+    await dir?.cleanup();
+  });
+
+  it('refuses route regexes over 100 instructions by default, naming the field, and serves the rest', async () => {
+    const resources = (JSON.parse((await send(gw3.adminUrl, { path: '/config' })).body) as { resources: { name: string; state: string; reasons: { code: string; path?: string; message: string }[] }[] }).resources;
+    const over = resources.find((r) => r.name === 'over');
+    expect(over).toMatchObject({ state: 'Rejected', reasons: [{ code: 'GH_CONFIG_BAD_REGEX', path: 'spec.virtualHost.routes[0].matchers[0].regex', message: expect.stringContaining("RE2 program size is 203, over the limit of 100 (GATEHOUSE_REGEX_MAX_PROGRAM_SIZE") }] });
+    const huge = resources.find((r) => r.name === 'huge');
+    expect(huge).toMatchObject({ state: 'Rejected', reasons: [{ code: 'GH_CONFIG_BAD_REGEX', path: 'spec.virtualHost.routes[0].matchers[0].regex', message: expect.stringContaining('far larger than the limit of 100') }] });
+    expect(resources.find((r) => r.name === 'fine')?.state).toBe('Accepted');
+    // The refused hosts are not served: a 15,000-character path costs nothing.
+    expect((await send(gw3.url, { path: `/${'a'.repeat(15_000)}`, headers: { host: 'huge.test' } })).status).toBe(404);
+    expect((await send(gw3.url, { path: `/${'a'.repeat(90)}`, headers: { host: 'fine.test' } })).status).toBe(200);
+    expect((await send(gw3.url, { headers: { host: 'good.test' } })).status).toBe(200);
+  });
+
+  it('the limit is a setting (GATEHOUSE_REGEX_MAX_PROGRAM_SIZE), read by validate too; a bad value is a usage error', async () => {
+    const strict = await validate(join(dir.path, 'good.yaml'), join(dir.path, 'over.yaml'));
+    expect(strict.code).toBe(1);
+    expect(strict.stdout).toMatch(/over\.yaml:\d+: error: VirtualService default\/over: spec\.virtualHost\.routes\[0\]\.matchers\[0\]\.regex: the regex's RE2 program size is 203, over the limit of 100 .*\[GH_CONFIG_BAD_REGEX\]/);
+    const raised = await validateWith({ GATEHOUSE_REGEX_MAX_PROGRAM_SIZE: '250' }, join(dir.path, 'good.yaml'), join(dir.path, 'over.yaml'));
+    expect(raised.code).toBe(0);
+    const bad = await validateWith({ GATEHOUSE_REGEX_MAX_PROGRAM_SIZE: 'lots' }, join(dir.path, 'good.yaml'));
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('GATEHOUSE_REGEX_MAX_PROGRAM_SIZE must be a positive integer, got "lots" [GH_BAD_ARGUMENT]');
+  });
 });
