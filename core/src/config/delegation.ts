@@ -381,7 +381,10 @@ export function checkTableDelegation(table: Resource<'RouteTable'>, tables: Rout
   const summary = byKey.get(table.key);
   const at = (route: number): PathSegment[] => ['spec', 'routes', route, 'delegateAction'];
   if (summary?.cycle) {
-    problems.push({ path: at(summary.cycle.route), code: ConfigCodes.DELEGATION_CYCLE, severity: 'error', message: `delegation cycle: ${cycleText(table, byKey, scc, tables, limits.maxDepth)}` });
+    const cycle = cycleText(table, byKey, scc, tables, limits.maxDepth);
+    // Named as the walk names it: the route that closes the loop, when it is not the table's own.
+    const closing = cycle.closing && cycle.closing.table !== table ? `${describe(cycle.closing.table)} routes[${cycle.closing.route}]: ` : '';
+    problems.push({ path: at(summary.cycle.route), code: ConfigCodes.DELEGATION_CYCLE, severity: 'error', message: `${closing}delegation cycle: ${cycle.text}` });
   } else if (summary && summary.height + 1 > limits.maxDepth) {
     // The table and the longest chain below it: what a VirtualService delegating to it would pass through.
     const labels = [describe(table)];
@@ -425,8 +428,8 @@ export function checkTableDelegation(table: Resource<'RouteTable'>, tables: Rout
   return problems;
 }
 
-/** `A → B → A` for a table on a cycle; `X → Y → A → B → A` for one that delegates into one (long loops shortened). */
-function cycleText(table: Resource<'RouteTable'>, byKey: ReadonlyMap<string, TableSummary>, scc: ReadonlyMap<string, number>, tables: RouteTables, maxLabels: number): string {
+/** `A → B → A` for a table on a cycle; `X → Y → A → B → A` for one that delegates into one (long loops shortened); and the route that closes the loop. */
+function cycleText(table: Resource<'RouteTable'>, byKey: ReadonlyMap<string, TableSummary>, scc: ReadonlyMap<string, number>, tables: RouteTables, maxLabels: number): { text: string; closing?: { table: Resource<'RouteTable'>; route: number } } {
   const labels: string[] = [];
   let t = table;
   // Down the first steps towards the cycle, to a table on it.
@@ -438,11 +441,11 @@ function cycleText(table: Resource<'RouteTable'>, byKey: ReadonlyMap<string, Tab
   const component = scc.get(t.key);
   const from = new Map<string, Resource<'RouteTable'> | undefined>([[t.key, undefined]]);
   const queue = [t];
-  let closing: Resource<'RouteTable'> | undefined;
+  let closing: { table: Resource<'RouteTable'>; route: number } | undefined;
   for (let i = 0; i < queue.length && !closing; i++) {
     for (const edge of edgesOf(queue[i]!, tables)) {
       if (edge.table.key === t.key) {
-        closing = queue[i]!;
+        closing = { table: queue[i]!, route: edge.route };
         break;
       }
       if (scc.get(edge.table.key) !== component || from.has(edge.table.key)) continue;
@@ -451,10 +454,11 @@ function cycleText(table: Resource<'RouteTable'>, byKey: ReadonlyMap<string, Tab
     }
   }
   const loop: string[] = [];
-  for (let c: Resource<'RouteTable'> | undefined = closing; c; c = from.get(c.key)) loop.push(describe(c));
+  for (let c: Resource<'RouteTable'> | undefined = closing?.table; c; c = from.get(c.key)) loop.push(describe(c));
   loop.reverse();
-  const shown = loop.length > maxLabels ? [...loop.slice(0, maxLabels / 2), `… (${loop.length - maxLabels} more)`, ...loop.slice(-maxLabels / 2)] : loop;
-  return [...labels, ...shown, describe(t)].join(' → ');
+  const half = Math.floor(maxLabels / 2);
+  const shown = loop.length > maxLabels ? [...loop.slice(0, half), `… (${loop.length - 2 * half} more)`, ...loop.slice(-half)] : loop;
+  return { text: [...labels, ...shown, describe(t)].join(' → '), ...(closing ? { closing } : {}) };
 }
 
 /** A delegating route's own matchers: prefixes only, and headers/methods/query only with inheritableMatchers (Gloo). */
