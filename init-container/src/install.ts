@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { lstat, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
-import { isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { lstat, mkdir, readFile, rename, rm, rmdir, writeFile } from 'node:fs/promises';
+import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { InitCodes, InitError } from './errors.ts';
 import type { PulledPlugins } from './pull.ts';
 
@@ -33,13 +33,20 @@ export function mergeSources(sources: readonly PulledPlugins[]): Map<string, { d
  * Writes files into `dest` atomically: each goes to a temporary file in its final directory
  * and is renamed into place, so the auth server never reads half a plugin. Files already
  * present with equal content are left alone. Every target is checked to lie inside `dest`,
- * and no directory on the way may be a symbolic link.
+ * and no directory on the way may be a symbolic link. A failure leaves `dest` as it was: no
+ * file, no temporary file, and no directory this run created (`dest` itself included).
  */
 export async function installFiles(dest: string, files: Map<string, { data: Buffer }>): Promise<InstallResult> {
   const root = resolve(dest);
-  await mkdir(root, { recursive: true }).catch((error: Error) => {
+  const first = await mkdir(root, { recursive: true }).catch((error: Error) => {
     throw new InitError(InitCodes.WRITE_FAILED, `cannot create --dest ${root}: ${error.message}`, { cause: error });
   });
+  // Directories this run creates, outermost first: a failure removes them again (issue 24 finding 14).
+  const created: string[] = [];
+  if (first !== undefined) for (let d = root; ; d = dirname(d)) {
+    created.unshift(d);
+    if (d === resolve(first) || dirname(d) === d) break;
+  }
   const result: InstallResult = { written: [], unchanged: [] };
   // Two phases, so a failure part-way leaves --dest as it was: every new file is first written
   // to a temporary name next to its target; only when all are written are they renamed into place.
@@ -57,7 +64,7 @@ export async function installFiles(dest: string, files: Map<string, { data: Buff
       if (tooLong !== undefined || Buffer.byteLength(target) > 4000) {
         throw new InitError(InitCodes.WRITE_FAILED, `cannot write ${path.slice(0, 80)}…: name too long (ENAMETOOLONG: a file name is at most 255 bytes, a path 4000)`);
       }
-      const dir = await ensureDir(root, inside.split(sep).slice(0, -1));
+      const dir = await ensureDir(root, inside.split(sep).slice(0, -1), created);
       const existing = await lstat(target).catch(() => undefined);
       if (existing?.isFile() && (await readFile(target)).equals(data)) {
         result.unchanged.push(path);
@@ -75,19 +82,24 @@ export async function installFiles(dest: string, files: Map<string, { data: Buff
     }
   } catch (error) {
     await Promise.all(staged.map(({ temp }) => rm(temp, { force: true })));
+    // Innermost first, and only while empty: rmdir never removes anything this run did not create.
+    for (const d of created.reverse()) await rmdir(d).catch(() => undefined);
     if (error instanceof InitError) throw error;
     throw new InitError(InitCodes.WRITE_FAILED, `cannot write into --dest ${root}: ${(error as Error).message}`, { cause: error });
   }
   return result;
 }
 
-/** Creates `segments` below `root` one by one, refusing any that exists as something other than a real directory. */
-async function ensureDir(root: string, segments: string[]): Promise<string> {
+/** Creates `segments` below `root` one by one (adding them to `created`), refusing any that exists as something other than a real directory. */
+async function ensureDir(root: string, segments: string[], created: string[]): Promise<string> {
   let current = root;
   for (const segment of segments) {
     current = join(current, segment);
     const info = await lstat(current).catch(() => undefined);
-    if (!info) await mkdir(current);
+    if (!info) {
+      await mkdir(current);
+      created.push(current);
+    }
     else if (!info.isDirectory()) throw new InitError(InitCodes.UNSAFE_ENTRY, `${current} exists and is not a directory (${info.isSymbolicLink() ? 'a symbolic link' : 'a file'}); refusing to write through it`);
   }
   return current;

@@ -2,6 +2,7 @@
 // or the source tree and the Node flags.
 import { GatehouseError } from '../errors.ts';
 import { flushLogs } from '../log/logger.ts';
+import { configLimits } from '../config/limits.ts';
 
 const USAGE = `usage: gatehouse <command> [flags]
 
@@ -52,6 +53,8 @@ async function dispatch(argv: string[]): Promise<number> {
     process.stderr.write(`gatehouse: unknown command "${name}"\n\n${USAGE}\n`);
     return 2;
   }
+  // The configuration limits' environment variables, checked before any command reads configuration.
+  configLimits();
   const code = await (await load())(rest);
   // A long-running command (run, gateway, extauth) returns undefined and keeps the process alive.
   if (code === undefined) return -1;

@@ -108,7 +108,7 @@ describe('delegateAction and RouteTable (Gloo)', () => {
     expect(status('VirtualService', 'root')).toMatchObject({ state: 'Rejected', reasons: [expect.objectContaining({ path: 'spec.virtualHost.routes[0].matchers[0].headers', message: expect.stringContaining('inheritableMatchers: true') })] });
   });
 
-  test('nested tables; a cycle is rejected on the table that closes it, naming the loop; the rest serves', () => {
+  test('nested tables; every table on a cycle is rejected, naming the loop; the rest serves', () => {
     const { status, flat } = load([
       upstream,
       rt('outer', [
@@ -127,7 +127,8 @@ describe('delegateAction and RouteTable (Gloo)', () => {
     expect(flat().map((r) => r.name)).toEqual(['o1', 'n1']);
     expect(status('RouteTable', 'self')).toMatchObject({ state: 'Rejected', reasons: [expect.objectContaining({ code: 'GH_CONFIG_DELEGATION_CYCLE', path: 'spec.routes[0].delegateAction', message: 'delegation cycle: RouteTable team/self → RouteTable team/self' })] });
     expect(status('RouteTable', 'loop-2')).toMatchObject({ state: 'Rejected', reasons: [expect.objectContaining({ code: 'GH_CONFIG_DELEGATION_CYCLE', message: expect.stringContaining('RouteTable team/loop-2 → RouteTable team/loop-1 → RouteTable team/loop-2') })] });
-    expect(status('RouteTable', 'loop-1').state).toBe('Warning');
+    // Tables are checked against every RouteTable of the load, so the verdict does not depend on which was checked first.
+    expect(status('RouteTable', 'loop-1')).toMatchObject({ state: 'Rejected', reasons: [expect.objectContaining({ code: 'GH_CONFIG_DELEGATION_CYCLE', message: 'RouteTable team/loop-2 routes[0]: delegation cycle: RouteTable team/loop-1 → RouteTable team/loop-2 → RouteTable team/loop-1' })] });
     expect(status('VirtualService', 'root').state).toBe('Warning');
   });
 
@@ -139,5 +140,68 @@ describe('delegateAction and RouteTable (Gloo)', () => {
     const root = { kind: 'VirtualService', key: 'VirtualService/gloo/root', namespace: 'gloo', name: 'root', labels: {}, spec: vs([{ matchers: [{ prefix: '/a/' }], delegateAction: { ref: { name: 'a', namespace: 'team' } } }]).spec } as never;
     const { problems } = flattenRoutes(root, { get: (k) => tables.get(k), all: () => tables.values() });
     expect(problems).toEqual([{ path: ['spec', 'virtualHost', 'routes', 0, 'delegateAction'], code: 'GH_CONFIG_DELEGATION_CYCLE', severity: 'error', message: 'RouteTable team/b routes[0]: delegation cycle: VirtualService gloo/root → RouteTable team/a → RouteTable team/b → RouteTable team/a' }]);
+  });
+
+  // Issue 24 finding 11: chains and fan-outs that stalled or overflowed the stack.
+  const chainOf = (n: number) => Array.from({ length: n }, (_, i) => rt(`t${i}`, [i < n - 1 ? { matchers: [{ prefix: '/' }], delegateAction: { ref: { name: `t${i + 1}` } } } : { name: 'leaf', routeAction: to }]));
+  /** `levels` levels of `width` tables; every table of a level selects every table of the next: width^levels routes. */
+  const fanOut = (levels: number, width: number) =>
+    Array.from({ length: levels * width }, (_, i) => {
+      const level = Math.floor(i / width);
+      const route = level < levels - 1 ? { matchers: [{ prefix: '/' }], delegateAction: { selector: { labels: { level: String(level + 1) } } } } : { name: 'leaf', routeAction: to };
+      return rt(`f${level}-${i % width}`, [route], { labels: { level: String(level) }, weight: i % width });
+    });
+
+  test('a chain deeper than the limit rejects the tables whose chain is too deep, naming it; the shorter rest is served', () => {
+    const { status, flat } = load([upstream, ...chainOf(500), vs([{ matchers: [{ prefix: '/' }], delegateAction: { ref: { name: 't0', namespace: 'team' } } }])]);
+    expect(status('RouteTable', 't0')).toMatchObject({ state: 'Rejected', reasons: [expect.objectContaining({ code: 'GH_CONFIG_DELEGATION_LIMIT', path: 'spec.routes[0].delegateAction', message: expect.stringMatching(/^the delegation is deeper than 16 RouteTables \(limit GATEHOUSE_MAX_DELEGATION_DEPTH\): RouteTable team\/t0 → RouteTable team\/t1 → .* → RouteTable team\/t16 → …$/) })] });
+    expect(status('RouteTable', 't483').state).toBe('Rejected');
+    expect(status('RouteTable', 't484').state).toBe('Accepted');
+    // The VirtualService itself stays (its delegation serves nothing while t0 is rejected).
+    expect(status('VirtualService', 'root')).toMatchObject({ state: 'Warning', reasons: [expect.objectContaining({ code: 'GH_CONFIG_MISSING_REF', message: expect.stringContaining('RouteTable team/t0') })] });
+    expect(flat()).toEqual([]);
+    // 16 levels are allowed.
+    const ok = load([upstream, ...chainOf(16), vs([{ matchers: [{ prefix: '/' }], delegateAction: { ref: { name: 't0', namespace: 'team' } } }])]);
+    expect(ok.status('VirtualService', 'root').state).toBe('Accepted');
+    expect(ok.flat().map((r) => r.name)).toEqual(['leaf']);
+  });
+
+  test('a selector fan-out past the route limit is rejected on the tables that expand too far, in time linear in the tables', () => {
+    const roots = Array.from({ length: 1_000 }, (_, i) => rt(`root${i}`, [{ matchers: [{ prefix: '/' }], delegateAction: { selector: { labels: { level: '0' } } } }]));
+    const started = performance.now();
+    // 2^15 = 32,768 routes under each of 1,002 tables: walking each (as before) took minutes.
+    const { status, snapshot } = load([upstream, ...fanOut(15, 2), ...roots, vs([{ matchers: [{ prefix: '/' }], delegateAction: { selector: { labels: { level: '1' }, namespaces: ['team'] } } }])]);
+    const elapsed = performance.now() - started;
+    expect(status('RouteTable', 'root7')).toMatchObject({ state: 'Rejected', reasons: [expect.objectContaining({ code: 'GH_CONFIG_DELEGATION_LIMIT', message: expect.stringContaining('more than 20000 routes') })] });
+    // Level l expands to 2^(15-l) - 1 routes (delegating routes count): level 0 is over 20,000, level 1 under.
+    expect(status('RouteTable', 'f0-0').state).toBe('Rejected');
+    expect(status('RouteTable', 'f1-0').state).toBe('Accepted');
+    // Two level-1 tables together are over: the VirtualService's walk stops at the limit.
+    expect(status('VirtualService', 'root')).toMatchObject({ state: 'Rejected', reasons: [expect.objectContaining({ code: 'GH_CONFIG_DELEGATION_LIMIT', path: 'spec.virtualHost.routes[0].delegateAction', message: expect.stringContaining('VirtualService gloo/root → RouteTable team/f1-1 → RouteTable team/f2-0') })] });
+    expect(snapshot.statuses.filter((s) => s.state === 'Rejected')).toHaveLength(1_003);
+    // Generous (a shared machine): the old walk needed ~17 ms per table here, this is one pass.
+    expect(elapsed).toBeLessThan(8_000);
+  });
+
+  test('a VirtualService whose own walk passes the limit (its tables each under it) is rejected, naming the chain', () => {
+    const wide = (name: string, weight: number) => rt(name, Array.from({ length: 600 }, (_, i) => ({ name: `${name}-${i}`, matchers: [{ prefix: `/w/${i}` }], routeAction: structuredClone(to) })), { labels: { wide: 'yes' }, weight });
+    const { status, snapshot } = load([upstream, wide('w0', 0), wide('w1', 1), vs([{ matchers: [{ prefix: '/w/' }], delegateAction: { selector: { labels: { wide: 'yes' }, namespaces: ['team'] } } }])]);
+    expect(status('RouteTable', 'w0').state).toBe('Accepted');
+    const root = snapshot.resources.get('VirtualService/gloo/root') as Resource<'VirtualService'>;
+    expect(flattenRoutes(root, routeTablesOf(snapshot.resources)).routes).toHaveLength(1_200);
+    // The same walk the check and the route table make, with a limit of 1,000.
+    const limited = flattenRoutes(root, routeTablesOf(snapshot.resources), { maxDepth: 16, maxRoutes: 1_000 });
+    expect(limited.problems).toEqual([{ path: ['spec', 'virtualHost', 'routes', 0, 'delegateAction'], code: 'GH_CONFIG_DELEGATION_LIMIT', severity: 'error', message: expect.stringMatching(/more than 1000 routes .* at RouteTable team\/w1 routes\[399\]: VirtualService gloo\/root → RouteTable team\/w1$/) }]);
+  });
+
+  test('inherited matchers multiply at every level and count against the limit before they are built', () => {
+    // 8 tables of 20 matchers each, all inheritable: 20^8 matchers on the last route.
+    const tables = Array.from({ length: 8 }, (_, i) =>
+      rt(`m${i}`, [i < 7 ? { matchers: Array.from({ length: 20 }, (_, j) => ({ prefix: '/m/', headers: [{ name: `x-${i}-${j}` }] })), inheritableMatchers: true, delegateAction: { ref: { name: `m${i + 1}` } } } : { name: 'leaf', routeAction: to }]),
+    );
+    const started = performance.now();
+    const { status } = load([upstream, ...tables, vs([{ matchers: [{ prefix: '/m/' }], inheritableMatchers: true, delegateAction: { ref: { name: 'm0', namespace: 'team' } } }])]);
+    expect(status('VirtualService', 'root')).toMatchObject({ state: 'Rejected', reasons: [expect.objectContaining({ code: 'GH_CONFIG_DELEGATION_LIMIT', path: 'spec.virtualHost.routes[0].delegateAction', message: expect.stringContaining('VirtualService gloo/root → RouteTable team/m0 → RouteTable team/m1') })] });
+    expect(performance.now() - started).toBeLessThan(8_000);
   });
 });

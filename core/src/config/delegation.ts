@@ -1,5 +1,6 @@
 import { ConfigCodes, type PathSegment } from './diagnostic.ts';
 import type { AnyResource, Resource } from './resource.ts';
+import { configLimits } from './limits.ts';
 import type { DelegateActionSpec, MatcherSpec, RouteSpec } from './schema/virtual-service.ts';
 
 /**
@@ -38,15 +39,46 @@ export interface DelegationProblem {
 export interface RouteTables {
   get(key: string): Resource<'RouteTable'> | undefined;
   all(): Iterable<Resource<'RouteTable'>>;
+  /** {@link selectTables}, remembered per delegateAction (the view does not change while it is used). */
+  select?(delegate: DelegateActionSpec, fromNamespace: string): Selection;
 }
 
-/** The served RouteTables of a resource map, with `extra` (the table being checked) visible too. */
-export function routeTablesOf(resources: ReadonlyMap<string, AnyResource>, extra?: Resource<'RouteTable'>): RouteTables {
-  let list: Resource<'RouteTable'>[] | undefined;
-  return {
-    get: (key) => (extra && key === extra.key ? extra : (resources.get(key) as Resource<'RouteTable'> | undefined)),
-    all: () => (list ??= [...resources.values()].filter((r): r is Resource<'RouteTable'> => r.kind === 'RouteTable' && r.key !== extra?.key).concat(extra ? [extra] : [])),
-  };
+/** What a delegateAction selects. */
+export interface Selection {
+  readonly tables: Resource<'RouteTable'>[];
+  readonly missing?: string;
+  readonly ties: string[];
+}
+
+const views = new WeakMap<ReadonlyMap<string, AnyResource>, RouteTables>();
+
+/**
+ * The RouteTables of a resource map that no longer changes (a snapshot's served resources, or
+ * one load's candidates): one view per map, so every walk over it shares the selector results.
+ */
+export function routeTablesOf(resources: ReadonlyMap<string, AnyResource>): RouteTables {
+  let view = views.get(resources);
+  if (!view) {
+    let list: Resource<'RouteTable'>[] | undefined;
+    const selected = new WeakMap<DelegateActionSpec, Map<string, Selection>>();
+    const tables: RouteTables = {
+      get: (key) => {
+        const r = resources.get(key);
+        return r?.kind === 'RouteTable' ? r : undefined;
+      },
+      all: () => (list ??= [...resources.values()].filter((r): r is Resource<'RouteTable'> => r.kind === 'RouteTable')),
+      select: (delegate, fromNamespace) => {
+        let byNamespace = selected.get(delegate);
+        if (!byNamespace) selected.set(delegate, (byNamespace = new Map()));
+        let selection = byNamespace.get(fromNamespace);
+        if (!selection) byNamespace.set(fromNamespace, (selection = selectTables(delegate, fromNamespace, tables)));
+        return selection;
+      },
+    };
+    view = tables;
+    views.set(resources, view);
+  }
+  return view;
 }
 
 interface Parent {
@@ -54,8 +86,40 @@ interface Parent {
   readonly matchers: readonly MatcherSpec[];
   readonly inheritable: boolean;
   readonly options: RouteSpec['options'];
-  /** `RouteTable ns/name` chain for messages. */
-  readonly chain: readonly string[];
+}
+
+/** The resources a walk is inside, innermost last (a linked list: entering a table costs O(1), not a copy). */
+interface Chain {
+  readonly key: string;
+  readonly label: string;
+  readonly up: Chain | undefined;
+}
+
+/** One routes list being walked: the root's, or a delegated table's. */
+interface Frame {
+  readonly list: readonly RouteSpec[];
+  readonly owner: FlatRoute['owner'];
+  readonly parent: Parent | undefined;
+  /** The root's delegating route this frame is under (undefined for the root's own list). */
+  readonly at: PathSegment[] | undefined;
+  readonly chain: Chain;
+  readonly depth: number;
+  next: number;
+  entered?: boolean;
+}
+
+/** Limits on one walk (defaults: this process's {@link configLimits}). */
+export interface DelegationLimits {
+  /** RouteTables one chain may pass through. */
+  readonly maxDepth: number;
+  /** Routes (each matcher one) the walk may expand to, delegating routes included. */
+  readonly maxRoutes: number;
+}
+
+/** The limits this process applies (docs/configuration.md). */
+export function delegationLimits(): DelegationLimits {
+  const limits = configLimits();
+  return { maxDepth: limits.maxDelegationDepth, maxRoutes: limits.maxRoutesPerVirtualHost };
 }
 
 /**
@@ -63,70 +127,338 @@ interface Parent {
  * Problems are located at the root's delegating route (`…routes[i].delegateAction`), and name the
  * table and route they are about. Routes breaking the prefix rule are left out (warning); a
  * cycle is an error and the looping delegation contributes nothing.
+ *
+ * The walk is a loop over an explicit stack (a deep chain cannot overflow the call stack) and
+ * costs O(1) per route it produces or passes: cycles are found with a set of the tables on the
+ * current chain, and selectors are evaluated once per delegating route. A chain deeper than
+ * `limits.maxDepth` or an expansion past `limits.maxRoutes` routes (a selector fan-out multiplies
+ * routes at every level) stops the walk with an error naming the chain (GH_CONFIG_DELEGATION_LIMIT):
+ * the resource is rejected, and what was produced so far is not served.
  */
-export function flattenRoutes(root: Resource<'VirtualService'> | Resource<'RouteTable'>, tables: RouteTables): { routes: FlatRoute[]; problems: DelegationProblem[] } {
+export function flattenRoutes(root: Resource<'VirtualService'> | Resource<'RouteTable'>, tables: RouteTables, limits: DelegationLimits = delegationLimits()): { routes: FlatRoute[]; problems: DelegationProblem[]; exceeded?: boolean } {
   const routes: FlatRoute[] = [];
   const problems: DelegationProblem[] = [];
+  // A fan-out reaches the same table many times: each problem is reported once.
+  const reported = new Set<string>();
+  const report = (problem: DelegationProblem) => {
+    const id = `${problem.path.join('.')}|${problem.code}|${problem.message}`;
+    if (reported.has(id)) return;
+    reported.add(id);
+    problems.push(problem);
+  };
   const rootRoutes = root.kind === 'VirtualService' ? root.spec.virtualHost.routes : root.spec.routes;
   const rootPath: PathSegment[] = root.kind === 'VirtualService' ? ['spec', 'virtualHost', 'routes'] : ['spec', 'routes'];
-  const walk = (list: readonly RouteSpec[], owner: FlatRoute['owner'], parent: Parent | undefined, at: PathSegment[] | undefined, stack: readonly string[]) => {
-    list.forEach((original, index) => {
-      // Problems inside a delegated table are reported at the root's delegating route.
-      const here = at ?? [...rootPath, index];
-      const where = parent ? `${describe(owner)} routes[${index}]` : undefined;
-      let spec = original;
-      if (parent) {
-        const own: readonly MatcherSpec[] = spec.matchers && spec.matchers.length > 0 ? spec.matchers : parent.prefixes.map((prefix) => ({ prefix }));
-        const outside = own.flatMap((m, j) => {
-          const path = m.prefix ?? m.exact ?? m.regex ?? '/';
-          const bad = parent.prefixes.find((p) => !path.startsWith(p));
-          return bad === undefined ? [] : [`matchers[${j}] "${path}" does not start with the delegating prefix "${bad}"`];
-        });
-        if (outside.length > 0) {
-          problems.push({ path: [...here, 'delegateAction'], code: ConfigCodes.DELEGATION, severity: 'warning', message: `${where}: ${outside.join('; ')}: the route is not served (Gloo: routes of a RouteTable must start with the prefix that delegates to it)` });
-          return;
-        }
-        const matchers = parent.inheritable ? own.flatMap((m) => parent.matchers.map((pm) => inheritMatcher(m, pm))) : own;
-        // Gloo: a delegated route without options of its own inherits its parent's, field by field.
-        const options = parent.options ? { ...parent.options, ...spec.options } : spec.options;
-        spec = { ...spec, matchers: [...matchers], ...(options ? { options } : {}) };
+  const selections = new Map<DelegateActionSpec, Selection>();
+  const onChain = new Set<string>([root.key]);
+  const stack: Frame[] = [{ list: rootRoutes, owner: root, parent: undefined, at: undefined, chain: { key: root.key, label: describe(root), up: undefined }, depth: 0, next: 0 }];
+  let expanded = 0;
+  const overLimit = (frame: Frame, index: number, message: string): { routes: FlatRoute[]; problems: DelegationProblem[]; exceeded: boolean } => {
+    problems.push({ path: [...(frame.at ?? [...rootPath, index]), 'delegateAction'], code: ConfigCodes.DELEGATION_LIMIT, severity: 'error', message: `${message}: ${chainText(frame.chain)}` });
+    return { routes, problems, exceeded: true };
+  };
+
+  while (stack.length > 0) {
+    const frame = stack[stack.length - 1]!;
+    if (!frame.entered) {
+      // A table is on the chain from when its routes are walked until its frame is done.
+      frame.entered = true;
+      if (frame.owner !== root) onChain.add(frame.owner.key);
+    }
+    if (frame.next >= frame.list.length) {
+      stack.pop();
+      if (frame.owner !== root) onChain.delete(frame.owner.key);
+      continue;
+    }
+    const index = frame.next++;
+    const { owner, parent, at } = frame;
+    const original = frame.list[index]!;
+    // Problems inside a delegated table are reported at the root's delegating route.
+    const here = at ?? [...rootPath, index];
+    const where = parent ? `${describe(owner)} routes[${index}]` : undefined;
+    let spec = original;
+    if (parent) {
+      const own: readonly MatcherSpec[] = spec.matchers && spec.matchers.length > 0 ? spec.matchers : parent.prefixes.map((prefix) => ({ prefix }));
+      const outside = outsidePrefixes(own, parent.prefixes);
+      if (outside) {
+        report({ path: [...here, 'delegateAction'], code: ConfigCodes.DELEGATION, severity: 'warning', message: `${where}: ${outside}` });
+        continue;
       }
-      const delegate = spec.delegateAction;
-      if (!delegate) {
-        routes.push({ spec, owner, index });
-        return;
+      // Inherited matchers multiply (each own matcher × each of the parent's): counted before they are built.
+      const count = parent.inheritable ? own.length * parent.matchers.length : own.length;
+      if (expanded + count > limits.maxRoutes) return overLimit(frame, index, `the delegation expands to more than ${limits.maxRoutes} routes (each matcher counts; limit GATEHOUSE_MAX_ROUTES_PER_VIRTUAL_HOST) at ${where}`);
+      const matchers = parent.inheritable ? own.flatMap((m) => parent.matchers.map((pm) => inheritMatcher(m, pm))) : own;
+      // Gloo: a delegated route without options of its own inherits its parent's, field by field.
+      const options = parent.options ? { ...parent.options, ...spec.options } : spec.options;
+      spec = { ...spec, matchers: [...matchers], ...(options ? { options } : {}) };
+    }
+    expanded += Math.max(1, spec.matchers?.length ?? 0);
+    if (expanded > limits.maxRoutes) return overLimit(frame, index, `the routes expand to more than ${limits.maxRoutes} (each matcher counts; limit GATEHOUSE_MAX_ROUTES_PER_VIRTUAL_HOST)${where ? ` at ${where}` : ''}`);
+    const delegate = spec.delegateAction;
+    if (!delegate) {
+      routes.push({ spec, owner, index });
+      continue;
+    }
+    const matchers: readonly MatcherSpec[] = spec.matchers && spec.matchers.length > 0 ? spec.matchers : [{ prefix: '/' }];
+    // Delegating matchers are checked on their own resource (checkDelegatingRoute); here, only prefixes count.
+    if (matchers.some((m) => m.exact !== undefined || m.regex !== undefined)) continue;
+    const next: Parent = {
+      prefixes: matchers.map((m) => m.prefix ?? '/'),
+      matchers,
+      inheritable: spec.inheritableMatchers ?? parent?.inheritable ?? false,
+      options: spec.options,
+    };
+    const delegatePath = here;
+    let selected = selections.get(delegate);
+    if (!selected) selections.set(delegate, (selected = tables.select ? tables.select(delegate, owner.namespace) : selectTables(delegate, owner.namespace, tables)));
+    const label = where ? `${where}: ` : '';
+    if (selected.missing) {
+      report({ path: [...delegatePath, 'delegateAction'], code: ConfigCodes.MISSING_REF, severity: 'warning', message: `${label}${selected.missing}: no routes are served under ${next.prefixes.map((p) => `"${p}"`).join(', ')}` });
+    }
+    for (const tie of selected.ties) {
+      report({ path: [...delegatePath, 'delegateAction', 'selector'], code: ConfigCodes.IGNORED, severity: 'warning', message: `${label}RouteTables ${tie} have the same weight: their routes are taken in namespace/name order (Gloo sorts such routes by path specificity instead)` });
+    }
+    const children: Frame[] = [];
+    for (const table of selected.tables) {
+      if (onChain.has(table.key)) {
+        const loop = `${chainText(frame.chain)} → ${describe(table)}`;
+        report({ path: [...delegatePath, 'delegateAction'], code: ConfigCodes.DELEGATION_CYCLE, severity: 'error', message: `${label}delegation cycle: ${loop}` });
+        continue;
       }
-      const matchers: readonly MatcherSpec[] = spec.matchers && spec.matchers.length > 0 ? spec.matchers : [{ prefix: '/' }];
-      // Delegating matchers are checked on their own resource (checkDelegatingRoute); here, only prefixes count.
-      if (matchers.some((m) => m.exact !== undefined || m.regex !== undefined)) return;
-      const next: Parent = {
-        prefixes: matchers.map((m) => m.prefix ?? '/'),
-        matchers,
-        inheritable: spec.inheritableMatchers ?? parent?.inheritable ?? false,
-        options: spec.options,
-        chain: [...(parent?.chain ?? [describe(owner)])],
-      };
-      const delegatePath = at ?? [...rootPath, index];
-      const selected = selectTables(delegate, owner.namespace, tables);
-      const label = where ? `${where}: ` : '';
-      if (selected.missing) {
-        problems.push({ path: [...delegatePath, 'delegateAction'], code: ConfigCodes.MISSING_REF, severity: 'warning', message: `${label}${selected.missing}: no routes are served under ${next.prefixes.map((p) => `"${p}"`).join(', ')}` });
+      if (frame.depth + 1 > limits.maxDepth) {
+        return overLimit(frame, index, `the delegation is deeper than ${limits.maxDepth} RouteTables (limit GATEHOUSE_MAX_DELEGATION_DEPTH) at ${where ?? describe(owner)} → ${describe(table)}`);
       }
-      for (const tie of selected.ties) {
-        problems.push({ path: [...delegatePath, 'delegateAction', 'selector'], code: ConfigCodes.IGNORED, severity: 'warning', message: `${label}RouteTables ${tie} have the same weight: their routes are taken in namespace/name order (Gloo sorts such routes by path specificity instead)` });
-      }
-      for (const table of selected.tables) {
-        if (table.key === root.key || stack.includes(table.key)) {
-          const loop = [...stack.map((k) => k.replace('/', ' ')), table.key.replace('/', ' ')].join(' → ');
-          problems.push({ path: [...delegatePath, 'delegateAction'], code: ConfigCodes.DELEGATION_CYCLE, severity: 'error', message: `${label}delegation cycle: ${loop}` });
+      children.push({ list: table.spec.routes, owner: table, parent: next, at: delegatePath, chain: { key: table.key, label: describe(table), up: frame.chain }, depth: frame.depth + 1, next: 0 });
+    }
+    // Walked in order: the last pushed is walked first.
+    for (let i = children.length - 1; i >= 0; i--) stack.push(children[i]!);
+  }
+  return { routes, problems };
+}
+
+/** Why a delegated route's matchers are outside the delegating prefixes (it is then not served), or undefined. */
+function outsidePrefixes(own: readonly MatcherSpec[], prefixes: readonly string[]): string | undefined {
+  const outside: string[] = [];
+  own.forEach((m, j) => {
+    const path = m.prefix ?? m.exact ?? m.regex ?? '/';
+    const bad = prefixes.find((p) => !path.startsWith(p));
+    if (bad !== undefined) outside.push(`matchers[${j}] "${path}" does not start with the delegating prefix "${bad}"`);
+  });
+  return outside.length > 0 ? `${outside.join('; ')}: the route is not served (Gloo: routes of a RouteTable must start with the prefix that delegates to it)` : undefined;
+}
+
+/** `VirtualService ns/a → RouteTable ns/b → …`: the chain a problem is on, outermost first. */
+function chainText(chain: Chain): string {
+  const labels: string[] = [];
+  for (let c: Chain | undefined = chain; c; c = c.up) labels.push(c.label);
+  return labels.reverse().join(' → ');
+}
+
+/** One RouteTable's delegation tree in a view, computed for every table of the view at once. */
+interface TableSummary {
+  /** The longest chain of RouteTables below it (0: it delegates to none). */
+  readonly height: number;
+  /** Routes it expands to (each matcher one; inherited matchers not multiplied), capped just above the limit. */
+  readonly size: number;
+  /** Its first step on the longest chain. */
+  readonly deepest?: Step;
+  /** Its first step towards a delegation cycle: `on` when it is on the cycle itself. */
+  readonly cycle?: Step & { readonly on: boolean };
+}
+
+/** A delegating route (its index) and a table it selects. */
+interface Step {
+  readonly route: number;
+  readonly table: Resource<'RouteTable'>;
+}
+
+const summaries = new WeakMap<RouteTables, { cap: number; byKey: Map<string, TableSummary>; scc: Map<string, number> }>();
+
+/** The delegation edges of a table: each delegating route (prefix matchers only, as the walk) with the tables it selects. */
+function edgesOf(table: Resource<'RouteTable'>, tables: RouteTables): Step[] {
+  const out: Step[] = [];
+  table.spec.routes.forEach((route, index) => {
+    const delegate = route.delegateAction;
+    if (!delegate || route.matchers?.some((m) => m.exact !== undefined || m.regex !== undefined)) return;
+    const selected = tables.select ? tables.select(delegate, table.namespace) : selectTables(delegate, table.namespace, tables);
+    for (const child of selected.tables) out.push({ route: index, table: child });
+  });
+  return out;
+}
+
+/**
+ * Height, size and cycles of every table of a view, in time linear in tables + delegations:
+ * Tarjan's strongly connected components (iteratively), each component summarised when it is
+ * complete, which is after every component it reaches.
+ */
+function summarize(tables: RouteTables, cap: number): { byKey: Map<string, TableSummary>; scc: Map<string, number> } {
+  const cached = summaries.get(tables);
+  if (cached && cached.cap === cap) return cached;
+  const byKey = new Map<string, TableSummary>();
+  const sccOf = new Map<string, number>();
+  const order = new Map<string, number>();
+  const low = new Map<string, number>();
+  const onStack = new Set<string>();
+  const stack: Resource<'RouteTable'>[] = [];
+  let counter = 0;
+  let components = 0;
+  const finish = (root: Resource<'RouteTable'>) => {
+    const members: Resource<'RouteTable'>[] = [];
+    let member: Resource<'RouteTable'>;
+    do {
+      member = stack.pop()!;
+      onStack.delete(member.key);
+      sccOf.set(member.key, components);
+      members.push(member);
+    } while (member !== root);
+    for (const table of members) {
+      let size = 0;
+      let height = 0;
+      let deepest: Step | undefined;
+      let cycle: TableSummary['cycle'];
+      const edges = edgesOf(table, tables);
+      table.spec.routes.forEach((route) => (size += Math.max(1, route.matchers?.length ?? 0)));
+      for (const edge of edges) {
+        if (sccOf.get(edge.table.key) === components) {
+          cycle ??= { ...edge, on: true };
           continue;
         }
-        walk(table.spec.routes, table, { ...next, chain: [...next.chain, describe(table)] }, delegatePath, [...stack, table.key]);
+        const child = byKey.get(edge.table.key)!;
+        size = Math.min(cap, size + child.size);
+        if (child.height + 1 > height) {
+          height = child.height + 1;
+          deepest = edge;
+        }
+        if (child.cycle && !cycle) cycle = { ...edge, on: false };
       }
-    });
+      byKey.set(table.key, { height, size: Math.min(cap, size), ...(deepest ? { deepest } : {}), ...(cycle ? { cycle } : {}) });
+    }
+    components++;
   };
-  walk(rootRoutes, root, undefined, undefined, [root.key]);
-  return { routes, problems };
+  for (const start of tables.all()) {
+    if (order.has(start.key)) continue;
+    // The call stack of the recursive algorithm, made explicit: a deep chain cannot overflow it.
+    const work: { table: Resource<'RouteTable'>; edges: Step[]; next: number }[] = [];
+    const enter = (table: Resource<'RouteTable'>) => {
+      order.set(table.key, counter);
+      low.set(table.key, counter++);
+      stack.push(table);
+      onStack.add(table.key);
+      work.push({ table, edges: edgesOf(table, tables), next: 0 });
+    };
+    enter(start);
+    while (work.length > 0) {
+      const top = work[work.length - 1]!;
+      if (top.next < top.edges.length) {
+        const child = top.edges[top.next++]!.table;
+        if (!order.has(child.key)) enter(child);
+        else if (onStack.has(child.key)) low.set(top.table.key, Math.min(low.get(top.table.key)!, order.get(child.key)!));
+        continue;
+      }
+      work.pop();
+      const parent = work[work.length - 1];
+      if (parent) low.set(parent.table.key, Math.min(low.get(parent.table.key)!, low.get(top.table.key)!));
+      if (low.get(top.table.key) === order.get(top.table.key)) finish(top.table);
+    }
+  }
+  const result = { cap, byKey, scc: sccOf };
+  summaries.set(tables, result);
+  return result;
+}
+
+const childProblems = new WeakMap<RouteTables, Map<string, string[]>>();
+
+/**
+ * A RouteTable's own delegation, checked against a view of the load's RouteTables in time linear
+ * in the view however the tables select each other: a cycle it is on or delegates into, a chain
+ * below it deeper than the limit and an expansion past the route limit are errors (from
+ * {@link summarize}); missing tables, equal weights, and routes of the tables it selects outside
+ * its prefixes are warnings. Deeper levels are each table's own check (and the walk of the
+ * VirtualService that serves them, which follows every chain with its inherited matchers).
+ */
+export function checkTableDelegation(table: Resource<'RouteTable'>, tables: RouteTables, limits: DelegationLimits = delegationLimits()): DelegationProblem[] {
+  const problems: DelegationProblem[] = [];
+  const { byKey, scc } = summarize(tables, limits.maxRoutes + 1);
+  const summary = byKey.get(table.key);
+  const at = (route: number): PathSegment[] => ['spec', 'routes', route, 'delegateAction'];
+  if (summary?.cycle) {
+    const cycle = cycleText(table, byKey, scc, tables, limits.maxDepth);
+    // Named as the walk names it: the route that closes the loop, when it is not the table's own.
+    const closing = cycle.closing && cycle.closing.table !== table ? `${describe(cycle.closing.table)} routes[${cycle.closing.route}]: ` : '';
+    problems.push({ path: at(summary.cycle.route), code: ConfigCodes.DELEGATION_CYCLE, severity: 'error', message: `${closing}delegation cycle: ${cycle.text}` });
+  } else if (summary && summary.height + 1 > limits.maxDepth) {
+    // The table and the longest chain below it: what a VirtualService delegating to it would pass through.
+    const labels = [describe(table)];
+    for (let t: Resource<'RouteTable'> | undefined = table; t && labels.length <= limits.maxDepth; ) {
+      t = byKey.get(t.key)?.deepest?.table;
+      if (t) labels.push(describe(t));
+    }
+    problems.push({ path: at(summary.deepest!.route), code: ConfigCodes.DELEGATION_LIMIT, severity: 'error', message: `the delegation is deeper than ${limits.maxDepth} RouteTables (limit GATEHOUSE_MAX_DELEGATION_DEPTH): ${labels.join(' → ')} → …` });
+  } else if (summary && summary.size > limits.maxRoutes) {
+    problems.push({ path: ['spec', 'routes'], code: ConfigCodes.DELEGATION_LIMIT, severity: 'error', message: `the delegation expands to more than ${limits.maxRoutes} routes (each matcher counts; limit GATEHOUSE_MAX_ROUTES_PER_VIRTUAL_HOST)` });
+  }
+  let memo = childProblems.get(tables);
+  if (!memo) childProblems.set(tables, (memo = new Map()));
+  table.spec.routes.forEach((route, index) => {
+    const delegate = route.delegateAction;
+    const matchers: readonly MatcherSpec[] = route.matchers && route.matchers.length > 0 ? route.matchers : [{ prefix: '/' }];
+    if (!delegate || matchers.some((m) => m.exact !== undefined || m.regex !== undefined)) return;
+    const prefixes = matchers.map((m) => m.prefix ?? '/');
+    const selected = tables.select ? tables.select(delegate, table.namespace) : selectTables(delegate, table.namespace, tables);
+    if (selected.missing) problems.push({ path: at(index), code: ConfigCodes.MISSING_REF, severity: 'warning', message: `${selected.missing}: no routes are served under ${prefixes.map((p) => `"${p}"`).join(', ')}` });
+    for (const tie of selected.ties) {
+      problems.push({ path: [...at(index), 'selector'], code: ConfigCodes.IGNORED, severity: 'warning', message: `RouteTables ${tie} have the same weight: their routes are taken in namespace/name order (Gloo sorts such routes by path specificity instead)` });
+    }
+    for (const child of selected.tables) {
+      if (child.key === table.key) continue;
+      // Many tables select the same children under the same prefixes: each pair is checked once per view.
+      const id = `${child.key}\0${prefixes.join('\0')}`;
+      let found = memo.get(id);
+      if (!found) {
+        found = [];
+        for (const [j, r] of child.spec.routes.entries()) {
+          const own: readonly MatcherSpec[] = r.matchers && r.matchers.length > 0 ? r.matchers : prefixes.map((prefix) => ({ prefix }));
+          const outside = outsidePrefixes(own, prefixes);
+          if (outside) found.push(`${describe(child)} routes[${j}]: ${outside}`);
+        }
+        memo.set(id, found);
+      }
+      for (const message of found) problems.push({ path: at(index), code: ConfigCodes.DELEGATION, severity: 'warning', message });
+    }
+  });
+  return problems;
+}
+
+/** `A → B → A` for a table on a cycle; `X → Y → A → B → A` for one that delegates into one (long loops shortened); and the route that closes the loop. */
+function cycleText(table: Resource<'RouteTable'>, byKey: ReadonlyMap<string, TableSummary>, scc: ReadonlyMap<string, number>, tables: RouteTables, maxLabels: number): { text: string; closing?: { table: Resource<'RouteTable'>; route: number } } {
+  const labels: string[] = [];
+  let t = table;
+  // Down the first steps towards the cycle, to a table on it.
+  while (!byKey.get(t.key)!.cycle!.on && labels.length <= maxLabels) {
+    labels.push(describe(t));
+    t = byKey.get(t.key)!.cycle!.table;
+  }
+  // Around the loop: a shortest path back to `t` inside its component (breadth first).
+  const component = scc.get(t.key);
+  const from = new Map<string, Resource<'RouteTable'> | undefined>([[t.key, undefined]]);
+  const queue = [t];
+  let closing: { table: Resource<'RouteTable'>; route: number } | undefined;
+  for (let i = 0; i < queue.length && !closing; i++) {
+    for (const edge of edgesOf(queue[i]!, tables)) {
+      if (edge.table.key === t.key) {
+        closing = { table: queue[i]!, route: edge.route };
+        break;
+      }
+      if (scc.get(edge.table.key) !== component || from.has(edge.table.key)) continue;
+      from.set(edge.table.key, queue[i]!);
+      queue.push(edge.table);
+    }
+  }
+  const loop: string[] = [];
+  for (let c: Resource<'RouteTable'> | undefined = closing?.table; c; c = from.get(c.key)) loop.push(describe(c));
+  loop.reverse();
+  const half = Math.floor(maxLabels / 2);
+  const shown = loop.length > maxLabels ? [...loop.slice(0, half), `… (${loop.length - 2 * half} more)`, ...loop.slice(-half)] : loop;
+  return { text: [...labels, ...shown, describe(t)].join(' → '), ...(closing ? { closing } : {}) };
 }
 
 /** A delegating route's own matchers: prefixes only, and headers/methods/query only with inheritableMatchers (Gloo). */
@@ -157,7 +489,7 @@ function describe(r: { kind: string; namespace: string; name: string }): string 
 }
 
 /** The tables a delegateAction names or selects, in Gloo's order. */
-export function selectTables(delegate: DelegateActionSpec, fromNamespace: string, tables: RouteTables): { tables: Resource<'RouteTable'>[]; missing?: string; ties: string[] } {
+export function selectTables(delegate: DelegateActionSpec, fromNamespace: string, tables: RouteTables): Selection {
   if (delegate.ref || delegate.name) {
     const name = delegate.ref?.name ?? delegate.name!;
     const namespace = delegate.ref ? (delegate.ref.namespace ?? fromNamespace) : (delegate.namespace ?? fromNamespace);

@@ -58,5 +58,7 @@ export const ConfigCodes = {
   DELEGATION: 'GH_CONFIG_DELEGATION',
   /** RouteTables that delegate to each other in a loop. */
   DELEGATION_CYCLE: 'GH_CONFIG_DELEGATION_CYCLE',
+  /** A delegation chain deeper than GATEHOUSE_MAX_DELEGATION_DEPTH, or routes expanding past GATEHOUSE_MAX_ROUTES_PER_VIRTUAL_HOST. */
+  DELEGATION_LIMIT: 'GH_CONFIG_DELEGATION_LIMIT',
   READ: 'GH_CONFIG_READ',
 } as const;

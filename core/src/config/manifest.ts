@@ -88,6 +88,24 @@ export function parseManifests(file: string, text: string): { documents: Manifes
   return { documents, diagnostics };
 }
 
+/**
+ * `lineOf` for documents kept without their syntax tree (which costs far more memory than the
+ * values): the first call parses `text` again, once for every document of the file, and the
+ * tree is dropped when the current task ends. A load asks for the lines of all its diagnostics in
+ * one synchronous pass, so a file with many rejected documents is parsed again once, not once
+ * per document (500 rejected RouteTables in one file re-parsed it 500 times: 45 s).
+ */
+export function linesOfText(file: string, text: string): (index: number, path: readonly PathSegment[], fallback: number) => number {
+  let byIndex: Map<number, ManifestDocument> | undefined;
+  return (index, path, fallback) => {
+    if (!byIndex) {
+      byIndex = new Map(parseManifests(file, text).documents.map((d) => [d.index, d]));
+      queueMicrotask(() => (byIndex = undefined));
+    }
+    return byIndex.get(index)?.lineOf(path) ?? fallback;
+  };
+}
+
 /** The first key that appears twice in one map, anywhere in the document (linear: one Set per map). */
 function firstDuplicateKey(root: unknown): { key: string; offset: number | undefined } | undefined {
   const stack: unknown[] = [root];

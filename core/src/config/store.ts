@@ -45,6 +45,12 @@ export function lookup<K extends Kind>(snapshot: Pick<ConfigSnapshot, 'resources
 export interface CheckContext {
   /** Served resources so far (kinds are checked in dependency order). */
   readonly resources: ReadonlyMap<string, AnyResource>;
+  /**
+   * Every RouteTable this load may serve (its new version, else its last accepted one), fixed for
+   * the whole load: RouteTables are checked against it, so their verdicts do not depend on the
+   * order they are checked in, and what is computed over it is computed once per load.
+   */
+  readonly routeTables?: ReadonlyMap<string, AnyResource>;
   /** A diagnostic located at `path` inside the checked resource. */
   at(path: readonly PathSegment[], code: string, message: string, severity?: 'error' | 'warning'): Diagnostic;
 }
@@ -138,6 +144,11 @@ export class ConfigStore {
     const statuses: ResourceStatus[] = [];
     const rank = new Map(this.servedOrder.map((key, i) => [key, i]));
     const present = new Set(candidates.keys());
+    const routeTables = new Map<string, AnyResource>();
+    for (const c of candidates.values()) {
+      const table = c.kind === 'RouteTable' ? (c.fresh ?? this.lastAccepted.get(c.key)) : undefined;
+      if (table) routeTables.set(c.key, table);
+    }
     for (const kind of ORDER) {
       // Previously served resources first, so a newcomer cannot take over what they hold (e.g. a domain).
       // A stitched GraphQLApi after the APIs it stitches, so its references find them served.
@@ -147,7 +158,7 @@ export class ConfigStore {
         .sort((a, b) => late(a) - late(b) || (rank.get(a.key) ?? Infinity) - (rank.get(b.key) ?? Infinity));
       const claims = new Map<string, string>();
       for (const candidate of ofKind) {
-        statuses.push(this.decide(candidate, served, claims, present));
+        statuses.push(this.decide(candidate, served, claims, present, routeTables));
       }
     }
 
@@ -165,11 +176,11 @@ export class ConfigStore {
     return { generation: this.generation, resources: served, statuses, diagnostics };
   }
 
-  private decide(candidate: Candidate, served: Map<string, AnyResource>, claims: Map<string, string>, present: ReadonlySet<string>): ResourceStatus {
+  private decide(candidate: Candidate, served: Map<string, AnyResource>, claims: Map<string, string>, present: ReadonlySet<string>, routeTables: ReadonlyMap<string, AnyResource>): ResourceStatus {
     const base = { kind: candidate.kind, namespace: candidate.namespace, name: candidate.name, file: candidate.doc?.file, line: candidate.doc?.line };
     const reasons = [...candidate.reasons];
     if (candidate.fresh) {
-      const found = this.check(candidate.fresh, served, claims, present, candidate.doc);
+      const found = this.check(candidate.fresh, served, claims, present, candidate.doc, routeTables);
       reasons.push(...found);
       if (!found.some((d) => d.severity === 'error')) {
         served.set(candidate.key, candidate.fresh);
@@ -179,7 +190,7 @@ export class ConfigStore {
     }
     const previous = this.lastAccepted.get(candidate.key);
     if (previous) {
-      const stillValid = !this.check(previous, served, claims, present, undefined).some((d) => d.severity === 'error');
+      const stillValid = !this.check(previous, served, claims, present, undefined, routeTables).some((d) => d.severity === 'error');
       if (stillValid) {
         served.set(candidate.key, previous);
         return { ...base, state: 'Rejected', reasons, serving: 'last-accepted', servedVersion: previous.version };
@@ -188,10 +199,11 @@ export class ConfigStore {
     return { ...base, state: 'Rejected', reasons, serving: 'none' };
   }
 
-  private check(resource: AnyResource, served: ReadonlyMap<string, AnyResource>, claims: Map<string, string>, present: ReadonlySet<string>, doc: ManifestDocument | undefined): Diagnostic[] {
+  private check(resource: AnyResource, served: ReadonlyMap<string, AnyResource>, claims: Map<string, string>, present: ReadonlySet<string>, doc: ManifestDocument | undefined, routeTables: ReadonlyMap<string, AnyResource>): Diagnostic[] {
     const label = describeResource(resource);
     const ctx: CheckContext = {
       resources: served,
+      routeTables,
       at: (path, code, message, severity = 'error') => ({
         code,
         severity,

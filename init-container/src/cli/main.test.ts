@@ -1,5 +1,8 @@
 import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { execFile } from 'node:child_process';
 import { createServer } from 'node:http';
+import { fileURLToPath } from 'node:url';
+import { NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
@@ -135,8 +138,30 @@ describe('gatehouse-init', () => {
     await makeLayout(join(sandbox, 'layout'), VERSION, [[plugin('alpha'), plugin('beta'), plugin(`g${'x'.repeat(300)}`)]]);
     expect(await run('--layout', join(sandbox, 'layout'))).toBe(1);
     expect(err.at(-1)).toMatch(/ENAMETOOLONG.*\[GH_INIT_WRITE_FAILED\]/);
-    // alpha and beta sort first and were staged: neither they nor their temporary files remain.
-    expect(await readdir(dest, { recursive: true })).toEqual([]);
+    // alpha and beta sort first and were staged: neither they, their temporary files, nor --dest
+    // itself (it did not exist) remain (issue 24 finding 14).
+    await expect(readdir(dest)).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+
+  it('a failure leaves an existing --dest as it was, subdirectories it created removed, in a real gatehouse-init process (issue 24 finding 14)', async () => {
+    const bin = fileURLToPath(new URL('../../bin/gatehouse-init.js', import.meta.url));
+    const initProcess = (...args: string[]) =>
+      new Promise<{ code: number | null; stderr: string }>((resolve) => {
+        const child = execFile(process.execPath, [...NODE_FLAGS, bin, ...args, '--gateway-version', VERSION], { timeout: 30_000 }, (_error, _stdout, stderr) => resolve({ code: child.exitCode, stderr }));
+      });
+    await makeLayout(join(sandbox, 'layout'), VERSION, [[plugin('alpha'), file('compiled-auth-plugins/nested/deeper/beta.js', 'var beta;'), plugin(`g${'x'.repeat(300)}`)]]);
+    // A --dest (and parents) that did not exist: nothing of it is left.
+    const fresh = join(sandbox, 'new', 'plugins');
+    const first = await initProcess('--layout', join(sandbox, 'layout'), '--dest', fresh);
+    expect(first.code).toBe(1);
+    expect(first.stderr).toMatch(/ENAMETOOLONG.*\[GH_INIT_WRITE_FAILED\]/);
+    await expect(readdir(join(sandbox, 'new'))).rejects.toMatchObject({ code: 'ENOENT' });
+    // An existing --dest keeps exactly what it held.
+    await mkdir(dest);
+    await writeFile(join(dest, 'kept.js'), 'var kept;');
+    const second = await initProcess('--layout', join(sandbox, 'layout'), '--dest', dest);
+    expect(second.code).toBe(1);
+    expect(await readdir(dest, { recursive: true })).toEqual(['kept.js']);
   });
 
   it('gives up at --timeout against a registry that drips a byte every 300 ms, writing nothing (issue 17 finding 14)', async () => {

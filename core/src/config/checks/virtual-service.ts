@@ -4,7 +4,7 @@ import type { CheckContext } from '../store.ts';
 import { re2Problem, substitutionProblem } from '../../proxy/re2.ts';
 import { secureContextOf, tlsMaterial } from '../../server/tls-contexts.ts';
 import { RETRY_ON_TOKENS, type RouteSpec } from '../schema/virtual-service.ts';
-import { checkDelegatingRoute, flattenRoutes, routeTablesOf } from '../delegation.ts';
+import { checkDelegatingRoute, checkTableDelegation, delegationLimits, flattenRoutes, routeTablesOf } from '../delegation.ts';
 import { parseHeaderValue } from '../../proxy/header-ops.ts';
 
 const HOST_LABELS = /^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$/i;
@@ -114,13 +114,28 @@ export function checkRoutes(routes: readonly RouteSpec[], base: (string | number
 }
 
 /**
- * The delegation tree under a VirtualService or RouteTable, walked over the accepted
- * RouteTables (a RouteTable sees itself too, so a loop back to it is found when it is checked).
+ * The delegation under a VirtualService (every chain walked, as it will be served, over the
+ * accepted RouteTables) or under a RouteTable (its own delegations, over the RouteTables this
+ * load may serve: ./delegation.ts checkTableDelegation).
  */
 export function checkDelegation(resource: Resource<'VirtualService'> | Resource<'RouteTable'>, ctx: CheckContext): Diagnostic[] {
   const routes = resource.kind === 'VirtualService' ? resource.spec.virtualHost.routes : resource.spec.routes;
-  if (!routes.some((r) => r.delegateAction)) return [];
-  const { problems } = flattenRoutes(resource, routeTablesOf(ctx.resources, resource.kind === 'RouteTable' ? resource : undefined));
+  // Without delegation the walk only counts routes: done here without it.
+  if (!routes.some((r) => r.delegateAction)) {
+    const { maxRoutes } = delegationLimits();
+    let count = 0;
+    for (const r of routes) count += Math.max(1, r.matchers?.length ?? 0);
+    if (count <= maxRoutes) return [];
+    const path = resource.kind === 'VirtualService' ? ['spec', 'virtualHost', 'routes'] : ['spec', 'routes'];
+    return [ctx.at(path, ConfigCodes.DELEGATION_LIMIT, `${count} routes (each matcher counts) are more than ${maxRoutes} (limit GATEHOUSE_MAX_ROUTES_PER_VIRTUAL_HOST)`)];
+  }
+  if (resource.kind === 'VirtualService') return flattenRoutes(resource, routeTablesOf(ctx.resources)).problems.map((p) => ctx.at(p.path, p.code, p.message, p.severity));
+  let view = ctx.routeTables ?? new Map([[resource.key, resource]]);
+  if (view.get(resource.key) !== resource) {
+    // The last accepted version, checked again after its new version was rejected: the view with it in its place.
+    view = new Map(view).set(resource.key, resource);
+  }
+  const problems = checkTableDelegation(resource, routeTablesOf(view));
   return problems.map((p) => ctx.at(p.path, p.code, p.message, p.severity));
 }
 

@@ -2,7 +2,7 @@ import { readdirSync, statSync, watch, type FSWatcher } from 'node:fs';
 import { readFile, readdir, stat } from 'node:fs/promises';
 import { join, relative, resolve, sep } from 'node:path';
 import { ConfigCodes, type Diagnostic } from '../diagnostic.ts';
-import { parseManifests, type ManifestDocument } from '../manifest.ts';
+import { linesOfText, type ManifestDocument } from '../manifest.ts';
 import { parseManifestsOffThread } from './parse-off-thread.ts';
 
 const MANIFEST = /\.(ya?ml|json)$/i;
@@ -52,7 +52,8 @@ export async function readManifests(paths: readonly string[], cache?: ParseCache
       // An unchanged file keeps its documents (the same objects): the store's validation cache
       // then skips them, so a reload costs what changed, not the whole directory.
       const result = await parseManifestsOffThread(file, text);
-      parsed = { text, documents: result.documents.map((d) => lightDocument(d, text)), diagnostics: result.diagnostics };
+      const lines = linesOfText(file, text);
+      parsed = { text, documents: result.documents.map((d) => lightDocument(d, lines)), diagnostics: result.diagnostics };
       cache?.set(file, parsed);
     }
     documents.push(...parsed.documents);
@@ -65,21 +66,14 @@ export async function readManifests(paths: readonly string[], cache?: ParseCache
 /** Parsed files by path, with the text they were parsed from. */
 export type ParseCache = Map<string, { text: string; documents: ManifestDocument[]; diagnostics: Diagnostic[] }>;
 
-/**
- * A document without its YAML syntax tree (which costs far more memory than the value):
- * `lineOf`, needed only for diagnostics, parses the file's text again the first time it is asked.
- */
-function lightDocument(doc: ManifestDocument, text: string): ManifestDocument {
-  let local: ManifestDocument | undefined;
+/** A document without its YAML syntax tree (which costs far more memory than the value); `lines` finds lines again when a diagnostic needs one. */
+function lightDocument(doc: ManifestDocument, lines: ReturnType<typeof linesOfText>): ManifestDocument {
   return {
     file: doc.file,
     index: doc.index,
     line: doc.line,
     value: doc.value,
-    lineOf(path) {
-      local ??= parseManifests(doc.file, text).documents.find((d) => d.index === doc.index);
-      return local?.lineOf(path) ?? doc.line;
-    },
+    lineOf: (path) => lines(doc.index, path, doc.line),
   };
 }
 

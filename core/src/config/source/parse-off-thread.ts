@@ -1,6 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import type { Diagnostic } from '../diagnostic.ts';
-import { parseManifests, type ManifestDocument } from '../manifest.ts';
+import { linesOfText, parseManifests, type ManifestDocument } from '../manifest.ts';
 
 /** Files at least this large are parsed on the worker thread; smaller ones cost less than the hop. */
 export const OFF_THREAD_BYTES = 256 * 1024;
@@ -42,7 +42,7 @@ function parser(): Worker {
  * {@link parseManifests}, on a worker thread for large files (issue 17 finding 15: a
  * 20,000-route reload blocked the event loop ~1.9 s, 1.3 s of it the YAML parse). Documents
  * come back as plain values; `lineOf`, needed only for diagnostics, parses the file again on this
- * thread the first time it is asked. Small files, and any failure of the worker, parse here.
+ * thread when it is asked ({@link linesOfText}). Small files, and any failure of the worker, parse here.
  */
 export async function parseManifestsOffThread(file: string, text: string): Promise<{ documents: ManifestDocument[]; diagnostics: Diagnostic[] }> {
   if (text.length < OFF_THREAD_BYTES) return parseManifests(file, text);
@@ -56,18 +56,7 @@ export async function parseManifestsOffThread(file: string, text: string): Promi
   });
   if (waiting.size === 0) thread.unref();
   if (reply.error !== undefined || !reply.documents) return parseManifests(file, text);
-  let local: ManifestDocument[] | undefined;
-  const documents = reply.documents.map(
-    (d): ManifestDocument => ({
-      file,
-      index: d.index,
-      line: d.line,
-      value: d.value,
-      lineOf(path) {
-        local ??= parseManifests(file, text).documents;
-        return local.find((l) => l.index === d.index)?.lineOf(path) ?? d.line;
-      },
-    }),
-  );
+  const lines = linesOfText(file, text);
+  const documents = reply.documents.map((d): ManifestDocument => ({ file, index: d.index, line: d.line, value: d.value, lineOf: (path) => lines(d.index, path, d.line) }));
   return { documents, diagnostics: reply.diagnostics ?? [] };
 }
