@@ -110,13 +110,14 @@ describe("Gloo's bookinfo GraphQL sample", () => {
     const warnings = snapshot.diagnostics.filter((d) => d.code === 'GH_GRAPHQL_EMPTY_PATH').map((d) => `${d.path}: ${d.message}`);
     expect(warnings).toEqual(
       expect.arrayContaining([
-        expect.stringMatching(/resolutions\.author\.restResolver\.request\.headers\.:path: \{\$parent\.productId\} names a field type Product does not have: it always resolves to nothing \(null\) for Product\.author/),
         expect.stringMatching(/resolutions\.author\.restResolver\.request\.headers\.:path: \{\$args\.lang\} names an argument the field does not declare \(it has: none\)/),
         expect.stringMatching(/resolutions\.ratings\.restResolver\.response\.setters\.stars: sets "stars", a field type Rating does not have/),
         expect.stringMatching(/resolutions\.Query\|productsForHome\.restResolver\.request\.headers\.:path: \{\$parent…\} on a root field, which has no parent object/),
       ]),
     );
-    expect(warnings).toHaveLength(4);
+    expect(warnings).toHaveLength(3);
+    // {$parent.productId} reads the upstream's JSON, which holds more than type Product shows: no warning (issue 25 finding 5).
+    expect(warnings.join('\n')).not.toContain('productId');
     // Warnings only: the API is still served.
     expect(snapshot.statuses.find((s) => s.kind === 'GraphQLApi')?.state).toBe('Warning');
   });

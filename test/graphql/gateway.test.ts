@@ -54,7 +54,7 @@ describe('GraphQL through the gateway process', () => {
       data: { user: { id: 'u1', name: 'Ada', auth: 't-1' }, missing: null },
       errors: [
         {
-          message: 'upstream default/users answered GET /users/u9 with HTTP 404',
+          message: 'the upstream service failed',
           locations: [{ line: 1, column: 35 }],
           path: ['missing'],
           extensions: { code: 'UPSTREAM_ERROR', http: { status: 404 } },

@@ -106,7 +106,7 @@ describe('GraphQL over HTTP', () => {
     expect(counter.calls()).toBe(before + 1);
     const { status, body } = await open.post('query Deep { node { child { child { id } } } }');
     expect(status).toBe(400);
-    expect(body).toEqual({ errors: [{ message: '"Deep" is nested 4 levels deep, more than the 3 this API allows', locations: [{ line: 1, column: 1 }] }] });
+    expect(body).toEqual({ errors: [{ message: 'operation "Deep" is nested 4 levels deep, more than the 3 this API allows (limits.maxDepth)', extensions: { code: 'GRAPHQL_LIMIT_DEPTH' } }] });
     const viaFragment = await open.post('{ ...F } fragment F on Query { node { child { child { id } } } }');
     expect(viaFragment.status).toBe(400);
     expect(counter.calls()).toBe(before + 1);

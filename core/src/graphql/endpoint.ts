@@ -17,6 +17,8 @@ import type { RequestContext } from '../proxy/context.ts';
 import { graphiqlPage } from './graphiql.ts';
 import { inputsTooComplexToCompile, usesComplexInput } from './input-complexity.ts';
 import { acceptsHtml, negotiate, readParams, RequestFailure, sendErrors, sendJson, type MediaType, type RequestParams } from './http.ts';
+import { checkDocument, DEFAULT_LIMITS, jsonLargerThan, LimitCodes, limitError, nestsDeeperThan, OperationBudget, type GraphQLLimits } from './limits.ts';
+import { maskErrors } from './masking.ts';
 import type { OperationGate } from './operation-gate.ts';
 import type { RemoteExecutor } from './remote.ts';
 import type { FieldResolver, OperationContext } from './resolvers/types.ts';
@@ -27,6 +29,8 @@ export type ExecutionEngine = 'jit' | 'graphql-js';
 /** A parsed and validated document, cached by query text. */
 interface PreparedDocument {
   readonly document: DocumentNode | undefined;
+  /** Fields once fragments are expanded (what compiling would unroll). */
+  readonly size: number;
   /** Parse or validation errors: the request gets 400. */
   readonly errors: readonly GraphQLError[] | undefined;
   /** graphql-jit compilations by operation name. */
@@ -37,6 +41,12 @@ interface PreparedDocument {
 const INTERPRET = Symbol('interpret');
 
 const DOCUMENT_CACHE_SIZE = 1_000;
+/**
+ * Larger documents (fields after fragment expansion) run on graphql-js instead of being compiled:
+ * graphql-jit's compile step is one synchronous block growing with the expansion (5,000 fields
+ * took ~1 s on a loaded 2-core machine), where graphql-js's work is spread across the execution.
+ */
+const MAX_COMPILED_FIELDS = 1_000;
 /** Larger documents are parsed every time instead of filling the cache. */
 const MAX_CACHED_QUERY_LENGTH = 16 * 1024;
 
@@ -60,6 +70,12 @@ export interface EndpointOptions {
   readonly gate?: OperationGate;
   /** Log each operation's query and variables at debug level (Gloo's options.logSensitiveInfo). */
   readonly logSensitiveInfo?: boolean;
+  /** SPEC 3.3.1 (default {@link DEFAULT_LIMITS}). */
+  readonly limits?: GraphQLLimits;
+  /** `Type.field` coordinates served by a resolver (the cost model's upstream calls). */
+  readonly resolverFields?: ReadonlySet<string>;
+  /** Upstream error details go to the client unmasked (`options.includeUpstreamErrors`; development only). */
+  readonly includeUpstreamErrors?: boolean;
 }
 
 /**
@@ -77,12 +93,16 @@ export class GraphQLEndpoint {
 
   /** Input types graphql-jit would unroll without bound: operations using them run on graphql-js. */
   private readonly complexInputs: ReadonlySet<string>;
+  private readonly limits: GraphQLLimits;
+  private readonly resolverFields: ReadonlySet<string>;
 
   constructor(options: EndpointOptions) {
     this.options = options;
     this.key = options.key;
     this.version = options.version;
     this.complexInputs = inputsTooComplexToCompile(options.schema);
+    this.limits = options.limits ?? DEFAULT_LIMITS;
+    this.resolverFields = options.resolverFields ?? new Set();
     for (const type of ['query', 'mutation', 'subscription']) {
       const ok = metrics.graphqlOperations.labels(options.name, type, 'ok');
       const error = metrics.graphqlOperations.labels(options.name, type, 'error');
@@ -120,7 +140,8 @@ export class GraphQLEndpoint {
       if (admitted.query !== params.query) params = { ...params, query: admitted.query, rawBody: undefined };
     }
     if (this.options.logSensitiveInfo) ctx.logger.debug({ api: this.options.name, operationName: params.operationName, query: params.query, variables: params.variables }, 'graphql operation');
-    const prepared = this.prepare(params.query);
+    const budget = new OperationBudget(this.limits);
+    const prepared = this.prepare(params.query, budget);
     if (prepared.errors) {
       sendErrors(res, 400, media, prepared.errors);
       return;
@@ -141,29 +162,80 @@ export class GraphQLEndpoint {
       sendErrors(res, 405, media, [{ message: 'mutations need POST; GET only runs queries' }], { allow: 'POST' });
       return;
     }
-    if (this.options.remote) {
-      this.operationMetrics[operation.operation]!.ok();
-      await this.options.remote.forward(params, media, res, ctx);
+    // Coercing variables recurses through them (a deeply nested value overflowed the stack).
+    if (params.variables && nestsDeeperThan(params.variables, this.limits.maxVariableDepth)) {
+      sendErrors(res, 400, media, [limitError(LimitCodes.VARIABLES_DEPTH, `"variables" nest deeper than the ${this.limits.maxVariableDepth} levels this API allows (limits.maxVariableDepth)`)]);
       return;
     }
-    const [result, stringify] = await this.execute(prepared, document, operation, params, ctx);
-    const failed = result.errors !== undefined && result.errors.length > 0;
-    this.operationMetrics[operation.operation]![failed ? 'error' : 'ok']();
-    // A result without data is a request error (e.g. bad variables): 400, like parse and validation errors.
-    sendJson(res, result.data === undefined ? 400 : 200, media, stringify(result));
+    if (this.options.remote) {
+      this.operationMetrics[operation.operation]!.ok();
+      await this.options.remote.forward(params, media, res, ctx, this.limits.maxResponseBytes, this.options.includeUpstreamErrors === true);
+      return;
+    }
+    try {
+      const [result, stringify] = await this.execute(prepared, document, operation, params, ctx, budget);
+      const failed = result.errors !== undefined && result.errors.length > 0;
+      this.operationMetrics[operation.operation]![failed ? 'error' : 'ok']();
+      const body = this.serialize(result, stringify, budget, ctx);
+      if (typeof body !== 'string') {
+        sendErrors(res, 400, media, [body]);
+        return;
+      }
+      // A result without data is a request error (e.g. bad variables): 400, like parse and validation errors.
+      sendJson(res, result.data === undefined ? 400 : 200, media, body);
+    } finally {
+      budget.release();
+    }
   }
 
-  private prepare(query: string): PreparedDocument {
+  /** The response body, or the limit it passes (response bytes, event-loop time); upstream errors masked. */
+  private serialize(result: ExecutionResult, stringify: (result: ExecutionResult) => string, budget: OperationBudget, ctx: RequestContext): string | GraphQLError {
+    const started = performance.now();
+    const { maxResponseBytes } = this.limits;
+    // Measured before building the JSON: a small query can select the same large value many times.
+    if (result.data && jsonLargerThan(result.data, maxResponseBytes)) return this.responseTooLarge();
+    if (result.errors && result.errors.length > 0 && !this.options.includeUpstreamErrors) {
+      const errors = maskErrors(result.errors, result.data !== undefined && result.data !== null, (original) =>
+        ctx.logger.warn({ reqId: ctx.requestId, api: this.options.name, path: original.path, code: original.extensions?.code, err: original.originalError ?? original, detail: original.message }, 'GraphQL field error (masked for the client)'),
+      );
+      if (errors !== result.errors) {
+        result = { ...result, errors: errors as GraphQLError[] };
+        stringify = JSON.stringify;
+      }
+    }
+    const body = stringify(result);
+    budget.spend(performance.now() - started);
+    if (body.length > maxResponseBytes) return this.responseTooLarge();
+    if (budget.overTime) return budget.timeError();
+    return body;
+  }
+
+  private responseTooLarge(): GraphQLError {
+    return limitError(LimitCodes.RESPONSE_BYTES, `the response is larger than the ${this.limits.maxResponseBytes} bytes this API allows (limits.maxResponseBytes); ask for fewer fields or items`);
+  }
+
+  /**
+   * Parses (at most `maxTokens` tokens), measures against the limits, then validates. The limits
+   * come first: validation and compilation expand fragments, the measure does not.
+   */
+  private prepare(query: string, budget: OperationBudget): PreparedDocument {
     const cached = this.documents.get(query);
     if (cached) return cached;
+    const started = performance.now();
     let prepared: PreparedDocument;
     try {
-      const document = parse(query);
-      const errors = validate(this.options.schema, document, this.options.rules);
-      prepared = { document, errors: errors.length > 0 ? errors : undefined, compiled: new Map() };
+      const document = parse(query, { maxTokens: this.limits.maxTokens });
+      const measure = checkDocument(document, this.options.schema, this.limits, this.resolverFields);
+      const errors = measure.error ? [measure.error] : validate(this.options.schema, document, this.options.rules);
+      prepared = { document, size: measure.size, errors: errors.length > 0 ? errors : undefined, compiled: new Map() };
     } catch (error) {
-      prepared = { document: undefined, errors: [error instanceof GraphQLError ? error : new GraphQLError(String(error))], compiled: new Map() };
+      let failure = error instanceof GraphQLError ? error : new GraphQLError(String(error));
+      if (/Document contains more th/.test(failure.message)) {
+        failure = limitError(LimitCodes.TOKENS, `the document has more than the ${this.limits.maxTokens} tokens this API allows (limits.maxTokens)`);
+      }
+      prepared = { document: undefined, size: 0, errors: [failure], compiled: new Map() };
     }
+    budget.spend(performance.now() - started);
     if (query.length <= MAX_CACHED_QUERY_LENGTH) {
       if (this.documents.size >= DOCUMENT_CACHE_SIZE) this.documents.delete(this.documents.keys().next().value!);
       this.documents.set(query, prepared);
@@ -178,18 +250,22 @@ export class GraphQLEndpoint {
     operation: OperationDefinitionNode,
     params: RequestParams,
     ctx: RequestContext,
+    budget: OperationBudget,
   ): Promise<[ExecutionResult, (result: ExecutionResult) => string]> {
-    const contextValue: OperationContext = { headers: ctx.headers, calls: new Map(), resolvers: this.options.resolvers ?? {}, ...(this.options.subschemas ? { subschemas: this.options.subschemas } : {}) };
+    const contextValue: OperationContext = { headers: ctx.headers, calls: new Map(), resolvers: this.options.resolvers ?? {}, budget, ...(this.options.subschemas ? { subschemas: this.options.subschemas } : {}) };
     try {
       if (this.options.engine === 'jit') {
         const name = params.operationName ?? '';
         let compiled = prepared.compiled.get(name);
         if (!compiled) {
+          const started = performance.now();
           // The serializer compiled from the operation's selection set is faster than JSON.stringify.
-          compiled = usesComplexInput(this.options.schema, operation, this.complexInputs)
+          // Only documents measured within the limits get here: their expansion is at most maxCost fields.
+          compiled = prepared.size > MAX_COMPILED_FIELDS || usesComplexInput(this.options.schema, operation, this.complexInputs)
             ? INTERPRET
             : (compileQuery(this.options.schema, document, params.operationName ?? undefined, { customJSONSerializer: true }) as CompiledQuery | ExecutionResult);
           prepared.compiled.set(name, compiled);
+          budget.spend(performance.now() - started);
         }
         if (compiled !== INTERPRET) {
           if (!isCompiledQuery(compiled)) return [compiled, JSON.stringify];

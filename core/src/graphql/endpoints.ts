@@ -17,6 +17,7 @@ import { mockResolver } from './resolvers/mock.ts';
 import { restResolver } from './resolvers/rest.ts';
 import type { FieldResolver, ResolverMetrics } from './resolvers/types.ts';
 import { compileApi, type CompiledApi } from './schema.ts';
+import { limitsOf, resolverFieldsOf } from './limits.ts';
 import { validationRules } from './validation.ts';
 
 export interface GraphQLEndpointsOptions {
@@ -128,7 +129,11 @@ class Endpoints implements GraphQLEndpoints {
       version: resource.version,
       schema: compiled.schema,
       // The remote executor's upstream decides about introspection; locally it is off by default.
-      rules: validationRules({ introspection: remote ? true : introspection, maxDepth: local?.options?.maxDepth }),
+      rules: validationRules({ introspection: remote ? true : introspection }),
+      // Gloo's executor.local.options.maxDepth is the depth limit (spec.limits.maxDepth wins when both are set).
+      limits: limitsOf(resource.spec.limits, local?.options?.maxDepth),
+      resolverFields: resolverFieldsOf(compiled.schema),
+      includeUpstreamErrors: resource.spec.options?.includeUpstreamErrors === true,
       introspection: !remote && introspection,
       ...(remote ? { remote } : { resolvers }),
       ...(subschemas ? { subschemas } : {}),

@@ -33,6 +33,8 @@ export const FieldErrorCodes = {
   BAD_UPSTREAM_RESPONSE: 'BAD_UPSTREAM_RESPONSE',
   /** A template in `:path` resolved to an empty path segment (SPEC 3.3, templates). */
   EMPTY_PATH_SEGMENT: 'EMPTY_PATH_SEGMENT',
+  /** A template in `:path` resolved to a `.` or `..` segment, which would change the path's structure. */
+  INVALID_PATH_SEGMENT: 'INVALID_PATH_SEGMENT',
   /** A `mockResolver.errorResponse`. */
   MOCK_ERROR: 'MOCK_ERROR',
 } as const;

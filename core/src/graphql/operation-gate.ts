@@ -69,7 +69,9 @@ export class OperationGate {
           query = cached;
         } else {
           if (this.hashOf(query) !== hash) return refuse(400, GateCodes.BAD_PERSISTED_QUERY, 'provided sha does not match query');
-          this.cache.set(hash, query);
+          // Only queries the safelist allows are kept: others would be refused anyway, and caching
+          // them let anyone evict the safelisted ones from a small cache (issue 24 finding 14).
+          if (!this.allowed || this.allowed.has(hash)) this.cache.set(hash, query);
         }
       }
     }

@@ -2,11 +2,11 @@ import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { RemoteExecutorSpec } from '../config/schema/graphql-api.ts';
 import { ErrorCodes } from '../errors.ts';
-import { writeThrough } from '../proxy/forward.ts';
 import { isConnectFailure, type UpstreamCluster } from '../proxy/upstream-cluster.ts';
 import type { RequestContext } from '../proxy/context.ts';
 import { FieldErrorCodes, GraphQLConfigCodes, type Problem } from './errors.ts';
 import { sendErrors, type MediaType, type RequestParams } from './http.ts';
+import { LimitCodes } from './limits.ts';
 import { Template, TemplateSyntaxError } from './template.ts';
 
 /** How long the remote executor waits for the upstream GraphQL server (the gateway's route default). */
@@ -48,9 +48,12 @@ export function compileRemote(spec: RemoteExecutorSpec, problems: Problem[]): Co
 }
 
 /**
- * Forwards validated operations to the upstream GraphQL server and returns its answer
- * unchanged (status, content type and body bytes). Connection failures answer 503 and
- * timeouts 504, with a GraphQL error body and `x-gatehouse-error` (SPEC 4).
+ * Forwards validated operations to the upstream GraphQL server and returns its answer (status,
+ * content type and body) with its errors masked: each error's message becomes a generic one, its
+ * `path`, `locations` and a code-shaped `extensions.code` kept, the original logged with the
+ * request id (SPEC 3.3.1; `includeUpstreamErrors` returns the body unchanged). An answer over
+ * `maxResponseBytes` is cut off and refused. Connection failures answer 503 and timeouts 504,
+ * with a GraphQL error body and `x-gatehouse-error` (SPEC 4).
  */
 export class RemoteExecutor {
   private readonly remote: CompiledRemote;
@@ -75,7 +78,7 @@ export class RemoteExecutor {
     };
   }
 
-  async forward(params: RequestParams, media: MediaType, res: ServerResponse, ctx: RequestContext): Promise<void> {
+  async forward(params: RequestParams, media: MediaType, res: ServerResponse, ctx: RequestContext, maxResponseBytes: number, includeUpstreamErrors: boolean): Promise<void> {
     const scope = { headers: ctx.headers };
     let headers = this.staticHeaders[media];
     if (this.dynamicHeaders.length > 0) {
@@ -101,8 +104,22 @@ export class RemoteExecutor {
     const cluster = this.cluster;
     const host = cluster.pick();
     ctx.upstream = cluster.name;
-    const error = await new RemoteCall(res).run(host.dispatcher, { method: 'POST', path, headers, body, headersTimeout: REMOTE_TIMEOUT_MS, bodyTimeout: REMOTE_TIMEOUT_MS });
-    if (!error) return;
+    const call = new RemoteCall(res, maxResponseBytes);
+    const error = await call.run(host.dispatcher, { method: 'POST', path, headers, body, headersTimeout: REMOTE_TIMEOUT_MS, bodyTimeout: REMOTE_TIMEOUT_MS });
+    if (!error) {
+      let answer = call.body();
+      if (!includeUpstreamErrors) answer = maskRemoteErrors(answer, (errors) => ctx.logger.warn({ reqId: ctx.requestId, upstream: cluster.name, errors: truncate(JSON.stringify(errors)) }, 'GraphQL remote executor: upstream errors (masked for the client)'));
+      if (res.headersSent || res.destroyed) return;
+      // The upstream's status and content type, as it sent them.
+      res.writeHead(call.status, { ...(call.contentType ? { 'content-type': call.contentType } : {}), 'content-length': answer.length });
+      res.end(answer);
+      return;
+    }
+    if (error === TOO_LARGE) {
+      ctx.logger.warn({ reqId: ctx.requestId, upstream: cluster.name, limit: maxResponseBytes }, 'GraphQL remote executor: upstream answer over limits.maxResponseBytes');
+      sendErrors(res, 400, media, [{ message: `the response is larger than the ${maxResponseBytes} bytes this API allows (limits.maxResponseBytes); ask for fewer fields or items`, extensions: { code: LimitCodes.RESPONSE_BYTES } } as { message: string }]);
+      return;
+    }
     if (res.destroyed) {
       // The client left (which also stopped the upstream call): nothing failed upstream.
       ctx.logger.debug({ reqId: ctx.requestId, upstream: cluster.name }, 'GraphQL remote executor: client closed the connection');
@@ -123,7 +140,8 @@ export class RemoteExecutor {
       media,
       [
         {
-          message: timeout ? `upstream ${cluster.name} did not answer within ${REMOTE_TIMEOUT_MS}ms` : `upstream ${cluster.name} is unavailable: ${code ?? (error as Error).message}`,
+          // The cause (an address, a TLS detail) is in the log above, not in the answer.
+          message: timeout ? `the upstream GraphQL server did not answer within ${REMOTE_TIMEOUT_MS}ms` : 'the upstream GraphQL server is unavailable',
           extensions: { code: timeout ? FieldErrorCodes.UPSTREAM_TIMEOUT : FieldErrorCodes.UPSTREAM_ERROR },
         } as { message: string },
       ],
@@ -132,18 +150,67 @@ export class RemoteExecutor {
   }
 }
 
+/** The failure of an answer larger than the response limit. */
+const TOO_LARGE = new Error('upstream answer over limits.maxResponseBytes');
+
+/** What a masked upstream error says. */
+const REMOTE_MESSAGE = 'the upstream GraphQL server reported an error';
+/** Upstream `extensions.code` values passed on (code-shaped only: no free text). */
+const CODE = /^[A-Z][A-Z0-9_]{0,63}$/;
+
+function truncate(text: string): string {
+  return text.length > 4096 ? `${text.slice(0, 4096)}…` : text;
+}
+
 /**
- * One call to the upstream GraphQL server, as an undici dispatch handler writing straight
- * into the response: status, content type and body bytes pass through unchanged. A client
- * that leaves aborts the call at once (not when the upstream finally answers).
+ * The answer with each of its `errors` replaced by a generic one (message, `locations`, `path`, a
+ * code-shaped `extensions.code`); `log` gets the originals. Answers without errors, or that are
+ * not a JSON object, pass unchanged.
+ */
+export function maskRemoteErrors(body: Buffer, log: (errors: unknown[]) => void): Buffer {
+  // Most answers hold no errors: found without parsing.
+  if (!body.includes('"errors"')) return body;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body.toString('utf8'));
+  } catch {
+    return body;
+  }
+  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return body;
+  const result = parsed as Record<string, unknown>;
+  if (!Array.isArray(result.errors) || result.errors.length === 0) return body;
+  log(result.errors);
+  result.errors = result.errors.map((e: unknown) => {
+    const error = (e && typeof e === 'object' ? e : {}) as { locations?: unknown; path?: unknown; extensions?: { code?: unknown } };
+    const code = typeof error.extensions?.code === 'string' && CODE.test(error.extensions.code) ? error.extensions.code : FieldErrorCodes.UPSTREAM_ERROR;
+    return {
+      message: REMOTE_MESSAGE,
+      ...(Array.isArray(error.locations) ? { locations: error.locations } : {}),
+      ...(Array.isArray(error.path) ? { path: error.path } : {}),
+      extensions: { code },
+    };
+  });
+  return Buffer.from(JSON.stringify(result));
+}
+
+/**
+ * One call to the upstream GraphQL server, as an undici dispatch handler collecting the answer
+ * (at most `limit` bytes: past it the call is aborted). A client that leaves aborts the call at
+ * once (not when the upstream finally answers).
  */
 class RemoteCall implements Dispatcher.DispatchHandler {
   private readonly res: ServerResponse;
+  private readonly limit: number;
   private controller: Dispatcher.DispatchController | undefined;
   private done!: (error: Error | undefined) => void;
+  private readonly chunks: Buffer[] = [];
+  private size = 0;
+  status = 502;
+  contentType: string | undefined;
 
-  constructor(res: ServerResponse) {
+  constructor(res: ServerResponse, limit: number) {
     this.res = res;
+    this.limit = limit;
   }
 
   /** Resolves when the response is complete (undefined) or the call failed (the error). */
@@ -156,30 +223,37 @@ class RemoteCall implements Dispatcher.DispatchHandler {
     return finished;
   }
 
+  /** The whole answer. */
+  body(): Buffer {
+    return this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, this.size);
+  }
+
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.controller = controller;
     if (this.res.destroyed) controller.abort(new Error('downstream closed'));
   }
 
   onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
-    const out: Record<string, string> = {};
+    this.status = statusCode;
     const contentType = headers['content-type'];
-    const contentLength = headers['content-length'];
-    if (typeof contentType === 'string') out['content-type'] = contentType;
-    if (typeof contentLength === 'string') out['content-length'] = contentLength;
-    this.res.writeHead(statusCode, out);
+    if (typeof contentType === 'string') this.contentType = contentType;
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    writeThrough(controller, this.res, chunk);
+    this.size += chunk.length;
+    if (this.size > this.limit) {
+      this.chunks.length = 0;
+      controller.abort(TOO_LARGE);
+      return;
+    }
+    this.chunks.push(chunk);
   }
 
   onResponseEnd(): void {
-    this.res.end();
     this.done(undefined);
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
-    this.done(error);
+    this.done(this.size > this.limit ? TOO_LARGE : error);
   }
 }

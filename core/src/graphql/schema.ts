@@ -247,14 +247,14 @@ function objectFields(document: DocumentNode): ReadonlyMap<string, ReadonlySet<s
 /**
  * Warns about a restResolver's paths that can only resolve to nothing for the field it serves
  * (Gloo returns null for them silently): `{$args.x}` for an argument the field does not
- * declare, `{$parent.x}` on a root field (no parent) or for a field the parent type lacks, and
- * setters for fields the result type lacks.
+ * declare, `{$parent…}` on a root field (no parent), and setters for fields the result type
+ * lacks. `{$parent.x}` for a field the parent TYPE lacks is fine: the parent is the upstream's
+ * JSON, which holds more than the schema shows (the docs' `{$parent.companyId}`; issue 25).
  */
 function checkRestPaths(rest: CompiledRest, typeName: string, field: FieldDefinitionNode, fieldsOf: ReadonlyMap<string, ReadonlySet<string>>, at: readonly (string | number)[], problems: Problem[]): void {
   const where = `${typeName}.${field.name.value}`;
   const warn = (path: readonly (string | number)[], message: string) => problems.push({ path: [...at, ...path], code: GraphQLConfigCodes.EMPTY_PATH, message: `${message}: it always resolves to nothing (null) for ${where}`, severity: 'warning' });
   const args = new Set((field.arguments ?? []).map((a) => a.name.value));
-  const parentFields = fieldsOf.get(typeName);
   const root = typeName === 'Query' || typeName === 'Mutation' || typeName === 'Subscription';
   const check = (template: { references: readonly { source: string; path: readonly Segment[] }[] }, path: readonly (string | number)[]) => {
     for (const ref of template.references) {
@@ -262,7 +262,6 @@ function checkRestPaths(rest: CompiledRest, typeName: string, field: FieldDefini
       const key = first && 'key' in first ? first.key : undefined;
       if (ref.source === 'args' && key !== undefined && !args.has(key)) warn(path, `{$args.${key}} names an argument the field does not declare (it has: ${[...args].join(', ') || 'none'})`);
       if (ref.source === 'parent' && root) warn(path, `{$parent…} on a root field, which has no parent object`);
-      else if (ref.source === 'parent' && key !== undefined && parentFields && !parentFields.has(key)) warn(path, `{$parent.${key}} names a field type ${typeName} does not have`);
     }
   };
   check(rest.path, ['request', 'headers', ':path']);

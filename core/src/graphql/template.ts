@@ -31,6 +31,14 @@ export class EmptyPathSegmentError extends Error {
   override name = 'EmptyPathSegmentError';
 }
 
+/** Thrown while building a `:path` whose template makes a `.` or `..` segment (which would change the path). */
+export class DotPathSegmentError extends Error {
+  override name = 'DotPathSegmentError';
+}
+
+/** `.` and `..`, also percent-encoded (`%2e`, `.%2E`): what URL parsers and servers resolve as dot segments. */
+const DOT_SEGMENT = /^(?:\.|%2e){1,2}$/i;
+
 const SOURCES: readonly TemplateSource[] = ['parent', 'args', 'headers', 'body'];
 
 /** A parsed template. Strings without `{$` are constants. */
@@ -149,9 +157,20 @@ export class Template {
     return out;
   }
 
+  /** True when one of the template's values is missing (null or absent). */
+  missing(scope: TemplateScope): boolean {
+    for (const e of this.expressions) {
+      const value = lookup(e, scope);
+      if (value === undefined || value === null) return true;
+    }
+    return false;
+  }
+
   /**
-   * A URL path (with optional query string): substituted values are URL-encoded, and a
-   * substitution that leaves a path segment empty throws {@link EmptyPathSegmentError}.
+   * A URL path (with optional query string): substituted values are URL-encoded (`/`, `?`, `#`,
+   * `%` included), a substitution that leaves a path segment empty throws
+   * {@link EmptyPathSegmentError}, and one that makes a `.` or `..` segment throws
+   * {@link DotPathSegmentError}: a value can never change the path's structure.
    */
   urlPath(scope: TemplateScope): string {
     const { literals, expressions } = this;
@@ -163,6 +182,13 @@ export class Template {
       const next = literals[i + 1]!;
       if (!inQuery && text === '' && (out.endsWith('/') || out === '') && (next === '' || next.startsWith('/') || next.startsWith('?'))) {
         throw new EmptyPathSegmentError(`"${this.text}": ${describe(expressions[i]!)} is empty or missing, which leaves an empty path segment`);
+      }
+      if (!inQuery && text.length <= 2 && text.length > 0 && (text === '.' || text === '..')) {
+        // encodeURIComponent leaves dots alone; check the whole segment the value ends up in.
+        const start = out.lastIndexOf('/') + 1;
+        const end = next.search(/[/?#]/);
+        const segment = out.slice(start) + text + (end < 0 ? next : next.slice(0, end));
+        if (DOT_SEGMENT.test(segment)) throw new DotPathSegmentError(`"${this.text}": ${describe(expressions[i]!)} is "${text}", which would make a "${segment}" path segment`);
       }
       out += encodeURIComponent(text) + next;
       if (!inQuery && next.includes('?')) inQuery = true;

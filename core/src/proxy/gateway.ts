@@ -7,6 +7,7 @@ import type { ConfigSnapshot } from '../config/store.ts';
 import { ErrorCodes } from '../errors.ts';
 import type { Authorizer } from '../extauth/authorizer.ts';
 import { forbidden, type AuthDecision, type CheckRequest } from '../extauth/step.ts';
+import { graphqlDenial } from '../graphql/denial.ts';
 import { createAccessLog, type AccessLog } from '../log/access-log.ts';
 import type { Logger } from '../log/logger.ts';
 import type { RequestContext } from './context.ts';
@@ -191,7 +192,7 @@ export class Gateway {
       (decision) => {
         // The client left while auth ran: nothing to answer, and nothing to send upstream.
         if (res.destroyed) return;
-        if (!decision.allowed) return sendDenial(res, decision, ctx.responseHeaders);
+        if (!decision.allowed) return sendDenial(res, route.destination.kind === 'graphql' ? graphqlDenial(req.headers.accept, decision) : decision, ctx.responseHeaders);
         applyAllowed(headers, decision);
         this.dispatch(req, res, ctx, route, upstreamPath);
       },
@@ -229,7 +230,7 @@ export class Gateway {
       decided.then(
         (decision) => {
           if (res.destroyed) return;
-          if (!decision.allowed) return sendDenial(res, decision, ctx.responseHeaders);
+          if (!decision.allowed) return sendDenial(res, route.destination.kind === 'graphql' ? graphqlDenial(req.headers.accept, decision) : decision, ctx.responseHeaders);
           applyAllowed(ctx.headers, decision);
           this.dispatch(req, res, ctx, route, upstreamPath);
         },

@@ -52,6 +52,22 @@ const Resolution = Strict(
   exactlyOneOf(['restResolver', 'grpcResolver', 'mockResolver']),
 );
 
+/** SPEC 3.3.1 (extension): every field optional, each defaulting to core/src/graphql/limits.ts DEFAULT_LIMITS. */
+const Limits = Strict({
+  maxDepth: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000, description: 'field nesting (default 15; executor.local.options.maxDepth, Gloo, is the same limit)' })),
+  maxAliases: Type.Optional(Type.Integer({ minimum: 0, maximum: 100_000, description: 'aliased fields, fragments expanded (default 30)' })),
+  maxTokens: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000, description: 'lexical tokens of the document (default 2000)' })),
+  maxDirectives: Type.Optional(Type.Integer({ minimum: 0, maximum: 100_000, description: 'directive uses, fragments expanded (default 50)' })),
+  maxRootFields: Type.Optional(Type.Integer({ minimum: 1, maximum: 100_000, description: 'fields at the top of an operation (default 20)' })),
+  maxCost: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000_000, description: 'operation cost: each field 1, each resolver field 10, times list sizes (default 5000)' })),
+  defaultListSize: Type.Optional(Type.Integer({ minimum: 1, maximum: 100_000, description: 'items assumed for a list field without a first/last/limit/pageSize/count/take literal (default 10)' })),
+  maxResponseBytes: Type.Optional(Type.Integer({ minimum: 1024, maximum: 1024 * 1024 * 1024, description: 'bytes of the JSON response (default 16 MiB)' })),
+  maxUpstreamCalls: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000, description: 'upstream calls per operation, after dedup (default 100)' })),
+  maxBufferedBytes: Type.Optional(Type.Integer({ minimum: 1024, maximum: 1024 * 1024 * 1024, description: 'bytes of upstream answers one operation holds (default 32 MiB)' })),
+  maxOperationTime: Type.Optional(Duration),
+  maxVariableDepth: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000, description: 'nesting of the JSON variables (default 32)' })),
+});
+
 const LocalExecutor = Strict({
   enableIntrospection: Type.Optional(Type.Boolean()),
   options: Type.Optional(Strict({ maxDepth: Type.Optional(Type.Integer({ minimum: 1 })) })),
@@ -71,7 +87,13 @@ export const GraphQLApiSpec = Strict({
   statPrefix: Type.Optional(Type.String({ minLength: 1, maxLength: 128, description: 'the `api` label of this API\'s metrics (default namespace/name)' })),
   persistedQueryCacheConfig: Type.Optional(Strict({ cacheSize: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000, description: 'queries kept (default 1000)' })) })),
   allowedQueryHashes: Type.Optional(Type.Array(Type.String({ pattern: '^[0-9a-fA-F]{64}$', description: 'SHA-256 of an allowed query text, hex' }), { maxItems: 100_000 })),
-  options: Type.Optional(Strict({ logSensitiveInfo: Type.Optional(Type.Boolean({ description: 'log each operation\'s query and variables at debug level (off by default: they may hold personal data)' })) })),
+  options: Type.Optional(
+    Strict({
+      logSensitiveInfo: Type.Optional(Type.Boolean({ description: 'log each operation\'s query and variables at debug level (off by default: they may hold personal data)' })),
+      includeUpstreamErrors: Type.Optional(Type.Boolean({ description: 'send upstream error details to clients unmasked (off by default; for development)' })),
+    }),
+  ),
+  limits: Type.Optional(Limits),
   stitchedSchema: Type.Optional(
     Strict({
       subschemas: Type.Array(
@@ -119,6 +141,7 @@ export type ResolutionSpec = Type.Static<typeof Resolution>;
 export type RestResolverSpec = Type.Static<typeof RestResolver>;
 export type GrpcResolverSpec = Type.Static<typeof GrpcResolver>;
 export type MockResolverSpec = Type.Static<typeof MockResolver>;
+export type GraphQLLimitsSpec = Type.Static<typeof Limits>;
 export type LocalExecutorSpec = Type.Static<typeof LocalExecutor>;
 export type RemoteExecutorSpec = Type.Static<typeof RemoteExecutor>;
 export type StitchedSchemaSpec = NonNullable<GraphQLApiSpec['stitchedSchema']>;

@@ -7,6 +7,7 @@ import { FieldErrorCodes, GraphQLConfigCodes, fieldError, type Problem } from '.
 import { findMethod, messageToJson, type MethodTypes } from '../grpc/descriptors.ts';
 import { reflectDescriptors } from '../grpc/reflection.ts';
 import { JsonTemplate, TemplateSyntaxError, type TemplateSource } from '../template.ts';
+import type { OperationBudget } from '../limits.ts';
 import { dedupe, type FieldResolver, type OperationContext, type ResolverMetrics } from './types.ts';
 
 /** Default `grpcResolver.timeout`, the same as the REST resolver's. */
@@ -136,7 +137,7 @@ export function grpcResolver(compiled: CompiledGrpc, cluster: UpstreamCluster, c
     const value = staticMessage ?? compiled.message.value({ parent, args, headers: ctx.headers });
     const key = `grpc ${cluster.name} ${full} ${JSON.stringify(value)}`;
     try {
-      const result = await dedupe(ctx, key, async () => call(cluster, await resolveMethod(cluster), value));
+      const result = await dedupe(ctx, key, async () => call(cluster, await resolveMethod(cluster), value, ctx.budget));
       metrics.ok();
       return result;
     } catch (error) {
@@ -145,7 +146,7 @@ export function grpcResolver(compiled: CompiledGrpc, cluster: UpstreamCluster, c
     }
   };
 
-  function call(cluster: UpstreamCluster, types: MethodTypes, value: unknown): Promise<unknown> {
+  function call(cluster: UpstreamCluster, types: MethodTypes, value: unknown, budget: OperationBudget): Promise<unknown> {
     let request: protobuf.Message;
     try {
       request = types.requestType.fromObject((value ?? {}) as Record<string, unknown>);
@@ -172,6 +173,10 @@ export function grpcResolver(compiled: CompiledGrpc, cluster: UpstreamCluster, c
               return;
             }
             reject(fieldError(FieldErrorCodes.UPSTREAM_ERROR, `upstream ${cluster.name} failed ${full}: ${grpc.status[error.code]}${error.details ? `: ${error.details}` : ''}`, { grpc: { status: error.code } }));
+            return;
+          }
+          if (!budget.reserve(bytes!.length)) {
+            reject(budget.bufferedError());
             return;
           }
           try {

@@ -4,7 +4,8 @@ import { durationMs } from '../../config/schema/common.ts';
 import { isConnectFailure, type UpstreamCluster, type UpstreamHost } from '../../proxy/upstream-cluster.ts';
 import { FieldErrorCodes, GraphQLConfigCodes, fieldError, type Problem } from '../errors.ts';
 import { getPath, parsePath, type Segment } from '../path.ts';
-import { EmptyPathSegmentError, JsonTemplate, Template, TemplateSyntaxError, type TemplateScope, type TemplateSource } from '../template.ts';
+import type { OperationBudget } from '../limits.ts';
+import { DotPathSegmentError, EmptyPathSegmentError, JsonTemplate, Template, TemplateSyntaxError, type TemplateScope, type TemplateSource } from '../template.ts';
 import { dedupe, type FieldResolver, type OperationContext, type ResolverMetrics } from './types.ts';
 
 /** Default `restResolver.timeout` (SPEC 3.3). */
@@ -128,6 +129,7 @@ export function restResolver(rest: CompiledRest, cluster: UpstreamCluster, metri
     } catch (e) {
       metrics.error();
       if (e instanceof EmptyPathSegmentError) throw fieldError(FieldErrorCodes.EMPTY_PATH_SEGMENT, e.message);
+      if (e instanceof DotPathSegmentError) throw fieldError(FieldErrorCodes.INVALID_PATH_SEGMENT, e.message);
       throw e;
     }
     if (rest.queryParams.length > 0) path = appendQuery(path, rest.queryParams, scope);
@@ -136,6 +138,8 @@ export function restResolver(rest: CompiledRest, cluster: UpstreamCluster, metri
     if (dynamicHeaders.length > 0) {
       headers = { ...staticHeaders };
       for (const [name, t] of dynamicHeaders) {
+        // A header built from a missing value is left out (not sent empty, nor half-built like "Bearer ").
+        if (t.missing(scope)) continue;
         const value = t.string(scope);
         headers[name] = value;
         headerKey += `${name}:${value}\n`;
@@ -146,13 +150,16 @@ export function restResolver(rest: CompiledRest, cluster: UpstreamCluster, metri
     const key = body === undefined ? prefix : prefix + body;
     let json: unknown;
     try {
-      json = await dedupe(ctx, key, () => send(cluster, rest, path, headers, body));
+      json = await dedupe(ctx, key, () => send(cluster, rest, path, headers, body, ctx.budget));
     } catch (e) {
       metrics.error();
       throw e;
     }
     metrics.ok();
-    return shape(rest, json, scope);
+    const started = performance.now();
+    const shaped = shape(rest, json, scope);
+    ctx.budget.spend(performance.now() - started);
+    return shaped;
   };
 }
 
@@ -184,7 +191,9 @@ function shape(rest: CompiledRest, json: unknown, scope: TemplateScope): unknown
   return Array.isArray(root) ? root.map((item) => apply(item, rest.itemSetters)) : apply(root, rest.setters);
 }
 
-async function send(cluster: UpstreamCluster, rest: CompiledRest, path: string, headers: IncomingHttpHeaders, body: string | undefined): Promise<unknown> {
+async function send(cluster: UpstreamCluster, rest: CompiledRest, path: string, headers: IncomingHttpHeaders, body: string | undefined, budget: OperationBudget): Promise<unknown> {
+  // Messages quote the path without its query string: a static query parameter may hold a key.
+  const shown = shorten(withoutQuery(path));
   // One deadline for the whole call (undici's per-request headersTimeout is too coarse for sub-second timeouts).
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), rest.timeoutMs);
@@ -204,25 +213,26 @@ async function send(cluster: UpstreamCluster, rest: CompiledRest, path: string, 
     const { statusCode } = response;
     if (statusCode < 200 || statusCode > 299) {
       await response.body.dump();
-      throw fieldError(FieldErrorCodes.UPSTREAM_ERROR, `upstream ${cluster.name} answered ${rest.method} ${shorten(path)} with HTTP ${statusCode}`, { http: { status: statusCode } });
+      throw fieldError(FieldErrorCodes.UPSTREAM_ERROR, `upstream ${cluster.name} answered ${rest.method} ${shown} with HTTP ${statusCode}`, { http: { status: statusCode } });
     }
-    const text = await readLimited(response.body, MAX_RESPONSE_BYTES, controller);
+    const text = await readLimited(response.body, MAX_RESPONSE_BYTES, controller, budget);
+    if (text === OVER_BUDGET) throw budget.bufferedError();
     if (text === undefined) {
-      throw fieldError(FieldErrorCodes.BAD_UPSTREAM_RESPONSE, `upstream ${cluster.name} answered ${rest.method} ${shorten(path)} with more than ${MAX_RESPONSE_BYTES} bytes`, { http: { status: statusCode } });
+      throw fieldError(FieldErrorCodes.BAD_UPSTREAM_RESPONSE, `upstream ${cluster.name} answered ${rest.method} ${shown} with more than ${MAX_RESPONSE_BYTES} bytes`, { http: { status: statusCode } });
     }
     if (text === '') return null;
     try {
       return JSON.parse(text);
     } catch {
-      throw fieldError(FieldErrorCodes.BAD_UPSTREAM_RESPONSE, `upstream ${cluster.name} answered ${rest.method} ${shorten(path)} with a body that is not JSON`, { http: { status: statusCode } });
+      throw fieldError(FieldErrorCodes.BAD_UPSTREAM_RESPONSE, `upstream ${cluster.name} answered ${rest.method} ${shown} with a body that is not JSON`, { http: { status: statusCode } });
     }
   } catch (error) {
     if ((error as { extensions?: unknown }).extensions) throw error;
     if (controller.signal.aborted) {
-      throw fieldError(FieldErrorCodes.UPSTREAM_TIMEOUT, `upstream ${cluster.name} did not answer ${rest.method} ${path} within ${rest.timeoutMs}ms`);
+      throw fieldError(FieldErrorCodes.UPSTREAM_TIMEOUT, `upstream ${cluster.name} did not answer ${rest.method} ${shown} within ${rest.timeoutMs}ms`);
     }
     const code = (error as { code?: string }).code;
-    throw fieldError(FieldErrorCodes.UPSTREAM_ERROR, `upstream ${cluster.name} failed for ${rest.method} ${shorten(path)}: ${shorten(code ?? (error as Error).message)}`);
+    throw fieldError(FieldErrorCodes.UPSTREAM_ERROR, `upstream ${cluster.name} failed for ${rest.method} ${shown}: ${shorten(code ?? (error as Error).message)}`);
   } finally {
     clearTimeout(timer);
   }
@@ -236,12 +246,22 @@ export const MAX_RESPONSE_BYTES = 10 * 1024 * 1024;
 /** Error messages quote at most this much of a path or cause (one echoed ~10 MB of upstream data). */
 const MAX_QUOTE = 256;
 
+function withoutQuery(path: string): string {
+  const q = path.indexOf('?');
+  return q < 0 ? path : `${path.slice(0, q)}?…`;
+}
+
 function shorten(text: string): string {
   return text.length > MAX_QUOTE ? `${text.slice(0, MAX_QUOTE)}…` : text;
 }
 
-/** The body as text, or undefined (and the request aborted) once it passes `limit` bytes. */
-async function readLimited(body: AsyncIterable<Buffer> & { destroy(error?: Error): unknown }, limit: number, controller: AbortController): Promise<string | undefined> {
+const OVER_BUDGET = Symbol('over budget');
+
+/**
+ * The body as text; undefined (and the request aborted) once it passes `limit` bytes, or
+ * OVER_BUDGET once the operation (or the process) holds its share of upstream bytes.
+ */
+async function readLimited(body: AsyncIterable<Buffer> & { destroy(error?: Error): unknown }, limit: number, controller: AbortController, budget: OperationBudget): Promise<string | undefined | typeof OVER_BUDGET> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of body) {
@@ -250,6 +270,11 @@ async function readLimited(body: AsyncIterable<Buffer> & { destroy(error?: Error
       controller.abort();
       body.destroy();
       return undefined;
+    }
+    if (!budget.reserve(chunk.length)) {
+      controller.abort();
+      body.destroy();
+      return OVER_BUDGET;
     }
     chunks.push(chunk);
   }

@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import type { OperationBudget } from '../limits.ts';
 
 /** Per-operation state handed to every resolver as the GraphQL context value. */
 export interface OperationContext {
@@ -10,6 +11,8 @@ export interface OperationContext {
   readonly resolvers: Readonly<Record<string, FieldResolver>>;
   /** A stitched API's subschemas' resolvers, in subschema order (their executors read them). */
   readonly subschemas?: readonly Readonly<Record<string, FieldResolver>>[];
+  /** The operation's runtime limits: upstream calls, bytes held, event-loop time (SPEC 3.3.1). */
+  readonly budget: OperationBudget;
 }
 
 /** A resolution bound to its upstream: what a `@resolve` field calls. */
@@ -21,10 +24,14 @@ export interface ResolverMetrics {
   error(): void;
 }
 
-/** Runs `call` once per operation for `key`: later identical calls share its promise. */
+/**
+ * Runs `call` once per operation for `key`: later identical calls share its promise. Each new
+ * call is counted against the operation's `maxUpstreamCalls` (throws a field error past it).
+ */
 export function dedupe<T>(ctx: OperationContext, key: string, call: () => Promise<T>): Promise<T> {
   let pending = ctx.calls.get(key) as Promise<T> | undefined;
   if (!pending) {
+    ctx.budget.call();
     pending = call();
     ctx.calls.set(key, pending);
   }
