@@ -71,6 +71,8 @@ export interface GatewayProcessOptions {
   port: number;
   /** The HTTPS listener's port (SPEC 3.2.1; 0 picks one); VirtualServices with sslConfig are served there. */
   httpsPort?: number;
+  /** Bind the HTTPS listener only while a VirtualService has sslConfig (`--https-port` not given); otherwise it always binds. */
+  httpsOnDemand?: boolean | undefined;
   adminPort: number;
   host: string;
   /** Where the admin API listens (default 127.0.0.1: /config shows routes and upstream addresses). */
@@ -132,7 +134,7 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
   let gateway: Gateway | undefined;
   let routesView: Gateway | undefined;
   let server: Server | undefined;
-  let tlsServer: Server | undefined;
+  let https: HttpsListener | undefined;
   let port: number;
   let httpsPort: number | undefined;
   const workers: Worker[] = [];
@@ -143,12 +145,16 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
     gateway = createGateway(options, authorizer);
     loader.onSnapshot((snapshot) => gateway!.update(snapshot));
     const contexts = tlsContextsFor(options.logger);
-    loader.onSnapshot((snapshot) => contexts.update(snapshot));
+    https = new HttpsListener(options, gateway, contexts);
+    loader.onSnapshot(async (snapshot) => {
+      contexts.update(snapshot);
+      await https!.sync().catch((error: unknown) => logger.error({ err: error, code: 'GH_HTTPS_LISTEN' }, 'the HTTPS listener could not bind'));
+    });
     const first = await loader.start();
     contexts.update(first);
     gateway.update(first);
     ({ server, port } = await listen(gateway.handle, options.port, options.host, options.limits, gateway.handleUpgrade));
-    if (options.httpsPort !== undefined) ({ server: tlsServer, port: httpsPort } = await listenTls(gateway.handle, options.httpsPort, options.host, contexts, options.limits, gateway.handleUpgrade));
+    httpsPort = await https.sync();
     startWatchdog({ stallMs: options.watchdogMs ?? DEFAULT_WATCHDOG_MS });
   } else {
     // The primary serves no traffic; this route table only answers `admin:/config`
@@ -173,7 +179,8 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
     snapshot: () => loader.current,
     notReady: () => {
       if (options.workers === 1) return undefined;
-      const alive = workers.filter((w) => !w.isDead() && w.isConnected()).length;
+      // Serving, not merely forked: a replacement counts once it listens (issue 29 finding 7).
+      const alive = workers.filter((w) => LISTENING.has(w) && !w.isDead() && w.isConnected()).length;
       return alive < options.workers ? `${alive} of ${options.workers} workers running (restarting the others)` : undefined;
     },
     routes: () => (gateway ?? routesView)?.describeRoutes() ?? [],
@@ -195,7 +202,7 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
     stopping = true;
     logger.info({ signal }, 'shutting down: draining in-flight requests');
     // Stop accepting at once (here and in the workers); drain while the loader stops.
-    const drained = Promise.all([server ? closeGracefully(server, options.shutdownGraceMs) : undefined, tlsServer ? closeGracefully(tlsServer, options.shutdownGraceMs) : undefined, ...workers.map((w) => stopWorker(w))]);
+    const drained = Promise.all([server ? closeGracefully(server, options.shutdownGraceMs) : undefined, https?.close(), ...workers.map((w) => stopWorker(w))]);
     await kube?.close();
     await loader.close();
     await drained;
@@ -222,6 +229,7 @@ function createGateway(options: GatewayProcessOptions, authorizer: Authorizer | 
     accessLog: options.accessLog,
     kubeClusterDomain: options.kubeClusterDomain,
     ...(options.paths ? { paths: options.paths } : {}),
+    ...(options.limits?.maxRequestHeaders !== undefined ? { maxRequestHeaders: options.limits.maxRequestHeaders } : {}),
     // An upgraded (WebSocket) connection idles out like any stream (--idle-timeout).
     ...(options.limits?.idleTimeoutMs !== undefined ? { upgradeLimits: { idleTimeoutMs: options.limits.idleTimeoutMs } } : {}),
     ...(parts.graphql ? { graphql: parts.graphql({ upstreams, logger }) } : {}),
@@ -237,6 +245,9 @@ function fromMessage(message: SnapshotMessage): ConfigSnapshot {
   return { generation: message.generation, resources: new Map(message.resources.map((r) => [r.key, r])), statuses: [], diagnostics: [], ...(message.endpoints ? { endpoints: new Map(message.endpoints) } : {}) };
 }
 
+/** Workers that said they listen; readiness counts only them. */
+const LISTENING = new WeakSet<Worker>();
+
 function forkWorker(latest: () => ConfigSnapshot, workers: Worker[]): Promise<{ port: number; httpsPort?: number }> {
   return new Promise((resolve, reject) => {
     const worker = cluster.fork();
@@ -244,6 +255,7 @@ function forkWorker(latest: () => ConfigSnapshot, workers: Worker[]): Promise<{ 
     worker.on('message', (message: { type?: string; port?: number; httpsPort?: number; error?: string }) => {
       // Sent once the worker listens for messages: anything sent earlier may have been lost.
       if (message.type === 'gatehouse:ready') worker.send(toMessage(latest()));
+      if (message.type === 'gatehouse:listening') LISTENING.add(worker);
       if (message.type === 'gatehouse:listening') resolve({ port: message.port!, ...(message.httpsPort !== undefined ? { httpsPort: message.httpsPort } : {}) });
       if (message.type === 'gatehouse:failed') reject(new Error(`worker failed to start: ${message.error}`));
     });
@@ -319,7 +331,7 @@ async function runWorker(options: GatewayProcessOptions): Promise<void> {
   const contexts = tlsContextsFor(options.logger);
   startWatchdog({ stallMs: options.watchdogMs ?? DEFAULT_WATCHDOG_MS });
   let server: Server | undefined;
-  let tlsServer: Server | undefined;
+  const https = new HttpsListener(options, gateway, contexts);
   const apply = async (snapshot: ConfigSnapshot) => {
     // A broadcast may overtake the reply to `ready`: never go back to an older config.
     if (feed.current && snapshot.generation <= feed.current.generation) return;
@@ -331,13 +343,14 @@ async function runWorker(options: GatewayProcessOptions): Promise<void> {
       try {
         const listening = await listen(gateway.handle, options.port, options.host, options.limits, gateway.handleUpgrade);
         server = listening.server;
-        const tls = options.httpsPort !== undefined ? await listenTls(gateway.handle, options.httpsPort, options.host, contexts, options.limits, gateway.handleUpgrade) : undefined;
-        tlsServer = tls?.server;
-        process.send!({ type: 'gatehouse:listening', port: listening.port, ...(tls ? { httpsPort: tls.port } : {}) });
+        const tlsPort = await https.sync();
+        process.send!({ type: 'gatehouse:listening', port: listening.port, ...(tlsPort !== undefined ? { httpsPort: tlsPort } : {}) });
       } catch (error) {
         process.send!({ type: 'gatehouse:failed', error: (error as Error).message });
         process.exit(1);
       }
+    } else {
+      await https.sync().catch((error: unknown) => options.logger.error({ err: error, code: 'GH_HTTPS_LISTEN' }, 'the HTTPS listener could not bind'));
     }
   };
   // Snapshots are applied one at a time, in order: listeners are async and must not interleave.
@@ -350,7 +363,7 @@ async function runWorker(options: GatewayProcessOptions): Promise<void> {
     } else if (message.type === 'gatehouse:metrics') {
       process.send!({ type: 'gatehouse:metrics', id: (message as { id?: number }).id, metrics: await registry.getMetricsAsJSON() });
     } else if (message.type === 'gatehouse:stop') {
-      await Promise.all([server ? closeGracefully(server, options.shutdownGraceMs) : undefined, tlsServer ? closeGracefully(tlsServer, options.shutdownGraceMs) : undefined]);
+      await Promise.all([server ? closeGracefully(server, options.shutdownGraceMs) : undefined, https.close()]);
       await gateway.close();
       flushLogs();
       process.exit(0);
@@ -360,6 +373,56 @@ async function runWorker(options: GatewayProcessOptions): Promise<void> {
   // Signals go to the primary, which drains the workers; a worker ignores them to finish its requests.
   process.on('SIGTERM', () => {});
   process.on('SIGINT', () => {});
+}
+
+/**
+ * The HTTPS listener (SPEC 3.2.1): with `--https-port` it always listens; without, it binds the
+ * default port only while a VirtualService has sslConfig, so a gateway without TLS holds no
+ * second port (issue 29 finding 17), and is closed gracefully when the last one goes.
+ */
+class HttpsListener {
+  private server: Server | undefined;
+  private port: number | undefined;
+  private queue: Promise<unknown> = Promise.resolve();
+  private closed = false;
+  private readonly options: GatewayProcessOptions;
+  private readonly gateway: Gateway;
+  private readonly contexts: TlsContexts;
+
+  constructor(options: GatewayProcessOptions, gateway: Gateway, contexts: TlsContexts) {
+    this.options = options;
+    this.gateway = gateway;
+    this.contexts = contexts;
+  }
+
+  /** Binds or closes as the configuration needs; resolves with the bound port (undefined: not listening). */
+  sync(): Promise<number | undefined> {
+    const next = this.queue.then(async () => {
+      const { options } = this;
+      const wanted = !this.closed && options.httpsPort !== undefined && (!options.httpsOnDemand || this.contexts.size > 0);
+      if (wanted && !this.server) {
+        const { server, port } = await listenTls(this.gateway.handle, options.httpsPort!, options.host, this.contexts, options.limits, this.gateway.handleUpgrade);
+        this.server = server;
+        this.port = port;
+        if (options.httpsOnDemand) options.logger.info({ httpsPort: port }, 'HTTPS listener bound: a VirtualService has sslConfig');
+      } else if (!wanted && this.server) {
+        const server = this.server;
+        this.server = this.port = undefined;
+        options.logger.info('HTTPS listener closed: no VirtualService has sslConfig');
+        await closeGracefully(server, options.shutdownGraceMs);
+      }
+      return this.port;
+    });
+    // One change at a time; a failed bind does not stop later ones.
+    this.queue = next.catch(() => {});
+    return next;
+  }
+
+  /** Stops listening for good (graceful, as the plain listener). */
+  close(): Promise<unknown> {
+    this.closed = true;
+    return this.sync();
+  }
 }
 
 /** The HTTPS listener's certificates; a certificate that stops loading is logged, and the one served before keeps serving. */

@@ -47,26 +47,65 @@ export function createH2cServer(handler: RequestListener, limits: { http2: Http2
   return createServer(http2Settings(limits.http2), handler as never);
 }
 
-/** `Upgrade: h2c` (RFC 7540 3.2, removed by RFC 9113): answered over HTTP/1.1, as Envoy does by default. */
-export function isH2cUpgrade(req: IncomingMessage): boolean {
+/** Protocols the gateway tunnels after an HTTP/1.1 `Upgrade` (Gloo's default `upgrades`: WebSocket only). */
+export const TUNNELLED_UPGRADES: ReadonlySet<string> = new Set(['websocket']);
+
+/**
+ * What to do with a request's `Upgrade` header (issue 29 findings 12, 18):
+ * - `none`: no Upgrade, or only `h2c` (RFC 7540 3.2, removed by RFC 9113): the request is
+ *   answered over HTTP/1.1 as Envoy's codec does, on either listener; `h2c` is never forwarded;
+ * - `websocket` (or another of {@link TUNNELLED_UPGRADES}): routed, authorized, then tunnelled,
+ *   with `h2c` dropped from the list the upstream sees;
+ * - `refused`: any other protocol, or more than one besides `h2c`: answered 403 before routing
+ *   (Envoy's answer to an upgrade its route does not allow), so nothing reaches an upstream
+ *   that could pick another protocol from the list.
+ */
+export function upgradeDecision(req: IncomingMessage): { kind: 'none' } | { kind: 'tunnel'; protocol: string } | { kind: 'refused'; protocol: string } {
   const upgrade = req.headers.upgrade;
-  return typeof upgrade === 'string' && upgrade.toLowerCase() === 'h2c';
+  if (upgrade === undefined) return { kind: 'none' };
+  const protocols: string[] = [];
+  for (const token of (Array.isArray(upgrade) ? upgrade.join(',') : upgrade).split(',')) {
+    const protocol = token.trim().toLowerCase();
+    if (protocol !== '' && protocol !== 'h2c') protocols.push(protocol);
+  }
+  if (protocols.length === 0) return { kind: 'none' };
+  if (protocols.length === 1 && TUNNELLED_UPGRADES.has(protocols[0]!)) return { kind: 'tunnel', protocol: protocols[0]! };
+  return { kind: 'refused', protocol: protocols.join(', ') };
+}
+
+/** Whether `req` came over HTTP/2 (an HTTP/1.1 request line may say `HTTP/2.0`: that is not HTTP/2). */
+export function isHttp2Request(req: IncomingMessage): boolean {
+  return (req as unknown) instanceof Http2ServerRequest;
+}
+
+const CONFLICT = Symbol('gatehouse.authorityConflict');
+
+/** An HTTP/2 request whose `host` header names another host than its `:authority` (RFC 9113 8.3.1: malformed). */
+export function hasAuthorityConflict(req: IncomingMessage): boolean {
+  return (req as IncomingMessage & { [CONFLICT]?: true })[CONFLICT] === true;
 }
 
 /**
  * Follows a server's HTTP/2 sessions for graceful close, and gives each one the listener's
- * idle timeout: nothing sent either way for `idleTimeoutMs` closes the session. Rapid reset
- * (CVE-2023-44487) is refused by nghttp2 itself (1.57+, bundled with Node): a client resetting
- * streams faster than its rate limit (a burst of 1,000, then 33 a second) gets GOAWAY and loses
- * the connection; `maxConcurrentStreams` bounds the work one connection can start at once.
+ * timeouts: a session must open its first stream within `requestHeadersTimeoutMs` (a preface
+ * and nothing else is a connection that sent no request, as over HTTP/1.1: issue 29 finding 5),
+ * then nothing sent either way for `idleTimeoutMs` closes it. Rapid reset (CVE-2023-44487) is
+ * refused by nghttp2 itself (1.57+, bundled with Node): a client resetting streams faster than
+ * its rate limit (a burst of 1,000, then 33 a second) gets GOAWAY and loses the connection;
+ * `maxConcurrentStreams` bounds the work one connection can start at once.
  */
-export function trackSessions(server: Http2Server, limits: { idleTimeoutMs: number; http2: Http2Limits }): Set<Http2Session> {
+export function trackSessions(server: Http2Server, limits: { requestHeadersTimeoutMs: number; idleTimeoutMs: number; http2: Http2Limits }): Set<Http2Session> {
   const sessions = new Set<Http2Session>();
   server.on('session', (session: Http2Session) => {
     sessions.add(session);
+    const firstStream = setTimeout(() => session.destroy(), limits.requestHeadersTimeoutMs);
+    session.once('stream', () => clearTimeout(firstStream));
     session.setTimeout(limits.idleTimeoutMs, () => session.close());
     session.on('error', () => session.destroy());
-    session.once('close', () => sessions.delete(session));
+    session.once('close', () => {
+      clearTimeout(firstStream);
+      sessions.delete(session);
+    });
   });
   // Errors of one session are that session's; never the process's.
   server.on('sessionError', () => {});
@@ -78,10 +117,13 @@ const PLAIN = Symbol('gatehouse.plainHeaders');
 /**
  * An HTTP/2 request as the gateway reads requests: `headers` without pseudo-headers and with
  * `host` from `:authority` (as HTTP/1.1 has it), so routing, auth and forwarding are one path.
+ * `:authority` wins over a `host` header (RFC 9113 8.3.1); one naming another host marks the
+ * request malformed ({@link hasAuthorityConflict}), answered 400 as nghttp2 and Envoy do.
  * Node's `method`, `url` and `authority` still read the original header block.
  */
 export class GatewayHttp2Request extends Http2ServerRequest {
   declare [PLAIN]: IncomingHttpHeaders;
+  declare [CONFLICT]: true | undefined;
 
   constructor(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, options: object, rawHeaders: string[]) {
     super(stream, headers as never, options as never, rawHeaders);
@@ -90,10 +132,22 @@ export class GatewayHttp2Request extends Http2ServerRequest {
       if (name.charCodeAt(0) !== 0x3a) plain[name] = headers[name];
     }
     const authority = headers[':authority'];
-    if (plain.host === undefined && typeof authority === 'string') plain.host = authority;
+    if (typeof authority === 'string') {
+      const host = plain.host;
+      if (host !== undefined && (typeof host !== 'string' || hostPart(host) !== hostPart(authority))) this[CONFLICT] = true;
+      plain.host = authority;
+    }
     this[PLAIN] = plain;
   }
 }
+/** The host of an authority, lower-cased, without port or trailing dot: `Shop.Test.:443` and `shop.test` are one host. */
+function hostPart(authority: string): string {
+  const lower = authority.toLowerCase();
+  const end = lower.startsWith('[') ? lower.indexOf(']') + 1 : lower.lastIndexOf(':') === -1 ? lower.length : lower.lastIndexOf(':');
+  const host = lower.slice(0, end > 0 ? end : lower.length);
+  return host.endsWith('.') ? host.slice(0, -1) : host;
+}
+
 // Accessors over what Node's typings call plain properties.
 Object.defineProperty(GatewayHttp2Request.prototype, 'headers', {
   get(this: GatewayHttp2Request) {
