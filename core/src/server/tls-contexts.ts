@@ -301,7 +301,13 @@ export class TlsContexts {
   sniCallback(servername: string, callback: (error: Error | null, context?: SecureContext) => void, socket?: TLSSocket): void {
     const host = this.hostFor(servername);
     if (!host) return callback(new Error(`no certificate for "${servername}"`));
-    (socket as (TLSSocket & { _handle?: { setVerifyMode?(request: boolean, reject: boolean): void } }) | undefined)?._handle?.setVerifyMode?.(host.requireClientCert, false);
+    if (socket) {
+      // Node's own switch (the server's `requestCert`) is per listener: set per connection here, in
+      // OpenSSL (whether a CertificateRequest goes out) and in Node (whether `authorized` is checked).
+      const own = socket as TLSSocket & { _requestCert?: boolean; _handle?: { setVerifyMode?(request: boolean, reject: boolean): void } | null };
+      own._handle?.setVerifyMode?.(host.requireClientCert, false);
+      own._requestCert = host.requireClientCert;
+    }
     callback(null, host.context);
   }
 }
