@@ -1,4 +1,5 @@
 import cluster, { type Worker } from 'node:cluster';
+import { existsSync, readFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { availableParallelism } from 'node:os';
 import { getRequestListener } from '@hono/node-server';
@@ -180,7 +181,7 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
     notReady: () => {
       if (options.workers === 1) return undefined;
       // Serving, not merely forked: a replacement counts once it listens (issue 29 finding 7).
-      const alive = workers.filter((w) => LISTENING.has(w) && !w.isDead() && w.isConnected()).length;
+      const alive = workers.filter((w) => LISTENING.has(w) && !w.isDead() && w.isConnected() && processRuns(w.process.pid)).length;
       return alive < options.workers ? `${alive} of ${options.workers} workers running (restarting the others)` : undefined;
     },
     routes: () => (gateway ?? routesView)?.describeRoutes() ?? [],
@@ -243,6 +244,25 @@ function toMessage(snapshot: ConfigSnapshot): SnapshotMessage {
 
 function fromMessage(message: SnapshotMessage): ConfigSnapshot {
   return { generation: message.generation, resources: new Map(message.resources.map((r) => [r.key, r])), statuses: [], diagnostics: [], ...(message.endpoints ? { endpoints: new Map(message.endpoints) } : {}) };
+}
+
+const HAS_PROC = existsSync('/proc/self/stat');
+
+/**
+ * Whether process `pid` still runs, asked of the kernel now: a killed worker is a zombie at once,
+ * while the cluster's `exit` event arrives a moment later, when /readyz said ready meanwhile
+ * (issue 29 finding 7). Where there is no /proc, the cluster's view alone decides.
+ */
+function processRuns(pid: number | undefined): boolean {
+  if (!HAS_PROC || pid === undefined) return true;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    // `pid (comm) state …`: comm may hold spaces and parentheses, the state follows the last ')'.
+    const state = stat.charAt(stat.lastIndexOf(')') + 2);
+    return state !== 'Z' && state !== 'X';
+  } catch {
+    return false;
+  }
 }
 
 /** Workers that said they listen; readiness counts only them. */
