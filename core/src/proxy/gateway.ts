@@ -14,7 +14,7 @@ import { answerPreflight, isPreflight } from './cors.ts';
 import type { GraphQLEndpoints } from './destinations.ts';
 import { forward } from './forward.ts';
 import { parseHostHeader } from './host-table.ts';
-import { hasAuthorityConflict, isHttp2Request, upgradeDecision } from '../server/http2.ts';
+import { isHttp2Request, upgradeDecision } from '../server/http2.ts';
 import { servesOnConnection, tlsBindingOf } from '../server/tls-contexts.ts';
 import { grpcReplyHeaders } from './grpc.ts';
 import { isGrpcCall, sendConfiguredReply, sendLocalReply, sendTrailersOnly } from './local-reply.ts';
@@ -126,9 +126,7 @@ export class Gateway {
    * malformed request), or undefined. `close`: the connection cannot be trusted for another request.
    */
   private admission(req: IncomingMessage, url: string): { status: number; message: string; close?: true } | undefined {
-    if (isHttp2Request(req)) {
-      if (hasAuthorityConflict(req)) return { status: 400, message: 'bad request: the host header names another host than :authority' };
-    } else {
+    if (!isHttp2Request(req)) {
       // Node's HTTP/1.1 parser takes `HTTP/2.0` (and 0.9) request lines; code further on reads
       // such a request as an HTTP/2 stream and threw (issue 29 finding 1).
       if (req.httpVersionMajor !== 1) return { status: 505, message: `HTTP/${req.httpVersion} is not supported over HTTP/1.1 (use HTTP/1.0 or 1.1, or HTTP/2 with its preface)`, close: true };

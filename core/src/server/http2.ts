@@ -78,12 +78,6 @@ export function isHttp2Request(req: IncomingMessage): boolean {
   return (req as unknown) instanceof Http2ServerRequest;
 }
 
-const CONFLICT = Symbol('gatehouse.authorityConflict');
-
-/** An HTTP/2 request whose `host` header names another host than its `:authority` (RFC 9113 8.3.1: malformed). */
-export function hasAuthorityConflict(req: IncomingMessage): boolean {
-  return (req as IncomingMessage & { [CONFLICT]?: true })[CONFLICT] === true;
-}
 
 /**
  * Follows a server's HTTP/2 sessions for graceful close, and gives each one the listener's
@@ -117,13 +111,14 @@ const PLAIN = Symbol('gatehouse.plainHeaders');
 /**
  * An HTTP/2 request as the gateway reads requests: `headers` without pseudo-headers and with
  * `host` from `:authority` (as HTTP/1.1 has it), so routing, auth and forwarding are one path.
- * `:authority` wins over a `host` header (RFC 9113 8.3.1); one naming another host marks the
- * request malformed ({@link hasAuthorityConflict}), answered 400 as nghttp2 and Envoy do.
+ * `:authority` wins over a `host` header, which is discarded (RFC 9113 8.3.1: "MUST NOT use the
+ * Host header field to determine the target URI if :authority is present"; Envoy does the same
+ * since 1.28, `http2_discard_host_header`). Refusing a disagreeing pair (a SHOULD) would break
+ * real clients: h2load and nghttp send `-H host: …` next to the URL's `:authority`.
  * Node's `method`, `url` and `authority` still read the original header block.
  */
 export class GatewayHttp2Request extends Http2ServerRequest {
   declare [PLAIN]: IncomingHttpHeaders;
-  declare [CONFLICT]: true | undefined;
 
   constructor(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, options: object, rawHeaders: string[]) {
     super(stream, headers as never, options as never, rawHeaders);
@@ -132,22 +127,10 @@ export class GatewayHttp2Request extends Http2ServerRequest {
       if (name.charCodeAt(0) !== 0x3a) plain[name] = headers[name];
     }
     const authority = headers[':authority'];
-    if (typeof authority === 'string') {
-      const host = plain.host;
-      if (host !== undefined && (typeof host !== 'string' || hostPart(host) !== hostPart(authority))) this[CONFLICT] = true;
-      plain.host = authority;
-    }
+    if (typeof authority === 'string') plain.host = authority;
     this[PLAIN] = plain;
   }
 }
-/** The host of an authority, lower-cased, without port or trailing dot: `Shop.Test.:443` and `shop.test` are one host. */
-function hostPart(authority: string): string {
-  const lower = authority.toLowerCase();
-  const end = lower.startsWith('[') ? lower.indexOf(']') + 1 : lower.lastIndexOf(':') === -1 ? lower.length : lower.lastIndexOf(':');
-  const host = lower.slice(0, end > 0 ? end : lower.length);
-  return host.endsWith('.') ? host.slice(0, -1) : host;
-}
-
 // Accessors over what Node's typings call plain properties.
 Object.defineProperty(GatewayHttp2Request.prototype, 'headers', {
   get(this: GatewayHttp2Request) {
