@@ -18,7 +18,7 @@ import { isHttp2Request, upgradeDecision } from '../server/http2.ts';
 import { servesOnConnection, tlsBindingOf } from '../server/tls-contexts.ts';
 import { grpcReplyHeaders } from './grpc.ts';
 import { isGrpcCall, sendConfiguredReply, sendLocalReply, sendTrailersOnly } from './local-reply.ts';
-import { DEFAULT_PATH_NORMALIZATION, normalizePath, type PathNormalization } from './normalize-path.ts';
+import { DEFAULT_PATH_NORMALIZATION, normalizePath, targetError, type PathNormalization } from './normalize-path.ts';
 import { sanitizeRequestHeaders } from './request-headers.ts';
 import { bufferRequestBody, drainAfterAnswer, hasRequestBody, refuseTooLarge } from './request-body.ts';
 import { compileRouteTable, matchRoute, redirectLocation, type CompiledRoute, type RouteAuth, type RouteTable } from './route-table.ts';
@@ -136,9 +136,8 @@ export class Gateway {
     // over HTTP/2 it would skip a `methods: [POST]` route (and its auth) while an upstream that
     // upper-cases methods served it as POST (issue 29 finding 11). Envoy's HTTP/1.1 codec knows the same list.
     if (!KNOWN_METHODS.has(req.method ?? '')) return { status: 400, message: `bad request: unknown method "${req.method ?? ''}" (methods are case-sensitive)` };
-    // A fragment is the client's own business and never sent (RFC 9110 7.1); in a request target it
-    // made `exact` and `regex` routes miss while upstreams cut it off (issue 29 finding 9). Envoy: 400.
-    if (url.includes('#')) return { status: 400, message: 'bad request: a fragment (#) in the request target' };
+    const target = targetError(url);
+    if (target) return { status: 400, message: `bad request: ${target}` };
     return undefined;
   }
 
