@@ -443,8 +443,20 @@ describe('HTTP/2 connections and the connection caps (finding 5)', () => {
       return statusOf(data) === 200;
     }, 5_000);
     expect(served).toBe(true);
+    // The TLS listener has the same cap, and a refused TLS connection is no error of the process.
+    const tlsSockets = await Promise.all(
+      Array.from({ length: 60 }, () => new Promise<TLSSocket>((resolve) => {
+        const socket = tlsConnect({ host: '127.0.0.1', port: httpsPort, localAddress: '127.0.0.3', servername: 'open.test', ca });
+        socket.on('error', () => {});
+        socket.once('secureConnect', () => resolve(socket));
+        socket.once('close', () => resolve(socket));
+      })),
+    );
+    expect(tlsSockets.filter((s) => s.destroyed).length).toBeGreaterThanOrEqual(20);
+    for (const socket of tlsSockets) socket.destroy();
     const metrics = await (await fetch(`${gatehouse.adminUrl}/metrics`)).text();
     expect(metrics).toMatch(/gatehouse_downstream_connections_refused_total\{reason="per_client_limit"\} [1-9]/);
+    expect(await unhandledErrors()).toBe(0);
   });
 });
 

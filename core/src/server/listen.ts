@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { metrics } from '../admin/metrics.ts';
-import { createH2cServer, DEFAULT_HTTP2_LIMITS, http2Settings, upgradeDecision, trackSessions, type Http2Limits, H2C_PREFACE } from './http2.ts';
+import { createH2cServer, DEFAULT_HTTP2_LIMITS, http2Settings, isHttp2Request, upgradeDecision, trackSessions, type Http2Limits, H2C_PREFACE } from './http2.ts';
 
 const CONNECT_BODY = 'CONNECT is not supported\n';
 const CONNECT_REFUSED = `HTTP/1.1 405 Method Not Allowed\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: ${CONNECT_BODY.length}\r\nx-gatehouse-error: GH_BAD_REQUEST\r\nconnection: close\r\n\r\n${CONNECT_BODY}`;
@@ -119,7 +119,8 @@ export async function listen(handler: RequestListener, port: number, host: strin
   const [http1] = server.listeners('connection') as ((socket: Socket) => void)[];
   server.removeListener('connection', http1!);
   server.on('connection', (socket: Socket) =>
-    sniff(socket, (isH2) => {
+    // Already refused (the per-client cap in serve()): nothing to read.
+    socket.destroyed ? undefined : sniff(socket, (isH2) => {
       if (!isH2) return http1!.call(server, socket);
       // The session's own timers take over (./http2.ts: first stream, then idle).
       socket.setTimeout(0);
@@ -272,11 +273,11 @@ async function serve(server: Server, l: ListenerLimits, port: number, host: stri
   // would stay open for ever (1,100 of them exhausted a 1024 fd limit). Until its first request
   // a socket gets the header timeout as an inactivity limit, then the stream idle timeout.
   server.on('connection', (socket: Socket) => {
-    socket.setTimeout(l.requestHeadersTimeoutMs, () => socket.destroy());
+    if (!socket.destroyed) socket.setTimeout(l.requestHeadersTimeoutMs, () => socket.destroy());
   });
   server.on('request', (req) => {
     // HTTP/2 streams share their connection: the session's timeouts are set in ./http2.ts.
-    if (req.httpVersionMajor === 2) return;
+    if (isHttp2Request(req)) return;
     const socket = req.socket as Socket & { [SERVING]?: true };
     if (socket[SERVING]) return;
     socket[SERVING] = true;
