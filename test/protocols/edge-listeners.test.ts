@@ -492,6 +492,59 @@ describe('the HTTPS listener binds only when needed (finding 17)', () => {
   });
 });
 
+describe('HTTP/2 PING (finding 7)', () => {
+  const frame = (type: number, flags: number, stream: number, payload: Buffer = Buffer.alloc(0)) => {
+    const head = Buffer.alloc(9);
+    head.writeUIntBE(payload.length, 0, 3);
+    head[3] = type;
+    head[4] = flags;
+    head.writeUInt32BE(stream, 5);
+    return Buffer.concat([head, payload]);
+  };
+  /** Frame types the gateway sent on `socket` until it answered stream 1 or closed. */
+  const framesAfter = (socket: Socket | TLSSocket, bytes: Buffer) =>
+    new Promise<number[]>((resolve) => {
+      let data = Buffer.alloc(0);
+      const types: number[] = [];
+      const done = () => {
+        socket.destroy();
+        resolve(types);
+      };
+      socket.on('data', (chunk: Buffer) => {
+        data = Buffer.concat([data, chunk]);
+        while (data.length >= 9 && data.length >= 9 + data.readUIntBE(0, 3)) {
+          types.push(data[3]!);
+          // DATA with END_STREAM on stream 1: the request was answered.
+          if (data[3] === 0 && (data[4]! & 1) === 1 && data.readUInt32BE(5) === 1) return done();
+          data = data.subarray(9 + data.readUIntBE(0, 3));
+        }
+      });
+      socket.on('error', done);
+      socket.on('close', done);
+      socket.setTimeout(10_000, done);
+      socket.write(bytes);
+    });
+  const request = (authority: string) => {
+    const block = Buffer.concat([Buffer.from([0x82, 0x84, 0x87, 0x41, authority.length]), Buffer.from(authority)]);
+    return Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), frame(4, 0, 0), frame(6, 1, 0, Buffer.alloc(8)), frame(6, 1, 0, Buffer.from('unasked!')), frame(1, 5, 1, block)]);
+  };
+
+  it('an unsolicited PING ACK is ignored (RFC 9113 6.7, as nghttp2 and Envoy do): no GOAWAY, the request on that connection is answered', async () => {
+    const plain = await new Promise<Socket>((resolve) => {
+      const socket = netConnect(gatehouse.port, '127.0.0.1', () => resolve(socket));
+    });
+    const h2cFrames = await framesAfter(plain, request('open.test'));
+    expect(h2cFrames).not.toContain(7);
+    expect(h2cFrames).toContain(1);
+    const tls = await new Promise<TLSSocket>((resolve) => {
+      const socket = tlsConnect({ host: '127.0.0.1', port: httpsPort, servername: 'open.test', ca, ALPNProtocols: ['h2'] }, () => resolve(socket));
+    });
+    const h2Frames = await framesAfter(tls, request('open.test'));
+    expect(h2Frames).not.toContain(7);
+    expect(h2Frames).toContain(1);
+  });
+});
+
 describe('readiness with workers (finding 7)', () => {
   it('with every worker killed, /readyz says not ready until a worker listens again: whenever it says ready, traffic is served', async () => {
     const config = await makeConfigDir({ 'vs.yaml': [vs('only-http', ['*'], [{ matchers: [{ prefix: '/' }], ...deny }])] });

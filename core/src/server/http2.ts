@@ -92,6 +92,7 @@ export function trackSessions(server: Http2Server, limits: { requestHeadersTimeo
   const sessions = new Set<Http2Session>();
   server.on('session', (session: Http2Session) => {
     sessions.add(session);
+    ignoreUnsolicitedPingAck(session);
     const firstStream = setTimeout(() => session.destroy(), limits.requestHeadersTimeoutMs);
     session.once('stream', () => clearTimeout(firstStream));
     session.setTimeout(limits.idleTimeoutMs, () => session.close());
@@ -104,6 +105,27 @@ export function trackSessions(server: Http2Server, limits: { requestHeadersTimeo
   // Errors of one session are that session's; never the process's.
   server.on('sessionError', () => {});
   return sessions;
+}
+
+/** nghttp2's NGHTTP2_ERR_PROTO, which Node's HTTP/2 core reports for an unsolicited PING ACK. */
+const NGHTTP2_ERR_PROTO = -505;
+
+/**
+ * Node's HTTP/2 core (node_http2.cc, HandlePingFrame) destroys a session that receives a PING
+ * ACK answering no PING of ours: "no legitimate reason… not going to tolerate such nonsense".
+ * RFC 9113 6.7 makes it no error, and nghttp2 and Envoy ignore it (issue 29 finding 7). That
+ * error reaches JavaScript as the session's `destroy(NghttpError(NGHTTP2_ERR_PROTO))` and is the
+ * only source of that code there: nghttp2 keeps unsolicited SETTINGS ACKs away, and what it
+ * returns from reading is fatal (-900 and below). So exactly that destroy is ignored; the frame
+ * has been consumed and the session goes on. Every other destroy goes through.
+ */
+function ignoreUnsolicitedPingAck(session: Http2Session): void {
+  const destroy = session.destroy;
+  session.destroy = function (this: Http2Session, error?: Error, code?: number) {
+    const e = error as (Error & { code?: string; errno?: number }) | undefined;
+    if (e?.code === 'ERR_HTTP2_ERROR' && e.errno === NGHTTP2_ERR_PROTO && code === undefined && !this.destroyed) return this;
+    return destroy.call(this, error, code);
+  } as typeof session.destroy;
 }
 
 const PLAIN = Symbol('gatehouse.plainHeaders');
