@@ -20,7 +20,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeConfigDir, type ConfigDir } from '../support/config-dir.ts';
 import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
 import { eventually, rawRequest } from '../support/http.ts';
-import { freePort } from '../support/ports.ts';
 import { startEcho, type Echo, type TestServer } from '../support/upstream.ts';
 
 const run = promisify(execFile);
@@ -446,7 +445,8 @@ describe('HTTP/2 connections and the connection caps (finding 5)', () => {
     // The TLS listener has the same cap, and a refused TLS connection is no error of the process.
     const tlsSockets = await Promise.all(
       Array.from({ length: 60 }, () => new Promise<TLSSocket>((resolve) => {
-        const socket = tlsConnect({ host: '127.0.0.1', port: httpsPort, localAddress: '127.0.0.3', servername: 'open.test', ca });
+        // localAddress goes through to net.connect (the typings of tls.connect omit it).
+        const socket = tlsConnect({ host: '127.0.0.1', port: httpsPort, localAddress: '127.0.0.3', servername: 'open.test', ca } as ConnectionOptions);
         socket.on('error', () => {});
         socket.once('secureConnect', () => resolve(socket));
         socket.once('close', () => resolve(socket));
@@ -548,9 +548,8 @@ describe('HTTP/2 PING (finding 7)', () => {
 describe('readiness with workers (finding 7)', () => {
   it('with every worker killed, /readyz says not ready until a worker listens again: whenever it says ready, traffic is served', async () => {
     const config = await makeConfigDir({ 'vs.yaml': [vs('only-http', ['*'], [{ matchers: [{ prefix: '/' }], ...deny }])] });
-    // A fixed port: with `--port 0`, workers forked after all others died would share a new random one.
-    const port = await freePort();
-    const gw = await startGatehouse('run', ['--config-dir', config.path, '--access-log', 'false', '--workers', '2', '--port', String(port)], { timeoutMs: 30_000 });
+    // `--port 0`: the workers forked after every other died bind the port the first ones got.
+    const gw = await startGatehouse('run', ['--config-dir', config.path, '--access-log', 'false', '--workers', '2'], { timeoutMs: 30_000 });
     try {
       const workers = (await readFile(`/proc/${gw.child.pid}/task/${gw.child.pid}/children`, 'utf8')).trim().split(/\s+/).map(Number);
       expect(workers).toHaveLength(2);

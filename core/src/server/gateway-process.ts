@@ -265,6 +265,15 @@ function processRuns(pid: number | undefined): boolean {
   }
 }
 
+/**
+ * The ports the first workers bound (what `--port 0` picked). Workers share the cluster's
+ * listening handle by the arguments they listen with: while one that listened on `0` lives, a
+ * replacement listens on `0` too and joins it; once every worker is gone the cluster closes it,
+ * and `0` would pick another port than the one reported. From then on (`pinned`) every new
+ * worker is told to bind the reported ports.
+ */
+const BOUND: { port?: number | undefined; httpsPort?: number | undefined; pinned?: boolean } = {};
+
 /** Workers that said they listen; readiness counts only them. */
 const LISTENING = new WeakSet<Worker>();
 
@@ -274,8 +283,13 @@ function forkWorker(latest: () => ConfigSnapshot, workers: Worker[]): Promise<{ 
     workers.push(worker);
     worker.on('message', (message: { type?: string; port?: number; httpsPort?: number; error?: string }) => {
       // Sent once the worker listens for messages: anything sent earlier may have been lost.
+      if (message.type === 'gatehouse:ready' && BOUND.pinned && BOUND.port !== undefined) worker.send({ type: 'gatehouse:ports', port: BOUND.port, httpsPort: BOUND.httpsPort });
       if (message.type === 'gatehouse:ready') worker.send(toMessage(latest()));
-      if (message.type === 'gatehouse:listening') LISTENING.add(worker);
+      if (message.type === 'gatehouse:listening') {
+        LISTENING.add(worker);
+        BOUND.port ??= message.port;
+        if (message.httpsPort !== undefined) BOUND.httpsPort ??= message.httpsPort;
+      }
       if (message.type === 'gatehouse:listening') resolve({ port: message.port!, ...(message.httpsPort !== undefined ? { httpsPort: message.httpsPort } : {}) });
       if (message.type === 'gatehouse:failed') reject(new Error(`worker failed to start: ${message.error}`));
     });
@@ -302,6 +316,7 @@ function superviseWorkers(workers: Worker[], latest: () => ConfigSnapshot, logge
       setTimeout(() => {
         if (stopping()) return;
         metrics.workerRestarts.inc();
+        if (!workers.some((w) => !w.isDead())) BOUND.pinned = true;
         // forkWorker adds the worker synchronously; one that dies before listening comes back here.
         forkWorker(latest, workers).catch((error: unknown) => logger.error({ err: error, code: 'GH_WORKER_EXITED' }, 'a replacement worker failed to start'));
         watch(workers[workers.length - 1]!);
@@ -352,6 +367,8 @@ async function runWorker(options: GatewayProcessOptions): Promise<void> {
   startWatchdog({ stallMs: options.watchdogMs ?? DEFAULT_WATCHDOG_MS });
   let server: Server | undefined;
   const https = new HttpsListener(options, gateway, contexts);
+  /** The ports earlier workers bound, when the primary knows them (`--port 0`). */
+  const ports: { port?: number; httpsPort?: number } = {};
   const apply = async (snapshot: ConfigSnapshot) => {
     // A broadcast may overtake the reply to `ready`: never go back to an older config.
     if (feed.current && snapshot.generation <= feed.current.generation) return;
@@ -361,7 +378,7 @@ async function runWorker(options: GatewayProcessOptions): Promise<void> {
     gateway.update(snapshot);
     if (!server) {
       try {
-        const listening = await listen(gateway.handle, options.port, options.host, options.limits, gateway.handleUpgrade);
+        const listening = await listen(gateway.handle, ports.port ?? options.port, options.host, options.limits, gateway.handleUpgrade);
         server = listening.server;
         const tlsPort = await https.sync();
         process.send!({ type: 'gatehouse:listening', port: listening.port, ...(tlsPort !== undefined ? { httpsPort: tlsPort } : {}) });
@@ -376,7 +393,11 @@ async function runWorker(options: GatewayProcessOptions): Promise<void> {
   // Snapshots are applied one at a time, in order: listeners are async and must not interleave.
   let applying = Promise.resolve();
   process.on('message', async (message: { type?: string }) => {
-    if (message.type === 'gatehouse:snapshot') {
+    if (message.type === 'gatehouse:ports') {
+      const given = message as { port?: number; httpsPort?: number };
+      if (options.port === 0 && given.port !== undefined) ports.port = given.port;
+      if (options.httpsPort === 0 && given.httpsPort !== undefined) https.usePort(given.httpsPort);
+    } else if (message.type === 'gatehouse:snapshot') {
       const snapshot = fromMessage(message as SnapshotMessage);
       // A snapshot that fails to apply is logged; it must not poison the chain for later ones.
       applying = applying.then(() => apply(snapshot)).catch((error: unknown) => options.logger.error({ err: error, generation: snapshot.generation }, 'applying configuration failed'));
@@ -403,6 +424,8 @@ async function runWorker(options: GatewayProcessOptions): Promise<void> {
 class HttpsListener {
   private server: Server | undefined;
   private port: number | undefined;
+  /** The port to bind, when another worker already picked the one `--https-port 0` asked for. */
+  private wantedPort: number | undefined;
   private queue: Promise<unknown> = Promise.resolve();
   private closed = false;
   private readonly options: GatewayProcessOptions;
@@ -421,7 +444,7 @@ class HttpsListener {
       const { options } = this;
       const wanted = !this.closed && options.httpsPort !== undefined && (!options.httpsOnDemand || this.contexts.size > 0);
       if (wanted && !this.server) {
-        const { server, port } = await listenTls(this.gateway.handle, options.httpsPort!, options.host, this.contexts, options.limits, this.gateway.handleUpgrade);
+        const { server, port } = await listenTls(this.gateway.handle, this.wantedPort ?? options.httpsPort!, options.host, this.contexts, options.limits, this.gateway.handleUpgrade);
         this.server = server;
         this.port = port;
         if (options.httpsOnDemand) options.logger.info({ httpsPort: port }, 'HTTPS listener bound: a VirtualService has sslConfig');
@@ -436,6 +459,11 @@ class HttpsListener {
     // One change at a time; a failed bind does not stop later ones.
     this.queue = next.catch(() => {});
     return next;
+  }
+
+  /** Binds `port` from now on (the one an earlier worker got for `--https-port 0`). */
+  usePort(port: number): void {
+    this.wantedPort = port;
   }
 
   /** Stops listening for good (graceful, as the plain listener). */
