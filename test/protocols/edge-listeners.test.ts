@@ -310,6 +310,9 @@ describe('TLS: SNI binds the virtual host (SPEC 3.2.1)', () => {
       expect(statusOf(raw), host).toBe(421);
       expect(raw).toContain('GH_MISDIRECTED_REQUEST');
     }
+    // A WebSocket upgrade takes the same path: refused before anything is tunnelled.
+    const ws = await tlsRaw('open.test', 'GET /ws HTTP/1.1\r\nhost: mtls.test\r\nconnection: upgrade\r\nupgrade: websocket\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\n\r\n');
+    expect(statusOf(ws)).toBe(421);
     const session = await h2tls('open.test', { maxVersion: 'TLSv1.2' });
     try {
       // Connection coalescing: a browser reusing open.test's connection for mtls.test gets 421 and reconnects.
