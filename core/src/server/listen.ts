@@ -177,10 +177,12 @@ export type UpgradeListener = (req: IncomingMessage, socket: Duplex, head: Buffe
 
 /**
  * Starts the HTTPS listener (SPEC 3.2.1): the certificate is chosen per handshake by SNI from
- * `contexts` (rebuilt from each snapshot, so certificates change without a restart). Clients
- * are asked for a certificate; a VirtualService with a root CA then refuses connections whose
- * certificate is missing or does not verify (closed right after the handshake), the others
- * ignore it. Same limits as the HTTP listener; the handshake counts against the headers timeout.
+ * `contexts` (rebuilt from each snapshot, so certificates change without a restart), and the
+ * connection is bound to that VirtualService (a request for another certificate's host: 421).
+ * Only names whose VirtualService verifies client certificates ask for one; a connection outside
+ * its VirtualService's policy (certificate, versions, suites) is closed right after the
+ * handshake. The listener's own offer is Mozilla "intermediate". Same limits as the HTTP
+ * listener; the handshake counts against the headers timeout.
  */
 export async function listenTls(handler: RequestListener, port: number, host: string, contexts: TlsContexts, limits: Partial<ListenerLimits> = {}, onUpgrade?: UpgradeListener): Promise<{ server: Server; port: number }> {
   const l = limitsOf(limits);
