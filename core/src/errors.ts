@@ -26,6 +26,10 @@ export const ErrorCodes = {
   UPSTREAM_TIMEOUT: 'GH_UPSTREAM_TIMEOUT',
   /** The downstream request itself is malformed. */
   BAD_REQUEST: 'GH_BAD_REQUEST',
+  /** A TLS request for a host another certificate's VirtualService serves (SPEC 3.2.1): 421. */
+  MISDIRECTED_REQUEST: 'GH_MISDIRECTED_REQUEST',
+  /** An `Upgrade` to a protocol the gateway does not tunnel (only websocket): 403. */
+  UPGRADE_NOT_ALLOWED: 'GH_UPGRADE_NOT_ALLOWED',
   /** The body is larger than the route's `requestBody.maxRequestBytes` (partial bodies not allowed): 413. */
   BODY_TOO_LARGE: 'GH_BODY_TOO_LARGE',
   /** External auth denied the request (on gRPC routes, where the denial becomes a gRPC status). */

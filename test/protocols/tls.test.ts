@@ -192,6 +192,19 @@ describe('sslConfig at load time', () => {
     ]);
   });
 
+  it('sslConfig.parameters: Gloo cipherSuites (with [A|B] groups) and ecdhCurves load; an unknown suite or curve, or min above max, is rejected with its field path (issue 29 finding 19)', () => {
+    const files = { tlsCert: f('api.pem'), tlsKey: f('api.key') };
+    const good = { cipherSuites: ['[ECDHE-ECDSA-AES128-GCM-SHA256|ECDHE-ECDSA-CHACHA20-POLY1305]', 'ECDHE-RSA-AES256-GCM-SHA384'], ecdhCurves: ['X25519', 'P-256'], minimumProtocolVersion: 'TLSv1_2', maximumProtocolVersion: 'TLSv1_3' };
+    expect(diagnostics([upstream, vs('x', ['x.test'], 'tls-echo', { sslFiles: files, parameters: good })])).toEqual([]);
+    expect(diagnostics([upstream, vs('x', ['x.test'], 'tls-echo', { sslFiles: files, parameters: { cipherSuites: ['ECDHE-RSA-AES128-GCM-SHA256', 'NOT-A-SUITE'], ecdhCurves: ['X25519', 'P-999'] } })])).toEqual([
+      'VirtualService default/x spec.sslConfig.parameters.cipherSuites: unknown cipher suite "NOT-A-SUITE" (OpenSSL names, e.g. ECDHE-RSA-AES128-GCM-SHA256) [GH_CONFIG_BAD_TLS]',
+      'VirtualService default/x spec.sslConfig.parameters.ecdhCurves[1]: unknown curve "P-999" (e.g. X25519, P-256, P-384) [GH_CONFIG_BAD_TLS]',
+    ]);
+    expect(diagnostics([upstream, vs('x', ['x.test'], 'tls-echo', { sslFiles: files, parameters: { minimumProtocolVersion: 'TLSv1_3', maximumProtocolVersion: 'TLSv1_2' } })])).toEqual([
+      'VirtualService default/x spec.sslConfig.parameters: minimumProtocolVersion TLSv1_3 is above maximumProtocolVersion TLSv1_2 [GH_CONFIG_BAD_TLS]',
+    ]);
+  });
+
   it('a kubernetes.io/tls Secret without a key is rejected; a missing Secret is a missing reference', () => {
     const broken = { apiVersion: 'v1', kind: 'Secret', type: 'kubernetes.io/tls', metadata: { name: 'half' }, stringData: { 'tls.crt': 'x' } };
     expect(diagnostics([broken])).toEqual(['Secret default/half data: a kubernetes.io/tls Secret needs tls.key [GH_CONFIG_BAD_TLS]']);

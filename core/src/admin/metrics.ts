@@ -65,6 +65,12 @@ export const metrics = {
     labelNames: ['kind'] as const,
     registers: [registry],
   }),
+  refusedConnections: new Counter({
+    name: 'gatehouse_downstream_connections_refused_total',
+    help: 'Downstream connections closed by the listener before serving them, by reason (per_client_limit, tls_client_certificate, tls_version, tls_cipher).',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+  }),
   rejectedResources: new Gauge({
     name: 'gatehouse_config_rejected_resources',
     help: 'Resources rejected by the latest configuration load, by kind.',

@@ -12,6 +12,7 @@ describe('gatewayFlagValues', () => {
       configDir: '/cfg',
       port: 8080,
       httpsPort: 8443,
+      httpsOnDemand: true,
       adminPort: 9901,
       host: '0.0.0.0',
       workers: 1,
@@ -22,7 +23,7 @@ describe('gatewayFlagValues', () => {
       shutdownGraceMs: 30_000,
       adminHost: '127.0.0.1',
       paths: { normalize: true, mergeSlashes: true, escapedSlashes: 'reject' },
-      limits: { requestHeadersTimeoutMs: 10_000, requestTimeoutMs: 300_000, idleTimeoutMs: 300_000, maxConnections: defaultMaxConnections() },
+      limits: { requestHeadersTimeoutMs: 10_000, requestTimeoutMs: 300_000, idleTimeoutMs: 300_000, maxConnections: defaultMaxConnections(), maxRequestHeaders: 100 },
       maxPendingRequests: 1024,
       watchdogMs: 10_000,
     });
@@ -37,6 +38,14 @@ describe('gatewayFlagValues', () => {
     expect(() => values(['--config-dir', '/c', '--escaped-slashes', 'maybe'])).toThrow(/--escaped-slashes must be reject, unescape or keep/);
     expect(() => values(['--config-dir', '/c', '--max-connections', 'lots'])).toThrow(/--max-connections must be a positive integer/);
     expect(() => values(['--config-dir', '/c', '--normalize-path', 'perhaps'])).toThrow(/--normalize-path must be true or false/);
+  });
+
+  test('--https-port given binds always; --max-connections-per-client and --max-request-headers (issue 29)', () => {
+    const given = values(['--config-dir', '/c', '--https-port', '0', '--max-connections-per-client', '7', '--max-request-headers', '50']);
+    expect(given).toMatchObject({ httpsPort: 0, limits: { maxConnectionsPerClient: 7, maxRequestHeaders: 50 } });
+    expect(given.httpsOnDemand).toBeUndefined();
+    expect(() => values(['--config-dir', '/c', '--max-request-headers', '0'])).toThrow(/--max-request-headers must be a positive integer/);
+    expect(() => values(['--config-dir', '/c', '--https-port', 'x'])).toThrow(/--https-port must be a port number/);
   });
 
   test('every value parsed, from flags or GATEHOUSE_* variables', () => {

@@ -4,6 +4,9 @@ import { durationMs } from '../config/schema/common.ts';
 import { parseWorkers, type GatewayProcessOptions } from '../server/gateway-process.ts';
 import type { PathNormalization } from '../proxy/normalize-path.ts';
 import { DEFAULT_LISTENER_LIMITS } from '../server/listen.ts';
+
+/** The HTTPS listener's port when `--https-port` is not given (bound only while a VirtualService has sslConfig). */
+export const DEFAULT_HTTPS_PORT = 8443;
 import { portValue, requiredValue, type FlagDef, type FlagValues } from './flags.ts';
 
 /** The Kubernetes config source (SPEC 2.1), for every command that reads configuration. */
@@ -28,7 +31,7 @@ export const GATEWAY_FLAGS: readonly FlagDef[] = [
   { name: 'config-dir', type: 'string', description: 'directory of manifests, read recursively and watched' },
   ...KUBE_FLAGS,
   { name: 'port', type: 'string', default: '8080', description: 'traffic port (0 picks a free port)' },
-  { name: 'https-port', type: 'string', default: '8443', description: 'HTTPS port for VirtualServices with sslConfig (0 picks a free port)' },
+  { name: 'https-port', type: 'string', description: 'HTTPS port for VirtualServices with sslConfig (0 picks a free port); given, the listener always binds; not given, it binds 8443 only while a VirtualService has sslConfig' },
   { name: 'admin-port', type: 'string', default: '9901', description: 'admin port: /healthz /readyz /metrics /config' },
   { name: 'host', type: 'string', default: '0.0.0.0', description: 'address to bind' },
   { name: 'admin-host', type: 'string', default: '127.0.0.1', description: 'address the admin API binds (0.0.0.0 exposes /config and /metrics to the network)' },
@@ -44,6 +47,8 @@ export const GATEWAY_FLAGS: readonly FlagDef[] = [
   { name: 'request-timeout', type: 'string', default: '5m', description: 'time for a whole request, body included; 0 turns it off (Envoy request_timeout)' },
   { name: 'idle-timeout', type: 'string', default: '5m', description: 'a request with no bytes either way for this long is cut (Envoy stream_idle_timeout)' },
   { name: 'max-connections', type: 'string', default: 'auto', description: 'downstream connections open at once; auto = half the open-file limit (Envoy max_active_downstream_connections)' },
+  { name: 'max-connections-per-client', type: 'string', default: 'auto', description: 'downstream connections open at once from one client address; auto = a quarter of --max-connections' },
+  { name: 'max-request-headers', type: 'string', default: '100', description: 'header fields per request; more get 431 (Envoy max_headers_count)' },
   { name: 'max-pending-requests', type: 'string', default: '1024', description: 'requests waiting for a connection per upstream host; more get 503 (Envoy max_pending_requests)' },
   { name: 'watchdog', type: 'string', default: '10s', description: 'kill (for restart) a traffic process whose event loop is stalled this long; 0 turns it off' },
   { name: 'shutdown-grace', type: 'string', default: '30s', description: 'how long SIGTERM waits for in-flight requests' },
@@ -70,7 +75,7 @@ export function gatewayFlagValues(values: FlagValues): GatewayFlagValues {
     configDir: kube ? '' : requiredValue(values, 'config-dir'),
     kube,
     port: portValue(values, 'port'),
-    httpsPort: portValue(values, 'https-port'),
+    ...(values['https-port'] === undefined ? { httpsPort: DEFAULT_HTTPS_PORT, httpsOnDemand: true } : { httpsPort: portValue(values, 'https-port') }),
     adminPort: portValue(values, 'admin-port'),
     host: values.host as string,
     adminHost: values['admin-host'] as string,
@@ -86,6 +91,8 @@ export function gatewayFlagValues(values: FlagValues): GatewayFlagValues {
       requestTimeoutMs: String(values['request-timeout']) === '0' ? 0 : duration(values, 'request-timeout'),
       idleTimeoutMs: duration(values, 'idle-timeout'),
       maxConnections: values['max-connections'] === 'auto' ? DEFAULT_LISTENER_LIMITS.maxConnections : positiveInteger(values, 'max-connections'),
+      ...(values['max-connections-per-client'] === 'auto' ? {} : { maxConnectionsPerClient: positiveInteger(values, 'max-connections-per-client') }),
+      maxRequestHeaders: positiveInteger(values, 'max-request-headers'),
     },
     maxPendingRequests: positiveInteger(values, 'max-pending-requests'),
     watchdogMs: String(values.watchdog) === '0' ? 0 : duration(values, 'watchdog'),

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { ServerResponse, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
+import { METHODS, ServerResponse, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { metrics } from '../admin/metrics.ts';
@@ -15,9 +15,11 @@ import { answerPreflight, isPreflight } from './cors.ts';
 import type { GraphQLEndpoints } from './destinations.ts';
 import { forward } from './forward.ts';
 import { parseHostHeader } from './host-table.ts';
+import { isHttp2Request, upgradeDecision } from '../server/http2.ts';
+import { servesOnConnection, tlsBindingOf } from '../server/tls-contexts.ts';
 import { grpcReplyHeaders } from './grpc.ts';
 import { isGrpcCall, sendConfiguredReply, sendLocalReply, sendTrailersOnly } from './local-reply.ts';
-import { DEFAULT_PATH_NORMALIZATION, normalizePath, type PathNormalization } from './normalize-path.ts';
+import { DEFAULT_PATH_NORMALIZATION, normalizePath, targetError, type PathNormalization } from './normalize-path.ts';
 import { sanitizeRequestHeaders } from './request-headers.ts';
 import { bufferRequestBody, drainAfterAnswer, hasRequestBody, refuseTooLarge } from './request-body.ts';
 import { compileRouteTable, matchRoute, redirectLocation, type CompiledRoute, type RouteAuth, type RouteTable } from './route-table.ts';
@@ -40,7 +42,12 @@ export interface GatewayOptions {
   paths?: PathNormalization;
   /** Idle and duration limits of upgraded (WebSocket) connections. */
   upgradeLimits?: Partial<UpgradeLimits>;
+  /** Header fields an HTTP/1.1 request may have; more: 431 (default 100, Envoy's `max_headers_count`). */
+  maxRequestHeaders?: number;
 }
+
+/** Methods the gateway serves: the ones Node's HTTP/1.1 parser accepts, all upper case (RFC 9110 9.1: methods are case-sensitive). */
+const KNOWN_METHODS: ReadonlySet<string> = new Set(METHODS);
 
 const EMPTY_SNAPSHOT: ConfigSnapshot = { generation: 0, resources: new Map(), statuses: [], diagnostics: [] };
 
@@ -57,6 +64,7 @@ export class Gateway {
   private readonly accessLogger: AccessLog | undefined;
   private readonly paths: PathNormalization;
   private readonly upgradeLimits: UpgradeLimits;
+  private readonly maxRequestHeaders: number;
 
   constructor(options: GatewayOptions) {
     this.options = options;
@@ -64,6 +72,7 @@ export class Gateway {
     this.accessLog = options.accessLog !== false;
     this.paths = options.paths ?? DEFAULT_PATH_NORMALIZATION;
     this.upgradeLimits = { ...DEFAULT_UPGRADE_LIMITS, ...options.upgradeLimits };
+    this.maxRequestHeaders = options.maxRequestHeaders ?? 100;
     this.accessLogger = this.accessLog ? (options.accessLogger ?? createAccessLog(options.logger.bindings().name ?? 'gateway')) : undefined;
     this.table = compileRouteTable(EMPTY_SNAPSHOT, options);
   }
@@ -97,15 +106,41 @@ export class Gateway {
    */
   readonly handleUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
     socket.on('error', () => socket.destroy());
-    const protocol = req.headers.upgrade;
-    (req as IncomingMessage & { [UPGRADE]?: PendingUpgrade })[UPGRADE] = { socket, head, protocol: typeof protocol === 'string' ? protocol : 'websocket' };
     const res = new ServerResponse(req);
     res.assignSocket(socket as Socket);
     // A local answer ends the connection: the client asked to leave HTTP on it.
     res.shouldKeepAlive = false;
     res.once('finish', () => socket.end());
+    // The listener only sends upgrades it tunnels or refuses here (../server/http2.ts): only the
+    // route-allowed protocol goes upstream, never `h2c` or the rest of a list (issue 29 finding 12).
+    const upgrade = upgradeDecision(req);
+    if (upgrade.kind !== 'tunnel') {
+      this.finish(req, res, performance.now(), undefined, undefined);
+      return sendLocalReply(res, 403, ErrorCodes.UPGRADE_NOT_ALLOWED, `upgrade to "${upgrade.kind === 'refused' ? upgrade.protocol : ''}" is not allowed (only websocket)`);
+    }
+    (req as IncomingMessage & { [UPGRADE]?: PendingUpgrade })[UPGRADE] = { socket, head, protocol: upgrade.protocol };
     this.handle(req, res);
   };
+
+  /**
+   * Why the request is refused before anything else reads it (SPEC 4.1: one owner answers every
+   * malformed request), or undefined. `close`: the connection cannot be trusted for another request.
+   */
+  private admission(req: IncomingMessage, url: string): { status: number; message: string; close?: true } | undefined {
+    if (!isHttp2Request(req)) {
+      // Node's HTTP/1.1 parser takes `HTTP/2.0` (and 0.9) request lines; code further on reads
+      // such a request as an HTTP/2 stream and threw (issue 29 finding 1).
+      if (req.httpVersionMajor !== 1) return { status: 505, message: `HTTP/${req.httpVersion} is not supported over HTTP/1.1 (use HTTP/1.0 or 1.1, or HTTP/2 with its preface)`, close: true };
+      if (req.rawHeaders.length > this.maxRequestHeaders * 2) return { status: 431, message: `more than ${this.maxRequestHeaders} request header fields`, close: true };
+    }
+    // Methods are case-sensitive tokens: `post` is not POST. Over HTTP/1.1 the parser refuses it;
+    // over HTTP/2 it would skip a `methods: [POST]` route (and its auth) while an upstream that
+    // upper-cases methods served it as POST (issue 29 finding 11). Envoy's HTTP/1.1 codec knows the same list.
+    if (!KNOWN_METHODS.has(req.method ?? '')) return { status: 400, message: `bad request: unknown method "${req.method ?? ''}" (methods are case-sensitive)` };
+    const target = targetError(url);
+    if (target) return { status: 400, message: `bad request: ${target}` };
+    return undefined;
+  }
 
   /** The `node:http` request listener. */
   readonly handle = (req: IncomingMessage, res: ServerResponse): void => {
@@ -117,6 +152,12 @@ export class Gateway {
       return sendLocalReply(res, 405, ErrorCodes.BAD_REQUEST, 'CONNECT is not supported');
     }
     let url = req.url ?? '/';
+    const refused = this.admission(req, url);
+    if (refused) {
+      this.finish(req, res, start, undefined, undefined);
+      if (refused.close) res.shouldKeepAlive = false;
+      return sendLocalReply(res, refused.status, ErrorCodes.BAD_REQUEST, refused.message);
+    }
     if (url.charCodeAt(0) !== SLASH) {
       // Absolute-form (RFC 9112 3.2.2): the target's authority replaces Host. Any other
       // form (`*`, a bare word) has no path to route on.
@@ -153,10 +194,17 @@ export class Gateway {
     }
     sanitizeRequestHeaders(headers);
 
-    const vhost = ((req.socket as { encrypted?: boolean }).encrypted ? this.table.tlsHosts : this.table.hosts).matchHost(host);
+    const tls = tlsBindingOf(req.socket);
+    const vhost = (tls || (req.socket as { encrypted?: boolean }).encrypted ? this.table.tlsHosts : this.table.hosts).matchHost(host);
     if (!vhost) {
       this.finish(req, res, start, undefined, undefined);
       return sendLocalReply(res, 404, ErrorCodes.NO_VIRTUAL_HOST, `no virtual host for "${headers.host ?? ''}"`);
+    }
+    if (tls && !servesOnConnection(tls, vhost.name)) {
+      // SPEC 3.2.1: the connection's SNI chose another VirtualService's certificate and policy
+      // (Envoy's per-SNI filter chains). 421 tells a coalescing client to open a new connection.
+      this.finish(req, res, start, vhost.name, undefined);
+      return sendLocalReply(res, 421, ErrorCodes.MISDIRECTED_REQUEST, `"${host}" is not served on a connection made for another TLS server name; connect with SNI "${host}"`);
     }
     const matched = matchRoute(vhost, { method: req.method!, path, query, headers });
     if (!matched) {
@@ -303,7 +351,7 @@ export class Gateway {
         path: req.url,
         status,
         durationMs: Math.round((performance.now() - start) * 1000) / 1000,
-        protocol: req.httpVersionMajor === 2 ? 'HTTP/2' : `HTTP/${req.httpVersion}`,
+        protocol: isHttp2Request(req) ? 'HTTP/2' : `HTTP/${req.httpVersion}`,
         virtualHost: vhost,
         route: route?.name,
         upstream: ctx?.upstream,
@@ -364,7 +412,7 @@ export function buildCheckRequest(req: IncomingMessage, ctx: RequestContext, aut
           headers,
           query: q === -1 ? '' : url.slice(q + 1),
           // Envoy's names: HTTP/1.0, HTTP/1.1, HTTP/2.
-          protocol: req.httpVersionMajor === 2 ? 'HTTP/2' : `HTTP/${req.httpVersion}`,
+          protocol: isHttp2Request(req) ? 'HTTP/2' : `HTTP/${req.httpVersion}`,
         },
       },
       context_extensions: { config_id: auth.configId, source_type: auth.sourceType, source_name: auth.sourceName },

@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest';
-import { normalizePath, removeDotSegments } from './normalize-path.ts';
+import { normalizePath, removeDotSegments, targetError } from './normalize-path.ts';
 
 const ok = (path: string, options?: Parameters<typeof normalizePath>[1]): string => {
   const result = normalizePath(path, options);
@@ -68,5 +68,16 @@ describe('normalizePath (issue 17 finding 19)', () => {
   test('removeDotSegments never climbs above the root', () => {
     expect(removeDotSegments('/..')).toBe('/');
     expect(removeDotSegments('/a/../../b')).toBe('/b');
+  });
+});
+
+describe('fragments (issue 29 finding 9)', () => {
+  test('a # anywhere in the target is refused, whatever the normalisation options; an encoded %23 is a path character', () => {
+    expect(targetError('/admin#x')).toMatch(/fragment/);
+    expect(targetError('/x?q=1#/admin')).toMatch(/fragment/);
+    expect(targetError('/admin%23x')).toBeUndefined();
+    expect(normalizePath('/admin#')).toEqual({ error: 'a fragment (#) in the request target' });
+    expect(normalizePath('/admin#x', { normalize: false, mergeSlashes: false, escapedSlashes: 'keep' })).toHaveProperty('error');
+    expect(normalizePath('/admin%23x')).toEqual({ path: '/admin%23x' });
   });
 });

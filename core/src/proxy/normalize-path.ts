@@ -19,11 +19,22 @@ export interface PathNormalization {
 
 export const DEFAULT_PATH_NORMALIZATION: PathNormalization = Object.freeze({ normalize: true, mergeSlashes: true, escapedSlashes: 'reject' });
 
+/**
+ * Why a request target is refused before it is split or normalised, or undefined. A fragment
+ * (`#`, anywhere, query included) is decided here, once, for HTTP/1.1 and HTTP/2 alike: clients
+ * never send one (RFC 9110 7.1), and routing on `/admin#x` missed `exact` and `regex` routes
+ * while upstreams cut the fragment off and served `/admin` (issue 29 finding 9). Envoy answers
+ * 400 too; stripping it instead would make two spellings of one path.
+ */
+export function targetError(target: string): string | undefined {
+  return target.includes('#') ? 'a fragment (#) in the request target' : undefined;
+}
+
 /** The normalised path, or an error naming why the path is refused (answered 400). */
 export type NormalizedPath = { path: string } | { error: string };
 
 /** Anything that may need work: an escape, a dot, a backslash or a doubled slash. Plain paths skip all of it. */
-const NEEDS_WORK = /[%.\\]|\/\//;
+const NEEDS_WORK = /[%.\\#]|\/\//;
 const HEX = /^[0-9a-fA-F]{2}$/;
 
 /**
@@ -32,6 +43,8 @@ const HEX = /^[0-9a-fA-F]{2}$/;
  */
 export function normalizePath(path: string, options: PathNormalization = DEFAULT_PATH_NORMALIZATION): NormalizedPath {
   if (!NEEDS_WORK.test(path)) return { path };
+  const fragment = targetError(path);
+  if (fragment) return { error: fragment };
   let out = path;
   if (options.normalize || options.escapedSlashes !== 'keep') {
     const decoded = decodeEscapes(out, options);

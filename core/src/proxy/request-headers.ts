@@ -36,4 +36,6 @@ export function sanitizeRequestHeaders(headers: IncomingHttpHeaders): void {
   for (const name of GATEWAY_IDENTITY_HEADERS) {
     if (headers[name] !== undefined) delete headers[name];
   }
+  // Only means something to an `Upgrade: h2c`, which the gateway never forwards (RFC 7540 3.2.1: connection-specific).
+  if (headers['http2-settings'] !== undefined) delete headers['http2-settings'];
 }

@@ -1,4 +1,5 @@
 import cluster, { type Worker } from 'node:cluster';
+import { existsSync, readFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { availableParallelism } from 'node:os';
 import { getRequestListener } from '@hono/node-server';
@@ -71,6 +72,8 @@ export interface GatewayProcessOptions {
   port: number;
   /** The HTTPS listener's port (SPEC 3.2.1; 0 picks one); VirtualServices with sslConfig are served there. */
   httpsPort?: number;
+  /** Bind the HTTPS listener only while a VirtualService has sslConfig (`--https-port` not given); otherwise it always binds. */
+  httpsOnDemand?: boolean | undefined;
   adminPort: number;
   host: string;
   /** Where the admin API listens (default 127.0.0.1: /config shows routes and upstream addresses). */
@@ -132,7 +135,7 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
   let gateway: Gateway | undefined;
   let routesView: Gateway | undefined;
   let server: Server | undefined;
-  let tlsServer: Server | undefined;
+  let https: HttpsListener | undefined;
   let port: number;
   let httpsPort: number | undefined;
   const workers: Worker[] = [];
@@ -143,12 +146,16 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
     gateway = createGateway(options, authorizer);
     loader.onSnapshot((snapshot) => gateway!.update(snapshot));
     const contexts = tlsContextsFor(options.logger);
-    loader.onSnapshot((snapshot) => contexts.update(snapshot));
+    https = new HttpsListener(options, gateway, contexts);
+    loader.onSnapshot(async (snapshot) => {
+      contexts.update(snapshot);
+      await https!.sync().catch((error: unknown) => logger.error({ err: error, code: 'GH_HTTPS_LISTEN' }, 'the HTTPS listener could not bind'));
+    });
     const first = await loader.start();
     contexts.update(first);
     gateway.update(first);
     ({ server, port } = await listen(gateway.handle, options.port, options.host, options.limits, gateway.handleUpgrade));
-    if (options.httpsPort !== undefined) ({ server: tlsServer, port: httpsPort } = await listenTls(gateway.handle, options.httpsPort, options.host, contexts, options.limits, gateway.handleUpgrade));
+    httpsPort = await https.sync();
     startWatchdog({ stallMs: options.watchdogMs ?? DEFAULT_WATCHDOG_MS });
   } else {
     // The primary serves no traffic; this route table only answers `admin:/config`
@@ -173,7 +180,8 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
     snapshot: () => loader.current,
     notReady: () => {
       if (options.workers === 1) return undefined;
-      const alive = workers.filter((w) => !w.isDead() && w.isConnected()).length;
+      // Serving, not merely forked: a replacement counts once it listens (issue 29 finding 7).
+      const alive = workers.filter((w) => LISTENING.has(w) && !w.isDead() && w.isConnected() && processRuns(w.process.pid)).length;
       return alive < options.workers ? `${alive} of ${options.workers} workers running (restarting the others)` : undefined;
     },
     routes: () => (gateway ?? routesView)?.describeRoutes() ?? [],
@@ -195,7 +203,7 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
     stopping = true;
     logger.info({ signal }, 'shutting down: draining in-flight requests');
     // Stop accepting at once (here and in the workers); drain while the loader stops.
-    const drained = Promise.all([server ? closeGracefully(server, options.shutdownGraceMs) : undefined, tlsServer ? closeGracefully(tlsServer, options.shutdownGraceMs) : undefined, ...workers.map((w) => stopWorker(w))]);
+    const drained = Promise.all([server ? closeGracefully(server, options.shutdownGraceMs) : undefined, https?.close(), ...workers.map((w) => stopWorker(w))]);
     await kube?.close();
     await loader.close();
     await drained;
@@ -222,6 +230,7 @@ function createGateway(options: GatewayProcessOptions, authorizer: Authorizer | 
     accessLog: options.accessLog,
     kubeClusterDomain: options.kubeClusterDomain,
     ...(options.paths ? { paths: options.paths } : {}),
+    ...(options.limits?.maxRequestHeaders !== undefined ? { maxRequestHeaders: options.limits.maxRequestHeaders } : {}),
     // An upgraded (WebSocket) connection idles out like any stream (--idle-timeout).
     ...(options.limits?.idleTimeoutMs !== undefined ? { upgradeLimits: { idleTimeoutMs: options.limits.idleTimeoutMs } } : {}),
     ...(parts.graphql ? { graphql: parts.graphql({ upstreams, logger }) } : {}),
@@ -237,13 +246,50 @@ function fromMessage(message: SnapshotMessage): ConfigSnapshot {
   return { generation: message.generation, resources: new Map(message.resources.map((r) => [r.key, r])), statuses: [], diagnostics: [], ...(message.endpoints ? { endpoints: new Map(message.endpoints) } : {}) };
 }
 
+const HAS_PROC = existsSync('/proc/self/stat');
+
+/**
+ * Whether process `pid` still runs, asked of the kernel now: a killed worker is a zombie at once,
+ * while the cluster's `exit` event arrives a moment later, when /readyz said ready meanwhile
+ * (issue 29 finding 7). Where there is no /proc, the cluster's view alone decides.
+ */
+function processRuns(pid: number | undefined): boolean {
+  if (!HAS_PROC || pid === undefined) return true;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    // `pid (comm) state …`: comm may hold spaces and parentheses, the state follows the last ')'.
+    const state = stat.charAt(stat.lastIndexOf(')') + 2);
+    return state !== 'Z' && state !== 'X';
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The ports the first workers bound (what `--port 0` picked). Workers share the cluster's
+ * listening handle by the arguments they listen with: while one that listened on `0` lives, a
+ * replacement listens on `0` too and joins it; once every worker is gone the cluster closes it,
+ * and `0` would pick another port than the one reported. From then on (`pinned`) every new
+ * worker is told to bind the reported ports.
+ */
+const BOUND: { port?: number | undefined; httpsPort?: number | undefined; pinned?: boolean } = {};
+
+/** Workers that said they listen; readiness counts only them. */
+const LISTENING = new WeakSet<Worker>();
+
 function forkWorker(latest: () => ConfigSnapshot, workers: Worker[]): Promise<{ port: number; httpsPort?: number }> {
   return new Promise((resolve, reject) => {
     const worker = cluster.fork();
     workers.push(worker);
     worker.on('message', (message: { type?: string; port?: number; httpsPort?: number; error?: string }) => {
       // Sent once the worker listens for messages: anything sent earlier may have been lost.
+      if (message.type === 'gatehouse:ready' && BOUND.pinned && BOUND.port !== undefined) worker.send({ type: 'gatehouse:ports', port: BOUND.port, httpsPort: BOUND.httpsPort });
       if (message.type === 'gatehouse:ready') worker.send(toMessage(latest()));
+      if (message.type === 'gatehouse:listening') {
+        LISTENING.add(worker);
+        BOUND.port ??= message.port;
+        if (message.httpsPort !== undefined) BOUND.httpsPort ??= message.httpsPort;
+      }
       if (message.type === 'gatehouse:listening') resolve({ port: message.port!, ...(message.httpsPort !== undefined ? { httpsPort: message.httpsPort } : {}) });
       if (message.type === 'gatehouse:failed') reject(new Error(`worker failed to start: ${message.error}`));
     });
@@ -270,6 +316,7 @@ function superviseWorkers(workers: Worker[], latest: () => ConfigSnapshot, logge
       setTimeout(() => {
         if (stopping()) return;
         metrics.workerRestarts.inc();
+        if (!workers.some((w) => !w.isDead())) BOUND.pinned = true;
         // forkWorker adds the worker synchronously; one that dies before listening comes back here.
         forkWorker(latest, workers).catch((error: unknown) => logger.error({ err: error, code: 'GH_WORKER_EXITED' }, 'a replacement worker failed to start'));
         watch(workers[workers.length - 1]!);
@@ -319,7 +366,9 @@ async function runWorker(options: GatewayProcessOptions): Promise<void> {
   const contexts = tlsContextsFor(options.logger);
   startWatchdog({ stallMs: options.watchdogMs ?? DEFAULT_WATCHDOG_MS });
   let server: Server | undefined;
-  let tlsServer: Server | undefined;
+  const https = new HttpsListener(options, gateway, contexts);
+  /** The ports earlier workers bound, when the primary knows them (`--port 0`). */
+  const ports: { port?: number; httpsPort?: number } = {};
   const apply = async (snapshot: ConfigSnapshot) => {
     // A broadcast may overtake the reply to `ready`: never go back to an older config.
     if (feed.current && snapshot.generation <= feed.current.generation) return;
@@ -329,28 +378,33 @@ async function runWorker(options: GatewayProcessOptions): Promise<void> {
     gateway.update(snapshot);
     if (!server) {
       try {
-        const listening = await listen(gateway.handle, options.port, options.host, options.limits, gateway.handleUpgrade);
+        const listening = await listen(gateway.handle, ports.port ?? options.port, options.host, options.limits, gateway.handleUpgrade);
         server = listening.server;
-        const tls = options.httpsPort !== undefined ? await listenTls(gateway.handle, options.httpsPort, options.host, contexts, options.limits, gateway.handleUpgrade) : undefined;
-        tlsServer = tls?.server;
-        process.send!({ type: 'gatehouse:listening', port: listening.port, ...(tls ? { httpsPort: tls.port } : {}) });
+        const tlsPort = await https.sync();
+        process.send!({ type: 'gatehouse:listening', port: listening.port, ...(tlsPort !== undefined ? { httpsPort: tlsPort } : {}) });
       } catch (error) {
         process.send!({ type: 'gatehouse:failed', error: (error as Error).message });
         process.exit(1);
       }
+    } else {
+      await https.sync().catch((error: unknown) => options.logger.error({ err: error, code: 'GH_HTTPS_LISTEN' }, 'the HTTPS listener could not bind'));
     }
   };
   // Snapshots are applied one at a time, in order: listeners are async and must not interleave.
   let applying = Promise.resolve();
   process.on('message', async (message: { type?: string }) => {
-    if (message.type === 'gatehouse:snapshot') {
+    if (message.type === 'gatehouse:ports') {
+      const given = message as { port?: number; httpsPort?: number };
+      if (options.port === 0 && given.port !== undefined) ports.port = given.port;
+      if (options.httpsPort === 0 && given.httpsPort !== undefined) https.usePort(given.httpsPort);
+    } else if (message.type === 'gatehouse:snapshot') {
       const snapshot = fromMessage(message as SnapshotMessage);
       // A snapshot that fails to apply is logged; it must not poison the chain for later ones.
       applying = applying.then(() => apply(snapshot)).catch((error: unknown) => options.logger.error({ err: error, generation: snapshot.generation }, 'applying configuration failed'));
     } else if (message.type === 'gatehouse:metrics') {
       process.send!({ type: 'gatehouse:metrics', id: (message as { id?: number }).id, metrics: await registry.getMetricsAsJSON() });
     } else if (message.type === 'gatehouse:stop') {
-      await Promise.all([server ? closeGracefully(server, options.shutdownGraceMs) : undefined, tlsServer ? closeGracefully(tlsServer, options.shutdownGraceMs) : undefined]);
+      await Promise.all([server ? closeGracefully(server, options.shutdownGraceMs) : undefined, https.close()]);
       await gateway.close();
       flushLogs();
       process.exit(0);
@@ -360,6 +414,63 @@ async function runWorker(options: GatewayProcessOptions): Promise<void> {
   // Signals go to the primary, which drains the workers; a worker ignores them to finish its requests.
   process.on('SIGTERM', () => {});
   process.on('SIGINT', () => {});
+}
+
+/**
+ * The HTTPS listener (SPEC 3.2.1): with `--https-port` it always listens; without, it binds the
+ * default port only while a VirtualService has sslConfig, so a gateway without TLS holds no
+ * second port (issue 29 finding 17), and is closed gracefully when the last one goes.
+ */
+class HttpsListener {
+  private server: Server | undefined;
+  private port: number | undefined;
+  /** The port to bind, when another worker already picked the one `--https-port 0` asked for. */
+  private wantedPort: number | undefined;
+  private queue: Promise<unknown> = Promise.resolve();
+  private closed = false;
+  private readonly options: GatewayProcessOptions;
+  private readonly gateway: Gateway;
+  private readonly contexts: TlsContexts;
+
+  constructor(options: GatewayProcessOptions, gateway: Gateway, contexts: TlsContexts) {
+    this.options = options;
+    this.gateway = gateway;
+    this.contexts = contexts;
+  }
+
+  /** Binds or closes as the configuration needs; resolves with the bound port (undefined: not listening). */
+  sync(): Promise<number | undefined> {
+    const next = this.queue.then(async () => {
+      const { options } = this;
+      const wanted = !this.closed && options.httpsPort !== undefined && (!options.httpsOnDemand || this.contexts.size > 0);
+      if (wanted && !this.server) {
+        const { server, port } = await listenTls(this.gateway.handle, this.wantedPort ?? options.httpsPort!, options.host, this.contexts, options.limits, this.gateway.handleUpgrade);
+        this.server = server;
+        this.port = port;
+        if (options.httpsOnDemand) options.logger.info({ httpsPort: port }, 'HTTPS listener bound: a VirtualService has sslConfig');
+      } else if (!wanted && this.server) {
+        const server = this.server;
+        this.server = this.port = undefined;
+        options.logger.info('HTTPS listener closed: no VirtualService has sslConfig');
+        await closeGracefully(server, options.shutdownGraceMs);
+      }
+      return this.port;
+    });
+    // One change at a time; a failed bind does not stop later ones.
+    this.queue = next.catch(() => {});
+    return next;
+  }
+
+  /** Binds `port` from now on (the one an earlier worker got for `--https-port 0`). */
+  usePort(port: number): void {
+    this.wantedPort = port;
+  }
+
+  /** Stops listening for good (graceful, as the plain listener). */
+  close(): Promise<unknown> {
+    this.closed = true;
+    return this.sync();
+  }
 }
 
 /** The HTTPS listener's certificates; a certificate that stops loading is logged, and the one served before keeps serving. */

@@ -47,30 +47,85 @@ export function createH2cServer(handler: RequestListener, limits: { http2: Http2
   return createServer(http2Settings(limits.http2), handler as never);
 }
 
-/** `Upgrade: h2c` (RFC 7540 3.2, removed by RFC 9113): answered over HTTP/1.1, as Envoy does by default. */
-export function isH2cUpgrade(req: IncomingMessage): boolean {
+/** Protocols the gateway tunnels after an HTTP/1.1 `Upgrade` (Gloo's default `upgrades`: WebSocket only). */
+export const TUNNELLED_UPGRADES: ReadonlySet<string> = new Set(['websocket']);
+
+/**
+ * What to do with a request's `Upgrade` header (issue 29 findings 12, 18):
+ * - `none`: no Upgrade, or only `h2c` (RFC 7540 3.2, removed by RFC 9113): the request is
+ *   answered over HTTP/1.1 as Envoy's codec does, on either listener; `h2c` is never forwarded;
+ * - `websocket` (or another of {@link TUNNELLED_UPGRADES}): routed, authorized, then tunnelled,
+ *   with `h2c` dropped from the list the upstream sees;
+ * - `refused`: any other protocol, or more than one besides `h2c`: answered 403 before routing
+ *   (Envoy's answer to an upgrade its route does not allow), so nothing reaches an upstream
+ *   that could pick another protocol from the list.
+ */
+export function upgradeDecision(req: IncomingMessage): { kind: 'none' } | { kind: 'tunnel'; protocol: string } | { kind: 'refused'; protocol: string } {
   const upgrade = req.headers.upgrade;
-  return typeof upgrade === 'string' && upgrade.toLowerCase() === 'h2c';
+  if (upgrade === undefined) return { kind: 'none' };
+  const protocols: string[] = [];
+  for (const token of (Array.isArray(upgrade) ? upgrade.join(',') : upgrade).split(',')) {
+    const protocol = token.trim().toLowerCase();
+    if (protocol !== '' && protocol !== 'h2c') protocols.push(protocol);
+  }
+  if (protocols.length === 0) return { kind: 'none' };
+  if (protocols.length === 1 && TUNNELLED_UPGRADES.has(protocols[0]!)) return { kind: 'tunnel', protocol: protocols[0]! };
+  return { kind: 'refused', protocol: protocols.join(', ') };
 }
+
+/** Whether `req` came over HTTP/2 (an HTTP/1.1 request line may say `HTTP/2.0`: that is not HTTP/2). */
+export function isHttp2Request(req: IncomingMessage): boolean {
+  return (req as unknown) instanceof Http2ServerRequest;
+}
+
 
 /**
  * Follows a server's HTTP/2 sessions for graceful close, and gives each one the listener's
- * idle timeout: nothing sent either way for `idleTimeoutMs` closes the session. Rapid reset
- * (CVE-2023-44487) is refused by nghttp2 itself (1.57+, bundled with Node): a client resetting
- * streams faster than its rate limit (a burst of 1,000, then 33 a second) gets GOAWAY and loses
- * the connection; `maxConcurrentStreams` bounds the work one connection can start at once.
+ * timeouts: a session must open its first stream within `requestHeadersTimeoutMs` (a preface
+ * and nothing else is a connection that sent no request, as over HTTP/1.1: issue 29 finding 5),
+ * then nothing sent either way for `idleTimeoutMs` closes it. Rapid reset (CVE-2023-44487) is
+ * refused by nghttp2 itself (1.57+, bundled with Node): a client resetting streams faster than
+ * its rate limit (a burst of 1,000, then 33 a second) gets GOAWAY and loses the connection;
+ * `maxConcurrentStreams` bounds the work one connection can start at once.
  */
-export function trackSessions(server: Http2Server, limits: { idleTimeoutMs: number; http2: Http2Limits }): Set<Http2Session> {
+export function trackSessions(server: Http2Server, limits: { requestHeadersTimeoutMs: number; idleTimeoutMs: number; http2: Http2Limits }): Set<Http2Session> {
   const sessions = new Set<Http2Session>();
   server.on('session', (session: Http2Session) => {
     sessions.add(session);
+    ignoreUnsolicitedPingAck(session);
+    const firstStream = setTimeout(() => session.destroy(), limits.requestHeadersTimeoutMs);
+    session.once('stream', () => clearTimeout(firstStream));
     session.setTimeout(limits.idleTimeoutMs, () => session.close());
     session.on('error', () => session.destroy());
-    session.once('close', () => sessions.delete(session));
+    session.once('close', () => {
+      clearTimeout(firstStream);
+      sessions.delete(session);
+    });
   });
   // Errors of one session are that session's; never the process's.
   server.on('sessionError', () => {});
   return sessions;
+}
+
+/** nghttp2's NGHTTP2_ERR_PROTO, which Node's HTTP/2 core reports for an unsolicited PING ACK. */
+const NGHTTP2_ERR_PROTO = -505;
+
+/**
+ * Node's HTTP/2 core (node_http2.cc, HandlePingFrame) destroys a session that receives a PING
+ * ACK answering no PING of ours: "no legitimate reason… not going to tolerate such nonsense".
+ * RFC 9113 6.7 makes it no error, and nghttp2 and Envoy ignore it (issue 29 finding 7). That
+ * error reaches JavaScript as the session's `destroy(NghttpError(NGHTTP2_ERR_PROTO))` and is the
+ * only source of that code there: nghttp2 keeps unsolicited SETTINGS ACKs away, and what it
+ * returns from reading is fatal (-900 and below). So exactly that destroy is ignored; the frame
+ * has been consumed and the session goes on. Every other destroy goes through.
+ */
+function ignoreUnsolicitedPingAck(session: Http2Session): void {
+  const destroy = session.destroy;
+  session.destroy = function (this: Http2Session, error?: Error, code?: number) {
+    const e = error as (Error & { code?: string; errno?: number }) | undefined;
+    if (e?.code === 'ERR_HTTP2_ERROR' && e.errno === NGHTTP2_ERR_PROTO && code === undefined && !this.destroyed) return this;
+    return destroy.call(this, error, code);
+  } as typeof session.destroy;
 }
 
 const PLAIN = Symbol('gatehouse.plainHeaders');
@@ -78,6 +133,10 @@ const PLAIN = Symbol('gatehouse.plainHeaders');
 /**
  * An HTTP/2 request as the gateway reads requests: `headers` without pseudo-headers and with
  * `host` from `:authority` (as HTTP/1.1 has it), so routing, auth and forwarding are one path.
+ * `:authority` wins over a `host` header, which is discarded (RFC 9113 8.3.1: "MUST NOT use the
+ * Host header field to determine the target URI if :authority is present"; Envoy does the same
+ * since 1.28, `http2_discard_host_header`). Refusing a disagreeing pair (a SHOULD) would break
+ * real clients: h2load and nghttp send `-H host: …` next to the URL's `:authority`.
  * Node's `method`, `url` and `authority` still read the original header block.
  */
 export class GatewayHttp2Request extends Http2ServerRequest {
@@ -90,7 +149,7 @@ export class GatewayHttp2Request extends Http2ServerRequest {
       if (name.charCodeAt(0) !== 0x3a) plain[name] = headers[name];
     }
     const authority = headers[':authority'];
-    if (plain.host === undefined && typeof authority === 'string') plain.host = authority;
+    if (typeof authority === 'string') plain.host = authority;
     this[PLAIN] = plain;
   }
 }

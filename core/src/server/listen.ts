@@ -1,11 +1,12 @@
 import { createServer, type IncomingMessage, type RequestListener, type Server } from 'node:http';
 import { createSecureServer, type Http2Server, type Http2Session } from 'node:http2';
-import type { TLSSocket } from 'node:tls';
-import { PROTOCOL_ORDER, type TlsContexts } from './tls-contexts.ts';
+import type { SecureContext, TLSSocket } from 'node:tls';
+import { bindTlsConnection, DEFAULT_TLS_POLICY, PROTOCOL_ORDER, type TlsContexts, type TlsHost } from './tls-contexts.ts';
 import { readFileSync } from 'node:fs';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { createH2cServer, DEFAULT_HTTP2_LIMITS, http2Settings, isH2cUpgrade, trackSessions, type Http2Limits, H2C_PREFACE } from './http2.ts';
+import { metrics } from '../admin/metrics.ts';
+import { createH2cServer, DEFAULT_HTTP2_LIMITS, http2Settings, isHttp2Request, upgradeDecision, trackSessions, type Http2Limits, H2C_PREFACE } from './http2.ts';
 
 const CONNECT_BODY = 'CONNECT is not supported\n';
 const CONNECT_REFUSED = `HTTP/1.1 405 Method Not Allowed\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: ${CONNECT_BODY.length}\r\nx-gatehouse-error: GH_BAD_REQUEST\r\nconnection: close\r\n\r\n${CONNECT_BODY}`;
@@ -23,6 +24,13 @@ export interface ListenerLimits {
   idleTimeoutMs: number;
   /** Connections open at once; more are closed on accept (`max_active_downstream_connections`). */
   maxConnections: number;
+  /**
+   * Connections open at once from one client address; more are closed on accept, so one client
+   * cannot hold the whole {@link maxConnections} budget. Undefined: a quarter of `maxConnections`.
+   */
+  maxConnectionsPerClient?: number | undefined;
+  /** Header fields of an HTTP/1.1 request; more are answered 431 (Envoy's `max_headers_count`). HTTP/2: {@link Http2Limits.maxHeaderListPairs}. */
+  maxRequestHeaders: number;
   /** HTTP/2 limits (streams, header list size, rapid-reset protection): ./http2.ts. */
   http2: Http2Limits;
 }
@@ -32,8 +40,14 @@ export const DEFAULT_LISTENER_LIMITS: ListenerLimits = Object.freeze({
   requestTimeoutMs: 300_000,
   idleTimeoutMs: 300_000,
   maxConnections: defaultMaxConnections(),
+  maxRequestHeaders: 100,
   http2: DEFAULT_HTTP2_LIMITS,
 });
+
+/** The per-client connection cap of `l`: the configured one, or a quarter of the listener's cap. */
+export function maxConnectionsPerClient(l: Pick<ListenerLimits, 'maxConnections' | 'maxConnectionsPerClient'>): number {
+  return l.maxConnectionsPerClient ?? Math.max(1, Math.floor(l.maxConnections / 4));
+}
 
 /**
  * Half the process's open-file limit (the other half is left for upstream pools, config files
@@ -53,16 +67,35 @@ export function defaultMaxConnections(limitsFile = '/proc/self/limits'): number 
   return 10_000;
 }
 
+/** `limits` over the defaults; a header count limit applies to HTTP/2 too (plus its 4 pseudo-headers). */
+function limitsOf(limits: Partial<ListenerLimits>): ListenerLimits {
+  const l = { ...DEFAULT_LISTENER_LIMITS, ...limits };
+  if (limits.maxRequestHeaders !== undefined && limits.http2?.maxHeaderListPairs === undefined) l.http2 = { ...l.http2, maxHeaderListPairs: limits.maxRequestHeaders + 4 };
+  return l;
+}
+
 /** Marks a socket that has carried a request, so its idle timer is set once. */
 const SERVING = Symbol('gatehouse.serving');
 
-/** Node's HTTP server options for `limits`. */
+/**
+ * Node's HTTP/1.1 server settings for `limits`. Set as properties after construction: the
+ * HTTP/2 secure server (which serves HTTP/1.1 too) ignores most of them as constructor options,
+ * which left `Upgrade: h2c` over TLS tunnelled (issue 29 finding 18) and its timeout checks at 30 s.
+ */
+function applyHttp1Settings(server: Server, l: ListenerLimits, onUpgrade: UpgradeListener | undefined): void {
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = l.requestHeadersTimeoutMs;
+  server.requestTimeout = l.requestTimeoutMs;
+  // One more than the limit, so a request over it is seen (and answered 431 by the gateway) without parsing thousands.
+  server.maxHeadersCount = l.maxRequestHeaders + 1;
+  // Only upgrades the gateway may tunnel (or must refuse) take the upgrade path; `h2c` is served over HTTP/1.1.
+  (server as Server & { shouldUpgradeCallback: (req: IncomingMessage) => boolean }).shouldUpgradeCallback = (req) => onUpgrade !== undefined && upgradeDecision(req).kind !== 'none';
+}
+
+/** Node's HTTP server options for `limits` (what only the constructor reads). */
 function serverOptions(l: ListenerLimits) {
   return {
-    keepAliveTimeout: 65_000,
-    headersTimeout: l.requestHeadersTimeoutMs,
-    requestTimeout: l.requestTimeoutMs,
-    // How often Node checks the two timeouts above (its default, 30 s, let them overrun by as much).
+    // How often Node checks the headers and request timeouts (its default, 30 s, let them overrun by as much).
     connectionsCheckingInterval: Math.max(250, Math.min(5_000, Math.floor(l.requestHeadersTimeoutMs / 4))),
   };
 }
@@ -75,8 +108,9 @@ function serverOptions(l: ListenerLimits) {
  * (the one bound to the port) and the port (0 picks one).
  */
 export async function listen(handler: RequestListener, port: number, host: string, limits: Partial<ListenerLimits> = {}, onUpgrade?: UpgradeListener): Promise<{ server: Server; port: number }> {
-  const l = { ...DEFAULT_LISTENER_LIMITS, ...limits };
-  const server = createServer({ ...serverOptions(l), shouldUpgradeCallback: (req) => onUpgrade !== undefined && !isH2cUpgrade(req) }, handler);
+  const l = limitsOf(limits);
+  const server = createServer(serverOptions(l), handler);
+  applyHttp1Settings(server, l, onUpgrade);
   if (onUpgrade) server.on('upgrade', onUpgrade);
   const h2c = createH2cServer(handler, l);
   SESSIONS.set(server, trackSessions(h2c, l));
@@ -85,14 +119,25 @@ export async function listen(handler: RequestListener, port: number, host: strin
   const [http1] = server.listeners('connection') as ((socket: Socket) => void)[];
   server.removeListener('connection', http1!);
   server.on('connection', (socket: Socket) =>
-    sniff(socket, (isH2) => {
+    // Already refused (the per-client cap in serve()): nothing to read.
+    socket.destroyed ? undefined : sniff(socket, (isH2) => {
       if (!isH2) return http1!.call(server, socket);
-      // The first-bytes timer (the headers timeout) gives way to the session's idle timeout.
+      // The session's own timers take over (./http2.ts: first stream, then idle).
       socket.setTimeout(0);
+      closeOnEnd(socket);
       h2c.emit('connection', socket);
     }),
   );
   return serve(server, l, port, host);
+}
+
+/**
+ * An HTTP/2 connection the client closed its side of is closed (Envoy does the same): Node's
+ * session did not notice the FIN, and such sockets stayed in CLOSE-WAIT, counting against the
+ * connection caps (issue 29 finding 5).
+ */
+function closeOnEnd(socket: Socket): void {
+  socket.once('end', () => socket.destroy());
 }
 
 /** HTTP/2 sessions of each listener, closed with it. */
@@ -132,35 +177,54 @@ export type UpgradeListener = (req: IncomingMessage, socket: Duplex, head: Buffe
 
 /**
  * Starts the HTTPS listener (SPEC 3.2.1): the certificate is chosen per handshake by SNI from
- * `contexts` (rebuilt from each snapshot, so certificates change without a restart). Clients
- * are asked for a certificate; a VirtualService with a root CA then refuses connections whose
- * certificate is missing or does not verify (closed right after the handshake), the others
- * ignore it. Same limits as the HTTP listener; the handshake counts against the headers timeout.
+ * `contexts` (rebuilt from each snapshot, so certificates change without a restart), and the
+ * connection is bound to that VirtualService (a request for another certificate's host: 421).
+ * Only names whose VirtualService verifies client certificates ask for one; a connection outside
+ * its VirtualService's policy (certificate, versions, suites) is closed right after the
+ * handshake. The listener's own offer is Mozilla "intermediate". Same limits as the HTTP
+ * listener; the handshake counts against the headers timeout.
  */
 export async function listenTls(handler: RequestListener, port: number, host: string, contexts: TlsContexts, limits: Partial<ListenerLimits> = {}, onUpgrade?: UpgradeListener): Promise<{ server: Server; port: number }> {
-  const l = { ...DEFAULT_LISTENER_LIMITS, ...limits };
+  const l = limitsOf(limits);
   // Node's HTTP/2 secure server answers ALPN `h2` itself and hands `http/1.1` (or no ALPN)
   // connections to its HTTP/1.1 machinery, with the same options, events and timeouts.
   const server = createSecureServer(
     {
       ...serverOptions(l),
       ...http2Settings(l.http2),
+      ...DEFAULT_TLS_POLICY,
       allowHTTP1: true,
-      SNICallback: contexts.sniCallback,
-      requestCert: true,
+      SNICallback(this: unknown, servername: string, callback: (error: Error | null, context?: SecureContext) => void) {
+        contexts.sniCallback(servername, callback, this as TLSSocket);
+      },
+      // Asked per SNI name, in the SNI callback: only names whose VirtualService verifies client certificates ask.
+      requestCert: false,
       rejectUnauthorized: false,
-      minVersion: 'TLSv1.2',
     },
     handler as never,
   );
+  applyHttp1Settings(server as unknown as Server, l, onUpgrade);
   if (onUpgrade) server.on('upgrade', onUpgrade);
   // No default certificate: a client that sends no SNI fails the handshake, as one naming nobody's domain.
-  contexts.onFallback((host) => server.setSecureContext(host?.options ?? {}));
+  contexts.onFallback((host) => {
+    server.setSecureContext({ ...DEFAULT_TLS_POLICY, ...host?.options });
+    // Clients that send no SNI get the default host: asked for a certificate when it verifies one.
+    (server as unknown as { requestCert: boolean }).requestCert = host?.requireClientCert ?? false;
+  });
   server.on('secureConnection', (socket: TLSSocket) => {
-    if (socket.alpnProtocol === 'h2') socket.setTimeout(0);
-    const vhost = contexts.hostFor((socket as TLSSocket & { servername?: string | false }).servername || undefined);
+    if (socket.alpnProtocol === 'h2') {
+      socket.setTimeout(0);
+      closeOnEnd(socket);
+    }
+    // The connection is bound to the VirtualService its SNI chose (SPEC 3.2.1): the gateway
+    // answers 421 to a request for another certificate's host on it.
+    const vhost = bindTlsConnection(socket, contexts);
     if (!vhost) return;
-    if ((vhost.requireClientCert && !socket.authorized) || (PROTOCOL_ORDER[socket.getProtocol() ?? ''] ?? 0) < vhost.minVersion) socket.destroy();
+    const refused = policyViolation(socket, vhost);
+    if (refused) {
+      metrics.refusedConnections.inc({ reason: refused });
+      socket.destroy();
+    }
   });
   // A failed handshake (unknown SNI, a bad client certificate) is the client's problem, not an error of ours.
   server.on('tlsClientError', (_error, socket) => socket.destroy());
@@ -169,18 +233,53 @@ export async function listenTls(handler: RequestListener, port: number, host: st
   return serve(http, l, port, host);
 }
 
+/**
+ * Why a TLS connection breaks its VirtualService's policy (checked after the handshake, since
+ * OpenSSL settles the version and cipher before the SNI callback switches contexts), or undefined.
+ */
+function policyViolation(socket: TLSSocket, host: TlsHost): 'tls_client_certificate' | 'tls_version' | 'tls_cipher' | undefined {
+  if (host.requireClientCert && !socket.authorized) return 'tls_client_certificate';
+  const version = PROTOCOL_ORDER[socket.getProtocol() ?? ''] ?? 0;
+  if (version < host.minVersion || version > host.maxVersion) return 'tls_version';
+  if (host.ciphers && version < 13) {
+    const cipher = socket.getCipher();
+    if (!host.ciphers.has(cipher.name) && !host.ciphers.has(cipher.standardName)) return 'tls_cipher';
+  }
+  return undefined;
+}
+
 /** The connection limits and timeouts both listeners share, then `listen`. */
 async function serve(server: Server, l: ListenerLimits, port: number, host: string): Promise<{ server: Server; port: number }> {
   server.maxConnections = l.maxConnections;
+  // One client address may hold a share of the connections only (issue 29 finding 5): checked
+  // first, so a refused socket never reaches the HTTP/1.1, HTTP/2 or TLS machinery.
+  const perClient = maxConnectionsPerClient(l);
+  const open = new Map<string, number>();
+  server.prependListener('connection', (socket: Socket) => {
+    const address = socket.remoteAddress;
+    if (address === undefined) return;
+    const n = (open.get(address) ?? 0) + 1;
+    if (n > perClient) {
+      metrics.refusedConnections.inc({ reason: 'per_client_limit' });
+      socket.destroy();
+      return;
+    }
+    open.set(address, n);
+    socket.once('close', () => {
+      const left = open.get(address)! - 1;
+      if (left === 0) open.delete(address);
+      else open.set(address, left);
+    });
+  });
   // Node's header timeout only starts with the first byte: a connection that never sends one
   // would stay open for ever (1,100 of them exhausted a 1024 fd limit). Until its first request
   // a socket gets the header timeout as an inactivity limit, then the stream idle timeout.
   server.on('connection', (socket: Socket) => {
-    socket.setTimeout(l.requestHeadersTimeoutMs, () => socket.destroy());
+    if (!socket.destroyed) socket.setTimeout(l.requestHeadersTimeoutMs, () => socket.destroy());
   });
   server.on('request', (req) => {
     // HTTP/2 streams share their connection: the session's timeouts are set in ./http2.ts.
-    if (req.httpVersionMajor === 2) return;
+    if (isHttp2Request(req)) return;
     const socket = req.socket as Socket & { [SERVING]?: true };
     if (socket[SERVING]) return;
     socket[SERVING] = true;

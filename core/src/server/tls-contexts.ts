@@ -1,4 +1,4 @@
-import { createSecureContext, type SecureContext, type SecureContextOptions, type SecureVersion } from 'node:tls';
+import { createSecureContext, type SecureContext, type SecureContextOptions, type SecureVersion, type TLSSocket } from 'node:tls';
 import { readManifestFile } from '../config/read-relative.ts';
 import type { Resource } from '../config/resource.ts';
 import { lookup, type ConfigSnapshot } from '../config/store.ts';
@@ -17,6 +17,73 @@ export interface TlsHost {
    * handshake: OpenSSL negotiates the version before the SNI callback switches certificates.
    */
   readonly minVersion: number;
+  /** Highest protocol version accepted (`parameters.maximumProtocolVersion`), checked the same way. */
+  readonly maxVersion: number;
+  /** TLS 1.2 suites accepted (`parameters.cipherSuites`, OpenSSL names) when the VirtualService lists its own; checked after the handshake too. */
+  readonly ciphers: ReadonlySet<string> | undefined;
+  /**
+   * Everything the TLS policy is made of (certificate, key, CA, client-certificate, versions,
+   * suites, curves): two VirtualServices with one policy may share a connection (coalescing),
+   * as Gloo merges identical sslConfigs into one filter chain; any other pair may not (421).
+   */
+  readonly policy: string;
+}
+
+/**
+ * Mozilla's "intermediate" server profile (v5.7): TLS 1.2 and 1.3, forward-secret AEAD suites
+ * only, curves X25519, P-256, P-384. Its DHE suites are left out: they need Diffie-Hellman
+ * parameters, which the gateway does not generate. The listener's default and each
+ * VirtualService's unless `sslConfig.parameters` says otherwise.
+ */
+export const INTERMEDIATE_TLS12_CIPHERS: readonly string[] = [
+  'ECDHE-ECDSA-AES128-GCM-SHA256',
+  'ECDHE-RSA-AES128-GCM-SHA256',
+  'ECDHE-ECDSA-AES256-GCM-SHA384',
+  'ECDHE-RSA-AES256-GCM-SHA384',
+  'ECDHE-ECDSA-CHACHA20-POLY1305',
+  'ECDHE-RSA-CHACHA20-POLY1305',
+];
+/** TLS 1.3's suites (all AEAD and forward-secret; Envoy does not make them configurable either). */
+export const TLS13_CIPHERS: readonly string[] = ['TLS_AES_128_GCM_SHA256', 'TLS_AES_256_GCM_SHA384', 'TLS_CHACHA20_POLY1305_SHA256'];
+export const INTERMEDIATE_CURVES: readonly string[] = ['X25519', 'prime256v1', 'secp384r1'];
+
+/** The HTTPS listener's own TLS options (Mozilla intermediate). */
+export const DEFAULT_TLS_POLICY = Object.freeze({
+  minVersion: 'TLSv1.2' as SecureVersion,
+  ciphers: [...TLS13_CIPHERS, ...INTERMEDIATE_TLS12_CIPHERS].join(':'),
+  ecdhCurve: INTERMEDIATE_CURVES.join(':'),
+});
+
+/** Gloo's cipher list entries as OpenSSL names: Envoy's equal-preference groups `[A|B]` flattened. */
+export function cipherSuiteNames(entries: readonly string[]): string[] {
+  return entries.flatMap((c) => c.replace(/^\[|\]$/g, '').split('|')).filter((c) => c !== '');
+}
+
+/** Whether OpenSSL knows cipher suite `name` (one name, not a cipher-string expression). */
+export function isKnownCipher(name: string): boolean {
+  if (!/^[A-Za-z0-9_-]+$/.test(name)) return false;
+  try {
+    createSecureContext({ ciphers: name });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Whether OpenSSL knows curve (group) `name`: `X25519`, `P-256`, `prime256v1`… */
+export function isKnownCurve(name: string): boolean {
+  if (!/^[A-Za-z0-9_-]+$/.test(name)) return false;
+  try {
+    createSecureContext({ ecdhCurve: name });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Node's name of a Gloo protocol version (`TLSv1_2` → `TLSv1.2`; `TLS_AUTO` and none → undefined). */
+export function tlsVersionName(version: string | undefined): SecureVersion | undefined {
+  return version ? VERSIONS[version] : undefined;
 }
 
 /** Protocol versions in order, as `TLSSocket.getProtocol()` names them. */
@@ -56,12 +123,53 @@ export function secureContextOf(vs: Resource<'VirtualService'>, material: TlsMat
   return createSecureContext(secureContextOptions(vs, material));
 }
 
-/** Node's options for `material` and the config's protocol bounds. */
+/** Node's options for `material` and the config's parameters (versions, suites, curves; Mozilla intermediate where unset). */
 export function secureContextOptions(vs: Resource<'VirtualService'>, material: TlsMaterial): SecureContextOptions {
   const parameters = vs.spec.sslConfig!.parameters;
-  const min = parameters?.minimumProtocolVersion ? VERSIONS[parameters.minimumProtocolVersion] : undefined;
-  const max = parameters?.maximumProtocolVersion ? VERSIONS[parameters.maximumProtocolVersion] : undefined;
-  return { cert: material.cert, key: material.key, ...(material.ca ? { ca: material.ca } : {}), minVersion: min ?? 'TLSv1.2', ...(max ? { maxVersion: max } : {}) };
+  const min = tlsVersionName(parameters?.minimumProtocolVersion);
+  const max = tlsVersionName(parameters?.maximumProtocolVersion);
+  const suites = parameters?.cipherSuites?.length ? cipherSuiteNames(parameters.cipherSuites) : INTERMEDIATE_TLS12_CIPHERS;
+  const curves = parameters?.ecdhCurves?.length ? parameters.ecdhCurves : INTERMEDIATE_CURVES;
+  return {
+    cert: material.cert,
+    key: material.key,
+    ...(material.ca ? { ca: material.ca } : {}),
+    minVersion: min ?? 'TLSv1.2',
+    ...(max ? { maxVersion: max } : {}),
+    ciphers: [...TLS13_CIPHERS, ...suites].join(':'),
+    ecdhCurve: curves.join(':'),
+  };
+}
+
+const BINDING = Symbol('gatehouse.tlsBinding');
+
+/** The TLS host a connection's SNI chose at its handshake, and the contexts to look others up in. */
+export interface TlsBinding {
+  readonly host: TlsHost | undefined;
+  readonly contexts: TlsContexts;
+}
+
+/** Binds a TLS connection to the host its SNI chose (no SNI: the default host); returns that host. */
+export function bindTlsConnection(socket: TLSSocket, contexts: TlsContexts): TlsHost | undefined {
+  const host = contexts.hostFor((socket as TLSSocket & { servername?: string | false }).servername || undefined);
+  (socket as TLSSocket & { [BINDING]?: TlsBinding })[BINDING] = { host, contexts };
+  return host;
+}
+
+/** The binding of a request's connection (HTTP/2 streams read it through their session's socket); undefined off TLS. */
+export function tlsBindingOf(socket: unknown): TlsBinding | undefined {
+  return (socket as { [BINDING]?: TlsBinding } | null)?.[BINDING];
+}
+
+/**
+ * Whether a request for VirtualService `virtualService` may be served on a connection bound by
+ * `binding` (SPEC 3.2.1): only when that VirtualService's TLS policy is the one the connection
+ * was made under, so a client-certificate or version policy cannot be skipped by choosing
+ * another SNI (or by reusing a connection made for another name: answered 421).
+ */
+export function servesOnConnection(binding: TlsBinding, virtualService: string): boolean {
+  const own = binding.contexts.forVirtualService(virtualService);
+  return own !== undefined && binding.host !== undefined && own.policy === binding.host.policy;
 }
 
 /**
@@ -80,6 +188,8 @@ export class TlsContexts {
   private built = new Map<string, SecureContext>();
   /** The host each VirtualService served last: a certificate that stops loading keeps the previous one serving. */
   private lastGood = new Map<string, TlsHost>();
+  /** The host of each served VirtualService (`namespace/name`), for the SNI binding. */
+  private byVirtualService = new Map<string, TlsHost>();
 
   /** Number of VirtualServices with TLS in the last snapshot. */
   size = 0;
@@ -99,6 +209,7 @@ export class TlsContexts {
     let fallback: TlsHost | undefined;
     let size = 0;
     const lastGood = new Map<string, TlsHost>();
+    const byVirtualService = new Map<string, TlsHost>();
     const vss = [...snapshot.resources.values()].filter((r): r is Resource<'VirtualService'> => r.kind === 'VirtualService' && r.spec.sslConfig !== undefined).sort((a, b) => a.key.localeCompare(b.key));
     for (const vs of vss) {
       const name = `${vs.namespace}/${vs.name}`;
@@ -109,8 +220,13 @@ export class TlsContexts {
         const options = secureContextOptions(vs, material);
         const context = this.built.get(id) ?? createSecureContext(options);
         built.set(id, context);
-        const min = vs.spec.sslConfig!.parameters?.minimumProtocolVersion;
-        host = { context, options, requireClientCert: material.ca !== undefined && vs.spec.sslConfig!.oneWayTls !== true, virtualService: name, minVersion: PROTOCOL_ORDER[(min && VERSIONS[min]) || 'TLSv1.2']! };
+        const parameters = vs.spec.sslConfig!.parameters;
+        const requireClientCert = material.ca !== undefined && vs.spec.sslConfig!.oneWayTls !== true;
+        const minVersion = PROTOCOL_ORDER[tlsVersionName(parameters?.minimumProtocolVersion) ?? 'TLSv1.2']!;
+        const maxVersion = PROTOCOL_ORDER[tlsVersionName(parameters?.maximumProtocolVersion) ?? 'TLSv1.3']!;
+        const ciphers = parameters?.cipherSuites?.length ? new Set(cipherSuiteNames(parameters.cipherSuites)) : undefined;
+        const policy = JSON.stringify([material.cert, material.key, material.ca ?? '', requireClientCert, minVersion, maxVersion, options.ciphers, options.ecdhCurve]);
+        host = { context, options, requireClientCert, virtualService: name, minVersion, maxVersion, ciphers, policy };
       } catch (error) {
         // Load-time checks reject such a VirtualService, but a Secret or file it uses can change
         // under it: the certificate it served last keeps serving, and the problem is logged.
@@ -120,6 +236,7 @@ export class TlsContexts {
         host = previous;
       }
       lastGood.set(vs.key, host);
+      byVirtualService.set(name, host);
       size++;
       const sni = vs.spec.sslConfig!.sniDomains;
       if (!sni || sni.length === 0) {
@@ -138,6 +255,7 @@ export class TlsContexts {
     this.fallback = fallback;
     this.built = built;
     this.lastGood = lastGood;
+    this.byVirtualService = byVirtualService;
     this.size = size;
     if (fallback?.context !== previousFallback?.context) for (const listener of this.fallbackListeners) listener(fallback);
   }
@@ -154,10 +272,16 @@ export class TlsContexts {
     listener(this.fallback);
   }
 
-  /** The host serving SNI name `servername` (undefined: no SNI sent). */
+  /** The TLS host of VirtualService `namespace/name`, if it has TLS and its certificate loads. */
+  forVirtualService(virtualService: string): TlsHost | undefined {
+    return this.byVirtualService.get(virtualService);
+  }
+
+  /** The host serving SNI name `servername` (undefined: no SNI sent); case and one trailing dot do not matter. */
   hostFor(servername: string | undefined): TlsHost | undefined {
     if (servername) {
-      const name = servername.toLowerCase();
+      const lower = servername.toLowerCase();
+      const name = lower.endsWith('.') ? lower.slice(0, -1) : lower;
       const hit = this.exact.get(name);
       if (hit) return hit;
       const dot = name.indexOf('.');
@@ -169,10 +293,21 @@ export class TlsContexts {
     return this.fallback;
   }
 
-  /** `tls.Server`'s SNICallback. */
-  readonly sniCallback = (servername: string, callback: (error: Error | null, context?: SecureContext) => void): void => {
+  /**
+   * `tls.Server`'s SNICallback: the certificate of the name, and a client certificate asked for
+   * only when that name's VirtualService verifies one (`socket`: the connection, which Node
+   * passes as `this`; its verify mode is still open to change while the ClientHello is read).
+   */
+  sniCallback(servername: string, callback: (error: Error | null, context?: SecureContext) => void, socket?: TLSSocket): void {
     const host = this.hostFor(servername);
-    if (host) callback(null, host.context);
-    else callback(new Error(`no certificate for "${servername}"`));
-  };
+    if (!host) return callback(new Error(`no certificate for "${servername}"`));
+    if (socket) {
+      // Node's own switch (the server's `requestCert`) is per listener: set per connection here, in
+      // OpenSSL (whether a CertificateRequest goes out) and in Node (whether `authorized` is checked).
+      const own = socket as TLSSocket & { _requestCert?: boolean; _handle?: { setVerifyMode?(request: boolean, reject: boolean): void } | null };
+      own._handle?.setVerifyMode?.(host.requireClientCert, false);
+      own._requestCert = host.requireClientCert;
+    }
+    callback(null, host.context);
+  }
 }

@@ -2,7 +2,7 @@ import { ConfigCodes, type Diagnostic } from '../diagnostic.ts';
 import type { Resource } from '../resource.ts';
 import type { CheckContext } from '../store.ts';
 import { re2Problem, substitutionProblem } from '../../proxy/re2.ts';
-import { secureContextOf, tlsMaterial } from '../../server/tls-contexts.ts';
+import { cipherSuiteNames, isKnownCipher, isKnownCurve, PROTOCOL_ORDER, secureContextOf, tlsMaterial, tlsVersionName } from '../../server/tls-contexts.ts';
 import { RETRY_ON_TOKENS, type RouteSpec } from '../schema/virtual-service.ts';
 import { checkDelegatingRoute, checkTableDelegation, delegationLimits, flattenRoutes, routeTablesOf } from '../delegation.ts';
 import { parseHeaderValue } from '../../proxy/header-ops.ts';
@@ -144,12 +144,32 @@ export function checkRouteTable(resource: Resource<'RouteTable'>, ctx: CheckCont
   return [...checkRoutes(resource.spec.routes, ['spec', 'routes'], ctx), ...checkDelegation(resource, ctx)];
 }
 
+/** `sslConfig.parameters`: each cipher suite and curve known to OpenSSL, the version range not empty. */
+function checkSslParameters(resource: Resource<'VirtualService'>, ctx: CheckContext): Diagnostic[] {
+  const parameters = resource.spec.sslConfig!.parameters;
+  if (!parameters) return [];
+  const at = ['spec', 'sslConfig', 'parameters'];
+  const out: Diagnostic[] = [];
+  cipherSuiteNames(parameters.cipherSuites ?? []).forEach((name) => {
+    if (!isKnownCipher(name)) out.push(ctx.at([...at, 'cipherSuites'], ConfigCodes.BAD_TLS, `unknown cipher suite "${name}" (OpenSSL names, e.g. ECDHE-RSA-AES128-GCM-SHA256)`));
+  });
+  (parameters.ecdhCurves ?? []).forEach((name, i) => {
+    if (!isKnownCurve(name)) out.push(ctx.at([...at, 'ecdhCurves', i], ConfigCodes.BAD_TLS, `unknown curve "${name}" (e.g. X25519, P-256, P-384)`));
+  });
+  const min = PROTOCOL_ORDER[tlsVersionName(parameters.minimumProtocolVersion) ?? 'TLSv1.2']!;
+  const max = PROTOCOL_ORDER[tlsVersionName(parameters.maximumProtocolVersion) ?? 'TLSv1.3']!;
+  if (min > max) out.push(ctx.at(at, ConfigCodes.BAD_TLS, `minimumProtocolVersion ${parameters.minimumProtocolVersion} is above maximumProtocolVersion ${parameters.maximumProtocolVersion}`));
+  return out;
+}
+
 /** The certificate and key load and match (a bad pair is a rejected resource, never a failed handshake later). */
 function checkSslConfig(resource: Resource<'VirtualService'>, ctx: CheckContext): Diagnostic[] {
   const ssl = resource.spec.sslConfig!;
   const secret = (ref: { name: string; namespace?: string }) => ctx.resources.get(`Secret/${ref.namespace ?? resource.namespace}/${ref.name}`) as Resource<'Secret'> | undefined;
   // A missing Secret is reported by the reference check.
   if (ssl.secretRef && !secret(ssl.secretRef)) return [];
+  const parameters = checkSslParameters(resource, ctx);
+  if (parameters.length > 0) return parameters;
   const at = ['spec', 'sslConfig', ssl.secretRef ? 'secretRef' : 'sslFiles'];
   try {
     secureContextOf(resource, tlsMaterial(resource, secret));

@@ -231,7 +231,15 @@ export const SslConfig = Strict(
     sslFiles: Type.Optional(Strict({ tlsCert: Type.String({ minLength: 1 }), tlsKey: Type.String({ minLength: 1 }), rootCa: Type.Optional(Type.String({ minLength: 1 })) })),
     sniDomains: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { maxItems: 1000 })),
     oneWayTls: Type.Optional(Type.Boolean({ description: 'with a rootCa: do not ask clients for a certificate' })),
-    parameters: Type.Optional(Strict({ minimumProtocolVersion: Type.Optional(TlsVersion), maximumProtocolVersion: Type.Optional(TlsVersion) })),
+    /** Gloo's SslParameters: protocol versions, TLS 1.2 cipher suites (OpenSSL/Envoy names, Envoy's `[A|B]` groups allowed) and curves; default Mozilla "intermediate". */
+    parameters: Type.Optional(
+      Strict({
+        minimumProtocolVersion: Type.Optional(TlsVersion),
+        maximumProtocolVersion: Type.Optional(TlsVersion),
+        cipherSuites: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { maxItems: 128 })),
+        ecdhCurves: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { maxItems: 32 })),
+      }),
+    ),
   },
   exactlyOneOf(['secretRef', 'sslFiles']),
 );
