@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import * as k8s from '@kubernetes/client-node';
 import type { Diagnostic } from '../diagnostic.ts';
-import type { ManifestDocument } from '../manifest.ts';
+import { resourceLimitProblem, type ManifestDocument } from '../manifest.ts';
 import { CRD_KIND_NAMES, KINDS, type Kind } from '../schema/kinds.ts';
 import type { Logger } from '../../log/logger.ts';
 import type { ConfigSource, SourceRead } from './source.ts';
@@ -384,7 +384,13 @@ export class KubeSource implements ConfigSource<KubeRead> {
       origins.set(`${kind}/${namespace}/${metadata.name}`, { group: group!, version: version!, plural: KINDS[kind].plural, namespace, name: metadata.name ?? '', uid: metadata.uid, generation: metadata.generation });
     }
     let doc = this.documents.get(obj);
-    if (!doc) this.documents.set(obj, (doc = { file, index: 0, line: 0, value, lineOf: () => 0 }));
+    if (!doc) {
+      // The limits a file has (size, depth), checked once per object version: an object over them
+      // stands for its resource with its identity only, and is rejected with the reason.
+      const refused = resourceLimitProblem(value, () => JSON.stringify(value).length);
+      doc = refused === undefined ? { file, index: 0, line: 0, value, lineOf: () => 0 } : { file, index: 0, line: 0, value: { apiVersion: obj.apiVersion, kind: obj.kind, metadata: { name: metadata.name, namespace } }, lineOf: () => 0, refused };
+      this.documents.set(obj, doc);
+    }
     return doc;
   }
 
