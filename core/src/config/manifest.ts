@@ -11,6 +11,12 @@ export interface ManifestDocument {
   readonly value: unknown;
   /** Line of the deepest existing node on `path` (1-based). */
   lineOf(path: readonly PathSegment[]): number;
+  /**
+   * Set when the source refused the document's content ({@link resourceLimitProblem}): `value`
+   * then holds only its identity, and the resource is rejected with this reason (its last
+   * accepted version keeps serving).
+   */
+  readonly refused?: string;
 }
 
 /** Limits on one manifest file (documented in docs/configuration.md). */
@@ -130,6 +136,20 @@ function firstDuplicateKey(root: unknown): { key: string; offset: number | undef
     }
   }
   return undefined;
+}
+
+/**
+ * Why a resource from any source (a document of a file, an object from the Kubernetes API)
+ * cannot be configuration, or undefined: larger than a file may be, nested deeper than a
+ * document may be, or containing itself. One place, so every source refuses the same shapes
+ * (a 200-deep `pluginAuth.config` was refused in a file and accepted from the API server).
+ */
+export function resourceLimitProblem(value: unknown, bytes: () => number): string | undefined {
+  // The shape first: measuring a value nested thousands deep would overflow the stack.
+  const shape = checkShape(value);
+  if (shape) return shape;
+  const size = bytes();
+  return size > MANIFEST_LIMITS.maxFileBytes ? `the resource is ${size} bytes, more than the ${MANIFEST_LIMITS.maxFileBytes} a manifest may have` : undefined;
 }
 
 /**

@@ -45,6 +45,10 @@ export function validateDocument(doc: ManifestDocument, apiGroupDomain: string):
   const namespace = typeof metadata.namespace === 'string' ? metadata.namespace : DEFAULT_NAMESPACE;
   const label = describeResource({ kind, namespace, name });
   const diagnostics: Diagnostic[] = [];
+  // Refused by its source (too large or too deep): rejected as such, its content never validated.
+  if (doc.refused !== undefined) {
+    return { ...(typeof metadata.name === 'string' ? { key: resourceKey(kind as Kind, namespace, name) } : {}), diagnostics: [at([], ConfigCodes.LIMITS, doc.refused, label)] };
+  }
 
   const versions = acceptedApiVersions(kind as Kind, apiGroupDomain);
   if (!versions.includes(value.apiVersion as string)) {
