@@ -4,7 +4,7 @@ import { startExtAuthServer } from '../extauth/server.ts';
 import { createLogger, flushLogs } from '../log/logger.ts';
 import { installProcessGuards } from '../server/process-guards.ts';
 import { describeFlags, parseFlags, portValue, requiredValue, type FlagDef, type FlagValues } from './flags.ts';
-import { KUBE_FLAGS, duration, flagBool, kubeFlagValues } from './gateway-flags.ts';
+import { KUBE_FLAGS, SECRET_FLAGS, crossNamespaceSecretsValue, duration, flagBool, kubeFlagValues } from './gateway-flags.ts';
 
 /** Sandbox limits of plugin steps, shared with `gatehouse run`. */
 export const PLUGIN_FLAGS: readonly FlagDef[] = [
@@ -27,6 +27,7 @@ export function pluginLimits(values: FlagValues): { memoryLimitMb: number; cpuTi
 const FLAGS: readonly FlagDef[] = [
   { name: 'config-dir', type: 'string', description: 'directory of manifests (AuthConfigs are served), read recursively and watched' },
   ...KUBE_FLAGS,
+  ...SECRET_FLAGS,
   { name: 'port', type: 'string', default: '8083', description: 'gRPC port (0 picks a free port)' },
   { name: 'host', type: 'string', default: '0.0.0.0', description: 'address to bind' },
   { name: 'plugin-dir', type: 'string', default: '/auth-plugins', description: 'directory of compiled auth plugins' },
@@ -61,6 +62,7 @@ export async function runExtAuth(argv: string[]): Promise<number | void> {
     pluginDir: values['plugin-dir'] as string,
     ...pluginLimits(values),
     apiGroupDomain: values['api-group-domain'] as string,
+    crossNamespaceSecrets: crossNamespaceSecretsValue(values),
     logger,
   });
   const stop = async (signal: string): Promise<void> => {

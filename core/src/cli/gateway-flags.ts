@@ -1,4 +1,5 @@
 import { ErrorCodes, GatehouseError } from '../errors.ts';
+import { CROSS_NAMESPACE_SECRETS_MODES, SECRET_REFERENCE_ANNOTATION, type CrossNamespaceSecrets } from '../config/secret-grants.ts';
 import { DEFAULT_API_GROUP_DOMAIN } from '../config/schema/kinds.ts';
 import { durationMs } from '../config/schema/common.ts';
 import { parseWorkers, type GatewayProcessOptions } from '../server/gateway-process.ts';
@@ -12,6 +13,18 @@ export const KUBE_FLAGS: readonly FlagDef[] = [
   { name: 'kubeconfig', type: 'string', description: 'kubeconfig file for --kube (default: in-cluster, then $KUBECONFIG or ~/.kube/config)' },
   { name: 'namespace', type: 'string', multiple: true, description: 'with --kube: a namespace to watch (repeatable; default all)' },
 ];
+
+/** `--cross-namespace-secrets` (docs/tenancy.md), shared by every command that loads configuration. */
+export const SECRET_FLAGS: readonly FlagDef[] = [
+  { name: 'cross-namespace-secrets', type: 'string', default: 'granted', description: `references to a Secret of another namespace: granted (the Secret's ${SECRET_REFERENCE_ANNOTATION} annotation names the namespace) | none | any` },
+];
+
+/** The value of `--cross-namespace-secrets`. */
+export function crossNamespaceSecretsValue(values: FlagValues): CrossNamespaceSecrets {
+  const value = String(values['cross-namespace-secrets'] ?? 'granted');
+  if (!(CROSS_NAMESPACE_SECRETS_MODES as readonly string[]).includes(value)) throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, `--cross-namespace-secrets must be granted, none or any, got "${value}"`);
+  return value as CrossNamespaceSecrets;
+}
 
 /** `--kube` and its flags, or undefined; with neither --kube nor --config-dir, a clear error. */
 export function kubeFlagValues(values: FlagValues): { kubeconfig?: string | undefined; namespaces: string[] } | undefined {
@@ -27,6 +40,7 @@ export function kubeFlagValues(values: FlagValues): { kubeconfig?: string | unde
 export const GATEWAY_FLAGS: readonly FlagDef[] = [
   { name: 'config-dir', type: 'string', description: 'directory of manifests, read recursively and watched' },
   ...KUBE_FLAGS,
+  ...SECRET_FLAGS,
   { name: 'port', type: 'string', default: '8080', description: 'traffic port (0 picks a free port)' },
   { name: 'https-port', type: 'string', default: '8443', description: 'HTTPS port for VirtualServices with sslConfig (0 picks a free port)' },
   { name: 'admin-port', type: 'string', default: '9901', description: 'admin port: /healthz /readyz /metrics /config' },
@@ -77,6 +91,7 @@ export function gatewayFlagValues(values: FlagValues): GatewayFlagValues {
     paths: pathNormalization(values),
     workers,
     apiGroupDomain: values['api-group-domain'] as string,
+    crossNamespaceSecrets: crossNamespaceSecretsValue(values),
     kubeClusterDomain: values['kube-cluster-domain'] as string,
     resolve,
     accessLog: !/^(0|false|no|off)$/i.test(String(values['access-log'])),

@@ -46,6 +46,8 @@ export const ConfigCodes = {
   DUPLICATE: 'GH_CONFIG_DUPLICATE',
   MISSING_REF: 'GH_CONFIG_MISSING_REF',
   REJECTED_REF: 'GH_CONFIG_REJECTED_REF',
+  /** A reference to a Secret of another namespace that does not grant the referring one (docs/tenancy.md). */
+  CROSS_NAMESPACE_REF: 'GH_CONFIG_CROSS_NAMESPACE_REF',
   DOMAIN_CONFLICT: 'GH_CONFIG_DOMAIN_CONFLICT',
   BAD_DOMAIN: 'GH_CONFIG_BAD_DOMAIN',
   BAD_REGEX: 'GH_CONFIG_BAD_REGEX',

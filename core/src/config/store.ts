@@ -1,4 +1,5 @@
 import { ConfigCodes, formatPath, type Diagnostic, type PathSegment } from './diagnostic.ts';
+import { crossNamespaceMessage, secretReadableFrom, type CrossNamespaceSecrets } from './secret-grants.ts';
 import type { ManifestDocument } from './manifest.ts';
 import { describeResource, refKey, type AnyResource, type Resource } from './resource.ts';
 import type { Kind } from './schema/kinds.ts';
@@ -78,9 +79,10 @@ export class ConfigStore {
   private servedOrder: string[] = [];
   private checks: ResourceChecks;
 
-  constructor(options: { checks?: ResourceChecks; apiGroupDomain: string }) {
+  constructor(options: { checks?: ResourceChecks; apiGroupDomain: string; crossNamespaceSecrets?: CrossNamespaceSecrets | undefined }) {
     this.checks = options.checks ?? {};
     this.apiGroupDomain = options.apiGroupDomain;
+    this.crossNamespaceSecrets = options.crossNamespaceSecrets ?? 'granted';
   }
 
   /** Adds kind checks (for kinds whose checking code is loaded on demand). */
@@ -89,6 +91,8 @@ export class ConfigStore {
   }
 
   private readonly apiGroupDomain: string;
+  /** `--cross-namespace-secrets` (config/secret-grants.ts). */
+  private readonly crossNamespaceSecrets: CrossNamespaceSecrets;
   /** Schema verdicts by document (results are frozen, documents immutable once read). */
   private readonly validated = new WeakMap<ManifestDocument, ReturnType<typeof validateDocument>>();
 
@@ -104,7 +108,7 @@ export class ConfigStore {
     for (const doc of documents) {
       // Sources hand on unchanged documents as the same objects: each is validated once.
       let result = this.validated.get(doc);
-      if (!result) this.validated.set(doc, (result = validateDocument(doc, this.apiGroupDomain)));
+      if (!result) this.validated.set(doc, (result = validateDocument(doc, this.apiGroupDomain, this.crossNamespaceSecrets)));
       if (!result.key) {
         orphanDiagnostics.push(...result.diagnostics);
         continue;
@@ -205,6 +209,15 @@ export class ConfigStore {
     const out: Diagnostic[] = [];
     for (const ref of referencesOf(resource)) {
       const key = refKey(ref.kind, ref.ref, resource.namespace);
+      // A Secret of another namespace: refused unless it grants this one (docs/tenancy.md). The
+      // message does not say whether it exists: a tenant learns nothing of another namespace.
+      if (ref.kind === 'Secret' && (ref.ref.namespace ?? resource.namespace) !== resource.namespace) {
+        const secret = served.get(key) as Resource<'Secret'> | undefined;
+        if (!secret || !secretReadableFrom({ namespace: secret.namespace, referableFrom: secret.spec.referableFrom }, resource.namespace)) {
+          out.push(ctx.at(ref.path, ConfigCodes.CROSS_NAMESPACE_REF, crossNamespaceMessage({ namespace: ref.ref.namespace!, name: ref.ref.name }, resource.namespace)));
+          continue;
+        }
+      }
       if (served.has(key)) continue;
       const name = `${ref.kind} ${ref.ref.namespace ?? resource.namespace}/${ref.ref.name}`;
       if (ref.kind === 'AuthConfig' && present.has(key)) {

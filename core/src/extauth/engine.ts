@@ -1,6 +1,7 @@
 import { formatDiagnostic } from '../config/diagnostic.ts';
 import type { Resource } from '../config/resource.ts';
 import { lookup, referencesOf, type ConfigSnapshot } from '../config/store.ts';
+import { secretReadableFrom } from '../config/secret-grants.ts';
 import { GatehouseError } from '../errors.ts';
 import type { Logger } from '../log/logger.ts';
 import { buildStep, type StepBuildOptions } from './build-step.ts';
@@ -240,7 +241,10 @@ export class AuthEngine {
       resolveUpstream: (ref) => lookup(snapshot, 'Upstream', ref, resource.namespace)?.spec,
       secrets: secretSource(snapshot.resources),
       resolveSecret: (ref) => {
-        const data = lookup(snapshot, 'Secret', ref, resource.namespace)?.spec.data;
+        const secret = lookup(snapshot, 'Secret', ref, resource.namespace);
+        // Load-time checks refuse such a reference; never hand over a Secret the namespace may not read.
+        if (!secret || !secretReadableFrom({ namespace: secret.namespace, referableFrom: secret.spec.referableFrom }, resource.namespace)) return undefined;
+        const data = secret.spec.data;
         return data && Object.hasOwn(data, ref.key) ? data[ref.key] : undefined;
       },
     };

@@ -3,6 +3,7 @@ import { Server, ServerCredentials, type ServiceDefinition, type UntypedServiceI
 import { HealthImplementation } from 'grpc-health-check';
 import { ConfigLoader } from '../config/loader.ts';
 import type { ConfigSnapshot } from '../config/store.ts';
+import type { CrossNamespaceSecrets } from '../config/secret-grants.ts';
 import { DEFAULT_API_GROUP_DOMAIN } from '../config/schema/kinds.ts';
 import { ErrorCodes, GatehouseError } from '../errors.ts';
 import { createLogger, type Logger } from '../log/logger.ts';
@@ -36,6 +37,8 @@ export interface ExtAuthServerOptions {
   /** Plugin isolates on a thread of their own (default false here; the CLI's default is true). */
   pluginThread?: boolean;
   apiGroupDomain?: string;
+  /** `--cross-namespace-secrets` (docs/tenancy.md; default granted). */
+  crossNamespaceSecrets?: CrossNamespaceSecrets;
   logger?: Logger;
   /** Reload on config changes (default true). */
   watch?: boolean;
@@ -110,9 +113,14 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
       if (loader.current) await apply(loader.current);
     } else {
       const source = options.kube
-        ? new (await import('../config/source/kube.ts')).KubeSource({ ...options.kube, apiGroupDomain: options.apiGroupDomain ?? DEFAULT_API_GROUP_DOMAIN, logger })
+        ? new (await import('../config/source/kube.ts')).KubeSource({
+            ...options.kube,
+            apiGroupDomain: options.apiGroupDomain ?? DEFAULT_API_GROUP_DOMAIN,
+            logger,
+            ...(options.crossNamespaceSecrets ? { crossNamespaceSecrets: options.crossNamespaceSecrets } : {}),
+          })
         : undefined;
-      loader = new ConfigLoader({ ...(source ? { source } : { dir: options.configDir! }), apiGroupDomain: options.apiGroupDomain ?? DEFAULT_API_GROUP_DOMAIN, checks: extAuthChecks, logger, watch: options.watch ?? true });
+      loader = new ConfigLoader({ ...(source ? { source } : { dir: options.configDir! }), apiGroupDomain: options.apiGroupDomain ?? DEFAULT_API_GROUP_DOMAIN, crossNamespaceSecrets: options.crossNamespaceSecrets, checks: extAuthChecks, logger, watch: options.watch ?? true });
       unsubscribe = loader.onSnapshot(apply);
       await loader.start();
     }

@@ -1,4 +1,5 @@
 import { hostname } from 'node:os';
+import { referableFrom, secretReadableFrom, type CrossNamespaceSecrets } from '../secret-grants.ts';
 import * as k8s from '@kubernetes/client-node';
 import type { Diagnostic } from '../diagnostic.ts';
 import type { ManifestDocument } from '../manifest.ts';
@@ -19,6 +20,8 @@ export interface KubeSourceOptions {
   debounceMs?: number;
   /** A kind whose CRD is not installed is looked for again this often (default 30 s). */
   missingRetryMs?: number;
+  /** `--cross-namespace-secrets`: which Secrets of other namespaces are read at all (docs/tenancy.md). */
+  crossNamespaceSecrets?: CrossNamespaceSecrets;
 }
 
 /** One watched collection: a kind in one API group family (ours or Gloo's), or a core kind. */
@@ -348,7 +351,7 @@ export class KubeSource implements ConfigSource<KubeRead> {
         else documents.push(this.document(obj, origins));
       }
     }
-    const wanted = referencedObjects(documents);
+    const wanted = referencedObjects(documents, this.options.crossNamespaceSecrets ?? 'granted');
     for (const obj of secrets) if (wanted.wants('Secret', obj)) documents.push(this.document(obj, origins));
     for (const obj of configMaps) if (wanted.wants('ConfigMap', obj)) documents.push(this.document(obj, origins));
     // Stable order: the store decides conflicts (a domain claimed twice) by what served first, then by order.
@@ -399,10 +402,12 @@ export class KubeSource implements ConfigSource<KubeRead> {
  * Which Secrets and ConfigMaps the Gatehouse resources reference: by `{name, namespace}` under
  * any key naming a secret ref (`secretRef`, `secretRefs`, `apiKeySecretRefs`, `headerSecretRef`),
  * `protoRefs`, and apiKeyAuth `labelSelector`s. The rest of a cluster's Secrets (service account
- * tokens, Helm releases…) never enter the configuration.
+ * tokens, Helm releases…) never enter the configuration, nor does a Secret referenced from
+ * another namespace that does not grant it (docs/tenancy.md): its values never reach the process.
  */
-export function referencedObjects(documents: readonly ManifestDocument[]): { wants(kind: 'Secret' | 'ConfigMap', obj: KubeObject): boolean } {
-  const named = new Set<string>();
+export function referencedObjects(documents: readonly ManifestDocument[], crossNamespaceSecrets: CrossNamespaceSecrets = 'granted'): { wants(kind: 'Secret' | 'ConfigMap', obj: KubeObject): boolean } {
+  /** Referenced objects, with the namespaces that reference them. */
+  const named = new Map<string, Set<string>>();
   const selectors: { namespace: string; labels: Record<string, string> }[] = [];
   for (const doc of documents) {
     const value = doc.value as { metadata?: { namespace?: string }; spec?: unknown };
@@ -417,7 +422,9 @@ export function referencedObjects(documents: readonly ManifestDocument[]): { wan
       const lower = key.toLowerCase();
       if ((lower.includes('secretref') || lower === 'protorefs') && typeof record.name === 'string') {
         const kind = lower === 'protorefs' ? 'ConfigMap' : 'Secret';
-        named.add(`${kind}/${typeof record.namespace === 'string' ? record.namespace : from}/${record.name}`);
+        const key = `${kind}/${typeof record.namespace === 'string' ? record.namespace : from}/${record.name}`;
+        const froms = named.get(key) ?? new Set<string>();
+        named.set(key, froms.add(from));
       }
       if (lower === 'apikeyauth' && record.labelSelector && typeof record.labelSelector === 'object') {
         selectors.push({ namespace: from, labels: record.labelSelector as Record<string, string> });
@@ -431,11 +438,13 @@ export function referencedObjects(documents: readonly ManifestDocument[]): { wan
   return {
     wants(kind, obj) {
       const ns = obj.metadata?.namespace ?? 'default';
-      if (named.has(`${kind}/${ns}/${obj.metadata?.name}`)) return true;
+      const grant = { namespace: ns, referableFrom: kind === 'Secret' ? referableFrom(obj.metadata?.annotations, crossNamespaceSecrets) : ['*'] };
+      const froms = named.get(`${kind}/${ns}/${obj.metadata?.name}`);
+      if (froms && [...froms].some((from) => secretReadableFrom(grant, from))) return true;
       if (kind !== 'Secret') return false;
       const labels = obj.metadata?.labels ?? {};
-      // Gloo looks for API key Secrets in every watched namespace.
-      return selectors.some((s) => Object.entries(s.labels).every(([k, v]) => labels[k] === v));
+      // API key Secrets by label: of the AuthConfig's namespace, or granting it (an empty selector selects nothing).
+      return selectors.some((s) => Object.keys(s.labels).length > 0 && Object.entries(s.labels).every(([k, v]) => labels[k] === v) && secretReadableFrom(grant, s.namespace));
     },
   };
 }
