@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { ErrorCodes, GatehouseError } from '../errors.ts';
 import { CROSS_NAMESPACE_SECRETS_MODES, SECRET_REFERENCE_ANNOTATION, type CrossNamespaceSecrets } from '../config/secret-grants.ts';
 import { DEFAULT_API_GROUP_DOMAIN } from '../config/schema/kinds.ts';
@@ -24,6 +25,36 @@ export function crossNamespaceSecretsValue(values: FlagValues): CrossNamespaceSe
   const value = String(values['cross-namespace-secrets'] ?? 'granted');
   if (!(CROSS_NAMESPACE_SECRETS_MODES as readonly string[]).includes(value)) throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, `--cross-namespace-secrets must be granted, none or any, got "${value}"`);
   return value as CrossNamespaceSecrets;
+}
+
+/**
+ * The ext_authz caller token (docs/auth.md#callers): the server (`extauth`, `run`) requires it
+ * of Check callers, the client (`gateway`) sends it. From a file (a mounted Secret) or the
+ * environment; a command-line value would show in `ps`.
+ */
+export const EXTAUTH_TOKEN_FLAGS: readonly FlagDef[] = [
+  { name: 'extauth-token-file', type: 'string', description: 'file holding the ext_authz caller token (authorization: Bearer metadata); the server requires it, the gateway sends it' },
+  { name: 'extauth-token', type: 'string', description: 'the ext_authz caller token itself (prefer the environment variable or --extauth-token-file)' },
+];
+
+/** Shortest caller token accepted: a guessable token would reopen the password oracle. */
+const MIN_TOKEN_CHARS = 16;
+
+/** The caller token from {@link EXTAUTH_TOKEN_FLAGS}, or undefined when neither is set. */
+export function extAuthToken(values: FlagValues): string | undefined {
+  const file = values['extauth-token-file'];
+  let token = typeof values['extauth-token'] === 'string' && values['extauth-token'] !== '' ? (values['extauth-token'] as string) : undefined;
+  if (typeof file === 'string' && file !== '') {
+    if (token !== undefined) throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, '--extauth-token and --extauth-token-file both give the caller token: give one');
+    try {
+      token = readFileSync(file, 'utf8').trim();
+    } catch (error) {
+      throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, `--extauth-token-file ${file} cannot be read: ${(error as Error).message}`);
+    }
+  }
+  if (token === undefined) return undefined;
+  if (token.length < MIN_TOKEN_CHARS || /\s/.test(token)) throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, `the ext_authz caller token must be at least ${MIN_TOKEN_CHARS} characters without spaces (e.g. openssl rand -hex 32)`);
+  return token;
 }
 
 /** `--kube` and its flags, or undefined; with neither --kube nor --config-dir, a clear error. */

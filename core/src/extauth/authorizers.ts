@@ -38,9 +38,9 @@ export class GrpcAuthorizer implements Authorizer {
   private readonly options: AuthorizerOptions;
   private readonly timeoutMs: number;
 
-  /** Throws `GH_BAD_ARGUMENT` when `address` is not host:port. */
-  constructor(address: string, options: AuthorizerOptions) {
-    this.client = new CheckClient(address);
+  /** Throws `GH_BAD_ARGUMENT` when `address` is not host:port. `token`: the server's caller token. */
+  constructor(address: string, options: AuthorizerOptions & { token?: string | undefined }) {
+    this.client = new CheckClient(address, { token: options.token });
     this.options = options;
     this.timeoutMs = options.timeoutMs ?? DEFAULT_AUTH_TIMEOUT_MS;
   }

@@ -1,5 +1,6 @@
 import { stat } from 'node:fs/promises';
-import { Server, ServerCredentials, type ServiceDefinition, type UntypedServiceImplementation, type sendUnaryData, type ServerUnaryCall } from '@grpc/grpc-js';
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { Server, ServerCredentials, status as GrpcStatus, type Metadata, type ServiceDefinition, type UntypedServiceImplementation, type sendUnaryData, type ServerUnaryCall } from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
 import { ConfigLoader } from '../config/loader.ts';
 import type { ConfigSnapshot } from '../config/store.ts';
@@ -9,6 +10,9 @@ import { ErrorCodes, GatehouseError } from '../errors.ts';
 import { createLogger, type Logger } from '../log/logger.ts';
 import { extAuthChecks } from './checks.ts';
 import { forbidden } from './decision.ts';
+import { LogLimiter } from './log-limit.ts';
+import { bound as boundText } from './redact.ts';
+import { ExtAuthCodes } from './codes.ts';
 import { AuthEngine } from './engine.ts';
 import { checkRequestFromMessage, checkResponseToMessage, type CheckRequestMessage, type CheckResponseMessage } from './grpc/check-messages.ts';
 import { AUTHORIZATION_SERVICE, authorizationPackage } from './grpc/protos.ts';
@@ -28,6 +32,12 @@ export interface ExtAuthServerOptions {
   port?: number;
   /** Interface to bind (default 0.0.0.0). */
   host?: string;
+  /**
+   * Callers of Check must send `authorization: Bearer <token>` gRPC metadata (Envoy:
+   * `grpc_service.initial_metadata`); others get UNAUTHENTICATED. Unset: any caller is served
+   * (and a warning is logged unless the port is bound to loopback).
+   */
+  token?: string | undefined;
   /** Compiled plugins (default /auth-plugins). */
   pluginDir?: string;
   memoryLimitMb?: number;
@@ -79,7 +89,15 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
 
   const health = new HealthImplementation({ '': 'NOT_SERVING', [AUTHORIZATION_SERVICE]: 'NOT_SERVING' });
   const server = new Server();
+  const authenticated = callerCheck(options.token);
   const check = (call: ServerUnaryCall<CheckRequestMessage, CheckResponseMessage>, callback: sendUnaryData<CheckResponseMessage>): void => {
+    // The port answers "is this password right?": only the gateway or Envoy may ask.
+    if (!authenticated(call.metadata)) {
+      const suppressed = refusedLog.take('unauthenticated');
+      if (suppressed !== undefined) logger.warn({ code: ExtAuthCodes.UNAUTHENTICATED, peer: boundText(call.getPeer(), 128), ...(suppressed ? { repeated: suppressed } : {}) }, 'ext_authz call refused: no valid caller token');
+      callback({ code: GrpcStatus.UNAUTHENTICATED, details: 'this ext_authz server needs a caller token (authorization: Bearer <token> metadata)' }, null);
+      return;
+    }
     engine.check(checkRequestFromMessage(call.request)).then(
       (decision) => callback(null, checkResponseToMessage(decision)),
       // engine.check never rejects; this guards the gRPC call against a bug all the same.
@@ -90,6 +108,9 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
   health.addToServer(server);
 
   const host = options.host ?? '0.0.0.0';
+  if (!options.token && !isLoopback(host)) {
+    logger.warn({ code: ExtAuthCodes.UNAUTHENTICATED, host }, 'the ext_authz port accepts any caller: set a caller token (--extauth-token-file) so that only the gateway or Envoy can check credentials');
+  }
   const bound = await new Promise<number>((resolve, reject) => {
     server.bindAsync(`${host.includes(':') ? `[${host}]` : host}:${port}`, ServerCredentials.createInsecure(), (error, actual) =>
       error ? reject(new GatehouseError('GH_EXTAUTH_LISTEN', `cannot listen on ${host}:${port}: ${error.message}`, { cause: error })) : resolve(actual),
@@ -155,6 +176,29 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
       })();
       return closing;
     },
+  };
+}
+
+/** One line per 10 s for refused callers, however many there are. */
+const refusedLog = new LogLimiter({ intervalMs: 10_000 });
+
+/** True for an address only this machine can reach. */
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || host.startsWith('127.');
+}
+
+/**
+ * Whether a call carries the caller token (`authorization: Bearer <token>`); always true
+ * without a token. Compared as SHA-256 digests in constant time.
+ */
+function callerCheck(token: string | undefined): (metadata: Metadata) => boolean {
+  if (!token) return () => true;
+  const expected = createHash('sha256').update(token).digest();
+  return (metadata) => {
+    const values = metadata.get('authorization');
+    if (values.length !== 1 || typeof values[0] !== 'string') return false;
+    const match = /^Bearer[ \t]+(\S{1,4096})\s*$/i.exec(values[0]);
+    return match !== null && timingSafeEqual(createHash('sha256').update(match[1]!).digest(), expected);
   };
 }
 
