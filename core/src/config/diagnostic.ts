@@ -21,6 +21,16 @@ export function formatDiagnostic(d: Diagnostic): string {
   return `${where}${d.severity}: ${resource}${path}${d.message} [${d.code}]`;
 }
 
+/** Longest diagnostic message kept (status, logs, `admin:/config`): a message may quote a field of any size. */
+export const MAX_DIAGNOSTIC_CHARS = 2048;
+
+/** `d` with its message, path and resource cut to a bound (the same object when within it). */
+export function boundDiagnostic(d: Diagnostic): Diagnostic {
+  const cut = (text: string, max: number) => (text.length <= max ? text : `${text.slice(0, max)}… [${text.length - max} more characters]`);
+  if (d.message.length <= MAX_DIAGNOSTIC_CHARS && (d.path?.length ?? 0) <= 512 && (d.resource?.length ?? 0) <= 512) return d;
+  return { ...d, message: cut(d.message, MAX_DIAGNOSTIC_CHARS), ...(d.path !== undefined ? { path: cut(d.path, 512) } : {}), ...(d.resource !== undefined ? { resource: cut(d.resource, 512) } : {}) };
+}
+
 export type PathSegment = string | number;
 
 /** `['spec','routes',0,'name']` → `spec.routes[0].name`. */

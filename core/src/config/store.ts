@@ -1,4 +1,4 @@
-import { ConfigCodes, formatPath, type Diagnostic, type PathSegment } from './diagnostic.ts';
+import { boundDiagnostic, ConfigCodes, formatPath, type Diagnostic, type PathSegment } from './diagnostic.ts';
 import { crossNamespaceMessage, secretReadableFrom, type CrossNamespaceSecrets } from './secret-grants.ts';
 import type { ManifestDocument } from './manifest.ts';
 import { describeResource, refKey, type AnyResource, type Resource } from './resource.ts';
@@ -165,8 +165,10 @@ export class ConfigStore {
     this.lastAccepted = nextAccepted;
     this.servedOrder = [...served.keys()].sort((a, b) => (rank.get(a) ?? Infinity) - (rank.get(b) ?? Infinity));
     this.generation++;
-    const diagnostics = [...orphanDiagnostics, ...statuses.flatMap((s) => s.reasons)];
-    return { generation: this.generation, resources: served, statuses, diagnostics };
+    // Messages may quote fields of any size: bounded once here for status, logs and admin:/config.
+    const bounded = statuses.map((s) => (s.reasons.every((d) => boundDiagnostic(d) === d) ? s : { ...s, reasons: s.reasons.map(boundDiagnostic) }));
+    const diagnostics = [...orphanDiagnostics.map(boundDiagnostic), ...bounded.flatMap((s) => s.reasons)];
+    return { generation: this.generation, resources: served, statuses: bounded, diagnostics };
   }
 
   private decide(candidate: Candidate, served: Map<string, AnyResource>, claims: Map<string, string>, present: ReadonlySet<string>): ResourceStatus {

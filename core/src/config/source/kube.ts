@@ -112,14 +112,16 @@ class CollectionWatch {
   private readonly config: k8s.KubeConfig;
   private readonly onChange: () => void;
   private readonly onSynced: () => void;
+  private readonly onStatus: ((key: string, status: unknown) => void) | undefined;
   private readonly options: Required<Pick<KubeSourceOptions, 'missingRetryMs'>> & { logger: Logger };
 
-  constructor(collection: WatchedCollection, namespace: string, config: k8s.KubeConfig, hooks: { onChange: () => void; onSynced: () => void }, options: Required<Pick<KubeSourceOptions, 'missingRetryMs'>> & { logger: Logger }) {
+  constructor(collection: WatchedCollection, namespace: string, config: k8s.KubeConfig, hooks: { onChange: () => void; onSynced: () => void; onStatus?: (key: string, status: unknown) => void }, options: Required<Pick<KubeSourceOptions, 'missingRetryMs'>> & { logger: Logger }) {
     this.collection = collection;
     this.namespace = namespace;
     this.config = config;
     this.onChange = hooks.onChange;
     this.onSynced = hooks.onSynced;
+    this.onStatus = hooks.onStatus;
     this.options = options;
     this.label = collectionPath(collection, namespace);
   }
@@ -145,7 +147,11 @@ class CollectionWatch {
       const old = this.objects.get(key);
       // A status write (ours, or another replica's) bumps resourceVersion but not generation:
       // the configuration is the same, so keep the old object (its document stays validated) and reload nothing.
-      if (old && sameConfiguration(old, obj)) return;
+      if (old && sameConfiguration(old, obj)) {
+        // Someone may have written a verdict that is not ours: the status writer re-asserts it.
+        this.onStatus?.(`${this.collection.kind}/${key.replace(/^\//, 'default/')}`, (obj as { status?: unknown }).status);
+        return;
+      }
       this.objects.set(key, obj);
       this.onChange();
     };
@@ -272,6 +278,7 @@ export class KubeSource implements ConfigSource<KubeRead> {
   private origins: ReadonlyMap<string, KubeObjectOrigin> = new Map();
   private endpoints: ReadonlyMap<string, ServiceEndpoints> = new Map();
   private endpointsJson = '';
+  private readonly statusListeners = new Set<(key: string, status: unknown) => void>();
 
   constructor(options: KubeSourceOptions) {
     this.options = options;
@@ -294,13 +301,23 @@ export class KubeSource implements ConfigSource<KubeRead> {
       for (const namespace of namespaces) {
         pending++;
         this.watches.push(
-          new CollectionWatch(collection, namespace, this.config, { onChange: () => this.changed(), onSynced: () => --pending === 0 && resolveSynced() }, { missingRetryMs: this.options.missingRetryMs ?? 30_000, logger }),
+          new CollectionWatch(collection, namespace, this.config, { onChange: () => this.changed(), onSynced: () => --pending === 0 && resolveSynced(), onStatus: (key, status) => this.statusSeen(key, status) }, { missingRetryMs: this.options.missingRetryMs ?? 30_000, logger }),
         );
       }
     }
     for (const watch of this.watches) watch.start();
     await this.synced;
     return this.snapshot();
+  }
+
+  /** Calls `listener` when an object's `status` changed and nothing else did (`key`: `Kind/namespace/name`). */
+  onStatusChange(listener: (key: string, status: unknown) => void): () => void {
+    this.statusListeners.add(listener);
+    return () => this.statusListeners.delete(listener);
+  }
+
+  private statusSeen(key: string, status: unknown): void {
+    for (const listener of this.statusListeners) listener(key, status);
   }
 
   /** Calls `listener` with a whole read after each settled change; reads never overlap. */
