@@ -109,6 +109,29 @@ describe('callers of the ext_authz port (gatehouse extauth)', () => {
   });
 });
 
+describe('caller-chosen config_ids (issue 24 finding 10)', () => {
+  it('2,000 unknown 1 KB config_ids write a few bounded lines, not 2 MB of log', async () => {
+    const client = envoyAuthClient(`127.0.0.1:${extauth.port}`, { token: TOKEN });
+    const before = extauth.logs.length;
+    try {
+      for (let batch = 0; batch < 20; batch++) {
+        await Promise.all(
+          Array.from({ length: 100 }, (_, i) =>
+            client.check({ attributes: { request: { http: { method: 'GET', path: '/', headers: {} } }, context_extensions: { config_id: `ns.${String(batch * 100 + i).padStart(4, '0')}${'x'.repeat(1024)}` } } }),
+          ),
+        );
+      }
+    } finally {
+      client.close();
+    }
+    const lines = extauth.logs.slice(before).filter((l) => l.code === 'GH_EXTAUTH_UNKNOWN_CONFIG');
+    expect(lines.length).toBeGreaterThanOrEqual(1);
+    expect(lines.length).toBeLessThanOrEqual(5);
+    const bytes = lines.reduce((sum, l) => sum + JSON.stringify(l).length, 0);
+    expect(bytes).toBeLessThan(5 * 2048);
+  }, 60_000);
+});
+
 describe('gatehouse run: the embedded ext_authz port', () => {
   it('binds loopback even when the gateway listens on every interface', async () => {
     const run = await startGatehouse('run', ['--config-dir', dir.path, '--host', '0.0.0.0']);
