@@ -1,5 +1,5 @@
-import { readFileSync } from 'node:fs';
 import { ErrorCodes, GatehouseError } from '../errors.ts';
+import { fileCallerToken, fixedCallerToken, type CallerToken } from '../extauth/caller-token.ts';
 import { CROSS_NAMESPACE_SECRETS_MODES, SECRET_REFERENCE_ANNOTATION, type CrossNamespaceSecrets } from '../config/secret-grants.ts';
 import { DEFAULT_API_GROUP_DOMAIN } from '../config/schema/kinds.ts';
 import { durationMs } from '../config/schema/common.ts';
@@ -37,24 +37,15 @@ export const EXTAUTH_TOKEN_FLAGS: readonly FlagDef[] = [
   { name: 'extauth-token', type: 'string', description: 'the ext_authz caller token itself (prefer the environment variable or --extauth-token-file)' },
 ];
 
-/** Shortest caller token accepted: a guessable token would reopen the password oracle. */
-const MIN_TOKEN_CHARS = 16;
-
 /** The caller token from {@link EXTAUTH_TOKEN_FLAGS}, or undefined when neither is set. */
-export function extAuthToken(values: FlagValues): string | undefined {
+export function extAuthToken(values: FlagValues): CallerToken | undefined {
   const file = values['extauth-token-file'];
-  let token = typeof values['extauth-token'] === 'string' && values['extauth-token'] !== '' ? (values['extauth-token'] as string) : undefined;
-  if (typeof file === 'string' && file !== '') {
-    if (token !== undefined) throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, '--extauth-token and --extauth-token-file both give the caller token: give one');
-    try {
-      token = readFileSync(file, 'utf8').trim();
-    } catch (error) {
-      throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, `--extauth-token-file ${file} cannot be read: ${(error as Error).message}`);
-    }
-  }
-  if (token === undefined) return undefined;
-  if (token.length < MIN_TOKEN_CHARS || /\s/.test(token)) throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, `the ext_authz caller token must be at least ${MIN_TOKEN_CHARS} characters without spaces (e.g. openssl rand -hex 32)`);
-  return token;
+  const token = values['extauth-token'];
+  const hasFile = typeof file === 'string' && file !== '';
+  const hasToken = typeof token === 'string' && token !== '';
+  if (hasFile && hasToken) throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, '--extauth-token and --extauth-token-file both give the caller token: give one');
+  if (hasFile) return fileCallerToken(file);
+  return hasToken ? fixedCallerToken(token) : undefined;
 }
 
 /** `--kube` and its flags, or undefined; with neither --kube nor --config-dir, a clear error. */

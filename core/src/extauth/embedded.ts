@@ -1,6 +1,7 @@
 import type { ConfigLoader } from '../config/loader.ts';
 import type { Logger } from '../log/logger.ts';
 import type { Authorizer } from './authorizer.ts';
+import type { CallerToken } from './caller-token.ts';
 import { GrpcAuthorizer, InProcessAuthorizer } from './authorizers.ts';
 import { startExtAuthServer, type ExtAuthServer } from './server.ts';
 
@@ -13,7 +14,7 @@ export interface EmbeddedExtAuthOptions {
   /** Where the gRPC port binds (`gatehouse run --extauth-host`, default 127.0.0.1). */
   host: string;
   /** Caller token of the gRPC port (`--extauth-token-file`). */
-  token?: string | undefined;
+  token?: CallerToken | undefined;
   pluginDir: string;
   memoryLimitMb?: number;
   cpuTimeoutMs?: number;

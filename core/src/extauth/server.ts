@@ -5,6 +5,7 @@ import { HealthImplementation } from 'grpc-health-check';
 import { ConfigLoader } from '../config/loader.ts';
 import type { ConfigSnapshot } from '../config/store.ts';
 import type { CrossNamespaceSecrets } from '../config/secret-grants.ts';
+import type { CallerToken } from './caller-token.ts';
 import { DEFAULT_API_GROUP_DOMAIN } from '../config/schema/kinds.ts';
 import { ErrorCodes, GatehouseError } from '../errors.ts';
 import { createLogger, type Logger } from '../log/logger.ts';
@@ -37,7 +38,7 @@ export interface ExtAuthServerOptions {
    * `grpc_service.initial_metadata`); others get UNAUTHENTICATED. Unset: any caller is served
    * (and a warning is logged unless the port is bound to loopback).
    */
-  token?: string | undefined;
+  token?: CallerToken | undefined;
   /** Compiled plugins (default /auth-plugins). */
   pluginDir?: string;
   memoryLimitMb?: number;
@@ -191,14 +192,20 @@ function isLoopback(host: string): boolean {
  * Whether a call carries the caller token (`authorization: Bearer <token>`); always true
  * without a token. Compared as SHA-256 digests in constant time.
  */
-function callerCheck(token: string | undefined): (metadata: Metadata) => boolean {
+function callerCheck(token: CallerToken | undefined): (metadata: Metadata) => boolean {
   if (!token) return () => true;
-  const expected = createHash('sha256').update(token).digest();
+  const digest = (text: string) => createHash('sha256').update(text).digest();
+  let digests: { of: readonly string[]; values: Buffer[] } | undefined;
   return (metadata) => {
     const values = metadata.get('authorization');
     if (values.length !== 1 || typeof values[0] !== 'string') return false;
     const match = /^Bearer[ \t]+(\S{1,4096})\s*$/i.exec(values[0]);
-    return match !== null && timingSafeEqual(createHash('sha256').update(match[1]!).digest(), expected);
+    if (!match) return false;
+    const accepted = token.accepted();
+    if (digests?.of !== accepted) digests = { of: accepted, values: accepted.map(digest) };
+    const presented = digest(match[1]!);
+    // Every accepted token is compared, so the time taken does not tell which one matched.
+    return digests.values.reduce((ok, expected) => timingSafeEqual(presented, expected) || ok, false);
   };
 }
 

@@ -1,6 +1,7 @@
 import { credentials, makeClientConstructor, Metadata, status as GrpcStatus, type Client, type ServiceError } from '@grpc/grpc-js';
 import type { ServiceDefinition } from '@grpc/grpc-js';
 import { GatehouseError } from '../../errors.ts';
+import type { CallerToken } from '../caller-token.ts';
 import { ExtAuthCodes } from '../codes.ts';
 import type { AuthDecision, CheckRequest } from '../step.ts';
 import { checkRequestToMessage, decisionFromMessage, type CheckResponseMessage } from './check-messages.ts';
@@ -32,22 +33,20 @@ export class CheckClient {
   private readonly client: Client;
   private readonly call: CheckFn;
 
-  private readonly metadata: Metadata | undefined;
+  private readonly token: CallerToken | undefined;
+  private metadata: { token: string; value: Metadata } | undefined;
 
   /**
    * `tls`: verify the server against the default trust store (`GRPC_DEFAULT_SSL_ROOTS_FILE_PATH` when set).
    * `token`: sent as `authorization: Bearer <token>` metadata (the server's caller token).
    */
-  constructor(address: string, options: { tls?: boolean; token?: string | undefined } = {}) {
+  constructor(address: string, options: { tls?: boolean; token?: CallerToken | undefined } = {}) {
     if (!parseAddress(address)) throw new GatehouseError('GH_BAD_ARGUMENT', `ext_authz address "${address}" must be host:port, e.g. 127.0.0.1:8083`);
     this.address = address;
     Constructor ??= makeClientConstructor(authorizationPackage()[AUTHORIZATION_SERVICE] as ServiceDefinition, 'Authorization') as unknown as typeof Constructor;
     this.client = new Constructor!(address, options.tls ? credentials.createSsl() : credentials.createInsecure());
     this.call = (this.client as unknown as { Check: CheckFn }).Check.bind(this.client);
-    if (options.token) {
-      this.metadata = new Metadata();
-      this.metadata.set('authorization', `Bearer ${options.token}`);
-    }
+    this.token = options.token;
     // Connect now rather than on the first check, whose 200 ms budget a TCP + HTTP/2
     // handshake to a cold server can eat.
     this.client.getChannel().getConnectivityState(true);
@@ -73,9 +72,22 @@ export class CheckClient {
           ),
         );
       };
-      if (this.metadata) this.call(message, this.metadata, { deadline: Date.now() + timeoutMs }, callback);
+      const metadata = this.callMetadata();
+      if (metadata) this.call(message, metadata, { deadline: Date.now() + timeoutMs }, callback);
       else this.call(message, { deadline: Date.now() + timeoutMs }, callback);
     });
+  }
+
+  /** `authorization: Bearer <token>` with the newest token (one Metadata object while it is the same). */
+  private callMetadata(): Metadata | undefined {
+    const token = this.token?.accepted()[0];
+    if (token === undefined) return undefined;
+    if (this.metadata?.token !== token) {
+      const value = new Metadata();
+      value.set('authorization', `Bearer ${token}`);
+      this.metadata = { token, value };
+    }
+    return this.metadata.value;
   }
 
   close(): void {
