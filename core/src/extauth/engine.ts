@@ -48,17 +48,17 @@ function inputsOf(resource: Resource<'AuthConfig'>, snapshot: Pick<ConfigSnapsho
 }
 
 /**
- * Every value of every Secret an AuthConfig's steps read (by reference, or apiKeyAuth by
- * label): what must never reach a log line through a step's error text.
+ * Every value of every Secret the AuthConfig's plugin steps may read (`pluginAuth.secretRefs`,
+ * all keys of those Secrets): what must never reach a log line through a plugin's text.
+ * apiKeyAuth keys are not among them: no plugin sees them, and an AuthConfig may select thousands.
  */
 function secretValuesOf(resource: Resource<'AuthConfig'>, snapshot: Pick<ConfigSnapshot, 'resources'>): string[] {
   const values: string[] = [];
-  for (const { kind, ref } of referencesOf(resource)) {
-    if (kind === 'Secret') values.push(...Object.values(lookup(snapshot, 'Secret', ref, resource.namespace)?.spec.data ?? {}));
-  }
-  const source = secretSource(snapshot.resources);
   for (const step of resource.spec.configs) {
-    if (step.apiKeyAuth) for (const secret of selectSecrets(step.apiKeyAuth, resource.namespace, source).secrets) values.push(...Object.values(secret.data));
+    for (const ref of Object.values(step.pluginAuth?.secretRefs ?? {})) {
+      const secret = lookup(snapshot, 'Secret', { name: ref.name, ...(ref.namespace ? { namespace: ref.namespace } : {}) }, resource.namespace);
+      if (secret) values.push(...Object.values(secret.spec.data));
+    }
   }
   return values;
 }
