@@ -28,7 +28,7 @@
 /** At most this many characters of untrusted text reach a log line. */
 export const MAX_LOGGED_TEXT = 2048;
 /** Untrusted text is redacted over this prefix, then cut to {@link MAX_LOGGED_TEXT}. */
-const REDACT_WINDOW = 64 * 1024;
+const REDACT_WINDOW = 16 * 1024;
 /** Values shorter than this are not redacted. */
 const MIN_SECRET = 4;
 /** The skeleton search needs this many letters and digits. */
