@@ -14,12 +14,14 @@ import { authConfig } from './support.ts';
 const GRANT = 'gatehouse.dev/allow-references-from';
 const DB_PASSWORD = 'db-password-Zq81xk02';
 
-const secret = (namespace: string, name: string, stringData: Record<string, string>, extra: { labels?: Record<string, string>; annotations?: Record<string, string> } = {}) => ({
+const secret = (namespace: string, name: string, stringData: Record<string, string>, extra: { labels?: Record<string, string>; annotations?: Record<string, string>; type?: string } = {}) => ({
   apiVersion: 'v1',
   kind: 'Secret',
-  metadata: { name, namespace, ...extra },
+  ...(extra.type ? { type: extra.type } : {}),
+  metadata: { name, namespace, ...(extra.labels ? { labels: extra.labels } : {}), ...(extra.annotations ? { annotations: extra.annotations } : {}) },
   stringData,
 });
+const API_KEY = 'extauth.solo.io/apikey';
 const upstream = (namespace: string, port: number) => ({ apiVersion: 'gatehouse.gatehouse.dev/v1', kind: 'Upstream', metadata: { name: 'echo', namespace }, spec: { static: { hosts: [{ addr: '127.0.0.1', port }] } } });
 const vs = (namespace: string, name: string, domain: string, options: object = {}, routeOptions: object = {}) => ({
   apiVersion: 'gateway.gatehouse.dev/v1',
@@ -40,13 +42,15 @@ beforeAll(async () => {
   dir = await makeConfigDir({
     'vault.yaml': [
       // Another team's Secrets: a database password that happens to sit under `api-key`, and one shared on purpose.
-      secret('vault', 'db', { 'x-db-password': DB_PASSWORD, 'api-key': DB_PASSWORD }, { labels: { app: 'db' } }),
+      secret('vault', 'db', { 'x-db-password': DB_PASSWORD, 'api-key': DB_PASSWORD }, { labels: { app: 'db' }, type: API_KEY }),
       secret('vault', 'partner-token', { 'x-partner-token': 'shared-token-1' }, { annotations: { [GRANT]: 'tenant, other' } }),
     ],
     'tenant.yaml': [
       upstream('tenant', echo.port),
-      secret('tenant', 'key-alice', { 'api-key': 'alice-key-0123456789', 'user-id': 'alice' }, { labels: { app: 'db', team: 'tenant' } }),
-      secret('tenant', 'key-anon', { 'api-key': 'anon-key-0123456789' }, { labels: { team: 'tenant' } }),
+      secret('tenant', 'key-alice', { 'api-key': 'alice-key-0123456789', 'user-id': 'alice' }, { labels: { app: 'db', team: 'tenant' }, type: API_KEY }),
+      secret('tenant', 'key-anon', { 'api-key': 'anon-key-0123456789' }, { labels: { team: 'tenant' }, type: API_KEY }),
+      // The tenant's own database password, labelled like the keys but not an API key Secret.
+      secret('tenant', 'tenant-db', { 'api-key': 'tenant-db-password-42' }, { labels: { app: 'db' } }),
       vs('tenant', 'steal', 'steal.test', { headerManipulation: { responseHeadersToAdd: [{ headerSecretRef: { name: 'db', namespace: 'vault' } }] } }),
       vs('tenant', 'shared', 'shared.test', { headerManipulation: { responseHeadersToAdd: [{ headerSecretRef: { name: 'partner-token', namespace: 'vault' } }] } }),
       authConfig('steal-key', [{ apiKeyAuth: { apiKeySecretRefs: [{ name: 'db', namespace: 'vault' }] } }], 'tenant'),
@@ -105,9 +109,11 @@ describe('Secrets across namespaces (gatehouse run)', () => {
 });
 
 describe('apiKeyAuth selection and owned headers (gatehouse run)', () => {
-  it("a label selector takes keys from the AuthConfig's namespace only", async () => {
+  it("a label selector takes API key Secrets from the AuthConfig's namespace only", async () => {
     expect((await get('label.test', { 'api-key': 'alice-key-0123456789' })).status).toBe(200);
     expect((await get('label.test', { 'api-key': DB_PASSWORD })).status).toBe(401);
+    // Only Secrets of type extauth.solo.io/apikey are keys by label.
+    expect((await get('label.test', { 'api-key': 'tenant-db-password-42' })).status).toBe(401);
   });
 
   it('an empty labelSelector is Rejected (it would make every Secret a key) and its requests are denied', async () => {

@@ -461,7 +461,7 @@ export function referencedObjects(documents: readonly ManifestDocument[], crossN
       if (kind !== 'Secret') return false;
       const labels = obj.metadata?.labels ?? {};
       // API key Secrets by label: of the AuthConfig's namespace, or granting it (an empty selector selects nothing).
-      return selectors.some((s) => Object.keys(s.labels).length > 0 && Object.entries(s.labels).every(([k, v]) => labels[k] === v) && secretReadableFrom(grant, s.namespace));
+      return obj.type === 'extauth.solo.io/apikey' && selectors.some((s) => Object.keys(s.labels).length > 0 && Object.entries(s.labels).every(([k, v]) => labels[k] === v) && secretReadableFrom(grant, s.namespace));
     },
   };
 }

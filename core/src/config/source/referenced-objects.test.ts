@@ -5,8 +5,8 @@ import { referencedObjects } from './kube.ts';
 type KubeObject = Parameters<ReturnType<typeof referencedObjects>['wants']>[1];
 
 const doc = (value: object): ManifestDocument => ({ file: 'kube', index: 0, line: 1, value, lineOf: () => 1 });
-const secret = (namespace: string, name: string, extra: { labels?: Record<string, string>; annotations?: Record<string, string> } = {}): KubeObject =>
-  ({ apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace, ...extra } }) as KubeObject;
+const secret = (namespace: string, name: string, extra: { labels?: Record<string, string>; annotations?: Record<string, string>; type?: string } = {}): KubeObject =>
+  ({ apiVersion: 'v1', kind: 'Secret', type: extra.type ?? 'extauth.solo.io/apikey', metadata: { name, namespace, ...(extra.labels ? { labels: extra.labels } : {}), ...(extra.annotations ? { annotations: extra.annotations } : {}) } }) as KubeObject;
 
 describe('referencedObjects: which Secrets the kube source keeps (docs/tenancy.md)', () => {
   const documents = [
@@ -30,5 +30,6 @@ describe('referencedObjects: which Secrets the kube source keeps (docs/tenancy.m
     expect(wanted.wants('Secret', secret('vault', 'k2', { labels: { team: 'a' } }))).toBe(false);
     expect(wanted.wants('Secret', secret('vault', 'k3', { labels: { team: 'a' }, annotations: { 'gatehouse.dev/allow-references-from': 'tenant' } }))).toBe(true);
     expect(wanted.wants('Secret', secret('tenant', 'password', { labels: { app: 'db' } }))).toBe(false);
+    expect(wanted.wants('Secret', secret('tenant', 'opaque', { labels: { team: 'a' }, type: 'Opaque' }))).toBe(false);
   });
 });

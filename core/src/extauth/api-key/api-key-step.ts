@@ -7,6 +7,8 @@ import type { AuthDecision, AuthStep, CheckRequest, HeaderToSet } from '../step.
 
 /** The Secret key holding the API key (Gloo's `extauth.solo.io/apikey` Secrets); the others are its metadata. */
 export const API_KEY_FIELD = 'api-key';
+/** The Secret type of Gloo's API key Secrets (`glooctl create secret apikey`): the only ones a label selects. */
+export const API_KEY_SECRET_TYPE = 'extauth.solo.io/apikey';
 /** Gloo's default header. */
 export const DEFAULT_API_KEY_HEADER = 'api-key';
 
@@ -16,6 +18,8 @@ export interface ApiKeySecret {
   readonly name: string;
   readonly labels: Readonly<Record<string, string>>;
   readonly data: Readonly<Record<string, string>>;
+  /** `type` (Opaque when absent). */
+  readonly type?: string | undefined;
   /** Other namespaces that may read it (config/secret-grants.ts). */
   readonly referableFrom?: readonly string[] | undefined;
 }
@@ -29,8 +33,8 @@ export interface ApiKeySecretSource {
 /** An {@link ApiKeySecretSource} over a config snapshot's (or a load's) resources. */
 export function secretSource(resources: ReadonlyMap<string, { kind: string; namespace: string; name: string; labels: Readonly<Record<string, string>>; spec: unknown }>): ApiKeySecretSource {
   const toSecret = (r: { namespace: string; name: string; labels: Readonly<Record<string, string>>; spec: unknown }): ApiKeySecret => {
-    const spec = r.spec as { data: Record<string, string>; referableFrom?: string[] };
-    return { namespace: r.namespace, name: r.name, labels: r.labels, data: spec.data, referableFrom: spec.referableFrom };
+    const spec = r.spec as { type?: string; data: Record<string, string>; referableFrom?: string[] };
+    return { namespace: r.namespace, name: r.name, labels: r.labels, data: spec.data, type: spec.type, referableFrom: spec.referableFrom };
   };
   let all: ApiKeySecret[] | undefined;
   return {
@@ -94,9 +98,12 @@ export function selectSecrets(spec: ApiKeyAuthSpec, namespace: string, source: A
       problems.push({ path: [...path], severity: 'error', message: 'an empty labelSelector would accept every Secret holding an "api-key" key as an API key: name at least one label (Gloo labels API key Secrets)' });
       continue;
     }
-    // Label selection stays inside the AuthConfig's namespace, plus Secrets that grant it (docs/tenancy.md).
-    const matched = source.all().filter((secret) => wanted.every(([key, value]) => secret.labels[key] === value) && Object.hasOwn(secret.data, API_KEY_FIELD) && secretReadableFrom(secret, namespace));
-    if (matched.length === 0) problems.push({ path: [...path], severity: 'warning', message: 'selects no Secret holding an "api-key" key: every request is denied until one exists' });
+    // Label selection takes API key Secrets only (a labelled database password is no key), of the
+    // AuthConfig's namespace or granting it (docs/tenancy.md).
+    const matched = source
+      .all()
+      .filter((secret) => secret.type === API_KEY_SECRET_TYPE && wanted.every(([key, value]) => secret.labels[key] === value) && Object.hasOwn(secret.data, API_KEY_FIELD) && secretReadableFrom(secret, namespace));
+    if (matched.length === 0) problems.push({ path: [...path], severity: 'warning', message: `selects no Secret of type ${API_KEY_SECRET_TYPE} holding an "api-key" key: every request is denied until one exists` });
     for (const secret of matched) secrets.set(`${secret.namespace}/${secret.name}`, secret);
   }
   if (refs.length === 0 && !spec.labelSelector && !storage?.labelSelector) {
