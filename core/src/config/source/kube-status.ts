@@ -86,6 +86,8 @@ export class KubeStatusWriter {
   /** When each key's verdict was last re-asserted: a writer fighting ours is answered at most once a second per object. */
   private readonly reasserted = new Map<string, number>();
   private unsubscribe: (() => void) | undefined;
+  /** Re-assertions logged: one line per 10 s, however many objects someone else keeps writing. */
+  private reassertLog = { at: 0, suppressed: 0 };
   private writing: Promise<void> = Promise.resolve();
   private closed = false;
 
@@ -113,7 +115,16 @@ export class KubeStatusWriter {
       return;
     }
     this.reasserted.set(key, now);
-    this.options.logger.warn({ code: KubeCodes.STATUS, resource: key, seen: cut(JSON.stringify(status) ?? 'null', 256) }, 'resource status was changed by someone else; writing the verdict again');
+    if (now - this.reassertLog.at >= 10_000) {
+      const repeated = this.reassertLog.suppressed;
+      this.reassertLog = { at: now, suppressed: 0 };
+      this.options.logger.warn(
+        { code: KubeCodes.STATUS, resource: cut(key, 512), seen: cut(JSON.stringify(status) ?? 'null', 256), ...(repeated ? { repeated } : {}) },
+        'resource status was changed by someone else; writing the verdict again',
+      );
+    } else {
+      this.reassertLog.suppressed++;
+    }
     this.flush();
   }
 
