@@ -46,6 +46,14 @@ if (!ENVOY) {
   }
 }
 
+/** The bootstrap with the doc's caller token placeholder replaced by `token` (the doc must have one). */
+function withCallerToken(bootstrap: object, token: string): object {
+  const json = JSON.stringify(bootstrap);
+  const placeholder = 'Bearer CALLER-TOKEN-FROM-THE-extauth-caller-token-SECRET';
+  if (!json.includes(placeholder)) throw new Error('docs/envoy.md: the bootstrap sends no caller token (initial_metadata authorization)');
+  return JSON.parse(json.replace(placeholder, `Bearer ${token}`)) as object;
+}
+
 describe.skipIf(!ENVOY)('Envoy in front of gatehouse extauth (docs/envoy.md bootstrap)', () => {
   let app: Awaited<ReturnType<typeof startBodyRecorder>>;
   let config: ConfigDir;
@@ -54,11 +62,14 @@ describe.skipIf(!ENVOY)('Envoy in front of gatehouse extauth (docs/envoy.md boot
   let envoy: EnvoyProcess;
   let doc: Record<string, unknown>;
 
-  const startExtauth = (port = 0) => startGatehouse('extauth', ['--config-dir', config.path, '--plugin-dir', pluginDir, '--host', '127.0.0.1', '--port', String(port)]);
+  // The caller token travels as the doc's initial_metadata (its placeholder replaced), as an operator fills it in.
+  const CALLER_TOKEN = 'envoy-caller-token-5d1c0a9b7e3f2468';
+  const startExtauth = (port = 0) =>
+    startGatehouse('extauth', ['--config-dir', config.path, '--plugin-dir', pluginDir, '--host', '127.0.0.1', '--port', String(port)], { env: { GATEHOUSE_EXTAUTH_TOKEN: CALLER_TOKEN } });
   const get = (path: string, headers: Record<string, string> = {}) => send(envoy.url, { path, headers: { host: 'shop.example.com', ...headers } });
   /** The doc's bootstrap as written, only its addresses changed (every one must be mapped), with the auth server at `authPort`. */
   const bootstrapFor = (authPort: number) =>
-    withAddresses(doc, {
+    withAddresses(withCallerToken(doc, CALLER_TOKEN), {
       '127.0.0.1:9901': { address: '127.0.0.1', port: 0 },
       '0.0.0.0:10000': { address: '127.0.0.1', port: 0 },
       'extauth.gatehouse-system.svc.cluster.local:8083': { address: '127.0.0.1', port: authPort },

@@ -185,6 +185,11 @@ describe('passThroughAuth.http (Gloo) through gatehouse run', () => {
     expect(fromStruct(next.attributes.metadata_context?.filter_metadata?.['solo.auth.passthrough'])).toEqual({ from: 'http', seen: { state: {}, config: { tier: 'gold' } } });
   });
 
+  it("an allowedUpstreamHeaders header is the auth server's alone: the client's own copy never reaches the upstream (issue 24 finding 8)", async () => {
+    const upstream = (JSON.parse((await get('/http/x', { 'x-user': 'admin' })).body) as Echo).headers;
+    expect(upstream['x-user']).toBe('carol');
+  });
+
   it('a 4xx denies with that status and only allowedClientHeadersOnDenied; a 5xx is a failure (403)', async () => {
     const denied = await get('/http/x', { 'x-verdict': 'deny' });
     expect(denied.status).toBe(401);

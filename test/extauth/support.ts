@@ -113,14 +113,16 @@ export interface EnvoyCheckResponse {
   denied_response?: { status: { code: string }; headers: { header: { key: string; value: string } }[]; body: string };
 }
 
-/** An Envoy-style ext_authz client: `check(request)` sends a CheckRequest message. */
-export function envoyAuthClient(address: string): { check(request: object, timeoutMs?: number): Promise<EnvoyCheckResponse>; close(): void } {
+/** An Envoy-style ext_authz client: `check(request)` sends a CheckRequest message (`token`: as Envoy's initial_metadata would). */
+export function envoyAuthClient(address: string, options: { token?: string } = {}): { check(request: object, timeoutMs?: number): Promise<EnvoyCheckResponse>; close(): void } {
   const Client = authorizationService();
   const client = new Client(address, grpc.credentials.createInsecure());
+  const metadata = new grpc.Metadata();
+  if (options.token !== undefined) metadata.set('authorization', `Bearer ${options.token}`);
   return {
     check: (request, timeoutMs = 5_000) =>
       new Promise((resolve, reject) =>
-        (client as unknown as { Check: Function }).Check(request, { deadline: Date.now() + timeoutMs }, (error: Error | null, response: EnvoyCheckResponse) => (error ? reject(error) : resolve(response))),
+        (client as unknown as { Check: Function }).Check(request, metadata, { deadline: Date.now() + timeoutMs }, (error: Error | null, response: EnvoyCheckResponse) => (error ? reject(error) : resolve(response))),
       ),
     close: () => client.close(),
   };

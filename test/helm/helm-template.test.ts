@@ -11,6 +11,8 @@ const HELM = helmOrSkip('test/helm/helm-template.test.ts');
 /** Values files both must render to the same objects. */
 const SAME: Record<string, Record<string, unknown>> = {
   defaults: {},
+  'a caller token Secret of ones own': { extauth: { callerToken: { existingSecret: 'my-token' } } },
+  'no caller token': { extauth: { callerToken: { enabled: false } } },
   plugins: {
     namespace: 'auth',
     image: { registry: 'registry.example.com/gatehouse', pullPolicy: 'Always' },

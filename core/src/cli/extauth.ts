@@ -4,7 +4,7 @@ import { startExtAuthServer } from '../extauth/server.ts';
 import { createLogger, flushLogs } from '../log/logger.ts';
 import { installProcessGuards } from '../server/process-guards.ts';
 import { describeFlags, parseFlags, portValue, requiredValue, type FlagDef, type FlagValues } from './flags.ts';
-import { KUBE_FLAGS, duration, flagBool, kubeFlagValues } from './gateway-flags.ts';
+import { EXTAUTH_TOKEN_FLAGS, KUBE_FLAGS, SECRET_FLAGS, crossNamespaceSecretsValue, duration, extAuthToken, flagBool, kubeFlagValues } from './gateway-flags.ts';
 
 /** Sandbox limits of plugin steps, shared with `gatehouse run`. */
 export const PLUGIN_FLAGS: readonly FlagDef[] = [
@@ -27,8 +27,10 @@ export function pluginLimits(values: FlagValues): { memoryLimitMb: number; cpuTi
 const FLAGS: readonly FlagDef[] = [
   { name: 'config-dir', type: 'string', description: 'directory of manifests (AuthConfigs are served), read recursively and watched' },
   ...KUBE_FLAGS,
+  ...SECRET_FLAGS,
   { name: 'port', type: 'string', default: '8083', description: 'gRPC port (0 picks a free port)' },
   { name: 'host', type: 'string', default: '0.0.0.0', description: 'address to bind' },
+  ...EXTAUTH_TOKEN_FLAGS,
   { name: 'plugin-dir', type: 'string', default: '/auth-plugins', description: 'directory of compiled auth plugins' },
   ...PLUGIN_FLAGS,
   { name: 'api-group-domain', type: 'string', default: DEFAULT_API_GROUP_DOMAIN, description: 'domain of the API groups (enterprise.DOMAIN/v1, …)' },
@@ -58,9 +60,11 @@ export async function runExtAuth(argv: string[]): Promise<number | void> {
     ...(kube ? { kube } : { configDir: requiredValue(values, 'config-dir') }),
     port: portValue(values, 'port'),
     host: values.host as string,
+    token: extAuthToken(values),
     pluginDir: values['plugin-dir'] as string,
     ...pluginLimits(values),
     apiGroupDomain: values['api-group-domain'] as string,
+    crossNamespaceSecrets: crossNamespaceSecretsValue(values),
     logger,
   });
   const stop = async (signal: string): Promise<void> => {

@@ -7,6 +7,11 @@ import { GATEWAY_FLAGS, gatewayFlagValues } from './gateway-flags.ts';
 const values = (argv: string[], env: NodeJS.ProcessEnv = {}) => gatewayFlagValues(parseFlags(argv, GATEWAY_FLAGS, env).values);
 
 describe('gatewayFlagValues', () => {
+  test('--cross-namespace-secrets takes granted, none or any', () => {
+    expect(values(['--config-dir', '/cfg', '--cross-namespace-secrets', 'none']).crossNamespaceSecrets).toBe('none');
+    expect(() => values(['--config-dir', '/cfg', '--cross-namespace-secrets', 'all'])).toThrow(/granted, none or any/);
+  });
+
   test('defaults (SPEC 9)', () => {
     expect(values(['--config-dir', '/cfg'])).toEqual({
       configDir: '/cfg',
@@ -17,6 +22,7 @@ describe('gatewayFlagValues', () => {
       host: '0.0.0.0',
       workers: 1,
       apiGroupDomain: 'gatehouse.dev',
+      crossNamespaceSecrets: 'granted',
       kubeClusterDomain: 'cluster.local',
       resolve: new Map(),
       accessLog: true,

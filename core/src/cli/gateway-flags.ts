@@ -1,4 +1,6 @@
 import { ErrorCodes, GatehouseError } from '../errors.ts';
+import { fileCallerToken, fixedCallerToken, type CallerToken } from '../extauth/caller-token.ts';
+import { CROSS_NAMESPACE_SECRETS_MODES, SECRET_REFERENCE_ANNOTATION, type CrossNamespaceSecrets } from '../config/secret-grants.ts';
 import { DEFAULT_API_GROUP_DOMAIN } from '../config/schema/kinds.ts';
 import { durationMs } from '../config/schema/common.ts';
 import { parseWorkers, type GatewayProcessOptions } from '../server/gateway-process.ts';
@@ -16,6 +18,39 @@ export const KUBE_FLAGS: readonly FlagDef[] = [
   { name: 'namespace', type: 'string', multiple: true, description: 'with --kube: a namespace to watch (repeatable; default all)' },
 ];
 
+/** `--cross-namespace-secrets` (docs/tenancy.md), shared by every command that loads configuration. */
+export const SECRET_FLAGS: readonly FlagDef[] = [
+  { name: 'cross-namespace-secrets', type: 'string', default: 'granted', description: `references to a Secret of another namespace: granted (the Secret's ${SECRET_REFERENCE_ANNOTATION} annotation names the namespace) | none | any` },
+];
+
+/** The value of `--cross-namespace-secrets`. */
+export function crossNamespaceSecretsValue(values: FlagValues): CrossNamespaceSecrets {
+  const value = String(values['cross-namespace-secrets'] ?? 'granted');
+  if (!(CROSS_NAMESPACE_SECRETS_MODES as readonly string[]).includes(value)) throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, `--cross-namespace-secrets must be granted, none or any, got "${value}"`);
+  return value as CrossNamespaceSecrets;
+}
+
+/**
+ * The ext_authz caller token (docs/auth.md#callers): the server (`extauth`, `run`) requires it
+ * of Check callers, the client (`gateway`) sends it. From a file (a mounted Secret) or the
+ * environment; a command-line value would show in `ps`.
+ */
+export const EXTAUTH_TOKEN_FLAGS: readonly FlagDef[] = [
+  { name: 'extauth-token-file', type: 'string', description: 'file holding the ext_authz caller token (authorization: Bearer metadata); the server requires it, the gateway sends it' },
+  { name: 'extauth-token', type: 'string', description: 'the ext_authz caller token itself (prefer the environment variable or --extauth-token-file)' },
+];
+
+/** The caller token from {@link EXTAUTH_TOKEN_FLAGS}, or undefined when neither is set. */
+export function extAuthToken(values: FlagValues): CallerToken | undefined {
+  const file = values['extauth-token-file'];
+  const token = values['extauth-token'];
+  const hasFile = typeof file === 'string' && file !== '';
+  const hasToken = typeof token === 'string' && token !== '';
+  if (hasFile && hasToken) throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, '--extauth-token and --extauth-token-file both give the caller token: give one');
+  if (hasFile) return fileCallerToken(file);
+  return hasToken ? fixedCallerToken(token) : undefined;
+}
+
 /** `--kube` and its flags, or undefined; with neither --kube nor --config-dir, a clear error. */
 export function kubeFlagValues(values: FlagValues): { kubeconfig?: string | undefined; namespaces: string[] } | undefined {
   if (values.kube !== true) {
@@ -30,6 +65,7 @@ export function kubeFlagValues(values: FlagValues): { kubeconfig?: string | unde
 export const GATEWAY_FLAGS: readonly FlagDef[] = [
   { name: 'config-dir', type: 'string', description: 'directory of manifests, read recursively and watched' },
   ...KUBE_FLAGS,
+  ...SECRET_FLAGS,
   { name: 'port', type: 'string', default: '8080', description: 'traffic port (0 picks a free port)' },
   { name: 'https-port', type: 'string', description: 'HTTPS port for VirtualServices with sslConfig (0 picks a free port); given, the listener always binds; not given, it binds 8443 only while a VirtualService has sslConfig' },
   { name: 'admin-port', type: 'string', default: '9901', description: 'admin port: /healthz /readyz /metrics /config' },
@@ -82,6 +118,7 @@ export function gatewayFlagValues(values: FlagValues): GatewayFlagValues {
     paths: pathNormalization(values),
     workers,
     apiGroupDomain: values['api-group-domain'] as string,
+    crossNamespaceSecrets: crossNamespaceSecretsValue(values),
     kubeClusterDomain: values['kube-cluster-domain'] as string,
     resolve,
     accessLog: !/^(0|false|no|off)$/i.test(String(values['access-log'])),

@@ -3,7 +3,7 @@ import { lazyGraphQLEndpoints } from '../graphql/lazy-endpoints.ts';
 import { createLogger } from '../log/logger.ts';
 import { runGatewayProcess, type GatewayParts } from '../server/gateway-process.ts';
 import { describeFlags, parseFlags, type FlagDef } from './flags.ts';
-import { GATEWAY_FLAGS, duration, gatewayFlagValues } from './gateway-flags.ts';
+import { EXTAUTH_TOKEN_FLAGS, GATEWAY_FLAGS, duration, extAuthToken, gatewayFlagValues } from './gateway-flags.ts';
 
 /** Auth flags of the gateway side (both shapes). */
 export const AUTH_CLIENT_FLAGS: readonly FlagDef[] = [
@@ -14,6 +14,7 @@ export const AUTH_CLIENT_FLAGS: readonly FlagDef[] = [
 const FLAGS: readonly FlagDef[] = [
   ...GATEWAY_FLAGS,
   { name: 'extauth-address', type: 'string', description: 'host:port of the extauth gRPC server; without it, routes that need auth are denied' },
+  ...EXTAUTH_TOKEN_FLAGS,
   ...AUTH_CLIENT_FLAGS,
   { name: 'help', type: 'boolean', description: 'show this help' },
 ];
@@ -31,7 +32,7 @@ export async function runGateway(argv: string[]): Promise<number | void> {
   const address = values['extauth-address'] as string | undefined;
   if (address) {
     const { GrpcAuthorizer } = await import('../extauth/authorizers.ts');
-    const failure = { timeoutMs: duration(values, 'extauth-timeout'), failureModeAllow: values['extauth-failure-mode-allow'] === true };
+    const failure = { timeoutMs: duration(values, 'extauth-timeout'), failureModeAllow: values['extauth-failure-mode-allow'] === true, token: extAuthToken(values) };
     // Constructed eagerly so a bad address fails at startup, not on the first request.
     new GrpcAuthorizer(address, { logger, ...failure }).close();
     parts.authorizer = async ({ logger }) => new GrpcAuthorizer(address, { logger, ...failure });

@@ -3,11 +3,13 @@ import { runGatewayProcess } from '../server/gateway-process.ts';
 import { describeFlags, parseFlags, portValue, type FlagDef } from './flags.ts';
 import { PLUGIN_FLAGS, pluginLimits } from './extauth.ts';
 import { AUTH_CLIENT_FLAGS, gatewayParts } from './gateway.ts';
-import { GATEWAY_FLAGS, duration, gatewayFlagValues } from './gateway-flags.ts';
+import { EXTAUTH_TOKEN_FLAGS, GATEWAY_FLAGS, duration, extAuthToken, gatewayFlagValues } from './gateway-flags.ts';
 
 const FLAGS: readonly FlagDef[] = [
   ...GATEWAY_FLAGS,
   { name: 'extauth-port', type: 'string', default: '8083', description: 'port of the embedded extauth gRPC server (for Envoy or other gateways)' },
+  { name: 'extauth-host', type: 'string', default: '127.0.0.1', description: 'address the embedded extauth gRPC server binds (another address needs --extauth-token-file: the port checks passwords)' },
+  ...EXTAUTH_TOKEN_FLAGS,
   { name: 'plugin-dir', type: 'string', default: '/auth-plugins', description: 'directory of compiled auth plugins' },
   ...PLUGIN_FLAGS,
   ...AUTH_CLIENT_FLAGS,
@@ -28,6 +30,8 @@ export async function runRun(argv: string[]): Promise<number | void> {
   }
   const flags = gatewayFlagValues(values);
   const extauthPort = portValue(values, 'extauth-port');
+  const extauthHost = values['extauth-host'] as string;
+  const token = extAuthToken(values);
   const pluginDir = values['plugin-dir'] as string;
   const limits = pluginLimits(values);
   const failure = { timeoutMs: duration(values, 'extauth-timeout'), failureModeAllow: values['extauth-failure-mode-allow'] === true };
@@ -35,7 +39,7 @@ export async function runRun(argv: string[]): Promise<number | void> {
   const parts = await gatewayParts();
   parts.primary = async ({ logger, loader }) => {
     const { startEmbeddedExtAuth } = await import('../extauth/embedded.ts');
-    const { server, authorizer } = await startEmbeddedExtAuth({ loader, port: extauthPort, host: flags.host, pluginDir, ...limits, logger, ...failure });
+    const { server, authorizer } = await startEmbeddedExtAuth({ loader, port: extauthPort, host: extauthHost, token, pluginDir, ...limits, logger, ...failure });
     return { listening: { extauthPort: server.port }, authorizer, close: () => server.close() };
   };
   // With --workers: each worker runs its own engine (and plugin isolates) on pushed snapshots.

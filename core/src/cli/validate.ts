@@ -4,9 +4,11 @@ import { ConfigStore } from '../config/store.ts';
 import { DEFAULT_API_GROUP_DOMAIN } from '../config/schema/kinds.ts';
 import { kindsOf, resourceChecks } from '../config/resource-checks.ts';
 import { describeFlags, parseFlags, type FlagDef } from './flags.ts';
+import { SECRET_FLAGS, crossNamespaceSecretsValue } from './gateway-flags.ts';
 
 const FLAGS: readonly FlagDef[] = [
   { name: 'api-group-domain', type: 'string', default: DEFAULT_API_GROUP_DOMAIN, description: 'domain of the API groups' },
+  ...SECRET_FLAGS,
   { name: 'help', type: 'boolean', description: 'show this help' },
 ];
 
@@ -21,7 +23,7 @@ export async function runValidate(argv: string[]): Promise<number> {
     return values.help ? 0 : 2;
   }
   const read = await readManifests(positionals);
-  const store = new ConfigStore({ apiGroupDomain: values['api-group-domain'] as string, checks: await resourceChecks(kindsOf(read.documents)) });
+  const store = new ConfigStore({ apiGroupDomain: values['api-group-domain'] as string, crossNamespaceSecrets: crossNamespaceSecretsValue(values), checks: await resourceChecks(kindsOf(read.documents)) });
   const snapshot = store.load(read.documents, read.diagnostics);
   const lines: string[] = [];
   for (const d of snapshot.diagnostics) lines.push(formatDiagnostic(d));

@@ -21,6 +21,16 @@ export function formatDiagnostic(d: Diagnostic): string {
   return `${where}${d.severity}: ${resource}${path}${d.message} [${d.code}]`;
 }
 
+/** Longest diagnostic message kept (status, logs, `admin:/config`): a message may quote a field of any size. */
+export const MAX_DIAGNOSTIC_CHARS = 2048;
+
+/** `d` with its message, path and resource cut to a bound (the same object when within it). */
+export function boundDiagnostic(d: Diagnostic): Diagnostic {
+  const cut = (text: string, max: number) => (text.length <= max ? text : `${text.slice(0, max)}… [${text.length - max} more characters]`);
+  if (d.message.length <= MAX_DIAGNOSTIC_CHARS && (d.path?.length ?? 0) <= 512 && (d.resource?.length ?? 0) <= 512) return d;
+  return { ...d, message: cut(d.message, MAX_DIAGNOSTIC_CHARS), ...(d.path !== undefined ? { path: cut(d.path, 512) } : {}), ...(d.resource !== undefined ? { resource: cut(d.resource, 512) } : {}) };
+}
+
 export type PathSegment = string | number;
 
 /** `['spec','routes',0,'name']` → `spec.routes[0].name`. */
@@ -46,6 +56,8 @@ export const ConfigCodes = {
   DUPLICATE: 'GH_CONFIG_DUPLICATE',
   MISSING_REF: 'GH_CONFIG_MISSING_REF',
   REJECTED_REF: 'GH_CONFIG_REJECTED_REF',
+  /** A reference to a Secret of another namespace that does not grant the referring one (docs/tenancy.md). */
+  CROSS_NAMESPACE_REF: 'GH_CONFIG_CROSS_NAMESPACE_REF',
   DOMAIN_CONFLICT: 'GH_CONFIG_DOMAIN_CONFLICT',
   BAD_DOMAIN: 'GH_CONFIG_BAD_DOMAIN',
   BAD_REGEX: 'GH_CONFIG_BAD_REGEX',

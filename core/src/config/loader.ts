@@ -7,6 +7,7 @@ import type { ServiceEndpoints } from './source/kube.ts';
 import { ConfigStore, type ConfigSnapshot, type ResourceChecks } from './store.ts';
 import { KIND_NAMES } from './schema/kinds.ts';
 import { kindsOf } from './resource-checks.ts';
+import type { CrossNamespaceSecrets } from './secret-grants.ts';
 
 export interface ConfigLoaderOptions {
   /** The config directory (the default source). */
@@ -17,6 +18,8 @@ export interface ConfigLoaderOptions {
   /** Kind checks: given, or loaded for the kinds present in each load. */
   checks?: ResourceChecks | ((kinds: ReadonlySet<string>) => Promise<ResourceChecks>);
   logger: Logger;
+  /** `--cross-namespace-secrets` (config/secret-grants.ts; default `granted`). */
+  crossNamespaceSecrets?: CrossNamespaceSecrets | undefined;
   /** Watch the directory and reload on change (default true). */
   watch?: boolean;
 }
@@ -37,7 +40,7 @@ export class ConfigLoader {
     this.options = options;
     if (!options.source && !options.dir) throw new TypeError('ConfigLoader needs a dir or a source');
     this.source = options.source ?? new DirectorySource(options.dir!, options.logger);
-    this.store = new ConfigStore({ apiGroupDomain: options.apiGroupDomain, ...(typeof options.checks === 'object' ? { checks: options.checks } : {}) });
+    this.store = new ConfigStore({ apiGroupDomain: options.apiGroupDomain, crossNamespaceSecrets: options.crossNamespaceSecrets, ...(typeof options.checks === 'object' ? { checks: options.checks } : {}) });
   }
 
   /** The latest snapshot (undefined before {@link start} resolves). */

@@ -1,4 +1,5 @@
-import { ConfigCodes, formatPath, type Diagnostic, type PathSegment } from './diagnostic.ts';
+import { boundDiagnostic, ConfigCodes, formatPath, type Diagnostic, type PathSegment } from './diagnostic.ts';
+import { crossNamespaceMessage, secretReadableFrom, type CrossNamespaceSecrets } from './secret-grants.ts';
 import type { ManifestDocument } from './manifest.ts';
 import { describeResource, refKey, type AnyResource, type Resource } from './resource.ts';
 import type { Kind } from './schema/kinds.ts';
@@ -84,9 +85,10 @@ export class ConfigStore {
   private servedOrder: string[] = [];
   private checks: ResourceChecks;
 
-  constructor(options: { checks?: ResourceChecks; apiGroupDomain: string }) {
+  constructor(options: { checks?: ResourceChecks; apiGroupDomain: string; crossNamespaceSecrets?: CrossNamespaceSecrets | undefined }) {
     this.checks = options.checks ?? {};
     this.apiGroupDomain = options.apiGroupDomain;
+    this.crossNamespaceSecrets = options.crossNamespaceSecrets ?? 'granted';
   }
 
   /** Adds kind checks (for kinds whose checking code is loaded on demand). */
@@ -95,6 +97,8 @@ export class ConfigStore {
   }
 
   private readonly apiGroupDomain: string;
+  /** `--cross-namespace-secrets` (config/secret-grants.ts). */
+  private readonly crossNamespaceSecrets: CrossNamespaceSecrets;
   /** Schema verdicts by document (results are frozen, documents immutable once read). */
   private readonly validated = new WeakMap<ManifestDocument, ReturnType<typeof validateDocument>>();
 
@@ -110,7 +114,7 @@ export class ConfigStore {
     for (const doc of documents) {
       // Sources hand on unchanged documents as the same objects: each is validated once.
       let result = this.validated.get(doc);
-      if (!result) this.validated.set(doc, (result = validateDocument(doc, this.apiGroupDomain)));
+      if (!result) this.validated.set(doc, (result = validateDocument(doc, this.apiGroupDomain, this.crossNamespaceSecrets)));
       if (!result.key) {
         orphanDiagnostics.push(...result.diagnostics);
         continue;
@@ -172,8 +176,10 @@ export class ConfigStore {
     this.lastAccepted = nextAccepted;
     this.servedOrder = [...served.keys()].sort((a, b) => (rank.get(a) ?? Infinity) - (rank.get(b) ?? Infinity));
     this.generation++;
-    const diagnostics = [...orphanDiagnostics, ...statuses.flatMap((s) => s.reasons)];
-    return { generation: this.generation, resources: served, statuses, diagnostics };
+    // Messages may quote fields of any size: bounded once here for status, logs and admin:/config.
+    const bounded = statuses.map((s) => (s.reasons.every((d) => boundDiagnostic(d) === d) ? s : { ...s, reasons: s.reasons.map(boundDiagnostic) }));
+    const diagnostics = [...orphanDiagnostics.map(boundDiagnostic), ...bounded.flatMap((s) => s.reasons)];
+    return { generation: this.generation, resources: served, statuses: bounded, diagnostics };
   }
 
   private decide(candidate: Candidate, served: Map<string, AnyResource>, claims: Map<string, string>, present: ReadonlySet<string>, routeTables: ReadonlyMap<string, AnyResource>): ResourceStatus {
@@ -217,6 +223,15 @@ export class ConfigStore {
     const out: Diagnostic[] = [];
     for (const ref of referencesOf(resource)) {
       const key = refKey(ref.kind, ref.ref, resource.namespace);
+      // A Secret of another namespace: refused unless it grants this one (docs/tenancy.md). The
+      // message does not say whether it exists: a tenant learns nothing of another namespace.
+      if (ref.kind === 'Secret' && (ref.ref.namespace ?? resource.namespace) !== resource.namespace) {
+        const secret = served.get(key) as Resource<'Secret'> | undefined;
+        if (!secret || !secretReadableFrom({ namespace: secret.namespace, referableFrom: secret.spec.referableFrom }, resource.namespace)) {
+          out.push(ctx.at(ref.path, ConfigCodes.CROSS_NAMESPACE_REF, crossNamespaceMessage({ namespace: ref.ref.namespace!, name: ref.ref.name }, resource.namespace)));
+          continue;
+        }
+      }
       if (served.has(key)) continue;
       const name = `${ref.kind} ${ref.ref.namespace ?? resource.namespace}/${ref.ref.name}`;
       if (ref.kind === 'AuthConfig' && present.has(key)) {

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { referableFrom, type CrossNamespaceSecrets } from './secret-grants.ts';
 import Schema from 'typebox/schema';
 import { ConfigCodes, formatPath, type Diagnostic, type PathSegment } from './diagnostic.ts';
 import type { ManifestDocument } from './manifest.ts';
@@ -20,7 +21,7 @@ export interface ValidationResult {
  * Checks one document against its kind's schema (unknown fields are errors) and turns it
  * into a {@link Resource}. Cross-resource checks (refs, duplicates, conflicts) happen in the store.
  */
-export function validateDocument(doc: ManifestDocument, apiGroupDomain: string): ValidationResult {
+export function validateDocument(doc: ManifestDocument, apiGroupDomain: string, crossNamespaceSecrets: CrossNamespaceSecrets = 'granted'): ValidationResult {
   const at = (path: PathSegment[], code: string, message: string, resource?: string): Diagnostic => ({
     code,
     severity: 'error',
@@ -65,7 +66,7 @@ export function validateDocument(doc: ManifestDocument, apiGroupDomain: string):
   const raw = doc.value as Record<string, unknown>;
   let spec = raw.spec as object;
   if (kind === 'Secret') {
-    const secret = secretSpecOf(raw);
+    const secret = secretSpecOf(raw, crossNamespaceSecrets);
     if (typeof secret === 'string') return { ...(key ? { key } : {}), diagnostics: [at(['data'], ConfigCodes.SCHEMA, secret, label)] };
     spec = secret;
   } else if (kind === 'ConfigMap') {
@@ -91,7 +92,7 @@ export function validateDocument(doc: ManifestDocument, apiGroupDomain: string):
  * A Secret's values: `data` decoded from base64, `stringData` merged over it (Kubernetes'
  * rule), as strings (UTF-8). A message instead when it is over Kubernetes' 1 MiB limit.
  */
-function secretSpecOf(value: Record<string, unknown>): SecretSpec | string {
+function secretSpecOf(value: Record<string, unknown>, crossNamespaceSecrets: CrossNamespaceSecrets): SecretSpec | string {
   const data: Record<string, string> = {};
   let size = 0;
   for (const [name, encoded] of Object.entries((value.data ?? {}) as Record<string, string>)) {
@@ -104,7 +105,8 @@ function secretSpecOf(value: Record<string, unknown>): SecretSpec | string {
     data[name] = text;
   }
   if (size > MAX_SECRET_BYTES) return `the Secret holds ${size} bytes; at most ${MAX_SECRET_BYTES} (Kubernetes' limit)`;
-  return { type: typeof value.type === 'string' ? value.type : 'Opaque', data };
+  const from = referableFrom((value.metadata as { annotations?: unknown } | undefined)?.annotations, crossNamespaceSecrets);
+  return { type: typeof value.type === 'string' ? value.type : 'Opaque', data, ...(from.length > 0 ? { referableFrom: from } : {}) };
 }
 
 /** A ConfigMap's values: `data` as is, `binaryData` decoded (UTF-8); a message when over Kubernetes' 1 MiB limit. */

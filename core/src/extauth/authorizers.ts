@@ -1,6 +1,7 @@
 import { metrics } from '../admin/metrics.ts';
 import type { Logger } from '../log/logger.ts';
 import type { Authorizer } from './authorizer.ts';
+import type { CallerToken } from './caller-token.ts';
 import { ExtAuthCodes } from './codes.ts';
 import { allow, forbidden } from './decision.ts';
 import type { AuthEngine } from './engine.ts';
@@ -38,9 +39,9 @@ export class GrpcAuthorizer implements Authorizer {
   private readonly options: AuthorizerOptions;
   private readonly timeoutMs: number;
 
-  /** Throws `GH_BAD_ARGUMENT` when `address` is not host:port. */
-  constructor(address: string, options: AuthorizerOptions) {
-    this.client = new CheckClient(address);
+  /** Throws `GH_BAD_ARGUMENT` when `address` is not host:port. `token`: the server's caller token. */
+  constructor(address: string, options: AuthorizerOptions & { token?: CallerToken | undefined }) {
+    this.client = new CheckClient(address, { token: options.token });
     this.options = options;
     this.timeoutMs = options.timeoutMs ?? DEFAULT_AUTH_TIMEOUT_MS;
   }

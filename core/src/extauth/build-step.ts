@@ -8,6 +8,7 @@ import { BasicAuthStep, compileBasicAuth } from './basic/basic-auth-step.ts';
 import { ExtAuthCodes } from './codes.ts';
 import { HttpPassThroughStep } from './pass-through/http-pass-through-step.ts';
 import { PassThroughStep } from './pass-through/pass-through-step.ts';
+import { redactingLogger, type Redactor } from './redact.ts';
 import type { AuthStep } from './step.ts';
 
 /** What building a step may need besides its spec. */
@@ -29,6 +30,8 @@ export interface StepBuildOptions {
   resolveSecret?: (ref: { name: string; namespace: string; key: string }) => string | undefined;
   /** Served Secrets, for `apiKeyAuth` (by reference and by label). */
   secrets?: ApiKeySecretSource;
+  /** Masks the AuthConfig's secret values in what a plugin step logs (set per AuthConfig by the engine). */
+  redact?: Redactor;
   /** Run plugin isolates on the process's plugin thread (./plugins/plugin-thread.ts) instead of the event loop. */
   pluginThread?: boolean;
 }
@@ -97,7 +100,8 @@ export async function buildStep(spec: AuthStepSpec, index: number, options: Step
     try {
       return await create(spec.pluginAuth, {
         pluginDir: options.pluginDir,
-        logger: options.logger,
+        // What a plugin writes (log lines, error messages, stacks) is untrusted text: redacted and bounded.
+        logger: options.redact ? redactingLogger(options.logger, options.redact) : options.logger,
         ...(options.memoryLimitMb !== undefined ? { memoryLimitMb: options.memoryLimitMb } : {}),
         ...(options.cpuTimeoutMs !== undefined ? { cpuTimeoutMs: options.cpuTimeoutMs } : {}),
         ...(options.pluginWallTimeoutMs !== undefined ? { wallTimeoutMs: options.pluginWallTimeoutMs } : {}),

@@ -27,6 +27,8 @@ export class AuthChain {
   /** `booleanExpr` (Gloo): which named steps must allow; without one, every step must. */
   private readonly expr: BoolExpr | undefined;
   private readonly byName: ReadonlyMap<string, AuthStep>;
+  /** Headers some step owns (lowercase): never taken from the client. */
+  private readonly owned: ReadonlySet<string>;
 
   constructor(configId: string, version: string, steps: readonly AuthStep[], logger: Logger, expr?: BoolExpr) {
     this.configId = configId;
@@ -35,12 +37,28 @@ export class AuthChain {
     this.logger = logger;
     this.expr = expr;
     this.byName = new Map(steps.map((step) => [step.name, step]));
+    this.owned = new Set(steps.flatMap((step) => step.ownedHeaders ?? []).map((name) => name.toLowerCase()));
     const counter = (step: AuthStep, result: string) => metrics.authDecisions.labels(configId, step.name, result);
     this.counters = new Map(steps.map((step) => [step, { allow: counter(step, 'allow'), deny: counter(step, 'deny'), error: counter(step, 'error') }]));
   }
 
   /** Runs the chain. Never throws: a step that throws denies with 403 and is logged. */
   run(request: CheckRequest): Promise<AuthDecision> {
+    if (this.owned.size === 0) return this.runAny(request);
+    // Owned headers: dropped from what the steps see, and removed upstream unless a step set them
+    // (whichever steps ran: with booleanExpr the owning step may not have).
+    const headers = request.attributes.request.http.headers;
+    const present = Object.keys(headers).some((name) => this.owned.has(name));
+    const seen = present ? withHeaders(request, Object.fromEntries(Object.entries(headers).filter(([name]) => !this.owned.has(name)))) : request;
+    return this.runAny(seen).then((decision) => {
+      if (!decision.allowed) return decision;
+      const set = new Set(decision.headersToSet.map((h) => h.key.toLowerCase()));
+      const remove = [...this.owned].filter((name) => !set.has(name) && !decision.headersToRemove.includes(name));
+      return remove.length === 0 ? decision : { ...decision, headersToRemove: [...decision.headersToRemove, ...remove] };
+    });
+  }
+
+  private runAny(request: CheckRequest): Promise<AuthDecision> {
     return this.expr === undefined && this.steps.length === 1 ? this.runOne(this.steps[0]!, request) : this.runAll(request);
   }
 

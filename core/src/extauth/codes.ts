@@ -14,6 +14,8 @@ export const ExtAuthCodes = {
   UNAVAILABLE: 'GH_EXTAUTH_UNAVAILABLE',
   /** A step's decision had headers or a status that cannot be sent; it was sanitised (SPEC 5). */
   BAD_DECISION: 'GH_EXTAUTH_BAD_DECISION',
+  /** A Check call without the caller token the server requires (or: the server requires none on a public address). */
+  UNAUTHENTICATED: 'GH_EXTAUTH_UNAUTHENTICATED',
   /** The ext_authz server did not answer within the timeout. */
   TIMEOUT: 'GH_EXTAUTH_TIMEOUT',
 } as const;

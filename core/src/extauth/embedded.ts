@@ -1,6 +1,7 @@
 import type { ConfigLoader } from '../config/loader.ts';
 import type { Logger } from '../log/logger.ts';
 import type { Authorizer } from './authorizer.ts';
+import type { CallerToken } from './caller-token.ts';
 import { GrpcAuthorizer, InProcessAuthorizer } from './authorizers.ts';
 import { startExtAuthServer, type ExtAuthServer } from './server.ts';
 
@@ -10,7 +11,10 @@ export interface EmbeddedExtAuthOptions {
   loader: ConfigLoader;
   /** `--extauth-port` (0 picks a free one). */
   port: number;
+  /** Where the gRPC port binds (`gatehouse run --extauth-host`, default 127.0.0.1). */
   host: string;
+  /** Caller token of the gRPC port (`--extauth-token-file`). */
+  token?: CallerToken | undefined;
   pluginDir: string;
   memoryLimitMb?: number;
   cpuTimeoutMs?: number;
@@ -40,6 +44,7 @@ export async function startEmbeddedExtAuth(options: EmbeddedExtAuthOptions): Pro
     loader: options.loader,
     port: options.port,
     host: options.host,
+    token: options.token,
     pluginDir: options.pluginDir,
     logger: options.logger,
     ...(options.memoryLimitMb !== undefined ? { memoryLimitMb: options.memoryLimitMb } : {}),
@@ -49,6 +54,6 @@ export async function startEmbeddedExtAuth(options: EmbeddedExtAuthOptions): Pro
   });
   const failure = { logger: options.logger, ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}), ...(options.failureModeAllow ? { failureModeAllow: true } : {}) };
   const local = options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : options.host.includes(':') ? `[${options.host}]` : options.host;
-  const authorizer = options.mode === 'grpc' ? new GrpcAuthorizer(`${local}:${server.port}`, failure) : new InProcessAuthorizer(server.engine, failure);
+  const authorizer = options.mode === 'grpc' ? new GrpcAuthorizer(`${local}:${server.port}`, { ...failure, token: options.token }) : new InProcessAuthorizer(server.engine, failure);
   return { server, authorizer };
 }

@@ -1,6 +1,7 @@
 import { formatDiagnostic } from '../config/diagnostic.ts';
 import type { Resource } from '../config/resource.ts';
 import { lookup, referencesOf, type ConfigSnapshot } from '../config/store.ts';
+import { secretReadableFrom } from '../config/secret-grants.ts';
 import { GatehouseError } from '../errors.ts';
 import type { Logger } from '../log/logger.ts';
 import { buildStep, type StepBuildOptions } from './build-step.ts';
@@ -9,6 +10,8 @@ import { parseBoolExpr } from './boolean-expr.ts';
 import { AuthChain, closeSteps } from './chain.ts';
 import { ExtAuthCodes } from './codes.ts';
 import { forbidden } from './decision.ts';
+import { LogLimiter } from './log-limit.ts';
+import { bound, createRedactor, type Redactor } from './redact.ts';
 import type { AuthDecision, AuthStep, CheckRequest } from './step.ts';
 
 /** Options of {@link AuthEngine}. */
@@ -44,6 +47,37 @@ function inputsOf(resource: Resource<'AuthConfig'>, snapshot: Pick<ConfigSnapsho
   return [resource.version, ...versions].join('|');
 }
 
+/**
+ * Every value of every Secret the AuthConfig's plugin steps may read (`pluginAuth.secretRefs`,
+ * all keys of those Secrets): what must never reach a log line through a plugin's text.
+ * apiKeyAuth keys are not among them: no plugin sees them, and an AuthConfig may select thousands.
+ */
+function secretValuesOf(resource: Resource<'AuthConfig'>, snapshot: Pick<ConfigSnapshot, 'resources'>): string[] {
+  const values: string[] = [];
+  for (const step of resource.spec.configs) {
+    for (const ref of Object.values(step.pluginAuth?.secretRefs ?? {})) {
+      const secret = lookup(snapshot, 'Secret', { name: ref.name, ...(ref.namespace ? { namespace: ref.namespace } : {}) }, resource.namespace);
+      if (secret) values.push(...Object.values(secret.spec.data));
+    }
+  }
+  return values;
+}
+
+/**
+ * A build failure as kept and logged: its message may quote what a plugin threw (untrusted
+ * text that may hold the step's secrets, in any encoding), so it is redacted and bounded once here.
+ */
+function redactedFailure(error: unknown, redact: Redactor): GatehouseError {
+  const code = error instanceof GatehouseError ? error.code : ExtAuthCodes.STEP_BUILD;
+  const message = redact(error instanceof Error ? error.message : String(error));
+  return new GatehouseError(code, message);
+}
+
+/** A `config_id` as logged: the caller chose it, so it is cut short. */
+function loggedId(id: string): string {
+  return bound(id, 256);
+}
+
 /** The `config_id` of an AuthConfig: `<namespace>.<name>` (SPEC 4 step 2). */
 export function configIdOf(resource: { namespace: string; name: string }): string {
   return `${resource.namespace}.${resource.name}`;
@@ -66,6 +100,11 @@ export class AuthEngine {
   private closed = false;
   private readonly logger: Logger;
   private readonly build: StepBuildOptions;
+  /** Repeats of one config's failure (every retry, every request) are logged once a minute / 10 s. */
+  private readonly failureLog = new LogLimiter({ intervalMs: 60_000 });
+  private readonly deniedLog = new LogLimiter({ intervalMs: 10_000 });
+  /** Last logged failure message per config: a changed cause is logged at once. */
+  private readonly failureText = new Map<string, string>();
 
   constructor(options: AuthEngineOptions) {
     this.logger = options.logger;
@@ -116,7 +155,7 @@ export class AuthEngine {
     );
     const rejected = new Map<string, string>();
     for (const status of snapshot.statuses) {
-      if (status.kind === 'AuthConfig' && status.serving === 'none') rejected.set(configIdOf(status), status.reasons.map(formatDiagnostic).join('; ') || 'rejected');
+      if (status.kind === 'AuthConfig' && status.serving === 'none') rejected.set(configIdOf(status), bound(status.reasons.map(formatDiagnostic).join('; ') || 'rejected'));
     }
 
     const ids = [...next.keys()].sort();
@@ -140,7 +179,10 @@ export class AuthEngine {
       return;
     }
     this.retryDelayMs = Math.min(this.retryDelayMs ? this.retryDelayMs * 2 : 1_000, 30_000);
-    this.logger.warn({ code: ExtAuthCodes.STEP_BUILD, configs: failed, retryInMs: this.retryDelayMs }, 'building these AuthConfigs failed; trying again');
+    const suppressed = this.failureLog.take(`retry:${failed.join(',')}`);
+    if (suppressed !== undefined) {
+      this.logger.warn({ code: ExtAuthCodes.STEP_BUILD, configs: failed, retryInMs: this.retryDelayMs, ...(suppressed ? { repeated: suppressed } : {}) }, 'building these AuthConfigs failed; trying again');
+    }
     // The newest snapshot, never an older one: a retry that fires while a newer update runs must not undo it.
     this.retry = setTimeout(() => void (this.latest === snapshot ? this.update(snapshot) : Promise.resolve()).catch(() => {}), this.retryDelayMs);
     this.retry.unref();
@@ -170,10 +212,20 @@ export class AuthEngine {
     const previous = this.entries;
     this.entries = next;
     for (const [id, entry] of next) {
-      if (entry.failure && previous.get(id) !== entry) {
-        this.logger.error({ config_id: id, code: entry.failure.code, cause: entry.failure.message }, `auth config ${id} cannot be loaded: ${entry.failure.message}`);
+      if (!entry.failure) {
+        this.failureText.delete(id);
+        continue;
       }
+      if (previous.get(id) === entry) continue;
+      // A retry that fails the same way is logged once a minute, with the count left out.
+      const message = entry.failure.message;
+      if (this.failureText.get(id) !== message) this.failureLog.reset(id);
+      const suppressed = this.failureLog.take(id);
+      if (suppressed === undefined) continue;
+      this.failureText.set(id, message);
+      this.logger.error({ config_id: id, code: entry.failure.code, cause: message, ...(suppressed ? { repeated: suppressed } : {}) }, `auth config ${id} cannot be loaded: ${message}`);
     }
+    for (const id of this.failureText.keys()) if (!next.has(id)) this.failureText.delete(id);
     const retired = [...previous].filter(([id, entry]) => next.get(id) !== entry && entry.chain).map(([, entry]) => entry.chain!);
     // Not awaited: a chain with a slow check in flight must not hold up the reload.
     void Promise.all(retired.map((chain) => chain.close()));
@@ -181,13 +233,18 @@ export class AuthEngine {
 
   private async buildEntry(id: string, resource: Resource<'AuthConfig'>, snapshot: Pick<ConfigSnapshot, 'resources'>, inputs: string): Promise<Entry> {
     const built: AuthStep[] = [];
+    const redact = createRedactor(secretValuesOf(resource, snapshot));
     const options: StepBuildOptions = {
       ...this.build,
       namespace: resource.namespace,
+      redact,
       resolveUpstream: (ref) => lookup(snapshot, 'Upstream', ref, resource.namespace)?.spec,
       secrets: secretSource(snapshot.resources),
       resolveSecret: (ref) => {
-        const data = lookup(snapshot, 'Secret', ref, resource.namespace)?.spec.data;
+        const secret = lookup(snapshot, 'Secret', ref, resource.namespace);
+        // Load-time checks refuse such a reference; never hand over a Secret the namespace may not read.
+        if (!secret || !secretReadableFrom({ namespace: secret.namespace, referableFrom: secret.spec.referableFrom }, resource.namespace)) return undefined;
+        const data = secret.spec.data;
         return data && Object.hasOwn(data, ref.key) ? data[ref.key] : undefined;
       },
     };
@@ -198,8 +255,7 @@ export class AuthEngine {
       return { resource, inputs, snapshot, chain: new AuthChain(id, resource.version, built, this.logger, expr) };
     } catch (error) {
       await closeSteps(built, this.logger);
-      const failure = error instanceof GatehouseError ? error : new GatehouseError(ExtAuthCodes.STEP_BUILD, (error as Error).message, { cause: error });
-      return { resource, inputs, snapshot, failure };
+      return { resource, inputs, snapshot, failure: redactedFailure(error, redact) };
     }
   }
 
@@ -211,16 +267,28 @@ export class AuthEngine {
     const id = request.attributes.context_extensions?.config_id;
     const entry = id ? this.entries.get(id) : undefined;
     if (entry?.chain) return entry.chain.run(request);
+    // Per request, so rate-limited: per served config, and once for all unknown ids (the caller picks those).
     if (entry?.failure) {
-      this.logger.error({ config_id: id, code: ExtAuthCodes.CONFIG_UNAVAILABLE, cause: entry.failure.message }, `request denied: auth config ${id} cannot be loaded: ${entry.failure.message}`);
+      const suppressed = this.deniedLog.take(`unavailable:${id}`);
+      if (suppressed !== undefined) {
+        this.logger.error(
+          { config_id: id, code: ExtAuthCodes.CONFIG_UNAVAILABLE, cause: entry.failure.message, ...(suppressed ? { repeated: suppressed } : {}) },
+          `request denied: auth config ${id} cannot be loaded: ${entry.failure.message}`,
+        );
+      }
     } else if (!id) {
-      this.logger.error({ code: ExtAuthCodes.UNKNOWN_CONFIG }, 'request denied: the CheckRequest has no context_extensions.config_id');
+      const suppressed = this.deniedLog.take('no-id');
+      if (suppressed !== undefined) this.logger.error({ code: ExtAuthCodes.UNKNOWN_CONFIG, ...(suppressed ? { repeated: suppressed } : {}) }, 'request denied: the CheckRequest has no context_extensions.config_id');
     } else {
       const why = this.rejected.get(id);
-      this.logger.error(
-        { config_id: id, code: ExtAuthCodes.UNKNOWN_CONFIG, ...(why ? { cause: why } : {}) },
-        why ? `request denied: auth config ${id} is rejected: ${why}` : `request denied: no AuthConfig ${id} is served (config_id is <namespace>.<name>)`,
-      );
+      const suppressed = this.deniedLog.take(why ? `rejected:${id}` : 'unknown');
+      if (suppressed !== undefined) {
+        const shown = loggedId(id);
+        this.logger.error(
+          { config_id: shown, code: ExtAuthCodes.UNKNOWN_CONFIG, ...(why ? { cause: why } : {}), ...(suppressed ? { repeated: suppressed } : {}) },
+          why ? `request denied: auth config ${shown} is rejected: ${why}` : `request denied: no AuthConfig ${shown} is served (config_id is <namespace>.<name>)`,
+        );
+      }
     }
     return Promise.resolve(forbidden());
   }

@@ -1,13 +1,19 @@
 import { stat } from 'node:fs/promises';
-import { Server, ServerCredentials, type ServiceDefinition, type UntypedServiceImplementation, type sendUnaryData, type ServerUnaryCall } from '@grpc/grpc-js';
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { Server, ServerCredentials, status as GrpcStatus, type Metadata, type ServiceDefinition, type UntypedServiceImplementation, type sendUnaryData, type ServerUnaryCall } from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
 import { ConfigLoader } from '../config/loader.ts';
 import type { ConfigSnapshot } from '../config/store.ts';
+import type { CrossNamespaceSecrets } from '../config/secret-grants.ts';
+import type { CallerToken } from './caller-token.ts';
 import { DEFAULT_API_GROUP_DOMAIN } from '../config/schema/kinds.ts';
 import { ErrorCodes, GatehouseError } from '../errors.ts';
 import { createLogger, type Logger } from '../log/logger.ts';
 import { extAuthChecks } from './checks.ts';
 import { forbidden } from './decision.ts';
+import { LogLimiter } from './log-limit.ts';
+import { bound as boundText } from './redact.ts';
+import { ExtAuthCodes } from './codes.ts';
 import { AuthEngine } from './engine.ts';
 import { checkRequestFromMessage, checkResponseToMessage, type CheckRequestMessage, type CheckResponseMessage } from './grpc/check-messages.ts';
 import { AUTHORIZATION_SERVICE, authorizationPackage } from './grpc/protos.ts';
@@ -27,6 +33,12 @@ export interface ExtAuthServerOptions {
   port?: number;
   /** Interface to bind (default 0.0.0.0). */
   host?: string;
+  /**
+   * Callers of Check must send `authorization: Bearer <token>` gRPC metadata (Envoy:
+   * `grpc_service.initial_metadata`); others get UNAUTHENTICATED. Unset: any caller is served
+   * (and a warning is logged unless the port is bound to loopback).
+   */
+  token?: CallerToken | undefined;
   /** Compiled plugins (default /auth-plugins). */
   pluginDir?: string;
   memoryLimitMb?: number;
@@ -36,6 +48,8 @@ export interface ExtAuthServerOptions {
   /** Plugin isolates on a thread of their own (default false here; the CLI's default is true). */
   pluginThread?: boolean;
   apiGroupDomain?: string;
+  /** `--cross-namespace-secrets` (docs/tenancy.md; default granted). */
+  crossNamespaceSecrets?: CrossNamespaceSecrets;
   logger?: Logger;
   /** Reload on config changes (default true). */
   watch?: boolean;
@@ -76,7 +90,15 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
 
   const health = new HealthImplementation({ '': 'NOT_SERVING', [AUTHORIZATION_SERVICE]: 'NOT_SERVING' });
   const server = new Server();
+  const authenticated = callerCheck(options.token);
   const check = (call: ServerUnaryCall<CheckRequestMessage, CheckResponseMessage>, callback: sendUnaryData<CheckResponseMessage>): void => {
+    // The port answers "is this password right?": only the gateway or Envoy may ask.
+    if (!authenticated(call.metadata)) {
+      const suppressed = refusedLog.take('unauthenticated');
+      if (suppressed !== undefined) logger.warn({ code: ExtAuthCodes.UNAUTHENTICATED, peer: boundText(call.getPeer(), 128), ...(suppressed ? { repeated: suppressed } : {}) }, 'ext_authz call refused: no valid caller token');
+      callback({ code: GrpcStatus.UNAUTHENTICATED, details: 'this ext_authz server needs a caller token (authorization: Bearer <token> metadata)' }, null);
+      return;
+    }
     engine.check(checkRequestFromMessage(call.request)).then(
       (decision) => callback(null, checkResponseToMessage(decision)),
       // engine.check never rejects; this guards the gRPC call against a bug all the same.
@@ -87,6 +109,9 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
   health.addToServer(server);
 
   const host = options.host ?? '0.0.0.0';
+  if (!options.token && !isLoopback(host)) {
+    logger.warn({ code: ExtAuthCodes.UNAUTHENTICATED, host }, 'the ext_authz port accepts any caller: set a caller token (--extauth-token-file) so that only the gateway or Envoy can check credentials');
+  }
   const bound = await new Promise<number>((resolve, reject) => {
     server.bindAsync(`${host.includes(':') ? `[${host}]` : host}:${port}`, ServerCredentials.createInsecure(), (error, actual) =>
       error ? reject(new GatehouseError('GH_EXTAUTH_LISTEN', `cannot listen on ${host}:${port}: ${error.message}`, { cause: error })) : resolve(actual),
@@ -110,9 +135,14 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
       if (loader.current) await apply(loader.current);
     } else {
       const source = options.kube
-        ? new (await import('../config/source/kube.ts')).KubeSource({ ...options.kube, apiGroupDomain: options.apiGroupDomain ?? DEFAULT_API_GROUP_DOMAIN, logger })
+        ? new (await import('../config/source/kube.ts')).KubeSource({
+            ...options.kube,
+            apiGroupDomain: options.apiGroupDomain ?? DEFAULT_API_GROUP_DOMAIN,
+            logger,
+            ...(options.crossNamespaceSecrets ? { crossNamespaceSecrets: options.crossNamespaceSecrets } : {}),
+          })
         : undefined;
-      loader = new ConfigLoader({ ...(source ? { source } : { dir: options.configDir! }), apiGroupDomain: options.apiGroupDomain ?? DEFAULT_API_GROUP_DOMAIN, checks: extAuthChecks, logger, watch: options.watch ?? true });
+      loader = new ConfigLoader({ ...(source ? { source } : { dir: options.configDir! }), apiGroupDomain: options.apiGroupDomain ?? DEFAULT_API_GROUP_DOMAIN, crossNamespaceSecrets: options.crossNamespaceSecrets, checks: extAuthChecks, logger, watch: options.watch ?? true });
       unsubscribe = loader.onSnapshot(apply);
       await loader.start();
     }
@@ -147,6 +177,35 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
       })();
       return closing;
     },
+  };
+}
+
+/** One line per 10 s for refused callers, however many there are. */
+const refusedLog = new LogLimiter({ intervalMs: 10_000 });
+
+/** True for an address only this machine can reach. */
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || host.startsWith('127.');
+}
+
+/**
+ * Whether a call carries the caller token (`authorization: Bearer <token>`); always true
+ * without a token. Compared as SHA-256 digests in constant time.
+ */
+function callerCheck(token: CallerToken | undefined): (metadata: Metadata) => boolean {
+  if (!token) return () => true;
+  const digest = (text: string) => createHash('sha256').update(text).digest();
+  let digests: { of: readonly string[]; values: Buffer[] } | undefined;
+  return (metadata) => {
+    const values = metadata.get('authorization');
+    if (values.length !== 1 || typeof values[0] !== 'string') return false;
+    const match = /^Bearer[ \t]+(\S{1,4096})\s*$/i.exec(values[0]);
+    if (!match) return false;
+    const accepted = token.accepted();
+    if (digests?.of !== accepted) digests = { of: accepted, values: accepted.map(digest) };
+    const presented = digest(match[1]!);
+    // Every accepted token is compared, so the time taken does not tell which one matched.
+    return digests.values.reduce((ok, expected) => timingSafeEqual(presented, expected) || ok, false);
   };
 }
 

@@ -40,6 +40,12 @@ export interface AuthStep {
   readonly name: string;
   /** `context.state` is the chain's State so far (Gloo semantics; `{}` for the first step). */
   authorize(request: CheckRequest, context?: StepContext): Promise<AuthDecision>;
+  /**
+   * Request headers the step may set from what it verified (apiKeyAuth's `headersFromMetadata`):
+   * the chain removes them from the client's request before any step runs and from the request
+   * going upstream unless a step set them, so a client can never supply them itself.
+   */
+  readonly ownedHeaders?: readonly string[];
   /** Releases resources (isolates, channels). */
   close?(): Promise<void>;
 }

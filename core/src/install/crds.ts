@@ -9,13 +9,14 @@ import type { IRole } from 'kubernetes-models/rbac.authorization.k8s.io/v1/Role'
 import type { IRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/RoleBinding';
 import type { IConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import type { INamespace } from 'kubernetes-models/v1/Namespace';
+import type { ISecret } from 'kubernetes-models/v1/Secret';
 import type { IService } from 'kubernetes-models/v1/Service';
 import type { IServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 import { CRD_KINDS as KINDS, CRD_KIND_NAMES as KIND_NAMES, type CrdKind as Kind } from '../config/schema/kinds.ts';
 import { toStructural } from './structural-schema.ts';
 
 /** A Kubernetes object of an install. */
-export type KubeObject = INamespace | ICustomResourceDefinition | IServiceAccount | IClusterRole | IClusterRoleBinding | IRole | IRoleBinding | IConfigMap | IDeployment | IService;
+export type KubeObject = INamespace | ICustomResourceDefinition | IServiceAccount | IClusterRole | IClusterRoleBinding | IRole | IRoleBinding | IConfigMap | ISecret | IDeployment | IService;
 
 /** The API group of a kind under a group domain (SPEC 2.2), e.g. `gateway.gatehouse.dev`. */
 export function groupOf(kind: Kind, domain: string): string {

@@ -12,6 +12,7 @@ import { RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/Role
 import type { IPolicyRule } from 'kubernetes-models/rbac.authorization.k8s.io/v1/PolicyRule';
 import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { Namespace } from 'kubernetes-models/v1/Namespace';
+import { Secret, type ISecret } from 'kubernetes-models/v1/Secret';
 import { Service, type IService } from 'kubernetes-models/v1/Service';
 import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -27,6 +28,7 @@ const MODELS: Record<string, new (data: never) => { validate(): void }> = {
   'v1/ServiceAccount': ServiceAccount,
   'v1/Service': Service,
   'v1/ConfigMap': ConfigMap,
+  'v1/Secret': Secret,
   'apps/v1/Deployment': Deployment,
   'rbac.authorization.k8s.io/v1/ClusterRole': ClusterRole,
   'rbac.authorization.k8s.io/v1/ClusterRoleBinding': ClusterRoleBinding,
@@ -63,6 +65,27 @@ const withPlugins = {
 };
 
 describe('renderInstall', () => {
+  it('authenticates callers of the ext_authz port by default: a random caller token Secret both Deployments mount and pass as --extauth-token-file', () => {
+    const objects = renderInstall(resolveValues({}, GATEWAY_VERSION));
+    const token = Buffer.from(find<ISecret>(objects, 'Secret', 'extauth-caller-token').data!.token!, 'base64').toString();
+    expect(token).toMatch(/^[0-9a-f]{64}$/);
+    expect(Buffer.from(find<ISecret>(renderInstall(resolveValues({}, GATEWAY_VERSION)), 'Secret', 'extauth-caller-token').data!.token!, 'base64').toString()).not.toBe(token);
+    for (const name of ['gateway', 'extauth']) {
+      const pod = find<IDeployment>(objects, 'Deployment', name).spec!.template.spec!;
+      expect(pod.containers[0]!.args).toEqual(expect.arrayContaining(['--extauth-token-file', '/etc/gatehouse/extauth-token/token']));
+      expect(pod.containers[0]!.volumeMounts).toContainEqual({ name: 'caller-token', mountPath: '/etc/gatehouse/extauth-token', readOnly: true });
+      expect(pod.volumes).toContainEqual({ name: 'caller-token', secret: { secretName: 'extauth-caller-token', defaultMode: 0o440, items: [{ key: 'token', path: 'token' }] } });
+    }
+    // A Secret of one's own: nothing generated, the same mounts.
+    const own = renderInstall(resolveValues({ extauth: { callerToken: { existingSecret: 'my-token' } } }, GATEWAY_VERSION));
+    expect(own.filter((o) => o.kind === 'Secret')).toEqual([]);
+    expect(find<IDeployment>(own, 'Deployment', 'extauth').spec!.template.spec!.volumes).toContainEqual(expect.objectContaining({ secret: expect.objectContaining({ secretName: 'my-token' }) }));
+    // Turned off: no token anywhere.
+    const off = renderInstall(resolveValues({ extauth: { callerToken: { enabled: false } } }, GATEWAY_VERSION));
+    expect(off.filter((o) => o.kind === 'Secret')).toEqual([]);
+    expect(find<IDeployment>(off, 'Deployment', 'gateway').spec!.template.spec!.containers[0]!.args).not.toContain('--extauth-token-file');
+  });
+
   it('renders namespace, CRDs, service accounts, gateway and extauth, all valid Kubernetes objects', () => {
     const objects = renderInstall(resolveValues({}, GATEWAY_VERSION));
     expect(objects.map((o) => `${o.kind}/${o.metadata?.name}`)).toEqual([
@@ -76,6 +99,7 @@ describe('renderInstall', () => {
       // The configMap source never calls the API server: no roles.
       'ServiceAccount/gatehouse-gateway',
       'ServiceAccount/gatehouse-extauth',
+      'Secret/extauth-caller-token',
       'Deployment/gateway',
       'Service/gateway',
       'Service/gateway-admin',

@@ -1,14 +1,15 @@
+import { randomBytes } from 'node:crypto';
 import { Document } from 'yaml';
 import { renderCrds, type KubeObject } from './crds.ts';
 import { renderRbac } from './rbac.ts';
 import type { ResolvedValues } from './values.ts';
-import { renderExtAuth, renderGateway } from './workloads.ts';
+import { renderCallerToken, renderExtAuth, renderGateway } from './workloads.ts';
 
 /**
  * Every Kubernetes object of an install (SPEC 6), in apply order: namespace, CRDs, RBAC,
  * configuration, then the gateway and extauth Deployments and Services.
  */
-export function renderInstall(values: ResolvedValues): KubeObject[] {
+export function renderInstall(values: ResolvedValues, callerToken: string = randomBytes(32).toString('hex')): KubeObject[] {
   const common = { ...crdLabels(values.gatewayVersion), 'app.kubernetes.io/managed-by': 'gatehouse-install' };
   const selector = (component: string) => ({ 'app.kubernetes.io/name': 'gatehouse', 'app.kubernetes.io/component': component });
   const labels = (component: string) => ({ ...common, 'app.kubernetes.io/component': component });
@@ -19,7 +20,7 @@ export function renderInstall(values: ResolvedValues): KubeObject[] {
   if (values.config.source === 'configMap' && Object.keys(values.config.configMapData).length > 0) {
     objects.push({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: values.config.configMapName, namespace: values.namespace, labels: common }, data: values.config.configMapData });
   }
-  objects.push(...renderGateway(values, labels, selector), ...renderExtAuth(values, labels, selector));
+  objects.push(...renderCallerToken(values, labels, callerToken), ...renderGateway(values, labels, selector), ...renderExtAuth(values, labels, selector));
   return objects;
 }
 

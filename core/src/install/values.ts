@@ -69,6 +69,8 @@ export const ValuesSchema = Strict({
       replicas: Type.Optional(Type.Integer({ minimum: 0 })),
       resources: Type.Optional(Resources),
       extraArgs: Type.Optional(Type.Array(Type.String())),
+      // The ext_authz caller token (docs/auth.md#callers): on by default; a Secret of yours (key `token`) instead of a generated one.
+      callerToken: Type.Optional(Strict({ enabled: Type.Optional(Type.Boolean()), existingSecret: Type.Optional(DnsSubdomain) })),
     }),
   ),
   global: Type.Optional(
@@ -113,12 +115,20 @@ export interface ResolvedValues {
     extraArgs: string[];
     tlsSecrets: { name: string; mountPath: string }[];
   };
-  extauth: { replicas: number; resources: Record<string, unknown>; extraArgs: string[] };
+  extauth: {
+    replicas: number;
+    resources: Record<string, unknown>;
+    extraArgs: string[];
+    /** The caller token Secret (key `token`) both Deployments mount; `create`: rendered with a fresh random token. */
+    callerToken: { enabled: boolean; secretName: string; create: boolean };
+  };
   /** Plugin images by container-safe key, in key order. */
   plugins: { key: string; name: string; image: string; tag: string; pullPolicy: PullPolicy }[];
 }
 
 export const DEFAULT_REGISTRY = 'ghcr.io/gatehouse';
+/** The Secret holding the generated ext_authz caller token (key `token`). */
+export const CALLER_TOKEN_SECRET = 'extauth-caller-token';
 /** Where `gateway.tlsSecrets[].name` is mounted unless `mountPath` is given. */
 export const TLS_MOUNT_ROOT = '/etc/gatehouse/tls';
 
@@ -201,7 +211,16 @@ export function resolveValues(input: unknown, gatewayVersion: string, where = 'v
       extraArgs: v.gateway?.extraArgs ?? [],
       tlsSecrets,
     },
-    extauth: { replicas: v.extauth?.replicas ?? 1, resources: v.extauth?.resources ?? {}, extraArgs: v.extauth?.extraArgs ?? [] },
+    extauth: {
+      replicas: v.extauth?.replicas ?? 1,
+      resources: v.extauth?.resources ?? {},
+      extraArgs: v.extauth?.extraArgs ?? [],
+      callerToken: {
+        enabled: v.extauth?.callerToken?.enabled ?? true,
+        secretName: v.extauth?.callerToken?.existingSecret ?? CALLER_TOKEN_SECRET,
+        create: (v.extauth?.callerToken?.enabled ?? true) && v.extauth?.callerToken?.existingSecret === undefined,
+      },
+    },
     plugins,
   };
 }

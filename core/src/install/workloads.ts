@@ -2,6 +2,7 @@ import type { IDeployment } from 'kubernetes-models/apps/v1/Deployment';
 import type { IContainer } from 'kubernetes-models/v1/Container';
 import type { IEnvVar } from 'kubernetes-models/v1/EnvVar';
 import type { IPodSecurityContext } from 'kubernetes-models/v1/PodSecurityContext';
+import type { ISecret } from 'kubernetes-models/v1/Secret';
 import type { ISecurityContext } from 'kubernetes-models/v1/SecurityContext';
 import type { IService } from 'kubernetes-models/v1/Service';
 import type { IVolume } from 'kubernetes-models/v1/Volume';
@@ -12,6 +13,8 @@ import type { ResolvedValues } from './values.ts';
 export const PORTS = { http: 8080, https: 8443, admin: 9901, grpc: 8083 } as const;
 
 const PLUGIN_DIR = '/auth-plugins';
+/** Where both Deployments mount the caller token Secret (docs/auth.md#callers). */
+const TOKEN_DIR = '/etc/gatehouse/extauth-token';
 const CONFIG_DIR = '/etc/gatehouse/config';
 
 /** Hardened defaults for every container: non-root, read-only root, no privileges. */
@@ -45,6 +48,7 @@ export function renderGateway(values: ResolvedValues, labels: (component: string
     values.apiGroupDomain,
     '--extauth-address',
     `extauth.${ns}.svc:${PORTS.grpc}`,
+    ...tokenArgs(values),
     ...values.gateway.extraArgs,
   ];
   const deployment: IDeployment = {
@@ -78,10 +82,10 @@ export function renderGateway(values: ResolvedValues, labels: (component: string
               livenessProbe: { httpGet: { path: '/healthz', port: 'admin' }, periodSeconds: 10, failureThreshold: 3 },
               resources: values.gateway.resources,
               securityContext: CONTAINER_SECURITY,
-              volumeMounts: [...configMounts(values), ...tlsMounts(values), { name: 'tmp', mountPath: '/tmp' }],
+              volumeMounts: [...configMounts(values), ...tlsMounts(values), ...tokenMounts(values), { name: 'tmp', mountPath: '/tmp' }],
             },
           ],
-          volumes: [...configVolumes(values), ...tlsVolumes(values), { name: 'tmp', emptyDir: {} }],
+          volumes: [...configVolumes(values), ...tlsVolumes(values), ...tokenVolumes(values), { name: 'tmp', emptyDir: {} }],
         },
       },
     },
@@ -142,16 +146,16 @@ export function renderExtAuth(values: ResolvedValues, labels: (component: string
               imagePullPolicy: values.image.pullPolicy,
               // isolated-vm (plugin sandboxes) needs --no-node-snapshot on Node 20+.
               env: [{ name: 'NODE_OPTIONS', value: '--no-node-snapshot' }, ...(values.config.source === 'kube' ? podEnv() : [])],
-              args: ['extauth', ...configArgs(values), '--port', String(PORTS.grpc), '--plugin-dir', PLUGIN_DIR, '--api-group-domain', values.apiGroupDomain, ...values.extauth.extraArgs],
+              args: ['extauth', ...configArgs(values), '--port', String(PORTS.grpc), '--plugin-dir', PLUGIN_DIR, '--api-group-domain', values.apiGroupDomain, ...tokenArgs(values), ...values.extauth.extraArgs],
               ports: [{ name: 'grpc', containerPort: PORTS.grpc, protocol: 'TCP' }],
               readinessProbe: { grpc: { port: PORTS.grpc }, periodSeconds: 5 },
               livenessProbe: { grpc: { port: PORTS.grpc }, periodSeconds: 10, failureThreshold: 3 },
               resources: values.extauth.resources,
               securityContext: CONTAINER_SECURITY,
-              volumeMounts: [{ ...pluginMount, readOnly: true }, ...configMounts(values), { name: 'tmp', mountPath: '/tmp' }],
+              volumeMounts: [{ ...pluginMount, readOnly: true }, ...configMounts(values), ...tokenMounts(values), { name: 'tmp', mountPath: '/tmp' }],
             },
           ],
-          volumes: [{ name: 'auth-plugins', emptyDir: {} }, ...configVolumes(values), { name: 'tmp', emptyDir: {} }],
+          volumes: [{ name: 'auth-plugins', emptyDir: {} }, ...configVolumes(values), ...tokenVolumes(values), { name: 'tmp', emptyDir: {} }],
         },
       },
     },
@@ -163,6 +167,29 @@ export function renderExtAuth(values: ResolvedValues, labels: (component: string
     spec: { type: 'ClusterIP', selector: selector('extauth'), ports: [{ name: 'grpc', port: PORTS.grpc, targetPort: 'grpc', protocol: 'TCP', appProtocol: 'grpc' }] },
   };
   return [deployment, service];
+}
+
+/**
+ * The ext_authz caller token Secret (docs/auth.md#callers), when the install generates it:
+ * `token` is 32 random bytes as hex. Rendering again makes a new one; both Deployments read
+ * the mounted file again while running, so applying it rotates the token without a restart.
+ */
+export function renderCallerToken(values: ResolvedValues, labels: (component: string) => Record<string, string>, token: string): ISecret[] {
+  if (!values.extauth.callerToken.create) return [];
+  return [{ apiVersion: 'v1', kind: 'Secret', metadata: { name: values.extauth.callerToken.secretName, namespace: values.namespace, labels: labels('extauth') }, type: 'Opaque', data: { token: Buffer.from(token).toString('base64') } }];
+}
+
+function tokenArgs(values: ResolvedValues): string[] {
+  return values.extauth.callerToken.enabled ? ['--extauth-token-file', `${TOKEN_DIR}/token`] : [];
+}
+
+function tokenMounts(values: ResolvedValues): IVolumeMount[] {
+  return values.extauth.callerToken.enabled ? [{ name: 'caller-token', mountPath: TOKEN_DIR, readOnly: true }] : [];
+}
+
+function tokenVolumes(values: ResolvedValues): IVolume[] {
+  // 0440: readable by the pod's group (fsGroup) only.
+  return values.extauth.callerToken.enabled ? [{ name: 'caller-token', secret: { secretName: values.extauth.callerToken.secretName, defaultMode: 0o440, items: [{ key: 'token', path: 'token' }] } }] : [];
 }
 
 function imageOf(values: ResolvedValues): string {

@@ -1,5 +1,6 @@
 import cluster, { type Worker } from 'node:cluster';
 import { existsSync, readFileSync } from 'node:fs';
+import type { CrossNamespaceSecrets } from '../config/secret-grants.ts';
 import type { Server } from 'node:http';
 import { availableParallelism } from 'node:os';
 import { getRequestListener } from '@hono/node-server';
@@ -63,6 +64,8 @@ export interface KubeOptions {
   namespaces: readonly string[];
   /** Write resource status (one replica at a time, by Lease). The gateway does; a separate extauth does not. */
   writeStatus?: boolean;
+  /** Which Secrets of other namespaces are read at all (docs/tenancy.md). */
+  crossNamespaceSecrets?: CrossNamespaceSecrets;
 }
 
 export interface GatewayProcessOptions {
@@ -89,6 +92,8 @@ export interface GatewayProcessOptions {
   /** 1 = serve in this process; more = that many cluster workers share the port. */
   workers: number;
   apiGroupDomain: string;
+  /** `--cross-namespace-secrets` (docs/tenancy.md; default granted). */
+  crossNamespaceSecrets?: CrossNamespaceSecrets;
   kubeClusterDomain: string;
   /** `--resolve HOST=ADDR`: dial ADDR for HOST (tests, clusters without DNS). */
   resolve: ReadonlyMap<string, string>;
@@ -123,10 +128,11 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
   installProcessGuards(options.logger);
   if (cluster.isWorker) return runWorker(options);
   const { logger } = options;
-  const kube = options.kube ? await startKubeSource(options.kube, options.apiGroupDomain, logger) : undefined;
+  const kube = options.kube ? await startKubeSource({ ...options.kube, ...(options.crossNamespaceSecrets ? { crossNamespaceSecrets: options.crossNamespaceSecrets } : {}) }, options.apiGroupDomain, logger) : undefined;
   const loader = new ConfigLoader({
     ...(kube ? { source: kube.source } : { dir: options.configDir }),
     apiGroupDomain: options.apiGroupDomain,
+    crossNamespaceSecrets: options.crossNamespaceSecrets,
     logger,
     ...(options.parts.checks ? { checks: options.parts.checks } : {}),
   });

@@ -20,7 +20,7 @@ export interface RunningKubeSource {
  */
 export async function startKubeSource(options: KubeOptions, apiGroupDomain: string, logger: Logger): Promise<RunningKubeSource> {
   const [{ KubeSource }, { KubeStatusWriter }] = await Promise.all([import('../config/source/kube.ts'), import('../config/source/kube-status.ts')]);
-  const source = new KubeSource({ kubeconfig: options.kubeconfig, namespaces: options.namespaces, apiGroupDomain, logger });
+  const source = new KubeSource({ kubeconfig: options.kubeconfig, namespaces: options.namespaces, apiGroupDomain, logger, ...(options.crossNamespaceSecrets ? { crossNamespaceSecrets: options.crossNamespaceSecrets } : {}) });
   const writer = options.writeStatus === false ? undefined : new KubeStatusWriter({ config: source.config, origins: source, logger, identity: source.identity });
   setKubeConnectedProbe(() => source.health().connected);
   return {

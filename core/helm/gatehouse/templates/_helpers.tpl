@@ -139,3 +139,34 @@ EndpointSlices. (dict "root" $ "writeStatus" true)
   resources: [endpointslices]
   verbs: [get, list, watch]
 {{- end }}
+
+{{/* The ext_authz caller token (workloads.ts tokenArgs/tokenMounts/tokenVolumes). */}}
+{{- define "gatehouse.tokenSecret" -}}
+{{ .Values.extauth.callerToken.existingSecret | default "extauth-caller-token" }}
+{{- end }}
+
+{{- define "gatehouse.tokenArgs" -}}
+{{- if .Values.extauth.callerToken.enabled }}
+- "--extauth-token-file"
+- "/etc/gatehouse/extauth-token/token"
+{{- end }}
+{{- end }}
+
+{{- define "gatehouse.tokenMounts" -}}
+{{- if .Values.extauth.callerToken.enabled }}
+- name: caller-token
+  mountPath: /etc/gatehouse/extauth-token
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{- define "gatehouse.tokenVolumes" -}}
+{{- if .Values.extauth.callerToken.enabled }}
+- name: caller-token
+  secret:
+    secretName: {{ include "gatehouse.tokenSecret" . | toJson }}
+    defaultMode: 288  # 0440
+    items:
+      - { key: token, path: token }
+{{- end }}
+{{- end }}

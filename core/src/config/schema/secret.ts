@@ -26,6 +26,8 @@ export const SecretManifest = Strict({
 export const SecretSpec = Strict({
   type: Type.String(),
   data: Type.Record(Type.String(), Type.String()),
+  /** Other namespaces whose resources may reference it (`*`: any), from its annotation and the global setting (config/secret-grants.ts). */
+  referableFrom: Type.Optional(Type.Array(Type.String())),
 });
 export type SecretSpec = Type.Static<typeof SecretSpec>;
 

@@ -10,6 +10,23 @@ import { kubeRequest } from './kube-request.ts';
 /** What a status writer needs to know about the objects it reports on. */
 export interface OriginLookup {
   origin(key: string): KubeObjectOrigin | undefined;
+  /** Tells of objects whose `status` alone changed (someone else wrote it): the verdict is written again. */
+  onStatusChange?(listener: (key: string, status: unknown) => void): () => void;
+}
+
+/** Longest `status.reason` written: a rejection may quote a field of any size (etcd holds 1.5 MB per object). */
+export const MAX_STATUS_REASON_CHARS = 4096;
+
+/** `text` cut to `max` characters, saying how much was cut. */
+function cut(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max)}… [${text.length - max} more characters]`;
+}
+
+/** Whether the status seen on an object is the verdict we wrote (fields we write only; others are left alone). */
+function sameVerdict(seen: unknown, ours: KubeResourceStatus): boolean {
+  if (!seen || typeof seen !== 'object') return false;
+  const s = seen as Record<string, unknown>;
+  return s.state === ours.state && s.reason === ours.reason && s.serving === ours.serving && s.reportedBy === ours.reportedBy && s.observedGeneration === ours.observedGeneration;
 }
 
 export interface KubeStatusWriterOptions {
@@ -64,6 +81,13 @@ export class KubeStatusWriter {
   private latest: ConfigSnapshot | undefined;
   /** What was last written, by resource key: skip unchanged verdicts. */
   private written = new Map<string, string>();
+  /** The verdict last written, by resource key: what a status seen on the object must equal. */
+  private readonly verdicts = new Map<string, KubeResourceStatus>();
+  /** When each key's verdict was last re-asserted: a writer fighting ours is answered at most once a second per object. */
+  private readonly reasserted = new Map<string, number>();
+  private unsubscribe: (() => void) | undefined;
+  /** Re-assertions logged: one line per 10 s, however many objects someone else keeps writing. */
+  private reassertLog = { at: 0, suppressed: 0 };
   private writing: Promise<void> = Promise.resolve();
   private closed = false;
 
@@ -72,6 +96,36 @@ export class KubeStatusWriter {
     this.durationMs = options.leaseDurationMs ?? 15_000;
     const namespace = options.leaseNamespace ?? (process.env.POD_NAMESPACE || 'default');
     this.leasePath = `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/leases/${encodeURIComponent(options.leaseName ?? 'gatehouse-status-writer')}`;
+    this.unsubscribe = options.origins.onStatusChange?.((key, status) => this.statusSeen(key, status));
+  }
+
+  /**
+   * A status we did not write (anyone with `/status` access can): write our verdict again, so
+   * a Rejected resource never stays `Accepted` in the cluster.
+   */
+  private statusSeen(key: string, status: unknown): void {
+    const ours = this.verdicts.get(key);
+    if (!this.leading || this.closed || !ours || sameVerdict(status, ours)) return;
+    const now = Date.now();
+    const last = this.reasserted.get(key) ?? 0;
+    this.written.delete(key);
+    if (now - last < 1_000) {
+      // Re-asserted a moment ago: once more after the pause, not in a tight loop.
+      setTimeout(() => this.flush(), 1_000 - (now - last)).unref();
+      return;
+    }
+    this.reasserted.set(key, now);
+    if (now - this.reassertLog.at >= 10_000) {
+      const repeated = this.reassertLog.suppressed;
+      this.reassertLog = { at: now, suppressed: 0 };
+      this.options.logger.warn(
+        { code: KubeCodes.STATUS, resource: cut(key, 512), seen: cut(JSON.stringify(status) ?? 'null', 256), ...(repeated ? { repeated } : {}) },
+        'resource status was changed by someone else; writing the verdict again',
+      );
+    } else {
+      this.reassertLog.suppressed++;
+    }
+    this.flush();
   }
 
   /** Whether this replica holds the Lease now. */
@@ -114,7 +168,7 @@ export class KubeStatusWriter {
       if (!origin) continue;
       const body: KubeResourceStatus = {
         state: status.state,
-        reason: status.reasons.map((d) => formatDiagnostic({ ...d, file: undefined, line: undefined })).join('\n'),
+        reason: cut(status.reasons.map((d) => formatDiagnostic({ ...d, file: undefined, line: undefined })).join('\n'), MAX_STATUS_REASON_CHARS),
         ...(origin.generation !== undefined ? { observedGeneration: origin.generation } : {}),
         serving: status.serving,
         reportedBy: 'gatehouse',
@@ -125,18 +179,20 @@ export class KubeStatusWriter {
       const answer = await kubeRequest(this.options.config, 'PATCH', path, { status: body }, 'application/merge-patch+json');
       if (answer.status === 200) {
         this.written.set(key, json);
+        this.verdicts.set(key, body);
         metrics.kubeStatusWrites.inc({ result: 'ok' });
       } else if (answer.status === 404) {
         // Deleted meanwhile: the next snapshot drops it.
         this.written.delete(key);
       } else {
         metrics.kubeStatusWrites.inc({ result: 'error' });
-        this.options.logger.warn({ code: KubeCodes.STATUS, resource: key, status: answer.status, body: answer.text.slice(0, 300) }, 'writing status failed');
+        this.options.logger.warn({ code: KubeCodes.STATUS, resource: cut(key, 512), status: answer.status, body: answer.text.slice(0, 300) }, 'writing status failed');
       }
     }
     // Forget verdicts of resources that are gone, so one recreated under the same name is written.
     const present = new Set(snapshot.statuses.map((s) => `${s.kind}/${s.namespace}/${s.name}`));
     for (const key of this.written.keys()) if (!present.has(key)) this.written.delete(key);
+    for (const key of this.verdicts.keys()) if (!present.has(key)) (this.verdicts.delete(key), this.reasserted.delete(key));
   }
 
   private setLeading(leading: boolean): void {
@@ -202,6 +258,7 @@ export class KubeStatusWriter {
   /** Stops; a leader gives the Lease up so another replica takes over at once. */
   async close(): Promise<void> {
     this.closed = true;
+    this.unsubscribe?.();
     clearTimeout(this.timer);
     await this.writing;
     if (!this.leading) return;

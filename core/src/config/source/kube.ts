@@ -1,4 +1,5 @@
 import { hostname } from 'node:os';
+import { referableFrom, secretReadableFrom, type CrossNamespaceSecrets } from '../secret-grants.ts';
 import * as k8s from '@kubernetes/client-node';
 import type { Diagnostic } from '../diagnostic.ts';
 import { resourceLimitProblem, type ManifestDocument } from '../manifest.ts';
@@ -19,6 +20,8 @@ export interface KubeSourceOptions {
   debounceMs?: number;
   /** A kind whose CRD is not installed is looked for again this often (default 30 s). */
   missingRetryMs?: number;
+  /** `--cross-namespace-secrets`: which Secrets of other namespaces are read at all (docs/tenancy.md). */
+  crossNamespaceSecrets?: CrossNamespaceSecrets;
 }
 
 /** One watched collection: a kind in one API group family (ours or Gloo's), or a core kind. */
@@ -109,14 +112,16 @@ class CollectionWatch {
   private readonly config: k8s.KubeConfig;
   private readonly onChange: () => void;
   private readonly onSynced: () => void;
+  private readonly onStatus: ((key: string, status: unknown) => void) | undefined;
   private readonly options: Required<Pick<KubeSourceOptions, 'missingRetryMs'>> & { logger: Logger };
 
-  constructor(collection: WatchedCollection, namespace: string, config: k8s.KubeConfig, hooks: { onChange: () => void; onSynced: () => void }, options: Required<Pick<KubeSourceOptions, 'missingRetryMs'>> & { logger: Logger }) {
+  constructor(collection: WatchedCollection, namespace: string, config: k8s.KubeConfig, hooks: { onChange: () => void; onSynced: () => void; onStatus?: (key: string, status: unknown) => void }, options: Required<Pick<KubeSourceOptions, 'missingRetryMs'>> & { logger: Logger }) {
     this.collection = collection;
     this.namespace = namespace;
     this.config = config;
     this.onChange = hooks.onChange;
     this.onSynced = hooks.onSynced;
+    this.onStatus = hooks.onStatus;
     this.options = options;
     this.label = collectionPath(collection, namespace);
   }
@@ -142,7 +147,11 @@ class CollectionWatch {
       const old = this.objects.get(key);
       // A status write (ours, or another replica's) bumps resourceVersion but not generation:
       // the configuration is the same, so keep the old object (its document stays validated) and reload nothing.
-      if (old && sameConfiguration(old, obj)) return;
+      if (old && sameConfiguration(old, obj)) {
+        // Someone may have written a verdict that is not ours: the status writer re-asserts it.
+        this.onStatus?.(`${this.collection.kind}/${key.replace(/^\//, 'default/')}`, (obj as { status?: unknown }).status);
+        return;
+      }
       this.objects.set(key, obj);
       this.onChange();
     };
@@ -269,6 +278,7 @@ export class KubeSource implements ConfigSource<KubeRead> {
   private origins: ReadonlyMap<string, KubeObjectOrigin> = new Map();
   private endpoints: ReadonlyMap<string, ServiceEndpoints> = new Map();
   private endpointsJson = '';
+  private readonly statusListeners = new Set<(key: string, status: unknown) => void>();
 
   constructor(options: KubeSourceOptions) {
     this.options = options;
@@ -291,13 +301,23 @@ export class KubeSource implements ConfigSource<KubeRead> {
       for (const namespace of namespaces) {
         pending++;
         this.watches.push(
-          new CollectionWatch(collection, namespace, this.config, { onChange: () => this.changed(), onSynced: () => --pending === 0 && resolveSynced() }, { missingRetryMs: this.options.missingRetryMs ?? 30_000, logger }),
+          new CollectionWatch(collection, namespace, this.config, { onChange: () => this.changed(), onSynced: () => --pending === 0 && resolveSynced(), onStatus: (key, status) => this.statusSeen(key, status) }, { missingRetryMs: this.options.missingRetryMs ?? 30_000, logger }),
         );
       }
     }
     for (const watch of this.watches) watch.start();
     await this.synced;
     return this.snapshot();
+  }
+
+  /** Calls `listener` when an object's `status` changed and nothing else did (`key`: `Kind/namespace/name`). */
+  onStatusChange(listener: (key: string, status: unknown) => void): () => void {
+    this.statusListeners.add(listener);
+    return () => this.statusListeners.delete(listener);
+  }
+
+  private statusSeen(key: string, status: unknown): void {
+    for (const listener of this.statusListeners) listener(key, status);
   }
 
   /** Calls `listener` with a whole read after each settled change; reads never overlap. */
@@ -348,7 +368,7 @@ export class KubeSource implements ConfigSource<KubeRead> {
         else documents.push(this.document(obj, origins));
       }
     }
-    const wanted = referencedObjects(documents);
+    const wanted = referencedObjects(documents, this.options.crossNamespaceSecrets ?? 'granted');
     for (const obj of secrets) if (wanted.wants('Secret', obj)) documents.push(this.document(obj, origins));
     for (const obj of configMaps) if (wanted.wants('ConfigMap', obj)) documents.push(this.document(obj, origins));
     // Stable order: the store decides conflicts (a domain claimed twice) by what served first, then by order.
@@ -405,35 +425,49 @@ export class KubeSource implements ConfigSource<KubeRead> {
  * Which Secrets and ConfigMaps the Gatehouse resources reference: by `{name, namespace}` under
  * any key naming a secret ref (`secretRef`, `secretRefs`, `apiKeySecretRefs`, `headerSecretRef`),
  * `protoRefs`, and apiKeyAuth `labelSelector`s. The rest of a cluster's Secrets (service account
- * tokens, Helm releases…) never enter the configuration.
+ * tokens, Helm releases…) never enter the configuration, nor does a Secret referenced from
+ * another namespace that does not grant it (docs/tenancy.md): its values never reach the process.
  */
-export function referencedObjects(documents: readonly ManifestDocument[]): { wants(kind: 'Secret' | 'ConfigMap', obj: KubeObject): boolean } {
-  const named = new Set<string>();
+export function referencedObjects(documents: readonly ManifestDocument[], crossNamespaceSecrets: CrossNamespaceSecrets = 'granted'): { wants(kind: 'Secret' | 'ConfigMap', obj: KubeObject): boolean } {
+  /** Referenced objects, with the namespaces that reference them. */
+  const named = new Map<string, Set<string>>();
   const selectors: { namespace: string; labels: Record<string, string> }[] = [];
   for (const doc of documents) {
     // Walked once per document (the source hands on an unchanged object as the same document):
     // walking every resource on every change cost ~0.5 s per MB of configuration per rebuild.
     let found = referencesByDocument.get(doc);
     if (!found) referencesByDocument.set(doc, (found = referencesIn(doc)));
-    for (const key of found.named) named.add(key);
+    for (const key of found.named) {
+      const froms = named.get(key) ?? new Set<string>();
+      named.set(key, froms.add(found.from));
+    }
     selectors.push(...found.selectors);
   }
   return {
     wants(kind, obj) {
       const ns = obj.metadata?.namespace ?? 'default';
-      if (named.has(`${kind}/${ns}/${obj.metadata?.name}`)) return true;
+      const grant = { namespace: ns, referableFrom: kind === 'Secret' ? referableFrom(obj.metadata?.annotations, crossNamespaceSecrets) : ['*'] };
+      const froms = named.get(`${kind}/${ns}/${obj.metadata?.name}`);
+      if (froms && [...froms].some((from) => secretReadableFrom(grant, from))) return true;
       if (kind !== 'Secret') return false;
       const labels = obj.metadata?.labels ?? {};
-      // Gloo looks for API key Secrets in every watched namespace.
-      return selectors.some((s) => Object.entries(s.labels).every(([k, v]) => labels[k] === v));
+      // API key Secrets by label: of the AuthConfig's namespace, or granting it (an empty selector selects nothing).
+      return obj.type === 'extauth.solo.io/apikey' && selectors.some((s) => Object.keys(s.labels).length > 0 && Object.entries(s.labels).every(([k, v]) => labels[k] === v) && secretReadableFrom(grant, s.namespace));
     },
   };
 }
 
-const referencesByDocument = new WeakMap<ManifestDocument, { named: string[]; selectors: { namespace: string; labels: Record<string, string> }[] }>();
+const referencesByDocument = new WeakMap<ManifestDocument, References>();
+
+/** The Secrets and ConfigMaps one document references (`Kind/namespace/name`), its label selectors, and its own namespace. */
+interface References {
+  named: string[];
+  selectors: { namespace: string; labels: Record<string, string> }[];
+  from: string;
+}
 
 /** The Secret and ConfigMap references of one document (see {@link referencedObjects}). */
-function referencesIn(doc: ManifestDocument): { named: string[]; selectors: { namespace: string; labels: Record<string, string> }[] } {
+function referencesIn(doc: ManifestDocument): References {
   const named = new Set<string>();
   const selectors: { namespace: string; labels: Record<string, string> }[] = [];
   const value = doc.value as { metadata?: { namespace?: string }; spec?: unknown };
@@ -458,7 +492,7 @@ function referencesIn(doc: ManifestDocument): { named: string[]; selectors: { na
     if (lower === 'secretrefs' && !Array.isArray(node)) for (const v of Object.values(record)) visit(v, 'secretRef', depth + 1);
   };
   visit(value.spec, 'spec', 0);
-  return { named: [...named], selectors };
+  return { named: [...named], selectors, from };
 }
 
 /** Ready endpoints per Service, from its EndpointSlices (`kubernetes.io/service-name`). */

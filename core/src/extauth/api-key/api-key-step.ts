@@ -1,11 +1,14 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { ApiKeyAuthSpec } from '../../config/schema/auth-config.ts';
 import type { ResourceRef } from '../../config/schema/common.ts';
+import { secretReadableFrom } from '../../config/secret-grants.ts';
 import { allow, deny } from '../decision.ts';
 import type { AuthDecision, AuthStep, CheckRequest, HeaderToSet } from '../step.ts';
 
 /** The Secret key holding the API key (Gloo's `extauth.solo.io/apikey` Secrets); the others are its metadata. */
 export const API_KEY_FIELD = 'api-key';
+/** The Secret type of Gloo's API key Secrets (`glooctl create secret apikey`): the only ones a label selects. */
+export const API_KEY_SECRET_TYPE = 'extauth.solo.io/apikey';
 /** Gloo's default header. */
 export const DEFAULT_API_KEY_HEADER = 'api-key';
 
@@ -15,6 +18,10 @@ export interface ApiKeySecret {
   readonly name: string;
   readonly labels: Readonly<Record<string, string>>;
   readonly data: Readonly<Record<string, string>>;
+  /** `type` (Opaque when absent). */
+  readonly type?: string | undefined;
+  /** Other namespaces that may read it (config/secret-grants.ts). */
+  readonly referableFrom?: readonly string[] | undefined;
 }
 
 /** Where the step's Secrets come from: by reference, and by label across the config source. */
@@ -25,7 +32,10 @@ export interface ApiKeySecretSource {
 
 /** An {@link ApiKeySecretSource} over a config snapshot's (or a load's) resources. */
 export function secretSource(resources: ReadonlyMap<string, { kind: string; namespace: string; name: string; labels: Readonly<Record<string, string>>; spec: unknown }>): ApiKeySecretSource {
-  const toSecret = (r: { namespace: string; name: string; labels: Readonly<Record<string, string>>; spec: unknown }): ApiKeySecret => ({ namespace: r.namespace, name: r.name, labels: r.labels, data: (r.spec as { data: Record<string, string> }).data });
+  const toSecret = (r: { namespace: string; name: string; labels: Readonly<Record<string, string>>; spec: unknown }): ApiKeySecret => {
+    const spec = r.spec as { type?: string; data: Record<string, string>; referableFrom?: string[] };
+    return { namespace: r.namespace, name: r.name, labels: r.labels, data: spec.data, type: spec.type, referableFrom: spec.referableFrom };
+  };
   let all: ApiKeySecret[] | undefined;
   return {
     byRef(ref) {
@@ -69,8 +79,8 @@ export function selectSecrets(spec: ApiKeyAuthSpec, namespace: string, source: A
   ];
   for (const [ref, path] of refs) {
     const secret = source.byRef({ name: ref.name, namespace: ref.namespace ?? namespace });
-    // A missing Secret is reported by the reference check.
-    if (!secret) continue;
+    // A missing Secret, or one of another namespace that does not grant this one, is reported by the reference check.
+    if (!secret || !secretReadableFrom(secret, namespace)) continue;
     if (!Object.hasOwn(secret.data, API_KEY_FIELD)) {
       problems.push({ path, severity: 'error', message: `Secret ${secret.namespace}/${secret.name} has no "${API_KEY_FIELD}" key (an API key Secret holds its key there; other keys are metadata)` });
       continue;
@@ -83,8 +93,17 @@ export function selectSecrets(spec: ApiKeyAuthSpec, namespace: string, source: A
   ] as const) {
     if (!selector) continue;
     const wanted = Object.entries(selector);
-    const matched = source.all().filter((secret) => wanted.every(([key, value]) => secret.labels[key] === value) && Object.hasOwn(secret.data, API_KEY_FIELD));
-    if (matched.length === 0) problems.push({ path: [...path], severity: 'warning', message: 'selects no Secret holding an "api-key" key: every request is denied until one exists' });
+    // `{}` would select every Secret of every namespace (a database password became a valid key).
+    if (wanted.length === 0) {
+      problems.push({ path: [...path], severity: 'error', message: 'an empty labelSelector would accept every Secret holding an "api-key" key as an API key: name at least one label (Gloo labels API key Secrets)' });
+      continue;
+    }
+    // Label selection takes API key Secrets only (a labelled database password is no key), of the
+    // AuthConfig's namespace or granting it (docs/tenancy.md).
+    const matched = source
+      .all()
+      .filter((secret) => secret.type === API_KEY_SECRET_TYPE && wanted.every(([key, value]) => secret.labels[key] === value) && Object.hasOwn(secret.data, API_KEY_FIELD) && secretReadableFrom(secret, namespace));
+    if (matched.length === 0) problems.push({ path: [...path], severity: 'warning', message: `selects no Secret of type ${API_KEY_SECRET_TYPE} holding an "api-key" key: every request is denied until one exists` });
     for (const secret of matched) secrets.set(`${secret.namespace}/${secret.name}`, secret);
   }
   if (refs.length === 0 && !spec.labelSelector && !storage?.labelSelector) {
@@ -133,16 +152,20 @@ const unauthorized = (): AuthDecision => deny(401);
  * step's Secrets. Keys are kept and compared as SHA-256 digests, the match confirmed in
  * constant time, so neither memory nor timing gives a key away. An allowed request gets the
  * headers `headersFromMetadataEntry` names, from its key's Secret; a key whose Secret lacks a
- * `required` entry is refused.
+ * `required` entry is refused. Those headers are the step's own (`ownedHeaders`): the chain
+ * removes a client's copy of them whatever the outcome.
  */
 export class ApiKeyAuthStep implements AuthStep {
   readonly type = 'apiKeyAuth';
   readonly name: string;
+  readonly ownedHeaders: readonly string[];
   private readonly compiled: CompiledApiKeyAuth;
 
   constructor(compiled: CompiledApiKeyAuth, options: { name: string }) {
     this.compiled = compiled;
     this.name = options.name;
+    // The client's own `x-api-user` must never pass for one taken from a key's Secret.
+    this.ownedHeaders = compiled.headers.map((h) => h.header);
   }
 
   async authorize(request: CheckRequest): Promise<AuthDecision> {

@@ -155,11 +155,24 @@ describe('hostile Basic Auth input (issue 17 findings 9, 24)', () => {
     expect((await step.authorize(from('10.0.0.1', basic('alice', 'wonderland')))).allowed).toBe(true);
   });
 
-  test('a source that keeps failing is answered 401 unchecked, even with the right password; others are not affected', async () => {
+  test('guesses at one user from one source are answered 401 unchecked, even the right password; other users, sources and verified credentials are not locked out', async () => {
     const step = build({ maxFailures: 3, failureWindowMs: 60_000 });
+    // Alice logged in from the attacker's address (NAT) before the attack.
+    expect((await step.authorize(from('10.0.0.9', basic('alice', 'wonderland')))).allowed).toBe(true);
     for (let i = 0; i < 3; i++) expect((await step.authorize(from('10.0.0.9', basic('alice', `guess${i}`)))).allowed).toBe(false);
-    expect((await step.authorize(from('10.0.0.9', basic('alice', 'wonderland')))).allowed).toBe(false);
-    expect((await step.authorize(from('10.0.0.8', basic('alice', 'wonderland')))).allowed).toBe(true);
+    // A fresh guess, right or wrong, from the locked pair is not checked.
+    const fresh = `Basic ${Buffer.from('alice:wonderland').toString('base64')}  `;
+    expect((await step.authorize(from('10.0.0.9', fresh))).allowed).toBe(false);
+    // Alice's verified credentials still pass; from another address she logs in afresh.
+    expect((await step.authorize(from('10.0.0.9', basic('alice', 'wonderland')))).allowed).toBe(true);
+    expect((await step.authorize(from('10.0.0.8', `${basic('alice', 'wonderland')} `))).allowed).toBe(true);
+  });
+
+  test('one source spraying guesses over many usernames is locked out as a whole', async () => {
+    const step = build({ maxFailures: 2, failureWindowMs: 60_000 });
+    for (let i = 0; i < 10; i++) expect((await step.authorize(from('10.0.0.7', basic(`user${i}`, 'Summer2026!')))).allowed).toBe(false);
+    expect((await step.authorize(from('10.0.0.7', basic('alice', 'wonderland')))).allowed).toBe(false);
+    expect((await step.authorize(from('10.0.0.6', basic('alice', 'wonderland')))).allowed).toBe(true);
   });
 
   test('the lockout ends with its window', () => {

@@ -73,7 +73,11 @@ export interface BasicAuthStepOptions {
   name: string;
   /** Most verified credentials kept (default 1024). */
   cacheSize?: number;
-  /** Failed checks one source address may make per window before it is answered 401 unchecked (default 20). */
+  /**
+   * Failed checks for one username from one source address per window before that pair is
+   * answered 401 unchecked (default 20); a source gets {@link SOURCE_FAILURE_FACTOR} times as
+   * many across all usernames (password spraying).
+   */
   maxFailures?: number;
   /** The failure window (default 60 s). */
   failureWindowMs?: number;
@@ -85,11 +89,13 @@ export interface BasicAuthStepOptions {
  */
 export const MAX_CREDENTIALS_HEADER = 1024;
 const DEFAULT_MAX_FAILURES = 20;
+/** A source's failures across usernames may reach this multiple of `maxFailures`. */
+export const SOURCE_FAILURE_FACTOR = 5;
 const DEFAULT_FAILURE_WINDOW_MS = 60_000;
 
 /**
- * Failed Basic Auth checks per source address in fixed windows (bounded: at most 10,000 sources
- * remembered). Per process and per AuthConfig version, like the credential cache.
+ * Failed Basic Auth checks per key (username and source, or source) in fixed windows (bounded:
+ * at most 10,000 keys remembered). Per process and per AuthConfig version, like the credential cache.
  */
 export class FailureLimiter {
   private readonly bySource = new LRUCache<string, { count: number; since: number }>({ max: 10_000 });
@@ -125,13 +131,19 @@ export class BasicAuthStep implements AuthStep {
   private readonly unauthorized: Denied;
   /** Checked for unknown users so that a wrong username costs as much as a wrong password. */
   private readonly decoy: CompiledUser;
+  /** Failures per username and source: slows guessing one user's password. */
   private readonly failures: FailureLimiter;
+  /** Failures per source across usernames: slows spraying one password over many users. */
+  private readonly sourceFailures: FailureLimiter;
 
   constructor(config: CompiledBasicAuth, options: BasicAuthStepOptions) {
     this.config = config;
     this.name = options.name;
     this.cache = new LRUCache({ max: options.cacheSize ?? 1024 });
-    this.failures = new FailureLimiter(options.maxFailures ?? DEFAULT_MAX_FAILURES, options.failureWindowMs ?? DEFAULT_FAILURE_WINDOW_MS);
+    const maxFailures = options.maxFailures ?? DEFAULT_MAX_FAILURES;
+    const windowMs = options.failureWindowMs ?? DEFAULT_FAILURE_WINDOW_MS;
+    this.failures = new FailureLimiter(maxFailures, windowMs);
+    this.sourceFailures = new FailureLimiter(maxFailures * SOURCE_FAILURE_FACTOR, windowMs);
     const realm = config.realm.replace(/["\\]/g, '\\$&');
     this.unauthorized = deepFreeze(
       deny(401, [
@@ -158,13 +170,19 @@ export class BasicAuthStep implements AuthStep {
 
     const credentials = parseBasicCredentials(header);
     if (!credentials) return this.unauthorized;
+    // Guessing is slowed per username and source: a source that keeps failing for a user gets
+    // 401 without a check for the rest of the window (no password oracle), but cannot lock that
+    // user out elsewhere, nor out of credentials verified before (the cache above answers first).
+    // The source is what the caller wrote: the gateway writes the real peer; callers are
+    // authenticated (caller token) so that nobody else can forge it.
     const source = sourceAddress(request);
-    // A source that keeps failing gets 401 without a check for a while: no password oracle.
-    if (this.failures.lockedOut(source)) return this.unauthorized;
+    const userSource = `${credentials.username.length > 256 ? hash('sha256', credentials.username, 'base64') : credentials.username}\u0000${source}`;
+    if (this.failures.lockedOut(userSource) || this.sourceFailures.lockedOut(source)) return this.unauthorized;
     const user = this.config.users.get(credentials.username);
     const ok = this.verify(credentials.password, user ?? this.decoy) && user !== undefined;
     if (!ok) {
-      this.failures.record(source);
+      this.failures.record(userSource);
+      this.sourceFailures.record(source);
       return this.unauthorized;
     }
     // Overwriting (not appending) replaces any client-sent x-user-id. Not also listed in

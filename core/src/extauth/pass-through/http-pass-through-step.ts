@@ -32,6 +32,8 @@ export class HttpPassThroughStep implements AuthStep {
   private readonly allowedHeaders: readonly string[];
   private readonly upstreamHeaders: ReadonlySet<string>;
   private readonly clientHeaders: ReadonlySet<string>;
+  /** `allowedUpstreamHeaders` belong to the auth server: the chain drops the client's own copies (they would be appended to). */
+  readonly ownedHeaders: readonly string[];
 
   constructor(spec: PassThroughAuthSpec, options: PassThroughStepOptions) {
     const http = spec.http!;
@@ -48,6 +50,7 @@ export class HttpPassThroughStep implements AuthStep {
     this.allowedHeaders = (http.request?.allowedHeaders ?? []).map((name) => name.toLowerCase());
     this.upstreamHeaders = new Set((http.response?.allowedUpstreamHeaders ?? []).map((name) => name.toLowerCase()));
     this.clientHeaders = new Set((http.response?.allowedClientHeadersOnDenied ?? []).map((name) => name.toLowerCase()));
+    this.ownedHeaders = [...this.upstreamHeaders];
   }
 
   async authorize(request: CheckRequest, context?: StepContext): Promise<AuthDecision> {

@@ -5,6 +5,7 @@ import { RUNTIME_INSTALL_GLOBAL, sandboxRuntimeScript } from '@gatehouse/plugin-
 import { createHostCrypto, hostRandom, hostUrl, type HostLog, type Outcome } from '@gatehouse/plugin-sdk/runtime';
 import { BadResponseError, toDecision, type PluginDecision } from '@gatehouse/plugin-sdk/runtime';
 import { GatehouseError } from '../../errors.ts';
+import { createRedactor } from '../redact.ts';
 import { killAfterCatastrophe } from '../../server/process-guards.ts';
 import { PluginCodes, type PluginCode } from './codes.ts';
 import type { Egress } from './egress.ts';
@@ -45,11 +46,9 @@ export interface PluginGrants {
   store?: StepStore;
 }
 
-/** Replaces secret values (of 4+ characters) in a plugin's log text with `[secret]`. */
+/** Masks secret values, in every encoding ../redact.ts lists, in a plugin's log text (and bounds it). */
 function redactor(secrets: Readonly<Record<string, string>> | undefined): (text: string) => string {
-  const values = Object.values(secrets ?? {}).filter((value) => value.length >= 4).sort((a, b) => b.length - a.length);
-  if (values.length === 0) return (text) => text;
-  return (text) => values.reduce((out, value) => out.split(value).join('[secret]'), text);
+  return createRedactor(Object.values(secrets ?? {}));
 }
 
 /** How long the busy check after a missed deadline watches the isolate's CPU time. */
