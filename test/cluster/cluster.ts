@@ -539,6 +539,12 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
         `--tls-cert-file=${pki.servingCert}`,
         `--tls-private-key-file=${pki.servingKey}`,
         `--client-ca-file=${pki.ca}`,
+        // The front-proxy CA: without one, every component's delegated authentication logs an error per second.
+        `--requestheader-client-ca-file=${pki.ca}`,
+        '--requestheader-allowed-names=front-proxy-client',
+        '--requestheader-username-headers=X-Remote-User',
+        '--requestheader-group-headers=X-Remote-Group',
+        '--requestheader-extra-headers-prefix=X-Remote-Extra-',
         `--kubelet-client-certificate=${pki.adminCert}`,
         `--kubelet-client-key=${pki.adminKey}`,
         '--authorization-mode=Node,RBAC',

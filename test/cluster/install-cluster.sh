@@ -98,9 +98,9 @@ if [[ ! -f "$pause/.complete" ]]; then
   umoci new --image "$layout:$pause_tag"
   umoci unpack --image "$layout:$pause_tag" "$pause.tmp/bundle" >/dev/null
   install -m 0755 "$pause.tmp/pause" "$pause.tmp/bundle/rootfs/pause"
-  umoci repack --no-history --image "$layout:$pause_tag" "$pause.tmp/bundle"
+  umoci repack --image "$layout:$pause_tag" "$pause.tmp/bundle"
   # As registry.k8s.io/pause: entrypoint /pause, the nobody-like uid 65535.
-  umoci config --no-history --image "$layout:$pause_tag" --config.entrypoint /pause --config.user 65535:65535 --os linux --architecture amd64
+  umoci config --image "$layout:$pause_tag" --config.entrypoint /pause --config.user 65535:65535 --os linux --architecture amd64
   umoci gc --layout "$layout"
   mv "$layout" "$pause.tmp/oci"
   rm -rf "$pause.tmp/bundle" "$pause.tmp/pause"

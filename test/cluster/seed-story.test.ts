@@ -233,7 +233,8 @@ function seedStory(parts: ClusterParts): void {
       const render = await runCli('gatehouse', ['install', 'render', '--values', valuesFile]);
       expect(render.code, render.stderr).toBe(0);
       await timed('render: apply and roll out', async () => {
-        await cluster().kubectl(['apply', '--server-side', '-f', '-'], { input: render.stdout });
+        // As docs/deployment.md tells operators: `gatehouse install render ... | kubectl apply -f -`.
+        await cluster().kubectl(['apply', '-f', '-'], { input: render.stdout });
         for (const deployment of ['gateway', 'extauth']) {
           await cluster().kubectl(['-n', 'gatehouse-render', 'rollout', 'status', `deployment/${deployment}`, '--timeout=300s'], { timeoutMs: 330_000 });
         }
