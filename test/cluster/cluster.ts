@@ -375,8 +375,8 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       const child = spawn('nsenter', [...enter, command, ...args], { stdio: [runOptions.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'], env: { ...process.env, ...runOptions.env } });
       let stdout = '';
       let stderr = '';
-      child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
-      child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr = (stderr + c).slice(-64 * 1024)));
+      child.stdout!.setEncoding('utf8').on('data', (c: string) => (stdout += c));
+      child.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr = (stderr + c).slice(-64 * 1024)));
       const timeoutMs = runOptions.timeoutMs ?? 120_000;
       const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
       child.on('error', reject);
