@@ -207,11 +207,11 @@ function removeCgroups(name: string): void {
     const root = join(hierarchy, name);
     if (!existsSync(root)) continue;
     const remove = (dir: string) => {
-      for (const entry of readdirSync(dir, { withFileTypes: true })) if (entry.isDirectory()) remove(join(dir, entry.name));
       try {
+        for (const entry of readdirSync(dir, { withFileTypes: true })) if (entry.isDirectory()) remove(join(dir, entry.name));
         rmdirSync(dir);
       } catch {
-        // Still busy (a process we could not kill): left for the next run's cleanup.
+        // Gone already (another run's cleanup), or still busy (a process we could not kill): left for the next run's cleanup.
       }
     };
     remove(root);
