@@ -18,7 +18,7 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, readdirSync, rmdirSync, statSync } from 'node:fs';
-import { mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -348,6 +348,9 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
     }
     holder?.kill('SIGKILL');
     await tearDown(state);
+    // The daemons' logs, for a look after a failed run in CI.
+    const keep = process.env.GATEHOUSE_CLUSTER_LOGS;
+    if (keep) await cp(file('logs'), join(keep, id), { recursive: true }).catch(() => {});
     process.off('exit', onExit);
     await rm(dir, { recursive: true, force: true });
     timings['teardown'] = Date.now() - started;

@@ -161,6 +161,16 @@ function seedStory(parts: ClusterParts): void {
     expect(wrong.status).toBe(403);
   };
 
+  /**
+   * The install's pods pass the `restricted` Pod Security Standard: a server-side dry run of the
+   * enforce label makes the API server evaluate the running pods and warn about each violation.
+   */
+  const assertRestricted = async (namespace: string) => {
+    const dryRun = await cluster().kubectl(['label', '--dry-run=server', '--overwrite', 'namespace', namespace, 'pod-security.kubernetes.io/enforce=restricted']);
+    expect(dryRun.stdout).toContain(`namespace/${namespace} labeled`);
+    expect(dryRun.stderr).not.toMatch(/[Ww]arning/);
+  };
+
   /** The extauth pod's init container ran the plugin image and extauth serves (Ready). */
   const assertPluginInitContainer = async (namespace: string) => {
     const pods = JSON.parse((await cluster().kubectl(['-n', namespace, 'get', 'pods', '-l', 'app.kubernetes.io/name=gatehouse,app.kubernetes.io/component=extauth', '-o', 'json'])).stdout) as {
@@ -218,6 +228,7 @@ function seedStory(parts: ClusterParts): void {
       await writeFile(valuesFile, stringify(values('gatehouse-system')));
       await timed('helm install --wait', () => cluster().helm(['install', 'gatehouse', CHART, '-f', valuesFile, '--wait', '--timeout', '5m'], { timeoutMs: 330_000 }));
       await assertPluginInitContainer('gatehouse-system');
+      await assertRestricted('gatehouse-system');
       // The resources, applied as an operator does, once the CRDs are in.
       await cluster().kubectl(['apply', '-f', '-'], { input: appManifests().slice(3).map((m) => stringify(m)).join('---\n') });
       await timed('helm: first 200', () => assertSeedStory('gatehouse-system'));
@@ -240,6 +251,7 @@ function seedStory(parts: ClusterParts): void {
         }
       });
       await assertPluginInitContainer('gatehouse-render');
+      await assertRestricted('gatehouse-render');
       await timed('render: first 200', () => assertSeedStory('gatehouse-render'));
     });
   }, 600_000);
