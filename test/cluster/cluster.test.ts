@@ -3,7 +3,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DNS_IP, NODE_IP, NODE_NAME, REGISTRY, requireCluster, startCluster, type Cluster, type ClusterParts } from './cluster.ts';
+import { DNS_IP, NODE_IP, NODE_NAME, REGISTRY, requireCluster, startCluster, type Cluster, type ClusterParts, type Traffic } from './cluster.ts';
 
 const TEST_FILE = 'test/cluster/cluster.test.ts';
 const TUNABLES = ['vm/overcommit_memory', 'vm/panic_on_oom', 'kernel/panic', 'kernel/panic_on_oops', 'kernel/keys/root_maxkeys', 'kernel/keys/root_maxbytes'];
@@ -90,6 +90,28 @@ function harness(parts: ClusterParts): void {
     const podCgroups = readdirSync(root, { recursive: true }).map(String).filter((p) => p.endsWith(`pod${uid}`));
     expect(podCgroups).toHaveLength(1);
   }, 180_000);
+
+  it('sends steady traffic from inside the namespace and reports every request, refused ones included', async () => {
+    const until = async (traffic: Traffic, count: number) => {
+      const deadline = Date.now() + 30_000;
+      while (traffic.count() < count) {
+        if (Date.now() > deadline) throw new Error(`only ${traffic.count()} results after 30 s`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    };
+    const served = await cluster!.traffic(`http://${REGISTRY}/v2/`, { intervalMs: 50 });
+    await until(served, 10);
+    const results = await served.stop();
+    expect(results.length).toBeGreaterThanOrEqual(10);
+    expect(results.filter((r) => r.status !== 200)).toEqual([]);
+    expect(results.map((r) => r.at)).toEqual([...results.map((r) => r.at)].sort((a, b) => a - b));
+    // Nothing listens on port 5001: every request is a failure with its reason, none is lost.
+    const refused = await cluster!.traffic('http://127.0.0.1:5001/', { intervalMs: 50 });
+    await until(refused, 5);
+    const failures = await refused.stop();
+    expect(failures.length).toBeGreaterThanOrEqual(5);
+    expect(new Set(failures.map((r) => r.error))).toEqual(new Set(['ECONNREFUSED']));
+  });
 
   it('changes nothing on the host while it runs: kernel tunables, listening ports, iptables rules', async () => {
     expect(hostTunables()).toEqual(before);

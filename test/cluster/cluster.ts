@@ -147,6 +147,12 @@ export interface Cluster {
   helm(args: string[], options?: RunOptions): Promise<CommandResult>;
   /** `curl` inside the namespace: status code and body of one request (`-sS`, 10 s timeout). */
   curl(url: string, headers?: Record<string, string>): Promise<{ status: number; body: string }>;
+  /**
+   * Steady traffic from inside the namespace: one GET every `intervalMs` (default 100) with
+   * `headers`, each with its own timeout (default 5 s), until `stop()`, which returns every result.
+   * For the scenarios that must fail no request (rollouts, deleted pods).
+   */
+  traffic(url: string, options?: { headers?: Record<string, string>; intervalMs?: number; timeoutMs?: number }): Promise<Traffic>;
   /** Pushes a local podman image (`containers-storage`) to the registry as `REGISTRY/<name>`. */
   pushImage(local: string, name: string): Promise<void>;
   /** Pushes an OCI layout (`DIR:TAG`) to the registry as `REGISTRY/<name>`. */
@@ -156,6 +162,41 @@ export interface Cluster {
   /** Stops everything (by recorded PIDs and cgroups) and removes the run's files. Safe to call twice. */
   stop(): Promise<void>;
 }
+
+/** One request of {@link Cluster.traffic}: when it was sent (ms since the start), and its status or error. */
+export interface TrafficResult {
+  at: number;
+  status?: number;
+  error?: string;
+}
+
+/** Running traffic: `stop()` ends it and returns every request's result, in order. */
+export interface Traffic {
+  /** How many results have come back so far. */
+  count(): number;
+  stop(): Promise<TrafficResult[]>;
+}
+
+/**
+ * The traffic generator, run by this Node inside the namespace: fetch() every interval (not waiting
+ * for the previous answer, so that a stalled request does not hide the next), one JSON line per
+ * result, until SIGTERM, then the results still pending are waited for.
+ */
+const TRAFFIC_JS = `
+const [url, headers, interval, timeout] = [process.argv[1], JSON.parse(process.argv[2]), Number(process.argv[3]), Number(process.argv[4])];
+const start = Date.now();
+const pending = new Set();
+const one = () => {
+  const at = Date.now() - start;
+  const p = fetch(url, { headers, signal: AbortSignal.timeout(timeout) })
+    .then(async (r) => { await r.arrayBuffer(); return { at, status: r.status }; }, (e) => ({ at, error: String(e.cause?.code ?? e.cause?.message ?? e.name) }))
+    .then((r) => { process.stdout.write(JSON.stringify(r) + '\\n'); pending.delete(p); });
+  pending.add(p);
+};
+const timer = setInterval(one, interval);
+one();
+process.on('SIGTERM', async () => { clearInterval(timer); await Promise.all(pending); process.exit(0); });
+`;
 
 /** What {@link startCluster} records for the crash cleanup of a later run. */
 interface RunState {
@@ -728,6 +769,9 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       ];
       await kubectl(['apply', '-f', '-'], { input: dns.map((d) => stringify(d)).join('---\n') });
       await waitFor('CoreDNS /ready', 60_000, async () => (await run('curl', ['-sf', 'http://127.0.0.1:8181/ready'], { check: false, timeoutMs: 5000 })).code === 0, [coredns]);
+      // ...and reachable as pods reach it: through the kube-dns Service, once kube-proxy has its rules.
+      const lookup = `const r = new (require('node:dns').promises.Resolver)({ timeout: 2000, tries: 1 }); r.setServers(['${DNS_IP}']); r.resolve4('kubernetes.default.svc.cluster.local').then((a) => console.log(a.join(',')), (e) => { console.error(e.code); process.exit(1); });`;
+      await waitFor('kubernetes.default.svc.cluster.local through the kube-dns Service', 60_000, async () => (await run(process.execPath, ['-e', lookup], { check: false, timeoutMs: 10_000 })).stdout.trim() === '10.96.0.1', [coredns]);
     });
 
     async function pushLayout(layout: string, name: string): Promise<void> {
@@ -749,6 +793,27 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
         const status = Number(result.stdout.slice(at + 1));
         if (result.code !== 0 && !status) return { status: 0, body: result.stderr };
         return { status, body: result.stdout.slice(0, at) };
+      },
+      async traffic(url, trafficOptions = {}) {
+        const args = ['--target', String(state.holder), '--net', '--', process.execPath, '-e', TRAFFIC_JS, url, JSON.stringify(trafficOptions.headers ?? {}), String(trafficOptions.intervalMs ?? 100), String(trafficOptions.timeoutMs ?? 5000)];
+        const child = spawn('nsenter', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+        let stdout = '';
+        let stderr = '';
+        child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
+        child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr = (stderr + c).slice(-8192)));
+        const closed = new Promise<void>((resolve) => child.once('close', () => resolve()));
+        return {
+          count: () => stdout.split('\n').length - 1,
+          async stop() {
+            child.kill('SIGTERM');
+            const timer = setTimeout(() => child.kill('SIGKILL'), (trafficOptions.timeoutMs ?? 5000) + 5000);
+            await closed;
+            clearTimeout(timer);
+            const results = stdout.split('\n').filter(Boolean).map((line) => JSON.parse(line) as TrafficResult);
+            if (!results.length) throw new Error(`the traffic generator sent nothing: ${stderr}`);
+            return results.sort((a, b) => a.at - b.at);
+          },
+        };
       },
       async pushImage(local, name) {
         const podman = join(process.env.GATEHOUSE_TOOLS_DIR || join(homedir(), '.cache', 'gatehouse-tools'), 'images', 'podman');
