@@ -100,14 +100,15 @@ export function findClusterParts(): ClusterParts | string {
 }
 
 /**
- * The CI/SKIPPED rule: the parts when found; otherwise under `CI=true` an Error to fail with,
- * elsewhere a loud SKIPPED line and undefined.
+ * The CI/SKIPPED rule: the parts when found (and `alsoMissing`, the test's own other needs, is
+ * undefined); otherwise under `CI=true` an Error to fail with, elsewhere a loud SKIPPED line and undefined.
  */
-export function requireCluster(testFile: string): ClusterParts | Error | undefined {
-  const parts = findClusterParts();
-  if (typeof parts !== 'string') return parts;
-  if (process.env.CI === 'true') return new Error(`${testFile}: ${parts}`);
-  console.warn(`\n*** SKIPPED ${testFile}: ${parts} ***\n`);
+export function requireCluster(testFile: string, alsoMissing?: string): ClusterParts | Error | undefined {
+  const found = findClusterParts();
+  const missing = typeof found === 'string' ? found : alsoMissing;
+  if (missing === undefined) return found as ClusterParts;
+  if (process.env.CI === 'true') return new Error(`${testFile}: ${missing}`);
+  console.warn(`\n*** SKIPPED ${testFile}: ${missing} ***\n`);
   return undefined;
 }
 

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { runCli } from '../oci/helpers/cli.ts';
-import { buildImage, podman } from '../images/images.ts';
+import { buildImage, missingImageTools, podman } from '../images/images.ts';
 import { CHART } from '../helm/helm.ts';
 import { REGISTRY, requireCluster, startCluster, type Cluster, type ClusterParts } from './cluster.ts';
 
@@ -91,7 +91,8 @@ function values(namespace: string): object {
   };
 }
 
-const cluster = requireCluster(TEST_FILE);
+// The images are built with test/images' podman and base image.
+const cluster = requireCluster(TEST_FILE, missingImageTools());
 if (cluster instanceof Error) {
   describe('the seed story on a real one-node cluster', () => {
     it('needs the cluster parts on CI', () => {
