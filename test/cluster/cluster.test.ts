@@ -124,6 +124,16 @@ function harness(parts: ClusterParts): void {
     expect((await cluster!.run('iptables-save', [])).stdout).toMatch(/KUBE-SERVICES/);
   });
 
+  it('a start that fails (an API server flag it refuses) throws with the daemon\'s log and leaves no process, cgroup or file', async () => {
+    const error = await startCluster({ parts, apiServerArgs: ['--no-such-flag=1'] }).then(() => undefined, (e: Error) => e);
+    expect(error?.message).toMatch(/kube-apiserver exited/);
+    expect(error?.message).toContain('unknown flag: --no-such-flag');
+    const id = /^cluster run ([0-9a-f]+) /.exec(error?.message ?? '')?.[1];
+    expect(id).toBeDefined();
+    expect(existsSync(`/tmp/gatehouse-cluster/${id}`)).toBe(false);
+    expect(cgroupsOf(`/tmp/gatehouse-cluster/${id}`)).toEqual([]);
+  }, 120_000);
+
   it('stop() leaves no process, cgroup or file; a run whose test process was killed is cleaned up by the next start', async () => {
     const node = cluster!;
     const dir = node.dir;

@@ -827,7 +827,7 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
   } catch (error) {
     const logs = await diagnostics().catch(() => '');
     await stop();
-    throw new Error(`${(error as Error).message}\nstart-up timings (ms): ${JSON.stringify(timings)}\n${logs}`, { cause: error });
+    throw new Error(`cluster run ${id} (${dir}, removed) did not start: ${(error as Error).message}\nstart-up timings (ms): ${JSON.stringify(timings)}\n${logs}`, { cause: error });
   }
 }
 
