@@ -17,7 +17,7 @@
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, readdirSync, rmdirSync, statSync } from 'node:fs';
+import { createWriteStream, existsSync, readFileSync, readdirSync, rmdirSync, statSync } from 'node:fs';
 import { cp, mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -61,7 +61,7 @@ export function clusterToolsDir(): string {
   return join(process.env.GATEHOUSE_TOOLS_DIR || join(homedir(), '.cache', 'gatehouse-tools'), 'cluster');
 }
 
-/** The programs and files a cluster needs: install-cluster.sh's and install-kube.sh's, plus helm and podman's wrapper. */
+/** The programs and files a cluster needs: install-cluster.sh's and install-kube.sh's, and helm. */
 export interface ClusterParts {
   bin: (name: string) => string;
   etcd: string;
@@ -80,7 +80,7 @@ export function findClusterParts(): ClusterParts | string {
   const bin = (name: string) => join(dir, 'bin', name);
   const needed = ['kubelet', 'kube-scheduler', 'kube-controller-manager', 'kube-proxy', 'kubectl', 'coredns', 'containerd', 'runc', 'docker-registry', 'skopeo'];
   const missing = needed.filter((name) => !existsSync(bin(name)));
-  if (missing.length || !existsSync(join(dir, 'pause-oci'))) return `${missing.join(', ') || 'the pause image'} not found in ${dir}: run bash test/cluster/install-cluster.sh`;
+  if (missing.length || !existsSync(join(dir, 'pause-oci'))) return `${missing.join(', ') || 'the pause image'} not found in ${dir}: run bash ${INSTALL_SCRIPT}`;
   const kube = findKube();
   if (!kube) return 'etcd or kube-apiserver not found: run bash test/kube/install-kube.sh';
   const helm = findHelm();
@@ -443,11 +443,10 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
   const daemon = async (name: string, binary: string, args: string[]): Promise<Daemon> => {
     const procs = hierarchies().map((h) => join(h, cgroup, 'system', 'cgroup.procs'));
     // The shell joins the cgroups and execs the daemon: its children (containerd's shims) start there too.
-    const join_ = `for f in ${procs.map((p) => `'${p}'`).join(' ')}; do echo $$ > "$f"; done; exec "$@"`;
+    const joinCgroups = `for f in ${procs.map((p) => `'${p}'`).join(' ')}; do echo $$ > "$f"; done; exec "$@"`;
     const logFile = file('logs', `${name}.log`);
-    const child = spawn('nsenter', ['--target', String(state.holder), '--net', '--mount', '--', 'setpriv', '--pdeathsig', 'KILL', '--', 'sh', '-c', join_, name, binary, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn('nsenter', ['--target', String(state.holder), '--net', '--mount', '--', 'setpriv', '--pdeathsig', 'KILL', '--', 'sh', '-c', joinCgroups, name, binary, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
-    const { createWriteStream } = await import('node:fs');
     const log = createWriteStream(logFile);
     const keep = (chunk: string) => {
       output = (output + chunk).slice(-32 * 1024);
