@@ -47,29 +47,6 @@ command -v go >/dev/null 2>&1 || { echo "install-cluster.sh needs a Go toolchain
 export GOMODCACHE="$kube/gomod" GOCACHE="$kube/gocache" GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS='-mod=readonly -modcacherw -buildvcs=false'
 key() { cat "$@" "$0" | sha256sum | cut -c1-12; }
 
-# --- Kubernetes' node and control-plane commands
-module="$here/kube-build"
-version="$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "$module/go.mod")"
-[[ -n "$version" ]] || { echo "no k8s.io/kubernetes requirement in $module/go.mod" >&2; exit 1; }
-commands=(kubelet kube-scheduler kube-controller-manager kube-proxy kubectl)
-out="$dir/kube-$version-$(key "$module/go.mod" "$module/go.sum")"
-if [[ ! -f "$out/.complete" ]]; then
-  echo "building ${commands[*]} $version with $(go version) (a cold build takes minutes)" >&2
-  start=$SECONDS
-  minor="${version#v*.}"
-  stamp="-X k8s.io/component-base/version.gitVersion=$version -X k8s.io/component-base/version.gitMajor=$(cut -d. -f1 <<<"${version#v}") -X k8s.io/component-base/version.gitMinor=${minor%%.*} -X k8s.io/component-base/version.gitTreeState=clean"
-  rm -rf "$out.tmp" && mkdir -p "$out.tmp"
-  packages=()
-  for c in "${commands[@]}"; do packages+=("k8s.io/kubernetes/cmd/$c"); done
-  (cd "$module" && go build -trimpath -ldflags="-s -w $stamp" -o "$out.tmp/" "${packages[@]}")
-  touch "$out.tmp/.complete"
-  rm -rf "$out" && mv "$out.tmp" "$out"
-  # Older builds are hundreds of MB: keep only this one.
-  find "$dir" -maxdepth 1 -name 'kube-v*' ! -path "$out" -exec rm -rf {} +
-  echo "built ${commands[*]} in $((SECONDS - start)) s" >&2
-fi
-for c in "${commands[@]}"; do ln -sfn "$out/$c" "$dir/bin/$c"; done
-
 # --- CoreDNS
 module="$here/coredns-build"
 coredns_version="$(awk '$1 == "require" && $2 == "github.com/coredns/coredns" { print $3; exit }' "$module/go.mod")"
@@ -110,6 +87,44 @@ if [[ ! -f "$pause/.complete" ]]; then
 fi
 ln -sfn "$pause/oci" "$dir/pause-oci"
 echo "$pause_tag" >"$dir/pause-tag"
+
+# .ci/run starts install-kube.sh at the same time. While it compiles kube-apiserver, the build below
+# waits (CoreDNS and the pause image, which share nothing with it, are built first): the packages
+# both builds link are then compiled once, into the shared build cache, not twice side by side on
+# 2 cores.
+wait_for_apiserver_build() {
+  local waited=0
+  while pgrep -f -- "-o $kube/kube-apiserver-" >/dev/null && ((waited < 1800)); do
+    ((waited == 0)) && echo "waiting for install-kube.sh's kube-apiserver build (shared build cache)" >&2
+    sleep 5
+    waited=$((waited + 5))
+  done
+  ((waited == 0)) || echo "waited $waited s for the kube-apiserver build" >&2
+}
+
+# --- Kubernetes' node and control-plane commands
+module="$here/kube-build"
+version="$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "$module/go.mod")"
+[[ -n "$version" ]] || { echo "no k8s.io/kubernetes requirement in $module/go.mod" >&2; exit 1; }
+commands=(kubelet kube-scheduler kube-controller-manager kube-proxy kubectl)
+out="$dir/kube-$version-$(key "$module/go.mod" "$module/go.sum")"
+if [[ ! -f "$out/.complete" ]]; then
+  wait_for_apiserver_build
+  echo "building ${commands[*]} $version with $(go version) (a cold build takes minutes)" >&2
+  start=$SECONDS
+  minor="${version#v*.}"
+  stamp="-X k8s.io/component-base/version.gitVersion=$version -X k8s.io/component-base/version.gitMajor=$(cut -d. -f1 <<<"${version#v}") -X k8s.io/component-base/version.gitMinor=${minor%%.*} -X k8s.io/component-base/version.gitTreeState=clean"
+  rm -rf "$out.tmp" && mkdir -p "$out.tmp"
+  packages=()
+  for c in "${commands[@]}"; do packages+=("k8s.io/kubernetes/cmd/$c"); done
+  (cd "$module" && go build -trimpath -ldflags="-s -w $stamp" -o "$out.tmp/" "${packages[@]}")
+  touch "$out.tmp/.complete"
+  rm -rf "$out" && mv "$out.tmp" "$out"
+  # Older builds are hundreds of MB: keep only this one.
+  find "$dir" -maxdepth 1 -name 'kube-v*' ! -path "$out" -exec rm -rf {} +
+  echo "built ${commands[*]} in $((SECONDS - start)) s" >&2
+fi
+for c in "${commands[@]}"; do ln -sfn "$out/$c" "$dir/bin/$c"; done
 
 # --- links to the Debian binaries, so that cluster.ts finds every part in one place
 for c in containerd containerd-shim-runc-v2 runc conntrack iptables docker-registry skopeo; do
