@@ -172,7 +172,7 @@ function seedStory(parts: ClusterParts): void {
     expect(dryRun.stderr).not.toMatch(/[Ww]arning/);
   };
 
-  /** The extauth pod's init container ran the plugin image and extauth serves (Ready). */
+  /** Every extauth pod ran the plugin image as its init container, to completion. */
   const assertPluginInitContainer = async (namespace: string) => {
     const pods = JSON.parse((await cluster().kubectl(['-n', namespace, 'get', 'pods', '-l', 'app.kubernetes.io/name=gatehouse,app.kubernetes.io/component=extauth', '-o', 'json'])).stdout) as {
       items: { spec: { initContainers?: { name: string; image: string }[] }; status: { initContainerStatuses?: { name: string; state: { terminated?: { exitCode: number } } }[] } }[];
@@ -186,8 +186,9 @@ function seedStory(parts: ClusterParts): void {
 
   beforeAll(async () => {
     await mkdir(work, { recursive: true });
-    node = await timed('cluster up', () => startCluster({ parts }));
-    Object.assign(timings, Object.fromEntries(Object.entries(node.timings).map(([k, v]) => [`cluster: ${k}`, v])));
+    // The cluster comes up while the images build (awaited below; the catch only marks it handled meanwhile).
+    const up = timed('cluster up', () => startCluster({ parts }));
+    up.catch(() => {});
 
     // The images, as test/images builds them, and the RequiredHeader plugin image on the init image.
     const gatewayImage = `localhost/gatehouse:${VERSION}`;
@@ -203,6 +204,8 @@ function seedStory(parts: ClusterParts): void {
       const image = await runCli('gatehouse-plugin', ['image', 'build', '--from', compiled, '--tag', VERSION, '--output', join(work, 'plugin-layout'), '--base', `oci:${initLayout}:${VERSION}`]);
       expect(image.code, image.stderr).toBe(0);
     });
+    node = await up;
+    Object.assign(timings, Object.fromEntries(Object.entries(node.timings).map(([k, v]) => [`cluster: ${k}`, v])));
     await timed('push images', async () => {
       await node!.pushImage(gatewayImage, `gatehouse:${VERSION}`);
       await node!.pushImage(initImage, `gatehouse-init:${VERSION}`);
