@@ -1,7 +1,9 @@
-// kube-apiserver for Gatehouse's tests, built from Kubernetes' published Go modules by
-// test/kube/install-kube.sh. Kubernetes' own go.mod replaces every k8s.io/* staging module with
-// a ./staging folder, which does not apply to a dependency: each one is pinned here instead, to
-// the v0.Y.Z published with k8s.io/kubernetes v1.Y.Z. Keep the two in step when upgrading.
+// kubelet, kube-scheduler, kube-controller-manager, kube-proxy and kubectl for Gatehouse's one-node
+// test cluster, built by test/cluster/install-cluster.sh from Kubernetes' published Go modules (the
+// `tool` block below names the commands). Made from test/kube/apiserver-build/go.mod (every k8s.io/*
+// staging module pinned to the v0.Y.Z published with k8s.io/kubernetes v1.Y.Z) by `go mod tidy`,
+// which added what these commands link and changed no version the apiserver build uses. Keep the
+// two in step when upgrading (copy the apiserver build's go.mod and go.sum here, then tidy).
 module gatehouse.dev/test/cluster/kube-build
 
 go 1.26.0
