@@ -40,7 +40,11 @@ function convert(node: Node | undefined, inJunctor: boolean): Node {
     out[key] = structuredClone(node[key]);
   }
   if (node.const !== undefined) out.enum = [structuredClone(node.const)];
-  if (node.properties && typeof node.properties === 'object') {
+  // An empty `properties` is left out: the API server drops it when storing the CRD, and the
+  // stored object then differs from the applied one for ever (server-side apply conflicts with
+  // Helm's field manager; `kubectl diff` never settles). Without it the object is as strict:
+  // no property is declared, so the API server prunes any it is given.
+  if (node.properties && typeof node.properties === 'object' && Object.keys(node.properties).length > 0) {
     out.properties = Object.fromEntries(Object.entries(node.properties as Record<string, Node>).map(([name, child]) => [name, convert(child, inJunctor)]));
   }
   if (!inJunctor) {
