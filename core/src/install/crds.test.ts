@@ -49,6 +49,8 @@ function structuralViolations(root: Node): string[] {
       if (node.additionalProperties !== undefined && node.properties !== undefined) problems.push(`${path}: additionalProperties and properties are mutually exclusive`);
     }
     if (Array.isArray(node.items)) problems.push(`${path}: items must be one schema, not a list`);
+    // The API server drops an empty `properties` when storing: the stored CRD would never equal the applied one (server-side apply conflicts with Helm).
+    if (node.properties !== undefined && Object.keys(node.properties as object).length === 0) problems.push(`${path}: empty properties (dropped on storage)`);
     const properties = (node.properties ?? {}) as Record<string, Node>;
     for (const [name, child] of Object.entries(properties)) {
       if (inJunctor && !(outside?.properties as Record<string, Node> | undefined)?.[name]) problems.push(`${path}.${name}: specified in a junctor but not outside it`);
