@@ -186,6 +186,7 @@ export class AuthEngine {
       namespace: resource.namespace,
       resolveUpstream: (ref) => lookup(snapshot, 'Upstream', ref, resource.namespace)?.spec,
       secrets: secretSource(snapshot.resources),
+      resolveConfigMap: (ref) => lookup(snapshot, 'ConfigMap', ref, resource.namespace)?.spec.data,
       resolveSecret: (ref) => {
         const data = lookup(snapshot, 'Secret', ref, resource.namespace)?.spec.data;
         return data && Object.hasOwn(data, ref.key) ? data[ref.key] : undefined;
