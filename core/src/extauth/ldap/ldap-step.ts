@@ -20,6 +20,8 @@ export const LDAP_DEFAULTS = { membershipAttributeName: 'memberOf', searchFilter
 export const DEFAULT_LDAP_TIMEOUT_MS = 1000;
 /** Checks that may wait for a connection when all `maxSize` are busy; more are denied at once. */
 const MAX_WAITING = 1024;
+/** Usernames never sent to the server: spaces at either end, control characters. */
+const UNUSABLE_USERNAME = /^\s|\s$|[\u0000-\u001f\u007f]/;
 /** Longest Basic credentials header decoded. */
 const MAX_CREDENTIALS_HEADER = 1024;
 
@@ -244,6 +246,9 @@ export class LdapStep implements AuthStep {
     // An empty password would be an unauthenticated bind (RFC 4513 5.1.2), which servers accept
     // as anonymous: never a successful login.
     if (!credentials || credentials.username === '' || credentials.password === '') return this.unauthorized;
+    // Directory matching ignores leading and trailing spaces (RFC 4518): " rick" would bind as rick
+    // and be sent upstream as another x-user-id. Control characters are no one's name either.
+    if (UNUSABLE_USERNAME.test(credentials.username)) return this.unauthorized;
     const dn = userDn(this.config.userDnTemplate, credentials.username);
     let outcome: 'unauthenticated' | 'forbidden' | 'allowed' | 'timeout' | 'busy' | 'service-account';
     try {
