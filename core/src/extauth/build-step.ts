@@ -31,6 +31,8 @@ export interface StepBuildOptions {
   resolveSecret?: (ref: { name: string; namespace: string; key: string }) => string | undefined;
   /** Served Secrets, for `apiKeyAuth` (by reference and by label). */
   secrets?: ApiKeySecretSource;
+  /** `--resolve HOST=ADDR` of `gatehouse run`: the address to dial for a host named in a step (LDAP, OPA server). */
+  resolveHost?: (host: string) => string | undefined;
   /** Served ConfigMaps' data, for `opaAuth.modules`. */
   resolveConfigMap?: (ref: { name: string; namespace: string }) => Readonly<Record<string, string>> | undefined;
   /** Run plugin isolates on the process's plugin thread (./plugins/plugin-thread.ts) instead of the event loop. */
@@ -124,7 +126,7 @@ export async function buildStep(spec: AuthStepSpec, index: number, options: Step
     const credentials = spec.ldap ? ldapSecretCredentials(spec.ldap, options) : inlineCredentials(spec.ldapInternal!);
     const { compiled, problems } = compileLdap(ldapSpec, credentials);
     if (!compiled) throw new GatehouseError(ExtAuthCodes.STEP_BUILD, problems.filter((p) => p.severity === 'error').map((p) => `${at(kind, ...p.path)}: ${p.message}`).join('; '));
-    return new LdapStep(compiled, { name, type: kind });
+    return new LdapStep(compiled, { name, type: kind, ...(options.resolveHost ? { resolveHost: options.resolveHost } : {}) });
   }
   if (spec.hmacAuth) {
     const source = options.secrets;

@@ -36,6 +36,8 @@ export interface ExtAuthServerOptions {
   /** Plugin isolates on a thread of their own (default false here; the CLI's default is true). */
   pluginThread?: boolean;
   apiGroupDomain?: string;
+  /** `--resolve HOST=ADDR`: where auth steps dial the hosts they name (LDAP servers, OPA servers). */
+  resolve?: ReadonlyMap<string, string>;
   logger?: Logger;
   /** Reload on config changes (default true). */
   watch?: boolean;
@@ -72,6 +74,7 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
     ...(options.cpuTimeoutMs !== undefined ? { cpuTimeoutMs: options.cpuTimeoutMs } : {}),
     ...(options.pluginWallTimeoutMs !== undefined ? { pluginWallTimeoutMs: options.pluginWallTimeoutMs } : {}),
     ...(options.pluginThread ? { pluginThread: true } : {}),
+    ...(options.resolve?.size ? { resolveHost: (host: string) => options.resolve!.get(host) } : {}),
   });
 
   const health = new HealthImplementation({ '': 'NOT_SERVING', [AUTHORIZATION_SERVICE]: 'NOT_SERVING' });

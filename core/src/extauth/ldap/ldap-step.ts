@@ -6,7 +6,9 @@
  * allowed group → 403, a failed service-account bind → 500. Anything else (server down, slow,
  * protocol errors) denies with 403: fail closed, within the step's deadline.
  */
-import { Client, InvalidCredentialsError } from 'ldapts';
+import { connect as netConnect } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
+import { Client, InvalidCredentialsError, type ClientOptions } from 'ldapts';
 import type { LdapInternalSpec, LdapSpec } from '../../config/schema/auth-config.ts';
 import { deepFreeze } from '../../config/resource.ts';
 import { parseBasicCredentials } from '../basic/credentials.ts';
@@ -103,6 +105,18 @@ export interface LdapStepOptions {
   type?: 'ldap' | 'ldapInternal';
   /** Deadline of one check (default {@link DEFAULT_LDAP_TIMEOUT_MS}). */
   timeoutMs?: number;
+  /** `--resolve HOST=ADDR`: the address to dial for a host (TLS still verifies the host's name). */
+  resolveHost?: (host: string) => string | undefined;
+}
+
+/** The ldapts options of every connection of a step. */
+function clientOptions(url: string, timeoutMs: number, resolveHost: ((host: string) => string | undefined) | undefined): ClientOptions {
+  const options: ClientOptions = { url, timeout: timeoutMs, connectTimeout: timeoutMs, strictDN: false };
+  if (!resolveHost) return options;
+  const dial = (host: string) => resolveHost(host.toLowerCase()) ?? host;
+  options.createConnection = ((port: number, host: string) => netConnect(port, dial(host))) as ClientOptions['createConnection'];
+  options.createSecureConnection = ((port: number, host: string, tlsOptions?: object) => tlsConnect(port, dial(host), { ...tlsOptions, servername: host })) as ClientOptions['createSecureConnection'];
+  return options;
 }
 
 /**
@@ -116,14 +130,12 @@ class ConnectionPool {
   private readonly waiting: ((client: Client | undefined) => void)[] = [];
   private closed = false;
 
-  private readonly url: string;
+  private readonly options: ClientOptions;
   private readonly maxSize: number;
-  private readonly timeoutMs: number;
 
-  constructor(url: string, maxSize: number, timeoutMs: number) {
-    this.url = url;
+  constructor(options: ClientOptions, maxSize: number) {
+    this.options = options;
     this.maxSize = maxSize;
-    this.timeoutMs = timeoutMs;
   }
 
   /** A connection, or undefined when the pool is closed or too many checks wait. */
@@ -133,7 +145,7 @@ class ConnectionPool {
     if (client) return Promise.resolve(client);
     if (this.open < this.maxSize) {
       this.open++;
-      return Promise.resolve(new Client({ url: this.url, timeout: this.timeoutMs, connectTimeout: this.timeoutMs, strictDN: false }));
+      return Promise.resolve(new Client(this.options));
     }
     if (this.waiting.length >= MAX_WAITING) return Promise.resolve(undefined);
     return new Promise((resolve) => this.waiting.push(resolve));
@@ -151,7 +163,7 @@ class ConnectionPool {
   discard(client: Client): void {
     void this.destroy(client);
     const next = this.waiting.shift();
-    if (next && !this.closed) next(new Client({ url: this.url, timeout: this.timeoutMs, connectTimeout: this.timeoutMs, strictDN: false }));
+    if (next && !this.closed) next(new Client(this.options));
     else this.open--;
   }
 
@@ -231,7 +243,7 @@ export class LdapStep implements AuthStep {
     this.name = options.name;
     this.type = options.type ?? 'ldap';
     this.timeoutMs = options.timeoutMs ?? DEFAULT_LDAP_TIMEOUT_MS;
-    this.pool = new ConnectionPool(config.url, config.maxSize, this.timeoutMs);
+    this.pool = new ConnectionPool(clientOptions(config.url, this.timeoutMs, options.resolveHost), config.maxSize);
   }
 
   /** Connections open now (tests and metrics). */
