@@ -107,7 +107,7 @@ member: uid=a\\2Cb\\2Bc,ou=people,dc=solo,dc=io
 /** A running slapd. */
 export interface Slapd {
   readonly port: number;
-  /** `127.0.0.1:<port>` (Gloo's address form). */
+  /** `<host>:<port>` (Gloo's address form). */
   readonly address: string;
   stop(): Promise<void>;
 }
@@ -118,12 +118,12 @@ function run(command: string, args: string[]): Promise<string> {
   });
 }
 
-async function waitForPort(port: number, child: ChildProcess, timeoutMs = 20_000): Promise<void> {
+async function waitForPort(host: string, port: number, child: ChildProcess, timeoutMs = 20_000): Promise<void> {
   const until = Date.now() + timeoutMs;
   while (Date.now() < until) {
     if (child.exitCode !== null) throw new Error(`slapd exited with ${child.exitCode}`);
     const ok = await new Promise<boolean>((resolve) => {
-      const socket = createConnection({ host: '127.0.0.1', port }, () => (socket.destroy(), resolve(true)));
+      const socket = createConnection({ host, port }, () => (socket.destroy(), resolve(true)));
       socket.once('error', () => resolve(false));
     });
     if (ok) return;
@@ -137,7 +137,8 @@ async function waitForPort(port: number, child: ChildProcess, timeoutMs = 20_000
  * the memberof overlay, and ACLs under which a user reads only its own entry (memberOf included)
  * and the admin reads everything.
  */
-export async function startSlapd(): Promise<Slapd> {
+export async function startSlapd(listen: { host?: string; port?: number } = {}): Promise<Slapd> {
+  const host = listen.host ?? '127.0.0.1';
   const dir = await mkdtemp(join(tmpdir(), 'gatehouse-slapd-'));
   await mkdir(join(dir, 'data'));
   const conf = `include /etc/ldap/schema/core.schema
@@ -159,23 +160,23 @@ access to dn.subtree="ou=people,dc=solo,dc=io" by self read by * none
 access to * by users read by * none
 `;
   await writeFile(join(dir, 'slapd.conf'), conf);
-  const port = await freePort();
+  const port = listen.port ?? (await freePort());
   // -d 0: stay in the foreground (the test owns the process) without debug output.
-  const child = spawn(SLAPD, ['-f', join(dir, 'slapd.conf'), '-h', `ldap://127.0.0.1:${port}/`, '-d', '0'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(SLAPD, ['-f', join(dir, 'slapd.conf'), '-h', `ldap://${host}:${port}/`, '-d', '0'], { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
   try {
-    await waitForPort(port, child);
+    await waitForPort(host, port, child);
   } catch (error) {
     child.kill('SIGKILL');
     throw new Error(`${(error as Error).message}: ${stderr}`);
   }
   const ldif = join(dir, 'data.ldif');
   await writeFile(ldif, LDIF);
-  await run('/usr/bin/ldapadd', ['-x', '-H', `ldap://127.0.0.1:${port}`, '-D', ADMIN_DN, '-w', ADMIN_PASSWORD, '-f', ldif]);
+  await run('/usr/bin/ldapadd', ['-x', '-H', `ldap://${host}:${port}`, '-D', ADMIN_DN, '-w', ADMIN_PASSWORD, '-f', ldif]);
   return {
     port,
-    address: `127.0.0.1:${port}`,
+    address: `${host}:${port}`,
     async stop() {
       if (child.exitCode === null) {
         const exited = new Promise((r) => child.once('exit', r));

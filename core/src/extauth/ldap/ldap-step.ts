@@ -236,7 +236,8 @@ export class LdapStep implements AuthStep {
   private readonly config: CompiledLdap;
   private readonly pool: ConnectionPool;
   private readonly timeoutMs: number;
-  private readonly unauthorized: Denied = deepFreeze(deny(401, [{ key: 'www-authenticate', value: 'Basic realm=""' }, { key: 'content-length', value: '0' }]));
+  // As Gloo's LDAP guide prints it: 401 with content-length 0 and no www-authenticate.
+  private readonly unauthorized: Denied = deepFreeze(deny(401, [{ key: 'content-length', value: '0' }]));
 
   constructor(config: CompiledLdap, options: LdapStepOptions) {
     this.config = config;
