@@ -17,7 +17,7 @@ export async function buildOpaStep(spec: AuthStepSpec, name: string, at: (...pat
     const url = opaDataUrl(server.serverAddr ?? server.server_addr, server.package, server.ruleName ?? server.rule_name);
     if (!url) throw new GatehouseError(ExtAuthCodes.STEP_BUILD, `${at('opaServerAuth')}: serverAddr must be host:port or an http(s) URL, package dot-separated Rego names, ruleName slash-separated names`);
     const fast = server.options?.fastInputConversion ?? server.options?.fast_input_conversion ?? false;
-    return new OpaServerAuthStep(url, { name, fastInputConversion: fast });
+    return new OpaServerAuthStep(url, { name, fastInputConversion: fast, ...(options.resolveHost ? { resolveHost: options.resolveHost } : {}) });
   }
   const opa = spec.opaAuth!;
   const modules: Record<string, string> = {};

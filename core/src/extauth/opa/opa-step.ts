@@ -3,7 +3,9 @@
  * `opa`, see ./opa-wasm.ts) and `opaServerAuth` (a decision from an OPA server's Data API). Both
  * deny with 403 (Gloo) and fail closed when the policy cannot be evaluated.
  */
-import { request as httpRequest } from 'undici';
+import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
+import { isIPv6 } from 'node:net';
+import { Agent, request as httpRequest } from 'undici';
 import { allow, forbidden } from '../decision.ts';
 import type { AuthDecision, AuthStep, CheckRequest, StepContext } from '../step.ts';
 import { isAllowedValue, opaInput } from './opa-input.ts';
@@ -51,11 +53,19 @@ export class OpaServerAuthStep implements AuthStep {
   private readonly fast: boolean;
   private readonly timeoutMs: number;
 
-  constructor(url: string, options: { name: string; fastInputConversion: boolean; timeoutMs?: number }) {
+  private readonly agent: Agent;
+
+  constructor(url: string, options: { name: string; fastInputConversion: boolean; timeoutMs?: number; resolveHost?: (host: string) => string | undefined }) {
     this.url = url;
     this.name = options.name;
     this.fast = options.fastInputConversion;
     this.timeoutMs = options.timeoutMs ?? DEFAULT_OPA_SERVER_TIMEOUT_MS;
+    // Bounded: a slow OPA server holds at most this many sockets of this step.
+    this.agent = new Agent({ connections: 32, connect: { timeout: this.timeoutMs, ...(options.resolveHost ? { lookup: resolvingLookup(options.resolveHost) } : {}) } });
+  }
+
+  async close(): Promise<void> {
+    await this.agent.close();
   }
 
   async authorize(request: CheckRequest, context?: StepContext): Promise<AuthDecision> {
@@ -67,6 +77,7 @@ export class OpaServerAuthStep implements AuthStep {
       headersTimeout: this.timeoutMs,
       bodyTimeout: this.timeoutMs,
       signal: AbortSignal.timeout(this.timeoutMs),
+      dispatcher: this.agent,
     });
     const text = await readLimited(response.body, MAX_RESPONSE_BYTES);
     if (response.statusCode !== 200) throw new Error(`OPA server ${this.url} answered ${response.statusCode}`);
@@ -85,4 +96,17 @@ async function readLimited(body: AsyncIterable<Buffer>, limit: number): Promise<
     chunks.push(chunk);
   }
   return Buffer.concat(chunks).toString('utf8');
+}
+
+type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
+
+/** A `net.connect` lookup that answers `--resolve` hosts itself and asks DNS for the others. */
+function resolvingLookup(resolveHost: (host: string) => string | undefined) {
+  return (hostname: string, options: { all?: boolean }, callback: LookupCallback): void => {
+    const address = resolveHost(hostname.toLowerCase());
+    if (address === undefined) return void dnsLookup(hostname, options as never, callback as never);
+    const family = isIPv6(address) ? 6 : 4;
+    if (options.all) callback(null, [{ address, family }]);
+    else callback(null, address, family);
+  };
 }
