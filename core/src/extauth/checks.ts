@@ -70,7 +70,7 @@ export function checkAuthConfig(resource: Resource<'AuthConfig'>, ctx: CheckCont
     if (opa) {
       const kind = step.opaAuth ? 'opaAuth' : 'opaServerAuth';
       if (opa.options?.returnDecisionReason ?? opa.options?.return_decision_reason) {
-        out.push(ctx.at([...at, kind, 'options', 'returnDecisionReason'], ExtAuthCodes.STEP_BUILD, 'accepted but not honoured: the decision reason is not written to dynamic metadata (Gloo deprecates it too)', 'warning'));
+        out.push(ctx.at([...at, kind, 'options', opa.options.returnDecisionReason !== undefined ? 'returnDecisionReason' : 'return_decision_reason'], ExtAuthCodes.STEP_BUILD, 'accepted but not honoured: the decision reason is not written to dynamic metadata (Gloo deprecates it too)', 'warning'));
       }
       if (step.opaServerAuth && !opaDataUrl(step.opaServerAuth.serverAddr ?? step.opaServerAuth.server_addr, step.opaServerAuth.package, step.opaServerAuth.ruleName ?? step.opaServerAuth.rule_name)) {
         out.push(ctx.at([...at, 'opaServerAuth'], ExtAuthCodes.STEP_BUILD, 'serverAddr must be host:port or an http(s) URL, package dot-separated Rego names, ruleName slash-separated names'));
