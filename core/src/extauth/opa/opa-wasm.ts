@@ -5,9 +5,9 @@
  * are loaded (the gateway/extauth image carries it; docs/auth.md "opaAuth").
  */
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { homedir, tmpdir } from 'node:os';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { loadPolicy, type LoadedPolicy } from '@open-policy-agent/opa-wasm';
@@ -20,14 +20,52 @@ export const MAX_REGO_BYTES = 1024 * 1024;
 const REF_QUERY = /^\s*data((?:\.[A-Za-z_][A-Za-z0-9_]*)+)\s*$/;
 const WRAPPER_PACKAGE = 'gatehouse_opa_query';
 
-/**
- * Where `opa` is: `GATEHOUSE_OPA_PATH`, else the test tools' build (`GATEHOUSE_TOOLS_DIR/opa/bin/opa`,
- * test/opa/install-opa.sh), else `opa` on PATH.
- */
+/** Where `opa` is: `GATEHOUSE_OPA_PATH`, else `opa` on PATH. */
 export function opaBinary(): string {
-  if (process.env.GATEHOUSE_OPA_PATH) return process.env.GATEHOUSE_OPA_PATH;
-  const tools = join(process.env.GATEHOUSE_TOOLS_DIR ?? join(homedir(), '.cache', 'gatehouse-tools'), 'opa', 'bin', 'opa');
-  return existsSync(tools) ? tools : 'opa';
+  return process.env.GATEHOUSE_OPA_PATH || 'opa';
+}
+
+/**
+ * Built-ins the Wasm runtime does not carry and Gatehouse provides (OPA's Wasm target calls the
+ * host for them): Gloo's OPA guide decodes the OIDC token with `io.jwt.decode`. Implemented to
+ * OPA's documented results; an error (a malformed token) fails the evaluation, which denies.
+ */
+const CUSTOM_BUILTINS: Record<string, (...args: unknown[]) => unknown> = {
+  'io.jwt.decode': (token: unknown) => {
+    const parts = typeof token === 'string' ? token.split('.') : [];
+    if (parts.length !== 3) throw new Error('io.jwt.decode: not a compact JWS');
+    const json = (part: string) => JSON.parse(Buffer.from(part, 'base64url').toString('utf8')) as unknown;
+    return [json(parts[0]!), json(parts[1]!), Buffer.from(parts[2]!, 'base64url').toString('hex')];
+  },
+  'time.now_ns': () => Date.now() * 1e6,
+};
+
+interface Capabilities {
+  builtins: { name: string }[];
+  future_keywords?: string[];
+  features?: string[];
+  wasm_abi_versions?: unknown;
+}
+
+let capabilities: Promise<string> | undefined;
+
+/**
+ * The capabilities `opa build` compiles against: the built-ins the Wasm runtime and
+ * {@link CUSTOM_BUILTINS} can run (declared as this opa declares them), so a policy calling any
+ * other built-in (http.send, crypto, …) is refused at load, naming it, instead of failing per
+ * request.
+ */
+function capabilitiesJson(binary: string): Promise<string> {
+  capabilities ??= (async () => {
+    const sdk = JSON.parse(await readFile(createRequire(import.meta.url).resolve('@open-policy-agent/opa-wasm').replace(/src[\\/]index\.c?js$/, 'capabilities.json'), 'utf8')) as Capabilities;
+    const current = JSON.parse(await run(binary, ['capabilities', '--current'])) as Capabilities;
+    const supported = new Set([...sdk.builtins.map((b) => b.name), ...Object.keys(CUSTOM_BUILTINS)]);
+    return JSON.stringify({ ...current, builtins: current.builtins.filter((b) => supported.has(b.name)), wasm_abi_versions: sdk.wasm_abi_versions });
+  })().catch((error: unknown) => {
+    capabilities = undefined;
+    throw error;
+  });
+  return capabilities;
 }
 
 /** How a query is evaluated: a rule's value (checked with Gloo's rule), or a wrapper rule that is true when the query succeeds. */
@@ -80,9 +118,11 @@ export async function compileOpaWasm(modules: Readonly<Record<string, string>>, 
       files.push(file);
     }
     const bundle = join(dir, 'bundle.tar.gz');
-    await run(binary, ['build', '-t', 'wasm', '-e', compiled.entrypoint, '--v0-compatible', '-o', bundle, ...files]);
+    const caps = join(dir, 'capabilities.json');
+    await writeFile(caps, await capabilitiesJson(binary));
+    await run(binary, ['build', '-t', 'wasm', '-e', compiled.entrypoint, '--v0-compatible', '--capabilities', caps, '-o', bundle, ...files]);
     const wasm = policyWasm(gunzipSync(await readFile(bundle)));
-    const policy = await loadPolicy(wasm);
+    const policy = await loadPolicy(wasm, undefined, CUSTOM_BUILTINS);
     return { policy, query: compiled };
   } finally {
     await rm(dir, { recursive: true, force: true });
@@ -96,12 +136,14 @@ export function evaluateOpaWasm(compiled: OpaWasmPolicy, input: unknown): { allo
   return { allowed: compiled.query.kind === 'value' ? value === true || (Array.isArray(value) && value[0] === true) : value === true, value };
 }
 
-function run(binary: string, args: string[]): Promise<void> {
+function run(binary: string, args: string[]): Promise<string> {
   return new Promise((resolve, reject) => {
-    execFile(binary, args, { timeout: BUILD_TIMEOUT_MS, maxBuffer: 4 * 1024 * 1024, env: { PATH: process.env.PATH ?? '', HOME: tmpdir() } }, (error, _stdout, stderr) => {
-      if (!error) return resolve();
+    execFile(binary, args, { timeout: BUILD_TIMEOUT_MS, maxBuffer: 16 * 1024 * 1024, env: { PATH: process.env.PATH ?? '', HOME: tmpdir() } }, (error, stdout, stderr) => {
+      if (!error) return resolve(stdout);
       const missing = (error as NodeJS.ErrnoException).code === 'ENOENT';
-      reject(new Error(missing ? `the opa binary (${binary}) is not installed: opaAuth compiles Rego with it (set GATEHOUSE_OPA_PATH)` : `opa build failed: ${stderr.trim().split('\n').slice(0, 8).join(' ') || error.message}`));
+      // opa prints compile errors on stdout or stderr depending on the command and version.
+      const said = `${stderr}\n${stdout}`.trim().split('\n').filter((l) => l.trim() !== '').slice(0, 8).join(' ');
+      reject(new Error(missing ? `the opa binary (${binary}) is not installed: opaAuth compiles Rego with it (set GATEHOUSE_OPA_PATH)` : `opa ${args[0]} failed: ${said || error.message}`));
     });
   });
 }
