@@ -3,6 +3,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { LdapSpec } from '../../core/src/config/schema/auth-config.ts';
 import type { CheckRequest } from '../../core/src/extauth/step.ts';
 import { LdapStep, compileLdap } from '../../core/src/extauth/ldap/ldap-step.ts';
+import { eventually } from '../support/http.ts';
 import { ADMIN_DN, ADMIN_PASSWORD, describeWithSlapd, startSlapd, type Slapd } from './slapd.ts';
 
 function request(authorization?: string): CheckRequest {
@@ -123,6 +124,34 @@ it('a server that never answers: checks fail closed (throw → 403 in the chain)
     const results = await Promise.allSettled(Array.from({ length: 6 }, () => ldap.authorize(request(basic('rick', 'rickpwd')))));
     for (const r of results) expect(r.status).toBe('rejected');
     expect(ldap.openConnections).toBeLessThanOrEqual(2);
+  } finally {
+    await ldap.close();
+    await hole.close();
+  }
+});
+
+it('connections that answer (or fail) after their deadline are not counted twice: the pool stays within maxSize', async () => {
+  const hole = await blackHole();
+  const ldap = step({ address: hole.address, pool: { maxSize: 2 } }, undefined, 200);
+  try {
+    const results = await Promise.allSettled(Array.from({ length: 4 }, () => ldap.authorize(request(basic('rick', 'rickpwd')))));
+    for (const r of results) expect(r.status).toBe('rejected');
+    // The late failures of the timed-out operations arrive now (the server drops them).
+    for (const s of hole.sockets) s.destroy();
+    await eventually(async () => hole.sockets.size === 0);
+    // Give the late rejections their turn, by polling the count until it is settled twice in a row.
+    let last = Number.NaN;
+    await eventually(async () => {
+      const now = ldap.openConnections;
+      const stable = now === last;
+      last = now;
+      return stable;
+    });
+    expect(ldap.openConnections).toBeGreaterThanOrEqual(0);
+    expect(ldap.openConnections).toBeLessThanOrEqual(2);
+    // Still bounded: a new round never opens more than maxSize sockets at once.
+    await Promise.allSettled(Array.from({ length: 6 }, () => ldap.authorize(request(basic('rick', 'rickpwd')))));
+    expect(hole.sockets.size).toBeLessThanOrEqual(2);
   } finally {
     await ldap.close();
     await hole.close();

@@ -190,8 +190,14 @@ class ConnectionPool {
 /** Runs `work` with a connection from `pool` within `timeoutMs`; a late connection is discarded. */
 async function withConnection<T>(pool: ConnectionPool, timeoutMs: number, work: (client: Client) => Promise<T>): Promise<T | 'timeout' | 'busy'> {
   let timer: NodeJS.Timeout | undefined;
+  // Set when the deadline passes, before anyone learns of it: from then on the connection is
+  // discarded here, and the late outcome of `work` must not give it back (or discard it) again.
+  let expired = false;
   const deadline = new Promise<'timeout'>((resolve) => {
-    timer = setTimeout(() => resolve('timeout'), timeoutMs);
+    timer = setTimeout(() => {
+      expired = true;
+      resolve('timeout');
+    }, timeoutMs);
   });
   try {
     const acquiring = pool.acquire();
@@ -202,23 +208,22 @@ async function withConnection<T>(pool: ConnectionPool, timeoutMs: number, work: 
       return 'timeout';
     }
     if (client === undefined) return 'busy';
-    let settled = false;
     const run = work(client).then(
       (value) => {
-        settled = true;
-        pool.release(client);
+        if (!expired) pool.release(client);
         return value;
       },
       (error: unknown) => {
-        settled = true;
         // A rejected bind leaves the connection usable; anything else may not have.
-        if (error instanceof InvalidCredentialsError) pool.release(client);
-        else pool.discard(client);
+        if (!expired) {
+          if (error instanceof InvalidCredentialsError) pool.release(client);
+          else pool.discard(client);
+        }
         throw error;
       },
     );
     const outcome = await Promise.race([run, deadline]);
-    if (outcome === 'timeout' && !settled) {
+    if (outcome === 'timeout') {
       // The server is slow: this connection may answer later; never reuse it.
       run.catch(() => {});
       pool.discard(client);
