@@ -53,7 +53,8 @@ export function ldapUrl(address: string): string | undefined {
   const withScheme = /^ldaps?:\/\//i.test(address) ? address : `ldap://${address}`;
   const url = URL.parse(withScheme);
   if (!url || !url.hostname || url.username || url.password || (url.pathname !== '' && url.pathname !== '/') || url.search || url.hash) return undefined;
-  return `${url.protocol}//${url.host}`;
+  // ldap: is not a special scheme: URL keeps the host's case.
+  return `${url.protocol}//${url.host.toLowerCase()}`;
 }
 
 type AnyLdapSpec = LdapSpec | LdapInternalSpec;
