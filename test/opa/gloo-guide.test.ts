@@ -14,7 +14,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
 import { makeConfigDir } from '../support/config-dir.ts';
 import { startGatehouse } from '../support/gatehouse.ts';
-import { send } from '../support/http.ts';
+import { eventually, send } from '../support/http.ts';
 import { OPA, describeWithOpa, startOpaServer } from './opa.ts';
 
 const CLI = fileURLToPath(new URL('../../core/bin/gatehouse.js', import.meta.url));
@@ -55,14 +55,11 @@ describeWithOpa("Gloo's OPA guide through gatehouse run", 'test/opa/gloo-guide.t
     const gw = await startGatehouse('run', ['--config-dir', dir, '--access-log', 'false', '--resolve', `petstore.default.svc.cluster.local=${PETSTORE_ADDR}`], { env });
     try {
       const call = (method: string, path: string) => send(gw.url, { method, path });
-      // The policy is compiled when the AuthConfig loads: wait until the first decision is not the
-      // "still building" deny, i.e. until GET /api/pets is allowed.
-      const until = Date.now() + 60_000;
-      let pets = await call('GET', '/api/pets');
-      while (pets.status !== 200 && Date.now() < until) {
-        await new Promise((r) => setTimeout(r, 100));
-        pets = await call('GET', '/api/pets');
-      }
+      // The policy is compiled when the AuthConfig loads: until then its requests are denied.
+      const pets = await eventually(async () => {
+        const r = await call('GET', '/api/pets');
+        return r.status === 200 && r;
+      }, 60_000);
       expect(pets.status).toBe(200);
       expect(JSON.parse(pets.body)).toHaveLength(2);
       expect((await call('GET', '/api/')).status).toBe(403);
@@ -71,6 +68,27 @@ describeWithOpa("Gloo's OPA guide through gatehouse run", 'test/opa/gloo-guide.t
       expect((await call('POST', '/api/pets')).status).toBe(403);
     } finally {
       await gw.stop();
+    }
+  });
+
+  it('a changed policy ConfigMap rebuilds the step; a policy that does not compile fails closed (403) and names the error', { timeout: 90_000 }, async () => {
+    const guide = await (await import('node:fs/promises')).readFile(join(FIXTURES, 'opa.yaml'), 'utf8');
+    const config = await makeConfigDir({ 'opa.yaml': guide });
+    const gw = await startGatehouse('run', ['--config-dir', config.path, '--access-log', 'false', '--resolve', `petstore.default.svc.cluster.local=${PETSTORE_ADDR}`], { env });
+    try {
+      const pets = () => send(gw.url, { path: '/api/pets' }).then((r) => r.status);
+      await eventually(async () => (await pets()) === 200, 60_000);
+      // The guide's policy, now allowing only DELETE /api/pets/2: GET /api/pets turns 403.
+      await config.write('opa.yaml', guide.replace('input.http_request.method == "GET"\n    }', 'input.http_request.method == "NONE"\n    }'));
+      await eventually(async () => (await pets()) === 403, 60_000);
+      expect((await send(gw.url, { method: 'DELETE', path: '/api/pets/2' })).status).toBe(204);
+      // Rego that does not compile: denied (fail closed), with opa's message in the log.
+      await config.write('opa.yaml', guide.replace('default allow = false', 'default allow = '));
+      await gw.waitForLog((l) => typeof l.msg === 'string' && /auth config gloo-system\.opa cannot be loaded: .*opa build failed/.test(l.msg), 60_000);
+      expect((await send(gw.url, { method: 'DELETE', path: '/api/pets/2' })).status).toBe(403);
+    } finally {
+      await gw.stop();
+      await config.cleanup();
     }
   });
 
