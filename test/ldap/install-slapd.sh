@@ -18,4 +18,6 @@ if ! command -v slapd >/dev/null 2>&1 && [[ ! -x /usr/sbin/slapd ]]; then
   fi
 fi
 bash "$here/../support/apt-install.sh" ldap-utils
-/usr/sbin/slapd -VV 2>&1 | head -1 >&2
+# Not `| head -1`: under pipefail, slapd killed by SIGPIPE would fail the script.
+version="$(/usr/sbin/slapd -VV 2>&1 || true)"
+echo "${version%%$'\n'*}" >&2
