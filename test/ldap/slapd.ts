@@ -134,8 +134,8 @@ async function waitForPort(host: string, port: number, child: ChildProcess, time
 
 /**
  * Starts slapd with a slapd.conf (`-f`) in a temporary directory: mdb database for dc=solo,dc=io,
- * the memberof overlay, and ACLs under which a user reads only its own entry (memberOf included)
- * and the admin reads everything.
+ * the memberof overlay, and ACLs under which a user reads only its own entry (memberOf included,
+ * except scottc, who may not read his groups) and the admin (rootdn) reads everything.
  */
 export async function startSlapd(listen: { host?: string; port?: number } = {}): Promise<Slapd> {
   const host = listen.host ?? '127.0.0.1';
@@ -156,6 +156,7 @@ rootpw ${ADMIN_PASSWORD}
 directory ${dir}/data
 overlay memberof
 access to attrs=userPassword by anonymous auth by self read by * none
+access to dn.exact="uid=scottc,ou=people,dc=solo,dc=io" attrs=memberOf by * none
 access to dn.subtree="ou=people,dc=solo,dc=io" by self read by * none
 access to * by users read by * none
 `;
