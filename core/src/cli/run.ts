@@ -39,7 +39,7 @@ export async function runRun(argv: string[]): Promise<number | void> {
   const parts = await gatewayParts();
   parts.primary = async ({ logger, loader }) => {
     const { startEmbeddedExtAuth } = await import('../extauth/embedded.ts');
-    const { server, authorizer } = await startEmbeddedExtAuth({ loader, port: extauthPort, host: extauthHost, token, pluginDir, ...limits, logger, ...failure });
+    const { server, authorizer } = await startEmbeddedExtAuth({ loader, port: extauthPort, host: extauthHost, token, pluginDir, ...limits, resolve: flags.resolve, logger, ...failure });
     return { listening: { extauthPort: server.port }, authorizer, close: () => server.close() };
   };
   // With --workers: each worker runs its own engine (and plugin isolates) on pushed snapshots.
@@ -49,7 +49,7 @@ export async function runRun(argv: string[]): Promise<number | void> {
       import('../extauth/authorizers.ts'),
       import('../extauth/plugins/watch-plugin-dir.ts'),
     ]);
-    const engine = new AuthEngine({ logger, pluginDir, ...limits });
+    const engine = new AuthEngine({ logger, pluginDir, ...limits, ...(flags.resolve.size ? { resolveHost: (host: string) => flags.resolve.get(host) } : {}) });
     snapshots.onSnapshot((snapshot) => engine.update(snapshot));
     if (snapshots.current) await engine.update(snapshots.current);
     await watchPluginDir(pluginDir, (files) => void engine.pluginFilesChanged(files), { logger });

@@ -308,6 +308,14 @@ export function referencesOf(resource: AnyResource): Reference[] {
       ] as const) {
         refs?.forEach((ref, j) => out.push({ kind: 'Secret', ref, path: ['spec', 'configs', i, 'apiKeyAuth', ...path, j] }));
       }
+      const lookup = step.ldap?.groupLookupSettings ?? step.ldap?.group_lookup_settings;
+      const credentials = lookup?.credentialsSecretRef ?? lookup?.credentials_secret_ref;
+      if (credentials) out.push({ kind: 'Secret', ref: credentials, path: ['spec', 'configs', i, 'ldap', step.ldap!.groupLookupSettings ? 'groupLookupSettings' : 'group_lookup_settings', lookup!.credentialsSecretRef ? 'credentialsSecretRef' : 'credentials_secret_ref'] });
+      const hmacList = step.hmacAuth?.secretRefs ?? step.hmacAuth?.secret_refs;
+      (hmacList?.secretRefs ?? hmacList?.secret_refs)?.forEach((ref, j) => {
+        out.push({ kind: 'Secret', ref, path: ['spec', 'configs', i, 'hmacAuth', step.hmacAuth!.secretRefs ? 'secretRefs' : 'secret_refs', hmacList!.secretRefs ? 'secretRefs' : 'secret_refs', j] });
+      });
+      step.opaAuth?.modules?.forEach((ref, j) => out.push({ kind: 'ConfigMap', ref, path: ['spec', 'configs', i, 'opaAuth', 'modules', j] }));
       for (const [name, ref] of Object.entries(step.pluginAuth?.secretRefs ?? {})) {
         out.push({ kind: 'Secret', ref: { name: ref.name, ...(ref.namespace ? { namespace: ref.namespace } : {}) }, path: ['spec', 'configs', i, 'pluginAuth', 'secretRefs', name] });
       }

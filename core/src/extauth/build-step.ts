@@ -6,6 +6,8 @@ import type { Logger } from '../log/logger.ts';
 import { ApiKeyAuthStep, compileApiKeyAuth, selectSecrets, type ApiKeySecretSource } from './api-key/api-key-step.ts';
 import { BasicAuthStep, compileBasicAuth } from './basic/basic-auth-step.ts';
 import { ExtAuthCodes } from './codes.ts';
+import { HmacAuthStep, compileHmacAuth } from './hmac/hmac-step.ts';
+import { LdapStep, compileLdap } from './ldap/ldap-step.ts';
 import { HttpPassThroughStep } from './pass-through/http-pass-through-step.ts';
 import { PassThroughStep } from './pass-through/pass-through-step.ts';
 import { redactingLogger, type Redactor } from './redact.ts';
@@ -32,6 +34,10 @@ export interface StepBuildOptions {
   secrets?: ApiKeySecretSource;
   /** Masks the AuthConfig's secret values in what a plugin step logs (set per AuthConfig by the engine). */
   redact?: Redactor;
+  /** `--resolve HOST=ADDR` of `gatehouse run`: the address to dial for a host named in a step (LDAP, OPA server). */
+  resolveHost?: (host: string) => string | undefined;
+  /** Served ConfigMaps' data, for `opaAuth.modules`. */
+  resolveConfigMap?: (ref: { name: string; namespace: string }) => Readonly<Record<string, string>> | undefined;
   /** Run plugin isolates on the process's plugin thread (./plugins/plugin-thread.ts) instead of the event loop. */
   pluginThread?: boolean;
 }
@@ -58,9 +64,12 @@ const loadPluginFactory = lazyFactory(async () => (await import('./plugins/plugi
 /** Steps on the process's plugin thread (./plugins/plugin-thread.ts). */
 const loadThreadFactory = lazyFactory(async () => (await import('./plugins/plugin-thread.ts')).createThreadedPluginStep, 'the plugin thread');
 
+/** The step kinds of an AuthConfig step (exactly one is set). */
+const STEP_TYPES = ['basicAuth', 'pluginAuth', 'apiKeyAuth', 'passThroughAuth', 'ldap', 'ldapInternal', 'hmacAuth', 'opaAuth', 'opaServerAuth'] as const;
+
 /** The name of step `index` for logs and metrics: its `name`, or `<type>[<index>]`. */
 export function stepName(spec: AuthStepSpec, index: number): string {
-  const type = spec.basicAuth ? 'basicAuth' : spec.pluginAuth ? 'pluginAuth' : spec.apiKeyAuth ? 'apiKeyAuth' : 'passThroughAuth';
+  const type = STEP_TYPES.find((key) => spec[key] !== undefined) ?? 'passThroughAuth';
   return spec.name || (spec.pluginAuth ? spec.pluginAuth.name : `${type}[${index}]`);
 }
 
@@ -115,5 +124,37 @@ export async function buildStep(spec: AuthStepSpec, index: number, options: Step
       throw new GatehouseError(typeof code === 'string' && code.startsWith('GH_') ? code : ExtAuthCodes.STEP_BUILD, `${at('pluginAuth')}: ${(error as Error).message}`, { cause: error });
     }
   }
-  throw new GatehouseError(ExtAuthCodes.STEP_BUILD, `${at()}: holds none of basicAuth, pluginAuth, passThroughAuth, apiKeyAuth`);
+  const ldapSpec = spec.ldap ?? spec.ldapInternal;
+  if (ldapSpec) {
+    const kind = spec.ldap ? 'ldap' : 'ldapInternal';
+    const credentials = spec.ldap ? ldapSecretCredentials(spec.ldap, options) : inlineCredentials(spec.ldapInternal!);
+    const { compiled, problems } = compileLdap(ldapSpec, credentials);
+    if (!compiled) throw new GatehouseError(ExtAuthCodes.STEP_BUILD, problems.filter((p) => p.severity === 'error').map((p) => `${at(kind, ...p.path)}: ${p.message}`).join('; '));
+    return new LdapStep(compiled, { name, type: kind, ...(options.resolveHost ? { resolveHost: options.resolveHost } : {}) });
+  }
+  if (spec.hmacAuth) {
+    const source = options.secrets;
+    const { compiled, problems } = compileHmacAuth(spec.hmacAuth, options.namespace ?? 'default', (ref) => source?.byRef(ref)?.data);
+    if (!compiled) throw new GatehouseError(ExtAuthCodes.STEP_BUILD, problems.map((p) => `${at('hmacAuth', ...p.path)}: ${p.message}`).join('; '));
+    return new HmacAuthStep(compiled, { name });
+  }
+  if (spec.opaAuth || spec.opaServerAuth) {
+    const { buildOpaStep } = await import('./opa/build-opa-step.ts');
+    return buildOpaStep(spec, name, at, options);
+  }
+  throw new GatehouseError(ExtAuthCodes.STEP_BUILD, `${at()}: holds none of ${STEP_TYPES.join(', ')}`);
+}
+
+/** The service account of `ldap.groupLookupSettings.credentialsSecretRef` (a Gloo credentials Secret: `username`, `password`). */
+function ldapSecretCredentials(spec: NonNullable<AuthStepSpec['ldap']>, options: StepBuildOptions): { username: string; password: string } | undefined {
+  const lookup = spec.groupLookupSettings ?? spec.group_lookup_settings;
+  const ref = lookup?.credentialsSecretRef ?? lookup?.credentials_secret_ref;
+  if (!ref) return undefined;
+  const data = options.secrets?.byRef({ name: ref.name, namespace: ref.namespace ?? options.namespace ?? 'default' })?.data;
+  return data?.username && data.password ? { username: data.username, password: data.password } : undefined;
+}
+
+function inlineCredentials(spec: NonNullable<AuthStepSpec['ldapInternal']>): { username: string; password: string } | undefined {
+  const lookup = spec.groupLookupSettings ?? spec.group_lookup_settings;
+  return lookup ? { username: lookup.username, password: lookup.password } : undefined;
 }

@@ -7,6 +7,9 @@ import { namesIn, parseBoolExpr, type BoolExpr, type BoolExprError } from './boo
 import { stepName } from './build-step.ts';
 import { ExtAuthCodes } from './codes.ts';
 import { parseAddress } from './grpc/check-client.ts';
+import { compileHmacAuth } from './hmac/hmac-step.ts';
+import { compileLdap } from './ldap/ldap-step.ts';
+import { opaDataUrl } from './opa/opa-step.ts';
 
 /**
  * Load-time checks of an AuthConfig (the {@link ResourceChecks} hook): what can be known
@@ -34,6 +37,44 @@ export function checkAuthConfig(resource: Resource<'AuthConfig'>, ctx: CheckCont
       const selected = selectSecrets(step.apiKeyAuth, resource.namespace, secretSource(ctx.resources));
       const { problems } = compileApiKeyAuth(step.apiKeyAuth, selected.secrets);
       for (const problem of [...selected.problems, ...problems]) out.push(ctx.at([...at, 'apiKeyAuth', ...problem.path], ExtAuthCodes.STEP_BUILD, problem.message, problem.severity));
+    }
+    const ldapSpec = step.ldap ?? step.ldapInternal;
+    if (ldapSpec) {
+      const kind = step.ldap ? 'ldap' : 'ldapInternal';
+      const lookup = step.ldap ? (step.ldap.groupLookupSettings ?? step.ldap.group_lookup_settings) : undefined;
+      const ref = lookup?.credentialsSecretRef ?? lookup?.credentials_secret_ref;
+      let credentials: { username: string; password: string } | undefined;
+      if (ref) {
+        const secret = ctx.resources.get(refKey('Secret', ref, resource.namespace)) as Resource<'Secret'> | undefined;
+        // A missing Secret is reported by the reference check.
+        if (secret && (!secret.spec.data.username || !secret.spec.data.password)) {
+          out.push(ctx.at([...at, 'ldap', 'groupLookupSettings', 'credentialsSecretRef'], ExtAuthCodes.STEP_BUILD, `Secret ${secret.namespace}/${secret.name} needs the keys "username" (the service account's DN) and "password" (glooctl create secret authcredentials)`));
+        } else if (secret) credentials = { username: secret.spec.data.username!, password: secret.spec.data.password! };
+        else credentials = { username: '-', password: '-' };
+      } else if (step.ldapInternal) {
+        const inline = step.ldapInternal.groupLookupSettings ?? step.ldapInternal.group_lookup_settings;
+        if (inline) {
+          credentials = inline;
+          out.push(ctx.at([...at, 'ldapInternal', 'groupLookupSettings', 'password'], ExtAuthCodes.STEP_BUILD, 'the service account password is written in the AuthConfig; prefer ldap with groupLookupSettings.credentialsSecretRef (a Secret)', 'warning'));
+        }
+      }
+      for (const problem of compileLdap(ldapSpec, credentials).problems) out.push(ctx.at([...at, kind, ...problem.path], ExtAuthCodes.STEP_BUILD, problem.message, problem.severity));
+    }
+    if (step.hmacAuth) {
+      const source = secretSource(ctx.resources);
+      // Only what the Secrets hold; a missing Secret is reported by the reference check.
+      const { problems } = compileHmacAuth(step.hmacAuth, resource.namespace, (ref) => source.byRef(ref)?.data ?? { username: '-', password: '-' });
+      for (const problem of problems) out.push(ctx.at([...at, 'hmacAuth', ...problem.path], ExtAuthCodes.STEP_BUILD, problem.message));
+    }
+    const opa = step.opaAuth ?? step.opaServerAuth;
+    if (opa) {
+      const kind = step.opaAuth ? 'opaAuth' : 'opaServerAuth';
+      if (opa.options?.returnDecisionReason ?? opa.options?.return_decision_reason) {
+        out.push(ctx.at([...at, kind, 'options', opa.options.returnDecisionReason !== undefined ? 'returnDecisionReason' : 'return_decision_reason'], ExtAuthCodes.STEP_BUILD, 'accepted but not honoured: the decision reason is not written to dynamic metadata (Gloo deprecates it too)', 'warning'));
+      }
+      if (step.opaServerAuth && !opaDataUrl(step.opaServerAuth.serverAddr ?? step.opaServerAuth.server_addr, step.opaServerAuth.package, step.opaServerAuth.ruleName ?? step.opaServerAuth.rule_name)) {
+        out.push(ctx.at([...at, 'opaServerAuth'], ExtAuthCodes.STEP_BUILD, 'serverAddr must be host:port or an http(s) URL, package dot-separated Rego names, ruleName slash-separated names'));
+      }
     }
     const http = step.passThroughAuth?.http;
     if (http) {

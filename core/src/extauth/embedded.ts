@@ -22,6 +22,8 @@ export interface EmbeddedExtAuthOptions {
   pluginWallTimeoutMs?: number;
   /** Plugin isolates on a thread of their own. */
   pluginThread?: boolean;
+  /** `--resolve HOST=ADDR` for the hosts auth steps dial. */
+  resolve?: ReadonlyMap<string, string>;
   logger: Logger;
   /** Per-check deadline (default 200 ms). */
   timeoutMs?: number;
@@ -51,6 +53,7 @@ export async function startEmbeddedExtAuth(options: EmbeddedExtAuthOptions): Pro
     ...(options.cpuTimeoutMs !== undefined ? { cpuTimeoutMs: options.cpuTimeoutMs } : {}),
     ...(options.pluginWallTimeoutMs !== undefined ? { pluginWallTimeoutMs: options.pluginWallTimeoutMs } : {}),
     ...(options.pluginThread ? { pluginThread: true } : {}),
+    ...(options.resolve ? { resolve: options.resolve } : {}),
   });
   const failure = { logger: options.logger, ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}), ...(options.failureModeAllow ? { failureModeAllow: true } : {}) };
   const local = options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : options.host.includes(':') ? `[${options.host}]` : options.host;

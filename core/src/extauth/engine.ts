@@ -240,6 +240,7 @@ export class AuthEngine {
       redact,
       resolveUpstream: (ref) => lookup(snapshot, 'Upstream', ref, resource.namespace)?.spec,
       secrets: secretSource(snapshot.resources),
+      resolveConfigMap: (ref) => lookup(snapshot, 'ConfigMap', ref, resource.namespace)?.spec.data,
       resolveSecret: (ref) => {
         const secret = lookup(snapshot, 'Secret', ref, resource.namespace);
         // Load-time checks refuse such a reference; never hand over a Secret the namespace may not read.

@@ -50,6 +50,8 @@ export interface ExtAuthServerOptions {
   apiGroupDomain?: string;
   /** `--cross-namespace-secrets` (docs/tenancy.md; default granted). */
   crossNamespaceSecrets?: CrossNamespaceSecrets;
+  /** `--resolve HOST=ADDR`: where auth steps dial the hosts they name (LDAP servers, OPA servers). */
+  resolve?: ReadonlyMap<string, string>;
   logger?: Logger;
   /** Reload on config changes (default true). */
   watch?: boolean;
@@ -86,6 +88,7 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
     ...(options.cpuTimeoutMs !== undefined ? { cpuTimeoutMs: options.cpuTimeoutMs } : {}),
     ...(options.pluginWallTimeoutMs !== undefined ? { pluginWallTimeoutMs: options.pluginWallTimeoutMs } : {}),
     ...(options.pluginThread ? { pluginThread: true } : {}),
+    ...(options.resolve?.size ? { resolveHost: (host: string) => options.resolve!.get(host) } : {}),
   });
 
   const health = new HealthImplementation({ '': 'NOT_SERVING', [AUTHORIZATION_SERVICE]: 'NOT_SERVING' });

@@ -1,5 +1,5 @@
 import Type from 'typebox';
-import { Duration, Name, ResourceRef, Strict, exactlyOneOf } from './common.ts';
+import { Duration, Name, ResourceRef, Strict, atMostOneOf, exactlyOneOf } from './common.ts';
 
 const HashedUsers = Type.Record(
   Type.String({ minLength: 1 }),
@@ -120,6 +120,125 @@ const ApiKeyAuth = Strict({
   headersFromMetadataEntry: Type.Optional(Type.Record(HeaderName, Strict({ name: Type.String({ minLength: 1 }), required: Type.Optional(Type.Boolean()) }))),
 });
 
+/*
+ * Gloo's protojson accepts a field's JSON name (camelCase) and its proto name (snake_case): both
+ * are declared where they differ, at most one of the pair may be set, and the step compilers
+ * read either (core/src/extauth/proto-names.ts).
+ */
+
+/** Gloo's `Ldap.ConnectionPool` (the proto's own names are camelCase). */
+const LdapPool = Strict({
+  maxSize: Type.Optional(Type.Integer({ minimum: 1, maximum: 1024, description: 'most connections kept open (default 5)' })),
+  initialSize: Type.Optional(Type.Integer({ minimum: 0, maximum: 1024, description: 'connections opened when the step is built (default 2)' })),
+});
+
+const LDAP_ADDRESS = Type.String({ minLength: 1, maxLength: 2048, description: 'host:port, or an ldap:// or ldaps:// URL' });
+
+/** The fields `ldap` and `ldapInternal` share (Gloo's `Ldap` / `ExtAuthConfig.LdapConfig`). */
+const ldapFields = {
+  address: LDAP_ADDRESS,
+  userDnTemplate: Type.Optional(Type.String({ maxLength: 1024, description: 'the user\'s DN with one "%s" for the (escaped) username, e.g. uid=%s,ou=people,dc=solo,dc=io' })),
+  membershipAttributeName: Type.Optional(Type.String({ maxLength: 256, description: 'the attribute listing the entry\'s groups (default memberOf)' })),
+  allowedGroups: Type.Optional(Type.Array(Type.String({ maxLength: 1024 }), { maxItems: 256 })),
+  pool: Type.Optional(LdapPool),
+  searchFilter: Type.Optional(Type.String({ maxLength: 1024, description: 'the filter of the base-scope search of the user entry (default (uid=*))' })),
+  disableGroupChecking: Type.Optional(Type.Boolean()),
+  disable_group_checking: Type.Optional(Type.Boolean()),
+};
+
+/** Gloo's `LdapServiceAccount`: the service account's credentials in a Secret (`username`, `password`). */
+const LdapServiceAccount = Strict(
+  {
+    credentialsSecretRef: Type.Optional(ResourceRef),
+    credentials_secret_ref: Type.Optional(ResourceRef),
+    checkGroupsWithServiceAccount: Type.Optional(Type.Boolean()),
+    check_groups_with_service_account: Type.Optional(Type.Boolean()),
+  },
+  { allOf: [atMostOneOf(['credentialsSecretRef', 'credentials_secret_ref']), atMostOneOf(['checkGroupsWithServiceAccount', 'check_groups_with_service_account'])] },
+);
+
+/** Gloo's internal `LdapServiceAccountConfig`: the credentials inline. */
+const LdapServiceAccountInline = Strict(
+  {
+    username: Type.String({ minLength: 1, maxLength: 1024 }),
+    password: Type.String({ minLength: 1, maxLength: 1024 }),
+    checkGroupsWithServiceAccount: Type.Optional(Type.Boolean()),
+    check_groups_with_service_account: Type.Optional(Type.Boolean()),
+  },
+  atMostOneOf(['checkGroupsWithServiceAccount', 'check_groups_with_service_account']),
+);
+
+/** Gloo's `Ldap`: Basic credentials checked by binding to an LDAP server, then group membership. */
+const Ldap = Strict(
+  {
+    ...ldapFields,
+    groupLookupSettings: Type.Optional(LdapServiceAccount),
+    group_lookup_settings: Type.Optional(LdapServiceAccount),
+  },
+  { allOf: [atMostOneOf(['disableGroupChecking', 'disable_group_checking']), atMostOneOf(['groupLookupSettings', 'group_lookup_settings'])] },
+);
+
+/** Gloo's `ExtAuthConfig.LdapConfig` (`ldapInternal`): as `ldap`, with the service account's credentials inline. */
+const LdapInternal = Strict(
+  {
+    ...ldapFields,
+    groupLookupSettings: Type.Optional(LdapServiceAccountInline),
+    group_lookup_settings: Type.Optional(LdapServiceAccountInline),
+  },
+  { allOf: [atMostOneOf(['disableGroupChecking', 'disable_group_checking']), atMostOneOf(['groupLookupSettings', 'group_lookup_settings'])] },
+);
+
+/** Gloo's `SecretRefList`. */
+const SecretRefList = Strict(
+  {
+    secretRefs: Type.Optional(Type.Array(ResourceRef, { minItems: 1, maxItems: 1024 })),
+    secret_refs: Type.Optional(Type.Array(ResourceRef, { minItems: 1, maxItems: 1024 })),
+  },
+  exactlyOneOf(['secretRefs', 'secret_refs']),
+);
+
+/** Gloo's `HmacAuth`: request signatures (draft-cavage HTTP signatures, HMAC) with keys from credentials Secrets. */
+const HmacAuth = Strict(
+  {
+    secretRefs: Type.Optional(SecretRefList),
+    secret_refs: Type.Optional(SecretRefList),
+    parametersInHeaders: Type.Optional(Strict({})),
+    parameters_in_headers: Type.Optional(Strict({})),
+  },
+  { allOf: [exactlyOneOf(['secretRefs', 'secret_refs']), atMostOneOf(['parametersInHeaders', 'parameters_in_headers'])] },
+);
+
+/** Gloo's `OpaAuthOptions`. */
+const OpaAuthOptions = Strict(
+  {
+    fastInputConversion: Type.Optional(Type.Boolean()),
+    fast_input_conversion: Type.Optional(Type.Boolean()),
+    returnDecisionReason: Type.Optional(Type.Boolean()),
+    return_decision_reason: Type.Optional(Type.Boolean()),
+  },
+  { allOf: [atMostOneOf(['fastInputConversion', 'fast_input_conversion']), atMostOneOf(['returnDecisionReason', 'return_decision_reason'])] },
+);
+
+/** Gloo's `OpaAuth`: Rego modules from ConfigMaps, evaluated in the auth server. */
+const OpaAuth = Strict({
+  modules: Type.Optional(Type.Array(ResourceRef, { maxItems: 64 })),
+  query: Type.String({ minLength: 1, maxLength: 4096, description: 'e.g. data.test.allow == true' }),
+  options: Type.Optional(OpaAuthOptions),
+});
+
+/** Gloo's `OpaServerAuth`: a decision from an OPA server's Data API. */
+const OpaServerAuth = Strict(
+  {
+    package: Type.String({ minLength: 1, maxLength: 1024, description: 'the Rego package, e.g. test or authz.http' }),
+    ruleName: Type.Optional(Type.String({ maxLength: 1024 })),
+    rule_name: Type.Optional(Type.String({ maxLength: 1024 })),
+    serverAddr: Type.Optional(Type.String({ maxLength: 2048, description: 'host:port or an http(s) URL of the OPA server (default http://localhost:8181, the sidecar)' })),
+    server_addr: Type.Optional(Type.String({ maxLength: 2048 })),
+    options: Type.Optional(OpaAuthOptions),
+  },
+  { allOf: [atMostOneOf(['ruleName', 'rule_name']), atMostOneOf(['serverAddr', 'server_addr'])] },
+);
+
 const AuthStep = Strict(
   {
     name: Type.Optional(Type.String()),
@@ -127,8 +246,13 @@ const AuthStep = Strict(
     pluginAuth: Type.Optional(PluginAuth),
     passThroughAuth: Type.Optional(PassThroughAuth),
     apiKeyAuth: Type.Optional(ApiKeyAuth),
+    ldap: Type.Optional(Ldap),
+    ldapInternal: Type.Optional(LdapInternal),
+    hmacAuth: Type.Optional(HmacAuth),
+    opaAuth: Type.Optional(OpaAuth),
+    opaServerAuth: Type.Optional(OpaServerAuth),
   },
-  exactlyOneOf(['basicAuth', 'pluginAuth', 'passThroughAuth', 'apiKeyAuth']),
+  exactlyOneOf(['basicAuth', 'pluginAuth', 'passThroughAuth', 'apiKeyAuth', 'ldap', 'ldapInternal', 'hmacAuth', 'opaAuth', 'opaServerAuth']),
 );
 
 /** SPEC 3.4: ordered auth steps. */
@@ -144,3 +268,8 @@ export type BasicAuthSpec = NonNullable<AuthStepSpec['basicAuth']>;
 export type PluginAuthSpec = NonNullable<AuthStepSpec['pluginAuth']>;
 export type PassThroughAuthSpec = NonNullable<AuthStepSpec['passThroughAuth']>;
 export type ApiKeyAuthSpec = NonNullable<AuthStepSpec['apiKeyAuth']>;
+export type LdapSpec = NonNullable<AuthStepSpec['ldap']>;
+export type LdapInternalSpec = NonNullable<AuthStepSpec['ldapInternal']>;
+export type HmacAuthSpec = NonNullable<AuthStepSpec['hmacAuth']>;
+export type OpaAuthSpec = NonNullable<AuthStepSpec['opaAuth']>;
+export type OpaServerAuthSpec = NonNullable<AuthStepSpec['opaServerAuth']>;
