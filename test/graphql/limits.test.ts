@@ -89,6 +89,8 @@ beforeAll(async () => {
       api('depth5', { options: { maxDepth: 5 } }),
       api('small', {}, { limits: { maxBufferedBytes: 600 * 1024 } }),
       api('unmasked', {}, { options: { includeUpstreamErrors: true } }),
+      // No event-loop time at all: any operation passes the budget (the wiring, without depending on the machine's speed).
+      api('timed', {}, { limits: { maxOperationTime: '0ms' } }),
       api('apq', {}, { persistedQueryCacheConfig: { cacheSize: 1 }, allowedQueryHashes: [createHash('sha256').update(safeQuery).digest('hex')] }),
       { ...manifests.graphqlApi('remote', { schemaDefinition: 'type Query { hello: String }', executor: { remote: { upstreamRef: { name: 'remote' } } } }) },
       manifests.authConfig('basic', [{ basicAuth: { realm: 'gql', apr: { users: { alice: { salt: alice.salt, hashedPassword: alice.hashedPassword } } } } }]),
@@ -98,6 +100,7 @@ beforeAll(async () => {
           route('/depth5', 'depth5'),
           route('/small', 'small'),
           route('/unmasked', 'unmasked'),
+          route('/timed', 'timed'),
           route('/apq', 'apq'),
           route('/remote', 'remote'),
           route('/guarded', 'defaults', { options: { extauth: { configRef: { name: 'basic' } } } }),
@@ -267,6 +270,13 @@ describe('finding 2: limits on by default', () => {
     expectRefused(reply, 'GRAPHQL_LIMIT_RESPONSE_BYTES');
     expect(JSON.stringify(reply.body).length).toBeLessThan(1_000);
     await expectAlive();
+  });
+
+  it('an operation past its event-loop budget (maxOperationTime) makes no upstream call and is refused', async () => {
+    const before = received.length;
+    const reply = await query('/timed', '{ users { id } }');
+    expectRefused(reply, 'GRAPHQL_LIMIT_TIME');
+    expect(received.length).toBe(before);
   });
 
   it('upstream answers past maxBufferedBytes fail their fields instead of being held', async () => {
