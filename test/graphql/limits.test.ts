@@ -39,11 +39,13 @@ beforeAll(async () => {
     if (url === '/posts') return json(200, 'the /posts collection');
     json(200, url);
   });
-  // A GraphQL server whose errors tell too much.
+  // A GraphQL server whose errors tell too much, or (for { big }) whose answer is 256 KiB.
   remote = await startServer((req, res) => {
-    req.resume();
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       res.writeHead(200, { 'content-type': 'application/json' });
+      if (Buffer.concat(chunks).toString().includes('big')) return void res.end(JSON.stringify({ data: { big: BIG } }));
       res.end(JSON.stringify({ data: { hello: null }, errors: [{ message: `connect ECONNREFUSED 10.9.8.7:5432 as user postgres (${SECRET})`, path: ['hello'], extensions: { code: 'INTERNAL_SERVER_ERROR', stack: '/srv/app/src/db.ts:12' } }] }));
     });
   });
@@ -80,6 +82,7 @@ beforeAll(async () => {
     return { ...resource, spec: { ...resource.spec, ...spec } };
   };
   const safeQuery = '{ hello }';
+  const remoteApi = manifests.graphqlApi('remote', { schemaDefinition: 'type Query { hello: String big: String }', executor: { remote: { upstreamRef: { name: 'remote' } } } });
   const route = (prefix: string, name: string, extra: object = {}) => ({ matchers: [{ prefix }], graphqlApiRef: { name }, ...extra });
   dir = await makeConfigDir({
     'config.yaml': [
@@ -92,7 +95,7 @@ beforeAll(async () => {
       // No event-loop time at all: any operation passes the budget (the wiring, without depending on the machine's speed).
       api('timed', {}, { limits: { maxOperationTime: '0ms' } }),
       api('apq', {}, { persistedQueryCacheConfig: { cacheSize: 1 }, allowedQueryHashes: [createHash('sha256').update(safeQuery).digest('hex')] }),
-      { ...manifests.graphqlApi('remote', { schemaDefinition: 'type Query { hello: String }', executor: { remote: { upstreamRef: { name: 'remote' } } } }) },
+      { ...remoteApi, spec: { ...remoteApi.spec, limits: { maxResponseBytes: 64 * 1024 } } },
       manifests.authConfig('basic', [{ basicAuth: { realm: 'gql', apr: { users: { alice: { salt: alice.salt, hashedPassword: alice.hashedPassword } } } } }]),
       manifests.virtualService('graphql', {
         domains: ['*'],
@@ -313,6 +316,12 @@ describe('finding 3: upstream details are masked', () => {
     const reply = await query('/remote', '{ hello }');
     expect(reply.status).toBe(200);
     expect(reply.body).toEqual({ data: { hello: null }, errors: [{ message: 'the upstream GraphQL server reported an error', path: ['hello'], extensions: { code: 'INTERNAL_SERVER_ERROR' } }] });
+  });
+
+  it("a remote executor's answer over maxResponseBytes is cut off and refused", async () => {
+    const reply = await query('/remote', '{ big }');
+    expectRefused(reply, 'GRAPHQL_LIMIT_RESPONSE_BYTES');
+    await expectAlive();
   });
 });
 
