@@ -37,6 +37,8 @@ beforeAll(async () => {
     if (url.startsWith('/fail')) return json(500, { error: `db user admin at 10.1.2.3:5432 refused ${url}` });
     if (url === '/headers') return json(200, { seen: req.headers['x-token'] ?? 'absent' });
     if (url === '/posts') return json(200, 'the /posts collection');
+    if (url === '/user') return json(200, { id: '1', companyId: 'c1' });
+    if (url.startsWith('/companies/')) return json(200, { id: url.slice('/companies/'.length) });
     json(200, url);
   });
   // A GraphQL server whose errors tell too much, or (for { big }) whose answer is 256 KiB.
@@ -62,9 +64,11 @@ beforeAll(async () => {
       failing: String @resolve(name: "failing")
       token: String @resolve(name: "token")
       search(f: F): String @resolve(name: "hello")
+      user: User @resolve(name: "user")
     }
+    type Company { id: ID }
     type Node { id: ID next: Node a: Node b: Node }
-    type User { id: ID posts: [Post] @resolve(name: "userPosts") big: String @resolve(name: "bigOne") }
+    type User { id: ID posts: [Post] @resolve(name: "userPosts") big: String @resolve(name: "bigOne") company: Company @resolve(name: "company") }
     type Post { id: ID }`;
   const resolutions = {
     hello: { mockResolver: { syncResponse: 'world' } },
@@ -73,6 +77,9 @@ beforeAll(async () => {
     userPosts: rest('/users/{$parent.id}/posts'),
     big: rest('/big/{$args.n}'),
     bigOne: rest('/big'),
+    user: rest('/user'),
+    // docs/graphql.md's own example: companyId is in the upstream's JSON, not in type User.
+    company: rest('/companies/{$parent.companyId}'),
     posts: rest('/users/{$args.id}/posts'),
     failing: { restResolver: { upstreamRef: { name: 'rest' }, request: { headers: { ':path': '/fail' }, queryParams: { api_key: SECRET } } } },
     token: { restResolver: { upstreamRef: { name: 'rest' }, request: { headers: { ':path': '/headers', 'x-token': '{$headers.x-client-token}' } }, response: { resultRoot: 'seen' } } },
@@ -376,6 +383,15 @@ describe('finding 5: smaller', () => {
     expect(plain.status).toBe(401);
     const ok = await query('/guarded', '{ hello }', undefined, { authorization: `Basic ${Buffer.from('alice:wonderland').toString('base64')}` });
     expect(ok.body).toEqual({ data: { hello: 'world' } });
+  });
+});
+
+describe('finding 5: the load-time warning about the docs\' own REST example', () => {
+  it('{$parent.companyId} (upstream JSON the type does not show) is not warned as "always null", and resolves', async () => {
+    const warnings = gatehouse.logs.filter((l) => l.code === 'GH_GRAPHQL_EMPTY_PATH');
+    expect(warnings.filter((l) => String(l.msg).includes('companyId'))).toEqual([]);
+    const reply = await query('/graphql', '{ user { id company { id } } }');
+    expect(reply.body).toEqual({ data: { user: { id: '1', company: { id: 'c1' } } } });
   });
 });
 
