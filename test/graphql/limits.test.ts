@@ -37,13 +37,17 @@ beforeAll(async () => {
     if (url.startsWith('/fail')) return json(500, { error: `db user admin at 10.1.2.3:5432 refused ${url}` });
     if (url === '/headers') return json(200, { seen: req.headers['x-token'] ?? 'absent' });
     if (url === '/posts') return json(200, 'the /posts collection');
+    if (url === '/user') return json(200, { id: '1', companyId: 'c1' });
+    if (url.startsWith('/companies/')) return json(200, { id: url.slice('/companies/'.length) });
     json(200, url);
   });
-  // A GraphQL server whose errors tell too much.
+  // A GraphQL server whose errors tell too much, or (for { big }) whose answer is 256 KiB.
   remote = await startServer((req, res) => {
-    req.resume();
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       res.writeHead(200, { 'content-type': 'application/json' });
+      if (Buffer.concat(chunks).toString().includes('big')) return void res.end(JSON.stringify({ data: { big: BIG } }));
       res.end(JSON.stringify({ data: { hello: null }, errors: [{ message: `connect ECONNREFUSED 10.9.8.7:5432 as user postgres (${SECRET})`, path: ['hello'], extensions: { code: 'INTERNAL_SERVER_ERROR', stack: '/srv/app/src/db.ts:12' } }] }));
     });
   });
@@ -60,9 +64,11 @@ beforeAll(async () => {
       failing: String @resolve(name: "failing")
       token: String @resolve(name: "token")
       search(f: F): String @resolve(name: "hello")
+      user: User @resolve(name: "user")
     }
+    type Company { id: ID }
     type Node { id: ID next: Node a: Node b: Node }
-    type User { id: ID posts: [Post] @resolve(name: "userPosts") big: String @resolve(name: "bigOne") }
+    type User { id: ID posts: [Post] @resolve(name: "userPosts") big: String @resolve(name: "bigOne") company: Company @resolve(name: "company") }
     type Post { id: ID }`;
   const resolutions = {
     hello: { mockResolver: { syncResponse: 'world' } },
@@ -71,6 +77,9 @@ beforeAll(async () => {
     userPosts: rest('/users/{$parent.id}/posts'),
     big: rest('/big/{$args.n}'),
     bigOne: rest('/big'),
+    user: rest('/user'),
+    // docs/graphql.md's own example: companyId is in the upstream's JSON, not in type User.
+    company: rest('/companies/{$parent.companyId}'),
     posts: rest('/users/{$args.id}/posts'),
     failing: { restResolver: { upstreamRef: { name: 'rest' }, request: { headers: { ':path': '/fail' }, queryParams: { api_key: SECRET } } } },
     token: { restResolver: { upstreamRef: { name: 'rest' }, request: { headers: { ':path': '/headers', 'x-token': '{$headers.x-client-token}' } }, response: { resultRoot: 'seen' } } },
@@ -80,6 +89,7 @@ beforeAll(async () => {
     return { ...resource, spec: { ...resource.spec, ...spec } };
   };
   const safeQuery = '{ hello }';
+  const remoteApi = manifests.graphqlApi('remote', { schemaDefinition: 'type Query { hello: String big: String }', executor: { remote: { upstreamRef: { name: 'remote' } } } });
   const route = (prefix: string, name: string, extra: object = {}) => ({ matchers: [{ prefix }], graphqlApiRef: { name }, ...extra });
   dir = await makeConfigDir({
     'config.yaml': [
@@ -89,8 +99,10 @@ beforeAll(async () => {
       api('depth5', { options: { maxDepth: 5 } }),
       api('small', {}, { limits: { maxBufferedBytes: 600 * 1024 } }),
       api('unmasked', {}, { options: { includeUpstreamErrors: true } }),
+      // No event-loop time at all: any operation passes the budget (the wiring, without depending on the machine's speed).
+      api('timed', {}, { limits: { maxOperationTime: '0ms' } }),
       api('apq', {}, { persistedQueryCacheConfig: { cacheSize: 1 }, allowedQueryHashes: [createHash('sha256').update(safeQuery).digest('hex')] }),
-      { ...manifests.graphqlApi('remote', { schemaDefinition: 'type Query { hello: String }', executor: { remote: { upstreamRef: { name: 'remote' } } } }) },
+      { ...remoteApi, spec: { ...remoteApi.spec, limits: { maxResponseBytes: 64 * 1024 } } },
       manifests.authConfig('basic', [{ basicAuth: { realm: 'gql', apr: { users: { alice: { salt: alice.salt, hashedPassword: alice.hashedPassword } } } } }]),
       manifests.virtualService('graphql', {
         domains: ['*'],
@@ -98,6 +110,7 @@ beforeAll(async () => {
           route('/depth5', 'depth5'),
           route('/small', 'small'),
           route('/unmasked', 'unmasked'),
+          route('/timed', 'timed'),
           route('/apq', 'apq'),
           route('/remote', 'remote'),
           route('/guarded', 'defaults', { options: { extauth: { configRef: { name: 'basic' } } } }),
@@ -269,6 +282,13 @@ describe('finding 2: limits on by default', () => {
     await expectAlive();
   });
 
+  it('an operation past its event-loop budget (maxOperationTime) makes no upstream call and is refused', async () => {
+    const before = received.length;
+    const reply = await query('/timed', '{ users { id } }');
+    expectRefused(reply, 'GRAPHQL_LIMIT_TIME');
+    expect(received.length).toBe(before);
+  });
+
   it('upstream answers past maxBufferedBytes fail their fields instead of being held', async () => {
     const reply = await query('/small', `{ ${Array.from({ length: 4 }, (_, i) => `b${i}: big(n: ${i})`).join(' ')} }`);
     expect(reply.status).toBe(200);
@@ -303,6 +323,12 @@ describe('finding 3: upstream details are masked', () => {
     const reply = await query('/remote', '{ hello }');
     expect(reply.status).toBe(200);
     expect(reply.body).toEqual({ data: { hello: null }, errors: [{ message: 'the upstream GraphQL server reported an error', path: ['hello'], extensions: { code: 'INTERNAL_SERVER_ERROR' } }] });
+  });
+
+  it("a remote executor's answer over maxResponseBytes is cut off and refused", async () => {
+    const reply = await query('/remote', '{ big }');
+    expectRefused(reply, 'GRAPHQL_LIMIT_RESPONSE_BYTES');
+    await expectAlive();
   });
 });
 
@@ -357,6 +383,15 @@ describe('finding 5: smaller', () => {
     expect(plain.status).toBe(401);
     const ok = await query('/guarded', '{ hello }', undefined, { authorization: `Basic ${Buffer.from('alice:wonderland').toString('base64')}` });
     expect(ok.body).toEqual({ data: { hello: 'world' } });
+  });
+});
+
+describe('finding 5: the load-time warning about the docs\' own REST example', () => {
+  it('{$parent.companyId} (upstream JSON the type does not show) is not warned as "always null", and resolves', async () => {
+    const warnings = gatehouse.logs.filter((l) => l.code === 'GH_GRAPHQL_EMPTY_PATH');
+    expect(warnings.filter((l) => String(l.msg).includes('companyId'))).toEqual([]);
+    const reply = await query('/graphql', '{ user { id company { id } } }');
+    expect(reply.body).toEqual({ data: { user: { id: '1', company: { id: 'c1' } } } });
   });
 });
 

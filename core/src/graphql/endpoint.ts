@@ -167,12 +167,12 @@ export class GraphQLEndpoint {
       sendErrors(res, 400, media, [limitError(LimitCodes.VARIABLES_DEPTH, `"variables" nest deeper than the ${this.limits.maxVariableDepth} levels this API allows (limits.maxVariableDepth)`)]);
       return;
     }
-    if (this.options.remote) {
-      this.operationMetrics[operation.operation]!.ok();
-      await this.options.remote.forward(params, media, res, ctx, this.limits.maxResponseBytes, this.options.includeUpstreamErrors === true);
-      return;
-    }
     try {
+      if (this.options.remote) {
+        this.operationMetrics[operation.operation]!.ok();
+        await this.options.remote.forward(params, media, res, ctx, budget, this.options.includeUpstreamErrors === true);
+        return;
+      }
       const [result, stringify] = await this.execute(prepared, document, operation, params, ctx, budget);
       const failed = result.errors !== undefined && result.errors.length > 0;
       this.operationMetrics[operation.operation]![failed ? 'error' : 'ok']();

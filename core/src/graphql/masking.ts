@@ -34,7 +34,7 @@ export function maskErrors(errors: readonly GraphQLError[], hasData: boolean, lo
     const error = errors[i]!;
     const code = typeof error.extensions?.code === 'string' ? error.extensions.code : undefined;
     if (code !== undefined ? KEPT.has(code) || !(code in GENERIC) : !hasData || error.path === undefined) continue;
-    masked ??= errors.map((e) => e.toJSON());
+    masked ??= errors.map((e) => (typeof e.toJSON === 'function' ? e.toJSON() : { message: String(e.message) }));
     log(error);
     const http = (error.extensions?.http as { status?: unknown } | undefined)?.status;
     const grpc = (error.extensions?.grpc as { status?: unknown } | undefined)?.status;

@@ -6,7 +6,7 @@ import { isConnectFailure, type UpstreamCluster } from '../proxy/upstream-cluste
 import type { RequestContext } from '../proxy/context.ts';
 import { FieldErrorCodes, GraphQLConfigCodes, type Problem } from './errors.ts';
 import { sendErrors, type MediaType, type RequestParams } from './http.ts';
-import { LimitCodes } from './limits.ts';
+import { LimitCodes, type OperationBudget } from './limits.ts';
 import { Template, TemplateSyntaxError } from './template.ts';
 
 /** How long the remote executor waits for the upstream GraphQL server (the gateway's route default). */
@@ -78,7 +78,9 @@ export class RemoteExecutor {
     };
   }
 
-  async forward(params: RequestParams, media: MediaType, res: ServerResponse, ctx: RequestContext, maxResponseBytes: number, includeUpstreamErrors: boolean): Promise<void> {
+  /** Forwards one operation; the answer is held within the operation's `budget` (response bytes, bytes buffered). */
+  async forward(params: RequestParams, media: MediaType, res: ServerResponse, ctx: RequestContext, budget: OperationBudget, includeUpstreamErrors: boolean): Promise<void> {
+    const maxResponseBytes = budget.limits.maxResponseBytes;
     const scope = { headers: ctx.headers };
     let headers = this.staticHeaders[media];
     if (this.dynamicHeaders.length > 0) {
@@ -104,7 +106,7 @@ export class RemoteExecutor {
     const cluster = this.cluster;
     const host = cluster.pick();
     ctx.upstream = cluster.name;
-    const call = new RemoteCall(res, maxResponseBytes);
+    const call = new RemoteCall(res, maxResponseBytes, budget);
     const error = await call.run(host.dispatcher, { method: 'POST', path, headers, body, headersTimeout: REMOTE_TIMEOUT_MS, bodyTimeout: REMOTE_TIMEOUT_MS });
     if (!error) {
       let answer = call.body();
@@ -113,6 +115,11 @@ export class RemoteExecutor {
       // The upstream's status and content type, as it sent them.
       res.writeHead(call.status, { ...(call.contentType ? { 'content-type': call.contentType } : {}), 'content-length': answer.length });
       res.end(answer);
+      return;
+    }
+    if (error === OVER_BUDGET) {
+      const refusal = budget.bufferedError();
+      sendErrors(res, 503, media, [{ message: refusal.message, extensions: refusal.extensions } as { message: string }]);
       return;
     }
     if (error === TOO_LARGE) {
@@ -152,6 +159,8 @@ export class RemoteExecutor {
 
 /** The failure of an answer larger than the response limit. */
 const TOO_LARGE = new Error('upstream answer over limits.maxResponseBytes');
+/** The failure of an answer that does not fit in the bytes the operation (or the process) may hold. */
+const OVER_BUDGET = new Error('upstream answer over limits.maxBufferedBytes');
 
 /** What a masked upstream error says. */
 const REMOTE_MESSAGE = 'the upstream GraphQL server reported an error';
@@ -201,16 +210,19 @@ export function maskRemoteErrors(body: Buffer, log: (errors: unknown[]) => void)
 class RemoteCall implements Dispatcher.DispatchHandler {
   private readonly res: ServerResponse;
   private readonly limit: number;
+  private readonly budget: OperationBudget;
   private controller: Dispatcher.DispatchController | undefined;
   private done!: (error: Error | undefined) => void;
   private readonly chunks: Buffer[] = [];
   private size = 0;
+  private failure: Error | undefined;
   status = 502;
   contentType: string | undefined;
 
-  constructor(res: ServerResponse, limit: number) {
+  constructor(res: ServerResponse, limit: number, budget: OperationBudget) {
     this.res = res;
     this.limit = limit;
+    this.budget = budget;
   }
 
   /** Resolves when the response is complete (undefined) or the call failed (the error). */
@@ -246,6 +258,12 @@ class RemoteCall implements Dispatcher.DispatchHandler {
       controller.abort(TOO_LARGE);
       return;
     }
+    if (!this.budget.reserve(chunk.length)) {
+      this.chunks.length = 0;
+      this.failure = OVER_BUDGET;
+      controller.abort(OVER_BUDGET);
+      return;
+    }
     this.chunks.push(chunk);
   }
 
@@ -254,6 +272,6 @@ class RemoteCall implements Dispatcher.DispatchHandler {
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
-    this.done(this.size > this.limit ? TOO_LARGE : error);
+    this.done(this.failure ?? (this.size > this.limit ? TOO_LARGE : error));
   }
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { getPath, parsePath } from './path.ts';
-import { EmptyPathSegmentError, JsonTemplate, Template } from './template.ts';
+import { DotPathSegmentError, EmptyPathSegmentError, JsonTemplate, Template } from './template.ts';
 
 const ALL = ['parent', 'args', 'headers', 'body'] as const;
 
@@ -65,5 +65,24 @@ describe('templates', () => {
     expect(t.value(scope)).toEqual({ id: 7, label: 'user Ada', fixed: { n: 1, list: ['x'] }, list: [3, 'lit'] });
     expect(JsonTemplate.parse({ a: [1, 'b'] }, ALL).constant).toBe(true);
     expect(() => JsonTemplate.parse({ a: { b: ['{$nope}'] } }, ALL)).toThrow('at a.b[0]: unknown template source');
+  });
+});
+
+describe('urlPath: a value cannot change the path structure (issue 25 finding 4)', () => {
+  const path = Template.parse('/users/{$args.id}/posts', ALL);
+  const at = (id: unknown) => path.urlPath({ args: { id } });
+  it('refuses values that would make a . or .. segment, also next to literal dots', () => {
+    expect(() => at('..')).toThrow(DotPathSegmentError);
+    expect(() => at('.')).toThrow(DotPathSegmentError);
+    expect(() => Template.parse('/a/.{$args.id}/b', ALL).urlPath({ args: { id: '.' } })).toThrow(DotPathSegmentError);
+    expect(() => Template.parse('/a/{$args.x}{$args.y}', ALL).urlPath({ args: { x: '.', y: '.' } })).toThrow(DotPathSegmentError);
+  });
+  it('encodes what could otherwise split or end the path; other dots are data', () => {
+    expect(at('../../admin?x=1#y')).toBe('/users/..%2F..%2Fadmin%3Fx%3D1%23y/posts');
+    expect(at('%2e%2e')).toBe('/users/%252e%252e/posts');
+    expect(at('a.b')).toBe('/users/a.b/posts');
+    expect(at('...')).toBe('/users/.../posts');
+    // In the query string a dot is only data.
+    expect(Template.parse('/s?q={$args.id}', ALL).urlPath({ args: { id: '..' } })).toBe('/s?q=..');
   });
 });

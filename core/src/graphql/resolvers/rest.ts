@@ -193,7 +193,7 @@ function shape(rest: CompiledRest, json: unknown, scope: TemplateScope): unknown
 
 async function send(cluster: UpstreamCluster, rest: CompiledRest, path: string, headers: IncomingHttpHeaders, body: string | undefined, budget: OperationBudget): Promise<unknown> {
   // Messages quote the path without its query string: a static query parameter may hold a key.
-  const shown = shorten(withoutQuery(path));
+  const shown = () => shorten(withoutQuery(path));
   // One deadline for the whole call (undici's per-request headersTimeout is too coarse for sub-second timeouts).
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), rest.timeoutMs);
@@ -213,26 +213,26 @@ async function send(cluster: UpstreamCluster, rest: CompiledRest, path: string, 
     const { statusCode } = response;
     if (statusCode < 200 || statusCode > 299) {
       await response.body.dump();
-      throw fieldError(FieldErrorCodes.UPSTREAM_ERROR, `upstream ${cluster.name} answered ${rest.method} ${shown} with HTTP ${statusCode}`, { http: { status: statusCode } });
+      throw fieldError(FieldErrorCodes.UPSTREAM_ERROR, `upstream ${cluster.name} answered ${rest.method} ${shown()} with HTTP ${statusCode}`, { http: { status: statusCode } });
     }
     const text = await readLimited(response.body, MAX_RESPONSE_BYTES, controller, budget);
     if (text === OVER_BUDGET) throw budget.bufferedError();
     if (text === undefined) {
-      throw fieldError(FieldErrorCodes.BAD_UPSTREAM_RESPONSE, `upstream ${cluster.name} answered ${rest.method} ${shown} with more than ${MAX_RESPONSE_BYTES} bytes`, { http: { status: statusCode } });
+      throw fieldError(FieldErrorCodes.BAD_UPSTREAM_RESPONSE, `upstream ${cluster.name} answered ${rest.method} ${shown()} with more than ${MAX_RESPONSE_BYTES} bytes`, { http: { status: statusCode } });
     }
     if (text === '') return null;
     try {
       return JSON.parse(text);
     } catch {
-      throw fieldError(FieldErrorCodes.BAD_UPSTREAM_RESPONSE, `upstream ${cluster.name} answered ${rest.method} ${shown} with a body that is not JSON`, { http: { status: statusCode } });
+      throw fieldError(FieldErrorCodes.BAD_UPSTREAM_RESPONSE, `upstream ${cluster.name} answered ${rest.method} ${shown()} with a body that is not JSON`, { http: { status: statusCode } });
     }
   } catch (error) {
     if ((error as { extensions?: unknown }).extensions) throw error;
     if (controller.signal.aborted) {
-      throw fieldError(FieldErrorCodes.UPSTREAM_TIMEOUT, `upstream ${cluster.name} did not answer ${rest.method} ${shown} within ${rest.timeoutMs}ms`);
+      throw fieldError(FieldErrorCodes.UPSTREAM_TIMEOUT, `upstream ${cluster.name} did not answer ${rest.method} ${shown()} within ${rest.timeoutMs}ms`);
     }
     const code = (error as { code?: string }).code;
-    throw fieldError(FieldErrorCodes.UPSTREAM_ERROR, `upstream ${cluster.name} failed for ${rest.method} ${shown}: ${shorten(code ?? (error as Error).message)}`);
+    throw fieldError(FieldErrorCodes.UPSTREAM_ERROR, `upstream ${cluster.name} failed for ${rest.method} ${shown()}: ${shorten(code ?? (error as Error).message)}`);
   } finally {
     clearTimeout(timer);
   }
