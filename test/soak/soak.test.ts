@@ -32,9 +32,11 @@ import { PREFACE, openH2, rstStream, settled, settings } from './h2-frames.ts';
 const SEED = Number(process.env.SOAK_SEED ?? Math.floor(Math.random() * 2 ** 31));
 const COUNT = Number(process.env.SOAK_INPUTS ?? 3000);
 /** An input not settled within this is a stall (the gateway's own timeouts are 10–15 s; slack for a loaded machine). */
-const BOUND_MS = 25_000;
+const BOUND_MS = 20_000;
 /** The identity Basic Auth sets upstream for alice (`<realm>;<user>`): the proof a request passed auth. */
 const VALID_USER_ID = 'soak;alice';
+/** The run stops starting inputs after this (stalls would otherwise stretch it without bound). */
+const RUN_BUDGET_MS = 100_000;
 /** Inputs in flight at once. */
 const CONCURRENCY = 24;
 
@@ -168,11 +170,13 @@ describe.skipIf(missing.length > 0)('hostile-input soak: one gatehouse run survi
 
   afterAll(async () => {
     await gatehouse?.stop();
+    canary?.server.closeAllConnections();
     await canary?.close();
     grpcCanary?.close();
     await dir?.cleanup();
     if (work) await rm(work, { recursive: true, force: true });
-  });
+    // Stopping drains (up to 10 s) before the kill: more than the default hook timeout.
+  }, 60_000);
 
   /** Runs one raw HTTP/1.1 input: done at the first final status line, or when the server closes. */
   function runH1(input: H1Input): Promise<Outcome> {
@@ -247,15 +251,26 @@ describe.skipIf(missing.length > 0)('hostile-input soak: one gatehouse run survi
       .reduce((sum, l) => sum + Number(l.split(' ').pop()), 0);
   }
 
-  it(`${COUNT} seeded inputs: same PID, 0 unhandled errors, none stalled, nothing unauthenticated upstream`, { timeout: 240_000 }, async () => {
+  it(`${COUNT} seeded inputs: same PID, 0 unhandled errors, none stalled, nothing unauthenticated upstream`, { timeout: RUN_BUDGET_MS + BOUND_MS + 60_000 }, async () => {
     console.log(`soak: seed ${SEED} (replay with SOAK_SEED=${SEED}), ${COUNT} inputs`);
     const inputs = generate(SEED, COUNT);
     const outcomes = new Map<Input, Outcome>();
     const started = Date.now();
     const queue = [...inputs];
+    // Stop feeding inputs when the process died (every later one would only be refused) or the
+    // run is over its time budget (stalls hold slots for BOUND_MS each); both fail below.
+    const deadline = started + RUN_BUDGET_MS;
+    const inFlight = new Set<Input>();
+    let inFlightAtExit: Input[] = [];
+    gatehouse.child.once('exit', () => (inFlightAtExit = [...inFlight]));
+    const stopFeeding = () => gatehouse.child.exitCode !== null || gatehouse.child.signalCode !== null || Date.now() > deadline;
     await Promise.all(
       Array.from({ length: CONCURRENCY }, async () => {
-        for (let input = queue.shift(); input; input = queue.shift()) outcomes.set(input, await runInput(input));
+        for (let input = queue.shift(); input && !stopFeeding(); input = queue.shift()) {
+          inFlight.add(input);
+          outcomes.set(input, await runInput(input));
+          inFlight.delete(input);
+        }
       }),
     );
     const seconds = (Date.now() - started) / 1000;
@@ -278,12 +293,25 @@ describe.skipIf(missing.length > 0)('hostile-input soak: one gatehouse run survi
     if (stalled.length) console.log(`soak: stalled inputs:\n  ${stalled.slice(0, 40).join('\n  ')}`);
     if (leaked.length) console.log(`soak: reached a protected upstream without credentials:\n  ${[...new Set(leaked)].slice(0, 40).join('\n  ')}`);
     if (refused.length) console.log(`soak: connections refused (a dead or full listener): ${refused.length}, first: ${refused.slice(0, 5).join('; ')}`);
-    if (unhandled) console.log(`soak: unhandled errors: ${unhandled}; log lines:\n  ${gatehouse.logs.filter((l) => l.code === 'GH_UNHANDLED').slice(0, 10).map((l) => JSON.stringify(l).slice(0, 400)).join('\n  ')}`);
+    const notRun = inputs.length - outcomes.size;
+    if (!alive) console.log(`soak: the process exited (${gatehouse.child.exitCode ?? gatehouse.child.signalCode}) after ${outcomes.size} inputs; in flight then:\n  ${inFlightAtExit.map((i) => `#${i.id} ${i.family}${i.tls ? ' TLS' : ''}: ${i.description}`).join('\n  ')}`);
+    // The unhandled errors by message and where they were thrown: what the fix branches must own.
+    const guardLines = gatehouse.logs.filter((l) => l.code === 'GH_UNHANDLED');
+    const byCause = new Map<string, number>();
+    for (const line of guardLines) {
+      const err = (line.err ?? {}) as { message?: string; stack?: string };
+      const at = (err.stack ?? '').split('\n').find((f) => f.includes('/core/src/')) ?? (err.stack ?? '').split('\n')[1] ?? '';
+      const key = `${err.message ?? line.msg} @ ${at.trim().replace(/^at /, '').replace(/file:\/\/\S*\/(core\/src\/)/, '$1')}`;
+      byCause.set(key, (byCause.get(key) ?? 0) + 1);
+    }
+    if (byCause.size) console.log(`soak: unhandled errors by cause:\n  ${[...byCause].map(([k, n]) => `${n}× ${k}`).join('\n  ')}`);
+    if (unhandled) console.log(`soak: admin /metrics counts ${unhandled} unhandled errors`);
 
     // Still the same process, and it still serves ordinary traffic on both listeners.
     expect({ alive, pid: gatehouse.child.pid, exit: gatehouse.child.exitCode, stderr: alive ? '' : gatehouse.stderr().slice(-2000) }).toEqual({ alive: true, pid, exit: null, stderr: '' });
     expect((await send(gatehouse.url, { path: '/public' })).status).toBe(200);
     expect((await send(gatehouse.url, { path: '/admin', headers: { authorization: GOOD_AUTH } })).status).toBe(200);
+    expect(notRun, `inputs not run (the process died or the run went over ${RUN_BUDGET_MS / 1000} s)`).toBe(0);
     expect(unhandled).toBe(0);
     expect(stalled).toEqual([]);
     expect(refused).toEqual([]);
