@@ -92,6 +92,8 @@ describe.skipIf(missing.length > 0)('hostile-input soak: one gatehouse run survi
   let httpsPort: number;
   let pid: number;
   const seen: Seen[] = [];
+  /** Upgraded canary sockets: server.close() would wait for them, closeAllConnections() does not know them. */
+  const upgraded = new Set<Socket>();
 
   const record = (via: string, method: string, target: string, h: Record<string, string | string[] | undefined>) => {
     const one = (v: string | string[] | undefined) => (Array.isArray(v) ? v.join(',') : v);
@@ -110,6 +112,7 @@ describe.skipIf(missing.length > 0)('hostile-input soak: one gatehouse run survi
     });
     canary.server.on('upgrade', (req, socket: Socket) => {
       record('upgrade', req.method!, req.url!, req.headers);
+      upgraded.add(socket.on('close', () => upgraded.delete(socket)));
       socket.on('error', () => {});
       socket.end('HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n');
     });
@@ -170,7 +173,7 @@ describe.skipIf(missing.length > 0)('hostile-input soak: one gatehouse run survi
 
   afterAll(async () => {
     await gatehouse?.stop();
-    canary?.server.closeAllConnections();
+    for (const socket of upgraded) socket.destroy();
     await canary?.close();
     grpcCanary?.close();
     await dir?.cleanup();
