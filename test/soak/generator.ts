@@ -136,7 +136,8 @@ export function generate(seed: number, count: number): Input[] {
     // Slow bytes: a whole request, a few bytes at a time.
     () => {
       const text = crlf([`GET ${pick(['/public', '/admin', '/secret'])} HTTP/1.1`, 'Host: 127.0.0.1', ...authLine(auth()), 'Connection: close']);
-      const size = int(3, 20);
+      // At most ~150 writes: slow, but the input itself must end well within the soak's bound.
+      const size = Math.max(int(3, 20), Math.ceil(text.length / 150));
       const chunks: Buffer[] = [];
       for (let i = 0; i < text.length; i += size) chunks.push(b(text.slice(i, i + size)));
       return h1('slow-bytes', `${chunks.length} chunks of ${size} bytes`, chunks, { delayMs: int(1, 10) });
