@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Go peers of the conformance suites with the machine's Go from the Go module proxy
-# and prints their paths: h2spec (HTTP/2 conformance), grpc-go's interop client and server, and
-# grpcurl. tools-build/ is a module whose go.mod lists them as `tool`s and pins every version
+# and prints their paths: h2spec (HTTP/2 conformance) and grpc-go's interop client and server.
+# tools-build/ is a module whose go.mod lists them as `tool`s and pins every version
 # (go.sum checked in), so the binaries are the same on every machine.
 # Idempotent: the binaries are cached by a hash of the build module and this script, so a
 # second run only checks and links. Everything Go downloads or compiles stays in the tools dir.
@@ -19,12 +19,11 @@ declare -A packages=(
   [h2spec]=github.com/summerwind/h2spec/cmd/h2spec
   [grpc-interop-client]=google.golang.org/grpc/interop/client
   [grpc-interop-server]=google.golang.org/grpc/interop/server
-  [grpcurl]=github.com/fullstorydev/grpcurl/cmd/grpcurl
 )
 mkdir -p "$dir/bin"
 if [[ ! -f "$bin/.complete" ]]; then
   command -v go >/dev/null 2>&1 || { echo "the conformance tools need a Go toolchain (go) on PATH" >&2; exit 1; }
-  echo "building h2spec, grpc-go interop client/server and grpcurl with $(go version)" >&2
+  echo "building h2spec and the grpc-go interop client and server with $(go version)" >&2
   start=$SECONDS
   mkdir -p "$bin"
   # GOTOOLCHAIN=local: this Go, never a downloaded one. -mod=readonly: go.mod/go.sum decide every
