@@ -274,3 +274,41 @@ export function generate(seed: number, count: number): Input[] {
   }
   return inputs;
 }
+
+/**
+ * The known offenders, in every run whatever the seed: one input per finding of issues 17 and 29
+ * that a client can send (the process-killers, stalls and bypasses), over each listener they apply
+ * to. The seeded inputs then look for their relatives.
+ */
+export function knownInputs(): Input[] {
+  const get = (target: string, extra: string[] = [], version = 'HTTP/1.1') => b(crlf([`GET ${target} ${version}`, 'Host: 127.0.0.1', ...extra, 'Connection: close']));
+  type Unnumbered = (H1Input | H2Input) & { readonly description: string };
+  const h1 = (family: string, description: string, bytes: Buffer, tls: boolean, closeEarly = false): Unnumbered => ({ kind: 'h1', family: `known: ${family}`, description, chunks: [bytes], delayMs: 0, closeEarly, tls });
+  const h2 = (family: string, description: string, frames: Buffer[], tls: boolean, extra: { await?: number[]; cancelAfterMs?: number } = {}): Unnumbered => ({ kind: 'h2', family: `known: ${family}`, description, frames, await: extra.await ?? [1], ...(extra.cancelAfterMs !== undefined ? { cancelAfterMs: extra.cancelAfterMs } : {}), tls });
+  const req = (path: string, more: [string, string][] = [], method = 'GET', authority = '127.0.0.1'): [string, string][] => [[':method', method], [':scheme', 'http'], [':path', path], [':authority', authority], ...more];
+  const grpcCall = (path: string, more: [string, string][] = []) => [headers(1, req(path, [['content-type', 'application/grpc'], ['te', 'trailers'], ...more], 'POST')), frame(T.DATA, F.END_STREAM, 1, Buffer.from([0, 0, 0, 0, 0]))];
+  const made: Unnumbered[] = [];
+  for (const tls of [false, true]) {
+    made.push(
+      h1('29.1 HTTP/2.0 request line', 'GET / HTTP/2.0', get('/public', [], 'HTTP/2.0'), tls),
+      h1('29.9 fragment', 'GET /secret#x', get('/secret#x'), tls),
+      h1('29.9 fragment', 'GET /admin#x', get('/admin#x'), tls),
+      h1('29.12 h2c in an Upgrade list', 'Upgrade: h2c, websocket to /public', get('/public', ['Connection: Upgrade, HTTP2-Settings', 'Upgrade: h2c, websocket', 'HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA', 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==', 'Sec-WebSocket-Version: 13']), tls),
+      h1('29.14 Expect: 100-continue', 'PUT with Expect: 100-continue', b(crlf(['PUT /api/users HTTP/1.1', 'Host: 127.0.0.1', 'Expect: 100-continue', 'Content-Length: 5', `Authorization: ${GOOD_AUTH}`, 'Connection: close']) + 'hello'), tls),
+      h1('29.18 pipelined after Connection: close', 'two requests, the first with Connection: close', b(crlf(['GET /public HTTP/1.1', 'Host: 127.0.0.1', 'Connection: close']) + crlf(['GET /admin HTTP/1.1', 'Host: 127.0.0.1'])), tls),
+      h1('29.18 header count', '500 request headers', get('/public', Array.from({ length: 500 }, (_, i) => `X-H${i}: ${i}`)), tls),
+      h1('new: Upgrade to an HTTP/2 upstream', 'WebSocket upgrade on the gRPC route (useHttp2 upstream)', get('/soak.Echo/Unary', ['Connection: Upgrade', 'Upgrade: websocket', 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==', 'Sec-WebSocket-Version: 13']), tls),
+      h2('29.2 gRPC cancelled before response headers', '/soak.Echo/Slow, RST_STREAM(CANCEL) after 20 ms', grpcCall('/soak.Echo/Slow'), tls, { cancelAfterMs: 20 }),
+      h2('29.7 unsolicited PING ACK', 'PING ACK, then a GET', [ping(true), headers(1, req('/public'), { endStream: true })], tls),
+      h2('29.7 grpc-timeout overflow', 'grpc-timeout: 99999999H', grpcCall('/soak.Echo/Unary', [['grpc-timeout', '99999999H']]), tls),
+      h2('29.9 fragment over HTTP/2', ':path /secret#x', [headers(1, req('/secret#x'), { endStream: true })], tls),
+      h2('29.10 :authority and host differ', ':authority 127.0.0.1, host evil.test', [headers(1, req('/admin', [['host', 'evil.test']]), { endStream: true })], tls),
+      h2('29.11 lower-case method', ':method post on /api/users', [headers(1, req('/api/users', [], 'post')), frame(T.DATA, F.END_STREAM, 1, Buffer.from('x'))], tls),
+      h2('29.13 trailers-only', '/soak.Echo/Error (grpc-status in the only HEADERS)', grpcCall('/soak.Echo/Error'), tls),
+      h2('29.3 rapid reset under the limit', '30 HEADERS+RST_STREAM to /slow, then a GET', [...Array.from({ length: 30 }, (_, i) => Buffer.concat([headers(1 + 2 * i, req('/slow'), { endStream: true }), rstStream(1 + 2 * i)])), headers(61, req('/public'), { endStream: true })], tls, { await: [61] }),
+    );
+  }
+  // The TLS listener only: Upgrade: h2c must be ignored there (Envoy), not answered 502.
+  made.push(h1('29.18 Upgrade: h2c on TLS', 'Upgrade: h2c over TLS', get('/public', ['Connection: Upgrade, HTTP2-Settings', 'Upgrade: h2c', 'HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA']), true));
+  return made.map((input, i) => ({ ...input, id: -1 - i }) as Input);
+}
