@@ -117,7 +117,22 @@ describe.skipIf(missing.length > 0)('hostile-input soak: one gatehouse run survi
       socket.on('error', () => {});
       socket.end('HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n');
     });
-    canary.server.on('clientError', (_error, socket) => socket.destroy());
+    // A request Node's parser refuses (a lower-case method, say) still reached the upstream: read
+    // its request line and headers from the raw bytes and judge it like any other.
+    canary.server.on('clientError', (error: Error & { rawPacket?: Buffer }, socket) => {
+      const head = error.rawPacket?.toString('latin1') ?? '';
+      const [line = '', ...headerLines] = head.split('\r\n\r\n', 1)[0]!.split('\r\n');
+      const [method, target] = line.split(' ');
+      if (method && target) {
+        const h: Record<string, string> = {};
+        for (const l of headerLines) {
+          const colon = l.indexOf(':');
+          if (colon > 0) h[l.slice(0, colon).trim().toLowerCase()] = l.slice(colon + 1).trim();
+        }
+        record('http (refused by the canary parser)', method, target, h);
+      }
+      socket.destroy();
+    });
     // The gRPC canary (h2c): Unary answers, Slow answers after 300 ms, Error is trailers-only.
     grpcCanary = createH2Server();
     grpcCanary.on('stream', (stream: ServerHttp2Stream, h: H2Headers) => {
