@@ -38,6 +38,6 @@ if [[ ! -f "$venv/.complete" ]]; then
   touch "$venv/.complete"
   find "$dir" -mindepth 1 -maxdepth 1 -name 'py2-*' ! -path "$venv" -exec rm -rf {} +
 fi
-"$venv/bin/wstest" --autobahnversion >&2 || true
+"$venv/bin/wstest" --autobahnversion >&2
 ln -sf "$venv/bin/wstest" "$dir/wstest"
 echo "$dir/wstest"
