@@ -227,6 +227,11 @@ class Http2Call implements Dispatcher.DispatchController {
   aborted = false;
   paused = false;
   reason: Error | null = null;
+  /**
+   * The response's header block ended the stream (gRPC's trailers-only answer): read by the
+   * proxy, which must answer with one header block too (undici's handler API has no place for it).
+   */
+  endStream = false;
 
   private readonly pool: Http2Dispatcher;
   private readonly options: Dispatcher.DispatchOptions;
@@ -258,7 +263,9 @@ class Http2Call implements Dispatcher.DispatchController {
     this.pool.streamOpened(pooled);
     this.pooled = pooled;
     this.stream = stream;
-    stream.on('response', (headers) => this.onResponse(headers));
+    stream.on('response', (headers, flags) => this.onResponse(headers, flags));
+    // 1xx header blocks (103 Early Hints): passed on as undici passes them, before the final one.
+    stream.on('headers', (headers) => this.onInformational(headers));
     stream.on('data', (chunk: Buffer) => this.onData(chunk));
     stream.on('trailers', (trailers) => (this.trailers = stripPseudo(trailers)));
     stream.on('end', () => this.onEnd());
@@ -276,25 +283,52 @@ class Http2Call implements Dispatcher.DispatchController {
     } else Readable.from(body as unknown as AsyncIterable<Uint8Array>).pipe(stream);
   }
 
-  private onResponse(headers: IncomingHttpHeaders & { ':status'?: number }): void {
+  // The handler's callbacks run inside the stream's event handlers: one that throws must end
+  // this call (reset upstream, error to the handler), never reach the process's unhandled-error guard.
+
+  private onResponse(headers: IncomingHttpHeaders & { ':status'?: number }, flags: number): void {
     if (this.finished) return;
     clearTimeout(this.headersTimer);
     this.started = true;
+    this.endStream = (flags & constants.NGHTTP2_FLAG_END_STREAM) !== 0;
     this.armBodyTimer();
-    this.handler.onResponseStart?.(this, Number(headers[':status']), stripPseudo(headers), '');
+    try {
+      this.handler.onResponseStart?.(this, Number(headers[':status']), stripPseudo(headers), '');
+    } catch (error) {
+      this.fail(error as Error);
+    }
+  }
+
+  private onInformational(headers: IncomingHttpHeaders & { ':status'?: number }): void {
+    const status = Number(headers[':status']);
+    if (this.finished || this.started || !(status >= 100 && status < 200)) return;
+    try {
+      this.handler.onResponseStart?.(this, status, stripPseudo(headers), '');
+    } catch (error) {
+      this.fail(error as Error);
+    }
   }
 
   private onData(chunk: Buffer): void {
     if (this.finished) return;
     this.armBodyTimer();
-    this.handler.onResponseData?.(this, chunk);
+    try {
+      this.handler.onResponseData?.(this, chunk);
+    } catch (error) {
+      this.fail(error as Error);
+    }
   }
 
   private onEnd(): void {
     if (this.finished || !this.started) return;
     this.finished = true;
     this.clearTimers();
-    this.handler.onResponseEnd?.(this, this.trailers);
+    try {
+      this.handler.onResponseEnd?.(this, this.trailers);
+    } catch (error) {
+      // Finished: the stream has ended, and the handler is told nothing more.
+      this.reason = error as Error;
+    }
   }
 
   private armBodyTimer(): void {
@@ -315,7 +349,11 @@ class Http2Call implements Dispatcher.DispatchController {
     this.finished = true;
     this.clearTimers();
     if (this.stream && !this.stream.closed) this.stream.close(constants.NGHTTP2_CANCEL);
-    this.handler.onResponseError?.(this, error);
+    try {
+      this.handler.onResponseError?.(this, error);
+    } catch {
+      // The handler failed while failing: the call is over either way.
+    }
   }
 
   abort(reason: Error): void {
