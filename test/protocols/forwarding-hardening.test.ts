@@ -403,3 +403,259 @@ describe.skipIf(missing.length > 0)('cancellation reaches the upstream, on every
     }
   });
 });
+
+/** A grpc-js unary call as a promise. */
+function call(method: Unary, msg: Msg, metadata = new grpc.Metadata(), options: grpc.CallOptions = {}): Promise<Msg> {
+  return new Promise((resolve, reject) => method(msg, metadata, options, (error, res) => (error ? reject(error) : resolve(res!))));
+}
+
+/** A raw HTTP/2 gRPC call: the response header block, its flags, the DATA bytes and the trailers. */
+async function rawGrpc(path: string, text: string, extra: Record<string, string> = {}): Promise<{ headers: Record<string, string>; flags: number; data: number; trailers: Record<string, string> | undefined }> {
+  const session = h2session();
+  try {
+    const stream = session.request({ ':method': 'POST', ':path': path, ':authority': 'edge.test', 'content-type': 'application/grpc', te: 'trailers', ...extra });
+    stream.on('error', () => {});
+    stream.end(grpcFrame(text));
+    let data = 0;
+    let trailers: Record<string, string> | undefined;
+    stream.on('data', (c: Buffer) => (data += c.length));
+    stream.on('trailers', (t) => (trailers = t as Record<string, string>));
+    const [headers, flags] = (await once(stream, 'response')) as [Record<string, string>, number];
+    await once(stream, 'close');
+    return { headers, flags, data, trailers };
+  } finally {
+    session.close();
+  }
+}
+
+describe.skipIf(missing.length > 0)('gRPC answers and deadlines (findings 13, 7)', () => {
+  it('trailers-only answers stay trailers-only: status, details and metadata of an error reach the client', async () => {
+    const client = grpcClient();
+    try {
+      const error = (await call(client.Fail.bind(client), { text: 'x42', n: 0 }).then(
+        () => undefined,
+        (e: grpc.ServiceError) => e,
+      ))!;
+      expect(error.code).toBe(grpc.status.NOT_FOUND);
+      expect(error.details).toBe('no such thing: x42');
+      expect(error.metadata.get('x-why')).toEqual(['because']);
+      expect(error.metadata.get('detail-bin')).toEqual([Buffer.from([0, 1, 2, 255])]);
+      // OK with no message is trailers-only too.
+      const none: Msg[] = [];
+      const stream = client.None({ text: '', n: 0 });
+      stream.on('data', (m: Msg) => none.push(m));
+      const status = await new Promise<grpc.StatusObject>((resolve, reject) => {
+        stream.on('status', resolve);
+        stream.on('error', reject);
+      });
+      expect([status.code, none]).toEqual([grpc.status.OK, []]);
+      // A status after messages still comes in trailers.
+      const later: Msg[] = [];
+      const failing = client.FailLater({ text: '', n: 0 });
+      failing.on('data', (m: Msg) => later.push(m));
+      const failed = await new Promise<grpc.ServiceError>((resolve) => failing.on('error', resolve));
+      expect([failed.code, failed.details, later.map((m) => m.text)]).toEqual([grpc.status.ABORTED, 'stopped after one', ['one']]);
+    } finally {
+      client.close();
+    }
+  });
+
+  it('on the wire: one header block with END_STREAM and the status in it, no DATA frame', async () => {
+    const answer = await rawGrpc('/edge.Calls/Fail', 'wire');
+    expect(answer.headers['grpc-status']).toBe(String(grpc.status.NOT_FOUND));
+    expect(answer.flags & h2.NGHTTP2_FLAG_END_STREAM).toBe(h2.NGHTTP2_FLAG_END_STREAM);
+    expect([answer.data, answer.trailers]).toEqual([0, undefined]);
+  });
+
+  it('grpc-timeout 99999999H (valid, beyond any timer) does not expire at once: the call is answered', async () => {
+    const answer = await rawGrpc('/edge.Calls/Late', 'long', { 'grpc-timeout': '99999999H' });
+    expect(answer.headers[':status']).toBe(200);
+    expect(answer.trailers?.['grpc-status']).toBe('0');
+    const tiny = await rawGrpc('/edge.Calls/Late', 'short', { 'grpc-timeout': '50m' });
+    expect(tiny.headers['grpc-status']).toBe(String(grpc.status.DEADLINE_EXCEEDED));
+  });
+});
+
+describe.skipIf(missing.length > 0)('1xx, Expect and TLS upstreams (findings 14, 15, 16)', () => {
+  it('103 Early Hints from an HTTP/1.1 upstream reach an HTTP/1.1 client, then the answer', async () => {
+    const hints: { status: number; link: unknown }[] = [];
+    const body = await new Promise<string>((resolve, reject) => {
+      const req = httpRequest({ host: '127.0.0.1', port: gatehouse.port, path: '/hints', headers: { host: 'edge.test' } }, (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (text += c));
+        res.on('end', () => resolve(`${res.statusCode} ${text}`));
+      });
+      req.on('information', (info) => hints.push({ status: info.statusCode, link: info.headers.link }));
+      req.on('error', reject);
+      req.end();
+    });
+    expect(body).toBe('200 after hints');
+    expect(hints).toEqual([{ status: 103, link: '</style.css>; rel=preload; as=style' }]);
+  });
+
+  it('103 Early Hints reach HTTP/2 clients, from HTTP/1.1 and HTTP/2 upstreams alike', async () => {
+    for (const [path, link, text] of [
+      ['/hints', '</style.css>; rel=preload; as=style', 'after hints'],
+      ['/h2/hints', '</h2.css>; rel=preload; as=style', 'h2 after hints'],
+    ] as const) {
+      const session = h2session();
+      try {
+        const stream = session.request({ ':path': path, ':authority': 'edge.test' });
+        const informational: Record<string, unknown>[] = [];
+        stream.on('headers', (h) => informational.push(h));
+        let got = '';
+        stream.setEncoding('utf8');
+        stream.on('data', (c: string) => (got += c));
+        const [headers] = (await once(stream, 'response')) as [Record<string, unknown>];
+        await once(stream, 'end');
+        expect([headers[':status'], got]).toEqual([200, text]);
+        expect(informational.map((h) => [h[':status'], h.link])).toEqual([[103, link]]);
+      } finally {
+        session.close();
+      }
+    }
+  });
+
+  it('a 103 to an HTTP/1.1 client from an HTTP/2 upstream, and curl over both protocols, keep the answer whole', async () => {
+    const h1 = await run('curl', ['-sS', '--max-time', '10', '-H', 'host: edge.test', '-w', ' %{http_code}', `http://127.0.0.1:${gatehouse.port}/h2/hints`]);
+    expect(h1.stdout).toBe('h2 after hints 200');
+    const h2c = await run('curl', ['-sS', '--max-time', '10', '--http2-prior-knowledge', '-H', 'host: edge.test', '-w', ' %{http_code}', `http://127.0.0.1:${gatehouse.port}/hints`]);
+    expect(h2c.stdout).toBe('after hints 200');
+  });
+
+  it('Expect: 100-continue uploads (curl, 2 MiB) go through over HTTP/1.1 and HTTP/2; the upstream gets the body without Expect', async () => {
+    await writeFile(f('upload.bin'), Buffer.alloc(2 * 1024 * 1024, 0x5a));
+    for (const protocol of ['--http1.1', '--http2-prior-knowledge']) {
+      const before = seen.expectHeaders.length;
+      const { stdout } = await run('curl', ['-sS', '--max-time', '20', protocol, '-H', 'host: edge.test', '-H', 'expect: 100-continue', '--data-binary', `@${f('upload.bin')}`, '-w', ' %{http_code}', `http://127.0.0.1:${gatehouse.port}/upload`]);
+      const cut = stdout.lastIndexOf(' ');
+      expect(stdout.slice(cut + 1)).toBe('200');
+      expect(JSON.parse(stdout.slice(0, cut))).toMatchObject({ method: 'POST', bytes: 2 * 1024 * 1024 });
+      expect(seen.expectHeaders.slice(before)).toEqual([undefined]);
+    }
+  });
+
+  it('a TLS upstream without useHttp2 is offered HTTP/1.1 only: requests and a WebSocket reach it (the server also speaks h2)', async () => {
+    const plain = await run('curl', ['-sS', '--max-time', '10', '-H', 'host: edge.test', `http://127.0.0.1:${gatehouse.port}/tls/x`]);
+    expect(plain.stdout).toBe('tls saw HTTP/1.1');
+    const ws = new WebSocket(`ws://127.0.0.1:${gatehouse.port}/tls/socket`, { headers: { host: 'edge.test' } });
+    try {
+      const opened = await Promise.race([once(ws, 'open').then(() => 'open'), once(ws, 'unexpected-response').then(([, res]) => `refused ${(res as IncomingMessage).statusCode}`), once(ws, 'error').then(([e]) => `error ${(e as Error).message}`)]);
+      expect(opened).toBe('open');
+      ws.send('hello');
+      const [reply] = await once(ws, 'message');
+      expect(String(reply)).toBe('tls echo: hello');
+    } finally {
+      ws.terminate();
+    }
+  });
+});
+
+describe.skipIf(missing.length > 0)('bodies for auth over HTTP/2 and gRPC (finding 6)', () => {
+  const lastCheck = () => (auth.requests.at(-1) as { attributes: { request: { http: { body?: string; raw_body?: Buffer; headers: Record<string, string> } } } }).attributes.request.http;
+
+  it('an HTTP/2 request with a body on a route that sends the body to auth is answered, and auth saw the body', async () => {
+    const { stdout } = await run('curl', ['-sS', '--max-time', '10', '--http2-prior-knowledge', '-H', 'host: edge.test', '--data-binary', 'the h2 body', '-w', ' %{http_version} %{http_code}', `http://127.0.0.1:${gatehouse.port}/authbody/x`]);
+    expect(stdout.endsWith(' 2 200')).toBe(true);
+    expect(JSON.parse(stdout.slice(0, -' 2 200'.length))).toMatchObject({ method: 'POST', bytes: 'the h2 body'.length });
+    expect(lastCheck().body).toBe('the h2 body');
+    expect(lastCheck().headers['x-envoy-auth-partial-body']).toBe('false');
+  });
+
+  it('a gRPC call on such a route is answered, and auth saw the message frame', async () => {
+    const client = grpcClient();
+    try {
+      expect(await call(client.Echo.bind(client), { text: 'authed', n: 1 })).toEqual({ text: 'echo:authed', n: 2 });
+      expect(lastCheck().body).toContain('authed');
+    } finally {
+      client.close();
+    }
+  });
+
+  it('an HTTP/2 client that leaves while its body is being buffered is forgotten: no check, nothing upstream', async () => {
+    const checks = auth.requests.length;
+    const upstreamRequests = seen.expectHeaders.length;
+    const session = h2session();
+    const stream = session.request({ ':method': 'POST', ':path': '/authbody/gone', ':authority': 'edge.test' });
+    stream.on('error', () => {});
+    stream.write('part of a body');
+    await sleep(100);
+    // The connection goes without a frame more (a Node client's stream.close() sends END_STREAM first).
+    session.destroy();
+    await sleep(300);
+    expect(auth.requests.length).toBe(checks);
+    expect(seen.expectHeaders.length).toBe(upstreamRequests);
+  });
+
+  it('a WebSocket upgrade that declares a body on such a route is refused (400), never checked with an empty body', async () => {
+    const checks = auth.requests.length;
+    const answer = await rawRequest(gatehouse.port, 'GET /authbody/ws HTTP/1.1\r\nHost: edge.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nContent-Length: 5\r\n\r\nhello');
+    expect(answer).toMatch(/^HTTP\/1\.1 400 /);
+    expect(auth.requests.length).toBe(checks);
+  });
+});
+
+describe.skipIf(missing.length > 0)('clients that stop reading (finding 4)', () => {
+  it('non-reading HTTP/1.1 downloads cannot pin every upstream connection: others are answered, the stalled ones cut', async () => {
+    // Four connections to app-small, route timeout 2 s: six clients that never read.
+    const stalled = Array.from({ length: 6 }, () => {
+      const socket = netConnect(gatehouse.port, '127.0.0.1');
+      socket.on('error', () => {});
+      socket.write('GET /small/big HTTP/1.1\r\nHost: edge.test\r\n\r\n');
+      // Never read: the kernel buffers fill and the gateway's writes stop draining.
+      socket.pause();
+      return socket;
+    });
+    try {
+      await eventually(async () => seen.bigOpen >= 4, 10_000);
+      // Another client of the same upstream gets its answer while the stalled ones still hold on.
+      const answered = await eventually(async () => {
+        const reply = await run('curl', ['-sS', '--max-time', '6', '-H', 'host: edge.test', '-w', ' %{http_code}', `http://127.0.0.1:${gatehouse.port}/small/echo`]).catch(() => undefined);
+        return reply?.stdout.endsWith(' 200') ? reply.stdout : undefined;
+      }, 20_000);
+      expect(JSON.parse(answered.slice(0, -4))).toMatchObject({ url: '/echo' });
+      await eventually(async () => seen.bigOpen === 0, 20_000);
+      expect(stalled.every((s) => !s.destroyed)).toBe(true);
+    } finally {
+      for (const s of stalled) s.destroy();
+    }
+  });
+
+  it('zero-window HTTP/2 streams cannot pin them either', async () => {
+    const sessions = Array.from({ length: 2 }, () => {
+      const session = h2connect(`http://127.0.0.1:${gatehouse.port}`, { settings: { initialWindowSize: 0 } });
+      session.on('error', () => {});
+      return session;
+    });
+    try {
+      for (const session of sessions) {
+        for (let i = 0; i < 4; i++) {
+          const stream = session.request({ ':path': '/small/big', ':authority': 'edge.test' });
+          stream.on('error', () => {});
+        }
+      }
+      await eventually(async () => seen.bigOpen >= 4, 10_000);
+      await eventually(async () => {
+        const reply = await run('curl', ['-sS', '--max-time', '6', '--http2-prior-knowledge', '-H', 'host: edge.test', '-w', ' %{http_code}', `http://127.0.0.1:${gatehouse.port}/small/echo`]).catch(() => undefined);
+        return reply?.stdout.endsWith(' 200');
+      }, 20_000);
+      await eventually(async () => seen.bigOpen === 0, 20_000);
+    } finally {
+      for (const session of sessions) session.destroy();
+    }
+  });
+});
+
+describe.skipIf(missing.length > 0)('pipelining (finding 18)', () => {
+  it('a request pipelined after Connection: close: the first is answered in full, then the connection closes', async () => {
+    const answer = await rawRequest(gatehouse.port, 'GET /first HTTP/1.1\r\nHost: edge.test\r\nConnection: close\r\n\r\nGET /second HTTP/1.1\r\nHost: edge.test\r\n\r\n', 10_000);
+    console.log('DBG', JSON.stringify(answer));
+    const responses = answer.match(/^HTTP\/1\.1 \d+/gm) ?? [];
+    expect(responses).toEqual(['HTTP/1.1 200']);
+    const length = Number(/content-length: (\d+)/i.exec(answer)?.[1]);
+    const body = answer.slice(answer.indexOf('\r\n\r\n') + 4);
+    expect(body.length).toBe(length);
+    expect(JSON.parse(body)).toMatchObject({ url: '/first' });
+  });
+});

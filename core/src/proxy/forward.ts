@@ -4,7 +4,7 @@ import type { Dispatcher } from 'undici';
 import { ErrorCodes } from '../errors.ts';
 import type { RequestContext } from './context.ts';
 import { HOP_BY_HOP, headerValue } from './header-ops.ts';
-import { GrpcStatus, grpcTimeoutMs, isGrpcRequest } from './grpc.ts';
+import { GrpcStatus, grpcTimeoutMs, isGrpcRequest, MAX_TIMER_MS } from './grpc.ts';
 import { downstreamGone, sendLocalReply } from './local-reply.ts';
 import { hasRequestBody } from './request-body.ts';
 import type { CompiledRoute } from './route-table.ts';
@@ -335,7 +335,7 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
     controller.pause();
     res.once('drain', this.drained);
     this.clearStall();
-    const limit = this.x.route.timeoutMs > 0 ? this.x.route.timeoutMs : STALLED_DOWNLOAD_MS;
+    const limit = this.x.route.timeoutMs > 0 ? Math.min(this.x.route.timeoutMs, MAX_TIMER_MS) : STALLED_DOWNLOAD_MS;
     this.stallTimer = setTimeout(this.stalled, limit);
   }
 

@@ -42,6 +42,7 @@ export function bufferRequestBody(req: IncomingMessage, maxBytes: number, allowP
       req.off('readable', onReadable);
       req.off('close', onClose);
       req.off('error', onError);
+      req.off('aborted', onError);
       // Synchronously, in the same callback that saw the last chunk: `end` is only emitted
       // on a later tick, and never while bytes are buffered.
       if (putBack && putBack.length > 0) req.unshift(putBack);
@@ -58,20 +59,21 @@ export function bufferRequestBody(req: IncomingMessage, maxBytes: number, allowP
         const all = Buffer.concat(chunks, size);
         return settle({ forAuth: all.subarray(0, maxBytes), partial: true, size: declared }, all);
       }
-      // `complete` is set when the parser has seen the end of the message, before `end`.
-      if (req.complete) {
+      if (bodyComplete(req)) {
         const all = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
         settle({ forAuth: all, partial: false, size: declared ?? size }, all);
       }
     };
-    // A client that leaves mid-body: drop what was read, call nobody.
+    // A client that leaves mid-body: drop what was read, call nobody. (An HTTP/2 stream reset
+    // also ends the request stream, as if the body were whole: 'aborted' comes first.)
     const onClose = (): void => {
-      if (!req.complete) settle('aborted');
+      if (!bodyComplete(req)) settle('aborted');
     };
     const onError = (): void => settle('aborted');
     req.on('readable', onReadable);
     req.once('close', onClose);
     req.once('error', onError);
+    req.once('aborted', onError);
   });
 }
 
@@ -87,7 +89,7 @@ export function bufferRequestBody(req: IncomingMessage, maxBytes: number, allowP
 export function refuseTooLarge(req: IncomingMessage, res: ServerResponse, message: string, extraHeaders: readonly string[] = [], lingerMs = LINGER_MS): void {
   const body = `${message}\n`;
   res.writeHead(413, ['content-type', 'text/plain; charset=utf-8', 'content-length', String(Buffer.byteLength(body)), 'x-gatehouse-error', ErrorCodes.BODY_TOO_LARGE, ...extraHeaders]);
-  if (req.complete) {
+  if (bodyComplete(req)) {
     res.end(body);
     return;
   }
@@ -112,6 +114,19 @@ export function drainAfterAnswer(req: IncomingMessage, res: ServerResponse): voi
   res.once('finish', () => {
     if (!req.readableEnded) req.resume();
   });
+}
+
+/**
+ * Whether the whole body has arrived (and the end not yet been read past): HTTP/1.1's parser
+ * says so with `complete`, set at the end of the message, before `end`. Node's HTTP/2 request
+ * sets `complete` only once `end` was emitted, which never happens while the bytes read are
+ * held back for auth (so such requests were never answered), and also for a reset stream: there
+ * the stream's own end of data tells, unless the client aborted.
+ */
+export function bodyComplete(req: IncomingMessage): boolean {
+  if (req.httpVersionMajor !== 2) return req.complete;
+  const h2 = req as IncomingMessage & { stream: { readableEnded: boolean } };
+  return !req.aborted && h2.stream.readableEnded;
 }
 
 function declaredLength(req: IncomingMessage): number | undefined {
