@@ -650,7 +650,6 @@ describe.skipIf(missing.length > 0)('clients that stop reading (finding 4)', () 
 describe.skipIf(missing.length > 0)('pipelining (finding 18)', () => {
   it('a request pipelined after Connection: close: the first is answered in full, then the connection closes', async () => {
     const answer = await rawRequest(gatehouse.port, 'GET /first HTTP/1.1\r\nHost: edge.test\r\nConnection: close\r\n\r\nGET /second HTTP/1.1\r\nHost: edge.test\r\n\r\n', 10_000);
-    console.log('DBG', JSON.stringify(answer));
     const responses = answer.match(/^HTTP\/1\.1 \d+/gm) ?? [];
     expect(responses).toEqual(['HTTP/1.1 200']);
     const length = Number(/content-length: (\d+)/i.exec(answer)?.[1]);

@@ -244,14 +244,16 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.controller = controller;
-    // Timed out while still queued: do not send it now.
-    if (this.abandoned && !this.x.res.headersSent) controller.abort(new Error('queued too long'));
+    // Given up while still queued (timed out, client gone): do not send it now. (It used to be
+    // sent when the client had its 504 already, and then held its connection for good.)
+    if (this.abandoned) controller.abort(new Error('abandoned while queued'));
   }
 
   onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
     if (statusCode < 200) return this.informational(statusCode, headers);
     this.settle();
-    if (this.abandoned) return;
+    // An abandoned try never holds an upstream connection, whatever state it was given up in.
+    if (this.abandoned) return controller.abort(new Error('abandoned'));
     const { route, res, cluster } = this.x;
     if (downstreamGone(res)) {
       // The client left while the upstream answered: nothing to write to, and the upstream stops.
@@ -324,7 +326,7 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    if (this.abandoned) return;
+    if (this.abandoned) return controller.abort(new Error('abandoned'));
     const res = this.x.res;
     if (res.write(chunk)) return;
     // A destroyed response never drains: stop the upstream request instead of pausing it forever.

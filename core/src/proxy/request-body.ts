@@ -124,9 +124,10 @@ export function drainAfterAnswer(req: IncomingMessage, res: ServerResponse): voi
  * the stream's own end of data tells, unless the client aborted.
  */
 export function bodyComplete(req: IncomingMessage): boolean {
-  if (req.httpVersionMajor !== 2) return req.complete;
-  const h2 = req as IncomingMessage & { stream: { readableEnded: boolean } };
-  return !req.aborted && h2.stream.readableEnded;
+  // By its stream, not httpVersionMajor: an HTTP/1.1 request line may say HTTP/2.0.
+  const stream = (req as IncomingMessage & { stream?: { readableEnded: boolean } }).stream;
+  if (stream === undefined) return req.complete;
+  return !req.aborted && stream.readableEnded;
 }
 
 function declaredLength(req: IncomingMessage): number | undefined {
@@ -142,7 +143,10 @@ function declaredLength(req: IncomingMessage): number | undefined {
  * content-length is optional, and gRPC clients send none).
  */
 export function hasRequestBody(req: IncomingMessage, headers: IncomingHttpHeaders = req.headers): boolean {
-  if (req.httpVersionMajor === 2) return !(req as IncomingMessage & { stream: { endAfterHeaders: boolean } }).stream.endAfterHeaders;
+  // HTTP/2 by its stream, not by httpVersionMajor: an HTTP/1.1 request line may say HTTP/2.0
+  // (reading `.stream` of such a request threw, once per request, into the process guard).
+  const stream = (req as IncomingMessage & { stream?: { endAfterHeaders: boolean } }).stream;
+  if (stream !== undefined) return !stream.endAfterHeaders;
   const length = headers['content-length'];
   return headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
