@@ -98,6 +98,7 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
   private active = false;
   /** Armed while the client is not reading (the upstream paused): cuts the response if it stays so. */
   private stallTimer: NodeJS.Timeout | undefined;
+  private onDrain: (() => void) | undefined;
   /** The upstream's answer was trailers-only (one HTTP/2 header block that ended its stream). */
   private trailersOnly = false;
   private readonly x: Exchange;
@@ -335,28 +336,29 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
     // buffering), but not for ever: a client that stops reading would hold the upstream
     // connection (and with enough of them, the whole pool) as long as it liked.
     controller.pause();
-    res.once('drain', this.drained);
+    // Made on the first pause only: requests whose clients keep up allocate nothing for this.
+    res.once('drain', (this.onDrain ??= () => this.drained()));
     this.clearStall();
     const limit = this.x.route.timeoutMs > 0 ? Math.min(this.x.route.timeoutMs, MAX_TIMER_MS) : STALLED_DOWNLOAD_MS;
-    this.stallTimer = setTimeout(this.stalled, limit);
+    this.stallTimer = setTimeout(stallTimedOut, limit, this);
   }
 
   /** The client read again: the upstream resumes. */
-  private readonly drained = (): void => {
+  private drained(): void {
     this.clearStall();
     if (!this.abandoned) this.controller?.resume();
-  };
+  }
 
   /**
    * The client read nothing for the route's timeout while the upstream waited: the upstream
    * request is cancelled (its connection goes back to the pool) and the client's connection
    * (HTTP/1.1) or stream (HTTP/2) reset, as a status can no longer be sent.
    */
-  private readonly stalled = (): void => {
+  stalled(): void {
     this.stallTimer = undefined;
     if (!this.cut('downstream stopped reading', 'client stopped reading the response: upstream request cancelled, client connection reset')) return;
     this.x.res.destroy();
-  };
+  }
 
   onResponseEnd(_controller: Dispatcher.DispatchController, trailers: IncomingHttpHeaders): void {
     this.finish();
@@ -420,6 +422,10 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
       new ProxyAttempt(this.x, this.retriesLeft - 1, true).start();
     }, wait);
   }
+}
+
+function stallTimedOut(attempt: ProxyAttempt): void {
+  attempt.stalled();
 }
 
 /**
