@@ -256,6 +256,7 @@ beforeAll(async () => {
               { matchers: [{ prefix: '/edge.Calls/' }], ...to('grpc') },
               { matchers: [{ prefix: '/h2/' }], ...to('h2app', { options: { prefixRewrite: '/' } }) },
               { matchers: [{ prefix: '/small/' }], ...to('app-small', { options: { prefixRewrite: '/', timeout: '2s' } }) },
+              { matchers: [{ prefix: '/slow-small/' }], ...to('app-small', { options: { prefixRewrite: '/', timeout: '20s' } }) },
               { matchers: [{ prefix: '/tls/' }], ...to('tls-h1', { options: { prefixRewrite: '/' } }) },
               { matchers: [{ prefix: '/authbody/' }], ...to('app', bodyToAuth) },
               { matchers: [{ prefix: '/' }], ...to('app') },
@@ -651,6 +652,53 @@ describe.skipIf(missing.length > 0)('clients that stop reading (finding 4)', () 
     } finally {
       for (const session of sessions) session.destroy();
     }
+  });
+});
+
+describe.skipIf(missing.length > 0)('clients that stop reading, long route timeout (finding 4, pool fairness)', () => {
+  it('while others wait for the upstream, a client that reads nothing gives its connection up long before the route timeout', async () => {
+    // Route timeout 20 s: without fairness the stalled clients would hold all four connections
+    // for 20 s each and a waiting request would get its 504 at 20 s.
+    const stalled = Array.from({ length: 6 }, () => {
+      const socket = netConnect(gatehouse.port, '127.0.0.1');
+      socket.on('error', () => {});
+      socket.write('GET /slow-small/big HTTP/1.1\r\nHost: edge.test\r\n\r\n');
+      socket.pause();
+      return socket;
+    });
+    try {
+      await eventually(async () => seen.bigOpen >= 4, 10_000);
+      const { stdout } = await run('curl', ['-sS', '--max-time', '15', '-H', 'host: edge.test', '-w', ' %{http_code}', `http://127.0.0.1:${gatehouse.port}/slow-small/waiting`]);
+      expect(stdout.slice(-4)).toBe(' 200');
+      expect(JSON.parse(stdout.slice(0, -4))).toMatchObject({ url: '/waiting' });
+    } finally {
+      for (const s of stalled) s.destroy();
+    }
+    await eventually(async () => seen.bigOpen === 0, 10_000);
+  });
+
+  it('with nobody waiting, a client that pauses reading for longer than that keeps its download', async () => {
+    const got = await new Promise<number>((resolve, reject) => {
+      const req = httpRequest({ host: '127.0.0.1', port: gatehouse.port, path: '/slow-small/big', headers: { host: 'edge.test' } }, (res) => {
+        let bytes = 0;
+        res.on('data', (c: Buffer) => {
+          bytes += c.length;
+          if (bytes > 8 * 1024 * 1024) {
+            req.destroy();
+            resolve(bytes);
+          }
+        });
+        res.on('error', () => {});
+        res.on('close', () => resolve(bytes));
+        // Reads a little, then nothing for 3 s (longer than the contended limit), then on.
+        res.pause();
+        setTimeout(() => res.resume(), 3_000);
+      });
+      req.on('error', reject);
+      req.end();
+    });
+    expect(got).toBeGreaterThan(8 * 1024 * 1024);
+    await eventually(async () => seen.bigOpen === 0, 10_000);
   });
 });
 

@@ -27,6 +27,14 @@ const REPLACED = new Set(['host', 'x-forwarded-for', 'x-forwarded-proto', 'x-req
 export const STALLED_DOWNLOAD_MS = 300_000;
 
 /**
+ * While requests wait for a connection to the same upstream host, a client that has read nothing
+ * for this long gives its connection up (the rest of its limit no longer applies): a crowd of
+ * clients that do not read would otherwise take turns holding every connection for the whole
+ * route timeout. Envoy's overload manager shortens its idle timeouts under pressure the same way.
+ */
+export const CONTENDED_STALL_MS = 2_000;
+
+/**
  * Proxies one request to an upstream cluster (SPEC 4 step 3): bodies stream both ways
  * with backpressure and are never buffered; hop-by-hop headers are dropped;
  * `x-forwarded-for`, `x-forwarded-proto` and `x-request-id` are set. Failures before the
@@ -98,6 +106,8 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
   private active = false;
   /** Armed while the client is not reading (the upstream paused): cuts the response if it stays so. */
   private stallTimer: NodeJS.Timeout | undefined;
+  /** When the client last stopped reading (performance.now()). */
+  private stalledSince = 0;
   private onDrain: (() => void) | undefined;
   /** The upstream's answer was trailers-only (one HTTP/2 header block that ended its stream). */
   private trailersOnly = false;
@@ -339,8 +349,12 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
     // Made on the first pause only: requests whose clients keep up allocate nothing for this.
     res.once('drain', (this.onDrain ??= () => this.drained()));
     this.clearStall();
-    const limit = this.x.route.timeoutMs > 0 ? Math.min(this.x.route.timeoutMs, MAX_TIMER_MS) : STALLED_DOWNLOAD_MS;
-    this.stallTimer = setTimeout(stallTimedOut, limit, this);
+    this.stalledSince = performance.now();
+    this.stallTimer = setTimeout(stallTimedOut, Math.min(this.stallLimit(), CONTENDED_STALL_MS), this);
+  }
+
+  private stallLimit(): number {
+    return this.x.route.timeoutMs > 0 ? Math.min(this.x.route.timeoutMs, MAX_TIMER_MS) : STALLED_DOWNLOAD_MS;
   }
 
   /** The client read again: the upstream resumes. */
@@ -356,6 +370,13 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
    */
   stalled(): void {
     this.stallTimer = undefined;
+    const limit = this.stallLimit();
+    const waited = performance.now() - this.stalledSince;
+    if (waited < limit && queuedFor(this.host) === 0) {
+      // Nobody waits for this host's connections: the client may take its whole limit.
+      this.stallTimer = setTimeout(stallTimedOut, Math.min(limit - waited, CONTENDED_STALL_MS), this);
+      return;
+    }
     if (!this.cut('downstream stopped reading', 'client stopped reading the response: upstream request cancelled, client connection reset')) return;
     this.x.res.destroy();
   }
@@ -426,6 +447,12 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
 
 function stallTimedOut(attempt: ProxyAttempt): void {
   attempt.stalled();
+}
+
+/** Requests waiting for a connection to `host` (undici's pool queue, or the HTTP/2 dispatcher's). */
+function queuedFor(host: UpstreamHost): number {
+  const dispatcher = host.dispatcher as Dispatcher & { stats?: { queued: number }; queued?: number };
+  return dispatcher.queued ?? dispatcher.stats?.queued ?? 0;
 }
 
 /**

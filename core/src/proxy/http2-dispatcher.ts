@@ -195,6 +195,11 @@ export class Http2Dispatcher extends Dispatcher {
     this.drain();
   }
 
+  /** Calls waiting for a stream (every connection full). */
+  get queued(): number {
+    return this.queue.length;
+  }
+
   override close(callback?: () => void): Promise<void> {
     this.closed = true;
     for (const call of this.queue.splice(0)) call.fail(codedError('the HTTP/2 upstream pool closed', 'UND_ERR_CLOSED'));
