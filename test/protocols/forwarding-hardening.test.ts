@@ -560,6 +560,18 @@ describe.skipIf(missing.length > 0)('1xx, Expect and TLS upstreams (findings 14,
   });
 });
 
+describe.skipIf(missing.length > 0)('upgrades to an HTTP/2 upstream (containment)', () => {
+  it('a WebSocket to a useHttp2 Upstream is refused with 502, and nothing reaches the unhandled-error guard', async () => {
+    const before = await unhandledErrors();
+    for (let i = 0; i < 5; i++) {
+      const answer = await rawRequest(gatehouse.port, `GET /h2/ws-${i} HTTP/1.1\r\nHost: edge.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`);
+      expect(answer).toMatch(/^HTTP\/1\.1 50[23] /);
+    }
+    expect(gatehouse.logs.filter((l) => l.code === 'GH_UNHANDLED')).toEqual([]);
+    expect(await unhandledErrors()).toBe(before);
+  });
+});
+
 describe.skipIf(missing.length > 0)('bodies for auth over HTTP/2 and gRPC (finding 6)', () => {
   const lastCheck = () => (auth.requests.at(-1) as { attributes: { request: { http: { body?: string; raw_body?: Buffer; headers: Record<string, string> } } } }).attributes.request.http;
 
