@@ -593,6 +593,23 @@ describe.skipIf(missing.length > 0)('bodies for auth over HTTP/2 and gRPC (findi
     }
   });
 
+  it('a gRPC call whose message is over maxRequestBytes gets RESOURCE_EXHAUSTED, not an HTTP 413 it cannot read', async () => {
+    const client = grpcClient();
+    try {
+      const checks = auth.requests.length;
+      const error = await call(client.Echo.bind(client), { text: 'x'.repeat(20_000), n: 1 }).then(
+        () => undefined,
+        (e: grpc.ServiceError) => e,
+      );
+      expect(error?.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+      expect(auth.requests.length).toBe(checks);
+      // The connection is fine for the next call.
+      expect(await call(client.Echo.bind(client), { text: 'small', n: 1 })).toEqual({ text: 'echo:small', n: 2 });
+    } finally {
+      client.close();
+    }
+  });
+
   it('an HTTP/2 client that leaves while its body is being buffered is forgotten: no check, nothing upstream', async () => {
     const checks = auth.requests.length;
     const upstreamRequests = seen.expectHeaders.length;

@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { ErrorCodes } from '../errors.ts';
+import { isGrpcCall, sendLocalReply } from './local-reply.ts';
 
 /** The first bytes of a request body, read for the auth check (SPEC 5.3 "Request body"). */
 export interface BufferedBody {
@@ -87,6 +88,13 @@ export function bufferRequestBody(req: IncomingMessage, maxBytes: number, allowP
  * reset in place of the 413.
  */
 export function refuseTooLarge(req: IncomingMessage, res: ServerResponse, message: string, extraHeaders: readonly string[] = [], lingerMs = LINGER_MS): void {
+  if (isGrpcCall(res)) {
+    // A gRPC client reads only a gRPC status: RESOURCE_EXHAUSTED, trailers-only. Its stream
+    // ends there (HTTP/2 resets just that stream); the rest of the body is discarded.
+    sendLocalReply(res, 413, ErrorCodes.BODY_TOO_LARGE, message, extraHeaders);
+    req.resume();
+    return;
+  }
   const body = `${message}\n`;
   res.writeHead(413, ['content-type', 'text/plain; charset=utf-8', 'content-length', String(Buffer.byteLength(body)), 'x-gatehouse-error', ErrorCodes.BODY_TOO_LARGE, ...extraHeaders]);
   if (bodyComplete(req)) {
