@@ -69,6 +69,9 @@ let grpcPort: number;
 /** What the upstreams saw. */
 const seen = {
   grpcHeld: 0,
+  /** `Late` calls the gRPC upstream received, and those it answered (300 ms later). */
+  lateStarted: 0,
+  lateAnswered: 0,
   grpcCancelled: [] as string[],
   /** HTTP/1.1 `/hold` requests open at the upstream now, and those that ended by the gateway going away. */
   h1Open: 0,
@@ -183,7 +186,11 @@ async function startGrpcServer(): Promise<void> {
       call.on('cancelled', () => seen.grpcCancelled.push(call.request.text));
     },
     Late(call: grpc.ServerUnaryCall<Msg, Msg>, cb: grpc.sendUnaryData<Msg>) {
-      setTimeout(() => cb(null, { text: 'late', n: 0 }), 150);
+      seen.lateStarted++;
+      setTimeout(() => {
+        seen.lateAnswered++;
+        cb(null, { text: 'late', n: 0 });
+      }, 300);
     },
     Fail(call: grpc.ServerUnaryCall<Msg, Msg>, cb: grpc.sendUnaryData<Msg>) {
       const metadata = new grpc.Metadata();
@@ -316,27 +323,24 @@ describe.skipIf(missing.length > 0)('cancellation reaches the upstream, on every
     const before = await unhandledErrors();
     const session = h2session();
     try {
-      // Each call is reset after the gateway has sent it on and before the upstream's answer (150 ms) arrives.
+      // Each call is reset once the upstream has it and before its answer (300 ms later) arrives.
       for (let batch = 0; batch < 5; batch++) {
+        const started = seen.lateStarted;
         const streams = Array.from({ length: 30 }, (_, i) => {
           const stream = session.request({ ':method': 'POST', ':path': '/edge.Calls/Late', ':authority': 'edge.test', 'content-type': 'application/grpc', te: 'trailers' });
           stream.on('error', () => {});
           stream.end(grpcFrame(`late-${batch}-${i}`));
           return stream;
         });
-        await sleep(40);
+        await eventually(async () => seen.lateStarted - started === 30, 10_000);
         for (const stream of streams) stream.close(h2.NGHTTP2_CANCEL);
-        await sleep(200);
       }
     } finally {
       session.close();
     }
-    // The late answers have all arrived by now; none may have thrown.
-    await sleep(300);
-    expect(gatehouse.logs.filter((l) => l.code === 'GH_UNHANDLED')).toEqual([]);
-    expect(await unhandledErrors()).toBe(before);
-    expect(gatehouse.child.exitCode).toBeNull();
-    expect(gatehouse.child.pid).toBe(pid);
+    // The upstream's answer timers have all run (each answered its call unless the cancel reached it first).
+    await eventually(async () => seen.lateAnswered >= seen.lateStarted, 10_000);
+    // A call after them all, on a new connection: the process still serves, and has seen every answer.
     const client = grpcClient();
     try {
       const res = await new Promise<Msg>((resolve, reject) => client.Late({ text: 'still', n: 1 }, new grpc.Metadata(), {}, (e, r) => (e ? reject(e) : resolve(r!))));
@@ -344,6 +348,10 @@ describe.skipIf(missing.length > 0)('cancellation reaches the upstream, on every
     } finally {
       client.close();
     }
+    expect(gatehouse.logs.filter((l) => l.code === 'GH_UNHANDLED')).toEqual([]);
+    expect(await unhandledErrors()).toBe(before);
+    expect(gatehouse.child.exitCode).toBeNull();
+    expect(gatehouse.child.pid).toBe(pid);
   });
 
   it('an HTTP/2 stream reset aborts its HTTP/1.1 upstream request at once; HEADERS+RST_STREAM bursts leave no upstream request behind', async () => {
