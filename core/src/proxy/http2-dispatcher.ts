@@ -86,7 +86,14 @@ export class Http2Dispatcher extends Dispatcher {
       return false;
     }
     call.begin();
-    const pooled = this.pick();
+    let pooled: PooledSession | undefined;
+    try {
+      pooled = this.pick();
+    } catch (error) {
+      // Opening a connection can throw at once (TLS options OpenSSL refuses): this call fails, as a connect failure.
+      call.fail(error as Error);
+      return false;
+    }
     if (pooled) call.send(pooled);
     else this.queue.push(call);
     return true;
@@ -154,7 +161,13 @@ export class Http2Dispatcher extends Dispatcher {
   /** Called when a stream ends or a connection changes: queued calls go out. */
   drain(): void {
     while (this.queue.length > 0 && !this.closed) {
-      const pooled = this.pick();
+      let pooled: PooledSession | undefined;
+      try {
+        pooled = this.pick();
+      } catch (error) {
+        this.queue.shift()!.fail(error as Error);
+        continue;
+      }
       if (!pooled) return;
       this.queue.shift()!.send(pooled);
     }
