@@ -117,6 +117,11 @@ function startApp(): Promise<Server> {
       });
       return;
     }
+    if (path.startsWith('/h2-forbidden-header')) {
+      // A header HTTP/1.1 allows and HTTP/2 forbids in a response (RFC 9113 8.2.2).
+      res.setHeader('http2-settings', 'AAMAAABkAAQAoAAAAAIAAAAA');
+      return void res.end('fine for HTTP/1.1');
+    }
     if (path.startsWith('/hints')) {
       res.writeEarlyHints({ link: '</style.css>; rel=preload; as=style' });
       res.setHeader('content-type', 'text/plain');
@@ -574,6 +579,20 @@ describe.skipIf(missing.length > 0)('upgrades to an HTTP/2 upstream (containment
     for (let i = 0; i < 5; i++) {
       const answer = await rawRequest(gatehouse.port, `GET /h2/ws-${i} HTTP/1.1\r\nHost: edge.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`);
       expect(answer).toMatch(/^HTTP\/1\.1 50[23] /);
+    }
+    expect(gatehouse.logs.filter((l) => l.code === 'GH_UNHANDLED')).toEqual([]);
+    expect(await unhandledErrors()).toBe(before);
+  });
+});
+
+describe.skipIf(missing.length > 0)('upstream answers HTTP/2 cannot carry (containment)', () => {
+  it('a response header HTTP/2 forbids: 502 to HTTP/2 clients, the answer to HTTP/1.1 ones, nothing to the process guard', async () => {
+    const before = await unhandledErrors();
+    const h1 = await run('curl', ['-sS', '--max-time', '10', '-H', 'host: edge.test', '-w', ' %{http_code}', `http://127.0.0.1:${gatehouse.port}/h2-forbidden-header`]);
+    expect(h1.stdout).toBe('fine for HTTP/1.1 200');
+    for (let i = 0; i < 3; i++) {
+      const h2res = await run('curl', ['-sS', '--max-time', '10', '--http2-prior-knowledge', '-H', 'host: edge.test', '-o', '/dev/null', '-w', '%{http_code}', `http://127.0.0.1:${gatehouse.port}/h2-forbidden-header`]);
+      expect(h2res.stdout).toBe('502');
     }
     expect(gatehouse.logs.filter((l) => l.code === 'GH_UNHANDLED')).toEqual([]);
     expect(await unhandledErrors()).toBe(before);
