@@ -283,7 +283,9 @@ class Http2Call implements Dispatcher.DispatchController {
     this.stream = stream;
     stream.on('response', (headers, flags) => this.onResponse(headers, flags));
     // 1xx header blocks (103 Early Hints): passed on as undici passes them, before the final one.
-    stream.on('headers', (headers) => this.onInformational(headers));
+    // A shared listener that finds its call on the stream: no closure per call for a rare event.
+    (stream as ClientHttp2Stream & { [CALL]?: Http2Call })[CALL] = this;
+    stream.on('headers', onStreamHeaders);
     stream.on('data', (chunk: Buffer) => this.onData(chunk));
     stream.on('trailers', (trailers) => (this.trailers = stripPseudo(trailers)));
     stream.on('end', () => this.onEnd());
@@ -317,7 +319,7 @@ class Http2Call implements Dispatcher.DispatchController {
     }
   }
 
-  private onInformational(headers: IncomingHttpHeaders & { ':status'?: number }): void {
+  onInformational(headers: IncomingHttpHeaders & { ':status'?: number }): void {
     const status = Number(headers[':status']);
     if (this.finished || this.started || !(status >= 100 && status < 200)) return;
     try {
@@ -390,6 +392,12 @@ class Http2Call implements Dispatcher.DispatchController {
     this.paused = false;
     this.stream?.resume();
   }
+}
+
+const CALL = Symbol('gatehouse.http2Call');
+
+function onStreamHeaders(this: ClientHttp2Stream & { [CALL]?: Http2Call }, headers: IncomingHttpHeaders & { ':status'?: number }): void {
+  this[CALL]?.onInformational(headers);
 }
 
 function stripPseudo(headers: IncomingHttpHeaders): IncomingHttpHeaders {
