@@ -32,7 +32,7 @@ export const STALLED_DOWNLOAD_MS = 300_000;
  * clients that do not read would otherwise take turns holding every connection for the whole
  * route timeout. Envoy's overload manager shortens its idle timeouts under pressure the same way.
  */
-export const CONTENDED_STALL_MS = 2_000;
+export const CONTENDED_STALL_MS = 1_000;
 
 /**
  * Proxies one request to an upstream cluster (SPEC 4 step 3): bodies stream both ways
