@@ -271,6 +271,7 @@ beforeAll(async () => {
               { matchers: [{ prefix: '/slow-small/' }], ...to('app-small', { options: { prefixRewrite: '/', timeout: '20s' } }) },
               { matchers: [{ prefix: '/tls/' }], ...to('tls-h1', { options: { prefixRewrite: '/' } }) },
               { matchers: [{ prefix: '/authbody/' }], ...to('app', bodyToAuth) },
+              { matchers: [{ prefix: '/authpartial/' }], ...to('app', { options: { extauth: { configRef: { name: 'recorded' }, requestBody: { maxRequestBytes: 1000, allowPartialMessage: true } } } }) },
               { matchers: [{ prefix: '/' }], ...to('app') },
             ],
           },
@@ -608,6 +609,15 @@ describe.skipIf(missing.length > 0)('bodies for auth over HTTP/2 and gRPC (findi
     expect(JSON.parse(stdout.slice(0, -' 2 200'.length))).toMatchObject({ method: 'POST', bytes: 'the h2 body'.length });
     expect(lastCheck().body).toBe('the h2 body');
     expect(lastCheck().headers['x-envoy-auth-partial-body']).toBe('false');
+  });
+
+  it('over HTTP/2 a partial body goes to auth (first maxRequestBytes, partial: true) and the whole body upstream', async () => {
+    await writeFile(f('partial.bin'), Buffer.alloc(300_000, 0x62));
+    const { stdout } = await run('curl', ['-sS', '--max-time', '10', '--http2-prior-knowledge', '-H', 'host: edge.test', '--data-binary', `@${f('partial.bin')}`, '-w', ' %{http_version} %{http_code}', `http://127.0.0.1:${gatehouse.port}/authpartial/x`]);
+    expect(stdout.endsWith(' 2 200')).toBe(true);
+    expect(JSON.parse(stdout.slice(0, -' 2 200'.length))).toMatchObject({ method: 'POST', bytes: 300_000 });
+    expect(lastCheck().body).toBe('b'.repeat(1000));
+    expect(lastCheck().headers['x-envoy-auth-partial-body']).toBe('true');
   });
 
   it('a gRPC call on such a route is answered, and auth saw the message frame', async () => {
