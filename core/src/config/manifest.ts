@@ -27,6 +27,8 @@ export const MANIFEST_LIMITS = {
   maxDepth: 64,
   /** Bytes of one file. */
   maxFileBytes: 8 * 1024 * 1024,
+  /** Entries of one map or list (a 20,000-route virtual host has 20,000; a 400,000-key map was a memory attack). */
+  maxEntries: 50_000,
 } as const;
 
 /**
@@ -141,7 +143,7 @@ function firstDuplicateKey(root: unknown): { key: string; offset: number | undef
 /**
  * Why a resource from any source (a document of a file, an object from the Kubernetes API)
  * cannot be configuration, or undefined: larger than a file may be, nested deeper than a
- * document may be, or containing itself. One place, so every source refuses the same shapes
+ * document may be, a map or list with more entries than one may have, or containing itself. One place, so every source refuses the same shapes
  * (a 200-deep `pluginAuth.config` was refused in a file and accepted from the API server).
  */
 export function resourceLimitProblem(value: unknown, bytes: () => number): string | undefined {
@@ -163,8 +165,10 @@ export function checkShape(value: unknown): string | undefined {
     if (node === null || typeof node !== 'object') return undefined;
     if (depth > MANIFEST_LIMITS.maxDepth) return `the document is nested deeper than ${MANIFEST_LIMITS.maxDepth} levels`;
     if (ancestors.has(node)) return 'the document refers to itself (a YAML anchor used inside its own value)';
+    const children = Array.isArray(node) ? node : Object.values(node);
+    if (children.length > MANIFEST_LIMITS.maxEntries) return `a ${Array.isArray(node) ? 'list' : 'map'} in the document has ${children.length} entries, more than ${MANIFEST_LIMITS.maxEntries}`;
     ancestors.add(node);
-    for (const child of Array.isArray(node) ? node : Object.values(node)) {
+    for (const child of children) {
       const problem = visit(child, depth + 1);
       if (problem) return problem;
     }
