@@ -105,12 +105,20 @@ export function parseManifests(file: string, text: string): { documents: Manifes
  */
 export function linesOfText(file: string, text: string): (index: number, path: readonly PathSegment[], fallback: number) => number {
   let byIndex: Map<number, ManifestDocument> | undefined;
+  // Lines already found, kept (small numbers): every reload asks for the same diagnostics again,
+  // and re-parsing a 600 KB file of rejected resources on each one stalled reloads for ~0.5 s.
+  const found = new Map<string, number>();
   return (index, path, fallback) => {
+    const key = `${index}\0${path.join('\0')}`;
+    let line = found.get(key);
+    if (line !== undefined) return line;
     if (!byIndex) {
       byIndex = new Map(parseManifests(file, text).documents.map((d) => [d.index, d]));
       queueMicrotask(() => (byIndex = undefined));
     }
-    return byIndex.get(index)?.lineOf(path) ?? fallback;
+    line = byIndex.get(index)?.lineOf(path) ?? fallback;
+    found.set(key, line);
+    return line;
   };
 }
 
