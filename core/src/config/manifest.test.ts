@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest';
-import { parseManifests, resourceLimitProblem } from './manifest.ts';
+import { linesOfText, MANIFEST_LIMITS, parseManifests, resourceLimitProblem } from './manifest.ts';
 
 describe('parseManifests', () => {
   test('reads every YAML document, skipping empty ones, with first lines', () => {
@@ -60,5 +60,21 @@ describe('resourceLimitProblem: the limits every source applies (issue 24 findin
     const { documents, diagnostics } = parseManifests('wide.json', text);
     expect(documents).toEqual([]);
     expect(diagnostics).toEqual([expect.objectContaining({ code: 'GH_CONFIG_LIMITS', file: 'wide.json', message: 'a map in the document has 60000 entries, more than 50000' })]);
+  });
+});
+
+describe('linesOfText: lines for diagnostics of documents kept without their syntax tree', () => {
+  const doc = (name: string) => `apiVersion: v1\nkind: Secret\nmetadata:\n  name: ${name}\nstringData:\n  key: value\n`;
+
+  test('a small file: the line of the field, each asked line remembered', () => {
+    const lines = linesOfText('a.yaml', [doc('a'), doc('b')].join('---\n'));
+    expect(lines(1, ['stringData', 'key'], 8)).toBe(13);
+    expect(lines(0, ['metadata', 'name'], 1)).toBe(4);
+  });
+
+  test('a file parsed off the event loop is not parsed again on it: the document line is given', () => {
+    const big = doc('a') + `# ${'x'.repeat(MANIFEST_LIMITS.maxReparseBytes)}\n`;
+    // Line 6 holds the field; without a second parse the answer is the document's first line.
+    expect(linesOfText('big.yaml', big)(0, ['stringData', 'key'], 1)).toBe(1);
   });
 });

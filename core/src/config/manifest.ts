@@ -27,6 +27,8 @@ export const MANIFEST_LIMITS = {
   maxDepth: 64,
   /** Bytes of one file. */
   maxFileBytes: 8 * 1024 * 1024,
+  /** Files at least this large get no field lines in diagnostics (see linesOfText). */
+  maxReparseBytes: 256 * 1024,
   /** Entries of one map or list (a 20,000-route virtual host has 20,000; a 400,000-key map was a memory attack). */
   maxEntries: 50_000,
 } as const;
@@ -104,6 +106,9 @@ export function parseManifests(file: string, text: string): { documents: Manifes
  * per document (500 rejected RouteTables in one file re-parsed it 500 times: 45 s).
  */
 export function linesOfText(file: string, text: string): (index: number, path: readonly PathSegment[], fallback: number) => number {
+  // A large file is parsed off the event loop (./source/parse-off-thread.ts); parsing it again here
+  // would stall traffic for seconds: its diagnostics give the document's first line (and the path).
+  if (text.length >= MANIFEST_LIMITS.maxReparseBytes) return (_index, _path, fallback) => fallback;
   let byIndex: Map<number, ManifestDocument> | undefined;
   // Lines already found, kept (small numbers): every reload asks for the same diagnostics again,
   // and re-parsing a 600 KB file of rejected resources on each one stalled reloads for ~0.5 s.
