@@ -271,7 +271,7 @@ interface Step {
   readonly table: Resource<'RouteTable'>;
 }
 
-const summaries = new WeakMap<RouteTables, { cap: number; byKey: Map<string, TableSummary>; scc: Map<string, number> }>();
+const summaries = new WeakMap<RouteTables, { cap: number; byKey: Map<string, TableSummary>; scc: Map<string, number>; sizes: Map<number, number> }>();
 
 /** The delegation edges of a table: each delegating route (prefix matchers only, as the walk) with the tables it selects. */
 function edgesOf(table: Resource<'RouteTable'>, tables: RouteTables): Step[] {
@@ -290,11 +290,12 @@ function edgesOf(table: Resource<'RouteTable'>, tables: RouteTables): Step[] {
  * Tarjan's strongly connected components (iteratively), each component summarised when it is
  * complete, which is after every component it reaches.
  */
-function summarize(tables: RouteTables, cap: number): { byKey: Map<string, TableSummary>; scc: Map<string, number> } {
+function summarize(tables: RouteTables, cap: number): { byKey: Map<string, TableSummary>; scc: Map<string, number>; sizes: Map<number, number> } {
   const cached = summaries.get(tables);
   if (cached && cached.cap === cap) return cached;
   const byKey = new Map<string, TableSummary>();
   const sccOf = new Map<string, number>();
+  const sizes = new Map<number, number>();
   const order = new Map<string, number>();
   const low = new Map<string, number>();
   const onStack = new Set<string>();
@@ -310,6 +311,7 @@ function summarize(tables: RouteTables, cap: number): { byKey: Map<string, Table
       sccOf.set(member.key, components);
       members.push(member);
     } while (member !== root);
+    sizes.set(components, members.length);
     for (const table of members) {
       let size = 0;
       let height = 0;
@@ -360,7 +362,7 @@ function summarize(tables: RouteTables, cap: number): { byKey: Map<string, Table
       if (low.get(top.table.key) === order.get(top.table.key)) finish(top.table);
     }
   }
-  const result = { cap, byKey, scc: sccOf };
+  const result = { cap, byKey, scc: sccOf, sizes };
   summaries.set(tables, result);
   return result;
 }
@@ -377,11 +379,11 @@ const childProblems = new WeakMap<RouteTables, Map<string, string[]>>();
  */
 export function checkTableDelegation(table: Resource<'RouteTable'>, tables: RouteTables, limits: DelegationLimits = delegationLimits()): DelegationProblem[] {
   const problems: DelegationProblem[] = [];
-  const { byKey, scc } = summarize(tables, limits.maxRoutes + 1);
+  const { byKey, scc, sizes } = summarize(tables, limits.maxRoutes + 1);
   const summary = byKey.get(table.key);
   const at = (route: number): PathSegment[] => ['spec', 'routes', route, 'delegateAction'];
   if (summary?.cycle) {
-    const cycle = cycleText(table, byKey, scc, tables, limits.maxDepth);
+    const cycle = cycleText(table, byKey, scc, sizes, tables, limits.maxDepth);
     // Named as the walk names it: the route that closes the loop, when it is not the table's own.
     const closing = cycle.closing && cycle.closing.table !== table ? `${describe(cycle.closing.table)} routes[${cycle.closing.route}]: ` : '';
     problems.push({ path: at(summary.cycle.route), code: ConfigCodes.DELEGATION_CYCLE, severity: 'error', message: `${closing}delegation cycle: ${cycle.text}` });
@@ -429,7 +431,7 @@ export function checkTableDelegation(table: Resource<'RouteTable'>, tables: Rout
 }
 
 /** `A → B → A` for a table on a cycle; `X → Y → A → B → A` for one that delegates into one (long loops shortened); and the route that closes the loop. */
-function cycleText(table: Resource<'RouteTable'>, byKey: ReadonlyMap<string, TableSummary>, scc: ReadonlyMap<string, number>, tables: RouteTables, maxLabels: number): { text: string; closing?: { table: Resource<'RouteTable'>; route: number } } {
+function cycleText(table: Resource<'RouteTable'>, byKey: ReadonlyMap<string, TableSummary>, scc: ReadonlyMap<string, number>, sizes: ReadonlyMap<number, number>, tables: RouteTables, maxLabels: number): { text: string; closing?: { table: Resource<'RouteTable'>; route: number } } {
   const labels: string[] = [];
   let t = table;
   // Down the first steps towards the cycle, to a table on it.
@@ -437,12 +439,15 @@ function cycleText(table: Resource<'RouteTable'>, byKey: ReadonlyMap<string, Tab
     labels.push(describe(t));
     t = byKey.get(t.key)!.cycle!.table;
   }
-  // Around the loop: a shortest path back to `t` inside its component (breadth first).
+  // Around the loop: a shortest path back to `t` inside its component (breadth first), looked
+  // for among a few tables only: every table of a loop of thousands is checked, and a full search
+  // from each would cost the square of the loop (a 5,000-table loop took 9 s).
   const component = scc.get(t.key);
   const from = new Map<string, Resource<'RouteTable'> | undefined>([[t.key, undefined]]);
   const queue = [t];
+  const budget = 4 * maxLabels;
   let closing: { table: Resource<'RouteTable'>; route: number } | undefined;
-  for (let i = 0; i < queue.length && !closing; i++) {
+  for (let i = 0; i < queue.length && i < budget && !closing; i++) {
     for (const edge of edgesOf(queue[i]!, tables)) {
       if (edge.table.key === t.key) {
         closing = { table: queue[i]!, route: edge.route };
@@ -453,12 +458,13 @@ function cycleText(table: Resource<'RouteTable'>, byKey: ReadonlyMap<string, Tab
       queue.push(edge.table);
     }
   }
+  if (!closing) return { text: [...labels, describe(t), `… (a loop through ${sizes.get(component!)} RouteTables) …`, describe(t)].join(' → ') };
   const loop: string[] = [];
-  for (let c: Resource<'RouteTable'> | undefined = closing?.table; c; c = from.get(c.key)) loop.push(describe(c));
+  for (let c: Resource<'RouteTable'> | undefined = closing.table; c; c = from.get(c.key)) loop.push(describe(c));
   loop.reverse();
   const half = Math.floor(maxLabels / 2);
   const shown = loop.length > maxLabels ? [...loop.slice(0, half), `… (${loop.length - 2 * half} more)`, ...loop.slice(-half)] : loop;
-  return { text: [...labels, ...shown, describe(t)].join(' → '), ...(closing ? { closing } : {}) };
+  return { text: [...labels, ...shown, describe(t)].join(' → '), closing };
 }
 
 /** A delegating route's own matchers: prefixes only, and headers/methods/query only with inheritableMatchers (Gloo). */
