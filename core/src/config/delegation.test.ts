@@ -228,4 +228,17 @@ describe('delegateAction and RouteTable (Gloo)', () => {
     // Generous (a shared machine): 2,000 x 2,000 selections took 12 s here.
     expect(performance.now() - started).toBeLessThan(8_000);
   });
+
+  test('all virtual hosts together expand to at most 100,000 routes: 300 sharing a 16,383-route tree cost one budget, not 300 walks', () => {
+    const shared = fanOut(14, 2);
+    const hosts = Array.from({ length: 300 }, (_, i) => ({ ...vs([{ matchers: [{ prefix: '/' }], delegateAction: { selector: { labels: { level: '1' }, namespaces: ['team'] } } }]), metadata: { name: `host-${i}`, namespace: 'gloo' } }));
+    hosts.forEach((h, i) => (h.spec.virtualHost.domains = [`h${i}.test`]));
+    const started = performance.now();
+    const { status, snapshot } = load([upstream, ...shared, ...hosts]);
+    const accepted = snapshot.statuses.filter((s) => s.kind === 'VirtualService' && s.state === 'Accepted');
+    // 16,383 routes each (with the delegating routes): 6 fit in 100,000.
+    expect(accepted).toHaveLength(6);
+    expect(status('VirtualService', 'host-299')).toMatchObject({ state: 'Rejected', reasons: [expect.objectContaining({ code: 'GH_CONFIG_DELEGATION_LIMIT', message: expect.stringContaining('GATEHOUSE_MAX_ROUTES_TOTAL, 100000 for all virtual hosts together') })] });
+    expect(performance.now() - started).toBeLessThan(8_000);
+  });
 });

@@ -114,6 +114,8 @@ export interface DelegationLimits {
   readonly maxDepth: number;
   /** Routes (each matcher one) the walk may expand to, delegating routes included. */
   readonly maxRoutes: number;
+  /** The setting `maxRoutes` comes from, for messages (default GATEHOUSE_MAX_ROUTES_PER_VIRTUAL_HOST). */
+  readonly routesSetting?: string;
 }
 
 /** The limits this process applies (docs/configuration.md). */
@@ -135,7 +137,7 @@ export function delegationLimits(): DelegationLimits {
  * routes at every level) stops the walk with an error naming the chain (GH_CONFIG_DELEGATION_LIMIT):
  * the resource is rejected, and what was produced so far is not served.
  */
-export function flattenRoutes(root: Resource<'VirtualService'> | Resource<'RouteTable'>, tables: RouteTables, limits: DelegationLimits = delegationLimits()): { routes: FlatRoute[]; problems: DelegationProblem[]; exceeded?: boolean } {
+export function flattenRoutes(root: Resource<'VirtualService'> | Resource<'RouteTable'>, tables: RouteTables, limits: DelegationLimits = delegationLimits()): { routes: FlatRoute[]; problems: DelegationProblem[]; exceeded?: boolean; expanded: number } {
   const routes: FlatRoute[] = [];
   const problems: DelegationProblem[] = [];
   // A fan-out reaches the same table many times: each problem is reported once.
@@ -152,9 +154,9 @@ export function flattenRoutes(root: Resource<'VirtualService'> | Resource<'Route
   const onChain = new Set<string>([root.key]);
   const stack: Frame[] = [{ list: rootRoutes, owner: root, parent: undefined, at: undefined, chain: { key: root.key, label: describe(root), up: undefined }, depth: 0, next: 0 }];
   let expanded = 0;
-  const overLimit = (frame: Frame, index: number, message: string): { routes: FlatRoute[]; problems: DelegationProblem[]; exceeded: boolean } => {
+  const overLimit = (frame: Frame, index: number, message: string): { routes: FlatRoute[]; problems: DelegationProblem[]; exceeded: boolean; expanded: number } => {
     problems.push({ path: [...(frame.at ?? [...rootPath, index]), 'delegateAction'], code: ConfigCodes.DELEGATION_LIMIT, severity: 'error', message: `${message}: ${chainText(frame.chain)}` });
-    return { routes, problems, exceeded: true };
+    return { routes, problems, exceeded: true, expanded };
   };
 
   while (stack.length > 0) {
@@ -185,14 +187,14 @@ export function flattenRoutes(root: Resource<'VirtualService'> | Resource<'Route
       }
       // Inherited matchers multiply (each own matcher × each of the parent's): counted before they are built.
       const count = parent.inheritable ? own.length * parent.matchers.length : own.length;
-      if (expanded + count > limits.maxRoutes) return overLimit(frame, index, `the delegation expands to more than ${limits.maxRoutes} routes (each matcher counts; limit GATEHOUSE_MAX_ROUTES_PER_VIRTUAL_HOST) at ${where}`);
+      if (expanded + count > limits.maxRoutes) return overLimit(frame, index, `the delegation expands to more than ${limits.maxRoutes} routes (each matcher counts; limit ${limits.routesSetting ?? 'GATEHOUSE_MAX_ROUTES_PER_VIRTUAL_HOST'}) at ${where}`);
       const matchers = parent.inheritable ? own.flatMap((m) => parent.matchers.map((pm) => inheritMatcher(m, pm))) : own;
       // Gloo: a delegated route without options of its own inherits its parent's, field by field.
       const options = parent.options ? { ...parent.options, ...spec.options } : spec.options;
       spec = { ...spec, matchers: [...matchers], ...(options ? { options } : {}) };
     }
     expanded += Math.max(1, spec.matchers?.length ?? 0);
-    if (expanded > limits.maxRoutes) return overLimit(frame, index, `the routes expand to more than ${limits.maxRoutes} (each matcher counts; limit GATEHOUSE_MAX_ROUTES_PER_VIRTUAL_HOST)${where ? ` at ${where}` : ''}`);
+    if (expanded > limits.maxRoutes) return overLimit(frame, index, `the routes expand to more than ${limits.maxRoutes} (each matcher counts; limit ${limits.routesSetting ?? 'GATEHOUSE_MAX_ROUTES_PER_VIRTUAL_HOST'})${where ? ` at ${where}` : ''}`);
     const delegate = spec.delegateAction;
     if (!delegate) {
       routes.push({ spec, owner, index });
@@ -232,7 +234,7 @@ export function flattenRoutes(root: Resource<'VirtualService'> | Resource<'Route
     // Walked in order: the last pushed is walked first.
     for (let i = children.length - 1; i >= 0; i--) stack.push(children[i]!);
   }
-  return { routes, problems };
+  return { routes, problems, expanded };
 }
 
 /** Why a delegated route's matchers are outside the delegating prefixes (it is then not served), or undefined. */
