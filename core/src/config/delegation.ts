@@ -15,6 +15,11 @@ import type { DelegateActionSpec, MatcherSpec, RouteSpec } from './schema/virtua
  * headers, methods and query parameters; a delegated route without its own `options` field gets
  * the parent's, field by field. A selector takes tables in ascending `weight`, then by
  * namespace/name.
+ *
+ * Bounded whatever the tables (issue 24 finding 11: a 500-table chain stalled the process past
+ * its watchdog, a selector fan-out overflowed the stack): chains are at most
+ * GATEHOUSE_MAX_DELEGATION_DEPTH tables, expansions at most GATEHOUSE_MAX_ROUTES_PER_VIRTUAL_HOST
+ * routes, and nothing here recurses or costs more than linear time in what it reads or produces.
  */
 
 /** One served route after delegation. */
@@ -90,7 +95,6 @@ interface Parent {
 
 /** The resources a walk is inside, innermost last (a linked list: entering a table costs O(1), not a copy). */
 interface Chain {
-  readonly key: string;
   readonly label: string;
   readonly up: Chain | undefined;
 }
@@ -152,7 +156,7 @@ export function flattenRoutes(root: Resource<'VirtualService'> | Resource<'Route
   const rootPath: PathSegment[] = root.kind === 'VirtualService' ? ['spec', 'virtualHost', 'routes'] : ['spec', 'routes'];
   const selections = new Map<DelegateActionSpec, Selection>();
   const onChain = new Set<string>([root.key]);
-  const stack: Frame[] = [{ list: rootRoutes, owner: root, parent: undefined, at: undefined, chain: { key: root.key, label: describe(root), up: undefined }, depth: 0, next: 0 }];
+  const stack: Frame[] = [{ list: rootRoutes, owner: root, parent: undefined, at: undefined, chain: { label: describe(root), up: undefined }, depth: 0, next: 0 }];
   let expanded = 0;
   const overLimit = (frame: Frame, index: number, message: string): { routes: FlatRoute[]; problems: DelegationProblem[]; exceeded: boolean; expanded: number } => {
     problems.push({ path: [...(frame.at ?? [...rootPath, index]), 'delegateAction'], code: ConfigCodes.DELEGATION_LIMIT, severity: 'error', message: `${message}: ${chainText(frame.chain)}` });
@@ -229,7 +233,7 @@ export function flattenRoutes(root: Resource<'VirtualService'> | Resource<'Route
       if (frame.depth + 1 > limits.maxDepth) {
         return overLimit(frame, index, `the delegation is deeper than ${limits.maxDepth} RouteTables (limit GATEHOUSE_MAX_DELEGATION_DEPTH) at ${where ?? describe(owner)} → ${describe(table)}`);
       }
-      children.push({ list: table.spec.routes, owner: table, parent: next, at: delegatePath, chain: { key: table.key, label: describe(table), up: frame.chain }, depth: frame.depth + 1, next: 0 });
+      children.push({ list: table.spec.routes, owner: table, parent: next, at: delegatePath, chain: { label: describe(table), up: frame.chain }, depth: frame.depth + 1, next: 0 });
     }
     // Walked in order: the last pushed is walked first.
     for (let i = children.length - 1; i >= 0; i--) stack.push(children[i]!);
