@@ -411,12 +411,28 @@ export function referencedObjects(documents: readonly ManifestDocument[]): { wan
   const named = new Set<string>();
   const selectors: { namespace: string; labels: Record<string, string> }[] = [];
   for (const doc of documents) {
-    // Walked once per document (the source hands on an unchanged object as the same document):
-    // walking every resource on every change cost ~0.5 s per MB of configuration per rebuild.
-    let found = referencesByDocument.get(doc);
-    if (!found) referencesByDocument.set(doc, (found = referencesIn(doc)));
-    for (const key of found.named) named.add(key);
-    selectors.push(...found.selectors);
+    const value = doc.value as { metadata?: { namespace?: string }; spec?: unknown };
+    const from = value.metadata?.namespace ?? 'default';
+    const visit = (node: unknown, key: string, depth: number): void => {
+      if (depth > 64 || node === null || typeof node !== 'object') return;
+      if (Array.isArray(node)) {
+        for (const item of node) visit(item, key, depth + 1);
+        return;
+      }
+      const record = node as Record<string, unknown>;
+      const lower = key.toLowerCase();
+      if ((lower.includes('secretref') || lower === 'protorefs') && typeof record.name === 'string') {
+        const kind = lower === 'protorefs' ? 'ConfigMap' : 'Secret';
+        named.add(`${kind}/${typeof record.namespace === 'string' ? record.namespace : from}/${record.name}`);
+      }
+      if (lower === 'apikeyauth' && record.labelSelector && typeof record.labelSelector === 'object') {
+        selectors.push({ namespace: from, labels: record.labelSelector as Record<string, string> });
+      }
+      for (const [k, v] of Object.entries(record)) visit(v, k, depth + 1);
+      // `secretRefs: {NAME: {name, namespace, key}}` (pluginAuth): the map's values are refs.
+      if (lower === 'secretrefs' && !Array.isArray(node)) for (const v of Object.values(record)) visit(v, 'secretRef', depth + 1);
+    };
+    visit(value.spec, 'spec', 0);
   }
   return {
     wants(kind, obj) {
@@ -428,37 +444,6 @@ export function referencedObjects(documents: readonly ManifestDocument[]): { wan
       return selectors.some((s) => Object.entries(s.labels).every(([k, v]) => labels[k] === v));
     },
   };
-}
-
-const referencesByDocument = new WeakMap<ManifestDocument, { named: string[]; selectors: { namespace: string; labels: Record<string, string> }[] }>();
-
-/** The Secret and ConfigMap references of one document (see {@link referencedObjects}). */
-function referencesIn(doc: ManifestDocument): { named: string[]; selectors: { namespace: string; labels: Record<string, string> }[] } {
-  const named = new Set<string>();
-  const selectors: { namespace: string; labels: Record<string, string> }[] = [];
-  const value = doc.value as { metadata?: { namespace?: string }; spec?: unknown };
-  const from = value.metadata?.namespace ?? 'default';
-  const visit = (node: unknown, key: string, depth: number): void => {
-    if (depth > 64 || node === null || typeof node !== 'object') return;
-    if (Array.isArray(node)) {
-      for (const item of node) visit(item, key, depth + 1);
-      return;
-    }
-    const record = node as Record<string, unknown>;
-    const lower = key.toLowerCase();
-    if ((lower.includes('secretref') || lower === 'protorefs') && typeof record.name === 'string') {
-      const kind = lower === 'protorefs' ? 'ConfigMap' : 'Secret';
-      named.add(`${kind}/${typeof record.namespace === 'string' ? record.namespace : from}/${record.name}`);
-    }
-    if (lower === 'apikeyauth' && record.labelSelector && typeof record.labelSelector === 'object') {
-      selectors.push({ namespace: from, labels: record.labelSelector as Record<string, string> });
-    }
-    for (const [k, v] of Object.entries(record)) visit(v, k, depth + 1);
-    // `secretRefs: {NAME: {name, namespace, key}}` (pluginAuth): the map's values are refs.
-    if (lower === 'secretrefs' && !Array.isArray(node)) for (const v of Object.values(record)) visit(v, 'secretRef', depth + 1);
-  };
-  visit(value.spec, 'spec', 0);
-  return { named: [...named], selectors };
 }
 
 /** Ready endpoints per Service, from its EndpointSlices (`kubernetes.io/service-name`). */
