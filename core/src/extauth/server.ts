@@ -11,6 +11,7 @@ import { forbidden } from './decision.ts';
 import { AuthEngine } from './engine.ts';
 import { checkRequestFromMessage, checkResponseToMessage, type CheckRequestMessage, type CheckResponseMessage } from './grpc/check-messages.ts';
 import { AUTHORIZATION_SERVICE, authorizationPackage } from './grpc/protos.ts';
+import { attachRateLimitService, rateLimitChecks, rateLimitOptionsFromEnv } from '../ratelimit/grpc-service.ts';
 
 /** The auth server's default gRPC port (SPEC 1). */
 export const DEFAULT_EXTAUTH_PORT = 8083;
@@ -84,6 +85,8 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
     );
   };
   server.addService(authorizationPackage()[AUTHORIZATION_SERVICE] as ServiceDefinition, { Check: check } as UntypedServiceImplementation);
+  // Envoy's rate-limit service on the same port (docs/rate-limiting.md).
+  const rateLimit = attachRateLimitService(server, { ...rateLimitOptionsFromEnv(), logger });
   health.addToServer(server);
 
   const host = options.host ?? '0.0.0.0';
@@ -99,6 +102,7 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
   };
   const apply = async (snapshot: ConfigSnapshot): Promise<void> => {
     await engine.update(snapshot);
+    rateLimit.update(snapshot);
     markServing();
   };
   let loader = options.loader;
@@ -112,12 +116,13 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
       const source = options.kube
         ? new (await import('../config/source/kube.ts')).KubeSource({ ...options.kube, apiGroupDomain: options.apiGroupDomain ?? DEFAULT_API_GROUP_DOMAIN, logger })
         : undefined;
-      loader = new ConfigLoader({ ...(source ? { source } : { dir: options.configDir! }), apiGroupDomain: options.apiGroupDomain ?? DEFAULT_API_GROUP_DOMAIN, checks: extAuthChecks, logger, watch: options.watch ?? true });
+      loader = new ConfigLoader({ ...(source ? { source } : { dir: options.configDir! }), apiGroupDomain: options.apiGroupDomain ?? DEFAULT_API_GROUP_DOMAIN, checks: { ...extAuthChecks, ...rateLimitChecks }, logger, watch: options.watch ?? true });
       unsubscribe = loader.onSnapshot(apply);
       await loader.start();
     }
   } catch (error) {
     server.forceShutdown();
+    void rateLimit.close();
     throw error;
   }
   // Plugin files arrive from init containers or a rebuild: reload the configs that use them.
@@ -144,6 +149,7 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
         await ownLoader?.close();
         await shutdown(server, 5_000);
         await engine.close();
+        await rateLimit.close();
       })();
       return closing;
     },

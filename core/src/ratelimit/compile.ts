@@ -27,10 +27,10 @@ export const CONFIG_KEY = 'generic_key';
 export const SET_DESCRIPTOR_VALUE = 'solo.setDescriptor.uniqueValue';
 
 /** Window lengths of Envoy's RateLimitUnit (the reference service's dividers). */
-export const UNIT_SECONDS = { SECOND: 1, MINUTE: 60, HOUR: 3600, DAY: 86_400, WEEK: 604_800, MONTH: 2_592_000, YEAR: 31_536_000 } as const;
+export const UNIT_SECONDS = { SECOND: 1, MINUTE: 60, HOUR: 3600, DAY: 86_400, MONTH: 2_592_000, YEAR: 31_536_000 } as const;
 export type RateLimitUnit = keyof typeof UNIT_SECONDS;
-/** Envoy's `RateLimitUnit` / `RateLimitResponse.RateLimit.Unit` numbers (WEEK is Envoy's 7). */
-export const UNIT_NUMBERS: Readonly<Record<RateLimitUnit, number>> = { SECOND: 1, MINUTE: 2, HOUR: 3, DAY: 4, MONTH: 5, YEAR: 6, WEEK: 7 };
+/** Envoy's `RateLimitUnit` / `RateLimitResponse.RateLimit.Unit` numbers. */
+export const UNIT_NUMBERS: Readonly<Record<RateLimitUnit, number>> = { SECOND: 1, MINUTE: 2, HOUR: 3, DAY: 4, MONTH: 5, YEAR: 6 };
 const UNIT_BY_NUMBER = new Map(Object.entries(UNIT_NUMBERS).map(([name, n]) => [n, name as RateLimitUnit]));
 
 /** The unit named by a number or a name (as protojson reads enums), or undefined. */

@@ -77,7 +77,8 @@ interface Match {
  * and `hitsAddend` 0 counts as 1.
  */
 export class RateLimitEngine {
-  readonly backend: CounterBackend;
+  /** Where the counters live; replaceable (new Redis credentials) without losing the tables. */
+  backend: CounterBackend;
   readonly failOpen: boolean;
   #tables: RateLimitTables = new Map();
   readonly #timeoutMs: number;
