@@ -54,7 +54,7 @@ describe('RateLimitConfig: raw descriptors (the RateLimitConfigs guide)', () => 
     const first = await engine.shouldRateLimit('crd', [inConfig('global-limit', ['generic_key', 'count'])]);
     expect(first.overallCode).toBe('OK');
     expect(first.statuses[0]).toMatchObject({ code: 'OK', limitRemaining: 3, currentLimit: { requestsPerUnit: 4, unit: 'MINUTE' }, durationUntilResetMs: 50_000 });
-    expect(first.headers).toEqual({ 'x-ratelimit-limit': '4, 4;w=60', 'x-ratelimit-remaining': '3', 'x-ratelimit-reset': '50' });
+    expect(first.headers).toEqual({ 'x-ratelimit-limit': '4, 4;w=60;name="generic_key^gloo-system.global-limit|generic_key^count"', 'x-ratelimit-remaining': '3', 'x-ratelimit-reset': '50' });
     expect(await codes(engine, 4, [inConfig('global-limit', ['generic_key', 'count'])])).toEqual(['OK', 'OK', 'OK', 'OVER_LIMIT']);
     const over = await engine.shouldRateLimit('crd', [inConfig('global-limit', ['generic_key', 'count'])]);
     expect(over.statuses[0]).toMatchObject({ code: 'OVER_LIMIT', limitRemaining: 0 });

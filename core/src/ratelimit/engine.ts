@@ -281,7 +281,8 @@ export function limitHeaders(statuses: readonly DescriptorStatus[], overallCode:
   const limited = statuses.filter((s) => s.currentLimit);
   if (limited.length === 0) return overallCode === 'OVER_LIMIT' ? { 'x-envoy-ratelimited': 'true' } : {};
   const tightest = limited.reduce((a, b) => (b.limitRemaining < a.limitRemaining ? b : a));
-  const policies = limited.map((s) => `${s.currentLimit!.requestsPerUnit};w=${UNIT_SECONDS[s.currentLimit!.unit]}`);
+  // As a real Envoy writes it: each limit's name as a quoted parameter (quotes, backslashes and line breaks dropped so the header stays well-formed).
+  const policies = limited.map((s) => `${s.currentLimit!.requestsPerUnit};w=${UNIT_SECONDS[s.currentLimit!.unit]}${s.currentLimit!.name ? `;name="${s.currentLimit!.name.replace(/["\\\r\n]/g, '')}"` : ''}`);
   const resetSeconds = Math.ceil((tightest.durationUntilResetMs ?? 0) / 1000);
   const headers: Record<string, string> = {
     'x-ratelimit-limit': [String(tightest.currentLimit!.requestsPerUnit), ...policies].join(', '),
