@@ -171,6 +171,9 @@ describe.skipIf(!ENVOY)('Envoy with Gatehouse (gatehouse run) as its rate-limit 
     expect(JSON.parse(replies[0]!.body).upstream).toBe('app');
     expect(await envoy.stat('cluster.app.ratelimit.error')).toBe(0);
     expect(await envoy.stat('cluster.app.ratelimit.over_limit')).toBeGreaterThanOrEqual(2);
+    // Gatehouse counts its decisions by domain and result.
+    const metrics = await (await fetch(`${gatehouse.adminUrl}/metrics`)).text();
+    expect(Number(/^gatehouse_ratelimit_decisions_total\{domain="crd",result="over_limit"\} (\d+)/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(2);
   });
 
   test('request_headers: each account value has its own counter of 2; without the header no descriptor is sent', async () => {

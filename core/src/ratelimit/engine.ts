@@ -1,4 +1,6 @@
 import { createHash } from 'node:crypto';
+import { Counter } from 'prom-client';
+import { registry } from '../admin/metrics.ts';
 import type { Logger } from '../log/logger.ts';
 import { GatehouseError } from '../errors.ts';
 import type { CounterBackend, CounterIncrement } from './backend.ts';
@@ -43,6 +45,14 @@ export interface RateLimitDecision {
   /** Set when the counters could not be reached: the decision then follows `failOpen`. */
   readonly error?: { readonly code: string; readonly message: string } | undefined;
 }
+
+/** Decisions by domain (served domains only: clients choose the domain) and result. */
+const decisions = new Counter({
+  name: 'gatehouse_ratelimit_decisions_total',
+  help: 'Rate-limit decisions by domain and result (ok, over_limit, failed_open, failed_closed).',
+  labelNames: ['domain', 'result'],
+  registers: [registry],
+});
 
 /** Bounds on one request (hostile or buggy clients): beyond them the request is refused. */
 export const REQUEST_LIMITS = { descriptors: 64, entries: 32, keyBytes: 1024, valueBytes: 4096 } as const;
@@ -116,6 +126,7 @@ export class RateLimitEngine {
     checkRequest(domain, descriptors, hitsAddend);
     const addend = hitsAddend === 0 ? 1 : hitsAddend;
     const table = this.#tables.get(domain);
+    const label = table ? domain : 'other';
     const matches: Match[] = [];
     descriptors.forEach((descriptor, index) => {
       for (const found of matchDescriptor(domain, table, descriptor, index)) matches.push(found);
@@ -123,7 +134,10 @@ export class RateLimitEngine {
     // Gloo's rule priority: only the highest weight among the matched rules counts, plus alwaysApply rules.
     const top = matches.reduce((max, m) => Math.max(max, m.limit.weight), 0);
     const applied = matches.filter((m) => m.limit.weight === top || m.limit.alwaysApply);
-    if (applied.length === 0) return { overallCode: 'OK', statuses: descriptors.map(() => ({ code: 'OK', limitRemaining: 0 })), headers: {} };
+    if (applied.length === 0) {
+      decisions.inc({ domain: label, result: 'ok' });
+      return { overallCode: 'OK', statuses: descriptors.map(() => ({ code: 'OK', limitRemaining: 0 })), headers: {} };
+    }
 
     const now = this.#now();
     const counters: CounterIncrement[] = applied.map((m) => {
@@ -135,6 +149,7 @@ export class RateLimitEngine {
       const own = now + this.#timeoutMs;
       values = await this.backend.increment(counters, addend, deadline === undefined ? own : Math.min(own, deadline));
     } catch (error) {
+      decisions.inc({ domain: label, result: this.failOpen ? 'failed_open' : 'failed_closed' });
       return this.#failed(descriptors, applied, error as Error);
     }
 
@@ -157,16 +172,18 @@ export class RateLimitEngine {
     });
     const statuses = perDescriptor.map((s) => s ?? { code: 'OK' as const, limitRemaining: 0 });
     const overallCode = statuses.some((s) => s.code === 'OVER_LIMIT') ? 'OVER_LIMIT' : 'OK';
+    decisions.inc({ domain: label, result: overallCode === 'OK' ? 'ok' : 'over_limit' });
     return { overallCode, statuses, headers: limitHeaders(statuses, overallCode) };
   }
 
   #failed(descriptors: readonly RequestDescriptor[], applied: readonly Match[], error: Error): RateLimitDecision {
-    const code = error instanceof GatehouseError ? error.code : RateLimitCodes.BACKEND_UNAVAILABLE;
+    const cause = error instanceof GatehouseError ? error.code : undefined;
+    const code = RateLimitCodes.BACKEND_UNAVAILABLE;
     const now = this.#now();
     // One line per 10 s: a dead Redis under load must not flood the log.
     if (now - this.#lastFailureLog > 10_000) {
       this.#lastFailureLog = now;
-      this.#logger?.warn({ code, err: error.message, backend: this.backend.kind, failOpen: this.failOpen }, 'rate-limit counters unavailable');
+      this.#logger?.warn({ code, cause, err: error.message, backend: this.backend.kind, failOpen: this.failOpen }, 'rate-limit counters unavailable');
     }
     const limited = new Set(applied.map((m) => m.descriptor));
     const deny = !this.failOpen;
@@ -175,7 +192,7 @@ export class RateLimitEngine {
       overallCode: deny ? 'OVER_LIMIT' : 'OK',
       statuses,
       headers: deny ? { 'x-envoy-ratelimited': 'true' } : {},
-      error: { code, message: error.message },
+      error: { code, message: cause ? `${cause}: ${error.message}` : error.message },
     };
   }
 }

@@ -4,7 +4,7 @@ import { lookup, type ConfigSnapshot, type ResourceChecks } from '../config/stor
 import { ErrorCodes, GatehouseError } from '../errors.ts';
 import { envoyProtoIncludeDirs, PROTO_OPTIONS } from '../extauth/grpc/protos.ts';
 import type { Logger } from '../log/logger.ts';
-import { createRedisClient, redisCredentialsFromSecret, type RedisSettings } from '../redis/client.ts';
+import { createRedisClient, redisCredentialsFromSecret, RedisCodes, type RedisSettings } from '../redis/client.ts';
 import type { CounterBackend } from './backend.ts';
 import { checkRateLimitConfig, rateLimitTablesOf } from './checks.ts';
 import { RateLimitCodes } from './codes.ts';
@@ -135,7 +135,7 @@ export function attachRateLimitService(server: Server, options: RateLimitService
       try {
         engine.backend = secret ? redisBackend(redisCredentialsFromSecret(secret)) : unavailable(`the Redis Secret ${settings.secret.namespace}/${settings.secret.name} does not exist`);
       } catch (error) {
-        logger?.error({ err: (error as Error).message, code: RateLimitCodes.REDIS_SETTINGS }, 'rate-limit Redis settings unusable');
+        logger?.error({ err: (error as Error).message, code: RedisCodes.SETTINGS }, 'rate-limit Redis settings unusable');
         engine.backend = unavailable((error as Error).message);
       }
       void previous.close().catch(() => undefined);
