@@ -160,7 +160,7 @@ describe.skipIf(!ENVOY)('Envoy with Gatehouse (gatehouse run) as its rate-limit 
     expect(replies.slice(0, 3).map((r) => r.headers['x-ratelimit-remaining'])).toEqual(['2', '1', '0']);
     for (const reply of replies) {
       // Envoy writes it from our statuses: the limit, its window and its name.
-      expect(reply.headers['x-ratelimit-limit']).toBe('3, 3;w=3600;name="generic_key^gloo-system.envoy-limits|generic_key^per-route"');
+      expect(reply.headers['x-ratelimit-limit']).toBe('3, 3;w=3600;name="crd|generic_key^gloo-system.envoy-limits|generic_key^per-route"');
       const reset = Number(reply.headers['x-ratelimit-reset']);
       expect(reset).toBeGreaterThan(0);
       expect(reset).toBeLessThanOrEqual(3600);

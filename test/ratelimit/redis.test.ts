@@ -110,7 +110,7 @@ describeWithRedis('rate limits shared through Redis by two Gatehouse processes',
     const remaining = answers.filter((a) => a.overall_code === 'OK').map((a) => a.statuses[0]!.limit_remaining).sort((a, b) => a - b);
     expect(remaining).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
     const over = answers.find((a) => a.overall_code === 'OVER_LIMIT')!.statuses[0]!;
-    expect(over).toMatchObject({ code: 'OVER_LIMIT', limit_remaining: 0, current_limit: { requests_per_unit: 10, unit: 4 /* DAY */, name: 'generic_key^gloo-system.tenants|tenant' } });
+    expect(over).toMatchObject({ code: 'OVER_LIMIT', limit_remaining: 0, current_limit: { requests_per_unit: 10, unit: 4 /* DAY */, name: 'crd|generic_key^gloo-system.tenants|tenant' } });
     expect(Number(over.duration_until_reset!.seconds)).toBeGreaterThan(0);
     expect(Number(over.duration_until_reset!.seconds)).toBeLessThanOrEqual(86_400);
     // Both processes keep refusing: the counter is shared.

@@ -162,7 +162,8 @@ export function compileRateLimitConfig(resource: Pick<Resource<'RateLimitConfig'
     return { byKey };
   };
   const descriptors = (raw.descriptors as Obj[] | undefined) ?? [];
-  const tree = build(descriptors, [...rawPath, 'descriptors'], key, `${CONFIG_KEY}^${key}`);
+  // Names as Gloo's server gives them (seen in its x-ratelimit-limit headers): the domain, then the entries.
+  const tree = build(descriptors, [...rawPath, 'descriptors'], key, `${CRD_DOMAIN}|${CONFIG_KEY}^${key}`);
 
   // Set-style rules.
   const setList = (field(raw, 'setDescriptors', 'set_descriptors') as Obj[] | undefined) ?? [];
@@ -177,7 +178,7 @@ export function compileRateLimitConfig(resource: Pick<Resource<'RateLimitConfig'
       seen.add(e.key);
       if (e.key === CONFIG_KEY && e.value === SET_DESCRIPTOR_VALUE) problems.push({ path: [...at, spelled(sd, 'simpleDescriptors', 'simple_descriptors'), i], message: `generic_key ${SET_DESCRIPTOR_VALUE} is reserved (it marks set-style descriptors)` });
     }
-    const label = [...entries.map((e) => (e.value === undefined ? e.key : `${e.key}^${e.value}`)), `${CONFIG_KEY}^${SET_DESCRIPTOR_VALUE}`, `${CONFIG_KEY}^${key}`].sort().join('|');
+    const label = `${CRD_DOMAIN}|${[...entries.map((e) => (e.value === undefined ? e.key : `${e.key}^${e.value}`)), `${CONFIG_KEY}^${SET_DESCRIPTOR_VALUE}`, `${CONFIG_KEY}^${key}`].sort().join('|')}`;
     const limit = limitOf(sd, at, `${key}/set/${index}`, label, 0, field(sd, 'alwaysApply', 'always_apply') === true);
     if (limit) setRules.push({ entries, limit });
   });

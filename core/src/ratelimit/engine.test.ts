@@ -54,7 +54,7 @@ describe('RateLimitConfig: raw descriptors (the RateLimitConfigs guide)', () => 
     const first = await engine.shouldRateLimit('crd', [inConfig('global-limit', ['generic_key', 'count'])]);
     expect(first.overallCode).toBe('OK');
     expect(first.statuses[0]).toMatchObject({ code: 'OK', limitRemaining: 3, currentLimit: { requestsPerUnit: 4, unit: 'MINUTE' }, durationUntilResetMs: 50_000 });
-    expect(first.headers).toEqual({ 'x-ratelimit-limit': '4, 4;w=60;name="generic_key^gloo-system.global-limit|generic_key^count"', 'x-ratelimit-remaining': '3', 'x-ratelimit-reset': '50' });
+    expect(first.headers).toEqual({ 'x-ratelimit-limit': '4, 4;w=60;name="crd|generic_key^gloo-system.global-limit|generic_key^count"', 'x-ratelimit-remaining': '3', 'x-ratelimit-reset': '50' });
     expect(await codes(engine, 4, [inConfig('global-limit', ['generic_key', 'count'])])).toEqual(['OK', 'OK', 'OK', 'OVER_LIMIT']);
     const over = await engine.shouldRateLimit('crd', [inConfig('global-limit', ['generic_key', 'count'])]);
     expect(over.statuses[0]).toMatchObject({ code: 'OVER_LIMIT', limitRemaining: 0 });
@@ -193,6 +193,13 @@ describe('RateLimitConfig: set-style descriptors (the Set-Style API guide)', () 
     expect((await codes(plain, 6, req(['type', 't']))).filter((c) => c === 'OK')).toHaveLength(5);
     const always = engineFor([setConfig(rules(true))]).engine;
     expect((await codes(always, 11, req(['type', 't'], ['number', '1']))).filter((c) => c === 'OK')).toHaveLength(5);
+  });
+
+  test("a set rule's name is Gloo's: the domain, then its sorted entries (as Gloo's server writes x-ratelimit-limit)", async () => {
+    const config = { ...rlc('boost-api', { setDescriptors: [{ simpleDescriptors: [{ key: 'account_id' }], rateLimit: { requestsPerUnit: 10, unit: 'SECOND' } }] }), metadata: { name: 'boost-api', namespace: 'vcp-boost' } };
+    const { engine } = engineFor([config]);
+    const decision = await engine.shouldRateLimit('crd', [d(['generic_key', 'vcp-boost.boost-api'], [SET.key, SET.value], ['account_id', '42'])]);
+    expect(decision.headers['x-ratelimit-limit']).toBe('10, 10;w=1;name="crd|account_id|generic_key^solo.setDescriptor.uniqueValue|generic_key^vcp-boost.boost-api"');
   });
 
   test('a rule without simpleDescriptors matches every set-style request', async () => {
