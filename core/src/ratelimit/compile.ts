@@ -133,7 +133,13 @@ export function compileRateLimitConfig(resource: Pick<Resource<'RateLimitConfig'
       return undefined;
     }
     const shadowMode = field(holder, 'shadowMode', 'shadow_mode') === true;
-    return { id, name, requestsPerUnit: uint(field(rl, 'requestsPerUnit', 'requests_per_unit')), unit, unitSeconds: UNIT_SECONDS[unit], weight, alwaysApply, shadowMode };
+    const requestsPerUnit = uint(field(rl, 'requestsPerUnit', 'requests_per_unit'));
+    // A decimal string passes the schema's pattern up to 10 digits: uint32 is checked here.
+    if (requestsPerUnit > 4_294_967_295) {
+      problems.push({ path: [...at, spelled(rl, 'requestsPerUnit', 'requests_per_unit')], message: `${requestsPerUnit} is larger than a uint32` });
+      return undefined;
+    }
+    return { id, name, requestsPerUnit, unit, unitSeconds: UNIT_SECONDS[unit], weight, alwaysApply, shadowMode };
   };
 
   // Raw trees.
@@ -146,7 +152,9 @@ export function compileRateLimitConfig(resource: Pick<Resource<'RateLimitConfig'
       const label = dValue === undefined ? dKey : `${dKey}^${dValue}`;
       const name = names ? `${names}|${label}` : label;
       const id = `${ids}/${index}`;
-      const limit = limitOf(d, at, id, name, uint(d.weight), field(d, 'alwaysApply', 'always_apply') === true);
+      const weight = uint(d.weight);
+      if (weight > 4_294_967_295) problems.push({ path: [...at, 'weight'], message: `${weight} is larger than a uint32` });
+      const limit = limitOf(d, at, id, name, weight, field(d, 'alwaysApply', 'always_apply') === true);
       const nested = (d.descriptors as Obj[] | undefined) ?? [];
       const node: TreeNode = { limit, children: nested.length > 0 ? build(nested, [...at, 'descriptors'], id, name) : undefined };
       let slot = byKey.get(dKey);

@@ -222,6 +222,8 @@ describe('RateLimitConfig: what is rejected at load', () => {
     expect(rejection({ descriptors: [{ key: 'k', rateLimit: { requestsPerUnit: 1, unit: 'FORTNIGHT' } }] })).toMatch(/unit/);
     expect(rejection({ descriptors: [{ key: 'k', rateLimit: { requestsPerUnit: 1, unit: 'UNKNOWN' } }] })).toMatch(/unit/);
     expect(rejection({ descriptors: [{ key: 'k', rateLimit: { requestsPerUnit: -1, unit: 'MINUTE' } }] })).toMatch(/requestsPerUnit/);
+    expect(rejection({ descriptors: [{ key: 'k', rateLimit: { requestsPerUnit: '9999999999', unit: 'MINUTE' } }] })).toMatch(/requestsPerUnit.*larger than a uint32/);
+    expect(rejection({ descriptors: [{ key: 'k', weight: '9999999999', rateLimit: { requestsPerUnit: 1, unit: 'MINUTE' } }] })).toMatch(/weight.*larger than a uint32/);
     expect(rejection({ descriptors: [{ key: 'k', value: 'v' }, { key: 'k', value: 'v' }] })).toMatch(/listed twice/);
     expect(rejection({ setDescriptors: [{ simpleDescriptors: [{ key: 'generic_key', value: 'solo.setDescriptor.uniqueValue' }], rateLimit: { requestsPerUnit: 1, unit: 'MINUTE' } }] })).toMatch(/reserved/);
     expect(rejection({ setDescriptors: [{ simpleDescriptors: [{ key: 'a' }, { key: 'a' }], rateLimit: { requestsPerUnit: 1, unit: 'MINUTE' } }] })).toMatch(/twice/);
