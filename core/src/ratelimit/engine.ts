@@ -262,18 +262,26 @@ function matchDescriptor(domain: string, table: DomainTable | undefined, descrip
 
 function matchSet(domain: string, rules: readonly SetRule[], entries: readonly DescriptorEntry[], index: number): Match[] {
   const out: Match[] = [];
+  // The request's values by key, built once: each rule entry is then one lookup (rules x entries stays linear).
+  const byKey = new Map<string, string[]>();
+  for (const e of entries) {
+    const list = byKey.get(e.key);
+    if (list) list.push(e.value);
+    else byKey.set(e.key, [e.value]);
+  }
   let first = true;
   for (const rule of rules) {
     if (!first && !rule.limit.alwaysApply) continue;
     const values: string[] = [];
     let ok = true;
     for (const wanted of rule.entries) {
-      const found = entries.find((e) => e.key === wanted.key && (wanted.value === undefined || e.value === wanted.value));
-      if (!found) {
+      const present = byKey.get(wanted.key);
+      const found = wanted.value === undefined ? present?.[0] : present?.includes(wanted.value) ? wanted.value : undefined;
+      if (found === undefined) {
         ok = false;
         break;
       }
-      values.push(found.value);
+      values.push(found);
     }
     if (!ok) continue;
     // Counted per rule and per value of the keys it names (a key without value counts each value apart).
