@@ -3,7 +3,8 @@ import { stringify } from 'yaml';
 import { parseManifests } from '../config/manifest.ts';
 import { ConfigStore } from '../config/store.ts';
 import type { CounterBackend } from './backend.ts';
-import { checkRateLimitConfig, rateLimitTablesOf } from './checks.ts';
+import type { Resource } from '../config/resource.ts';
+import { checkRateLimitConfig, rateLimitConfigActions, rateLimitTablesOf } from './checks.ts';
 import { RateLimitCodes } from './codes.ts';
 import { RateLimitEngine, type RequestDescriptor } from './engine.ts';
 import { MemoryCounters } from './memory-backend.ts';
@@ -231,6 +232,8 @@ describe('RateLimitConfig: what is rejected at load', () => {
     expect(rejection({ rateLimits: [{ actions: [{ requestHeaders: { headerName: 'x' } }] }] })).toMatch(/descriptorKey/);
     expect(rejection({ rateLimits: [{ actions: [{ genericKey: { descriptorValue: 'a' }, remoteAddress: {} }] }] })).toMatch(/exactly one specifier/);
     expect(rejection({ rateLimits: [{}] })).toMatch(/neither actions nor setActions/);
+    expect(rejection({ rateLimits: [{ actions: [{ headerValueMatch: { descriptorValue: 'v', headers: [{ name: 'h', regexMatch: '(?=x)' }] } }] }] })).toMatch(/regexMatch/);
+    expect(rejection({ rateLimits: [{ actions: [{ headerValueMatch: { descriptorValue: 'v', headers: [{ name: 'h', exactMatch: 'a', prefixMatch: 'b' }] } }] }] })).toMatch(/at most one of/);
     expect(rejection({ descriptors: [{ key: '', rateLimit: { requestsPerUnit: 1, unit: 'MINUTE' } }] })).toMatch(/key/);
   });
 
@@ -274,6 +277,26 @@ describe('RateLimitEngine: hostile requests and failing counters', () => {
     expect(denied).toMatchObject({ overallCode: 'OVER_LIMIT', statuses: [{ code: 'OVER_LIMIT' }, { code: 'OK' }], error: { code: RateLimitCodes.BACKEND_UNAVAILABLE } });
     // A request no rule limits never needs the counters.
     expect((await closed.shouldRateLimit('crd', [inConfig('c', ['other', 'v'])])).overallCode).toBe('OK');
+  });
+});
+
+describe('rate-limit actions (compiled with the RateLimitConfig)', () => {
+  test("a config's actions build the descriptors its descriptors match, prefixed with the config's entry", async () => {
+    const snapshot = load([rlc('acts', { descriptors: [{ key: 'account', rateLimit: { requestsPerUnit: 1, unit: 'MINUTE' } }], rateLimits: [{ actions: [{ requestHeaders: { headerName: 'X-Account', descriptorKey: 'account' } }] }, { actions: [{ metadata: { descriptorKey: 'tier', metadataKey: { key: 'io.gatehouse', path: [{ key: 'tier' }] }, source: 'ROUTE_ENTRY' } }] }] })]);
+    const resource = [...snapshot.resources.values()].find((r) => r.kind === 'RateLimitConfig') as Resource<'RateLimitConfig'>;
+    const actions = rateLimitConfigActions(resource);
+    const request = { header: (name: string) => ({ 'x-account': 'a1' })[name], metadata: (source: string, key: string, path: readonly string[]) => (source === 'ROUTE_ENTRY' && key === 'io.gatehouse' && path.join('.') === 'tier' ? 'gold' : undefined) };
+    const descriptors = actions.descriptors(request);
+    expect(descriptors).toEqual([
+      { entries: [{ key: 'generic_key', value: 'gloo-system.acts' }, { key: 'account', value: 'a1' }] },
+      { entries: [{ key: 'generic_key', value: 'gloo-system.acts' }, { key: 'tier', value: 'gold' }] },
+    ]);
+    const engine = new RateLimitEngine({ backend: new MemoryCounters() });
+    engine.update(rateLimitTablesOf(snapshot));
+    expect((await engine.shouldRateLimit('crd', descriptors)).overallCode).toBe('OK');
+    expect((await engine.shouldRateLimit('crd', descriptors)).overallCode).toBe('OVER_LIMIT');
+    // Without the header the first descriptor is not built at all (Envoy's rule).
+    expect(actions.descriptors({ header: () => undefined })).toEqual([]);
   });
 });
 
