@@ -2,6 +2,10 @@
  * The shared Redis client factory (core/src/redis/client.ts) against a real redis-server:
  * settings errors, credentials from a Secret, the in-flight bound and the per-call deadline.
  */
+import { execFileSync } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { createRedisClient, redisCredentialsFromSecret, redisOptions, RedisCodes, type RedisClient } from '../../core/src/redis/client.ts';
 import { RedisCounters } from '../../core/src/ratelimit/redis-backend.ts';
@@ -95,5 +99,38 @@ describeWithRedis('the Redis client against redis-server', 'test/ratelimit/redis
       if (Date.now() > until) throw new Error(`still ${answer}`);
       await new Promise((r) => setTimeout(r, 50));
     }
+  });
+});
+
+describeWithRedis('the Redis client over TLS (rediss://)', 'test/ratelimit/redis-client.test.ts', (binary) => {
+  let redis: RedisServer;
+  let dir: string;
+  let ca: string;
+  const clients: RedisClient[] = [];
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'gatehouse-redis-tls-'));
+    // A self-signed certificate for the name redis.test (its own CA).
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1', '-subj', '/CN=redis.test', '-addext', 'subjectAltName=DNS:redis.test', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')], { stdio: 'ignore' });
+    ca = await readFile(join(dir, 'cert.pem'), 'utf8');
+    redis = await startRedis(binary, { password: 'pw', tls: { cert: join(dir, 'cert.pem'), key: join(dir, 'key.pem') } });
+  });
+  afterAll(async () => {
+    await Promise.all(clients.map((c) => c.close()));
+    await redis?.stop();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  test('verified against the given CA and name, counters work; an unknown CA or a wrong name never connects', async () => {
+    const good = createRedisClient({ url: redis.url, password: 'pw', tls: { ca, servername: 'redis.test' } });
+    clients.push(good);
+    await good.ready();
+    const counters = new RedisCounters(good, { ownsClient: false });
+    expect(await counters.increment([{ key: 'gatehouse:test:tls', ttlSeconds: 60 }], 3, Date.now() + 5_000)).toEqual([3]);
+    const untrusted = createRedisClient({ url: redis.url, password: 'pw', tls: { servername: 'redis.test' } });
+    const wrongName = createRedisClient({ url: redis.url, password: 'pw', tls: { ca, servername: 'other.test' } });
+    const plain = createRedisClient({ url: redis.url.replace('rediss:', 'redis:'), password: 'pw', connectTimeoutMs: 500 });
+    clients.push(untrusted, wrongName, plain);
+    for (const c of [untrusted, wrongName, plain]) await expect(c.ready(1_500)).rejects.toMatchObject({ code: RedisCodes.UNAVAILABLE });
   });
 });

@@ -49,9 +49,10 @@ export interface RedisServer {
 }
 
 /** Starts redis-server on a free port; resolves once it accepts connections. */
-export async function startRedis(binary: string, options: { password?: string; port?: number } = {}): Promise<RedisServer> {
+export async function startRedis(binary: string, options: { password?: string; port?: number; /** serve TLS only, with this certificate and key (PEM files) */ tls?: { cert: string; key: string } } = {}): Promise<RedisServer> {
   const port = options.port ?? (await freePort());
-  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no', '--loglevel', 'warning', '--dir', '/tmp'];
+  const args = ['--port', options.tls ? '0' : String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no', '--loglevel', 'warning', '--dir', '/tmp'];
+  if (options.tls) args.push('--tls-port', String(port), '--tls-cert-file', options.tls.cert, '--tls-key-file', options.tls.key, '--tls-auth-clients', 'no');
   if (options.password) args.push('--requirepass', options.password);
   const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
@@ -61,7 +62,7 @@ export async function startRedis(binary: string, options: { password?: string; p
   // Ready when a PING gets an answer (NOAUTH counts: the server is up).
   const until = Date.now() + 15_000;
   for (;;) {
-    const answer = await ping(port).catch(() => '');
+    const answer = await ping(port, Boolean(options.tls)).catch(() => '');
     if (answer.startsWith('+PONG') || answer.startsWith('-NOAUTH')) break;
     if (child.exitCode !== null || Date.now() > until) {
       child.kill('SIGKILL');
@@ -71,7 +72,7 @@ export async function startRedis(binary: string, options: { password?: string; p
   }
   return {
     port,
-    url: `redis://127.0.0.1:${port}`,
+    url: `${options.tls ? 'rediss' : 'redis'}://127.0.0.1:${port}`,
     password: options.password,
     child,
     async stop() {
@@ -81,13 +82,13 @@ export async function startRedis(binary: string, options: { password?: string; p
   };
 }
 
-async function ping(port: number): Promise<string> {
-  const { connect } = await import('node:net');
+async function ping(port: number, tls: boolean): Promise<string> {
+  const { connect } = tls ? await import('node:tls') : await import('node:net');
   return new Promise((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1');
+    const socket = tls ? (connect as typeof import('node:tls').connect)({ port, host: '127.0.0.1', rejectUnauthorized: false }) : (connect as typeof import('node:net').connect)(port, '127.0.0.1');
     let data = '';
     socket.setTimeout(1000, () => socket.destroy(new Error('timeout')));
-    socket.on('connect', () => socket.write('PING\r\n'));
+    socket.on(tls ? 'secureConnect' : 'connect', () => socket.write('PING\r\n'));
     socket.on('data', (c) => {
       data += c.toString();
       if (data.includes('\r\n')) {

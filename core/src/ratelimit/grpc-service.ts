@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { status as GrpcStatus, type Server, type ServerUnaryCall, type ServiceDefinition, type UntypedServiceImplementation, type sendUnaryData } from '@grpc/grpc-js';
 import { loadSync, type PackageDefinition } from '@grpc/proto-loader';
 import { lookup, type ConfigSnapshot, type ResourceChecks } from '../config/store.ts';
@@ -43,7 +44,8 @@ export interface RateLimitServiceOptions {
 /**
  * Server settings from the environment (until the CLI grows flags for them):
  * `GATEHOUSE_RATELIMIT_BACKEND` (`memory`, default, or `redis`), `GATEHOUSE_RATELIMIT_REDIS_URL`,
- * `GATEHOUSE_RATELIMIT_REDIS_SECRET` (`namespace/name`), `GATEHOUSE_RATELIMIT_FAIL_OPEN`
+ * `GATEHOUSE_RATELIMIT_REDIS_SECRET` (`namespace/name`), `GATEHOUSE_RATELIMIT_REDIS_CA_FILE`,
+ * `GATEHOUSE_RATELIMIT_REDIS_TLS_SERVERNAME`, `GATEHOUSE_RATELIMIT_FAIL_OPEN`
  * (`true`, default, or `false`), `GATEHOUSE_RATELIMIT_TIMEOUT_MS` (default 500).
  */
 export function rateLimitOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): Omit<RateLimitServiceOptions, 'logger'> {
@@ -61,7 +63,19 @@ export function rateLimitOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): O
       if (!match) throw bad(`GATEHOUSE_RATELIMIT_REDIS_SECRET=${secretRef} must be namespace/name`);
       secret = { namespace: match[1]!, name: match[2]! };
     }
-    backend = { type: 'redis', redis: { url }, secret };
+    // A private CA for rediss:// (the system trust store otherwise), and the name to verify.
+    const caFile = env.GATEHOUSE_RATELIMIT_REDIS_CA_FILE;
+    let ca: string | undefined;
+    if (caFile) {
+      try {
+        ca = readFileSync(caFile, 'utf8');
+      } catch (error) {
+        throw bad(`GATEHOUSE_RATELIMIT_REDIS_CA_FILE=${caFile} cannot be read: ${(error as Error).message}`);
+      }
+    }
+    const servername = env.GATEHOUSE_RATELIMIT_REDIS_TLS_SERVERNAME;
+    const tls = ca || servername ? { ...(ca ? { ca } : {}), ...(servername ? { servername } : {}) } : undefined;
+    backend = { type: 'redis', redis: { url, ...(tls ? { tls } : {}) }, secret };
   } else throw bad(`GATEHOUSE_RATELIMIT_BACKEND=${kind} must be memory or redis`);
   const failOpenText = env.GATEHOUSE_RATELIMIT_FAIL_OPEN ?? 'true';
   if (failOpenText !== 'true' && failOpenText !== 'false') throw bad(`GATEHOUSE_RATELIMIT_FAIL_OPEN=${failOpenText} must be true or false`);
