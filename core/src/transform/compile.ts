@@ -213,7 +213,7 @@ function glooFunctions(env: Readonly<Record<string, string | undefined>>): Map<s
       },
     ],
     ['body', { minArgs: 0, maxArgs: 0, usesBody: true, call: (_a, s) => host(s).body() }],
-    ['context', { minArgs: 0, maxArgs: 0, usesBody: true, call: (_a, s) => host(s).context() }],
+    ['context', { minArgs: 0, maxArgs: 0, usesData: true, call: (_a, s) => host(s).context() }],
     ['env', { minArgs: 1, maxArgs: 1, call: ([name]) => env[str(name!, 'env')] ?? '' }],
     ['base64_encode', { minArgs: 1, maxArgs: 1, call: ([v]) => Buffer.from(str(v!, 'base64_encode'), 'latin1').toString('base64') }],
     ['base64url_encode', { minArgs: 1, maxArgs: 1, call: ([v]) => Buffer.from(str(v!, 'base64url_encode'), 'latin1').toString('base64url') }],
@@ -623,8 +623,9 @@ function compileTemplate(spec: TransformationTemplateSpec, options: CompileOptio
   // Buffer only for what reads the body: a template's data or body()/context(), a body extractor, or a new body built from the old one.
   const readsBody = templates.some((t) => t.usesBody) || extractors.some((e) => e.body) || mergeExtractors || mergeKeys.length > 0;
   const needsBody = !passthrough && readsBody;
-  // The parsed JSON is needed when a template reads data names or context(), or the body is rebuilt from it.
-  const parseJson = !dontParse && (templates.some((t) => t.usesBody) || mergeExtractors || mergeKeys.length > 0);
+  // The parsed JSON is needed when a template reads data names or context(), or the body is rebuilt
+  // from it; `body()` alone reads the text (Envoy-Gloo parses whenever it buffers: docs/transformations.md).
+  const parseJson = !dontParse && (templates.some((t) => t.usesData) || mergeExtractors || mergeKeys.length > 0);
   const ignoreParseError = spec.ignoreErrorOnParse === true;
   const changesBody = bodyTemplate !== undefined || mergeExtractors || mergeKeys.length > 0;
 

@@ -40,8 +40,10 @@ export const InjaCodes = {
 export interface HostFunction {
   readonly minArgs: number;
   readonly maxArgs: number;
-  /** Reads the message body (or its parsed JSON): a template calling it makes the transformation buffer the body. */
+  /** Reads the message body: a template calling it makes the transformation buffer the body. */
   readonly usesBody?: boolean;
+  /** Reads the body's parsed JSON (`context()`): the body is buffered and parsed. */
+  readonly usesData?: boolean;
   call(args: readonly Json[], state: RenderState): Json;
 }
 
@@ -78,6 +80,8 @@ export interface CompiledTemplate {
   render(state: RenderState): string;
   /** True when rendering can read the body: a data name the host does not fill, `body()`, `context()`, `exists()`. */
   readonly usesBody: boolean;
+  /** True when rendering can read the body's parsed JSON: a data name the host does not fill, `context()`, `exists()`. */
+  readonly usesData: boolean;
   /** Host and built-in functions the template calls. */
   readonly functions: ReadonlySet<string>;
 }
@@ -571,6 +575,7 @@ class Parser {
   private depth = 0;
   readonly functions = new Set<string>();
   usesBody = false;
+  usesData = false;
   /** Names bound by `for` and `set` (a data name with one of these heads is a local). */
   private readonly locals = new Set<string>(['loop']);
   private readonly source: string;
@@ -886,6 +891,7 @@ class Parser {
     if (fn === 'exists') {
       if (argc !== 1) throw this.error(name.pos, `exists takes 1 argument, got ${argc}`);
       this.usesBody = true;
+      this.usesData = true;
       const [arg] = args as [Expr];
       return (s) => {
         charge(s, 1);
@@ -896,7 +902,8 @@ class Parser {
     const host = this.hostFunctions.get(fn);
     if (host) {
       if (argc < host.minArgs || argc > host.maxArgs) throw this.error(name.pos, `${fn} takes ${host.minArgs === host.maxArgs ? host.minArgs : `${host.minArgs} to ${host.maxArgs}`} argument${host.maxArgs === 1 ? '' : 's'}, got ${argc}`);
-      if (host.usesBody) this.usesBody = true;
+      if (host.usesBody || host.usesData) this.usesBody = true;
+      if (host.usesData) this.usesData = true;
       return (s) => {
         charge(s, 1);
         const values = args.map((a) => need(a(s), fn));
@@ -927,8 +934,12 @@ class Parser {
     const head = segments[0] ?? '';
     const host = this.hostFunctions.get(t.text);
     const builtinNoArgs = host && host.minArgs === 0 ? host : undefined;
-    if (!this.locals.has(head) && !this.options.hostNames?.has(head)) this.usesBody = true;
-    if (builtinNoArgs?.usesBody) this.usesBody = true;
+    if (!this.locals.has(head) && !this.options.hostNames?.has(head)) {
+      this.usesBody = true;
+      this.usesData = true;
+    }
+    if (builtinNoArgs?.usesBody || builtinNoArgs?.usesData) this.usesBody = true;
+    if (builtinNoArgs?.usesData) this.usesData = true;
     return (s) => {
       charge(s, 1);
       const local = walk(s.locals, segments);
@@ -1119,6 +1130,7 @@ export function compileInja(source: string, options: InjaOptions = {}): Compiled
       return out.text;
     },
     usesBody: parser.usesBody,
+    usesData: parser.usesData,
     functions: parser.functions,
   };
 }
