@@ -153,8 +153,22 @@ describe('configuration errors carry the field path', () => {
   });
 
   test('transformProblems reports the first problem with its path and code, for validation', () => {
-    expect(transformProblems({ stagedTransformations: { early: { requestTransforms: [{ matcher: { regex: '(a' }, requestTransformation: {} }] } } }, 'spec.options')).toEqual([{ code: 'GH_TRANSFORM_INVALID', path: 'spec.options.stagedTransformations.early.requestTransforms[0].matcher.regex', message: expect.stringMatching(/invalid regular expression/) }]);
+    expect(transformProblems({ stagedTransformations: { early: { requestTransforms: [{ matcher: { regex: '(a' }, requestTransformation: {} }] } } }, 'spec.options')).toEqual([{ code: 'GH_TRANSFORM_INVALID', path: 'spec.options.stagedTransformations.early.requestTransforms[0].matcher.regex', message: expect.stringMatching(/invalid regular expression/), severity: 'error' }]);
     expect(transformProblems({ transformations: { requestTransformation: { transformationTemplate: { headers: { a: { text: 'ok' } } } } } }, 'spec.options')).toEqual([]);
+  });
+
+  test('functions whose data Gatehouse lacks are accepted with a warning naming the field', () => {
+    expect(transformProblems({ transformations: { requestTransformation: { transformationTemplate: { headers: { a: { text: '{{ data_source("x") }}{{ cluster_metadata("k") }}' } } } } } }, 'o')).toEqual([
+      { code: 'GH_CONFIG_IGNORED', path: 'o.transformations.requestTransformation.transformationTemplate.headers.a.text', message: expect.stringMatching(/^data_source\(\) always renders an empty string/), severity: 'warning' },
+      { code: 'GH_CONFIG_IGNORED', path: 'o.transformations.requestTransformation.transformationTemplate.headers.a.text', message: expect.stringMatching(/^cluster_metadata\(\)/), severity: 'warning' },
+    ]);
+  });
+
+  test('logRequestResponseInfo: per transformation, overridden by the stage-level setting', () => {
+    const own = compileStages({ stagedTransformations: { regular: { requestTransforms: [{ requestTransformation: { logRequestResponseInfo: true } }] } } }, 'o');
+    expect(own.regular.selectRequest({ method: 'GET', path: '/', query: '', headers: {} })?.request?.logRequestResponseInfo).toBe(true);
+    const staged = compileStages({ stagedTransformations: { logRequestResponseInfo: false, regular: { requestTransforms: [{ requestTransformation: { logRequestResponseInfo: true } }] } } }, 'o');
+    expect(staged.regular.selectRequest({ method: 'GET', path: '/', query: '', headers: {} })?.request?.logRequestResponseInfo).toBe(false);
   });
 });
 

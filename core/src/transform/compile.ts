@@ -121,10 +121,28 @@ export interface CompiledTransformation {
   readonly needsBody: boolean;
   /** True when it may change the body. */
   readonly changesBody: boolean;
+  /** `logRequestResponseInfo`: the filter logs the message before and after (debug level; it may hold secrets). */
+  readonly logRequestResponseInfo: boolean;
+  /** Accepted but not fully honoured (functions that always render empty here), with field paths: `validate` shows them as warnings. */
+  readonly warnings: readonly TransformWarning[];
   transformRequest(request: TransformRequest): TransformOutcome<TransformedRequest>;
   /** `request` supplies `request_header()`. */
   transformResponse(response: TransformResponse, request?: TransformRequest): TransformOutcome<TransformedResponse>;
 }
+
+/** A field Gatehouse accepts but honours differently (a configuration warning). */
+export interface TransformWarning {
+  readonly path: string;
+  readonly message: string;
+}
+
+/** Functions Gloo documents whose data Gatehouse does not have: they render '' (and warn at load). */
+const UNMODELLED_FUNCTIONS: Record<string, string> = {
+  data_source: "Gloo's API configures no data sources",
+  cluster_metadata: 'Gatehouse Upstreams carry no Envoy cluster metadata',
+  clusterMetadata: 'Gatehouse Upstreams carry no Envoy cluster metadata',
+  host_metadata: 'Gatehouse endpoints carry no Envoy endpoint metadata',
+};
 
 /** Compile-time options. */
 export interface CompileOptions {
@@ -134,6 +152,8 @@ export interface CompileOptions {
   readonly path: string;
   /** `stagedTransformations.escapeCharacters`: the default for templates that do not set theirs. */
   readonly escapeCharacters?: boolean | undefined;
+  /** `stagedTransformations.logRequestResponseInfo`: overrides each transformation's own setting when set. */
+  readonly logRequestResponseInfo?: boolean | undefined;
   readonly limits?: Partial<TransformLimits>;
   /** The environment `env()` reads (default `process.env`, read once at compile time, as Envoy-Gloo does). */
   readonly env?: Readonly<Record<string, string | undefined>>;
@@ -485,13 +505,16 @@ export function compileTransformation(spec: TransformationSpec, options: Compile
   const limits = { ...DEFAULT_TRANSFORM_LIMITS, ...options.limits };
   const path = options.path;
   if (spec.transformationTemplate && spec.headerBodyTransform) throw new TransformConfigError(TransformCodes.INVALID, path, 'set one of transformationTemplate and headerBodyTransform');
-  if (spec.headerBodyTransform) return headerBody(spec.headerBodyTransform.addRequestMetadata === true, options.side, limits);
-  if (!spec.transformationTemplate) return identity();
-  return compileTemplate(spec.transformationTemplate, { ...options, path: `${path}.transformationTemplate` }, limits);
+  const log = options.logRequestResponseInfo ?? spec.logRequestResponseInfo === true;
+  if (spec.headerBodyTransform) return { ...headerBody(spec.headerBodyTransform.addRequestMetadata === true, options.side, limits), logRequestResponseInfo: log };
+  if (!spec.transformationTemplate) return { ...identity(), logRequestResponseInfo: log };
+  return { ...compileTemplate(spec.transformationTemplate, { ...options, path: `${path}.transformationTemplate` }, limits), logRequestResponseInfo: log };
 }
 
 function identity(): CompiledTransformation {
   return {
+    logRequestResponseInfo: false,
+    warnings: [],
     needsBody: false,
     changesBody: false,
     transformRequest: (r) => ({ ok: true, message: { method: r.method, path: r.path, headers: copyHeaders(r.headers) }, body: undefined, dynamicMetadata: {}, spanName: undefined }),
@@ -553,6 +576,8 @@ function headerBody(addRequestMetadata: boolean, side: 'request' | 'response', l
     headers['content-length'] = String(body.length);
   };
   return {
+    logRequestResponseInfo: false,
+    warnings: [],
     needsBody: true,
     changesBody: true,
     transformRequest(r) {
@@ -595,7 +620,15 @@ function compileTemplate(spec: TransformationTemplateSpec, options: CompileOptio
   // In dot notation an extractor's value sits in the data at its dotted name: those heads are filled without the body.
   const hostNames = new Set(advanced ? [] : extractors.map((e) => e.name.split('.')[0]!));
   const injaOptions = { pointerNotation: advanced, escapeStrings: escape, functions, hostNames };
-  const compile = (text: string, at: string) => template(text, at, injaOptions);
+  const warnings: TransformWarning[] = [];
+  const compile = (text: string, at: string) => {
+    const compiled = template(text, at, injaOptions);
+    for (const fn of compiled.functions) {
+      const why = UNMODELLED_FUNCTIONS[fn];
+      if (why) warnings.push({ path: `${at}.text`, message: `${fn}() always renders an empty string in Gatehouse: ${why}` });
+    }
+    return compiled;
+  };
 
   const headers = Object.entries(spec.headers ?? {}).map(([name, t]) => ({ name: checkHeaderName(name, side, `${path}.headers.${name}`), template: compile(t.text, `${path}.headers.${name}`) }));
   const toAppend = (spec.headersToAppend ?? []).map((h, i) => ({ name: checkHeaderName(h.key, side, `${path}.headersToAppend[${i}].key`), template: compile(h.value.text, `${path}.headersToAppend[${i}].value`) }));
@@ -712,6 +745,8 @@ function compileTemplate(spec: TransformationTemplateSpec, options: CompileOptio
   };
 
   return {
+    logRequestResponseInfo: false,
+    warnings,
     needsBody,
     changesBody,
     transformRequest(r) {
@@ -786,6 +821,8 @@ export interface CompiledStages {
   readonly postRouting: CompiledStage;
   /** `inheritTransformation`: the parent's entries are appended after these. */
   readonly inheritTransformation: boolean;
+  /** Warnings of every transformation, with field paths. */
+  readonly warnings: readonly TransformWarning[];
 }
 
 function headerMatcher(spec: TransformHeaderMatcherSpec, path: string): (status: number, headers: HeaderRecord) => boolean {
@@ -887,7 +924,7 @@ function stageOf(parts: { entries: StageEntry[]; responses: ResponseEntry[] }): 
  */
 export function compileStages(input: { stagedTransformations?: TransformationStagesSpec | undefined; transformations?: TransformationsSpec | undefined }, path: string, options: Omit<CompileOptions, 'side' | 'path' | 'escapeCharacters'> = {}): CompiledStages {
   const staged = input.stagedTransformations;
-  const shared = { ...options, escapeCharacters: staged?.escapeCharacters };
+  const shared = { ...options, escapeCharacters: staged?.escapeCharacters, logRequestResponseInfo: staged?.logRequestResponseInfo };
   const early = compileStage(staged?.early, `${path}.stagedTransformations.early`, shared);
   const regular = compileStage(staged?.regular, `${path}.stagedTransformations.regular`, shared);
   const postRouting = compileStage(staged?.postRouting, `${path}.stagedTransformations.postRouting`, shared);
@@ -902,7 +939,8 @@ export function compileStages(input: { stagedTransformations?: TransformationSta
       },
     });
   }
-  return { early: stageOf(early), regular: stageOf(regular), postRouting: stageOf(postRouting), inheritTransformation: staged?.inheritTransformation === true };
+  const warnings = [early, regular, postRouting].flatMap((stage) => [...stage.entries.flatMap((e) => [...(e.selection.request?.warnings ?? []), ...(e.selection.response?.warnings ?? [])]), ...stage.responses.flatMap((r) => r.transformation.warnings)]);
+  return { early: stageOf(early), regular: stageOf(regular), postRouting: stageOf(postRouting), inheritTransformation: staged?.inheritTransformation === true, warnings };
 }
 
 /**
@@ -919,16 +957,15 @@ export function inheritStages(child: CompiledStages | undefined, parent: Compile
     requestMayNeedBody: a.requestMayNeedBody || b.requestMayNeedBody,
     responseMayNeedBody: a.responseMayNeedBody || b.responseMayNeedBody,
   });
-  return { early: chain(child.early, parent.early), regular: chain(child.regular, parent.regular), postRouting: chain(child.postRouting, parent.postRouting), inheritTransformation: true };
+  return { early: chain(child.early, parent.early), regular: chain(child.regular, parent.regular), postRouting: chain(child.postRouting, parent.postRouting), inheritTransformation: true, warnings: child.warnings };
 }
 
-/** Field-path problems of a transformation configuration (empty when it compiles), for validation. */
-export function transformProblems(input: { stagedTransformations?: TransformationStagesSpec | undefined; transformations?: TransformationsSpec | undefined }, path: string): { code: string; path: string; message: string }[] {
+/** Field-path problems of a transformation configuration (an error, or the warnings when it compiles), for validation. */
+export function transformProblems(input: { stagedTransformations?: TransformationStagesSpec | undefined; transformations?: TransformationsSpec | undefined }, path: string): { code: string; path: string; message: string; severity: 'error' | 'warning' }[] {
   try {
-    compileStages(input, path, { env: {} });
-    return [];
+    return compileStages(input, path, { env: {} }).warnings.map((w) => ({ code: 'GH_CONFIG_IGNORED', path: w.path, message: w.message, severity: 'warning' as const }));
   } catch (error) {
-    if (error instanceof TransformConfigError) return [{ code: error.code, path: error.path, message: error.message.slice(error.path.length + 2) }];
+    if (error instanceof TransformConfigError) return [{ code: error.code, path: error.path, message: error.message.slice(error.path.length + 2), severity: 'error' }];
     throw error;
   }
 }
