@@ -5,7 +5,7 @@ import type { TransformationSpec, TransformationTemplateSpec } from './schema.ts
 
 /** The transformation engine: Gloo's proto semantics, Envoy-Gloo's functions, and hostile input. */
 
-function request(template: TransformationTemplateSpec, limits?: { maxBodyBytes?: number; maxRenderSteps?: number; maxOutputChars?: number }) {
+function request(template: TransformationTemplateSpec, limits?: { maxBodyBytes?: number; maxRenderSteps?: number; maxOutputChars?: number; maxRegexInputChars?: number }) {
   return compileTransformation({ transformationTemplate: template }, { side: 'request', path: 't', env: { GREETING: 'hello' }, ...(limits ? { limits } : {}) });
 }
 
@@ -238,9 +238,15 @@ describe('hostile input: bounded time and memory, clear failures', () => {
 
   test('catastrophic-backtracking regexes run in linear time on RE2', () => {
     const t = request({ extractors: { e: { body: {}, regex: '(a+)+$' }, f: { header: 'x-a', regex: '(x+x+)+y', mode: 'REPLACE_ALL', replacementText: '-' } }, parseBodyBehavior: 'DontParse', headers: { 'x-e': { text: '[{{ e }}]' }, 'x-f': { text: '{{ f }}' } } });
-    const out = ok(t.transformRequest(req({ 'x-a': `${'x'.repeat(50_000)}z` }, `${'a'.repeat(200_000)}!`)));
+    const out = ok(t.transformRequest(req({ 'x-a': `${'x'.repeat(50_000)}z` }, `${'a'.repeat(100_000)}!`)));
     expect(out.message.headers['x-e']).toBe('[]');
     expect(out.message.headers['x-f']).toBe(`${'x'.repeat(50_000)}z`);
+  });
+
+  test('an extractor source over maxRegexInputChars is a 400, not a long regex run', () => {
+    const t = request({ parseBodyBehavior: 'DontParse', extractors: { e: { body: {}, regex: '.*(b).*', subgroup: 1 } }, headers: { 'x-e': { text: '{{ e }}' } } }, { maxRegexInputChars: 1000 });
+    expect(ok(t.transformRequest(req({}, `${'a'.repeat(998)}b`))).message.headers['x-e']).toBe('b');
+    expect(t.transformRequest(req({}, `${'a'.repeat(1000)}b`))).toMatchObject({ ok: false, status: 400, code: 'GH_TRANSFORM_BUDGET' });
   });
 
   test('a loop over a large body array stops at the step budget: 400, not a stall', () => {
