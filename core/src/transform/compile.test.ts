@@ -40,6 +40,8 @@ describe("Gloo's template functions (envoy-gloo inja_transformer.cc)", () => {
   test('request_header() on a response reads the request', () => {
     const t = compileTransformation({ transformationTemplate: { headers: { 'x-r': { text: '{{ request_header("x-in") }}-{{ header(":status") }}' } } } }, { side: 'response', path: 't', env: {} });
     expect(ok(t.transformResponse({ status: 201, headers: {} }, req({ 'x-in': 'from-request' }))).message.headers['x-r']).toBe('from-request-201');
+    // Without the request (a local reply before any request was sent), request_header() is empty.
+    expect(ok(t.transformResponse({ status: 201, headers: { 'x-in': 'response-side' } })).message.headers['x-r']).toBe('-201');
   });
 
   test('env() reads the environment as it was at load; unknown is empty', () => {
@@ -217,7 +219,18 @@ describe('stages: matchers on the request, and on response headers and :status',
     expect(back.response.headers['x-order']).toBe('re');
   });
 
-  test('clearRouteCache is reported when the entry applied', () => {
+  test('transformations is the regular stage, and is ignored (with a warning) when stagedTransformations.regular is set, as Gloo translates it', () => {
+    const both = compileStages({ transformations: { requestTransformation: set('x-legacy', 'yes') }, stagedTransformations: { regular: { requestTransforms: [{ matcher: { prefix: '/staged' }, requestTransformation: set('x-staged', 'yes') }] } } }, 'o');
+    expect(both.warnings).toEqual([{ path: 'o.transformations', message: expect.stringMatching(/ignored: stagedTransformations.regular is set/) }]);
+    const sent = applyRequestStages(both, { method: 'GET', path: '/other', headers: {} });
+    expect(sent.ok && sent.request.headers['x-legacy']).toBe(undefined);
+    const withEarly = compileStages({ transformations: { requestTransformation: set('x-legacy', 'yes') }, stagedTransformations: { early: { requestTransforms: [{ requestTransformation: set('x-early', 'yes') }] } } }, 'o');
+    expect(withEarly.warnings).toEqual([]);
+    const out = applyRequestStages(withEarly, { method: 'GET', path: '/', headers: {} });
+    expect(out.ok && [out.request.headers['x-early'], out.request.headers['x-legacy']]).toEqual(['yes', 'yes']);
+  });
+
+    test('clearRouteCache is reported when the entry applied', () => {
     const stages = compileStages({ transformations: { clearRouteCache: true, requestTransformation: set(':path', '/new') } }, 'o');
     const sent = applyRequestStages(stages, { method: 'GET', path: '/old', headers: {} });
     expect(sent).toMatchObject({ ok: true, clearRouteCache: true, request: { path: '/new' } });

@@ -691,7 +691,7 @@ function compileTemplate(spec: TransformationTemplateSpec, options: CompileOptio
     }
     const h: Host = {
       header: (name) => getHeader(w, name),
-      requestHeader: (name) => (requestHeaders ? (name === ':authority' ? firstValue(requestHeaders.host) : firstValue(Object.hasOwn(requestHeaders, name) ? requestHeaders[name] : undefined)) : getHeader(w, name)),
+      requestHeader: (name) => (requestHeaders ? (name === ':authority' ? firstValue(requestHeaders.host) : firstValue(Object.hasOwn(requestHeaders, name) ? requestHeaders[name] : undefined)) : ''),
       body: () => text,
       context: () => data,
       extractions,
@@ -769,7 +769,8 @@ function compileTemplate(spec: TransformationTemplateSpec, options: CompileOptio
         ]),
       };
       try {
-        const { body, meta, span } = run(w, r.body, r.headers, r.dynamicMetadata);
+        // request_header() in a request transformation reads the request's headers (as Envoy-Gloo).
+      const { body, meta, span } = run(w, r.body, r.headers, r.dynamicMetadata);
         const method = w.pseudo.get(':method')!;
         const newPath = w.pseudo.get(':path')!;
         if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(method)) throw new InjaError(InjaCodes.RENDER, `:method: "${method.slice(0, 40)}" is not an HTTP method`);
@@ -928,8 +929,8 @@ function stageOf(parts: { entries: StageEntry[]; responses: ResponseEntry[] }): 
 
 /**
  * Compiles `stagedTransformations` and the older `transformations` of one virtual host, route or
- * weighted destination. `transformations` becomes a match-all entry of the regular stage after
- * the staged entries (as Gloo translates it). Throws {@link TransformConfigError} with the field path.
+ * weighted destination. `transformations` becomes the regular stage's match-all entry, unless
+ * `stagedTransformations.regular` is set: Gloo then ignores it (a warning here). Throws {@link TransformConfigError} with the field path.
  */
 export function compileStages(input: { stagedTransformations?: TransformationStagesSpec | undefined; transformations?: TransformationsSpec | undefined }, path: string, options: Omit<CompileOptions, 'side' | 'path' | 'escapeCharacters'> = {}): CompiledStages {
   const staged = input.stagedTransformations;
@@ -938,7 +939,10 @@ export function compileStages(input: { stagedTransformations?: TransformationSta
   const regular = compileStage(staged?.regular, `${path}.stagedTransformations.regular`, shared);
   const postRouting = compileStage(staged?.postRouting, `${path}.stagedTransformations.postRouting`, shared);
   const legacy = input.transformations;
-  if (legacy && (legacy.requestTransformation || legacy.responseTransformation)) {
+  const legacyWarnings: TransformWarning[] = [];
+  // Gloo translates `transformations` only when `stagedTransformations.regular` is absent.
+  if (legacy && staged?.regular) legacyWarnings.push({ path: `${path}.transformations`, message: 'ignored: stagedTransformations.regular is set, and Gloo then ignores transformations' });
+  else if (legacy && (legacy.requestTransformation || legacy.responseTransformation)) {
     regular.entries.push({
       matches: () => true,
       selection: {
@@ -948,7 +952,7 @@ export function compileStages(input: { stagedTransformations?: TransformationSta
       },
     });
   }
-  const warnings = [early, regular, postRouting].flatMap((stage) => [...stage.entries.flatMap((e) => [...(e.selection.request?.warnings ?? []), ...(e.selection.response?.warnings ?? [])]), ...stage.responses.flatMap((r) => r.transformation.warnings)]);
+  const warnings = [...legacyWarnings, ...[early, regular, postRouting].flatMap((stage) => [...stage.entries.flatMap((e) => [...(e.selection.request?.warnings ?? []), ...(e.selection.response?.warnings ?? [])]), ...stage.responses.flatMap((r) => r.transformation.warnings)])];
   return { early: stageOf(early), regular: stageOf(regular), postRouting: stageOf(postRouting), inheritTransformation: staged?.inheritTransformation === true, warnings };
 }
 
