@@ -277,7 +277,14 @@ describe('hostile input: bounded time and memory, clear failures', () => {
     expect(printed.ok ? 'printed' : printed.code).toMatch(/^(GH_TRANSFORM_BUDGET|printed)$/);
   });
 
-  test('rendered headers cannot inject CR/LF; :status and :path must stay valid', () => {
+  test('a deeply nested body merged with extractors ends in a 400 or a body, never a throw', () => {
+    const deep = `{"a":${'['.repeat(300_000)}${']'.repeat(300_000)}}`;
+    const t = request({ mergeExtractorsToBody: {}, extractors: { e: { header: 'x-a', regex: '.*' } } }, { maxBodyBytes: 4 * 1024 * 1024 });
+    const out = t.transformRequest(req({ 'x-a': 'v' }, deep));
+    expect(out.ok ? 'merged' : out.code).toMatch(/^(merged|GH_TRANSFORM_BUDGET)$/);
+  });
+
+    test('rendered headers cannot inject CR/LF; :status and :path must stay valid', () => {
     expect(request({ headers: { 'x-a': { text: '{{ header("x-in") }}' } } }).transformRequest(req({ 'x-in': 'ok' }))).toMatchObject({ ok: true });
     expect(request({ headers: { 'x-a': { text: '{{ base64_decode("YQ0KU2V0LUNvb2tpZTogeD0x") }}' } } }).transformRequest(req())).toMatchObject({ ok: false, status: 400, code: 'GH_TRANSFORM_RENDER' });
     expect(request({ headers: { ':path': { text: 'no-slash' } } }).transformRequest(req())).toMatchObject({ ok: false, status: 400 });

@@ -536,6 +536,8 @@ function tooLarge(limits: TransformLimits, bytes: number): TransformFailure {
 
 function failure(error: unknown): TransformFailure {
   if (error instanceof InjaError) return { ok: false, status: 400, code: error.code, message: error.message };
+  // A stack overflow on hostile data (a deeply nested body printed or merged) ends this message only.
+  if (error instanceof RangeError) return { ok: false, status: 400, code: TransformCodes.BUDGET, message: `transformation failed on deeply nested data: ${error.message}` };
   throw error;
 }
 
