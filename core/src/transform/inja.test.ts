@@ -99,6 +99,8 @@ describe('Inja 3.4 semantics', () => {
     expect(uses('{{ ex }} {{ ex.deeper }}')).toBe(false);
     expect(uses('{% for i in range(2) %}{{ i }}{{ loop.index }}{% endfor %}{% set v = 1 %}{{ v }}')).toBe(false);
     expect(uses('{{ Favorites.Color }}')).toBe(true);
+    // A loop variable is local to its loop: the same name after it reads the body.
+    expect(uses('{% for x in range(1) %}{{ x }}{% endfor %}{{ x }}')).toBe(true);
     expect(uses('{{ body() }}')).toBe(true);
     expect(uses('{{ body }}')).toBe(true);
     expect(uses('{{ exists("a") }}')).toBe(true);

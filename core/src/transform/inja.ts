@@ -701,9 +701,11 @@ class Parser {
             if (inTok.kind !== 'id' || inTok.text !== 'in') throw this.error(inTok.pos, `expected 'in', got '${inTok.text}'`);
             const iterable = this.expression();
             this.expectEnd();
-            this.locals.add(valueName);
-            if (keyName !== undefined) this.locals.add(keyName);
+            // Loop variables are locals inside the loop only: after it, the same name reads the data again.
+            const added = [valueName, ...(keyName !== undefined ? [keyName] : [])].filter((n) => !this.locals.has(n));
+            for (const n of added) this.locals.add(n);
             const part = block(['endfor']);
+            for (const n of added) this.locals.delete(n);
             if (part.end !== 'endfor') throw this.error(seg.pos, "unmatched for: missing '{% endfor %}'");
             this.depth--;
             stmts.push(forLoop(keyName, valueName, iterable, part.body, this.describe(seg.toks)));
