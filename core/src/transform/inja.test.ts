@@ -28,6 +28,8 @@ describe('Inja 3.4 semantics', () => {
 
   test('pointer notation (advancedTemplates): dots are literal', () => {
     expect(render('{{ time/start }} {{ a.b }}', { time: { start: 1 }, 'a.b': 2 }, { pointerNotation: true })).toBe('1 2');
+    // JSON-pointer escapes, reachable through exists() (Inja's names cannot hold `~`).
+    expect(render('{{ exists("paths/~1api~0v1") }}', { paths: { '/api~v1': 'escaped' } }, { pointerNotation: true })).toBe('true');
   });
 
   test('if / else if / else, comparisons, and/or share one precedence, not binds tighter than ==', () => {

@@ -750,9 +750,10 @@ class Parser {
     if (t.kind !== 'end') throw this.error(t.pos, `unexpected '${t.text}'`);
   }
 
+  /** A name's path, as Inja turns it into a JSON pointer (`~1` and `~0` are `/` and `~` inside a segment). */
   private segmentsOf(name: string): string[] {
-    if (this.options.pointerNotation) return name.split('/').filter((p, i) => i > 0 || p !== '');
-    return name.split(/[./]/);
+    const parts = this.options.pointerNotation ? name.split('/').filter((p, i) => i > 0 || p !== '') : name.split(/[./]/);
+    return parts.map((p) => (p.includes('~') ? p.replace(/~1/g, '/').replace(/~0/g, '~') : p));
   }
 
   /** An expression up to a closing token. */
