@@ -384,6 +384,18 @@ transformations:
   });
 });
 
+describe('schema: names as Gloo writes them, nothing unknown accepted', () => {
+  test('enums accept names and protojson numbers; unknown fields (xsltTransformation, removed in Gloo 1.22) are rejected', () => {
+    const numbers = { transformations: { requestTransformation: { transformationTemplate: { parseBodyBehavior: 1, extractors: { e: { body: {}, regex: 'a', mode: 2, replacementText: 'b' } }, body: { text: '{{ e }}' } } } } };
+    expect(checkOptions.Check(numbers)).toBe(true);
+    const out = sendRequest(compileStages(numbers as never, 'o'), req('/', {}, 'banana', 'POST'));
+    expect(String(out.request.body)).toBe('bbnbnb');
+    expect(checkOptions.Check({ transformations: { requestTransformation: { xsltTransformation: { xslt: '<x/>' } } } })).toBe(false);
+    expect(checkOptions.Check({ stagedTransformations: { regular: { requestTransforms: [{ requestTransformation: { transformationTemplate: { body: { text: 'a' }, passthrough: {} } } }] } } })).toBe(false);
+    expect(checkOptions.Check({ transformations: { requestTransformation: { transformationTemplate: { extractors: { e: { header: 'a', body: {}, regex: '.*' } } } } } })).toBe(false);
+  });
+});
+
 describe('guide: Add headers to the body (add_headers_to_body/_index.md)', () => {
   test('root and nested headers are merged into the JSON body at root and payload.nested', () => {
     const stages = load(`
