@@ -70,6 +70,42 @@ describe("Gloo's template functions (envoy-gloo inja_transformer.cc)", () => {
   });
 });
 
+describe('bytes, as Envoy sees them', () => {
+  const latin1 = (text: string) => Buffer.from(text, 'utf8').toString('latin1');
+
+  test('UTF-8 from a JSON body reaches a header as its bytes; length counts bytes, as Inja does', () => {
+    const t = request({ headers: { 'x-name': { text: '{{ name }}' }, 'x-len': { text: '{{ length(name) }}' } } });
+    const out = ok(t.transformRequest(req({}, Buffer.from(JSON.stringify({ name: '日本é' })))));
+    expect(out.message.headers['x-name']).toBe(latin1('日本é'));
+    expect(out.message.headers['x-len']).toBe('8');
+  });
+
+  test('JSON \\u escapes come out as UTF-8', () => {
+    const t = request({ body: { text: '{{ a }}|{{ b }}|{{ c }}' } });
+    const out = ok(t.transformRequest(req({}, '{"a":"caf\\u00e9","b":"\\u65e5","c":"back\\\\u00e9"}')));
+    expect(out.body?.toString('utf8')).toBe('café|日|back\\u00e9');
+  });
+
+  test('binary bodies pass through a template unchanged', () => {
+    const bytes = Buffer.from([0xff, 0xfe, 0x00, 0x80, 0xc3, 0x28, 0x0a]);
+    const out = ok(request({ parseBodyBehavior: 'DontParse', body: { text: '{{ body() }}' } }).transformRequest(req({}, bytes)));
+    expect(out.body?.equals(bytes)).toBe(true);
+  });
+
+  test('non-ASCII template text and header values keep their UTF-8 bytes; dynamic metadata and span names are Unicode text', () => {
+    const t = request({
+      body: { text: 'héllo {{ header("x-in") }}' },
+      dynamicMetadataValues: [{ key: 'who', value: { text: '{{ header("x-in") }}·' } }],
+      spanTransformer: { name: { text: 'span {{ header("x-in") }}' } },
+    });
+    // Node hands header values over as latin1: the client's UTF-8 bytes of "José".
+    const out = ok(t.transformRequest(req({ 'x-in': latin1('José') })));
+    expect(out.body?.toString('utf8')).toBe('héllo José');
+    expect(out.dynamicMetadata['io.solo.transformation']).toEqual({ who: 'José·' });
+    expect(out.spanName).toBe('span José');
+  });
+});
+
 describe('TransformationTemplate fields', () => {
   test('headers replace, headersToRemove removes, headersToAppend appends (the proto comment\'s example)', () => {
     const t = request({

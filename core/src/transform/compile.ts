@@ -299,9 +299,11 @@ function glooFunctions(env: Readonly<Record<string, string | undefined>>): Map<s
       {
         minArgs: 1,
         maxArgs: 2,
-        call: ([key, filter], s) => {
-          const ns = host(s).dynamicMetadata?.[typeof filter === 'string' ? filter : DEFAULT_METADATA_NAMESPACE];
+        call: ([keyArg, filter], s) => {
+          let key = keyArg;
+          const ns = host(s).dynamicMetadata?.[typeof filter === 'string' ? unicode(filter) : DEFAULT_METADATA_NAMESPACE];
           if (!ns || typeof key !== 'string') return '';
+          key = unicode(key);
           let cur: Json | undefined = Object.hasOwn(ns, key) ? ns[key] : undefined;
           if (cur === undefined) {
             // Envoy splits the key into a path on ':'.
@@ -313,7 +315,7 @@ function glooFunctions(env: Readonly<Record<string, string | undefined>>): Map<s
           }
           if (cur === undefined || cur === null) return '';
           if (typeof cur === 'boolean') return cur ? 'true' : 'false';
-          return typeof cur === 'object' ? dumpJson(cur) : cur;
+          return jsonBytes(typeof cur === 'object' ? dumpJson(cur) : cur);
         },
       },
     ],
@@ -337,11 +339,12 @@ function compileExtractor(name: string, spec: ExtractionSpec, path: string): Ext
   if ((spec.header === undefined) === (spec.body === undefined)) throw new TransformConfigError(TransformCodes.INVALID, path, 'an extractor needs exactly one source: header or body');
   const problem = re2Problem(spec.regex);
   if (problem) throw new TransformConfigError(TransformCodes.INVALID, `${path}.regex`, problem);
-  const re = RE2JS.compile(spec.regex);
+  // Regexes run over byte strings (as std::regex in Envoy-Gloo): the pattern is matched as its UTF-8 bytes.
+  const re = RE2JS.compile(utf8Bytes(spec.regex));
   const group = spec.subgroup ?? 0;
   if (group > re.groupCount()) throw new TransformConfigError(TransformCodes.INVALID, `${path}.subgroup`, `group ${group} requested for a regex with only ${re.groupCount()} groups`);
   const mode = spec.mode === 1 || spec.mode === 'SINGLE_REPLACE' ? 'SINGLE_REPLACE' : spec.mode === 2 || spec.mode === 'REPLACE_ALL' ? 'REPLACE_ALL' : 'EXTRACT';
-  const replacement = spec.replacementText;
+  const replacement = spec.replacementText === undefined ? undefined : utf8Bytes(spec.replacementText);
   if (mode === 'EXTRACT' && replacement !== undefined) throw new TransformConfigError(TransformCodes.INVALID, `${path}.replacementText`, 'replacementText is only for SINGLE_REPLACE and REPLACE_ALL modes');
   if (mode !== 'EXTRACT' && replacement === undefined) throw new TransformConfigError(TransformCodes.INVALID, `${path}.replacementText`, `${mode} mode needs replacementText`);
   if (mode === 'REPLACE_ALL' && group !== 0) throw new TransformConfigError(TransformCodes.INVALID, `${path}.subgroup`, 'REPLACE_ALL mode replaces whole matches: subgroup must not be set');
@@ -424,7 +427,7 @@ function checkHeaderName(name: string, side: 'request' | 'response', path: strin
 
 function template(text: string, path: string, options: Parameters<typeof compileInja>[1]): CompiledTemplate {
   try {
-    return compileInja(text, options);
+    return compileInja(utf8Bytes(text), options);
   } catch (error) {
     if (error instanceof InjaError) throw new TransformConfigError(error.code, `${path}.text`, error.message);
     throw error;
@@ -445,14 +448,56 @@ function copyHeaders(headers: HeaderRecord): Record<string, string | string[]> {
   return out;
 }
 
-function bodyText(body: string | Buffer | undefined): string {
-  if (body === undefined) return '';
-  return typeof body === 'string' ? body : body.toString('utf8');
-}
-
 function bodyBytes(body: string | Buffer | undefined): number {
   if (body === undefined) return 0;
   return typeof body === 'string' ? Buffer.byteLength(body) : body.length;
+}
+
+/*
+ * Strings inside the engine are byte strings (one character per byte, code points 0-255), as
+ * Envoy's headers and nlohmann's strings are bytes: header values arrive that way from Node
+ * (latin1), bodies and configuration text are turned into their UTF-8 bytes, and `length`,
+ * `substring` and regexes count bytes as in Envoy-Gloo. Output goes back as bytes on the wire, and
+ * as Unicode text where JavaScript consumers read it (dynamic metadata, span names).
+ */
+
+/** Unicode text as its UTF-8 byte string. */
+export function utf8Bytes(text: string): string {
+  // ASCII (the common case) is its own byte string.
+  return /^[\x00-\x7f]*$/.test(text) ? text : Buffer.from(text, 'utf8').toString('latin1');
+}
+
+/** A byte string for the wire: characters above 0xFF (only from JSON \\u escapes) become their UTF-8 bytes. */
+function wire(bytes: string): string {
+  return /[^\x00-\xff]/.test(bytes) ? bytes.replace(/[^\x00-\xff]+/g, (m) => Buffer.from(m, 'utf8').toString('latin1')) : bytes;
+}
+
+/** A byte string as Unicode text (UTF-8 decoded). */
+function unicode(bytes: string): string {
+  return /^[\x00-\x7f]*$/.test(bytes) ? bytes : Buffer.from(wire(bytes), 'latin1').toString('utf8');
+}
+
+/** The body as a byte string. */
+function bodyText(body: string | Buffer | undefined): string {
+  if (body === undefined) return '';
+  return typeof body === 'string' ? utf8Bytes(body) : body.toString('latin1');
+}
+
+/**
+ * Parses a JSON byte string. JSON escapes of U+0080 to U+00FF become their UTF-8 bytes first
+ * (JSON.parse would make them one byte each); higher escapes are encoded on output by {@link wire}.
+ */
+function parseJsonBytes(bytes: string): Json {
+  const source = bytes.includes('\\u00') ? bytes.replace(/\\(\\|u00[89a-fA-F][0-9a-fA-F])/g, (m, e: string) => (e === '\\' ? m : Buffer.from(String.fromCharCode(Number.parseInt(e.slice(1), 16)), 'utf8').toString('latin1'))) : bytes;
+  return JSON.parse(source) as Json;
+}
+
+/** Unicode values (dynamic metadata from other filters) as byte strings. */
+function jsonBytes(v: Json): Json {
+  if (typeof v === 'string') return utf8Bytes(v);
+  if (Array.isArray(v)) return v.map(jsonBytes);
+  if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [utf8Bytes(k), jsonBytes(x)]));
+  return v;
 }
 
 /** Places `value` at the dotted `name` inside `root` (Envoy-Gloo's non-advanced extractor placement); own properties only. */
@@ -493,7 +538,8 @@ function removeHeader(w: Working, name: string): void {
   else delete w.headers[name];
 }
 
-function addHeader(w: Working, name: string, value: string): void {
+function addHeader(w: Working, name: string, rendered: string): void {
+  const value = wire(rendered);
   if (BAD_HEADER_VALUE.test(value)) throw new InjaError(InjaCodes.RENDER, `header ${name}: the rendered value has characters not allowed in a header`);
   if (name === ':authority') {
     w.headers.host = value;
@@ -579,7 +625,7 @@ function headerBody(addRequestMetadata: boolean, side: 'request' | 'response', l
       out.queryStringParameters = params;
       out.multiValueQueryStringParameters = multiParams;
     }
-    return Buffer.from(dumpJson(out));
+    return Buffer.from(wire(dumpJson(out)), 'latin1');
   };
   const finish = (headers: Record<string, string | string[]>, body: Buffer) => {
     headers['content-type'] = 'application/json';
@@ -623,7 +669,7 @@ function compileTemplate(spec: TransformationTemplateSpec, options: CompileOptio
   const side = options.side;
   const advanced = spec.advancedTemplates === true;
   const escape = spec.escapeCharacters ?? options.escapeCharacters ?? false;
-  const env = { ...(options.env ?? process.env) };
+  const env = Object.fromEntries(Object.entries(options.env ?? process.env).map(([k, v]) => [utf8Bytes(k), v === undefined ? undefined : utf8Bytes(v)]));
   const functions = glooFunctions(env);
   const dontParse = spec.parseBodyBehavior === 'DontParse' || spec.parseBodyBehavior === 1;
   const extractors = Object.entries(spec.extractors ?? {}).map(([name, e]) => compileExtractor(name, e, `${path}.extractors.${name}`));
@@ -673,18 +719,18 @@ function compileTemplate(spec: TransformationTemplateSpec, options: CompileOptio
   const changesBody = bodyTemplate !== undefined || mergeExtractors || mergeKeys.length > 0;
 
   const run = (w: Working, rawBody: string | Buffer | undefined, requestHeaders: HeaderRecord | undefined, dynamicMetadata: TransformRequest['dynamicMetadata']) => {
-    const text = needsBody ? bodyText(rawBody) : '';
+    const bodyString = needsBody ? bodyText(rawBody) : '';
     let data: Json = null;
-    if (parseJson && text.length > 0) {
+    if (parseJson && bodyString.length > 0) {
       try {
-        data = JSON.parse(text) as Json;
+        data = parseJsonBytes(bodyString);
       } catch (error) {
         if (!ignoreParseError) throw new InjaError(TransformCodes.BAD_JSON, `the body is not JSON (${(error as Error).message}); set parseBodyBehavior: DontParse or ignoreErrorOnParse: true to accept it`);
       }
     }
     const extractions = new Map<string, string>();
     for (const e of extractors) {
-      const source = e.body ? text : getHeader(w, e.header!);
+      const source = e.body ? bodyString : getHeader(w, e.header!);
       if (source.length > limits.maxRegexInputChars) throw new InjaError(InjaCodes.BUDGET, `extractor ${e.name}: its source of ${source.length} characters is over the regex input limit of ${limits.maxRegexInputChars}`);
       // A header that is absent extracts '' (Envoy-Gloo), without running the regex.
       const value = !e.body && source === '' && !headerPresent(w, e.header!) ? '' : e.run(source);
@@ -694,7 +740,7 @@ function compileTemplate(spec: TransformationTemplateSpec, options: CompileOptio
     const h: Host = {
       header: (name) => getHeader(w, name),
       requestHeader: (name) => (requestHeaders ? (name === ':authority' ? firstValue(requestHeaders.host) : firstValue(Object.hasOwn(requestHeaders, name) ? requestHeaders[name] : undefined)) : ''),
-      body: () => text,
+      body: () => bodyString,
       context: () => data,
       extractions,
       dynamicMetadata,
@@ -712,7 +758,7 @@ function compileTemplate(spec: TransformationTemplateSpec, options: CompileOptio
         if (rendered.length > 0 || m.overrideEmpty) {
           let value: Json;
           try {
-            value = JSON.parse(rendered) as Json;
+            value = parseJsonBytes(rendered);
           } catch {
             throw new InjaError(InjaCodes.RENDER, `mergeJsonKeys ${m.key}: the rendered value is not JSON`);
           }
@@ -725,12 +771,13 @@ function compileTemplate(spec: TransformationTemplateSpec, options: CompileOptio
     for (const m of metadata) {
       const out = m.template.render(state);
       if (out === '') continue;
-      let value: Json = out;
+      // Metadata is read by JavaScript (the access log): Unicode text, not bytes.
+      let value: Json = unicode(out);
       if (m.json) {
         try {
-          value = JSON.parse(out) as Json;
+          value = JSON.parse(value) as Json;
         } catch {
-          value = out;
+          // Not JSON: kept as the string (Envoy-Gloo).
         }
       }
       (meta[m.ns] ??= {})[m.key] = value;
@@ -745,10 +792,11 @@ function compileTemplate(spec: TransformationTemplateSpec, options: CompileOptio
       const out = hdr.template.render(state);
       if (out !== '') addHeader(w, hdr.name, out);
     }
-    const span = spanName?.render(state);
+    const rendered = spanName?.render(state);
+    const span = rendered === undefined ? undefined : unicode(rendered);
     let body: Buffer | undefined;
     if (newBody !== undefined) {
-      body = Buffer.from(newBody);
+      body = Buffer.from(wire(newBody), 'latin1');
       if (body.length > limits.maxBodyBytes) throw new InjaError(InjaCodes.BUDGET, `the new body of ${body.length} bytes is over the limit of ${limits.maxBodyBytes}`);
       w.headers['content-length'] = String(body.length);
     }
@@ -844,10 +892,10 @@ function headerMatcher(spec: TransformHeaderMatcherSpec, path: string): (status:
     if (spec.regex) {
       const problem = re2Problem(spec.value);
       if (problem) throw new TransformConfigError(TransformCodes.INVALID, `${path}.value`, problem);
-      const re = RE2JS.compile(spec.value);
-      test = (v) => re.matches(v);
+      const re = RE2JS.compile(utf8Bytes(spec.value));
+      test = (v) => re.testExact(v);
     } else {
-      const value = spec.value;
+      const value = utf8Bytes(spec.value);
       test = (v) => v === value;
     }
   }
