@@ -37,7 +37,11 @@ let forbidden: TestServer & { hits: string[] };
 let gatehouse: GatehouseProcess;
 
 beforeAll(async () => {
-  upstream = await startServer((req, res) => void req.resume().on('end', () => res.end('upstream ok')));
+  // The headers an allowing plugin set reach the upstream, which hands them back to the test.
+  upstream = await startServer((req, res) => {
+    for (const name of ['x-result', 'x-error', 'x-body', 'x-status']) if (req.headers[name] !== undefined) res.setHeader(name, req.headers[name]!);
+    req.resume().on('end', () => res.end('upstream ok'));
+  });
   const paths: string[] = [];
   keys = Object.assign(
     await startServer((req, res) => {
@@ -96,6 +100,10 @@ function evaluate(code: string) {
 }
 
 /** The process that took the attack is alive and serves an unrelated route. */
+export function debugDump(r: { status: number; headers: Headers }) {
+  console.log('DEBUG', r.status, [...r.headers], gatehouse.logs.slice(-5).map((l) => JSON.stringify(l)).join('\n'));
+}
+
 async function stillServing(): Promise<void> {
   expect(gatehouse.child.exitCode).toBeNull();
   expect(gatehouse.child.signalCode).toBeNull();
@@ -173,10 +181,7 @@ describe('findings 1 and 2: a check the plugin can answer differently from the o
     ['Uint8Array.from with a lying length getter', `${lyingLength(0, 1.2e9)} return Uint8Array.from(o).length;`],
     ['new Float64Array(array-like) with a lying length getter', `${lyingLength(0, 2e8)} return new Float64Array(o).length;`],
     ['new Uint8Array("1e9") (a string size)', `return new Uint8Array('1000000000').length;`],
-    ['new ArrayBuffer(valueOf lying)', `${lyingNumber(8, 2e9)} return new ArrayBuffer(n).byteLength;`],
     ['ArrayBuffer.prototype.transfer(2e9)', `return new ArrayBuffer(8).transfer(2e9).byteLength;`],
-    ['String.prototype.repeat with a lying count', `${lyingNumber(1, 2 ** 28)} return 'x'.repeat(n).length;`],
-    ['String.prototype.padStart with a lying length', `${lyingNumber(1, 2 ** 28)} return 'x'.padStart(n).length;`],
     ['a Proxy answering length 0 then 1.2e8', `let reads = 0; const p = new Proxy({}, { get: (t, k) => (k === 'length' ? (reads++ === 0 ? 0 : 1.2e8) : undefined) }); Array.prototype.fill.call(p, 1); return 1;`],
     ['concat of a spreadable object with a lying length', `${lyingLength(0, 1.2e8)} o[Symbol.isConcatSpreadable] = true; return [].concat(o).length;`],
     ['replace building 128 M characters', `return 'a'.repeat(1 << 20).replace(/a/g, 'x'.repeat(128)).length;`],
@@ -194,6 +199,20 @@ describe('findings 1 and 2: a check the plugin can answer differently from the o
     await stillServing();
   });
 
+  it.each([
+    ['new ArrayBuffer(n) with a lying valueOf', `${lyingNumber(8, 2e9)} return new ArrayBuffer(n).byteLength;`, '8'],
+    ['new ArrayBuffer(n, { maxByteLength }) with a lying getter', `let reads = 0; const options = { get maxByteLength() { return reads++ === 0 ? 16 : 2e9; } }; try { return new ArrayBuffer(8, options).maxByteLength; } catch (e) { return e.name; }`, 'TypeError'],
+    ['String.prototype.repeat with a lying count', `${lyingNumber(1, 2 ** 28)} return 'x'.repeat(n).length;`, '1'],
+    ['String.prototype.padStart with a lying length', `${lyingNumber(1, 2 ** 28)} return 'x'.padStart(n).length;`, '1'],
+    ['new Uint8Array(n) with a lying valueOf', `${lyingNumber(4, 2e9)} return new Uint8Array(n).length;`, '0'],
+    ['a typed array whose length property is shadowed', `const u = new Uint8Array(4); Object.defineProperty(u, 'length', { value: 0 }); return u.slice().length;`, '4'],
+  ])('%s: the builtin gets the value the check saw (%s)', async (_name, code, expected) => {
+    const r = await evaluate(code);
+    expect(r.headers.get('x-error')).toBeNull();
+    expect(r.headers.get('x-result')).toBe(expected);
+    await stillServing();
+  });
+
   it('well-behaved uses of the same builtins keep working', async () => {
     const r = await evaluate(`
       const a = Array.prototype.map.call('abc', (c) => c.toUpperCase()).join('');
@@ -206,6 +225,7 @@ describe('findings 1 and 2: a check the plugin can answer differently from the o
       const h = new ArrayBuffer(8, { maxByteLength: 16 }).maxByteLength;
       return [a, b, c, d, e, f, g, h].join('|');
     `);
+    debugDump(r);
     expect(r.headers.get('x-error')).toBeNull();
     expect(r.headers.get('x-result')).toBe('ABC|xy|2,4,6|a+b+cxxx007|5|4|8|16');
   });

@@ -482,21 +482,25 @@ export function boundBuiltins(): void {
       return undefined;
     }
   };
-  /** How many times `pattern` matches `text`, counted by a JavaScript loop (the CPU limit holds). */
-  const countMatches = (text: string, pattern: string | RegExp): number => {
+  /**
+   * How many times `pattern` matches `text`, counted by a JavaScript loop (the CPU limit holds)
+   * up to `enough` (past it the answer is already "too many").
+   */
+  const countMatches = (text: string, pattern: string | RegExp, enough: number): number => {
     let count = 0;
     if (typeof pattern === 'string') {
       if (pattern.length === 0) return text.length + 1;
-      for (let at = apply(stringIndexOf, text, [pattern]) as number; at !== -1; at = apply(stringIndexOf, text, [pattern, at + pattern.length]) as number) count++;
+      for (let at = apply(stringIndexOf, text, [pattern]) as number; at !== -1 && count < enough; at = apply(stringIndexOf, text, [pattern, at + pattern.length]) as number) count++;
       return count;
     }
     // The native exec on a regex of our own: no iterator or `exec` the plugin could have replaced.
-    for (;;) {
+    while (count < enough) {
       const match = apply(regExpExec, pattern, [text]) as (string[] & { index: number }) | null;
       if (match === null) return count;
       count++;
       if (match[0]!.length === 0) pattern.lastIndex = match.index + 1;
     }
+    return count;
   };
   for (const name of ['replace', 'replaceAll'] as const) {
     const native = stringProto[name]!;
@@ -516,7 +520,7 @@ export function boundBuiltins(): void {
           // Worst case first (every match replaced, as if global); count only when that is too much.
           if (self.length + (self.length + 1) * per > MAX_STRING_LENGTH) {
             const once = name === 'replace' && typeof measured === 'string';
-            const size = self.length + (once ? 1 : countMatches(self, measured)) * per;
+            const size = self.length + (once ? 1 : countMatches(self, measured, trunc((MAX_STRING_LENGTH - self.length) / per) + 1)) * per;
             if (size > MAX_STRING_LENGTH) tooManyCharacters(`String.prototype.${name}`, size);
           }
           return apply(native, self, [usePattern, text]);
