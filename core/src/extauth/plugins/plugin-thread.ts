@@ -67,6 +67,8 @@ interface Channel {
   post(message: ToThread): void;
   /** Ends it at once (the process: SIGKILL). */
   kill(): void;
+  /** The plugin process's pid (none for a thread). */
+  readonly pid?: number;
 }
 
 /** The first restart of a dead plugin process waits this long; each death in a row doubles it, up to {@link MAX_BACKOFF_MS}. */
@@ -149,6 +151,7 @@ class PluginThread {
       this.lost(cause);
     };
     this.channel = this.useProcess ? this.startProcess(lost) : this.startThread(lost);
+    if (this.useProcess) this.log().info({ pid: this.channel.pid }, 'plugin process started');
     if (this.stallMs > 0) this.post({ t: 'watchdog', stallMs: this.stallMs });
     for (const message of this.creates.values()) this.post(message);
   }
@@ -191,6 +194,7 @@ class PluginThread {
         child.send(message, (error) => void error);
       },
       kill: () => void child.kill('SIGKILL'),
+      ...(child.pid !== undefined ? { pid: child.pid } : {}),
     };
   }
 
@@ -227,9 +231,7 @@ class PluginThread {
     metrics.pluginProcessRestarts.inc();
     this.log().error({ code: PluginCodes.PROCESS_EXITED, cause, livedMs: Math.round(lived), restartInMs: delay, steps: this.creates.size }, `${cause}: plugin checks are denied until it is restarted`);
     setTimeout(() => {
-      if (this.exiting) return;
-      this.start();
-      this.log().info({ steps: this.creates.size }, 'plugin process restarted');
+      if (!this.exiting) this.start();
     }, delay).unref();
   }
 
