@@ -18,7 +18,7 @@ const HOSTILE = fileURLToPath(new URL('../../core/src/extauth/plugins/fixtures/h
 const HOST_API = fileURLToPath(new URL('../../core/src/extauth/plugins/fixtures/host-api.ts', import.meta.url));
 
 /** The base64 the Evaluate fixture reads from `x-code`. */
-export const encodeCode = (code: string): string => Buffer.from(code, 'utf8').toString('base64');
+const encodeCode = (code: string): string => Buffer.from(code, 'utf8').toString('base64');
 
 async function get(url: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: Headers; body: string; ms: number }> {
   const started = performance.now();
@@ -100,10 +100,6 @@ function evaluate(code: string) {
 }
 
 /** The process that took the attack is alive and serves an unrelated route. */
-export function debugDump(r: { status: number; headers: Headers }) {
-  console.log('DEBUG', r.status, [...r.headers], gatehouse.logs.slice(-5).map((l) => JSON.stringify(l)).join('\n'));
-}
-
 async function stillServing(): Promise<void> {
   expect(gatehouse.child.exitCode).toBeNull();
   expect(gatehouse.child.signalCode).toBeNull();
@@ -225,7 +221,6 @@ describe('findings 1 and 2: a check the plugin can answer differently from the o
       const h = new ArrayBuffer(8, { maxByteLength: 16 }).maxByteLength;
       return [a, b, c, d, e, f, g, h].join('|');
     `);
-    debugDump(r);
     expect(r.headers.get('x-error')).toBeNull();
     expect(r.headers.get('x-result')).toBe('ABC|xy|2,4,6|a+b+cxxx007|5|4|8|16');
   });
