@@ -278,7 +278,10 @@ describe(`plugin-host fuzz (seed ${SEED})`, () => {
       const where = `seed ${SEED}, program ${index}:\n${program}`;
       const pid = pluginPid();
       const cpuBefore = cpuMs(pid);
-      const check = await timed(`${gatehouse.url}/eval/x`, { 'x-code': encodeCode(program) });
+      const check = await timed(`${gatehouse.url}/eval/x`, { 'x-code': encodeCode(program) }).catch((error: unknown) => {
+        // No answer at all: the gateway died or hung up (what the findings did).
+        throw new Error(`${where}\nno answer: ${String(error)} (gateway exit ${gatehouse.child.exitCode}, signal ${gatehouse.child.signalCode})`, { cause: error });
+      });
       const cpuAfter = pid === pluginPid() ? cpuMs(pid) : undefined;
       if (cpuBefore !== undefined && cpuAfter !== undefined) {
         expect(cpuAfter - cpuBefore, `${where}\nplugin process CPU (ms)`).toBeLessThan(PROGRAM_CPU_MS);
