@@ -85,7 +85,7 @@ describe('pluginHostFlags (where plugin isolates run: issue 24 finding 3)', () =
   });
   test('a value that is not one is a usage error naming the flag', () => {
     expect(() => host(['--plugin-process', 'ture'])).toThrow(/--plugin-process must be true or false, got "ture"/);
-    expect(() => host(['--plugin-process-max-rss-mb', '-1'])).toThrow(/--plugin-process-max-rss-mb must be a whole number of MB/);
+    expect(() => host(['--plugin-process-max-rss-mb=-1'])).toThrow(/--plugin-process-max-rss-mb must be a whole number of MB/);
     expect(() => host(['--plugin-process-max-rss-mb', '1.5'])).toThrow(/--plugin-process-max-rss-mb/);
     expect(() => host(['--plugin-process-stall', '10ms'])).toThrow(/--plugin-process-stall must be at least 100ms/);
   });
