@@ -78,6 +78,8 @@ const MAX_BACKOFF_MS = 5_000;
 const STABLE_MS = 30_000;
 /** How often the parent asks the plugin process whether its loop turns (the backstop of its own watchdog). */
 const PING_MS = 1_000;
+/** How long a new plugin process may take to answer its first ping (loading Node and isolated-vm on a busy machine). */
+const STARTUP_GRACE_MS = 30_000;
 
 /** The process's plugin host, started with the first step that needs it. */
 class PluginThread {
@@ -87,6 +89,7 @@ class PluginThread {
   private down = false;
   private startedAt = 0;
   private backoffMs = FIRST_BACKOFF_MS;
+  /** When the plugin process last answered a ping (0: not yet, since it started). */
   private lastPong = 0;
   private logger: Logger | undefined;
   private nextStep = 0;
@@ -117,8 +120,9 @@ class PluginThread {
       // for twice its stall period is killed from here (and restarted like any death).
       const ping = setInterval(() => {
         if (this.down) return;
-        if (performance.now() - this.lastPong > 2 * options.stallMs + PING_MS) {
-          this.log().error({ code: PluginCodes.PROCESS_EXITED }, `the plugin process has not answered for ${2 * options.stallMs} ms: killing it`);
+        const silentMs = performance.now() - (this.lastPong || this.startedAt);
+        if (silentMs > (this.lastPong ? 2 * options.stallMs + PING_MS : STARTUP_GRACE_MS)) {
+          this.log().error({ code: PluginCodes.PROCESS_EXITED, silentMs: Math.round(silentMs) }, `the plugin process has not answered pings for ${Math.round(silentMs)} ms: killing it`);
           this.channel.kill();
           return;
         }
@@ -143,7 +147,8 @@ class PluginThread {
   /** Starts the thread or the plugin process, and sends it every step it must hold. */
   private start(): void {
     this.down = false;
-    this.startedAt = this.lastPong = performance.now();
+    this.startedAt = performance.now();
+    this.lastPong = 0;
     let lostOnce = false;
     const lost = (cause: string) => {
       if (lostOnce) return;
