@@ -185,6 +185,7 @@ describe('findings 1 and 2: a check the plugin can answer differently from the o
     ['join building 128 M characters', `return new Array(8).fill('x'.repeat(16 * 1024 * 1024)).join('').length;`],
     ['split of a 16 M string into characters', `return 'x'.repeat(16 * 1024 * 1024).split('').length;`],
     ['flat of a shared 1 M element array 1,000 times', `const a = new Array(1e6).fill(0); return new Array(1000).fill(a).flat().length;`],
+    ['a typed array whose length property says 0 is sorted by its real length', `const u = new Float32Array(2_000_000); Object.defineProperty(u, 'length', { value: 0 }); u.sort(); return 1;`],
     ['a tampered Object.getOwnPropertyDescriptor cannot hide the getter', `Object.getOwnPropertyDescriptor = () => ({ value: 0 }); Reflect.apply = (f, t, a) => 0; ${lyingLength(0, 1.2e8)} Array.prototype.fill.call(o, 1); return 1;`],
   ])('%s: refused before the builtin starts, and the gateway keeps serving', async (_name, code) => {
     const r = await evaluate(code);
