@@ -53,6 +53,11 @@ beforeAll(async () => {
           res.writeHead(302, { location: to }).end();
           return;
         }
+        // /big: a response body of exactly 1 MiB (the default fetch response limit), JSON.
+        if (req.url === '/big') {
+          res.end(JSON.stringify('x'.repeat(1024 * 1024 - 2)));
+          return;
+        }
         res.end(`keys saw ${req.url} with ${Buffer.concat(chunks).byteLength} bytes`);
       });
     }),
@@ -155,6 +160,23 @@ describe('finding 5: fetch bodies up to the documented 1 MiB', () => {
     `);
     expect(r.headers.get('x-error')).toBeNull();
     expect(r.headers.get('x-result')).toBe(`keys saw /body with ${size} bytes`);
+  });
+
+  it('a response body of 1 MiB reads whole as text, bytes and JSON', async () => {
+    const r = await evaluate(`
+      const text = await (await fetch('http://keys.default.upstream/big')).text();
+      const bytes = await (await fetch('http://keys.default.upstream/big')).arrayBuffer();
+      const json = await (await fetch('http://keys.default.upstream/big')).json();
+      return [text.length, bytes.byteLength, json.length].join(',');
+    `);
+    expect(r.headers.get('x-error')).toBeNull();
+    expect(r.headers.get('x-result')).toBe(`${1024 * 1024},${1024 * 1024},${1024 * 1024 - 2}`);
+  });
+
+  it('the runtime\'s own encoder sizes its buffer by the real output: 3 M characters with one non-ASCII encode', async () => {
+    const r = await evaluate(`return new TextEncoder().encode('é' + 'x'.repeat(3_000_000)).byteLength;`);
+    expect(r.headers.get('x-error')).toBeNull();
+    expect(r.headers.get('x-result')).toBe('3000002');
   });
 
   it('one byte over the limit is a TypeError from the host, not a RangeError from the runtime', async () => {

@@ -24,7 +24,19 @@ export function utf8Encode(input: string): Uint8Array {
     ascii[i] = c;
   }
   if (i === input.length) return ascii;
-  const out = new Uint8Array(input.length * 3);
+  // The exact size first, not a worst-case buffer of 3 bytes a character: a 3 M character string
+  // with one non-ASCII character must not need (and be refused) a 9 MB buffer (issue 24 finding 5's class).
+  let size = i;
+  for (let j = i; j < input.length; j++) {
+    const c = input.charCodeAt(j);
+    if (c < 0x80) size += 1;
+    else if (c < 0x800) size += 2;
+    else if (c >= 0xd800 && c <= 0xdbff && j + 1 < input.length && input.charCodeAt(j + 1) >= 0xdc00 && input.charCodeAt(j + 1) <= 0xdfff) {
+      size += 4;
+      j++;
+    } else size += 3;
+  }
+  const out = new Uint8Array(size);
   out.set(ascii.subarray(0, i));
   let at = i;
   for (; i < input.length; i++) {
@@ -51,7 +63,7 @@ export function utf8Encode(input: string): Uint8Array {
       out[at++] = 0x80 | (c & 0x3f);
     }
   }
-  return out.slice(0, at);
+  return out;
 }
 
 /**
