@@ -89,7 +89,7 @@ class PluginThread {
   private down = false;
   private startedAt = 0;
   private backoffMs = FIRST_BACKOFF_MS;
-  /** When the plugin process last answered a ping (0: not yet, since it started). */
+  /** When the plugin process last sent anything (0: nothing yet, since it started). */
   private lastPong = 0;
   private logger: Logger | undefined;
   private nextStep = 0;
@@ -310,6 +310,8 @@ class PluginThread {
   }
 
   private received(message: FromThread): void {
+    // Any message shows the plugin process's loop turns, a pong or not.
+    this.lastPong = performance.now();
     switch (message.t) {
       case 'answers': {
         const { answers, modes } = message;
@@ -342,7 +344,6 @@ class PluginThread {
         return;
       }
       case 'pong':
-        this.lastPong = performance.now();
         return;
       case 'closed': {
         this.loggers.delete(message.sid);
