@@ -19,6 +19,7 @@ import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
 import { startServer, type TestServer } from '../support/upstream.ts';
 
 const HOSTILE = fileURLToPath(new URL('../../core/src/extauth/plugins/fixtures/hostile.ts', import.meta.url));
+const HOST_API = fileURLToPath(new URL('../../core/src/extauth/plugins/fixtures/host-api.ts', import.meta.url));
 const encodeCode = (code: string): string => Buffer.from(code, 'utf8').toString('base64');
 
 async function get(url: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: Headers; ms: number }> {
@@ -31,13 +32,13 @@ async function get(url: string, headers: Record<string, string> = {}): Promise<{
 let config: ConfigDir;
 let pluginDir: string;
 let upstream: TestServer;
-/** The plugins' egress: `/hold` is answered only when the test says so. */
-let keys: TestServer & { held: ServerResponse[]; waitForHold(): Promise<void> };
+/** The plugins' egress: `/hold` is answered only when the test says so; `/jwks` too while `holdJwks` is set. */
+let keys: TestServer & { held: ServerResponse[]; waitForHold(): Promise<void>; holdJwks: boolean };
 let gatehouse: GatehouseProcess;
 
 beforeAll(async () => {
   upstream = await startServer((req, res) => {
-    if (req.headers['x-result'] !== undefined) res.setHeader('x-result', req.headers['x-result']);
+    for (const name of ['x-result', 'x-started']) if (req.headers[name] !== undefined) res.setHeader(name, req.headers[name]!);
     req.resume().on('end', () => res.end('upstream ok'));
   });
   const held: ServerResponse[] = [];
@@ -45,9 +46,9 @@ beforeAll(async () => {
   keys = Object.assign(
     await startServer((req, res) => {
       req.resume();
-      if (req.url === '/hold') {
+      if (req.url === '/hold' || (req.url === '/jwks' && keys.holdJwks)) {
         held.push(res);
-        holdWaiter?.();
+        if (req.url === '/hold') holdWaiter?.();
         return;
       }
       res.end('keys');
@@ -55,10 +56,12 @@ beforeAll(async () => {
     {
       held,
       waitForHold: () => new Promise<void>((resolve) => (holdWaiter = resolve)),
+      holdJwks: false,
     },
   );
   pluginDir = await mkdtemp(join(tmpdir(), 'gatehouse-process-plugins-'));
   await buildPlugin({ entry: HOSTILE, name: 'Hostile', outDir: pluginDir });
+  await buildPlugin({ entry: HOST_API, name: 'HostApi', outDir: pluginDir });
   const evaluate = (name: string) => manifests.authConfig(name, [{ pluginAuth: { name: 'Hostile', exportedSymbolName: 'Evaluate', egress: [{ upstreamRef: { name: 'keys' } }] } }]);
   const route = (prefix: string, auth: string) => ({ matchers: [{ prefix }], options: { extauth: { configRef: { name: auth } } }, routeAction: { single: { upstream: { name: 'up' } } } });
   config = await makeConfigDir({
@@ -68,9 +71,11 @@ beforeAll(async () => {
       evaluate('eval'),
       evaluate('hoard'),
       evaluate('stall'),
+      // Start fetches http://keys.default.upstream/jwks: it fails while the test holds /jwks.
+      manifests.authConfig('started', [{ pluginAuth: { name: 'HostApi', exportedSymbolName: 'StartFetch', config: { Url: 'http://keys.default.upstream' }, egress: [{ upstreamRef: { name: 'keys' } }] } }]),
       manifests.virtualService('process', {
         domains: ['*'],
-        routes: [route('/eval/', 'eval'), route('/hoard/', 'hoard'), route('/stall/', 'stall'), { matchers: [{ prefix: '/' }], routeAction: { single: { upstream: { name: 'up' } } } }],
+        routes: [route('/eval/', 'eval'), route('/hoard/', 'hoard'), route('/stall/', 'stall'), route('/started/', 'started'), { matchers: [{ prefix: '/' }], routeAction: { single: { upstream: { name: 'up' } } } }],
       }),
     ],
   });
@@ -158,6 +163,23 @@ describe('the plugin process (finding 3)', () => {
     await recovered(exitsBefore, pid);
     expect(gatehouse.stderr()).toContain('"msg":"plugin process event loop stalled for');
   });
+
+  it('a step whose Start fails in the restarted plugin process is tried again until it builds', async () => {
+    expect((await get(`${gatehouse.url}/started/x`)).headers.get('x-started')).toBe('keys');
+    const pid = started().at(-1)!.pid as number;
+    const exitsBefore = exits().length;
+    keys.holdJwks = true;
+    try {
+      process.kill(pid, 'SIGKILL');
+      // Start waits on /jwks in the new process past the 1 s start timeout: the rebuild fails, and says when it tries again.
+      await gatehouse.waitForLog((l) => typeof l.retryInMs === 'number' && l.code === 'GH_PLUGIN_START_TIMEOUT', 30_000);
+      expect((await get(`${gatehouse.url}/started/x`)).status).toBe(403);
+    } finally {
+      keys.holdJwks = false;
+    }
+    await expect.poll(async () => (await get(`${gatehouse.url}/started/x`)).headers.get('x-started'), { timeout: 45_000, interval: 200 }).toBe('keys');
+    expect(exits().length).toBe(exitsBefore + 1);
+  }, 90_000);
 
   it('a plugin process that stops answering (SIGSTOP) is killed by the gateway\'s pings and restarted, and other routes keep answering', async () => {
     const pid = started().at(-1)!.pid as number;

@@ -80,6 +80,9 @@ const STABLE_MS = 30_000;
 const PING_MS = 1_000;
 /** How long a new plugin process may take to answer its first ping (loading Node and isolated-vm on a busy machine). */
 const STARTUP_GRACE_MS = 30_000;
+/** A step that fails to build again in a restarted plugin process is retried after this, doubling up to {@link REBUILD_MAX_MS}. */
+const REBUILD_FIRST_MS = 1_000;
+const REBUILD_MAX_MS = 30_000;
 
 /** The process's plugin host, started with the first step that needs it. */
 class PluginThread {
@@ -105,6 +108,8 @@ class PluginThread {
   private outgoing: (number | string)[] = [];
   private exiting = false;
   private stallMs = 0;
+  /** Steps whose rebuild in a restarted plugin process failed: the wait before the next try. */
+  private readonly rebuildDelays = new Map<number, number>();
 
   constructor() {
     const options = pluginHostOptions();
@@ -288,6 +293,7 @@ class PluginThread {
 
   close(sid: number): Promise<void> {
     this.creates.delete(sid);
+    this.rebuildDelays.delete(sid);
     if (this.down) {
       this.loggers.delete(sid);
       this.steps.delete(sid);
@@ -338,9 +344,20 @@ class PluginThread {
           pending.resolve(message);
           return;
         }
-        // A step built again in a restarted plugin process.
-        if (message.ok) this.steps.get(message.sid)?.moved(message.mode);
-        else this.loggers.get(message.sid)?.error({ code: message.code }, `the step could not be built again after the plugin process restarted: ${message.message}`);
+        // A step built again in a restarted plugin process. One that fails (a Start that times out
+        // on a busy machine, say) is tried again with backoff while it lives; its checks are denied meanwhile.
+        if (message.ok) {
+          this.rebuildDelays.delete(message.sid);
+          this.steps.get(message.sid)?.moved(message.mode);
+          return;
+        }
+        const delay = this.rebuildDelays.get(message.sid) ?? REBUILD_FIRST_MS;
+        this.rebuildDelays.set(message.sid, Math.min(REBUILD_MAX_MS, delay * 2));
+        this.loggers.get(message.sid)?.error({ code: message.code, retryInMs: delay }, `the step could not be built again after the plugin process restarted: ${message.message}`);
+        setTimeout(() => {
+          const create = this.creates.get(message.sid);
+          if (create && !this.down && !this.exiting) this.post(create);
+        }, delay).unref();
         return;
       }
       case 'pong':
