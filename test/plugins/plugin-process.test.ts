@@ -200,4 +200,22 @@ describe('the plugin process (finding 3)', () => {
       }
     }
   });
+
+  // Last: it ends the gateway.
+  it('the plugin process ends with its gateway, however the gateway ends (SIGKILL: no exit handler runs)', async () => {
+    const pid = started().at(-1)!.pid as number;
+    expect(isAlive(pid)).toBe(true);
+    await gatehouse.stop('SIGKILL');
+    await expect.poll(() => isAlive(pid), { timeout: 15_000, interval: 100 }).toBe(false);
+  });
 });
+
+/** Whether a process with this pid exists (signal 0 checks without sending anything). */
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
