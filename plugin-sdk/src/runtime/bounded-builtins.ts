@@ -35,6 +35,8 @@ export const MAX_ARRAY_LENGTH = 1_000_000;
 export const MAX_ARRAY_LIKE_LENGTH = 65_536;
 /** Largest ArrayBuffer (and so typed array) a plugin may create. */
 export const MAX_BUFFER_BYTES = 8 * 1024 * 1024;
+/** Longest array `sort`/`toSorted` sorts inside V8 without a comparator; longer ones get an interruptible JavaScript comparator with the same order. */
+export const NATIVE_SORT_MAX = 10_000;
 /** Longest string `repeat`, `padStart`, `padEnd`, `replace`, `replaceAll` and `join` may build. */
 export const MAX_STRING_LENGTH = 16 * 1024 * 1024;
 
@@ -243,11 +245,35 @@ export function boundBuiltins(): void {
   // Methods that walk the whole length inside V8 (holes included) or build an array of it.
   // Bounded through a cheap wrapper (`arguments` forwarding keeps V8's fast path).
   const proto = NativeArray.prototype as unknown as Record<string, unknown>;
-  const walkers = ['fill', 'copyWithin', 'sort', 'reverse', 'toString', 'toLocaleString', 'toSorted', 'toReversed', 'toSpliced', 'with', 'map', 'filter', 'forEach', 'reduce', 'reduceRight', 'every', 'some', 'find', 'findIndex', 'findLast', 'findLastIndex', 'slice', 'splice', 'indexOf', 'lastIndexOf', 'includes', 'unshift', 'shift'];
+  const walkers = ['fill', 'copyWithin', 'reverse', 'toString', 'toLocaleString', 'toReversed', 'toSpliced', 'with', 'map', 'filter', 'forEach', 'reduce', 'reduceRight', 'every', 'some', 'find', 'findIndex', 'findLast', 'findLastIndex', 'slice', 'splice', 'indexOf', 'lastIndexOf', 'includes', 'unshift', 'shift'];
   for (const name of walkers) {
     const descriptor = getOwnPropertyDescriptor(proto, name);
     if (!descriptor || typeof descriptor.value !== 'function') continue;
     defineProperty(proto, name, { ...descriptor, value: boundedMethod(descriptor.value as AnyFunction, `Array.prototype.${name}`) });
+  }
+  // sort / toSorted without a comparator compare inside V8 (a million numbers by their strings:
+  // 1 s of CPU that termination cannot reach, measured). Past a few thousand elements they get a
+  // comparator that does what the default does, in JavaScript, which the CPU limit interrupts.
+  const toStr = NativeString;
+  const defaultCompare = (x: unknown, y: unknown): number => {
+    const a = toStr(x);
+    const b = toStr(y);
+    return a < b ? -1 : a > b ? 1 : 0;
+  };
+  for (const name of ['sort', 'toSorted'] as const) {
+    const descriptor = getOwnPropertyDescriptor(proto, name);
+    if (!descriptor || typeof descriptor.value !== 'function') continue;
+    const native = descriptor.value as AnyFunction;
+    const what = `Array.prototype.${name}`;
+    defineProperty(proto, name, {
+      ...descriptor,
+      value: {
+        [name](this: unknown, compare?: unknown) {
+          const n = checkedLength(this, what);
+          return apply(native, this, [compare === undefined && n > NATIVE_SORT_MAX ? defaultCompare : compare]);
+        },
+      }[name],
+    });
   }
   // join: bounded in elements, and in the string it builds when its elements are strings.
   const nativeJoin = proto.join as AnyFunction;
@@ -325,6 +351,18 @@ export function boundBuiltins(): void {
   // %TypedArray%.prototype: the same walks, bounded by the view's internal length (a `length`
   // property the plugin defines on a view changes nothing V8 reads).
   const typedProto = TypedArray.prototype;
+  /** The typed arrays' default order (numeric, NaN last, -0 before +0), in JavaScript (see sort above). */
+  const numericCompare = (x: number | bigint, y: number | bigint): number => {
+    if (x !== x) return y !== y ? 0 : 1;
+    if (y !== y) return -1;
+    if (x < y) return -1;
+    if (x > y) return 1;
+    if (x === 0 && y === 0 && typeof x === 'number' && typeof y === 'number') {
+      const xNegative = 1 / x < 0;
+      return xNegative === 1 / y < 0 ? 0 : xNegative ? -1 : 1;
+    }
+    return 0;
+  };
   for (const name of ['sort', 'fill', 'copyWithin', 'reverse', 'join', 'toSorted', 'toReversed', 'map', 'filter', 'slice', 'indexOf', 'lastIndexOf', 'includes', 'set', 'subarray', 'with', 'toString', 'toLocaleString']) {
     const descriptor = getOwnPropertyDescriptor(typedProto, name);
     if (!descriptor || typeof descriptor.value !== 'function') continue;
@@ -338,6 +376,8 @@ export function boundBuiltins(): void {
       value: function (this: unknown) {
         const n = typedLength(this);
         if (n !== undefined && n > max) tooLong(what, n, max);
+        // eslint-disable-next-line prefer-rest-params
+        if ((name === 'sort' || name === 'toSorted') && arguments[0] === undefined && n !== undefined && n > NATIVE_SORT_MAX) return apply(native, this, [numericCompare]);
         // eslint-disable-next-line prefer-rest-params
         return apply(native, this, arguments);
       },
