@@ -165,7 +165,8 @@ describe('the plugin process (finding 3)', () => {
   });
 
   it('a step whose Start fails in the restarted plugin process is tried again until it builds', async () => {
-    expect((await get(`${gatehouse.url}/started/x`)).headers.get('x-started')).toBe('keys');
+    // Built (again, after the kills before) in the current plugin process.
+    await expect.poll(async () => (await get(`${gatehouse.url}/started/x`)).headers.get('x-started'), { timeout: 30_000, interval: 200 }).toBe('keys');
     const pid = started().at(-1)!.pid as number;
     const exitsBefore = exits().length;
     keys.holdJwks = true;
