@@ -1,3 +1,5 @@
+import { isTrackedProxy, trackProxies } from './proxy-registry.ts';
+
 /**
  * Runs inside the isolate, before the plugin. Some V8 builtins cannot be interrupted: a plugin
  * calling `new Array(6e7).fill(1)` or `new Float64Array(8e6).sort()` ran past the CPU limit
@@ -57,8 +59,6 @@ export function boundBuiltins(): void {
   const isArray = NativeArray.isArray;
   const objectOf = Object;
   const trunc = Math.trunc;
-  const weakHas = WeakSet.prototype.has;
-  const weakAdd = WeakSet.prototype.add;
   const stringIndexOf = String.prototype.indexOf as AnyFunction;
   const regExpExec = RegExp.prototype.exec as AnyFunction;
   const TypedArray = getPrototypeOf(Uint8Array) as { prototype: Record<string, unknown> } & Record<string, unknown>;
@@ -76,26 +76,9 @@ export function boundBuiltins(): void {
     throw new Range(`${what}: ${n} characters is over the sandbox limit of ${MAX_STRING_LENGTH}`);
   };
 
-  // Every proxy the plugin creates is known: a proxy can answer each read differently.
-  const proxies = new WeakSet<object>();
-  const isProxy = (value: object): boolean => apply(weakHas, proxies, [value]) as boolean;
-  const BoundedProxy = function Proxy(this: unknown, target: object, handler: ProxyHandler<object>) {
-    if (new.target === undefined) throw new Type("Constructor Proxy requires 'new'");
-    const proxy = new NativeProxy(target, handler);
-    apply(weakAdd, proxies, [proxy]);
-    return proxy;
-  } as unknown as ProxyConstructor;
-  const nativeRevocable = NativeProxy.revocable;
-  defineProperty(BoundedProxy, 'revocable', {
-    value: function revocable(target: object, handler: ProxyHandler<object>) {
-      const pair = nativeRevocable(target, handler);
-      apply(weakAdd, proxies, [pair.proxy]);
-      return pair;
-    },
-    writable: true,
-    configurable: true,
-  });
-  defineProperty(globalThis, 'Proxy', { value: BoundedProxy, writable: true, configurable: true });
+  // Every proxy the plugin creates is known (./proxy-registry.ts): a proxy can answer each read differently.
+  trackProxies(globalThis);
+  const isProxy = isTrackedProxy;
 
   /** A genuine array (not a proxy of one): its `length` is an own data property the plugin cannot turn into a getter. */
   const isGenuineArray = (value: unknown): value is unknown[] => isArray(value) && !isProxy(value as object);
