@@ -352,7 +352,18 @@ describe('TLS policy (finding 19)', () => {
   it("sslConfig.parameters cipherSuites, ecdhCurves and maximumProtocolVersion are honoured for that name only", async () => {
     expect((await handshake({ servername: 'suites.test', maxVersion: 'TLSv1.2', ciphers: 'ECDHE-ECDSA-AES128-GCM-SHA256' })).ok).toBe(false);
     expect(await handshake({ servername: 'suites.test', maxVersion: 'TLSv1.2', ciphers: 'ECDHE-ECDSA-AES256-GCM-SHA384' })).toMatchObject({ ok: true, cipher: 'ECDHE-ECDSA-AES256-GCM-SHA384' });
-    expect((await handshake({ servername: 'suites.test' })).ok).toBe(false);
+    // A client offering its default lists (TLS 1.3 first, X25519 first) negotiates what the
+    // VirtualService allows, as with Envoy's per-SNI TLS contexts, instead of being cut off.
+    const defaults = await handshake({ servername: 'suites.test' });
+    expect(defaults).toMatchObject({ ok: true, protocol: 'TLSv1.2' });
+    expect(['ECDHE-ECDSA-AES256-GCM-SHA384', 'ECDHE-ECDSA-CHACHA20-POLY1305']).toContain(defaults.cipher);
+    // What the VirtualService does not allow still fails: TLS 1.3 only, or X25519 only.
+    expect((await handshake({ servername: 'suites.test', minVersion: 'TLSv1.3' })).ok).toBe(false);
+    expect((await handshake({ servername: 'suites.test', ecdhCurve: 'X25519' })).ok).toBe(false);
+    expect((await handshake({ servername: 'suites.test', ecdhCurve: 'X25519:P-256' })).ok).toBe(true);
+    // The same policy whether the name is spelled in capitals or with a trailing dot.
+    expect((await handshake({ servername: 'SUITES.test.', minVersion: 'TLSv1.3', checkServerIdentity: () => undefined })).ok).toBe(false);
+    expect((await handshake({ servername: 'SUITES.test.', checkServerIdentity: () => undefined })).protocol).toBe('TLSv1.2');
     expect((await handshake({ servername: 'open.test', maxVersion: 'TLSv1.2', ciphers: 'ECDHE-ECDSA-AES128-GCM-SHA256' })).ok).toBe(true);
   });
 
