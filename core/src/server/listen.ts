@@ -214,7 +214,7 @@ export async function listenTls(handler: RequestListener, port: number, host: st
         const chosen = chosenHost(this as TLSSocket);
         const named = contexts.hostFor(servername);
         if (named && named.policy !== chosen?.policy) return callback(new Error(`SNI "${servername}" read differently before the handshake`));
-        contexts.sniCallback(servername, callback, this as TLSSocket);
+        contexts.sniCallback(servername, callback);
       },
       // Set per connection from the chosen VirtualService (handOver).
       requestCert: false,

@@ -278,20 +278,14 @@ export class TlsContexts {
   }
 
   /**
-   * `tls.Server`'s SNICallback: the certificate of the name, and a client certificate asked for
-   * only when that name's VirtualService verifies one (`socket`: the connection, which Node
-   * passes as `this`; its verify mode is still open to change while the ClientHello is read).
+   * `tls.Server`'s SNICallback: the context of the name. The listener has already started the
+   * handshake under that name's context (and client-certificate setting), chosen from the
+   * ClientHello, and checks that this reading agrees (./listen.ts); this keeps the certificate
+   * answer the same and fails names nobody serves.
    */
-  sniCallback(servername: string, callback: (error: Error | null, context?: SecureContext) => void, socket?: TLSSocket): void {
+  sniCallback(servername: string, callback: (error: Error | null, context?: SecureContext) => void): void {
     const host = this.hostFor(servername);
     if (!host) return callback(new Error(`no certificate for "${servername}"`));
-    if (socket) {
-      // Node's own switch (the server's `requestCert`) is per listener: set per connection here, in
-      // OpenSSL (whether a CertificateRequest goes out) and in Node (whether `authorized` is checked).
-      const own = socket as TLSSocket & { _requestCert?: boolean; _handle?: { setVerifyMode?(request: boolean, reject: boolean): void } | null };
-      own._handle?.setVerifyMode?.(host.requireClientCert, false);
-      own._requestCert = host.requireClientCert;
-    }
     callback(null, host.context);
   }
 }
