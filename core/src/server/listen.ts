@@ -247,10 +247,9 @@ export async function listenTls(handler: RequestListener, port: number, host: st
     // The connection is bound to the VirtualService its SNI chose (SPEC 3.2.1): the gateway
     // answers 421 to a request for another certificate's host on it.
     const vhost = bindTlsConnection(socket, contexts);
-    if (!vhost) return;
     // Made under another policy than the one it is bound to (OpenSSL read a name the ClientHello
     // reader did not, or the snapshot changed during the handshake): not served.
-    const refused = vhost.policy !== chosenHost(socket)?.policy ? 'tls_sni_mismatch' : policyViolation(socket, vhost);
+    const refused = vhost?.policy !== chosenHost(socket)?.policy ? 'tls_sni_mismatch' : vhost && policyViolation(socket, vhost);
     if (refused) {
       metrics.refusedConnections.inc({ reason: refused });
       socket.destroy();
