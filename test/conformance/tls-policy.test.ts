@@ -56,6 +56,20 @@ async function handshake(port: number, servername: string, args: string[]): Prom
   return protocol && cipher ? { protocol, cipher } : undefined;
 }
 
+/** One handshake without the `-servername` handshake() adds: `args` say what SNI, if any, is sent. */
+async function handshakeWith(port: number, args: string[]): Promise<{ protocol: string; cipher: string } | undefined> {
+  const pending = run('openssl', ['s_client', '-connect', `127.0.0.1:${port}`, '-brief', ...args], { timeout: 20_000 });
+  pending.child.stdin?.end();
+  const result = await pending.then(
+    (r) => r.stdout + r.stderr,
+    () => undefined,
+  );
+  if (!result) return undefined;
+  const protocol = /Protocol version: (\S+)/.exec(result)?.[1];
+  const cipher = /Ciphersuite: (\S+)/.exec(result)?.[1];
+  return protocol && cipher ? { protocol, cipher } : undefined;
+}
+
 /** The protocol versions the listener completes a handshake with (openssl's flags; SECLEVEL=0 lets the client offer old ones). */
 async function protocols(port: number, servername: string): Promise<string[]> {
   const accepted: string[] = [];
@@ -104,6 +118,7 @@ describe.skipIf(!hasOpenssl)('TLS policy: Mozilla intermediate by default, narro
     const ec = await selfSignedCert(work, 'ec', ['ec.test']);
     const rsa = await selfSignedCert(work, 'rsa', ['rsa.test'], { rsa: true });
     const narrow = await selfSignedCert(work, 'narrow', ['narrow.test'], { rsa: true });
+    const fallback = await selfSignedCert(work, 'fallback', ['fallback.test']);
     echo = await startEcho();
     const vs = (name: string, sslConfig: object) => ({
       apiVersion: 'gateway.solo.io/v1',
@@ -117,6 +132,12 @@ describe.skipIf(!hasOpenssl)('TLS policy: Mozilla intermediate by default, narro
       'rsa.yaml': vs('rsa', { sslFiles: { tlsCert: rsa.certFile, tlsKey: rsa.keyFile } }),
       // Its own file: a gateway that rejects these fields rejects this VirtualService only.
       'narrow.yaml': vs('narrow', { sslFiles: { tlsCert: narrow.certFile, tlsKey: narrow.keyFile }, parameters: { cipherSuites: ['ECDHE-RSA-AES256-GCM-SHA384'], ecdhCurves: ['P-256'] } }),
+      // No sniDomains: the default for clients without SNI and for names nobody claims.
+      'fallback.yaml': (() => {
+        const d = vs('fallback', { sslFiles: { tlsCert: fallback.certFile, tlsKey: fallback.keyFile }, parameters: { cipherSuites: ['ECDHE-ECDSA-AES256-GCM-SHA384'], ecdhCurves: ['P-384'], maximumProtocolVersion: 'TLSv1_2' } });
+        delete (d.spec.sslConfig as { sniDomains?: unknown }).sniDomains;
+        return d;
+      })(),
     });
     gatehouse = await startGatehouse('run', ['--config-dir', dir.path, '--access-log', 'false']);
     port = gatehouse.listening.httpsPort as number;
@@ -150,5 +171,15 @@ describe.skipIf(!hasOpenssl)('TLS policy: Mozilla intermediate by default, narro
     expect(await tls12Suites(port, 'narrow.test')).toEqual(['ECDHE-RSA-AES256-GCM-SHA384']);
     expect(await handshake(port, 'narrow.test', ['-tls1_2', '-groups', 'P-256'])).toBeDefined();
     expect(await handshake(port, 'narrow.test', ['-tls1_2', '-groups', 'X25519'])).toBeUndefined();
+  });
+
+  it('the default VirtualService (no sniDomains) negotiates its own policy with clients that send no SNI or a name nobody claims', async () => {
+    for (const args of [['-noservername'], ['-servername', 'nobody.test']]) {
+      // handshake() names a server; these replace it (openssl takes the last -servername, and -noservername drops it).
+      const result = await handshakeWith(port, args);
+      expect(result, args.join(' ')).toEqual({ protocol: 'TLSv1.2', cipher: 'ECDHE-ECDSA-AES256-GCM-SHA384' });
+      expect(await handshakeWith(port, [...args, '-groups', 'X25519']), args.join(' ')).toBeUndefined();
+      expect(await handshakeWith(port, [...args, '-tls1_3']), args.join(' ')).toBeUndefined();
+    }
   });
 });

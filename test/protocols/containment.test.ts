@@ -231,6 +231,53 @@ const FRAME_CORPUS: Buffer[] = [
   PREFACE.subarray(0, 10),
 ];
 
+/** A TLS record (default: handshake) carrying `body`. */
+const record = (body: Buffer | number[], type = 22) => Buffer.concat([Buffer.from([type, 3, 1, body.length >> 8, body.length & 0xff]), Buffer.from(body)]);
+/** A ClientHello body (TLS 1.2, one suite) with `extensions`. */
+const hello = (extensions: Buffer | number[]) => {
+  const ext = Buffer.from(extensions);
+  const body = Buffer.concat([Buffer.from([3, 3]), Buffer.alloc(32, 1), Buffer.from([0, 0, 2, 0xc0, 0x2b, 1, 0, ext.length >> 8, ext.length & 0xff]), ext]);
+  return Buffer.concat([Buffer.from([1, 0, body.length >> 8, body.length & 0xff]), body]);
+};
+const SNI = [0, 0, 0, 8, 0, 6, 0, 0, 3, 0x61, 0x2e, 0x62];
+
+/**
+ * Raw bytes where a ClientHello belongs, on the HTTPS port (read before the handshake, issue 29
+ * finding 19): truncated, oversized, fragmented, lying lengths, repeated or malformed SNI, and
+ * every line of the HTTP/1.1 corpus (not TLS at all).
+ */
+const HELLO_CORPUS: Buffer[] = [
+  record(hello(SNI)).subarray(0, 20),
+  record([1, 0xff, 0xff, 0xff]),
+  record([1, 0, 0x40, 0]),
+  Buffer.concat(Array.from({ length: 4_000 }, () => record([1]))),
+  Buffer.concat([...hello(SNI)].map((b) => record([b]))),
+  record(hello([...SNI, ...SNI])),
+  record(hello([0, 0, 0, 8, 0, 6, 1, 0, 3, 0x61, 0x2e, 0x62])),
+  record(hello([0, 0, 0, 8, 0, 6, 0, 0, 3, 0x61, 0, 0x62])),
+  record(hello([0, 0, 0, 0xff, 0, 6, 0, 0, 3, 0x61, 0x2e, 0x62])),
+  record(hello([0, 0, 0, 4, 0, 2, 0, 0])),
+  record(hello(SNI).subarray(0, 30)),
+  Buffer.concat([record(hello(SNI)), Buffer.alloc(4_000, 0x17)]),
+  record([2, 0, 0, 0]),
+  record([1, 0, 0, 0]),
+  Buffer.from([0x16, 0x03, 0x01, 0x40, 0x01]),
+  Buffer.from([0x16, 0x03, 0x01, 0x00, 0x00]),
+  record([21, 3, 3, 0, 2, 2, 40], 21),
+  ...HTTP1_CORPUS.map((b) => Buffer.from(b)),
+];
+
+/** Writes `bytes` raw to the HTTPS port; `reset`: then aborts with a TCP RST instead of waiting for the gateway. */
+function blastHello(bytes: Buffer, reset: boolean): Promise<void> {
+  return new Promise((resolve) => {
+    const socket = netConnect(httpsPort, '127.0.0.1', () => socket.write(bytes, () => (reset ? socket.resetAndDestroy() : undefined)));
+    socket.on('data', () => {});
+    socket.on('error', () => resolve());
+    socket.on('close', () => resolve());
+    socket.setTimeout(3_000, () => socket.destroy());
+  });
+}
+
 describe('containment (SPEC 4.1): no input reaches the unhandled-error guard', () => {
   it('floods every listener with the malformed corpus; the unhandled-error count stays 0 and the PID is unchanged', async () => {
     const pid = gatehouse.child.pid;
@@ -247,6 +294,7 @@ describe('containment (SPEC 4.1): no input reaches the unhandled-error guard', (
         session.destroy();
       }
       await Promise.all(FRAME_CORPUS.map((b) => blast(b)));
+      for (let i = 0; i < HELLO_CORPUS.length; i += 16) await Promise.all(HELLO_CORPUS.slice(i, i + 16).map((b, j) => blastHello(b, (i + j + round) % 3 === 0)));
     }
     expect(gatehouse.child.exitCode).toBeNull();
     expect(gatehouse.child.pid).toBe(pid);

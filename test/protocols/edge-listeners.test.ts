@@ -10,7 +10,7 @@
 import { execFile } from 'node:child_process';
 import { createServer as createHttpServer, type IncomingMessage, type Server } from 'node:http';
 import { connect as h2connect, type ClientHttp2Session, type OutgoingHttpHeaders } from 'node:http2';
-import { connect as netConnect, type AddressInfo, type Socket } from 'node:net';
+import { connect as netConnect, createServer as createNetServer, type AddressInfo, type Socket } from 'node:net';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -352,7 +352,18 @@ describe('TLS policy (finding 19)', () => {
   it("sslConfig.parameters cipherSuites, ecdhCurves and maximumProtocolVersion are honoured for that name only", async () => {
     expect((await handshake({ servername: 'suites.test', maxVersion: 'TLSv1.2', ciphers: 'ECDHE-ECDSA-AES128-GCM-SHA256' })).ok).toBe(false);
     expect(await handshake({ servername: 'suites.test', maxVersion: 'TLSv1.2', ciphers: 'ECDHE-ECDSA-AES256-GCM-SHA384' })).toMatchObject({ ok: true, cipher: 'ECDHE-ECDSA-AES256-GCM-SHA384' });
-    expect((await handshake({ servername: 'suites.test' })).ok).toBe(false);
+    // A client offering its default lists (TLS 1.3 first, X25519 first) negotiates what the
+    // VirtualService allows, as with Envoy's per-SNI TLS contexts, instead of being cut off.
+    const defaults = await handshake({ servername: 'suites.test' });
+    expect(defaults).toMatchObject({ ok: true, protocol: 'TLSv1.2' });
+    expect(['ECDHE-ECDSA-AES256-GCM-SHA384', 'ECDHE-ECDSA-CHACHA20-POLY1305']).toContain(defaults.cipher);
+    // What the VirtualService does not allow still fails: TLS 1.3 only, or X25519 only.
+    expect((await handshake({ servername: 'suites.test', minVersion: 'TLSv1.3' })).ok).toBe(false);
+    expect((await handshake({ servername: 'suites.test', ecdhCurve: 'X25519' })).ok).toBe(false);
+    expect((await handshake({ servername: 'suites.test', ecdhCurve: 'X25519:P-256' })).ok).toBe(true);
+    // The same policy whether the name is spelled in capitals or with a trailing dot.
+    expect((await handshake({ servername: 'SUITES.test.', minVersion: 'TLSv1.3', checkServerIdentity: () => undefined })).ok).toBe(false);
+    expect((await handshake({ servername: 'SUITES.test.', checkServerIdentity: () => undefined })).protocol).toBe('TLSv1.2');
     expect((await handshake({ servername: 'open.test', maxVersion: 'TLSv1.2', ciphers: 'ECDHE-ECDSA-AES128-GCM-SHA256' })).ok).toBe(true);
   });
 
@@ -372,6 +383,130 @@ describe('TLS policy (finding 19)', () => {
     expect(mtls).toContain('Requested Signature Algorithms');
   });
 });
+
+/** `gatehouse_downstream_connections_refused_total` for `reason`. */
+async function refusedCount(reason: string): Promise<number> {
+  const text = await (await fetch(`${gatehouse.adminUrl}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`gatehouse_downstream_connections_refused_total{reason="${reason}"}`));
+  return line ? Number(line.split(' ').pop()) : 0;
+}
+
+/** A raw TCP connection to the HTTPS port that writes `bytes`; resolves with what came back once the gateway closed it. */
+function rawHttps(bytes: Buffer): Promise<Buffer> {
+  return new Promise((resolve) => {
+    const socket = netConnect({ port: httpsPort, host: '127.0.0.1' }, () => socket.write(bytes, () => {}));
+    const chunks: Buffer[] = [];
+    socket.on('data', (c: Buffer) => chunks.push(c));
+    socket.on('error', () => {});
+    socket.on('close', () => resolve(Buffer.concat(chunks)));
+  });
+}
+
+/**
+ * A relay in front of the HTTPS port that re-sends the client's ClientHello as one-byte TLS
+ * records, each its own write (and TCP segment), then passes everything else through.
+ */
+async function fragmentingRelay(): Promise<{ port: number; close(): Promise<void> }> {
+  const server = createNetServer((client) => {
+    const upstream = netConnect({ port: httpsPort, host: '127.0.0.1' });
+    upstream.setNoDelay(true);
+    const fail = () => {
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('error', fail).on('close', fail);
+    upstream.on('error', fail).on('close', fail);
+    upstream.pipe(client);
+    let first: Buffer | null = Buffer.alloc(0);
+    client.on('data', (chunk: Buffer) => {
+      if (first === null) return void upstream.write(chunk);
+      first = Buffer.concat([first, chunk]);
+      if (first.length < 5 || first.length < 5 + first.readUInt16BE(3)) return;
+      const hello = first;
+      first = null;
+      const end = 5 + hello.readUInt16BE(3);
+      client.pause();
+      let i = 5;
+      const next = (): void => {
+        if (i === end) {
+          if (hello.length > end) upstream.write(hello.subarray(end));
+          client.resume();
+          return;
+        }
+        upstream.write(Buffer.from([22, 3, 1, 0, 1, hello[i++]!]), () => setImmediate(next));
+      };
+      next();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+}
+
+describe('the ClientHello reader on hostile input (finding 19: SNI read before the handshake)', () => {
+  it('a ClientHello sent as one-byte records, one segment each, still chooses its policy and is served', async () => {
+    const relay = await fragmentingRelay();
+    try {
+      expect(await handshake({ port: relay.port, servername: 'suites.test' })).toMatchObject({ ok: true, protocol: 'TLSv1.2', cipher: expect.stringMatching(/^ECDHE-ECDSA-(AES256-GCM-SHA384|CHACHA20-POLY1305)$/) });
+      expect(await handshake({ port: relay.port, servername: 'open.test' })).toMatchObject({ ok: true, protocol: 'TLSv1.3' });
+    } finally {
+      await relay.close();
+    }
+  });
+
+  it('non-TLS bytes, an oversized or malformed ClientHello are closed without an answer, counted, and nothing else is disturbed', async () => {
+    const before = await refusedCount('tls_client_hello');
+    const errors = await unhandledErrors();
+    const hostile = [
+      Buffer.from('GET / HTTP/1.1\r\nhost: open.test\r\n\r\n'),
+      Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'),
+      // An alert record where the hello should be; a record over 2^14; a zero-length record.
+      Buffer.from([21, 3, 3, 0, 2, 2, 40]),
+      Buffer.from([22, 3, 1, 0x40, 0x01, 1]),
+      Buffer.from([22, 3, 1, 0, 0]),
+      // A ClientHello announcing 16 MiB.
+      Buffer.from([22, 3, 1, 0, 4, 1, 0xff, 0xff, 0xff]),
+      // A 3,000-byte hello in one-byte records: 18 KB on the wire, over the 16 KiB bound.
+      Buffer.concat([Buffer.from([22, 3, 1, 0, 4, 1, 0, 0x0b, 0xb8]), ...Array.from({ length: 3_000 }, () => Buffer.from([22, 3, 1, 0, 1, 0x41]))]),
+      // A whole hello whose server_name entry is not a host name.
+      helloWith(Buffer.from([0, 0, 0, 8, 0, 6, 1, 0, 3, 0x61, 0x2e, 0x62])),
+    ];
+    const answers = await Promise.all(hostile.map((bytes) => rawHttps(bytes)));
+    for (const [i, answer] of answers.entries()) expect(answer.length, `input ${i}`).toBe(0);
+    expect(await refusedCount('tls_client_hello')).toBe(before + hostile.length);
+    expect(await unhandledErrors()).toBe(errors);
+    expect((await handshake({ servername: 'open.test' })).ok).toBe(true);
+  });
+
+  it('a ClientHello trickled for ever (slowloris) is closed at the request headers timeout while others are served', async () => {
+    const before = await refusedCount('tls_client_hello_timeout');
+    const socket = netConnect({ port: httpsPort, host: '127.0.0.1' });
+    socket.on('error', () => {});
+    // A hello announcing 200 bytes, then one byte every 100 ms: activity keeps an inactivity timer from ever firing.
+    socket.write(Buffer.from([22, 3, 1, 0, 200, 1, 0, 0, 196]));
+    const trickle = setInterval(() => socket.writable && socket.write(Buffer.from([0])), 100);
+    const started = Date.now();
+    try {
+      expect((await handshake({ servername: 'open.test' })).ok).toBe(true);
+      await new Promise((resolve) => socket.once('close', resolve));
+      // 1 s here; generous for a busy machine, far under the 20 s the trickle would take to finish.
+      expect(Date.now() - started).toBeLessThan(15_000);
+      expect(await refusedCount('tls_client_hello_timeout')).toBe(before + 1);
+    } finally {
+      clearInterval(trickle);
+      socket.destroy();
+    }
+  });
+});
+
+/** A minimal ClientHello record (TLS 1.2, one suite) carrying `extensions`. */
+function helloWith(extensions: Buffer): Buffer {
+  const body = Buffer.concat([Buffer.from([3, 3]), Buffer.alloc(32, 7), Buffer.from([0, 0, 2, 0xc0, 0x2b, 1, 0, extensions.length >> 8, extensions.length & 0xff]), extensions]);
+  const message = Buffer.concat([Buffer.from([1, 0, body.length >> 8, body.length & 0xff]), body]);
+  return Buffer.concat([Buffer.from([22, 3, 1, message.length >> 8, message.length & 0xff]), message]);
+}
 
 describe('HTTP/2 connections and the connection caps (finding 5)', () => {
   /** A raw connection from `localAddress`; resolves once connected. `allowHalfOpen`: the client may close its side only. */

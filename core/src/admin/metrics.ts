@@ -72,7 +72,7 @@ export const metrics = {
   }),
   refusedConnections: new Counter({
     name: 'gatehouse_downstream_connections_refused_total',
-    help: 'Downstream connections closed by the listener before serving them, by reason (per_client_limit, tls_client_certificate, tls_version, tls_cipher).',
+    help: 'Downstream connections closed by the listener before serving them, by reason (per_client_limit, tls_client_hello, tls_client_hello_timeout, tls_sni_mismatch, tls_client_certificate, tls_version, tls_cipher).',
     labelNames: ['reason'] as const,
     registers: [registry],
   }),

@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type RequestListener, type Server }
 import { createSecureServer, type Http2Server, type Http2Session } from 'node:http2';
 import type { SecureContext, TLSSocket } from 'node:tls';
 import { bindTlsConnection, DEFAULT_TLS_POLICY, PROTOCOL_ORDER, type TlsContexts, type TlsHost } from './tls-contexts.ts';
+import { MAX_CLIENT_HELLO_BYTES, parseClientHello } from './client-hello.ts';
 import { readFileSync } from 'node:fs';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
@@ -177,13 +178,23 @@ function sniff(socket: Socket, route: (isH2: boolean) => void): void {
 export type UpgradeListener = (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
 
 /**
- * Starts the HTTPS listener (SPEC 3.2.1): the certificate is chosen per handshake by SNI from
- * `contexts` (rebuilt from each snapshot, so certificates change without a restart), and the
- * connection is bound to that VirtualService (a request for another certificate's host: 421).
- * Only names whose VirtualService verifies client certificates ask for one; a connection outside
- * its VirtualService's policy (certificate, versions, suites) is closed right after the
- * handshake. The listener's own offer is Mozilla "intermediate". Same limits as the HTTP
- * listener; the handshake counts against the headers timeout.
+ * Starts the HTTPS listener (SPEC 3.2.1), Envoy's way (`tls_inspector` and one TLS context per
+ * filter chain): each connection's ClientHello is read first, without consuming it
+ * (./client-hello.ts), and its SNI name chooses the VirtualService whose TLS policy the whole
+ * handshake then runs under: its certificate, protocol versions, cipher suites, curves and
+ * client-certificate requirement (rebuilt from each snapshot in `contexts`, so certificates and
+ * policies change without a restart and without touching open connections). OpenSSL's SNI
+ * callback alone can swap only the certificate: versions, suites and curves would be the
+ * listener's, and a client offering what only the VirtualService allows was cut off.
+ *
+ * One Node server serves every policy: the connection's SSL object is made from the chosen
+ * policy's SecureContext (see {@link handOver}), so ALPN (`h2`, `http/1.1`), the HTTP/1.1 and
+ * HTTP/2 machinery, limits, timeouts and graceful close stay those of a single listener. The
+ * connection is bound to that VirtualService (a request for another policy's host: 421). No SNI,
+ * or a name nobody claims: the VirtualService without `sniDomains`, if any; otherwise the
+ * handshake fails. A ClientHello that is malformed, over {@link MAX_CLIENT_HELLO_BYTES}, or not
+ * complete within the headers timeout closes the connection (counted in
+ * `gatehouse_downstream_connections_refused_total`).
  */
 export async function listenTls(handler: RequestListener, port: number, host: string, contexts: TlsContexts, limits: Partial<ListenerLimits> = {}, onUpgrade?: UpgradeListener): Promise<{ server: Server; port: number }> {
   const l = limitsOf(limits);
@@ -193,12 +204,19 @@ export async function listenTls(handler: RequestListener, port: number, host: st
     {
       ...serverOptions(l),
       ...http2Settings(l.http2),
+      // The server's own context has no certificate: it is used only when no VirtualService claims the connection's name.
       ...DEFAULT_TLS_POLICY,
       allowHTTP1: true,
+      // The TLS handshake is part of the time the request headers have (Node's default is 120 s).
+      handshakeTimeout: l.requestHeadersTimeoutMs,
       SNICallback(this: unknown, servername: string, callback: (error: Error | null, context?: SecureContext) => void) {
-        contexts.sniCallback(servername, callback, this as TLSSocket);
+        // The policy was chosen from the ClientHello before OpenSSL read it: the two readings must agree.
+        const chosen = chosenHost(this as TLSSocket);
+        const named = contexts.hostFor(servername);
+        if (named && named.policy !== chosen?.policy) return callback(new Error(`SNI "${servername}" read differently before the handshake`));
+        contexts.sniCallback(servername, callback);
       },
-      // Asked per SNI name, in the SNI callback: only names whose VirtualService verifies client certificates ask.
+      // Set per connection from the chosen VirtualService (handOver).
       requestCert: false,
       rejectUnauthorized: false,
     },
@@ -206,11 +224,20 @@ export async function listenTls(handler: RequestListener, port: number, host: st
   );
   applyHttp1Settings(server as unknown as Server, l, onUpgrade);
   if (onUpgrade) server.on('upgrade', onUpgrade);
-  // No default certificate: a client that sends no SNI fails the handshake, as one naming nobody's domain.
-  contexts.onFallback((host) => {
-    server.setSecureContext({ ...DEFAULT_TLS_POLICY, ...host?.options });
-    // Clients that send no SNI get the default host: asked for a certificate when it verifies one.
-    (server as unknown as { requestCert: boolean }).requestCert = host?.requireClientCert ?? false;
+  const tls = server as unknown as TlsServerInternals;
+  const ownCredentials = tls._sharedCreds;
+  if (ownCredentials === undefined) throw new Error('this Node version keeps no tls.Server _sharedCreds: the per-SNI TLS policy cannot be applied');
+  // Node's TLS connection listener is taken off and called once the ClientHello has chosen the policy.
+  const [tlsConnection] = server.listeners('connection') as ((socket: Socket) => void)[];
+  server.removeListener('connection', tlsConnection!);
+  server.on('connection', (socket: Socket) => {
+    // Already refused (the per-client cap in serve()): nothing to read.
+    if (socket.destroyed) return;
+    sniffClientHello(socket, l.requestHeadersTimeoutMs, (servername) => {
+      const vhost = contexts.hostFor(servername);
+      (socket as Socket & { [CHOSEN]?: TlsHost | null })[CHOSEN] = vhost ?? null;
+      handOver(tls, tlsConnection!, socket, vhost, ownCredentials);
+    });
   });
   server.on('secureConnection', (socket: TLSSocket) => {
     if (socket.alpnProtocol === 'h2') {
@@ -220,8 +247,9 @@ export async function listenTls(handler: RequestListener, port: number, host: st
     // The connection is bound to the VirtualService its SNI chose (SPEC 3.2.1): the gateway
     // answers 421 to a request for another certificate's host on it.
     const vhost = bindTlsConnection(socket, contexts);
-    if (!vhost) return;
-    const refused = policyViolation(socket, vhost);
+    // Made under another policy than the one it is bound to (OpenSSL read a name the ClientHello
+    // reader did not, or the snapshot changed during the handshake): not served.
+    const refused = vhost?.policy !== chosenHost(socket)?.policy ? 'tls_sni_mismatch' : vhost && policyViolation(socket, vhost);
     if (refused) {
       metrics.refusedConnections.inc({ reason: refused });
       socket.destroy();
@@ -234,9 +262,95 @@ export async function listenTls(handler: RequestListener, port: number, host: st
   return serve(http, l, port, host);
 }
 
+/** What {@link handOver} changes on Node's `tls.Server` for one synchronous call (public fields, and `_sharedCreds`: the context new connections are made from). */
+interface TlsServerInternals {
+  _sharedCreds: SecureContext | undefined;
+  requestCert: boolean;
+}
+
+/** The TLS host a connection's ClientHello chose (null: none), kept on the raw socket. */
+const CHOSEN = Symbol('gatehouse.tlsChosen');
+
+/** The host chosen for a TLS connection before its handshake (undefined: none, or not known). */
+function chosenHost(socket: TLSSocket): TlsHost | undefined {
+  const raw = (socket as TLSSocket & { _parent?: { [CHOSEN]?: TlsHost | null } })._parent;
+  return raw?.[CHOSEN] ?? undefined;
+}
+
 /**
- * Why a TLS connection breaks its VirtualService's policy (checked after the handshake, since
- * OpenSSL settles the version and cipher before the SNI callback switches contexts), or undefined.
+ * Runs Node's TLS connection listener with `vhost`'s SecureContext and client-certificate
+ * setting as the server's for that one call. The listener makes the connection's TLS socket
+ * (and OpenSSL its SSL object, which copies versions, suites, curves, certificate and verify
+ * mode from that context) synchronously, so no other connection can see the swap.
+ */
+function handOver(server: TlsServerInternals, tlsConnection: (socket: Socket) => void, socket: Socket, vhost: TlsHost | undefined, own: SecureContext): void {
+  const requestCert = server.requestCert;
+  server._sharedCreds = vhost?.context ?? own;
+  server.requestCert = vhost?.requireClientCert ?? false;
+  try {
+    tlsConnection.call(server, socket);
+  } finally {
+    server._sharedCreds = own;
+    server.requestCert = requestCert;
+  }
+}
+
+/**
+ * Reads a TLS connection's ClientHello (bounded in bytes and in time), puts its bytes back, and
+ * passes on its SNI name. Malformed, oversized or unfinished hellos close the connection.
+ */
+function sniffClientHello(socket: Socket, timeoutMs: number, route: (servername: string | undefined) => void): void {
+  const chunks: Buffer[] = [];
+  let seen = 0;
+  let need = 1;
+  const stop = (): void => {
+    clearTimeout(timer);
+    socket.removeListener('data', onData);
+    socket.removeListener('end', onEnd);
+    socket.removeListener('error', onEnd);
+    socket.removeListener('close', stop);
+  };
+  const refuse = (reason: 'tls_client_hello' | 'tls_client_hello_timeout'): void => {
+    stop();
+    metrics.refusedConnections.inc({ reason });
+    socket.destroy();
+  };
+  // An absolute bound: the socket's inactivity timeout alone lets a byte a second go on for ever.
+  const timer = setTimeout(() => refuse('tls_client_hello_timeout'), timeoutMs);
+  const onData = (chunk: Buffer): void => {
+    chunks.push(chunk);
+    seen += chunk.length;
+    // Parsed again only once the bytes it waits for are there: a hello trickled a byte at a time is not re-read per byte.
+    if (seen < need) return;
+    const bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, seen);
+    chunks.length = 0;
+    chunks.push(bytes);
+    const hello = parseClientHello(bytes, MAX_CLIENT_HELLO_BYTES);
+    if (hello.kind === 'incomplete') {
+      need = hello.need;
+      return;
+    }
+    if (hello.kind === 'invalid') return refuse('tls_client_hello');
+    stop();
+    socket.pause();
+    socket.unshift(bytes);
+    // The TLS socket takes over the connection's handle and reads what was put back first.
+    route(hello.servername);
+  };
+  // Gone before its hello: nothing to serve (and an error here must not go unhandled).
+  const onEnd = (): void => {
+    stop();
+    socket.destroy();
+  };
+  socket.on('data', onData);
+  socket.on('end', onEnd);
+  socket.on('error', onEnd);
+  socket.once('close', stop);
+}
+
+/**
+ * Why a TLS connection breaks its VirtualService's policy, or undefined. The handshake already
+ * ran under that policy's context; checked again after it, as a second line.
  */
 function policyViolation(socket: TLSSocket, host: TlsHost): 'tls_client_certificate' | 'tls_version' | 'tls_cipher' | undefined {
   if (host.requireClientCert && !socket.authorized) return 'tls_client_certificate';

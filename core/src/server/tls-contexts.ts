@@ -5,21 +5,19 @@ import { lookup, type ConfigSnapshot } from '../config/store.ts';
 
 /** A VirtualService's `sslConfig`, as compiled for the HTTPS listener. */
 export interface TlsHost {
+  /** The whole TLS policy: the listener runs the handshakes of this host's names under it (./listen.ts). */
   readonly context: SecureContext;
-  /** What `context` was built from: a client that sends no SNI gets it through the server's default context. */
+  /** What `context` was built from. */
   readonly options: SecureContextOptions;
   /** Clients must present a certificate signed by the config's root CA. */
   readonly requireClientCert: boolean;
   /** `namespace/name` of the VirtualService, for logs. */
   readonly virtualService: string;
-  /**
-   * Lowest protocol version accepted (`parameters.minimumProtocolVersion`). Checked after the
-   * handshake: OpenSSL negotiates the version before the SNI callback switches certificates.
-   */
+  /** Lowest protocol version accepted (`parameters.minimumProtocolVersion`); negotiated in `context`, checked again after the handshake. */
   readonly minVersion: number;
-  /** Highest protocol version accepted (`parameters.maximumProtocolVersion`), checked the same way. */
+  /** Highest protocol version accepted (`parameters.maximumProtocolVersion`), the same way. */
   readonly maxVersion: number;
-  /** TLS 1.2 suites accepted (`parameters.cipherSuites`, OpenSSL names) when the VirtualService lists its own; checked after the handshake too. */
+  /** TLS 1.2 suites accepted (`parameters.cipherSuites`, OpenSSL names) when the VirtualService lists its own; the same way. */
   readonly ciphers: ReadonlySet<string> | undefined;
   /**
    * Everything the TLS policy is made of (certificate, key, CA, client-certificate, versions,
@@ -202,7 +200,6 @@ export class TlsContexts {
   }
 
   update(snapshot: ConfigSnapshot): void {
-    const previousFallback = this.fallback;
     const exact = new Map<string, TlsHost>();
     const wildcard = new Map<string, TlsHost>();
     const built = new Map<string, SecureContext>();
@@ -257,19 +254,6 @@ export class TlsContexts {
     this.lastGood = lastGood;
     this.byVirtualService = byVirtualService;
     this.size = size;
-    if (fallback?.context !== previousFallback?.context) for (const listener of this.fallbackListeners) listener(fallback);
-  }
-
-  private readonly fallbackListeners = new Set<(host: TlsHost | undefined) => void>();
-
-  /**
-   * Calls `listener` now and whenever the default certificate changes: the listener makes it the
-   * server's own context, which is what a client that sends no SNI gets (Node's SNICallback only
-   * runs for clients that send a name).
-   */
-  onFallback(listener: (host: TlsHost | undefined) => void): void {
-    this.fallbackListeners.add(listener);
-    listener(this.fallback);
   }
 
   /** The TLS host of VirtualService `namespace/name`, if it has TLS and its certificate loads. */
@@ -294,20 +278,14 @@ export class TlsContexts {
   }
 
   /**
-   * `tls.Server`'s SNICallback: the certificate of the name, and a client certificate asked for
-   * only when that name's VirtualService verifies one (`socket`: the connection, which Node
-   * passes as `this`; its verify mode is still open to change while the ClientHello is read).
+   * `tls.Server`'s SNICallback: the context of the name. The listener has already started the
+   * handshake under that name's context (and client-certificate setting), chosen from the
+   * ClientHello, and checks that this reading agrees (./listen.ts); this keeps the certificate
+   * answer the same and fails names nobody serves.
    */
-  sniCallback(servername: string, callback: (error: Error | null, context?: SecureContext) => void, socket?: TLSSocket): void {
+  sniCallback(servername: string, callback: (error: Error | null, context?: SecureContext) => void): void {
     const host = this.hostFor(servername);
     if (!host) return callback(new Error(`no certificate for "${servername}"`));
-    if (socket) {
-      // Node's own switch (the server's `requestCert`) is per listener: set per connection here, in
-      // OpenSSL (whether a CertificateRequest goes out) and in Node (whether `authorized` is checked).
-      const own = socket as TLSSocket & { _requestCert?: boolean; _handle?: { setVerifyMode?(request: boolean, reject: boolean): void } | null };
-      own._handle?.setVerifyMode?.(host.requireClientCert, false);
-      own._requestCert = host.requireClientCert;
-    }
     callback(null, host.context);
   }
 }
