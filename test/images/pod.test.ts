@@ -164,8 +164,18 @@ describe.skipIf(missing !== undefined)('the images as a pod', () => {
     };
     config = await makeConfigDir(requiredHeaderAppFiles(echo.port));
     await chmod(config.path, 0o755);
-    const extauthVolumes = { 'auth-plugins': await emptyDir('extauth-auth-plugins'), tmp: await emptyDir('extauth-tmp'), config: config.path };
-    const gatewayVolumes = { tmp: await emptyDir('gateway-tmp'), config: config.path };
+    // The caller token Secret both pods mount (issue 24 finding 9): its file, readable by their group as the kubelet's defaultMode 0440 makes it.
+    const tokenSecret = parseAllDocuments(render.stdout)
+      .map((d) => d.toJS() as { kind?: string; metadata?: { name?: string }; data?: Record<string, string> })
+      .find((o) => o?.kind === 'Secret' && o.data?.token !== undefined);
+    expect(tokenSecret, 'install render writes the caller token Secret by default').toBeDefined();
+    const callerToken = join(work, 'caller-token');
+    await mkdir(callerToken);
+    await writeFile(join(callerToken, 'token'), Buffer.from(tokenSecret!.data!.token!, 'base64'));
+    await chmod(join(callerToken, 'token'), 0o444);
+    await chmod(callerToken, 0o755);
+    const extauthVolumes = { 'auth-plugins': await emptyDir('extauth-auth-plugins'), tmp: await emptyDir('extauth-tmp'), config: config.path, 'caller-token': callerToken };
+    const gatewayVolumes = { tmp: await emptyDir('gateway-tmp'), config: config.path, 'caller-token': callerToken };
 
     // 3. The init container: a tag other than the gateway version is refused and writes nothing;
     //    as rendered, it exits 0 and leaves the plugin in the shared volume, written as uid 10001.
