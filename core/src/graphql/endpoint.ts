@@ -16,7 +16,8 @@ import { metrics } from '../admin/metrics.ts';
 import type { RequestContext } from '../proxy/context.ts';
 import { graphiqlPage } from './graphiql.ts';
 import { inputsTooComplexToCompile, usesComplexInput } from './input-complexity.ts';
-import { acceptsHtml, negotiate, readParams, RequestFailure, sendErrors, sendJson, type MediaType, type RequestParams } from './http.ts';
+import { acceptsHtml, errorAnswer, negotiate, readParams, RequestFailure, sendAnswer, sendErrors, sendJson, type Answer, type MediaType, type RequestParams } from './http.ts';
+import { FieldErrorCodes } from './errors.ts';
 import { checkDocument, DEFAULT_LIMITS, jsonLargerThan, LimitCodes, limitError, nestsDeeperThan, OperationBudget, type GraphQLLimits } from './limits.ts';
 import { maskErrors } from './masking.ts';
 import type { OperationGate } from './operation-gate.ts';
@@ -35,6 +36,11 @@ interface PreparedDocument {
   readonly errors: readonly GraphQLError[] | undefined;
   /** graphql-jit compilations by operation name. */
   readonly compiled: Map<string, CompiledQuery | ExecutionResult | typeof INTERPRET>;
+}
+
+/** A batch entry for a remote answer that is not JSON. */
+function notJson(): string {
+  return JSON.stringify({ errors: [{ message: 'the upstream GraphQL server answered with something that is not JSON', extensions: { code: FieldErrorCodes.BAD_UPSTREAM_RESPONSE } }] });
 }
 
 /** Marks an operation that graphql-js runs instead of graphql-jit (see ./input-complexity.ts). */
@@ -124,68 +130,108 @@ export class GraphQLEndpoint {
       });
       return;
     }
-    let params = await readParams(req);
-    if (params instanceof RequestFailure) {
-      sendErrors(res, params.status, media, [{ message: params.message }], params.headers);
+    const read = await readParams(req);
+    if (read instanceof RequestFailure) {
+      sendErrors(res, read.status, media, [{ message: read.message }], read.headers);
       return;
     }
+    if ('batch' in read) {
+      await this.serveBatch(read.batch, req, res, ctx, media);
+      return;
+    }
+    const budget = new OperationBudget(this.limits);
+    try {
+      const answer = await this.answer(read, req, res, ctx, media, budget);
+      if (answer) sendAnswer(res, media, answer);
+      else if (!res.writableEnded) res.destroy();
+    } finally {
+      budget.release();
+    }
+  }
+
+  /**
+   * Answers a batch (a JSON array body) with a JSON array of results in the same order, status
+   * 200 (each entry's own errors say what failed). Every entry runs under every limit, with its
+   * own budget, concurrently (as Apollo Server runs batches); `limits.maxBatchSize` bounds how
+   * many. The entries' `set-cookie` headers are all passed on; other upstream headers are not
+   * (there is no one `cache-control` of several answers).
+   */
+  private async serveBatch(batch: readonly (RequestParams | RequestFailure)[], req: IncomingMessage, res: ServerResponse, ctx: RequestContext, media: MediaType): Promise<void> {
+    const max = this.limits.maxBatchSize;
+    if (max === 0) {
+      sendErrors(res, 400, media, [limitError(LimitCodes.BATCH_SIZE, 'this API does not accept batched requests (limits.maxBatchSize is 0); send one operation per request')]);
+      return;
+    }
+    if (batch.length === 0) {
+      sendErrors(res, 400, media, [{ message: 'the batch is empty' }]);
+      return;
+    }
+    if (batch.length > max) {
+      sendErrors(res, 400, media, [limitError(LimitCodes.BATCH_SIZE, `the batch holds ${batch.length} operations, more than the ${max} this API allows (limits.maxBatchSize)`)]);
+      return;
+    }
+    const budgets = batch.map(() => new OperationBudget(this.limits));
+    try {
+      const answers = await Promise.all(
+        batch.map((entry, i) => (entry instanceof RequestFailure ? errorAnswer(entry.status, [{ message: entry.message }]) : this.answer(entry, req, res, ctx, media, budgets[i]!))),
+      );
+      if (answers.some((a) => a === undefined)) {
+        // The client left.
+        if (!res.writableEnded) res.destroy();
+        return;
+      }
+      const cookies: string[] = [];
+      const parts: (string | Buffer)[] = [];
+      for (const answer of answers as Answer[]) {
+        const cookie = answer.headers?.['set-cookie'];
+        if (cookie !== undefined) cookies.push(...(typeof cookie === 'string' ? [cookie] : cookie));
+        // A remote answer that is not JSON (an HTML error page) cannot be an entry of a JSON array.
+        parts.push(answer.contentType === undefined || /json/i.test(answer.contentType) ? answer.body : notJson());
+      }
+      const size = parts.reduce((n, p) => n + (typeof p === 'string' ? Buffer.byteLength(p) : p.length), 0) + parts.length + 1;
+      const body = Buffer.concat([Buffer.from('['), ...parts.flatMap((p, i) => [Buffer.from(i === 0 ? '' : ','), typeof p === 'string' ? Buffer.from(p) : p]), Buffer.from(']')], size);
+      sendAnswer(res, media, { status: 200, body, headers: cookies.length > 0 ? { 'set-cookie': cookies } : undefined });
+    } finally {
+      for (const budget of budgets) budget.release();
+    }
+  }
+
+  /** One operation's answer; undefined when the client left while the remote executor waited. */
+  private async answer(params: RequestParams, req: IncomingMessage, res: ServerResponse, ctx: RequestContext, media: MediaType, budget: OperationBudget): Promise<Answer | undefined> {
     const gate = this.options.gate;
     if (gate && (!gate.open || params.query === '')) {
       const admitted = gate.admit(params);
-      if ('status' in admitted) {
-        sendErrors(res, admitted.status, media, [admitted.error]);
-        return;
-      }
+      if ('status' in admitted) return errorAnswer(admitted.status, [admitted.error]);
       // A query found by its hash: the body the client sent holds none, so it is not forwarded as is.
       if (admitted.query !== params.query) params = { ...params, query: admitted.query, rawBody: undefined };
     }
     if (this.options.logSensitiveInfo) ctx.logger.debug({ api: this.options.name, operationName: params.operationName, query: params.query, variables: params.variables }, 'graphql operation');
-    const budget = new OperationBudget(this.limits);
     const prepared = this.prepare(params.query, budget);
-    if (prepared.errors) {
-      sendErrors(res, 400, media, prepared.errors);
-      return;
-    }
+    if (prepared.errors) return errorAnswer(400, prepared.errors);
     const document = prepared.document!;
     const operation = getOperationAST(document, params.operationName);
     if (!operation) {
       const message = params.operationName ? `no operation named "${params.operationName}" in the document` : 'the document holds several operations; say which one with "operationName"';
-      sendErrors(res, 400, media, [{ message }]);
-      return;
+      return errorAnswer(400, [{ message }]);
     }
-    if (operation.operation === 'subscription') {
-      sendErrors(res, 400, media, [{ message: 'subscriptions are not supported over HTTP by this gateway' }]);
-      return;
-    }
+    if (operation.operation === 'subscription') return errorAnswer(400, [{ message: 'subscriptions are not supported over HTTP by this gateway' }]);
     // GraphQL over HTTP: a GET must never cause side effects.
-    if (operation.operation === 'mutation' && req.method === 'GET') {
-      sendErrors(res, 405, media, [{ message: 'mutations need POST; GET only runs queries' }], { allow: 'POST' });
-      return;
-    }
+    if (operation.operation === 'mutation' && req.method === 'GET') return errorAnswer(405, [{ message: 'mutations need POST; GET only runs queries' }], { allow: 'POST' });
     // Coercing variables recurses through them (a deeply nested value overflowed the stack).
     if (params.variables && nestsDeeperThan(params.variables, this.limits.maxVariableDepth)) {
-      sendErrors(res, 400, media, [limitError(LimitCodes.VARIABLES_DEPTH, `"variables" nest deeper than the ${this.limits.maxVariableDepth} levels this API allows (limits.maxVariableDepth)`)]);
-      return;
+      return errorAnswer(400, [limitError(LimitCodes.VARIABLES_DEPTH, `"variables" nest deeper than the ${this.limits.maxVariableDepth} levels this API allows (limits.maxVariableDepth)`)]);
     }
-    try {
-      if (this.options.remote) {
-        this.operationMetrics[operation.operation]!.ok();
-        await this.options.remote.forward(params, media, res, ctx, budget, this.options.includeUpstreamErrors === true);
-        return;
-      }
-      const [result, stringify] = await this.execute(prepared, document, operation, params, ctx, budget);
-      const failed = result.errors !== undefined && result.errors.length > 0;
-      this.operationMetrics[operation.operation]![failed ? 'error' : 'ok']();
-      const body = this.serialize(result, stringify, budget, ctx);
-      if (typeof body !== 'string') {
-        sendErrors(res, 400, media, [body]);
-        return;
-      }
-      // A result without data is a request error (e.g. bad variables): 400, like parse and validation errors.
-      sendJson(res, result.data === undefined ? 400 : 200, media, body);
-    } finally {
-      budget.release();
+    if (this.options.remote) {
+      this.operationMetrics[operation.operation]!.ok();
+      return this.options.remote.forward(params, media, res, ctx, budget, this.options.includeUpstreamErrors === true);
     }
+    const [result, stringify] = await this.execute(prepared, document, operation, params, ctx, budget);
+    const failed = result.errors !== undefined && result.errors.length > 0;
+    this.operationMetrics[operation.operation]![failed ? 'error' : 'ok']();
+    const body = this.serialize(result, stringify, budget, ctx);
+    if (typeof body !== 'string') return errorAnswer(400, [body]);
+    // A result without data is a request error (e.g. bad variables): 400, like parse and validation errors.
+    return { status: result.data === undefined ? 400 : 200, body };
   }
 
   /** The response body, or the limit it passes (response bytes, event-loop time); upstream errors masked. */

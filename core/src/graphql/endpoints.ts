@@ -123,13 +123,15 @@ class Endpoints implements GraphQLEndpoints {
     if (existing && existing.fingerprint === fingerprint) return existing;
     const local = spec?.executor.local;
     const introspection = local?.enableIntrospection ?? false;
+    // The remote executor's upstream decides about introspection unless it is refused here.
+    const remoteIntrospection = spec?.executor.remote?.enableIntrospection ?? true;
     const endpoint = new GraphQLEndpoint({
       key: resource.key,
       name,
       version: resource.version,
       schema: compiled.schema,
-      // The remote executor's upstream decides about introspection; locally it is off by default.
-      rules: validationRules({ introspection: remote ? true : introspection }),
+      // Locally introspection is off by default.
+      rules: validationRules({ introspection: remote ? remoteIntrospection : introspection }),
       // Gloo's executor.local.options.maxDepth is the depth limit (spec.limits.maxDepth wins when both are set).
       limits: limitsOf(resource.spec.limits, local?.options?.maxDepth),
       resolverFields: resolverFieldsOf(compiled.schema),

@@ -54,6 +54,8 @@ export interface GraphQLLimits {
   readonly maxOperationMs: number;
   /** Nesting of the JSON `variables`. */
   readonly maxVariableDepth: number;
+  /** Operations in one batched request (a JSON array body); 0 refuses batches. Each runs under all the other limits. */
+  readonly maxBatchSize: number;
 }
 
 /**
@@ -75,6 +77,7 @@ export const DEFAULT_LIMITS: GraphQLLimits = Object.freeze({
   maxBufferedBytes: 32 * 1024 * 1024,
   maxOperationMs: 1_000,
   maxVariableDepth: 32,
+  maxBatchSize: 10,
 });
 
 /** The limits of an API: `spec.limits` over the defaults; Gloo's `maxDepth` when `limits.maxDepth` is not set. */
@@ -113,6 +116,7 @@ export const LimitCodes = {
   BUFFERED_BYTES: 'GRAPHQL_LIMIT_BUFFERED_BYTES',
   TIME: 'GRAPHQL_LIMIT_TIME',
   VARIABLES_DEPTH: 'GRAPHQL_LIMIT_VARIABLES_DEPTH',
+  BATCH_SIZE: 'GRAPHQL_LIMIT_BATCH_SIZE',
   /** A fragment that spreads itself (directly or through others). */
   FRAGMENT_CYCLE: 'GRAPHQL_FRAGMENT_CYCLE',
 } as const;

@@ -1,22 +1,36 @@
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { RemoteExecutorSpec } from '../config/schema/graphql-api.ts';
+import { durationMs } from '../config/schema/common.ts';
 import { ErrorCodes } from '../errors.ts';
 import { isConnectFailure, type UpstreamCluster } from '../proxy/upstream-cluster.ts';
 import type { RequestContext } from '../proxy/context.ts';
 import { FieldErrorCodes, GraphQLConfigCodes, type Problem } from './errors.ts';
-import { sendErrors, type MediaType, type RequestParams } from './http.ts';
+import { errorAnswer, type Answer, type MediaType, type RequestParams } from './http.ts';
 import { LimitCodes, type OperationBudget } from './limits.ts';
 import { Template, TemplateSyntaxError } from './template.ts';
 
-/** How long the remote executor waits for the upstream GraphQL server (the gateway's route default). */
+/** How long the remote executor waits for the upstream GraphQL server by default (`executor.remote.timeout`). */
 export const REMOTE_TIMEOUT_MS = 15_000;
+
+/** Upstream response headers always passed to the client (`executor.remote.responseHeaders` adds more). */
+export const DEFAULT_REMOTE_RESPONSE_HEADERS: readonly string[] = ['set-cookie', 'cache-control'];
+
+/**
+ * Response headers never passed on, whatever the configuration: they describe the upstream
+ * connection or the upstream's body framing, not the answer the gateway writes.
+ */
+const NOT_PASSED = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length', 'content-type', 'content-encoding', 'upgrade', 'proxy-connection', 'te', 'trailer', 'http2-settings']);
 
 /** `executor.remote` with its templates parsed (load time). */
 export interface CompiledRemote {
   readonly path: string;
   readonly headers: readonly (readonly [string, Template])[];
   readonly queryParams: readonly (readonly [string, Template])[];
+  /** Upstream response headers passed to the client (lowercase). */
+  readonly responseHeaders: readonly string[];
+  /** Milliseconds to wait for the upstream's headers, and between body chunks. */
+  readonly timeoutMs: number;
 }
 
 const REMOTE_PATH = ['spec', 'executableSchema', 'executor', 'remote'];
@@ -39,21 +53,32 @@ export function compileRemote(spec: RemoteExecutorSpec, problems: Problem[]): Co
   const queryParams = parse('queryParams', spec.queryParams);
   if (!ok) return undefined;
   let path = spec.path ?? '/graphql';
+  const responseHeaders = [...new Set([...DEFAULT_REMOTE_RESPONSE_HEADERS, ...(spec.responseHeaders ?? []).map((h) => h.toLowerCase())])].filter((h) => !NOT_PASSED.has(h));
+  for (const [i, name] of (spec.responseHeaders ?? []).entries()) {
+    if (NOT_PASSED.has(name.toLowerCase())) problems.push({ path: [...REMOTE_PATH, 'responseHeaders', i], code: GraphQLConfigCodes.IGNORED, message: `"${name}" describes the upstream connection and is never passed to clients`, severity: 'warning' });
+  }
+  const timeoutMs = spec.timeout !== undefined ? durationMs(spec.timeout) : REMOTE_TIMEOUT_MS;
+  // undici reads 0 as "no timeout": a call that never ends would hold its budget forever.
+  if (!(timeoutMs >= 1)) {
+    problems.push({ path: [...REMOTE_PATH, 'timeout'], code: GraphQLConfigCodes.BAD_TIMEOUT, message: 'the timeout must be at least 1ms', severity: 'error' });
+    return undefined;
+  }
   if (queryParams.length > 0 && !queryParams.some(([, t]) => !t.constant)) {
     // All static: the query string is built once.
     path += (path.includes('?') ? '&' : '?') + queryParams.map(([k, t]) => `${encodeURIComponent(k)}=${encodeURIComponent(t.text)}`).join('&');
-    return { path, headers, queryParams: [] };
+    return { path, headers, queryParams: [], responseHeaders, timeoutMs };
   }
-  return { path, headers, queryParams };
+  return { path, headers, queryParams, responseHeaders, timeoutMs };
 }
 
 /**
  * Forwards validated operations to the upstream GraphQL server and returns its answer (status,
  * content type and body) with its errors masked: each error's message becomes a generic one, its
  * `path`, `locations` and a code-shaped `extensions.code` kept, the original logged with the
- * request id (SPEC 3.3.1; `includeUpstreamErrors` returns the body unchanged). An answer over
- * `maxResponseBytes` is cut off and refused. Connection failures answer 503 and timeouts 504,
- * with a GraphQL error body and `x-gatehouse-error` (SPEC 4).
+ * request id (SPEC 3.3.1; `includeUpstreamErrors` returns the body unchanged), and the upstream
+ * response headers named by `responseHeaders` (`set-cookie`, `cache-control` by default). An
+ * answer over `maxResponseBytes` is cut off and refused. Connection failures answer 503 and
+ * timeouts 504, with a GraphQL error body and `x-gatehouse-error` (SPEC 4).
  */
 export class RemoteExecutor {
   private readonly remote: CompiledRemote;
@@ -78,8 +103,11 @@ export class RemoteExecutor {
     };
   }
 
-  /** Forwards one operation; the answer is held within the operation's `budget` (response bytes, bytes buffered). */
-  async forward(params: RequestParams, media: MediaType, res: ServerResponse, ctx: RequestContext, budget: OperationBudget, includeUpstreamErrors: boolean): Promise<void> {
+  /**
+   * Forwards one operation and returns the answer to write, held within the operation's `budget`
+   * (response bytes, bytes buffered); undefined when the client left (nothing to write).
+   */
+  async forward(params: RequestParams, media: MediaType, res: ServerResponse, ctx: RequestContext, budget: OperationBudget, includeUpstreamErrors: boolean): Promise<Answer | undefined> {
     const maxResponseBytes = budget.limits.maxResponseBytes;
     const scope = { headers: ctx.headers };
     let headers = this.staticHeaders[media];
@@ -106,49 +134,39 @@ export class RemoteExecutor {
     const cluster = this.cluster;
     const host = cluster.pick();
     ctx.upstream = cluster.name;
-    const call = new RemoteCall(res, maxResponseBytes, budget);
-    const error = await call.run(host.dispatcher, { method: 'POST', path, headers, body, headersTimeout: REMOTE_TIMEOUT_MS, bodyTimeout: REMOTE_TIMEOUT_MS });
+    const timeoutMs = this.remote.timeoutMs;
+    const call = new RemoteCall(res, maxResponseBytes, budget, this.remote.responseHeaders);
+    const error = await call.run(host.dispatcher, { method: 'POST', path, headers, body, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
     if (!error) {
       let answer = call.body();
       if (!includeUpstreamErrors) answer = maskRemoteErrors(answer, (errors) => ctx.logger.warn({ reqId: ctx.requestId, upstream: cluster.name, errors: truncate(JSON.stringify(errors)) }, 'GraphQL remote executor: upstream errors (masked for the client)'));
-      if (res.headersSent || res.destroyed) return;
+      if (res.destroyed) return undefined;
       // The upstream's status and content type, as it sent them.
-      res.writeHead(call.status, { ...(call.contentType ? { 'content-type': call.contentType } : {}), 'content-length': answer.length });
-      res.end(answer);
-      return;
+      return { status: call.status, body: answer, contentType: call.contentType, headers: call.passed };
     }
     if (error === OVER_BUDGET) {
       const refusal = budget.bufferedError();
-      sendErrors(res, 503, media, [{ message: refusal.message, extensions: refusal.extensions } as { message: string }]);
-      return;
+      return errorAnswer(503, [{ message: refusal.message, extensions: refusal.extensions } as { message: string }]);
     }
     if (error === TOO_LARGE) {
       ctx.logger.warn({ reqId: ctx.requestId, upstream: cluster.name, limit: maxResponseBytes }, 'GraphQL remote executor: upstream answer over limits.maxResponseBytes');
-      sendErrors(res, 400, media, [{ message: `the response is larger than the ${maxResponseBytes} bytes this API allows (limits.maxResponseBytes); ask for fewer fields or items`, extensions: { code: LimitCodes.RESPONSE_BYTES } } as { message: string }]);
-      return;
+      return errorAnswer(400, [{ message: `the response is larger than the ${maxResponseBytes} bytes this API allows (limits.maxResponseBytes); ask for fewer fields or items`, extensions: { code: LimitCodes.RESPONSE_BYTES } } as { message: string }]);
     }
     if (res.destroyed) {
       // The client left (which also stopped the upstream call): nothing failed upstream.
       ctx.logger.debug({ reqId: ctx.requestId, upstream: cluster.name }, 'GraphQL remote executor: client closed the connection');
-      return;
+      return undefined;
     }
     const code = (error as { code?: string }).code;
     if (isConnectFailure(error)) cluster.eject(host);
     const timeout = code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';
     ctx.logger.warn({ reqId: ctx.requestId, err: error, upstream: cluster.name }, 'GraphQL remote executor: upstream failed');
-    if (res.headersSent) {
-      // Cut mid-body: the client must see a broken response, not a truncated "complete" one.
-      res.destroy();
-      return;
-    }
-    sendErrors(
-      res,
+    return errorAnswer(
       timeout ? 504 : 503,
-      media,
       [
         {
           // The cause (an address, a TLS detail) is in the log above, not in the answer.
-          message: timeout ? `the upstream GraphQL server did not answer within ${REMOTE_TIMEOUT_MS}ms` : 'the upstream GraphQL server is unavailable',
+          message: timeout ? `the upstream GraphQL server did not answer within ${timeoutMs}ms` : 'the upstream GraphQL server is unavailable',
           extensions: { code: timeout ? FieldErrorCodes.UPSTREAM_TIMEOUT : FieldErrorCodes.UPSTREAM_ERROR },
         } as { message: string },
       ],
@@ -216,13 +234,17 @@ class RemoteCall implements Dispatcher.DispatchHandler {
   private readonly chunks: Buffer[] = [];
   private size = 0;
   private failure: Error | undefined;
+  private readonly passNames: readonly string[];
   status = 502;
   contentType: string | undefined;
+  /** The upstream response headers passed to the client. */
+  passed: Record<string, string | string[]> | undefined;
 
-  constructor(res: ServerResponse, limit: number, budget: OperationBudget) {
+  constructor(res: ServerResponse, limit: number, budget: OperationBudget, passNames: readonly string[]) {
     this.res = res;
     this.limit = limit;
     this.budget = budget;
+    this.passNames = passNames;
   }
 
   /** Resolves when the response is complete (undefined) or the call failed (the error). */
@@ -249,6 +271,10 @@ class RemoteCall implements Dispatcher.DispatchHandler {
     this.status = statusCode;
     const contentType = headers['content-type'];
     if (typeof contentType === 'string') this.contentType = contentType;
+    for (const name of this.passNames) {
+      const value = headers[name];
+      if (value !== undefined) (this.passed ??= {})[name] = value;
+    }
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
