@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import {
   execute,
   getOperationAST,
@@ -20,6 +21,8 @@ import { acceptsHtml, errorAnswer, negotiate, readParams, RequestFailure, sendAn
 import { FieldErrorCodes } from './errors.ts';
 import { checkDocument, DEFAULT_LIMITS, jsonLargerThan, LimitCodes, limitError, nestsDeeperThan, OperationBudget, type GraphQLLimits } from './limits.ts';
 import { maskErrors } from './masking.ts';
+import { serveEventStream, wantsEventStream } from './subscriptions/sse.ts';
+import { SubscriptionServer } from './subscriptions/ws.ts';
 import type { OperationGate } from './operation-gate.ts';
 import type { RemoteExecutor } from './remote.ts';
 import type { FieldResolver, OperationContext } from './resolvers/types.ts';
@@ -28,7 +31,7 @@ import type { FieldResolver, OperationContext } from './resolvers/types.ts';
 export type ExecutionEngine = 'jit' | 'graphql-js';
 
 /** A parsed and validated document, cached by query text. */
-interface PreparedDocument {
+export interface PreparedDocument {
   readonly document: DocumentNode | undefined;
   /** Fields once fragments are expanded (what compiling would unroll). */
   readonly size: number;
@@ -36,6 +39,27 @@ interface PreparedDocument {
   readonly errors: readonly GraphQLError[] | undefined;
   /** graphql-jit compilations by operation name. */
   readonly compiled: Map<string, CompiledQuery | ExecutionResult | typeof INTERPRET>;
+}
+
+/** `extensions.code` of a subscription on an API that cannot serve one (stable). */
+export const SUBSCRIPTIONS_UNSUPPORTED = 'GRAPHQL_SUBSCRIPTIONS_UNSUPPORTED';
+
+/** An operation that passed every check before execution (see {@link GraphQLEndpoint.admit}). */
+export interface Admitted {
+  readonly params: RequestParams;
+  readonly prepared: PreparedDocument;
+  readonly document: DocumentNode;
+  readonly operation: OperationDefinitionNode;
+}
+
+/** Aborts when the client closes the connection before its response is complete. */
+export function clientGone(res: ServerResponse): AbortSignal {
+  const abort = new AbortController();
+  if (res.destroyed) abort.abort();
+  else res.once('close', () => {
+    if (!res.writableFinished) abort.abort();
+  });
+  return abort.signal;
 }
 
 /** A batch entry for a remote answer that is not JSON. */
@@ -101,6 +125,8 @@ export class GraphQLEndpoint {
   private readonly complexInputs: ReadonlySet<string>;
   private readonly limits: GraphQLLimits;
   private readonly resolverFields: ReadonlySet<string>;
+  /** graphql-ws, created on the first upgrade. */
+  private subscriptions: SubscriptionServer | undefined;
 
   constructor(options: EndpointOptions) {
     this.options = options;
@@ -123,6 +149,10 @@ export class GraphQLEndpoint {
       sendJson(res, 200, 'text/html', graphiqlPage(this.options.name));
       return;
     }
+    if (wantsEventStream(accept)) {
+      await serveEventStream(this, req, res, ctx);
+      return;
+    }
     const media = negotiate(accept);
     if (!media) {
       sendErrors(res, 406, 'application/json', [{ message: 'the Accept header allows neither application/graphql-response+json nor application/json' }], {
@@ -141,7 +171,7 @@ export class GraphQLEndpoint {
     }
     const budget = new OperationBudget(this.limits);
     try {
-      const answer = await this.answer(read, req, res, ctx, media, budget);
+      const answer = await this.answer(read, req.method, clientGone(res), ctx, media, budget);
       if (answer) sendAnswer(res, media, answer);
       else if (!res.writableEnded) res.destroy();
     } finally {
@@ -171,9 +201,10 @@ export class GraphQLEndpoint {
       return;
     }
     const budgets = batch.map(() => new OperationBudget(this.limits));
+    const signal = clientGone(res);
     try {
       const answers = await Promise.all(
-        batch.map((entry, i) => (entry instanceof RequestFailure ? errorAnswer(entry.status, [{ message: entry.message }]) : this.answer(entry, req, res, ctx, media, budgets[i]!))),
+        batch.map((entry, i) => (entry instanceof RequestFailure ? errorAnswer(entry.status, [{ message: entry.message }]) : this.answer(entry, req.method, signal, ctx, media, budgets[i]!))),
       );
       if (answers.some((a) => a === undefined)) {
         // The client left.
@@ -196,8 +227,12 @@ export class GraphQLEndpoint {
     }
   }
 
-  /** One operation's answer; undefined when the client left while the remote executor waited. */
-  private async answer(params: RequestParams, req: IncomingMessage, res: ServerResponse, ctx: RequestContext, media: MediaType, budget: OperationBudget): Promise<Answer | undefined> {
+  /**
+   * What every transport (HTTP, batches, graphql-ws, SSE) runs before an operation executes: the
+   * persisted-query gate and safelist, parsing under the limits, validation, the operation's
+   * lookup and the variables' depth. The operation to run, or the failure to answer.
+   */
+  admit(params: RequestParams, method: string | undefined, budget: OperationBudget): Admitted | Answer {
     const gate = this.options.gate;
     if (gate && (!gate.open || params.query === '')) {
       const admitted = gate.admit(params);
@@ -205,7 +240,6 @@ export class GraphQLEndpoint {
       // A query found by its hash: the body the client sent holds none, so it is not forwarded as is.
       if (admitted.query !== params.query) params = { ...params, query: admitted.query, rawBody: undefined };
     }
-    if (this.options.logSensitiveInfo) ctx.logger.debug({ api: this.options.name, operationName: params.operationName, query: params.query, variables: params.variables }, 'graphql operation');
     const prepared = this.prepare(params.query, budget);
     if (prepared.errors) return errorAnswer(400, prepared.errors);
     const document = prepared.document!;
@@ -214,16 +248,31 @@ export class GraphQLEndpoint {
       const message = params.operationName ? `no operation named "${params.operationName}" in the document` : 'the document holds several operations; say which one with "operationName"';
       return errorAnswer(400, [{ message }]);
     }
-    if (operation.operation === 'subscription') return errorAnswer(400, [{ message: 'subscriptions are not supported over HTTP by this gateway' }]);
     // GraphQL over HTTP: a GET must never cause side effects.
-    if (operation.operation === 'mutation' && req.method === 'GET') return errorAnswer(405, [{ message: 'mutations need POST; GET only runs queries' }], { allow: 'POST' });
+    if (operation.operation === 'mutation' && method === 'GET') return errorAnswer(405, [{ message: 'mutations need POST; GET only runs queries' }], { allow: 'POST' });
     // Coercing variables recurses through them (a deeply nested value overflowed the stack).
     if (params.variables && nestsDeeperThan(params.variables, this.limits.maxVariableDepth)) {
       return errorAnswer(400, [limitError(LimitCodes.VARIABLES_DEPTH, `"variables" nest deeper than the ${this.limits.maxVariableDepth} levels this API allows (limits.maxVariableDepth)`)]);
     }
+    if (operation.operation === 'subscription' && !this.options.remote) {
+      return errorAnswer(400, [{ message: 'subscriptions need a remote executor whose upstream serves them; this API\'s resolvers have no event source', extensions: { code: SUBSCRIPTIONS_UNSUPPORTED } } as { message: string }]);
+    }
+    return { params, prepared, document, operation };
+  }
+
+  /** One operation's answer; undefined when the client left while the remote executor waited. */
+  private async answer(params: RequestParams, method: string | undefined, signal: AbortSignal, ctx: RequestContext, media: MediaType, budget: OperationBudget): Promise<Answer | undefined> {
+    if (this.options.logSensitiveInfo) ctx.logger.debug({ api: this.options.name, operationName: params.operationName, query: params.query, variables: params.variables }, 'graphql operation');
+    const admitted = this.admit(params, method, budget);
+    if (!('operation' in admitted)) return admitted;
+    const { prepared, document, operation } = admitted;
+    params = admitted.params;
+    if (operation.operation === 'subscription') {
+      return errorAnswer(400, [{ message: 'a subscription needs a streaming transport: graphql-ws (WebSocket, graphql-transport-ws) or GraphQL over SSE (Accept: text/event-stream)' }]);
+    }
     if (this.options.remote) {
       this.operationMetrics[operation.operation]!.ok();
-      return this.options.remote.forward(params, media, res, ctx, budget, this.options.includeUpstreamErrors === true);
+      return this.options.remote.forward(params, media, signal, ctx, budget, this.options.includeUpstreamErrors === true);
     }
     const [result, stringify] = await this.execute(prepared, document, operation, params, ctx, budget);
     const failed = result.errors !== undefined && result.errors.length > 0;
@@ -232,6 +281,60 @@ export class GraphQLEndpoint {
     if (typeof body !== 'string') return errorAnswer(400, [body]);
     // A result without data is a request error (e.g. bad variables): 400, like parse and validation errors.
     return { status: result.data === undefined ? 400 : 200, body };
+  }
+
+  /**
+   * Runs an admitted operation as a stream of results (graphql-ws, SSE): a subscription's events
+   * from the remote upstream, or the one result of a query or mutation. Results are masked; each
+   * is held to `limits.maxResponseBytes`. Ends when `signal` aborts.
+   */
+  async *stream(admitted: Admitted, ctx: RequestContext, signal: AbortSignal, budget: OperationBudget): AsyncGenerator<ExecutionResult> {
+    const { operation, params } = admitted;
+    const remote = this.options.remote;
+    if (remote) {
+      this.operationMetrics[operation.operation]!.ok();
+      yield* remote.stream(params, ctx, signal, this.limits.maxResponseBytes, this.subscriptionIdleMs, this.options.includeUpstreamErrors === true);
+      return;
+    }
+    const [result, stringify] = await this.execute(admitted.prepared, admitted.document, operation, params, ctx, budget);
+    const failed = result.errors !== undefined && result.errors.length > 0;
+    this.operationMetrics[operation.operation]![failed ? 'error' : 'ok']();
+    const body = this.serialize(result, stringify, budget, ctx);
+    yield typeof body === 'string' ? (JSON.parse(body) as ExecutionResult) : { errors: [body] };
+  }
+
+  /** Takes over a WebSocket upgrade routed here (graphql-ws); `done` runs once the socket closes. */
+  upgrade(req: IncomingMessage, res: ServerResponse, pending: { socket: Duplex; head: Buffer; protocol: string; status?: number }, ctx: RequestContext, done: () => void): void {
+    if (pending.protocol.toLowerCase() !== 'websocket') {
+      sendErrors(res, 400, 'application/json', [{ message: `a GraphQL route takes WebSocket upgrades only (graphql-transport-ws), not "${pending.protocol}"` }]);
+      return;
+    }
+    // The gateway dropped the hop-by-hop headers after reading them; the WebSocket handshake reads them again.
+    req.headers.upgrade = pending.protocol;
+    req.headers.connection = 'upgrade';
+    // The 101 goes straight onto the client's socket: the ServerResponse is done with.
+    res.detachSocket(pending.socket as never);
+    pending.status = 101;
+    (this.subscriptions ??= new SubscriptionServer(this)).upgrade(req, pending.socket, pending.head, ctx, done);
+  }
+
+  /** Closes the endpoint's WebSocket connections. */
+  close(): void {
+    this.subscriptions?.close();
+  }
+
+  /** No event for this long ends a subscription (`limits.subscriptionIdleTimeout`). */
+  get subscriptionIdleMs(): number {
+    return this.limits.subscriptionIdleMs;
+  }
+
+  /** The API's schema and limits, for the streaming transports. */
+  get schema(): GraphQLSchema {
+    return this.options.schema;
+  }
+
+  get apiLimits(): GraphQLLimits {
+    return this.limits;
   }
 
   /** The response body, or the limit it passes (response bytes, event-loop time); upstream errors masked. */

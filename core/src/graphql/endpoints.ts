@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { metrics } from '../admin/metrics.ts';
 import { OperationGate } from './operation-gate.ts';
 import type { Resource } from '../config/resource.ts';
@@ -199,7 +200,23 @@ class Endpoints implements GraphQLEndpoints {
     }
   }
 
+  /** Takes over a WebSocket upgrade on a GraphQL route (graphql-ws); answers 404 when the API is not served. */
+  upgrade(apiKey: string, req: IncomingMessage, res: ServerResponse, pending: { socket: Duplex; head: Buffer; protocol: string; status?: number }, ctx: RequestContext, done: () => void): void {
+    const endpoint = this.endpoints.get(apiKey);
+    if (!endpoint) {
+      sendErrors(res, 404, 'application/json', [{ message: `GraphQLApi ${apiKey.replace(/^GraphQLApi\//, '')} is not served` }]);
+      return;
+    }
+    try {
+      endpoint.upgrade(req, res, pending, ctx, done);
+    } catch (error) {
+      ctx.logger.error({ err: error, api: apiKey }, 'GraphQL upgrade failed');
+      pending.socket.destroy();
+    }
+  }
+
   async close(): Promise<void> {
+    for (const endpoint of this.endpoints.values()) endpoint.close();
     this.endpoints = new Map();
     this.channels.close();
   }

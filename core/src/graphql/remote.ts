@@ -1,4 +1,5 @@
-import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders } from 'node:http';
+import type { ExecutionResult } from 'graphql';
 import type { Dispatcher } from 'undici';
 import type { RemoteExecutorSpec } from '../config/schema/graphql-api.ts';
 import { durationMs } from '../config/schema/common.ts';
@@ -103,24 +104,23 @@ export class RemoteExecutor {
     };
   }
 
-  /**
-   * Forwards one operation and returns the answer to write, held within the operation's `budget`
-   * (response bytes, bytes buffered); undefined when the client left (nothing to write).
-   */
-  async forward(params: RequestParams, media: MediaType, res: ServerResponse, ctx: RequestContext, budget: OperationBudget, includeUpstreamErrors: boolean): Promise<Answer | undefined> {
-    const maxResponseBytes = budget.limits.maxResponseBytes;
+  /** The headers of an upstream call: the static ones over `base`, then the templates over the request's headers. */
+  private headersFor(base: Readonly<Record<string, string>>, ctx: RequestContext): Readonly<Record<string, string>> {
+    if (this.dynamicHeaders.length === 0) return base;
     const scope = { headers: ctx.headers };
-    let headers = this.staticHeaders[media];
-    if (this.dynamicHeaders.length > 0) {
-      const withDynamic: Record<string, string> = { ...headers };
-      for (const [name, t] of this.dynamicHeaders) {
-        const value = t.string(scope);
-        if (value !== '') withDynamic[name] = value;
-      }
-      headers = withDynamic;
+    const withDynamic: Record<string, string> = { ...base };
+    for (const [name, t] of this.dynamicHeaders) {
+      const value = t.string(scope);
+      // An absent header template is omitted, not sent empty.
+      if (value !== '') withDynamic[name] = value;
     }
+    return withDynamic;
+  }
+
+  private pathFor(ctx: RequestContext): string {
     let path = this.remote.path;
     if (this.remote.queryParams.length > 0) {
+      const scope = { headers: ctx.headers };
       const query = this.remote.queryParams
         .map(([k, t]) => [k, t.string(scope)] as const)
         .filter(([, v]) => v !== '')
@@ -128,6 +128,97 @@ export class RemoteExecutor {
         .join('&');
       if (query) path += (path.includes('?') ? '&' : '?') + query;
     }
+    return path;
+  }
+
+  /**
+   * Runs one operation (a subscription, or any operation asked for as a stream) on the upstream
+   * over GraphQL over SSE, distinct-connections mode (`Accept: text/event-stream`, as graphql-sse
+   * and graphql-yoga speak it), and yields each result, its errors masked. An upstream that
+   * answers plain JSON instead yields that one result. Each event is at most `maxResponseBytes`
+   * (past it: one error, then the end); no event for `idleMs` ends the stream with an error. It
+   * ends when the upstream completes, fails, or `signal` aborts (the client left).
+   */
+  async *stream(params: RequestParams, ctx: RequestContext, signal: AbortSignal, maxEventBytes: number, idleMs: number, includeUpstreamErrors: boolean): AsyncGenerator<ExecutionResult> {
+    const headers = { ...this.headersFor(this.staticHeaders['application/json'], ctx), accept: 'text/event-stream, application/graphql-response+json;q=0.9, application/json;q=0.8' };
+    const body = JSON.stringify({ query: params.query, operationName: params.operationName, variables: params.variables, extensions: params.extensions });
+    const cluster = this.cluster;
+    const host = cluster.pick();
+    ctx.upstream = cluster.name;
+    const mask = (result: ExecutionResult): ExecutionResult => {
+      if (!includeUpstreamErrors) maskResult(result as Record<string, unknown>, (errors) => ctx.logger.warn({ reqId: ctx.requestId, upstream: cluster.name, errors: truncate(JSON.stringify(errors)) }, 'GraphQL remote executor: upstream errors (masked for the client)'));
+      return result;
+    };
+    const failed = (code: string, message: string): ExecutionResult => ({ errors: [{ message, extensions: { code } } as never] });
+    let response: Dispatcher.ResponseData;
+    try {
+      response = await host.dispatcher.request({ method: 'POST', path: this.pathFor(ctx), headers, body, signal, headersTimeout: this.remote.timeoutMs, bodyTimeout: idleMs });
+    } catch (error) {
+      if (signal.aborted) return;
+      if (isConnectFailure(error)) cluster.eject(host);
+      const code = (error as { code?: string }).code;
+      ctx.logger.warn({ reqId: ctx.requestId, err: error, upstream: cluster.name }, 'GraphQL remote executor: upstream stream failed');
+      yield code === 'UND_ERR_HEADERS_TIMEOUT'
+        ? failed(FieldErrorCodes.UPSTREAM_TIMEOUT, `the upstream GraphQL server did not answer within ${this.remote.timeoutMs}ms`)
+        : failed(FieldErrorCodes.UPSTREAM_ERROR, 'the upstream GraphQL server is unavailable');
+      return;
+    }
+    const stream = response.body;
+    try {
+      const type = String(response.headers['content-type'] ?? '');
+      const events = new EventStreamParser(maxEventBytes);
+      let plain: Buffer[] | undefined = type.startsWith('text/event-stream') ? undefined : [];
+      let size = 0;
+      for await (const chunk of stream as AsyncIterable<Buffer>) {
+        if (plain) {
+          size += chunk.length;
+          if (size > maxEventBytes) {
+            yield failed(LimitCodes.RESPONSE_BYTES, `the response is larger than the ${maxEventBytes} bytes this API allows (limits.maxResponseBytes)`);
+            return;
+          }
+          plain.push(chunk);
+          continue;
+        }
+        const batch = events.push(chunk);
+        if (!Array.isArray(batch)) {
+          yield failed(LimitCodes.RESPONSE_BYTES, `an event is larger than the ${maxEventBytes} bytes this API allows (limits.maxResponseBytes)`);
+          return;
+        }
+        for (const event of batch) {
+          if (event.event === 'complete') return;
+          if (event.event !== 'next' && event.event !== 'message') continue;
+          const parsed = parseResult(event.data);
+          if (!parsed) {
+            yield failed(FieldErrorCodes.BAD_UPSTREAM_RESPONSE, 'the upstream GraphQL server sent an event that is not a GraphQL result');
+            return;
+          }
+          yield mask(parsed);
+        }
+      }
+      if (plain) {
+        const parsed = parseResult(Buffer.concat(plain).toString('utf8'));
+        yield parsed ? mask(parsed) : failed(FieldErrorCodes.BAD_UPSTREAM_RESPONSE, 'the upstream GraphQL server answered with something that is not a GraphQL result');
+      }
+    } catch (error) {
+      if (signal.aborted) return;
+      const code = (error as { code?: string }).code;
+      ctx.logger.warn({ reqId: ctx.requestId, err: error, upstream: cluster.name }, 'GraphQL remote executor: upstream stream failed');
+      yield code === 'UND_ERR_BODY_TIMEOUT'
+        ? failed(FieldErrorCodes.UPSTREAM_TIMEOUT, `the upstream GraphQL server sent nothing for ${idleMs}ms`)
+        : failed(FieldErrorCodes.UPSTREAM_ERROR, 'the upstream GraphQL server closed the stream');
+    } finally {
+      stream.destroy();
+    }
+  }
+
+  /**
+   * Forwards one operation and returns the answer to write, held within the operation's `budget`
+   * (response bytes, bytes buffered); undefined when the client left (nothing to write).
+   */
+  async forward(params: RequestParams, media: MediaType, signal: AbortSignal, ctx: RequestContext, budget: OperationBudget, includeUpstreamErrors: boolean): Promise<Answer | undefined> {
+    const maxResponseBytes = budget.limits.maxResponseBytes;
+    const headers = this.headersFor(this.staticHeaders[media], ctx);
+    const path = this.pathFor(ctx);
     const body =
       params.rawBody ??
       JSON.stringify({ query: params.query, operationName: params.operationName, variables: params.variables, extensions: params.extensions });
@@ -135,12 +226,12 @@ export class RemoteExecutor {
     const host = cluster.pick();
     ctx.upstream = cluster.name;
     const timeoutMs = this.remote.timeoutMs;
-    const call = new RemoteCall(res, maxResponseBytes, budget, this.remote.responseHeaders);
+    const call = new RemoteCall(signal, maxResponseBytes, budget, this.remote.responseHeaders);
     const error = await call.run(host.dispatcher, { method: 'POST', path, headers, body, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
     if (!error) {
       let answer = call.body();
       if (!includeUpstreamErrors) answer = maskRemoteErrors(answer, (errors) => ctx.logger.warn({ reqId: ctx.requestId, upstream: cluster.name, errors: truncate(JSON.stringify(errors)) }, 'GraphQL remote executor: upstream errors (masked for the client)'));
-      if (res.destroyed) return undefined;
+      if (signal.aborted) return undefined;
       // The upstream's status and content type, as it sent them.
       return { status: call.status, body: answer, contentType: call.contentType, headers: call.passed };
     }
@@ -152,7 +243,7 @@ export class RemoteExecutor {
       ctx.logger.warn({ reqId: ctx.requestId, upstream: cluster.name, limit: maxResponseBytes }, 'GraphQL remote executor: upstream answer over limits.maxResponseBytes');
       return errorAnswer(400, [{ message: `the response is larger than the ${maxResponseBytes} bytes this API allows (limits.maxResponseBytes); ask for fewer fields or items`, extensions: { code: LimitCodes.RESPONSE_BYTES } } as { message: string }]);
     }
-    if (res.destroyed) {
+    if (signal.aborted) {
       // The client left (which also stopped the upstream call): nothing failed upstream.
       ctx.logger.debug({ reqId: ctx.requestId, upstream: cluster.name }, 'GraphQL remote executor: client closed the connection');
       return undefined;
@@ -206,6 +297,13 @@ export function maskRemoteErrors(body: Buffer, log: (errors: unknown[]) => void)
   if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return body;
   const result = parsed as Record<string, unknown>;
   if (!Array.isArray(result.errors) || result.errors.length === 0) return body;
+  maskResult(result, log);
+  return Buffer.from(JSON.stringify(result));
+}
+
+/** Replaces the `errors` of a parsed upstream result in place (see {@link maskRemoteErrors}). */
+export function maskResult(result: Record<string, unknown>, log: (errors: unknown[]) => void): void {
+  if (!Array.isArray(result.errors) || result.errors.length === 0) return;
   log(result.errors);
   result.errors = result.errors.map((e: unknown) => {
     const error = (e && typeof e === 'object' ? e : {}) as { locations?: unknown; path?: unknown; extensions?: { code?: unknown } };
@@ -217,16 +315,15 @@ export function maskRemoteErrors(body: Buffer, log: (errors: unknown[]) => void)
       extensions: { code },
     };
   });
-  return Buffer.from(JSON.stringify(result));
 }
 
 /**
  * One call to the upstream GraphQL server, as an undici dispatch handler collecting the answer
  * (at most `limit` bytes: past it the call is aborted). A client that leaves aborts the call at
- * once (not when the upstream finally answers).
+ * once (not when the upstream finally answers): `signal` aborts when it does.
  */
 class RemoteCall implements Dispatcher.DispatchHandler {
-  private readonly res: ServerResponse;
+  private readonly signal: AbortSignal;
   private readonly limit: number;
   private readonly budget: OperationBudget;
   private controller: Dispatcher.DispatchController | undefined;
@@ -240,8 +337,8 @@ class RemoteCall implements Dispatcher.DispatchHandler {
   /** The upstream response headers passed to the client. */
   passed: Record<string, string | string[]> | undefined;
 
-  constructor(res: ServerResponse, limit: number, budget: OperationBudget, passNames: readonly string[]) {
-    this.res = res;
+  constructor(signal: AbortSignal, limit: number, budget: OperationBudget, passNames: readonly string[]) {
+    this.signal = signal;
     this.limit = limit;
     this.budget = budget;
     this.passNames = passNames;
@@ -250,9 +347,7 @@ class RemoteCall implements Dispatcher.DispatchHandler {
   /** Resolves when the response is complete (undefined) or the call failed (the error). */
   run(dispatcher: Dispatcher, options: Dispatcher.DispatchOptions): Promise<Error | undefined> {
     const finished = new Promise<Error | undefined>((resolve) => (this.done = resolve));
-    this.res.once('close', () => {
-      if (!this.res.writableFinished) this.controller?.abort(new Error('downstream closed'));
-    });
+    this.signal.addEventListener('abort', () => this.controller?.abort(new Error('downstream closed')), { once: true });
     dispatcher.dispatch(options, this);
     return finished;
   }
@@ -264,7 +359,7 @@ class RemoteCall implements Dispatcher.DispatchHandler {
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.controller = controller;
-    if (this.res.destroyed) controller.abort(new Error('downstream closed'));
+    if (this.signal.aborted) controller.abort(new Error('downstream closed'));
   }
 
   onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
@@ -299,5 +394,72 @@ class RemoteCall implements Dispatcher.DispatchHandler {
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
     this.done(this.failure ?? (this.size > this.limit ? TOO_LARGE : error));
+  }
+}
+
+/** A GraphQL result object from JSON text, or undefined. */
+function parseResult(text: string): ExecutionResult | undefined {
+  try {
+    const value: unknown = JSON.parse(text);
+    return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as ExecutionResult) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** One server-sent event. */
+export interface ServerSentEvent {
+  readonly event: string;
+  readonly data: string;
+}
+
+/**
+ * A parser of `text/event-stream` (the WHATWG format: `event:`/`data:` lines, a blank line ends
+ * an event, `:` lines are comments) that holds at most `limit` bytes of one event: past it,
+ * {@link push} returns TOO_LARGE.
+ */
+export class EventStreamParser {
+  private readonly limit: number;
+  private pending = '';
+  private event = '';
+  private data: string[] = [];
+  private size = 0;
+  private readonly decoder = new TextDecoder();
+
+  constructor(limit: number) {
+    this.limit = limit;
+  }
+
+  /** The events completed by `chunk`, or TOO_LARGE. */
+  push(chunk: Buffer): ServerSentEvent[] | typeof TOO_LARGE {
+    this.pending += this.decoder.decode(chunk, { stream: true });
+    const out: ServerSentEvent[] = [];
+    let start = 0;
+    for (;;) {
+      const nl = this.pending.indexOf('\n', start);
+      if (nl < 0) break;
+      let line = this.pending.slice(start, nl);
+      start = nl + 1;
+      if (line.endsWith('\r')) line = line.slice(0, -1);
+      if (line === '') {
+        if (this.data.length > 0 || this.event !== '') out.push({ event: this.event || 'message', data: this.data.join('\n') });
+        this.event = '';
+        this.data = [];
+        this.size = 0;
+        continue;
+      }
+      if (line.startsWith(':')) continue;
+      const colon = line.indexOf(':');
+      const field = colon < 0 ? line : line.slice(0, colon);
+      let value = colon < 0 ? '' : line.slice(colon + 1);
+      if (value.startsWith(' ')) value = value.slice(1);
+      this.size += value.length;
+      if (this.size > this.limit) return TOO_LARGE;
+      if (field === 'event') this.event = value;
+      else if (field === 'data') this.data.push(value);
+    }
+    this.pending = this.pending.slice(start);
+    if (this.pending.length > this.limit) return TOO_LARGE;
+    return out;
   }
 }

@@ -67,6 +67,9 @@ const Limits = Strict({
   maxOperationTime: Type.Optional(Duration),
   maxVariableDepth: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000, description: 'nesting of the JSON variables (default 32)' })),
   maxBatchSize: Type.Optional(Type.Integer({ minimum: 0, maximum: 100, description: 'operations in one batched request (a JSON array body; default 10; 0 refuses batches)' })),
+  maxSubscriptionsPerConnection: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000, description: 'operations one graphql-ws connection runs at once (default 10)' })),
+  maxMessageBytes: Type.Optional(Type.Integer({ minimum: 1024, maximum: 16 * 1024 * 1024, description: 'bytes of one message from a graphql-ws client (default 64 KiB)' })),
+  subscriptionIdleTimeout: Type.Optional(Duration),
 });
 
 const LocalExecutor = Strict({
