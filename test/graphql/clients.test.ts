@@ -6,6 +6,7 @@
  */
 import { ApolloClient, gql, HttpLink, InMemoryCache } from '@apollo/client';
 import { BatchHttpLink } from '@apollo/client/link/batch-http';
+import { Defer20220824Handler } from '@apollo/client/incremental';
 import { cacheExchange, Client as UrqlClient, fetchExchange } from '@urql/core';
 import { batchRequests, GraphQLClient } from 'graphql-request';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -31,7 +32,7 @@ function localApi(name: string, limits?: object) {
 }
 
 const YOGA_SDL = /* GraphQL */ `
-  type Query { hello(name: String!): String slow: String items: [String] ping: String }
+  type Query { hello(name: String!): String slow: String items: [String] ping: String boom: String }
   type Mutation { bump(by: Int!): Int }
   type Subscription { countdown(from: Int!): Int headerSeen: String }
 `;
@@ -277,5 +278,69 @@ describe('remote executor fidelity', () => {
     expect(body.errors[0].message).toBe('the upstream GraphQL server did not answer within 300ms');
     // The upstream answers after 3 s: a 504 before then proves the 300 ms timeout applied.
     expect(Date.now() - started).toBeLessThan(2_900);
+  });
+});
+
+/** The JSON parts of a multipart/mixed body (the incremental delivery format). */
+function multipartParts(contentType: string, body: string): any[] {
+  const boundary = /boundary="?([^";]+)"?/.exec(contentType)![1]!;
+  return body
+    .split(`\r\n--${boundary}`)
+    .slice(1)
+    .filter((p) => !p.startsWith('--'))
+    .map((p) => JSON.parse(p.slice(p.indexOf('\r\n\r\n') + 4)));
+}
+
+describe('incremental delivery (@defer, @stream)', () => {
+  const postMultipart = async (path: string, query: string) => {
+    const response = await fetch(`${gateway.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'multipart/mixed; deferSpec=20220824, application/json' }, body: JSON.stringify({ query }) });
+    return { status: response.status, type: response.headers.get('content-type') ?? '', body: await response.text(), headers: response.headers };
+  };
+
+  it('the remote executor forwards @defer to graphql-yoga and streams its multipart/mixed parts back', async () => {
+    const { status, type, body, headers } = await postMultipart('/remote', '{ hello(name: "d") ... @defer { ping } }');
+    expect(status).toBe(200);
+    expect(type).toMatch(/^multipart\/mixed/);
+    expect(headers.get('set-cookie')).toBe('session=abc; HttpOnly');
+    const parts = multipartParts(type, body);
+    expect(parts[0]).toEqual({ data: { hello: 'hello d' }, hasNext: true });
+    expect(parts.at(-1).hasNext).toBe(false);
+    expect(parts.flatMap((p) => p.incremental ?? [])).toEqual([{ data: { ping: 'pong' }, path: [] }]);
+  });
+
+  it('masks upstream errors inside deferred parts', async () => {
+    const { type, body } = await postMultipart('/remote', '{ hello(name: "m") ... @defer { boom } }');
+    expect(body).not.toContain('10.1.2.3');
+    const deferred = multipartParts(type, body).flatMap((p) => p.incremental ?? []);
+    expect(deferred[0].errors).toEqual([{ message: 'the upstream GraphQL server reported an error', locations: expect.any(Array), path: ['boom'], extensions: { code: 'UPSTREAM_ERROR' } }]);
+  });
+
+  it('forwards @stream', async () => {
+    const { type, body } = await postMultipart('/remote', '{ items @stream(initialCount: 1) }');
+    const parts = multipartParts(type, body);
+    expect(parts[0]).toEqual({ data: { items: ['a'] }, hasNext: true });
+    expect(parts.flatMap((p) => (p.incremental ?? []).flatMap((i: { items: string[] }) => i.items))).toEqual(['b', 'c']);
+  });
+
+  it('Apollo Client receives deferred fields (HttpLink, Defer20220824Handler)', async () => {
+    const client = new ApolloClient({ link: new HttpLink({ uri: `${gateway.url}/remote` }), cache: new InMemoryCache(), incrementalHandler: new Defer20220824Handler() });
+    const { data } = await client.query({ query: gql`query D { hello(name: "apollo") ... @defer { ping } }` });
+    expect(data).toMatchObject({ hello: 'hello apollo', ping: 'pong' });
+  });
+
+  it('the local executor refuses @defer/@stream with a clear error (400, GRAPHQL_INCREMENTAL_DELIVERY_UNSUPPORTED)', async () => {
+    for (const query of ['{ greeting ... @defer { book(id: "1") { title } } }', '{ book(id: "1") { ... on Book @defer { title } } }']) {
+      const { status, body } = await postRaw('/books', JSON.stringify({ query }));
+      expect(status).toBe(400);
+      expect(body.errors[0].extensions.code).toBe('GRAPHQL_INCREMENTAL_DELIVERY_UNSUPPORTED');
+      expect(body.errors[0].message).toMatch(/@defer and @stream are not supported/);
+    }
+  });
+
+  it('without @defer, a client accepting multipart/mixed gets plain JSON', async () => {
+    const { status, type, body } = await postMultipart('/remote', '{ hello(name: "plain") }');
+    expect(status).toBe(200);
+    expect(type).toMatch(/json/);
+    expect(JSON.parse(body)).toEqual({ data: { hello: 'hello plain' } });
   });
 });

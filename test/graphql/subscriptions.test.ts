@@ -15,7 +15,7 @@ import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
 import { startYoga, type YogaUpstream } from './support.ts';
 
 const SDL = /* GraphQL */ `
-  type Query { hello(name: String!): String slow: String items: [String] ping: String }
+  type Query { hello(name: String!): String slow: String items: [String] ping: String boom: String }
   type Mutation { bump(by: Int!): Int }
   type Subscription { countdown(from: Int!): Int headerSeen: String }
 `;

@@ -14,7 +14,7 @@ import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer } from 'ws';
 
 const typeDefs = /* GraphQL */ `
-  type Query { hello(name: String!): String slow: String items: [String] ping: String }
+  type Query { hello(name: String!): String slow: String items: [String] ping: String boom: String }
   type Mutation { bump(by: Int!): Int }
   type Subscription { countdown(from: Int!): Int headerSeen: String }
 `;
@@ -33,6 +33,9 @@ const yoga = createYoga({
         hello: (_, { name }) => `hello ${name}`,
         slow: () => sleep(3_000).then(() => 'late'),
         ping: () => sleep(200).then(() => 'pong'),
+        boom: () => sleep(50).then(() => {
+          throw new Error('connect to db at 10.1.2.3 as admin failed');
+        }),
         items: async function* () {
           for (const item of ['a', 'b', 'c']) {
             await sleep(20);

@@ -20,8 +20,9 @@ import { inputsTooComplexToCompile, usesComplexInput } from './input-complexity.
 import { acceptsHtml, errorAnswer, negotiate, readParams, RequestFailure, sendAnswer, sendErrors, sendJson, type Answer, type MediaType, type RequestParams } from './http.ts';
 import { FieldErrorCodes } from './errors.ts';
 import { checkDocument, DEFAULT_LIMITS, jsonLargerThan, LimitCodes, limitError, nestsDeeperThan, OperationBudget, type GraphQLLimits } from './limits.ts';
+import { acceptsMultipart, INCREMENTAL_UNSUPPORTED, usesIncremental } from './incremental.ts';
 import { maskErrors } from './masking.ts';
-import { serveEventStream, wantsEventStream } from './subscriptions/sse.ts';
+import { streamEvents, wantsEventStream } from './subscriptions/sse.ts';
 import { SubscriptionServer } from './subscriptions/ws.ts';
 import type { OperationGate } from './operation-gate.ts';
 import type { RemoteExecutor } from './remote.ts';
@@ -149,30 +150,56 @@ export class GraphQLEndpoint {
       sendJson(res, 200, 'text/html', graphiqlPage(this.options.name));
       return;
     }
-    if (wantsEventStream(accept)) {
-      await serveEventStream(this, req, res, ctx);
-      return;
-    }
+    // GraphQL over SSE (./subscriptions/sse.ts) and incremental delivery (./incremental.ts) are
+    // chosen once the operation is known: clients such as urql list them next to JSON for every request.
+    const sse = wantsEventStream(accept);
+    const multipart = this.options.remote !== undefined && acceptsMultipart(accept);
     const media = negotiate(accept);
-    if (!media) {
+    if (!media && !sse && !multipart) {
       sendErrors(res, 406, 'application/json', [{ message: 'the Accept header allows neither application/graphql-response+json nor application/json' }], {
         accept: 'application/graphql-response+json; charset=utf-8, application/json; charset=utf-8',
       });
       return;
     }
+    // Refusals are JSON even for a client that only asked for a stream (graphql-sse reads them so).
+    const answerMedia = media ?? 'application/json';
     const read = await readParams(req);
     if (read instanceof RequestFailure) {
-      sendErrors(res, read.status, media, [{ message: read.message }], read.headers);
+      sendErrors(res, read.status, answerMedia, [{ message: read.message }], read.headers);
       return;
     }
     if ('batch' in read) {
-      await this.serveBatch(read.batch, req, res, ctx, media);
+      await this.serveBatch(read.batch, req, res, ctx, answerMedia);
       return;
     }
     const budget = new OperationBudget(this.limits);
+    const signal = clientGone(res);
     try {
-      const answer = await this.answer(read, req.method, clientGone(res), ctx, media, budget);
-      if (answer) sendAnswer(res, media, answer);
+      let admitted: Admitted | undefined;
+      if (sse || multipart) {
+        const checked = this.admit(read, req.method, budget);
+        if (!('operation' in checked)) {
+          sendAnswer(res, answerMedia, checked);
+          return;
+        }
+        admitted = checked;
+        const type = admitted.operation.operation;
+        // An event stream for subscriptions, and for anything when the client takes no JSON.
+        if (sse && (type === 'subscription' || !media)) {
+          await streamEvents(this, admitted, res, ctx, budget, signal);
+          return;
+        }
+        if (multipart && type !== 'subscription' && usesIncremental(admitted.document, admitted.params.query)) {
+          this.operationMetrics[type]!.ok();
+          const sent = await this.options.remote!.forwardIncremental(admitted.params, accept!, res, signal, ctx, budget, this.options.includeUpstreamErrors === true);
+          if (sent === 'sent') return;
+          if (sent) sendAnswer(res, answerMedia, sent);
+          else if (!res.writableEnded) res.destroy();
+          return;
+        }
+      }
+      const answer = await this.answer(read, req.method, signal, ctx, answerMedia, budget, admitted);
+      if (answer) sendAnswer(res, answerMedia, answer);
       else if (!res.writableEnded) res.destroy();
     } finally {
       budget.release();
@@ -261,9 +288,9 @@ export class GraphQLEndpoint {
   }
 
   /** One operation's answer; undefined when the client left while the remote executor waited. */
-  private async answer(params: RequestParams, method: string | undefined, signal: AbortSignal, ctx: RequestContext, media: MediaType, budget: OperationBudget): Promise<Answer | undefined> {
+  private async answer(params: RequestParams, method: string | undefined, signal: AbortSignal, ctx: RequestContext, media: MediaType, budget: OperationBudget, already?: Admitted): Promise<Answer | undefined> {
     if (this.options.logSensitiveInfo) ctx.logger.debug({ api: this.options.name, operationName: params.operationName, query: params.query, variables: params.variables }, 'graphql operation');
-    const admitted = this.admit(params, method, budget);
+    const admitted = already ?? this.admit(params, method, budget);
     if (!('operation' in admitted)) return admitted;
     const { prepared, document, operation } = admitted;
     params = admitted.params;
@@ -375,7 +402,11 @@ export class GraphQLEndpoint {
     try {
       const document = parse(query, { maxTokens: this.limits.maxTokens });
       const measure = checkDocument(document, this.options.schema, this.limits, this.resolverFields);
-      const errors = measure.error ? [measure.error] : validate(this.options.schema, document, this.options.rules);
+      const errors = measure.error
+        ? [measure.error]
+        : !this.options.remote && usesIncremental(document, query)
+          ? [new GraphQLError('@defer and @stream are not supported by this API\'s executor (local resolvers answer whole results); remove them, or serve the API through a remote executor whose upstream supports incremental delivery', { extensions: { code: INCREMENTAL_UNSUPPORTED } })]
+          : validate(this.options.schema, document, this.options.rules);
       prepared = { document, size: measure.size, errors: errors.length > 0 ? errors : undefined, compiled: new Map() };
     } catch (error) {
       let failure = error instanceof GraphQLError ? error : new GraphQLError(String(error));

@@ -18,6 +18,7 @@ import { mockResolver } from './resolvers/mock.ts';
 import { restResolver } from './resolvers/rest.ts';
 import type { FieldResolver, ResolverMetrics } from './resolvers/types.ts';
 import { compileApi, type CompiledApi } from './schema.ts';
+import { withIncrementalDirectives } from './incremental.ts';
 import { limitsOf, resolverFieldsOf } from './limits.ts';
 import { validationRules } from './validation.ts';
 
@@ -130,7 +131,8 @@ class Endpoints implements GraphQLEndpoints {
       key: resource.key,
       name,
       version: resource.version,
-      schema: compiled.schema,
+      // The remote executor forwards @defer/@stream: its copy of the schema declares them for validation.
+      schema: remote ? withIncrementalDirectives(compiled.schema) : compiled.schema,
       // Locally introspection is off by default.
       rules: validationRules({ introspection: remote ? remoteIntrospection : introspection }),
       // Gloo's executor.local.options.maxDepth is the depth limit (spec.limits.maxDepth wins when both are set).

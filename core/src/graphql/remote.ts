@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { ExecutionResult } from 'graphql';
 import type { Dispatcher } from 'undici';
 import type { RemoteExecutorSpec } from '../config/schema/graphql-api.ts';
@@ -9,6 +9,7 @@ import type { RequestContext } from '../proxy/context.ts';
 import { FieldErrorCodes, GraphQLConfigCodes, type Problem } from './errors.ts';
 import { errorAnswer, type Answer, type MediaType, type RequestParams } from './http.ts';
 import { LimitCodes, type OperationBudget } from './limits.ts';
+import { boundaryOf, MultipartParser } from './incremental.ts';
 import { Template, TemplateSyntaxError } from './template.ts';
 
 /** How long the remote executor waits for the upstream GraphQL server by default (`executor.remote.timeout`). */
@@ -209,6 +210,112 @@ export class RemoteExecutor {
     } finally {
       stream.destroy();
     }
+  }
+
+  /**
+   * Forwards an operation using `@defer`/`@stream` with the client's `accept` (multipart/mixed)
+   * and streams the upstream's `multipart/mixed` answer to `res` part by part, each part's errors
+   * (also those inside `incremental`) masked; `'sent'` once done. The whole answer is held to
+   * `maxResponseBytes` (past it: a last part with the limit's error). An upstream that answers
+   * plain JSON gives an ordinary answer to write; a failure gives the usual 503/504 answer.
+   */
+  async forwardIncremental(params: RequestParams, accept: string, res: ServerResponse, signal: AbortSignal, ctx: RequestContext, budget: OperationBudget, includeUpstreamErrors: boolean): Promise<Answer | 'sent' | undefined> {
+    const maxResponseBytes = budget.limits.maxResponseBytes;
+    const headers = { ...this.headersFor(this.staticHeaders['application/json'], ctx), accept };
+    const body = params.rawBody ?? JSON.stringify({ query: params.query, operationName: params.operationName, variables: params.variables, extensions: params.extensions });
+    const cluster = this.cluster;
+    const host = cluster.pick();
+    ctx.upstream = cluster.name;
+    const log = (errors: unknown[]) => ctx.logger.warn({ reqId: ctx.requestId, upstream: cluster.name, errors: truncate(JSON.stringify(errors)) }, 'GraphQL remote executor: upstream errors (masked for the client)');
+    const maskPart = (part: Buffer): Buffer => {
+      if (includeUpstreamErrors || !part.includes('"errors"')) return part;
+      const parsed = parseResult(part.toString('utf8'));
+      if (!parsed) return part;
+      const result = parsed as Record<string, unknown>;
+      maskResult(result, log);
+      if (Array.isArray(result.incremental)) for (const item of result.incremental) if (item && typeof item === 'object') maskResult(item as Record<string, unknown>, log);
+      return Buffer.from(JSON.stringify(result));
+    };
+    let response: Dispatcher.ResponseData;
+    try {
+      response = await host.dispatcher.request({ method: 'POST', path: this.pathFor(ctx), headers, body, signal, headersTimeout: this.remote.timeoutMs, bodyTimeout: this.remote.timeoutMs });
+    } catch (error) {
+      if (signal.aborted) return undefined;
+      return this.failure(error, host, ctx);
+    }
+    const passed: Record<string, string | string[]> = {};
+    for (const name of this.remote.responseHeaders) {
+      const value = response.headers[name];
+      if (value !== undefined) passed[name] = value;
+    }
+    const type = String(response.headers['content-type'] ?? '');
+    const boundary = boundaryOf(type);
+    const stream = response.body;
+    try {
+      if (!boundary) {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        for await (const chunk of stream as AsyncIterable<Buffer>) {
+          size += chunk.length;
+          if (size > maxResponseBytes) return errorAnswer(400, [{ message: `the response is larger than the ${maxResponseBytes} bytes this API allows (limits.maxResponseBytes); ask for fewer fields or items`, extensions: { code: LimitCodes.RESPONSE_BYTES } } as { message: string }]);
+          chunks.push(chunk);
+        }
+        return { status: response.statusCode, body: maskPart(Buffer.concat(chunks)), contentType: type || undefined, headers: passed };
+      }
+      res.writeHead(response.statusCode, { ...passed, 'content-type': `multipart/mixed; boundary="${boundary}"`, 'cache-control': 'no-cache' });
+      const parser = new MultipartParser(boundary, maxResponseBytes);
+      const writePart = (json: Buffer) => res.write(Buffer.concat([Buffer.from(`\r\n--${boundary}\r\ncontent-type: application/json; charset=utf-8\r\n\r\n`), json]));
+      let size = 0;
+      for await (const chunk of stream as AsyncIterable<Buffer>) {
+        size += chunk.length;
+        const parts = size > maxResponseBytes ? undefined : parser.push(chunk);
+        if (!parts) {
+          writePart(Buffer.from(JSON.stringify({ hasNext: false, errors: [{ message: `the response is larger than the ${maxResponseBytes} bytes this API allows (limits.maxResponseBytes)`, extensions: { code: LimitCodes.RESPONSE_BYTES } }] })));
+          break;
+        }
+        for (const part of parts) if (!writePart(maskPart(part))) await new Promise<void>((resolve) => {
+          const done = () => {
+            res.off('drain', done);
+            res.off('close', done);
+            resolve();
+          };
+          res.on('drain', done);
+          res.on('close', done);
+        });
+        if (parser.done || signal.aborted) break;
+      }
+      if (!signal.aborted) res.end(`\r\n--${boundary}--\r\n`);
+      return 'sent';
+    } catch (error) {
+      if (signal.aborted) return undefined;
+      ctx.logger.warn({ reqId: ctx.requestId, err: error, upstream: cluster.name }, 'GraphQL remote executor: upstream failed mid-answer');
+      if (res.headersSent) {
+        // Cut mid-body: the client must see a broken response, not a truncated "complete" one.
+        res.destroy();
+        return 'sent';
+      }
+      return this.failure(error, host, ctx);
+    } finally {
+      stream.destroy();
+    }
+  }
+
+  /** The answer for a failed upstream call: 503 (unavailable) or 504 (timeout), the cause only in the log. */
+  private failure(error: unknown, host: ReturnType<UpstreamCluster['pick']>, ctx: RequestContext): Answer {
+    const code = (error as { code?: string }).code;
+    if (isConnectFailure(error)) this.cluster.eject(host);
+    const timeout = code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';
+    ctx.logger.warn({ reqId: ctx.requestId, err: error, upstream: this.cluster.name }, 'GraphQL remote executor: upstream failed');
+    return errorAnswer(
+      timeout ? 504 : 503,
+      [
+        {
+          message: timeout ? `the upstream GraphQL server did not answer within ${this.remote.timeoutMs}ms` : 'the upstream GraphQL server is unavailable',
+          extensions: { code: timeout ? FieldErrorCodes.UPSTREAM_TIMEOUT : FieldErrorCodes.UPSTREAM_ERROR },
+        } as { message: string },
+      ],
+      { 'x-gatehouse-error': timeout ? ErrorCodes.UPSTREAM_TIMEOUT : ErrorCodes.UPSTREAM_UNAVAILABLE },
+    );
   }
 
   /**
