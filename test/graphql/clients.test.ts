@@ -8,6 +8,7 @@ import { ApolloClient, gql, HttpLink, InMemoryCache } from '@apollo/client';
 import { BatchHttpLink } from '@apollo/client/link/batch-http';
 import { Defer20220824Handler } from '@apollo/client/incremental';
 import { cacheExchange, Client as UrqlClient, fetchExchange } from '@urql/core';
+import { serverAudits } from 'graphql-http';
 import { batchRequests, GraphQLClient } from 'graphql-request';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeConfigDir, manifests, type ConfigDir } from '../support/config-dir.ts';
@@ -268,6 +269,12 @@ describe('remote executor fidelity', () => {
     expect(yoga.requests.length).toBe(before);
     const allowed = await postRaw('/remote', JSON.stringify({ query: '{ __schema { queryType { name } } }' }));
     expect(allowed.body).toEqual({ data: { __schema: { queryType: { name: 'Query' } } } });
+  });
+
+  it('the graphql-http audit: 0 MUST failures through the remote executor (introspection forwarded)', async () => {
+    const results = await Promise.all(serverAudits({ url: `${gateway.url}/remote` }).map((audit) => audit.fn()));
+    expect(results.filter((r) => r.status !== 'ok' && r.name.startsWith('MUST')).map((r) => `${r.name}: ${r.status === 'ok' ? '' : r.reason}`)).toEqual([]);
+    expect(results.filter((r) => r.name.startsWith('MUST')).length).toBeGreaterThan(10);
   });
 
   it('its upstream timeout is configurable (executor.remote.timeout)', async () => {

@@ -98,6 +98,8 @@ class Endpoints implements GraphQLEndpoints {
     let remote: RemoteExecutor | undefined;
     let resolvers: Record<string, FieldResolver> = {};
     let subschemas: Record<string, FieldResolver>[] | undefined;
+    /** Stitched: whether every subschema enables introspection (the default of stitchedSchema.enableIntrospection). */
+    let subschemaIntrospection = false;
     const spec = resource.spec.executableSchema;
     if (spec) {
       if (spec.executor.remote && compiled.remote) {
@@ -113,8 +115,10 @@ class Endpoints implements GraphQLEndpoints {
       }
     } else {
       // Stitched: each subschema's resolutions bound to its own upstreams, handed to its executor through the context.
+      subschemaIntrospection = true;
       subschemas = (compiled.subschemas ?? []).map((sub) => {
         const api = lookup(snapshot, 'GraphQLApi', sub.ref, resource.namespace);
+        if (api?.spec.executableSchema?.executor.local?.enableIntrospection !== true) subschemaIntrospection = false;
         inputVersions.push(`${api?.key ?? sub.ref.name}@${api?.version ?? '-'}`);
         return this.bind(sub.api, sub.ref.namespace, name, clusterOf, grpcHosts);
       });
@@ -124,7 +128,8 @@ class Endpoints implements GraphQLEndpoints {
     const existing = this.endpoints.get(resource.key);
     if (existing && existing.fingerprint === fingerprint) return existing;
     const local = spec?.executor.local;
-    const introspection = local?.enableIntrospection ?? false;
+    const stitched = resource.spec.stitchedSchema;
+    const introspection = stitched ? (stitched.enableIntrospection ?? subschemaIntrospection) : (local?.enableIntrospection ?? false);
     // The remote executor's upstream decides about introspection unless it is refused here.
     const remoteIntrospection = spec?.executor.remote?.enableIntrospection ?? true;
     const endpoint = new GraphQLEndpoint({

@@ -103,6 +103,7 @@ export const GraphQLApiSpec = Strict({
   limits: Type.Optional(Limits),
   stitchedSchema: Type.Optional(
     Strict({
+      enableIntrospection: Type.Optional(Type.Boolean({ description: 'answer __schema/__type on the stitched API (default: true when every subschema enables introspection)' })),
       subschemas: Type.Array(
         Strict({
           name: Type.String({ minLength: 1 }),
