@@ -15,7 +15,7 @@ import {
 import { compileQuery, isCompiledQuery, type CompiledQuery } from 'graphql-jit';
 import { metrics } from '../admin/metrics.ts';
 import type { RequestContext } from '../proxy/context.ts';
-import { graphiqlPage } from './graphiql.ts';
+import { graphiqlAsset, graphiqlPage } from './graphiql.ts';
 import { inputsTooComplexToCompile, usesComplexInput } from './input-complexity.ts';
 import { acceptsHtml, errorAnswer, negotiate, readParams, RequestFailure, sendAnswer, sendErrors, sendJson, type Answer, type MediaType, type RequestParams } from './http.ts';
 import { FieldErrorCodes } from './errors.ts';
@@ -146,6 +146,18 @@ export class GraphQLEndpoint {
   /** Answers one HTTP request; never throws. */
   async serve(req: IncomingMessage, res: ServerResponse, ctx: RequestContext): Promise<void> {
     const accept = req.headers.accept;
+    if (req.method === 'GET' && this.options.introspection) {
+      const asset = graphiqlAsset(req.url ?? '');
+      if (asset) {
+        res.writeHead(200, { 'content-type': asset.contentType, 'content-length': asset.body.length, 'cache-control': 'public, max-age=86400', 'x-content-type-options': 'nosniff' });
+        res.end(asset.body);
+        return;
+      }
+      if (asset === undefined) {
+        sendErrors(res, 404, 'application/json', [{ message: 'no such GraphiQL asset' }]);
+        return;
+      }
+    }
     if (req.method === 'GET' && this.options.introspection && acceptsHtml(accept) && !(req.url ?? '').includes('query=')) {
       sendJson(res, 200, 'text/html', graphiqlPage(this.options.name));
       return;
