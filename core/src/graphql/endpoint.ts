@@ -22,6 +22,7 @@ import { FieldErrorCodes } from './errors.ts';
 import { checkDocument, DEFAULT_LIMITS, jsonLargerThan, LimitCodes, limitError, nestsDeeperThan, OperationBudget, type GraphQLLimits } from './limits.ts';
 import { acceptsMultipart, INCREMENTAL_UNSUPPORTED, usesIncremental } from './incremental.ts';
 import { maskErrors } from './masking.ts';
+import { traceHeaders } from './trace.ts';
 import { streamEvents, wantsEventStream } from './subscriptions/sse.ts';
 import { SubscriptionServer } from './subscriptions/ws.ts';
 import type { OperationGate } from './operation-gate.ts';
@@ -72,6 +73,8 @@ function notJson(): string {
 const INTERPRET = Symbol('interpret');
 
 const DOCUMENT_CACHE_SIZE = 1_000;
+/** Operation names an API's metrics label (bounded cardinality: later names are "other"). */
+export const MAX_OPERATION_NAMES = 50;
 /**
  * Larger documents (fields after fragment expansion) run on graphql-js instead of being compiled:
  * graphql-jit's compile step is one synchronous block growing with the expansion (5,000 fields
@@ -121,6 +124,9 @@ export class GraphQLEndpoint {
   private readonly options: EndpointOptions;
   private readonly documents = new Map<string, PreparedDocument>();
   private readonly operationMetrics: Record<string, { ok: () => void; error: () => void }> = {};
+  /** Operation names seen, up to {@link MAX_OPERATION_NAMES}, for the latency histogram's label. */
+  private readonly operationNames = new Set<string>();
+  private readonly rejectedMetric: { inc: () => void };
 
   /** Input types graphql-jit would unroll without bound: operations using them run on graphql-js. */
   private readonly complexInputs: ReadonlySet<string>;
@@ -141,6 +147,8 @@ export class GraphQLEndpoint {
       const error = metrics.graphqlOperations.labels(options.name, type, 'error');
       this.operationMetrics[type] = { ok: () => ok.inc(), error: () => error.inc() };
     }
+    const rejected = metrics.graphqlOperations.labels(options.name, 'unknown', 'rejected');
+    this.rejectedMetric = { inc: () => rejected.inc() };
   }
 
   /** Answers one HTTP request; never throws. */
@@ -177,6 +185,7 @@ export class GraphQLEndpoint {
     const answerMedia = media ?? 'application/json';
     const read = await readParams(req);
     if (read instanceof RequestFailure) {
+      this.rejected();
       sendErrors(res, read.status, answerMedia, [{ message: read.message }], read.headers);
       return;
     }
@@ -191,6 +200,7 @@ export class GraphQLEndpoint {
       if (sse || multipart) {
         const checked = this.admit(read, req.method, budget);
         if (!('operation' in checked)) {
+          this.rejected();
           sendAnswer(res, answerMedia, checked);
           return;
         }
@@ -227,6 +237,7 @@ export class GraphQLEndpoint {
    */
   private async serveBatch(batch: readonly (RequestParams | RequestFailure)[], req: IncomingMessage, res: ServerResponse, ctx: RequestContext, media: MediaType): Promise<void> {
     const max = this.limits.maxBatchSize;
+    if (max === 0 || batch.length === 0 || batch.length > max) this.rejected();
     if (max === 0) {
       sendErrors(res, 400, media, [limitError(LimitCodes.BATCH_SIZE, 'this API does not accept batched requests (limits.maxBatchSize is 0); send one operation per request')]);
       return;
@@ -243,7 +254,11 @@ export class GraphQLEndpoint {
     const signal = clientGone(res);
     try {
       const answers = await Promise.all(
-        batch.map((entry, i) => (entry instanceof RequestFailure ? errorAnswer(entry.status, [{ message: entry.message }]) : this.answer(entry, req.method, signal, ctx, media, budgets[i]!))),
+        batch.map((entry, i) => {
+          if (!(entry instanceof RequestFailure)) return this.answer(entry, req.method, signal, ctx, media, budgets[i]!);
+          this.rejected();
+          return errorAnswer(entry.status, [{ message: entry.message }]);
+        }),
       );
       if (answers.some((a) => a === undefined)) {
         // The client left.
@@ -302,24 +317,47 @@ export class GraphQLEndpoint {
   /** One operation's answer; undefined when the client left while the remote executor waited. */
   private async answer(params: RequestParams, method: string | undefined, signal: AbortSignal, ctx: RequestContext, media: MediaType, budget: OperationBudget, already?: Admitted): Promise<Answer | undefined> {
     if (this.options.logSensitiveInfo) ctx.logger.debug({ api: this.options.name, operationName: params.operationName, query: params.query, variables: params.variables }, 'graphql operation');
+    const started = performance.now();
     const admitted = already ?? this.admit(params, method, budget);
-    if (!('operation' in admitted)) return admitted;
+    if (!('operation' in admitted)) {
+      this.rejected();
+      return admitted;
+    }
     const { prepared, document, operation } = admitted;
     params = admitted.params;
     if (operation.operation === 'subscription') {
+      this.rejected();
       return errorAnswer(400, [{ message: 'a subscription needs a streaming transport: graphql-ws (WebSocket, graphql-transport-ws) or GraphQL over SSE (Accept: text/event-stream)' }]);
     }
     if (this.options.remote) {
-      this.operationMetrics[operation.operation]!.ok();
-      return this.options.remote.forward(params, media, signal, ctx, budget, this.options.includeUpstreamErrors === true);
+      const answer = await this.options.remote.forward(params, media, signal, ctx, budget, this.options.includeUpstreamErrors === true);
+      // The upstream's errors count as errors (its 4xx/5xx, or an `errors` member in its answer).
+      if (answer) this.record(operation, answer.status >= 400 || answer.body.includes('"errors"'), started);
+      return answer;
     }
     const [result, stringify] = await this.execute(prepared, document, operation, params, ctx, budget);
-    const failed = result.errors !== undefined && result.errors.length > 0;
-    this.operationMetrics[operation.operation]![failed ? 'error' : 'ok']();
     const body = this.serialize(result, stringify, budget, ctx);
+    this.record(operation, (result.errors !== undefined && result.errors.length > 0) || typeof body !== 'string', started);
     if (typeof body !== 'string') return errorAnswer(400, [body]);
     // A result without data is a request error (e.g. bad variables): 400, like parse and validation errors.
     return { status: result.data === undefined ? 400 : 200, body };
+  }
+
+  /** Counts an executed operation (by type) and its latency (by type and name). */
+  private record(operation: OperationDefinitionNode, failed: boolean, started: number): void {
+    const type = operation.operation;
+    this.operationMetrics[type]![failed ? 'error' : 'ok']();
+    let name = operation.name?.value ?? 'anonymous';
+    if (!this.operationNames.has(name)) {
+      if (this.operationNames.size < MAX_OPERATION_NAMES) this.operationNames.add(name);
+      else name = 'other';
+    }
+    metrics.graphqlOperationDuration.labels(this.options.name, type, name, failed ? 'error' : 'ok').observe((performance.now() - started) / 1000);
+  }
+
+  /** Counts a request refused before execution (4xx: unreadable, invalid, past a limit). */
+  private rejected(): void {
+    this.rejectedMetric.inc();
   }
 
   /**
@@ -444,7 +482,7 @@ export class GraphQLEndpoint {
     ctx: RequestContext,
     budget: OperationBudget,
   ): Promise<[ExecutionResult, (result: ExecutionResult) => string]> {
-    const contextValue: OperationContext = { headers: ctx.headers, calls: new Map(), resolvers: this.options.resolvers ?? {}, budget, ...(this.options.subschemas ? { subschemas: this.options.subschemas } : {}) };
+    const contextValue: OperationContext = { headers: ctx.headers, calls: new Map(), resolvers: this.options.resolvers ?? {}, budget, trace: traceHeaders(ctx), ...(this.options.subschemas ? { subschemas: this.options.subschemas } : {}) };
     try {
       if (this.options.engine === 'jit') {
         const name = params.operationName ?? '';

@@ -11,6 +11,7 @@ import { errorAnswer, type Answer, type MediaType, type RequestParams } from './
 import { LimitCodes, type OperationBudget } from './limits.ts';
 import { boundaryOf, MultipartParser } from './incremental.ts';
 import { Template, TemplateSyntaxError } from './template.ts';
+import { traceHeaders } from './trace.ts';
 
 /** How long the remote executor waits for the upstream GraphQL server by default (`executor.remote.timeout`). */
 export const REMOTE_TIMEOUT_MS = 15_000;
@@ -107,9 +108,11 @@ export class RemoteExecutor {
 
   /** The headers of an upstream call: the static ones over `base`, then the templates over the request's headers. */
   private headersFor(base: Readonly<Record<string, string>>, ctx: RequestContext): Readonly<Record<string, string>> {
-    if (this.dynamicHeaders.length === 0) return base;
+    // Trace headers first: a configured header of the same name wins.
+    const withTrace = { ...traceHeaders(ctx), ...base };
+    if (this.dynamicHeaders.length === 0) return withTrace;
     const scope = { headers: ctx.headers };
-    const withDynamic: Record<string, string> = { ...base };
+    const withDynamic: Record<string, string> = withTrace;
     for (const [name, t] of this.dynamicHeaders) {
       const value = t.string(scope);
       // An absent header template is omitted, not sent empty.
