@@ -3,6 +3,8 @@ import type { Duplex } from 'node:stream';
 import {
   execute,
   getOperationAST,
+  isScalarType,
+  isSpecifiedScalarType,
   GraphQLError,
   parse,
   validate,
@@ -132,6 +134,11 @@ export class GraphQLEndpoint {
   private readonly complexInputs: ReadonlySet<string>;
   private readonly limits: GraphQLLimits;
   private readonly resolverFields: ReadonlySet<string>;
+  /**
+   * The schema declares its own scalars (e.g. `scalar JSON`): graphql-jit's compiled serializer
+   * only knows the built-in ones ("Got unexpected PRIMITIVES type"), so JSON.stringify writes those.
+   */
+  private readonly customScalars: boolean;
   /** graphql-ws, created on the first upgrade. */
   private subscriptions: SubscriptionServer | undefined;
 
@@ -142,6 +149,7 @@ export class GraphQLEndpoint {
     this.complexInputs = inputsTooComplexToCompile(options.schema);
     this.limits = options.limits ?? DEFAULT_LIMITS;
     this.resolverFields = options.resolverFields ?? new Set();
+    this.customScalars = Object.values(options.schema.getTypeMap()).some((t) => isScalarType(t) && !isSpecifiedScalarType(t));
     for (const type of ['query', 'mutation', 'subscription']) {
       const ok = metrics.graphqlOperations.labels(options.name, type, 'ok');
       const error = metrics.graphqlOperations.labels(options.name, type, 'error');
@@ -493,7 +501,7 @@ export class GraphQLEndpoint {
           // Only documents measured within the limits get here: their expansion is at most maxCost fields.
           compiled = prepared.size > MAX_COMPILED_FIELDS || usesComplexInput(this.options.schema, operation, this.complexInputs)
             ? INTERPRET
-            : (compileQuery(this.options.schema, document, params.operationName ?? undefined, { customJSONSerializer: true }) as CompiledQuery | ExecutionResult);
+            : (compileQuery(this.options.schema, document, params.operationName ?? undefined, { customJSONSerializer: !this.customScalars }) as CompiledQuery | ExecutionResult);
           prepared.compiled.set(name, compiled);
           budget.spend(performance.now() - started);
         }
