@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { makeConfigDir, manifests, type ConfigDir } from '../support/config-dir.ts';
 import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
+import { startServer, type TestServer } from '../support/upstream.ts';
 import { startYoga, type YogaUpstream } from './support.ts';
 
 const SDL = /* GraphQL */ `
@@ -24,12 +25,50 @@ const KEY = 'subscriber-key-1';
 const b64 = (text: string) => Buffer.from(text).toString('base64');
 
 let yoga: YogaUpstream;
+let hostile: TestServer;
+
+/** An upstream speaking broken GraphQL over SSE, chosen by the operation's name. */
+function hostileAnswer(name: string, res: import('node:http').ServerResponse): void {
+  const sse = () => res.writeHead(200, { 'content-type': 'text/event-stream' });
+  switch (name) {
+    case 'Huge':
+      sse();
+      res.end(`event: next\ndata: {"data":{"countdown":"${'x'.repeat(8192)}"}}\n\n`);
+      return;
+    case 'Endless':
+      // One line that never ends: the gateway must not buffer it without bound.
+      sse();
+      res.write('data: ');
+      for (let i = 0; i < 64; i++) res.write('y'.repeat(1024));
+      return;
+    case 'Garbage':
+      sse();
+      res.end('event: next\ndata: not json\n\n');
+      return;
+    case 'Leaky':
+      sse();
+      res.end('event: next\ndata: {"data":{"countdown":null},"errors":[{"message":"db at 10.9.8.7 refused user admin","path":["countdown"]}]}\n\nevent: complete\n\n');
+      return;
+    case 'Silent':
+      // Headers, then nothing: the subscription idle timeout ends it.
+      sse();
+      res.flushHeaders();
+      return;
+    default:
+      res.writeHead(500).end('boom');
+  }
+}
 let dir: ConfigDir;
 let gateway: GatehouseProcess;
 let wsUrl: string;
 
 beforeAll(async () => {
   yoga = await startYoga();
+  hostile = await startServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => hostileAnswer(/subscription (\w+)/.exec(JSON.parse(Buffer.concat(chunks).toString()).query)?.[1] ?? '', res));
+  });
   const remote = (name: string, limits?: object) => ({
     ...manifests.graphqlApi(name, { schemaDefinition: SDL, executor: { remote: { upstreamRef: { name: 'yoga' }, headers: { 'x-user': '{$headers.x-user}' } } } }),
     ...(limits ? { spec: { executableSchema: { schemaDefinition: SDL, executor: { remote: { upstreamRef: { name: 'yoga' }, headers: { 'x-user': '{$headers.x-user}' } } } }, limits } } : {}),
@@ -42,6 +81,8 @@ beforeAll(async () => {
   dir = await makeConfigDir({
     'config.yaml': [
       manifests.upstream('yoga', [{ addr: '127.0.0.1', port: yoga.port }]),
+      manifests.upstream('hostile', [{ addr: '127.0.0.1', port: hostile.port }]),
+      { ...manifests.graphqlApi('hostile', { schemaDefinition: SDL, executor: { remote: { upstreamRef: { name: 'hostile' } } } }), spec: { executableSchema: { schemaDefinition: SDL, executor: { remote: { upstreamRef: { name: 'hostile' } } } }, limits: { maxResponseBytes: 4096, subscriptionIdleTimeout: '1s' } } },
       { apiVersion: 'v1', kind: 'Secret', type: 'extauth.solo.io/apikey', metadata: { name: 'subscriber', namespace: 'default' }, data: { 'api-key': b64(KEY) } },
       manifests.authConfig('keys', [{ apiKeyAuth: { headerName: 'x-api-key', k8sSecretApikeyStorage: { apiKeySecretRefs: [{ name: 'subscriber', namespace: 'default' }] } } }]),
       remote('remote'),
@@ -49,7 +90,7 @@ beforeAll(async () => {
       local,
       manifests.virtualService('graphql', {
         domains: ['*'],
-        routes: [route('/secured', 'remote', true), route('/tight', 'tight'), route('/local', 'local'), route('/graphql', 'remote')],
+        routes: [route('/hostile', 'hostile'), route('/secured', 'remote', true), route('/tight', 'tight'), route('/local', 'local'), route('/graphql', 'remote')],
       }),
     ],
   });
@@ -60,6 +101,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await gateway?.stop();
   await yoga?.close();
+  await hostile?.close();
   await dir?.cleanup();
 });
 
@@ -263,6 +305,38 @@ describe('GraphQL over SSE (graphql-sse, distinct connections)', () => {
       expect(await collectSse(client, '{ hello(name: "still") }')).toEqual([{ data: { hello: 'hello still' } }]);
     } finally {
       client.dispose();
+    }
+  });
+});
+
+describe('a hostile upstream stream', () => {
+  it('oversized events, endless lines, garbage, leaked details and silence end the stream with an error; the gateway keeps serving', { timeout: 60_000 }, async () => {
+    const client = wsClient('/hostile');
+    const sse = createSseClient({ url: `${gateway.url}/hostile`, singleConnection: false, retryAttempts: 0 });
+    try {
+      const run = (name: string) => collect(client, { query: `subscription ${name} { countdown(from: 1) }` });
+      expect(await run('Huge')).toEqual([{ errors: [expect.objectContaining({ extensions: { code: 'GRAPHQL_LIMIT_RESPONSE_BYTES' } })] }]);
+      expect(await run('Endless')).toEqual([{ errors: [expect.objectContaining({ extensions: { code: 'GRAPHQL_LIMIT_RESPONSE_BYTES' } })] }]);
+      expect(await run('Garbage')).toEqual([{ errors: [expect.objectContaining({ extensions: { code: 'BAD_UPSTREAM_RESPONSE' } })] }]);
+      const leaky = await run('Leaky');
+      expect(JSON.stringify(leaky)).not.toContain('10.9.8.7');
+      expect(leaky).toEqual([{ data: { countdown: null }, errors: [{ message: 'the upstream GraphQL server reported an error', path: ['countdown'], extensions: { code: 'UPSTREAM_ERROR' } }] }]);
+      expect(await run('Silent')).toEqual([{ errors: [expect.objectContaining({ extensions: { code: 'UPSTREAM_TIMEOUT' } })] }]);
+      // A 500 with a text body.
+      expect(await run('Broken')).toEqual([{ errors: [expect.objectContaining({ extensions: { code: 'BAD_UPSTREAM_RESPONSE' } })] }]);
+      // The same over SSE.
+      const viaSse: unknown[] = [];
+      for await (const r of sse.iterate({ query: 'subscription Huge { countdown(from: 1) }' })) viaSse.push(r);
+      expect(viaSse).toEqual([{ errors: [expect.objectContaining({ extensions: { code: 'GRAPHQL_LIMIT_RESPONSE_BYTES' } })] }]);
+    } finally {
+      await client.dispose();
+      sse.dispose();
+    }
+    const healthy = wsClient('/graphql');
+    try {
+      expect(await collect(healthy, { query: '{ hello(name: "alive") }' })).toEqual([{ data: { hello: 'hello alive' } }]);
+    } finally {
+      await healthy.dispose();
     }
   });
 });

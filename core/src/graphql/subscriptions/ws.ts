@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { GraphQLError, type ExecutionArgs, type ExecutionResult } from 'graphql';
+import { GraphQLError, type ExecutionArgs, type ExecutionResult, type FormattedExecutionResult, type GraphQLFormattedError } from 'graphql';
 import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { RequestContext } from '../../proxy/context.ts';
@@ -80,6 +80,11 @@ export class SubscriptionServer {
           this.touch(context.extra.socket, connection);
           const run: RunContext = { admitted, ctx: connection.ctx, running };
           return { schema: endpoint.schema, document: admitted.document, operationName: payload.operationName ?? null, variableValues: payload.variables ?? null, contextValue: run } satisfies ExecutionArgs;
+        },
+        // Results are already formatted (masked upstream JSON, serialized local results): sent as they are.
+        onNext: (_context, _id, _payload, _args, result) => {
+          const errors = result.errors?.map((e) => (typeof (e as Partial<GraphQLError>).toJSON === 'function' ? e.toJSON() : (e as unknown as GraphQLFormattedError)));
+          return errors ? { ...result, errors } : (result as FormattedExecutionResult);
         },
         execute: (args) => this.run(args),
         subscribe: (args) => this.run(args),
