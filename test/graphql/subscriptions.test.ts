@@ -61,6 +61,7 @@ function hostileAnswer(name: string, res: import('node:http').ServerResponse): v
 let dir: ConfigDir;
 let gateway: GatehouseProcess;
 let wsUrl: string;
+let remoteApi: (name: string, limits?: object) => object;
 
 beforeAll(async () => {
   yoga = await startYoga();
@@ -73,12 +74,14 @@ beforeAll(async () => {
     ...manifests.graphqlApi(name, { schemaDefinition: SDL, executor: { remote: { upstreamRef: { name: 'yoga' }, headers: { 'x-user': '{$headers.x-user}' } } } }),
     ...(limits ? { spec: { executableSchema: { schemaDefinition: SDL, executor: { remote: { upstreamRef: { name: 'yoga' }, headers: { 'x-user': '{$headers.x-user}' } } } }, limits } } : {}),
   });
+  remoteApi = remote;
   const local = manifests.graphqlApi('local', {
     schemaDefinition: 'type Query { greeting: String @resolve(name: "greet") } type Subscription { ticks: Int @resolve(name: "greet") }',
     executor: { local: { resolutions: { greet: { mockResolver: { syncResponse: 'hello' } } } } },
   });
   const route = (prefix: string, name: string, auth = false) => ({ matchers: [{ prefix }], graphqlApiRef: { name }, ...(auth ? { options: { extauth: { configRef: { name: 'keys' } } } } : {}) });
   dir = await makeConfigDir({
+    'reload.yaml': [remote('reloadable', { maxDepth: 5 })],
     'config.yaml': [
       manifests.upstream('yoga', [{ addr: '127.0.0.1', port: yoga.port }]),
       manifests.upstream('hostile', [{ addr: '127.0.0.1', port: hostile.port }]),
@@ -90,7 +93,7 @@ beforeAll(async () => {
       local,
       manifests.virtualService('graphql', {
         domains: ['*'],
-        routes: [route('/hostile', 'hostile'), route('/secured', 'remote', true), route('/tight', 'tight'), route('/local', 'local'), route('/graphql', 'remote')],
+        routes: [route('/reloadable', 'reloadable'), route('/hostile', 'hostile'), route('/secured', 'remote', true), route('/tight', 'tight'), route('/local', 'local'), route('/graphql', 'remote')],
       }),
     ],
   });
@@ -338,5 +341,22 @@ describe('a hostile upstream stream', () => {
     } finally {
       await healthy.dispose();
     }
+  });
+});
+
+describe('reconfiguration', () => {
+  it('a changed API closes its WebSockets (1001) so that clients reconnect under the new config; other APIs\' stay open', { timeout: 60_000 }, async () => {
+    const open = (path: string) => {
+      const raw = new WebSocket(`${wsUrl}${path}`, 'graphql-transport-ws');
+      const closed = new Promise<{ code: number; reason: string }>((resolve) => raw.once('close', (code, reason) => resolve({ code, reason: String(reason) })));
+      return { raw, closed, ready: new Promise<void>((resolve) => raw.once('open', () => { raw.send(JSON.stringify({ type: 'connection_init' })); raw.once('message', () => resolve()); })) };
+    };
+    const changed = open('/reloadable');
+    const untouched = open('/graphql');
+    await Promise.all([changed.ready, untouched.ready]);
+    await dir.write('reload.yaml', [remoteApi('reloadable', { maxDepth: 6 })]);
+    expect(await changed.closed).toEqual({ code: 1001, reason: 'the GraphQL API was reconfigured; reconnect' });
+    expect(untouched.raw.readyState).toBe(WebSocket.OPEN);
+    untouched.raw.close();
   });
 });

@@ -403,9 +403,9 @@ export class GraphQLEndpoint {
     (this.subscriptions ??= new SubscriptionServer(this)).upgrade(req, pending.socket, pending.head, ctx, done);
   }
 
-  /** Closes the endpoint's WebSocket connections. */
-  close(): void {
-    this.subscriptions?.close();
+  /** Closes the endpoint's WebSocket connections (close code 1001 with `reason`). */
+  close(reason: string): void {
+    this.subscriptions?.close(reason);
   }
 
   /** No event for this long ends a subscription (`limits.subscriptionIdleTimeout`). */

@@ -61,6 +61,10 @@ class Endpoints implements GraphQLEndpoints {
         this.options.logger.error({ err: error, api: resource.key }, 'cannot build GraphQL endpoint');
       }
     }
+    // WebSockets of a replaced endpoint (the API or its upstreams changed) are closed: clients
+    // reconnect under the new configuration (its auth, limits and upstream) instead of keeping the old.
+    const kept = new Set(next.values());
+    for (const old of this.endpoints.values()) if (!kept.has(old)) old.close('the GraphQL API was reconfigured; reconnect');
     this.endpoints = next;
     this.used = used;
     this.channels.retainOnly(grpcHosts);
@@ -223,7 +227,7 @@ class Endpoints implements GraphQLEndpoints {
   }
 
   async close(): Promise<void> {
-    for (const endpoint of this.endpoints.values()) endpoint.close();
+    for (const endpoint of this.endpoints.values()) endpoint.close('the gateway is shutting down');
     this.endpoints = new Map();
     this.channels.close();
   }

@@ -101,9 +101,9 @@ export class SubscriptionServer {
     this.wss.handleUpgrade(req, socket, head, (ws) => this.wss.emit('connection', ws, req));
   }
 
-  /** Closes every connection (the endpoint is going away with the process). */
-  close(): void {
-    for (const socket of this.connections.keys()) socket.close(1001, 'the gateway is shutting down');
+  /** Closes every connection (the endpoint was replaced or the process stops) with 1001 and `reason`. */
+  close(reason: string): void {
+    for (const socket of this.connections.keys()) socket.close(1001, reason);
     this.wss.close();
   }
 
