@@ -81,6 +81,7 @@ export class MultipartParser {
         // Headers, a blank line, the body (a part without headers starts with the blank line).
         const headersEnd = part.indexOf('\r\n\r\n');
         const body = part[0] === 13 && part[1] === 10 ? part.subarray(2) : headersEnd < 0 ? part : part.subarray(headersEnd + 4);
+        if (body.length > this.limit) return undefined;
         if (body.length > 0) parts.push(Buffer.from(body));
       }
       this.started = true;
