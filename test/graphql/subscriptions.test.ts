@@ -89,11 +89,12 @@ beforeAll(async () => {
       { apiVersion: 'v1', kind: 'Secret', type: 'extauth.solo.io/apikey', metadata: { name: 'subscriber', namespace: 'default' }, data: { 'api-key': b64(KEY) } },
       manifests.authConfig('keys', [{ apiKeyAuth: { headerName: 'x-api-key', k8sSecretApikeyStorage: { apiKeySecretRefs: [{ name: 'subscriber', namespace: 'default' }] } } }]),
       remote('remote'),
+      { ...remote('over-ws'), spec: { executableSchema: { schemaDefinition: SDL, executor: { remote: { upstreamRef: { name: 'yoga' }, headers: { 'x-user': '{$headers.x-user}' }, subscriptionProtocol: 'graphql-ws' } } } } },
       remote('tight', { maxSubscriptionsPerConnection: 2, maxMessageBytes: 2048, maxDepth: 2 }),
       local,
       manifests.virtualService('graphql', {
         domains: ['*'],
-        routes: [route('/reloadable', 'reloadable'), route('/hostile', 'hostile'), route('/secured', 'remote', true), route('/tight', 'tight'), route('/local', 'local'), route('/graphql', 'remote')],
+        routes: [route('/over-ws', 'over-ws'), route('/reloadable', 'reloadable'), route('/hostile', 'hostile'), route('/secured', 'remote', true), route('/tight', 'tight'), route('/local', 'local'), route('/graphql', 'remote')],
       }),
     ],
   });
@@ -341,6 +342,29 @@ describe('a hostile upstream stream', () => {
     } finally {
       await healthy.dispose();
     }
+  });
+});
+
+describe('remote executor with subscriptionProtocol: graphql-ws (upstreams without SSE)', () => {
+  it('passes subscriptions to the upstream over graphql-ws, for graphql-ws and SSE clients, headers on the handshake', async () => {
+    const before = yoga.requests.length;
+    const client = wsClient('/over-ws', { 'x-user': 'lin' });
+    try {
+      expect(await collect(client, { query: 'subscription { countdown(from: 2) }' })).toEqual([2, 1, 0].map((n) => ({ data: { countdown: n } })));
+      expect(await collect(client, { query: 'subscription { headerSeen }' })).toEqual([{ data: { headerSeen: 'lin' } }]);
+    } finally {
+      await client.dispose();
+    }
+    const sse = createSseClient({ url: `${gateway.url}/over-ws`, singleConnection: false, retryAttempts: 0 });
+    try {
+      const results: unknown[] = [];
+      for await (const r of sse.iterate({ query: 'subscription { countdown(from: 1) }' })) results.push(r);
+      expect(results).toEqual([{ data: { countdown: 1 } }, { data: { countdown: 0 } }]);
+    } finally {
+      sse.dispose();
+    }
+    // None of it went over HTTP POST.
+    expect(yoga.requests.length).toBe(before);
   });
 });
 

@@ -55,7 +55,8 @@ const yoga = createYoga({
         },
         headerSeen: {
           subscribe: async function* (_, __, context) {
-            const fromHeaders = context.request?.headers?.get?.('x-user') ?? context.connectionParams?.['x-user'] ?? context.extra?.request?.headers?.['x-user'] ?? null;
+            // Over SSE: the fetch Request's headers; over graphql-ws: the upgrade request's.
+            const fromHeaders = context.request?.headers?.get?.('x-user') ?? context.req?.headers?.['x-user'] ?? null;
             yield { headerSeen: fromHeaders };
           },
         },

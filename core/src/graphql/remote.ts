@@ -11,6 +11,7 @@ import { errorAnswer, type Answer, type MediaType, type RequestParams } from './
 import { LimitCodes, type OperationBudget } from './limits.ts';
 import { boundaryOf, MultipartParser } from './incremental.ts';
 import { Template, TemplateSyntaxError } from './template.ts';
+import { streamOverWebSocket } from './subscriptions/upstream-ws.ts';
 import { traceHeaders } from './trace.ts';
 
 /** How long the remote executor waits for the upstream GraphQL server by default (`executor.remote.timeout`). */
@@ -34,6 +35,8 @@ export interface CompiledRemote {
   readonly responseHeaders: readonly string[];
   /** Milliseconds to wait for the upstream's headers, and between body chunks. */
   readonly timeoutMs: number;
+  /** How subscriptions reach the upstream: GraphQL over SSE (default) or graphql-ws over WebSocket. */
+  readonly subscriptionProtocol: 'sse' | 'graphql-ws';
 }
 
 const REMOTE_PATH = ['spec', 'executableSchema', 'executor', 'remote'];
@@ -69,9 +72,9 @@ export function compileRemote(spec: RemoteExecutorSpec, problems: Problem[]): Co
   if (queryParams.length > 0 && !queryParams.some(([, t]) => !t.constant)) {
     // All static: the query string is built once.
     path += (path.includes('?') ? '&' : '?') + queryParams.map(([k, t]) => `${encodeURIComponent(k)}=${encodeURIComponent(t.text)}`).join('&');
-    return { path, headers, queryParams: [], responseHeaders, timeoutMs };
+    return { path, headers, queryParams: [], responseHeaders, timeoutMs, subscriptionProtocol: spec.subscriptionProtocol ?? 'sse' };
   }
-  return { path, headers, queryParams, responseHeaders, timeoutMs };
+  return { path, headers, queryParams, responseHeaders, timeoutMs, subscriptionProtocol: spec.subscriptionProtocol ?? 'sse' };
 }
 
 /**
@@ -104,6 +107,11 @@ export class RemoteExecutor {
       'application/json': { accept: 'application/json', ...fixed },
       'application/graphql-response+json': { accept: 'application/graphql-response+json, application/json;q=0.9', ...fixed },
     };
+  }
+
+  /** What the graphql-ws upstream transport needs (./subscriptions/upstream-ws.ts). */
+  upstreamCall(ctx: RequestContext): { cluster: UpstreamCluster; headers: Readonly<Record<string, string>>; path: string; timeoutMs: number } {
+    return { cluster: this.cluster, headers: this.headersFor(this.staticHeaders['application/json'], ctx), path: this.pathFor(ctx), timeoutMs: this.remote.timeoutMs };
   }
 
   /** The headers of an upstream call: the static ones over `base`, then the templates over the request's headers. */
@@ -144,6 +152,10 @@ export class RemoteExecutor {
    * ends when the upstream completes, fails, or `signal` aborts (the client left).
    */
   async *stream(params: RequestParams, ctx: RequestContext, signal: AbortSignal, maxEventBytes: number, idleMs: number, includeUpstreamErrors: boolean): AsyncGenerator<ExecutionResult> {
+    if (this.remote.subscriptionProtocol === 'graphql-ws') {
+      yield* streamOverWebSocket(this, params, ctx, signal, maxEventBytes, idleMs, includeUpstreamErrors);
+      return;
+    }
     const headers = { ...this.headersFor(this.staticHeaders['application/json'], ctx), accept: 'text/event-stream, application/graphql-response+json;q=0.9, application/json;q=0.8' };
     const body = JSON.stringify({ query: params.query, operationName: params.operationName, variables: params.variables, extensions: params.extensions });
     const cluster = this.cluster;

@@ -87,6 +87,7 @@ const RemoteExecutor = Strict({
   timeout: Type.Optional(Duration),
   responseHeaders: Type.Optional(Type.Array(Type.String({ pattern: '^[!#$%&\'*+.^_`|~0-9A-Za-z-]+$', description: 'an upstream response header name' }), { maxItems: 64, description: 'upstream response headers passed to the client besides set-cookie and cache-control' })),
   enableIntrospection: Type.Optional(Type.Boolean({ description: 'forward __schema/__type queries to the upstream (default true); false refuses them at the gateway' })),
+  subscriptionProtocol: Type.Optional(Type.Union([Type.Literal('sse'), Type.Literal('graphql-ws')], { description: 'how subscriptions reach the upstream: GraphQL over SSE (default) or graphql-ws over WebSocket, at the same path' })),
 });
 
 /** SPEC 3.3. */
