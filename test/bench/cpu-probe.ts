@@ -51,9 +51,18 @@ const port = await new Promise<number>((resolve) => {
 });
 child.stdout!.resume();
 console.log("port", port);
+const cpuOf = async (pid: number | string) => {
+  const fields = (await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => ') ')).split(') ')[1]!.split(' ');
+  return (Number(fields[11] ?? 0) + Number(fields[12] ?? 0)) * 10_000; // clock ticks (100/s) → µs
+};
+/** The process's CPU and its child processes' (the plugin process, docs/plugins.md "Plugin process"). */
 const cpu = async () => {
-  const fields = (await readFile(`/proc/${child.pid}/stat`, 'utf8')).split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * 10_000; // clock ticks (100/s) → µs
+  let total = await cpuOf(child.pid!);
+  for (const tid of await readdir(`/proc/${child.pid}/task`)) {
+    const children = (await readFile(`/proc/${child.pid}/task/${tid}/children`, 'utf8').catch(() => '')).split(' ').filter(Boolean);
+    for (const pid of children) total += await cpuOf(pid);
+  }
+  return total;
 };
 /** CPU µs by thread name (main, plugin thread, GC helpers, libuv pool), from /proc/PID/task. */
 const threadCpu = async () => {

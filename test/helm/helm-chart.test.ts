@@ -41,7 +41,7 @@ describe('the Helm chart (core/helm/gatehouse)', () => {
     const other = gatehouse('install', 'crds', '--api-group-domain', 'example.org');
     expect(other.status).toBe(0);
     const groups = parseAllDocuments(other.stdout).map((d) => (d.toJS() as { spec: { group: string } }).spec.group);
-    expect([...new Set(groups)].sort()).toEqual(['enterprise.example.org', 'gatehouse.example.org', 'gateway.example.org', 'graphql.example.org']);
+    expect([...new Set(groups)].sort()).toEqual(['enterprise.example.org', 'gatehouse.example.org', 'gateway.example.org', 'graphql.example.org', 'ratelimit.example.org']);
     expect(gatehouse('install', 'crds', '--api-group-domain', '').status).toBe(2);
     expect(gatehouse('install', 'crds', 'extra').status).toBe(2);
   });

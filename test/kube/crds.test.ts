@@ -67,7 +67,7 @@ describeWithKube('gatehouse install render and the examples on a real kube-apise
    */
   async function acceptAll(objects: KubeObject[]): Promise<KubeObject[]> {
     const crds = objects.filter((o) => o.kind === 'CustomResourceDefinition');
-    expect(crds.length).toBe(6);
+    expect(crds.length).toBe(7);
     for (const crd of crds) await kube.apply(crd);
     for (const crd of crds) await kube.waitForCrd(crd.metadata!.name!);
     const namespaces = new Set(objects.filter((o) => o.kind === 'Namespace').map((o) => o.metadata!.name!));
@@ -96,7 +96,7 @@ describeWithKube('gatehouse install render and the examples on a real kube-apise
     await acceptAll(objects);
     // The CRDs are real now: their kinds are served under our groups.
     const groups = (await kube.request('GET', '/apis')).json as { groups: { name: string }[] };
-    expect(groups.groups.map((g) => g.name)).toEqual(expect.arrayContaining(['gatehouse.gatehouse.dev', 'gateway.gatehouse.dev', 'enterprise.gatehouse.dev', 'graphql.gatehouse.dev']));
+    expect(groups.groups.map((g) => g.name)).toEqual(expect.arrayContaining(['gatehouse.gatehouse.dev', 'gateway.gatehouse.dev', 'enterprise.gatehouse.dev', 'graphql.gatehouse.dev', 'ratelimit.gatehouse.dev']));
   });
 
   it('accepts everything rendered for values with three plugin images (init containers included)', async () => {
@@ -196,10 +196,10 @@ describeWithKube('gatehouse install render and the examples on a real kube-apise
     expect(empty.apply?.status).toBe(422);
   });
 
-  it('creates CRDs only in the groups of apiGroupDomain: none for Gloo by default; with solo.io only gateway.solo.io coincides with Gloo', async () => {
+  it('creates CRDs only in the groups of apiGroupDomain: none for Gloo by default; with solo.io only gateway.solo.io and ratelimit.solo.io coincide with Gloo', async () => {
     const groupsOf = (objects: KubeObject[]) => new Set(objects.filter((o) => o.kind === 'CustomResourceDefinition').map((o) => (o.spec as { group: string }).group));
     const objects = await render({});
-    expect(groupsOf(objects)).toEqual(new Set(['gatehouse.gatehouse.dev', 'enterprise.gatehouse.dev', 'graphql.gatehouse.dev', 'gateway.gatehouse.dev']));
+    expect(groupsOf(objects)).toEqual(new Set(['gatehouse.gatehouse.dev', 'enterprise.gatehouse.dev', 'graphql.gatehouse.dev', 'gateway.gatehouse.dev', 'ratelimit.gatehouse.dev']));
     await acceptAll(objects);
     const glooVirtualService = { apiVersion: 'gateway.solo.io/v1', kind: 'VirtualService', metadata: { name: 'gloo', namespace: 'default' }, spec: { virtualHost: { domains: ['*'], routes: [{ matchers: [{ prefix: '/' }], directResponseAction: { status: 200 } }] } } };
     const refused = await kube.apply(glooVirtualService, { dryRun: true }).then(() => undefined, (error: unknown) => error as KubeError);
@@ -209,7 +209,8 @@ describeWithKube('gatehouse install render and the examples on a real kube-apise
     // apiGroupDomain solo.io: <group>.solo.io, which is Gloo's own group only for the gateway kinds
     // (Gloo has gloo.solo.io, enterprise.gloo.solo.io and graphql.gloo.solo.io for the others).
     const solo = await render({ apiGroupDomain: 'solo.io', namespace: 'gloo-compat' });
-    expect(groupsOf(solo)).toEqual(new Set(['gatehouse.solo.io', 'enterprise.solo.io', 'graphql.solo.io', 'gateway.solo.io']));
+    // ratelimit.solo.io is Gloo's own group for RateLimitConfig (solo-apis), and ours under this domain.
+    expect(groupsOf(solo)).toEqual(new Set(['gatehouse.solo.io', 'enterprise.solo.io', 'graphql.solo.io', 'gateway.solo.io', 'ratelimit.solo.io']));
     await acceptAll(solo);
     expect(await kube.apply(glooVirtualService, { dryRun: true })).toMatchObject({ apiVersion: 'gateway.solo.io/v1', kind: 'VirtualService' });
     const glooUpstream = { apiVersion: 'gloo.solo.io/v1', kind: 'Upstream', metadata: { name: 'gloo', namespace: 'default' }, spec: { static: { hosts: [{ addr: '127.0.0.1', port: 80 }] } } };

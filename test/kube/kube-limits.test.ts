@@ -82,4 +82,27 @@ describeWithKube('limits on resources from the Kubernetes API (issue 24 finding 
     await eventually(async () => (await send(gatehouse!.url, { headers: { host: 'later.test' } })).status === 200, 20_000);
     expect((await send(gatehouse!.url, { headers: { host: 'app.test' } })).status).toBe(200);
   }, 60_000);
+
+  it('a map of 60,000 keys is refused as in a file, and its deletion is applied like any change (heap before, with and after it logged)', async () => {
+    const heapMb = async () => {
+      const text = (await send(gatehouse!.adminUrl, { path: '/metrics' })).body;
+      const line = text.split('\n').find((l) => l.startsWith('gatehouse_process_nodejs_heap_size_used_bytes '));
+      return Math.round(Number(line?.split(' ').at(-1)) / 1e6);
+    };
+    const before = await heapMb();
+    const wide = pluginAuthConfig('wide', Object.fromEntries(Array.from({ length: 60_000 }, (_, i) => [`k${i}`, i])));
+    await kube.create(wide);
+    const rejected = await eventually(async () => {
+      const status = await statusOf(wide);
+      return status?.state === 'Rejected' ? status : undefined;
+    }, 30_000);
+    expect(rejected.reason).toContain('AuthConfig gatehouse-limits/wide: a map in the document has 60000 entries, more than 50000 [GH_CONFIG_LIMITS]');
+    const loaded = await heapMb();
+    await kube.delete(wide);
+    // The deletion is a reload like any other: a later resource is applied after it.
+    await kube.apply(virtualService('after-delete', 'after-delete.test'));
+    await eventually(async () => (await send(gatehouse!.url, { headers: { host: 'after-delete.test' } })).status === 200, 20_000);
+    console.log(`kube limits: heap ${before} MB before, ${loaded} MB with the 60,000-key AuthConfig, ${await heapMb()} MB after its deletion`);
+    expect((await send(gatehouse!.url, { headers: { host: 'app.test' } })).status).toBe(200);
+  }, 60_000);
 });

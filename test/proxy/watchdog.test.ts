@@ -3,7 +3,9 @@
  * that stops answering is killed so its supervisor can restart it, instead of holding its
  * ports while serving nothing. The stall comes through a real path: a plugin call looping
  * under an operator-raised CPU limit of 60 s, inline on the event loop (--plugin-thread false),
- * and on the plugin thread, whose loop is watched the same way.
+ * and on the plugin thread (--plugin-process false), whose loop is watched the same way. The
+ * plugin process (the default) is watched by its own watchdog and restarted without the
+ * gateway: test/plugins/plugin-process.test.ts.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -24,7 +26,7 @@ let pluginDir: string;
 let gw: GatehouseProcess;
 
 async function start(thread: boolean): Promise<GatehouseProcess> {
-  return startGatehouse('run', ['--config-dir', config.path, '--plugin-dir', pluginDir, '--plugin-cpu-timeout', '60s', '--extauth-timeout', '60s', '--watchdog', '1s', '--plugin-thread', String(thread)]);
+  return startGatehouse('run', ['--config-dir', config.path, '--plugin-dir', pluginDir, '--plugin-cpu-timeout', '60s', '--extauth-timeout', '60s', '--watchdog', '1s', '--plugin-thread', String(thread), '--plugin-process', 'false']);
 }
 
 beforeAll(async () => {

@@ -66,6 +66,11 @@ export const metrics = {
     help: 'Traffic workers that died and were forked again.',
     registers: [registry],
   }),
+  pluginProcessRestarts: new Counter({
+    name: 'gatehouse_plugin_process_restarts_total',
+    help: 'Plugin processes that died (a crash, their memory bound, a stall) and were started again.',
+    registers: [registry],
+  }),
   unhandledErrors: new Counter({
     name: 'gatehouse_unhandled_errors_total',
     help: 'Exceptions and rejections no handler caught, by kind (exception, rejection: logged and survived; catastrophe: a plugin isolate V8 lost control of, the process is killed).',

@@ -1,5 +1,6 @@
 import { DEFAULT_API_GROUP_DOMAIN } from '../config/schema/kinds.ts';
 import { ErrorCodes, GatehouseError } from '../errors.ts';
+import { configurePluginHost, DEFAULT_PLUGIN_HOST, type PluginHostOptions } from '../extauth/plugins/plugin-host-options.ts';
 import { startExtAuthServer } from '../extauth/server.ts';
 import { createLogger, flushLogs } from '../log/logger.ts';
 import { installProcessGuards } from '../server/process-guards.ts';
@@ -11,8 +12,20 @@ export const PLUGIN_FLAGS: readonly FlagDef[] = [
   { name: 'plugin-memory-limit-mb', type: 'string', default: '64', description: 'memory limit of one plugin isolate, in MB' },
   { name: 'plugin-cpu-timeout', type: 'string', default: '50ms', description: 'CPU time one plugin call may use' },
   { name: 'plugin-wall-timeout', type: 'string', default: '1s', description: 'wall time one plugin call may take, waiting for fetch and timers included' },
-  { name: 'plugin-thread', type: 'string', default: 'true', description: 'run plugin isolates on a thread of their own, off the event loop that serves traffic (true|false)' },
+  { name: 'plugin-thread', type: 'string', default: 'true', description: 'run plugin isolates off the event loop that serves traffic (true|false); where: --plugin-process' },
+  { name: 'plugin-process', type: 'string', default: 'true', description: 'with --plugin-thread true: run plugin isolates in a supervised child process, restarted when it dies, instead of a thread whose crash ends this process (true|false)' },
+  { name: 'plugin-process-max-rss-mb', type: 'string', default: String(DEFAULT_PLUGIN_HOST.maxRssMb), description: 'kill and restart the plugin process when its resident memory passes this many MB (0: no bound)' },
+  { name: 'plugin-process-stall', type: 'string', default: `${DEFAULT_PLUGIN_HOST.stallMs / 1000}s`, description: 'kill and restart the plugin process when its event loop has been stalled this long' },
 ];
+
+/** Where plugin steps run, from {@link PLUGIN_FLAGS} (docs/plugins.md "Plugin process"). */
+export function pluginHostFlags(values: FlagValues): PluginHostOptions {
+  const maxRssMb = Number(values['plugin-process-max-rss-mb']);
+  if (!Number.isInteger(maxRssMb) || maxRssMb < 0) throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, `--plugin-process-max-rss-mb must be a whole number of MB (0: no bound), got "${values['plugin-process-max-rss-mb']}"`);
+  const stallMs = duration(values, 'plugin-process-stall');
+  if (stallMs < 100) throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, `--plugin-process-stall must be at least 100ms, got "${values['plugin-process-stall']}"`);
+  return { process: flagBool(values, 'plugin-process'), maxRssMb, stallMs };
+}
 
 /** The plugin sandbox limits given by {@link PLUGIN_FLAGS}. */
 export function pluginLimits(values: FlagValues): { memoryLimitMb: number; cpuTimeoutMs: number; pluginWallTimeoutMs: number; pluginThread: boolean } {
@@ -55,6 +68,7 @@ export async function runExtAuth(argv: string[]): Promise<number | void> {
   }
   const logger = createLogger('extauth');
   installProcessGuards(logger);
+  configurePluginHost(pluginHostFlags(values));
   const kube = kubeFlagValues(values);
   const server = await startExtAuthServer({
     ...(kube ? { kube } : { configDir: requiredValue(values, 'config-dir') }),

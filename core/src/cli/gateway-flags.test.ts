@@ -1,7 +1,7 @@
 import { describe, expect, test } from 'vitest';
 import { parseFlags } from './flags.ts';
 import { defaultMaxConnections } from '../server/listen.ts';
-import { PLUGIN_FLAGS, pluginLimits } from './extauth.ts';
+import { PLUGIN_FLAGS, pluginHostFlags, pluginLimits } from './extauth.ts';
 import { GATEWAY_FLAGS, gatewayFlagValues } from './gateway-flags.ts';
 
 const values = (argv: string[], env: NodeJS.ProcessEnv = {}) => gatewayFlagValues(parseFlags(argv, GATEWAY_FLAGS, env).values);
@@ -86,5 +86,22 @@ describe('pluginLimits (the plugin flags of run and extauth)', () => {
     expect(limits([])).toEqual({ memoryLimitMb: 64, cpuTimeoutMs: 50, pluginWallTimeoutMs: 1000, pluginThread: true });
     expect(limits(['--plugin-thread', 'false']).pluginThread).toBe(false);
     expect(() => limits(['--plugin-thread', 'ture'])).toThrow(/--plugin-thread must be true or false, got "ture"/);
+  });
+});
+
+describe('pluginHostFlags (where plugin isolates run: issue 24 finding 3)', () => {
+  const host = (argv: string[], env: NodeJS.ProcessEnv = {}) => pluginHostFlags(parseFlags(argv, PLUGIN_FLAGS, env).values);
+  test('defaults: a supervised plugin process with a 512 MB memory bound and a 5 s stall bound', () => {
+    expect(host([])).toEqual({ process: true, maxRssMb: 512, stallMs: 5_000 });
+  });
+  test('set by flag or environment; 0 turns the memory bound off', () => {
+    expect(host(['--plugin-process', 'false', '--plugin-process-max-rss-mb', '0', '--plugin-process-stall', '2s'])).toEqual({ process: false, maxRssMb: 0, stallMs: 2_000 });
+    expect(host([], { GATEHOUSE_PLUGIN_PROCESS_MAX_RSS_MB: '256' }).maxRssMb).toBe(256);
+  });
+  test('a value that is not one is a usage error naming the flag', () => {
+    expect(() => host(['--plugin-process', 'ture'])).toThrow(/--plugin-process must be true or false, got "ture"/);
+    expect(() => host(['--plugin-process-max-rss-mb=-1'])).toThrow(/--plugin-process-max-rss-mb must be a whole number of MB/);
+    expect(() => host(['--plugin-process-max-rss-mb', '1.5'])).toThrow(/--plugin-process-max-rss-mb/);
+    expect(() => host(['--plugin-process-stall', '10ms'])).toThrow(/--plugin-process-stall must be at least 100ms/);
   });
 });

@@ -1,7 +1,8 @@
 import { createLogger } from '../log/logger.ts';
 import { runGatewayProcess } from '../server/gateway-process.ts';
 import { describeFlags, parseFlags, portValue, type FlagDef } from './flags.ts';
-import { PLUGIN_FLAGS, pluginLimits } from './extauth.ts';
+import { configurePluginHost } from '../extauth/plugins/plugin-host-options.ts';
+import { PLUGIN_FLAGS, pluginHostFlags, pluginLimits } from './extauth.ts';
 import { AUTH_CLIENT_FLAGS, gatewayParts } from './gateway.ts';
 import { EXTAUTH_TOKEN_FLAGS, GATEWAY_FLAGS, duration, extAuthToken, gatewayFlagValues } from './gateway-flags.ts';
 
@@ -34,6 +35,7 @@ export async function runRun(argv: string[]): Promise<number | void> {
   const token = extAuthToken(values);
   const pluginDir = values['plugin-dir'] as string;
   const limits = pluginLimits(values);
+  configurePluginHost(pluginHostFlags(values));
   const failure = { timeoutMs: duration(values, 'extauth-timeout'), failureModeAllow: values['extauth-failure-mode-allow'] === true };
   const logger = createLogger('gatehouse');
   const parts = await gatewayParts();

@@ -15,6 +15,11 @@ import type { DelegateActionSpec, MatcherSpec, RouteSpec } from './schema/virtua
  * headers, methods and query parameters; a delegated route without its own `options` field gets
  * the parent's, field by field. A selector takes tables in ascending `weight`, then by
  * namespace/name.
+ *
+ * Bounded whatever the tables (issue 24 finding 11: a 500-table chain stalled the process past
+ * its watchdog, a selector fan-out overflowed the stack): chains are at most
+ * GATEHOUSE_MAX_DELEGATION_DEPTH tables, expansions at most GATEHOUSE_MAX_ROUTES_PER_VIRTUAL_HOST
+ * routes, and nothing here recurses or costs more than linear time in what it reads or produces.
  */
 
 /** One served route after delegation. */
@@ -60,7 +65,8 @@ export function routeTablesOf(resources: ReadonlyMap<string, AnyResource>): Rout
   let view = views.get(resources);
   if (!view) {
     let list: Resource<'RouteTable'>[] | undefined;
-    const selected = new WeakMap<DelegateActionSpec, Map<string, Selection>>();
+    // By content: a thousand tables with the same selector share one selection (and one node of the graph summarize() walks).
+    const selected = new Map<string, Selection>();
     const tables: RouteTables = {
       get: (key) => {
         const r = resources.get(key);
@@ -68,10 +74,9 @@ export function routeTablesOf(resources: ReadonlyMap<string, AnyResource>): Rout
       },
       all: () => (list ??= [...resources.values()].filter((r): r is Resource<'RouteTable'> => r.kind === 'RouteTable')),
       select: (delegate, fromNamespace) => {
-        let byNamespace = selected.get(delegate);
-        if (!byNamespace) selected.set(delegate, (byNamespace = new Map()));
-        let selection = byNamespace.get(fromNamespace);
-        if (!selection) byNamespace.set(fromNamespace, (selection = selectTables(delegate, fromNamespace, tables)));
+        const key = selectionKey(delegate, fromNamespace);
+        let selection = selected.get(key);
+        if (!selection) selected.set(key, (selection = selectTables(delegate, fromNamespace, tables)));
         return selection;
       },
     };
@@ -90,7 +95,6 @@ interface Parent {
 
 /** The resources a walk is inside, innermost last (a linked list: entering a table costs O(1), not a copy). */
 interface Chain {
-  readonly key: string;
   readonly label: string;
   readonly up: Chain | undefined;
 }
@@ -114,6 +118,8 @@ export interface DelegationLimits {
   readonly maxDepth: number;
   /** Routes (each matcher one) the walk may expand to, delegating routes included. */
   readonly maxRoutes: number;
+  /** The setting `maxRoutes` comes from, for messages (default GATEHOUSE_MAX_ROUTES_PER_VIRTUAL_HOST). */
+  readonly routesSetting?: string;
 }
 
 /** The limits this process applies (docs/configuration.md). */
@@ -135,7 +141,7 @@ export function delegationLimits(): DelegationLimits {
  * routes at every level) stops the walk with an error naming the chain (GH_CONFIG_DELEGATION_LIMIT):
  * the resource is rejected, and what was produced so far is not served.
  */
-export function flattenRoutes(root: Resource<'VirtualService'> | Resource<'RouteTable'>, tables: RouteTables, limits: DelegationLimits = delegationLimits()): { routes: FlatRoute[]; problems: DelegationProblem[]; exceeded?: boolean } {
+export function flattenRoutes(root: Resource<'VirtualService'> | Resource<'RouteTable'>, tables: RouteTables, limits: DelegationLimits = delegationLimits()): { routes: FlatRoute[]; problems: DelegationProblem[]; exceeded?: boolean; expanded: number } {
   const routes: FlatRoute[] = [];
   const problems: DelegationProblem[] = [];
   // A fan-out reaches the same table many times: each problem is reported once.
@@ -150,11 +156,11 @@ export function flattenRoutes(root: Resource<'VirtualService'> | Resource<'Route
   const rootPath: PathSegment[] = root.kind === 'VirtualService' ? ['spec', 'virtualHost', 'routes'] : ['spec', 'routes'];
   const selections = new Map<DelegateActionSpec, Selection>();
   const onChain = new Set<string>([root.key]);
-  const stack: Frame[] = [{ list: rootRoutes, owner: root, parent: undefined, at: undefined, chain: { key: root.key, label: describe(root), up: undefined }, depth: 0, next: 0 }];
+  const stack: Frame[] = [{ list: rootRoutes, owner: root, parent: undefined, at: undefined, chain: { label: describe(root), up: undefined }, depth: 0, next: 0 }];
   let expanded = 0;
-  const overLimit = (frame: Frame, index: number, message: string): { routes: FlatRoute[]; problems: DelegationProblem[]; exceeded: boolean } => {
+  const overLimit = (frame: Frame, index: number, message: string): { routes: FlatRoute[]; problems: DelegationProblem[]; exceeded: boolean; expanded: number } => {
     problems.push({ path: [...(frame.at ?? [...rootPath, index]), 'delegateAction'], code: ConfigCodes.DELEGATION_LIMIT, severity: 'error', message: `${message}: ${chainText(frame.chain)}` });
-    return { routes, problems, exceeded: true };
+    return { routes, problems, exceeded: true, expanded };
   };
 
   while (stack.length > 0) {
@@ -185,14 +191,14 @@ export function flattenRoutes(root: Resource<'VirtualService'> | Resource<'Route
       }
       // Inherited matchers multiply (each own matcher × each of the parent's): counted before they are built.
       const count = parent.inheritable ? own.length * parent.matchers.length : own.length;
-      if (expanded + count > limits.maxRoutes) return overLimit(frame, index, `the delegation expands to more than ${limits.maxRoutes} routes (each matcher counts; limit GATEHOUSE_MAX_ROUTES_PER_VIRTUAL_HOST) at ${where}`);
+      if (expanded + count > limits.maxRoutes) return overLimit(frame, index, `the delegation expands to more than ${limits.maxRoutes} routes (each matcher counts; limit ${limits.routesSetting ?? 'GATEHOUSE_MAX_ROUTES_PER_VIRTUAL_HOST'}) at ${where}`);
       const matchers = parent.inheritable ? own.flatMap((m) => parent.matchers.map((pm) => inheritMatcher(m, pm))) : own;
       // Gloo: a delegated route without options of its own inherits its parent's, field by field.
       const options = parent.options ? { ...parent.options, ...spec.options } : spec.options;
       spec = { ...spec, matchers: [...matchers], ...(options ? { options } : {}) };
     }
     expanded += Math.max(1, spec.matchers?.length ?? 0);
-    if (expanded > limits.maxRoutes) return overLimit(frame, index, `the routes expand to more than ${limits.maxRoutes} (each matcher counts; limit GATEHOUSE_MAX_ROUTES_PER_VIRTUAL_HOST)${where ? ` at ${where}` : ''}`);
+    if (expanded > limits.maxRoutes) return overLimit(frame, index, `the routes expand to more than ${limits.maxRoutes} (each matcher counts; limit ${limits.routesSetting ?? 'GATEHOUSE_MAX_ROUTES_PER_VIRTUAL_HOST'})${where ? ` at ${where}` : ''}`);
     const delegate = spec.delegateAction;
     if (!delegate) {
       routes.push({ spec, owner, index });
@@ -227,12 +233,12 @@ export function flattenRoutes(root: Resource<'VirtualService'> | Resource<'Route
       if (frame.depth + 1 > limits.maxDepth) {
         return overLimit(frame, index, `the delegation is deeper than ${limits.maxDepth} RouteTables (limit GATEHOUSE_MAX_DELEGATION_DEPTH) at ${where ?? describe(owner)} → ${describe(table)}`);
       }
-      children.push({ list: table.spec.routes, owner: table, parent: next, at: delegatePath, chain: { key: table.key, label: describe(table), up: frame.chain }, depth: frame.depth + 1, next: 0 });
+      children.push({ list: table.spec.routes, owner: table, parent: next, at: delegatePath, chain: { label: describe(table), up: frame.chain }, depth: frame.depth + 1, next: 0 });
     }
     // Walked in order: the last pushed is walked first.
     for (let i = children.length - 1; i >= 0; i--) stack.push(children[i]!);
   }
-  return { routes, problems };
+  return { routes, problems, expanded };
 }
 
 /** Why a delegated route's matchers are outside the delegating prefixes (it is then not served), or undefined. */
@@ -271,101 +277,164 @@ interface Step {
   readonly table: Resource<'RouteTable'>;
 }
 
-const summaries = new WeakMap<RouteTables, { cap: number; byKey: Map<string, TableSummary>; scc: Map<string, number> }>();
+/** A delegating route (prefix matchers only, as the walk) and what it selects. */
+interface Delegation {
+  readonly route: number;
+  readonly selection: Selection;
+}
 
-/** The delegation edges of a table: each delegating route (prefix matchers only, as the walk) with the tables it selects. */
-function edgesOf(table: Resource<'RouteTable'>, tables: RouteTables): Step[] {
-  const out: Step[] = [];
+/** What a selection leads to, as seen from a table in another component. */
+interface SelectionSummary {
+  readonly height: number;
+  readonly size: number;
+  readonly deepest?: Resource<'RouteTable'>;
+  readonly cycle?: Resource<'RouteTable'>;
+}
+
+interface Summaries {
+  readonly cap: number;
+  readonly byKey: Map<string, TableSummary>;
+  /** Strongly connected component of each table and selection. */
+  readonly component: Map<object, number>;
+  /** RouteTables of each component. */
+  readonly sizes: Map<number, number>;
+  /** {@link delegationsOf}, computed once per table. */
+  readonly delegationsOf: (table: Resource<'RouteTable'>) => Delegation[];
+}
+
+const summaries = new WeakMap<RouteTables, Summaries>();
+
+/** A table's delegations, each selection once per view (shared by every table that selects the same way). */
+function delegationsOf(table: Resource<'RouteTable'>, tables: RouteTables): Delegation[] {
+  const out: Delegation[] = [];
   table.spec.routes.forEach((route, index) => {
     const delegate = route.delegateAction;
     if (!delegate || route.matchers?.some((m) => m.exact !== undefined || m.regex !== undefined)) return;
-    const selected = tables.select ? tables.select(delegate, table.namespace) : selectTables(delegate, table.namespace, tables);
-    for (const child of selected.tables) out.push({ route: index, table: child });
+    out.push({ route: index, selection: tables.select ? tables.select(delegate, table.namespace) : selectTables(delegate, table.namespace, tables) });
   });
   return out;
 }
 
 /**
- * Height, size and cycles of every table of a view, in time linear in tables + delegations:
- * Tarjan's strongly connected components (iteratively), each component summarised when it is
- * complete, which is after every component it reaches.
+ * Height, size and cycles of every table of a view, in time linear in the tables, their
+ * delegating routes and what the distinct selections select: the graph has a node per table
+ * and per selection (a thousand tables selecting the same thousand are 2,000 edges, not a
+ * million), and Tarjan's strongly connected components (iteratively) summarise each component
+ * when it is complete, which is after every component it reaches.
  */
-function summarize(tables: RouteTables, cap: number): { byKey: Map<string, TableSummary>; scc: Map<string, number> } {
+function summarize(tables: RouteTables, cap: number): Summaries {
   const cached = summaries.get(tables);
   if (cached && cached.cap === cap) return cached;
+  type GraphNode = Resource<'RouteTable'> | Selection;
+  const isTable = (n: GraphNode): n is Resource<'RouteTable'> => (n as Resource<'RouteTable'>).kind === 'RouteTable';
+  const delegations = new Map<Resource<'RouteTable'>, Delegation[]>();
+  const delegationsFor = (t: Resource<'RouteTable'>) => {
+    let d = delegations.get(t);
+    if (!d) delegations.set(t, (d = delegationsOf(t, tables)));
+    return d;
+  };
+  const successors = (n: GraphNode): readonly GraphNode[] => (isTable(n) ? delegationsFor(n).map((d) => d.selection) : n.tables);
   const byKey = new Map<string, TableSummary>();
-  const sccOf = new Map<string, number>();
-  const order = new Map<string, number>();
-  const low = new Map<string, number>();
-  const onStack = new Set<string>();
-  const stack: Resource<'RouteTable'>[] = [];
+  const bySelection = new Map<Selection, SelectionSummary>();
+  const component = new Map<object, number>();
+  const sizes = new Map<number, number>();
+  const order = new Map<GraphNode, number>();
+  const low = new Map<GraphNode, number>();
+  const onStack = new Set<GraphNode>();
+  const stack: GraphNode[] = [];
   let counter = 0;
   let components = 0;
-  const finish = (root: Resource<'RouteTable'>) => {
-    const members: Resource<'RouteTable'>[] = [];
-    let member: Resource<'RouteTable'>;
+  const finish = (root: GraphNode) => {
+    const members: GraphNode[] = [];
+    let member: GraphNode;
     do {
       member = stack.pop()!;
-      onStack.delete(member.key);
-      sccOf.set(member.key, components);
+      onStack.delete(member);
+      component.set(member, components);
       members.push(member);
     } while (member !== root);
-    for (const table of members) {
+    sizes.set(components, members.filter(isTable).length);
+    const cyclic = members.length > 1;
+    for (const node of members) {
+      if (isTable(node)) continue;
+      if (cyclic) {
+        bySelection.set(node, { height: 0, size: cap, cycle: node.tables.find((t) => component.get(t) === components)! });
+        continue;
+      }
+      let height = 0;
+      let size = 0;
+      let deepest: Resource<'RouteTable'> | undefined;
+      let cycle: Resource<'RouteTable'> | undefined;
+      for (const t of node.tables) {
+        const child = byKey.get(t.key)!;
+        size = Math.min(cap, size + child.size);
+        if (deepest === undefined || child.height > height) {
+          height = child.height;
+          deepest = t;
+        }
+        if (child.cycle && !cycle) cycle = t;
+      }
+      bySelection.set(node, { height, size, ...(deepest ? { deepest } : {}), ...(cycle ? { cycle } : {}) });
+    }
+    for (const node of members) {
+      if (!isTable(node)) continue;
       let size = 0;
       let height = 0;
       let deepest: Step | undefined;
       let cycle: TableSummary['cycle'];
-      const edges = edgesOf(table, tables);
-      table.spec.routes.forEach((route) => (size += Math.max(1, route.matchers?.length ?? 0)));
-      for (const edge of edges) {
-        if (sccOf.get(edge.table.key) === components) {
-          cycle ??= { ...edge, on: true };
+      for (const route of node.spec.routes) size += Math.max(1, route.matchers?.length ?? 0);
+      for (const { route, selection } of delegationsFor(node)) {
+        if (component.get(selection) === components) {
+          cycle ??= { route, table: selection.tables.find((t) => component.get(t) === components)!, on: true };
           continue;
         }
-        const child = byKey.get(edge.table.key)!;
+        const child = bySelection.get(selection)!;
         size = Math.min(cap, size + child.size);
-        if (child.height + 1 > height) {
+        if (child.deepest && child.height + 1 > height) {
           height = child.height + 1;
-          deepest = edge;
+          deepest = { route, table: child.deepest };
         }
-        if (child.cycle && !cycle) cycle = { ...edge, on: false };
+        if (child.cycle && !cycle) cycle = { route, table: child.cycle, on: false };
       }
-      byKey.set(table.key, { height, size: Math.min(cap, size), ...(deepest ? { deepest } : {}), ...(cycle ? { cycle } : {}) });
+      byKey.set(node.key, { height, size: Math.min(cap, size), ...(deepest ? { deepest } : {}), ...(cycle ? { cycle } : {}) });
     }
     components++;
   };
   for (const start of tables.all()) {
-    if (order.has(start.key)) continue;
+    if (order.has(start)) continue;
     // The call stack of the recursive algorithm, made explicit: a deep chain cannot overflow it.
-    const work: { table: Resource<'RouteTable'>; edges: Step[]; next: number }[] = [];
-    const enter = (table: Resource<'RouteTable'>) => {
-      order.set(table.key, counter);
-      low.set(table.key, counter++);
-      stack.push(table);
-      onStack.add(table.key);
-      work.push({ table, edges: edgesOf(table, tables), next: 0 });
+    const work: { node: GraphNode; next: readonly GraphNode[]; at: number }[] = [];
+    const enter = (node: GraphNode) => {
+      order.set(node, counter);
+      low.set(node, counter++);
+      stack.push(node);
+      onStack.add(node);
+      work.push({ node, next: successors(node), at: 0 });
     };
     enter(start);
     while (work.length > 0) {
       const top = work[work.length - 1]!;
-      if (top.next < top.edges.length) {
-        const child = top.edges[top.next++]!.table;
-        if (!order.has(child.key)) enter(child);
-        else if (onStack.has(child.key)) low.set(top.table.key, Math.min(low.get(top.table.key)!, order.get(child.key)!));
+      if (top.at < top.next.length) {
+        const child = top.next[top.at++]!;
+        if (!order.has(child)) enter(child);
+        else if (onStack.has(child)) low.set(top.node, Math.min(low.get(top.node)!, order.get(child)!));
         continue;
       }
       work.pop();
       const parent = work[work.length - 1];
-      if (parent) low.set(parent.table.key, Math.min(low.get(parent.table.key)!, low.get(top.table.key)!));
-      if (low.get(top.table.key) === order.get(top.table.key)) finish(top.table);
+      if (parent) low.set(parent.node, Math.min(low.get(parent.node)!, low.get(top.node)!));
+      if (low.get(top.node) === order.get(top.node)) finish(top.node);
     }
   }
-  const result = { cap, byKey, scc: sccOf };
+  const result: Summaries = { cap, byKey, component, sizes, delegationsOf: delegationsFor };
   summaries.set(tables, result);
   return result;
 }
 
-const childProblems = new WeakMap<RouteTables, Map<string, string[]>>();
+/** Problems reported per delegating route about the tables it selects, at most (the rest counted). */
+const MAX_CHILD_PROBLEMS = 20;
+
+const childProblems = new WeakMap<RouteTables, Map<Selection, Map<string, string[]>>>();
 
 /**
  * A RouteTable's own delegation, checked against a view of the load's RouteTables in time linear
@@ -377,59 +446,70 @@ const childProblems = new WeakMap<RouteTables, Map<string, string[]>>();
  */
 export function checkTableDelegation(table: Resource<'RouteTable'>, tables: RouteTables, limits: DelegationLimits = delegationLimits()): DelegationProblem[] {
   const problems: DelegationProblem[] = [];
-  const { byKey, scc } = summarize(tables, limits.maxRoutes + 1);
-  const summary = byKey.get(table.key);
+  const summary = summarize(tables, limits.maxRoutes + 1);
+  const { byKey } = summary;
+  const own = byKey.get(table.key);
   const at = (route: number): PathSegment[] => ['spec', 'routes', route, 'delegateAction'];
-  if (summary?.cycle) {
-    const cycle = cycleText(table, byKey, scc, tables, limits.maxDepth);
+  if (own?.cycle) {
+    const cycle = cycleText(table, summary, limits.maxDepth);
     // Named as the walk names it: the route that closes the loop, when it is not the table's own.
     const closing = cycle.closing && cycle.closing.table !== table ? `${describe(cycle.closing.table)} routes[${cycle.closing.route}]: ` : '';
-    problems.push({ path: at(summary.cycle.route), code: ConfigCodes.DELEGATION_CYCLE, severity: 'error', message: `${closing}delegation cycle: ${cycle.text}` });
-  } else if (summary && summary.height + 1 > limits.maxDepth) {
+    problems.push({ path: at(own.cycle.route), code: ConfigCodes.DELEGATION_CYCLE, severity: 'error', message: `${closing}delegation cycle: ${cycle.text}` });
+  } else if (own && own.height + 1 > limits.maxDepth) {
     // The table and the longest chain below it: what a VirtualService delegating to it would pass through.
     const labels = [describe(table)];
     for (let t: Resource<'RouteTable'> | undefined = table; t && labels.length <= limits.maxDepth; ) {
       t = byKey.get(t.key)?.deepest?.table;
       if (t) labels.push(describe(t));
     }
-    problems.push({ path: at(summary.deepest!.route), code: ConfigCodes.DELEGATION_LIMIT, severity: 'error', message: `the delegation is deeper than ${limits.maxDepth} RouteTables (limit GATEHOUSE_MAX_DELEGATION_DEPTH): ${labels.join(' → ')} → …` });
-  } else if (summary && summary.size > limits.maxRoutes) {
+    problems.push({ path: at(own.deepest!.route), code: ConfigCodes.DELEGATION_LIMIT, severity: 'error', message: `the delegation is deeper than ${limits.maxDepth} RouteTables (limit GATEHOUSE_MAX_DELEGATION_DEPTH): ${labels.join(' → ')} → …` });
+  } else if (own && own.size > limits.maxRoutes) {
     problems.push({ path: ['spec', 'routes'], code: ConfigCodes.DELEGATION_LIMIT, severity: 'error', message: `the delegation expands to more than ${limits.maxRoutes} routes (each matcher counts; limit GATEHOUSE_MAX_ROUTES_PER_VIRTUAL_HOST)` });
   }
   let memo = childProblems.get(tables);
   if (!memo) childProblems.set(tables, (memo = new Map()));
-  table.spec.routes.forEach((route, index) => {
-    const delegate = route.delegateAction;
+  for (const { route: index, selection } of summary.delegationsOf(table)) {
+    const route = table.spec.routes[index]!;
     const matchers: readonly MatcherSpec[] = route.matchers && route.matchers.length > 0 ? route.matchers : [{ prefix: '/' }];
-    if (!delegate || matchers.some((m) => m.exact !== undefined || m.regex !== undefined)) return;
     const prefixes = matchers.map((m) => m.prefix ?? '/');
-    const selected = tables.select ? tables.select(delegate, table.namespace) : selectTables(delegate, table.namespace, tables);
-    if (selected.missing) problems.push({ path: at(index), code: ConfigCodes.MISSING_REF, severity: 'warning', message: `${selected.missing}: no routes are served under ${prefixes.map((p) => `"${p}"`).join(', ')}` });
-    for (const tie of selected.ties) {
+    if (selection.missing) problems.push({ path: at(index), code: ConfigCodes.MISSING_REF, severity: 'warning', message: `${selection.missing}: no routes are served under ${prefixes.map((p) => `"${p}"`).join(', ')}` });
+    for (const tie of selection.ties) {
       problems.push({ path: [...at(index), 'selector'], code: ConfigCodes.IGNORED, severity: 'warning', message: `RouteTables ${tie} have the same weight: their routes are taken in namespace/name order (Gloo sorts such routes by path specificity instead)` });
     }
-    for (const child of selected.tables) {
-      if (child.key === table.key) continue;
-      // Many tables select the same children under the same prefixes: each pair is checked once per view.
-      const id = `${child.key}\0${prefixes.join('\0')}`;
-      let found = memo.get(id);
-      if (!found) {
-        found = [];
+    // Many tables select the same tables under the same prefixes: each pair is checked once per view.
+    let byPrefixes = memo.get(selection);
+    if (!byPrefixes) memo.set(selection, (byPrefixes = new Map()));
+    const id = prefixes.join('\0');
+    let found = byPrefixes.get(id);
+    if (!found) {
+      found = [];
+      let more = 0;
+      for (const child of selection.tables) {
         for (const [j, r] of child.spec.routes.entries()) {
-          const own: readonly MatcherSpec[] = r.matchers && r.matchers.length > 0 ? r.matchers : prefixes.map((prefix) => ({ prefix }));
-          const outside = outsidePrefixes(own, prefixes);
-          if (outside) found.push(`${describe(child)} routes[${j}]: ${outside}`);
+          const ownMatchers: readonly MatcherSpec[] = r.matchers && r.matchers.length > 0 ? r.matchers : prefixes.map((prefix) => ({ prefix }));
+          const outside = outsidePrefixes(ownMatchers, prefixes);
+          if (!outside) continue;
+          if (found.length < MAX_CHILD_PROBLEMS) found.push(`${describe(child)} routes[${j}]: ${outside}`);
+          else more++;
         }
-        memo.set(id, found);
       }
-      for (const message of found) problems.push({ path: at(index), code: ConfigCodes.DELEGATION, severity: 'warning', message });
+      if (more > 0) found.push(`and ${more} more routes of the selected RouteTables outside the delegating prefix: they are not served`);
+      byPrefixes.set(id, found);
     }
-  });
+    for (const message of found) {
+      if (message.startsWith(`${describe(table)} routes[`)) continue;
+      problems.push({ path: at(index), code: ConfigCodes.DELEGATION, severity: 'warning', message });
+    }
+  }
   return problems;
 }
 
+/** Selected tables a search around a loop looks at before naming the loop by its size. */
+const LOOP_SEARCH_STEPS = 64;
+
 /** `A → B → A` for a table on a cycle; `X → Y → A → B → A` for one that delegates into one (long loops shortened); and the route that closes the loop. */
-function cycleText(table: Resource<'RouteTable'>, byKey: ReadonlyMap<string, TableSummary>, scc: ReadonlyMap<string, number>, tables: RouteTables, maxLabels: number): { text: string; closing?: { table: Resource<'RouteTable'>; route: number } } {
+function cycleText(table: Resource<'RouteTable'>, summary: Summaries, maxLabels: number): { text: string; closing?: { table: Resource<'RouteTable'>; route: number } } {
+  const { byKey, component, sizes } = summary;
   const labels: string[] = [];
   let t = table;
   // Down the first steps towards the cycle, to a table on it.
@@ -437,28 +517,35 @@ function cycleText(table: Resource<'RouteTable'>, byKey: ReadonlyMap<string, Tab
     labels.push(describe(t));
     t = byKey.get(t.key)!.cycle!.table;
   }
-  // Around the loop: a shortest path back to `t` inside its component (breadth first).
-  const component = scc.get(t.key);
+  // Around the loop: a shortest path back to `t` inside its component (breadth first), with a
+  // bounded number of steps: every table of a loop of thousands is checked, and a full search
+  // from each would cost the square of the loop (a 5,000-table loop took 9 s).
+  const home = component.get(t);
   const from = new Map<string, Resource<'RouteTable'> | undefined>([[t.key, undefined]]);
   const queue = [t];
+  let steps = 0;
   let closing: { table: Resource<'RouteTable'>; route: number } | undefined;
-  for (let i = 0; i < queue.length && !closing; i++) {
-    for (const edge of edgesOf(queue[i]!, tables)) {
-      if (edge.table.key === t.key) {
-        closing = { table: queue[i]!, route: edge.route };
-        break;
+  search: for (let i = 0; i < queue.length; i++) {
+    for (const { route, selection } of summary.delegationsOf(queue[i]!)) {
+      for (const next of selection.tables) {
+        if (++steps > LOOP_SEARCH_STEPS) break search;
+        if (next.key === t.key) {
+          closing = { table: queue[i]!, route };
+          break search;
+        }
+        if (component.get(next) !== home || from.has(next.key)) continue;
+        from.set(next.key, queue[i]!);
+        queue.push(next);
       }
-      if (scc.get(edge.table.key) !== component || from.has(edge.table.key)) continue;
-      from.set(edge.table.key, queue[i]!);
-      queue.push(edge.table);
     }
   }
+  if (!closing) return { text: [...labels, describe(t), `… (a loop through ${sizes.get(home!)} RouteTables) …`, describe(t)].join(' → ') };
   const loop: string[] = [];
-  for (let c: Resource<'RouteTable'> | undefined = closing?.table; c; c = from.get(c.key)) loop.push(describe(c));
+  for (let c: Resource<'RouteTable'> | undefined = closing.table; c; c = from.get(c.key)) loop.push(describe(c));
   loop.reverse();
   const half = Math.floor(maxLabels / 2);
   const shown = loop.length > maxLabels ? [...loop.slice(0, half), `… (${loop.length - 2 * half} more)`, ...loop.slice(-half)] : loop;
-  return { text: [...labels, ...shown, describe(t)].join(' → '), ...(closing ? { closing } : {}) };
+  return { text: [...labels, ...shown, describe(t)].join(' → '), closing };
 }
 
 /** A delegating route's own matchers: prefixes only, and headers/methods/query only with inheritableMatchers (Gloo). */
@@ -488,6 +575,20 @@ function describe(r: { kind: string; namespace: string; name: string }): string 
   return `${r.kind} ${r.namespace}/${r.name}`;
 }
 
+/** What decides a delegateAction's selection, as a string: equal keys select the same tables. */
+function selectionKey(delegate: DelegateActionSpec, fromNamespace: string): string {
+  if (delegate.ref || delegate.name) {
+    const name = delegate.ref?.name ?? delegate.name!;
+    const namespace = delegate.ref ? (delegate.ref.namespace ?? fromNamespace) : (delegate.namespace ?? fromNamespace);
+    return `ref\0${namespace}\0${name}`;
+  }
+  const selector = delegate.selector!;
+  return `selector\0${fromNamespace}\0${JSON.stringify([selector.namespaces ?? [], selector.labels ?? {}, selector.expressions ?? []])}`;
+}
+
+/** Equal weights reported per selection, at most (the rest counted). */
+const MAX_TIES = 3;
+
 /** The tables a delegateAction names or selects, in Gloo's order. */
 export function selectTables(delegate: DelegateActionSpec, fromNamespace: string, tables: RouteTables): Selection {
   if (delegate.ref || delegate.name) {
@@ -504,9 +605,13 @@ export function selectTables(delegate: DelegateActionSpec, fromNamespace: string
     .filter((t) => (selector.expressions ?? []).every((e) => expressionHolds(e, t.labels)))
     .sort((a, b) => (a.spec.weight ?? 0) - (b.spec.weight ?? 0) || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   const ties: string[] = [];
+  let moreTies = 0;
   for (let i = 1; i < picked.length; i++) {
-    if ((picked[i]!.spec.weight ?? 0) === (picked[i - 1]!.spec.weight ?? 0)) ties.push(`${picked[i - 1]!.namespace}/${picked[i - 1]!.name} and ${picked[i]!.namespace}/${picked[i]!.name}`);
+    if ((picked[i]!.spec.weight ?? 0) !== (picked[i - 1]!.spec.weight ?? 0)) continue;
+    if (ties.length < MAX_TIES) ties.push(`${picked[i - 1]!.namespace}/${picked[i - 1]!.name} and ${picked[i]!.namespace}/${picked[i]!.name}`);
+    else moreTies++;
   }
+  if (moreTies > 0) ties.push(`(${moreTies} more pairs)`);
   return picked.length > 0 ? { tables: picked, ties } : { tables: [], missing: 'the selector matches no accepted RouteTable', ties };
 }
 

@@ -16,6 +16,8 @@ export interface ConfigLimits {
   readonly maxDelegationDepth: number;
   /** Routes (each matcher counting as one, as Gloo expands them for Envoy) one virtual host or RouteTable may expand to. */
   readonly maxRoutesPerVirtualHost: number;
+  /** Routes all virtual hosts together may expand to (the walks of one load stop there: its work and the route table's memory are bounded). */
+  readonly maxRoutesTotal: number;
 }
 
 /** The defaults (see {@link ConfigLimits}). */
@@ -23,6 +25,7 @@ export const DEFAULT_CONFIG_LIMITS: ConfigLimits = {
   regexMaxProgramSize: 100,
   maxDelegationDepth: 16,
   maxRoutesPerVirtualHost: 20_000,
+  maxRoutesTotal: 100_000,
 };
 
 /** Environment variable of each limit. */
@@ -30,6 +33,7 @@ export const CONFIG_LIMIT_ENV: { readonly [K in keyof ConfigLimits]: string } = 
   regexMaxProgramSize: 'GATEHOUSE_REGEX_MAX_PROGRAM_SIZE',
   maxDelegationDepth: 'GATEHOUSE_MAX_DELEGATION_DEPTH',
   maxRoutesPerVirtualHost: 'GATEHOUSE_MAX_ROUTES_PER_VIRTUAL_HOST',
+  maxRoutesTotal: 'GATEHOUSE_MAX_ROUTES_TOTAL',
 };
 
 /** The limits set in `env` over the defaults; a value that is not a positive integer is a {@link GatehouseError} (`GH_BAD_ARGUMENT`). */

@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest';
-import { parseManifests } from './manifest.ts';
+import { linesOfText, MANIFEST_LIMITS, parseManifests, resourceLimitProblem } from './manifest.ts';
 
 describe('parseManifests', () => {
   test('reads every YAML document, skipping empty ones, with first lines', () => {
@@ -29,5 +29,52 @@ describe('parseManifests', () => {
       ['GH_CONFIG_PARSE', 'bad.yaml', 4],
       ['GH_CONFIG_PARSE', 'bad.yaml', expect.any(Number)],
     ]);
+  });
+});
+
+describe('resourceLimitProblem: the limits every source applies (issue 24 finding 13)', () => {
+  const nested = (depth: number) => {
+    let value: object = { leaf: 1 };
+    for (let i = 0; i < depth; i++) value = { a: value };
+    return value;
+  };
+
+  test('depth, entries and size, with a message naming the limit; within them, nothing', () => {
+    expect(resourceLimitProblem(nested(60), () => 10)).toBeUndefined();
+    expect(resourceLimitProblem(nested(200), () => 10)).toBe('the document is nested deeper than 64 levels');
+    const wide = Object.fromEntries(Array.from({ length: 50_001 }, (_, i) => [`k${i}`, i]));
+    expect(resourceLimitProblem({ spec: { config: wide } }, () => 10)).toBe('a map in the document has 50001 entries, more than 50000');
+    expect(resourceLimitProblem({ routes: new Array(50_001).fill(0) }, () => 10)).toBe('a list in the document has 50001 entries, more than 50000');
+    expect(resourceLimitProblem({ routes: new Array(20_000).fill({ prefix: '/' }) }, () => 10)).toBeUndefined();
+    expect(resourceLimitProblem({ a: 1 }, () => 9 * 1024 * 1024)).toBe('the resource is 9437184 bytes, more than the 8388608 a manifest may have');
+  });
+
+  test('a value nested too deep to measure is refused before it is measured', () => {
+    let measured = false;
+    expect(resourceLimitProblem(nested(100_000), () => ((measured = true), 0))).toContain('nested deeper than 64');
+    expect(measured).toBe(false);
+  });
+
+  test('files: a document with too many entries is a file diagnostic, as from the API server', () => {
+    const text = JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'wide' }, stringData: Object.fromEntries(Array.from({ length: 60_000 }, (_, i) => [`k${i}`, 'v'])) });
+    const { documents, diagnostics } = parseManifests('wide.json', text);
+    expect(documents).toEqual([]);
+    expect(diagnostics).toEqual([expect.objectContaining({ code: 'GH_CONFIG_LIMITS', file: 'wide.json', message: 'a map in the document has 60000 entries, more than 50000' })]);
+  });
+});
+
+describe('linesOfText: lines for diagnostics of documents kept without their syntax tree', () => {
+  const doc = (name: string) => `apiVersion: v1\nkind: Secret\nmetadata:\n  name: ${name}\nstringData:\n  key: value\n`;
+
+  test('a small file: the line of the field, each asked line remembered', () => {
+    const lines = linesOfText('a.yaml', [doc('a'), doc('b')].join('---\n'));
+    expect(lines(1, ['stringData', 'key'], 8)).toBe(13);
+    expect(lines(0, ['metadata', 'name'], 1)).toBe(4);
+  });
+
+  test('a file parsed off the event loop is not parsed again on it: the document line is given', () => {
+    const big = doc('a') + `# ${'x'.repeat(MANIFEST_LIMITS.maxReparseBytes)}\n`;
+    // Line 6 holds the field; without a second parse the answer is the document's first line.
+    expect(linesOfText('big.yaml', big)(0, ['stringData', 'key'], 1)).toBe(1);
   });
 });

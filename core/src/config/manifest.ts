@@ -27,6 +27,10 @@ export const MANIFEST_LIMITS = {
   maxDepth: 64,
   /** Bytes of one file. */
   maxFileBytes: 8 * 1024 * 1024,
+  /** Files at least this large get no field lines in diagnostics (see linesOfText). */
+  maxReparseBytes: 256 * 1024,
+  /** Entries of one map or list (a 20,000-route virtual host has 20,000; a 400,000-key map was a memory attack). */
+  maxEntries: 50_000,
 } as const;
 
 /**
@@ -102,13 +106,24 @@ export function parseManifests(file: string, text: string): { documents: Manifes
  * per document (500 rejected RouteTables in one file re-parsed it 500 times: 45 s).
  */
 export function linesOfText(file: string, text: string): (index: number, path: readonly PathSegment[], fallback: number) => number {
+  // A large file is parsed off the event loop (./source/parse-off-thread.ts); parsing it again here
+  // would stall traffic for seconds: its diagnostics give the document's first line (and the path).
+  if (text.length >= MANIFEST_LIMITS.maxReparseBytes) return (_index, _path, fallback) => fallback;
   let byIndex: Map<number, ManifestDocument> | undefined;
+  // Lines already found, kept (small numbers): every reload asks for the same diagnostics again,
+  // and re-parsing a 600 KB file of rejected resources on each one stalled reloads for ~0.5 s.
+  const found = new Map<string, number>();
   return (index, path, fallback) => {
+    const key = `${index}\0${path.join('\0')}`;
+    let line = found.get(key);
+    if (line !== undefined) return line;
     if (!byIndex) {
       byIndex = new Map(parseManifests(file, text).documents.map((d) => [d.index, d]));
       queueMicrotask(() => (byIndex = undefined));
     }
-    return byIndex.get(index)?.lineOf(path) ?? fallback;
+    line = byIndex.get(index)?.lineOf(path) ?? fallback;
+    found.set(key, line);
+    return line;
   };
 }
 
@@ -141,7 +156,7 @@ function firstDuplicateKey(root: unknown): { key: string; offset: number | undef
 /**
  * Why a resource from any source (a document of a file, an object from the Kubernetes API)
  * cannot be configuration, or undefined: larger than a file may be, nested deeper than a
- * document may be, or containing itself. One place, so every source refuses the same shapes
+ * document may be, a map or list with more entries than one may have, or containing itself. One place, so every source refuses the same shapes
  * (a 200-deep `pluginAuth.config` was refused in a file and accepted from the API server).
  */
 export function resourceLimitProblem(value: unknown, bytes: () => number): string | undefined {
@@ -163,8 +178,10 @@ export function checkShape(value: unknown): string | undefined {
     if (node === null || typeof node !== 'object') return undefined;
     if (depth > MANIFEST_LIMITS.maxDepth) return `the document is nested deeper than ${MANIFEST_LIMITS.maxDepth} levels`;
     if (ancestors.has(node)) return 'the document refers to itself (a YAML anchor used inside its own value)';
+    const children = Array.isArray(node) ? node : Object.values(node);
+    if (children.length > MANIFEST_LIMITS.maxEntries) return `a ${Array.isArray(node) ? 'list' : 'map'} in the document has ${children.length} entries, more than ${MANIFEST_LIMITS.maxEntries}`;
     ancestors.add(node);
-    for (const child of Array.isArray(node) ? node : Object.values(node)) {
+    for (const child of children) {
       const problem = visit(child, depth + 1);
       if (problem) return problem;
     }

@@ -9,6 +9,7 @@ import type { ResourceChecks } from './store.ts';
 const LOADERS: { [K in Kind]?: () => Promise<NonNullable<ResourceChecks[K]>> } = {
   GraphQLApi: async () => (await import('../graphql/index.ts')).checkGraphQLApi,
   AuthConfig: async () => (await import('../extauth/checks.ts')).checkAuthConfig,
+  RateLimitConfig: async () => (await import('../ratelimit/checks.ts')).checkRateLimitConfig,
 };
 
 /** The checks for the kinds present in a load. */

@@ -6,6 +6,7 @@ import type { SecretSpec } from './schema/secret.ts';
 import type { ConfigMapSpec } from './schema/config-map.ts';
 import type { RouteTableSpec, VirtualServiceSpec } from './schema/virtual-service.ts';
 import type { ResourceRef } from './schema/common.ts';
+import type { RateLimitConfigSpec } from './schema/rate-limit-config.ts';
 
 export type SpecOf<K extends Kind> = K extends 'Upstream'
   ? UpstreamSpec
@@ -23,7 +24,9 @@ export type SpecOf<K extends Kind> = K extends 'Upstream'
           ? SecretSpec
           : K extends 'ConfigMap'
             ? ConfigMapSpec
-            : never;
+            : K extends 'RateLimitConfig'
+              ? RateLimitConfigSpec
+              : never;
 
 /**
  * A validated resource. Plain data (no functions) so it can cross a worker boundary;

@@ -17,6 +17,7 @@ import { ExtAuthCodes } from './codes.ts';
 import { AuthEngine } from './engine.ts';
 import { checkRequestFromMessage, checkResponseToMessage, type CheckRequestMessage, type CheckResponseMessage } from './grpc/check-messages.ts';
 import { AUTHORIZATION_SERVICE, authorizationPackage } from './grpc/protos.ts';
+import { attachRateLimitService, rateLimitChecks, rateLimitOptionsFromEnv } from '../ratelimit/grpc-service.ts';
 
 /** The auth server's default gRPC port (SPEC 1). */
 export const DEFAULT_EXTAUTH_PORT = 8083;
@@ -109,6 +110,8 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
     );
   };
   server.addService(authorizationPackage()[AUTHORIZATION_SERVICE] as ServiceDefinition, { Check: check } as UntypedServiceImplementation);
+  // Envoy's rate-limit service on the same port (docs/rate-limiting.md).
+  const rateLimit = attachRateLimitService(server, { ...rateLimitOptionsFromEnv(), logger });
   health.addToServer(server);
 
   const host = options.host ?? '0.0.0.0';
@@ -127,6 +130,7 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
   };
   const apply = async (snapshot: ConfigSnapshot): Promise<void> => {
     await engine.update(snapshot);
+    rateLimit.update(snapshot);
     markServing();
   };
   let loader = options.loader;
@@ -145,12 +149,13 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
             ...(options.crossNamespaceSecrets ? { crossNamespaceSecrets: options.crossNamespaceSecrets } : {}),
           })
         : undefined;
-      loader = new ConfigLoader({ ...(source ? { source } : { dir: options.configDir! }), apiGroupDomain: options.apiGroupDomain ?? DEFAULT_API_GROUP_DOMAIN, crossNamespaceSecrets: options.crossNamespaceSecrets, checks: extAuthChecks, logger, watch: options.watch ?? true });
+      loader = new ConfigLoader({ ...(source ? { source } : { dir: options.configDir! }), apiGroupDomain: options.apiGroupDomain ?? DEFAULT_API_GROUP_DOMAIN, crossNamespaceSecrets: options.crossNamespaceSecrets, checks: { ...extAuthChecks, ...rateLimitChecks }, logger, watch: options.watch ?? true });
       unsubscribe = loader.onSnapshot(apply);
       await loader.start();
     }
   } catch (error) {
     server.forceShutdown();
+    void rateLimit.close();
     throw error;
   }
   // Plugin files arrive from init containers or a rebuild: reload the configs that use them.
@@ -177,6 +182,7 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
         await ownLoader?.close();
         await shutdown(server, 5_000);
         await engine.close();
+        await rateLimit.close();
       })();
       return closing;
     },

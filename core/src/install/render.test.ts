@@ -96,6 +96,7 @@ describe('renderInstall', () => {
       'CustomResourceDefinition/graphqlapis.graphql.gatehouse.dev',
       'CustomResourceDefinition/routetables.gateway.gatehouse.dev',
       'CustomResourceDefinition/virtualservices.gateway.gatehouse.dev',
+      'CustomResourceDefinition/ratelimitconfigs.ratelimit.gatehouse.dev',
       // The configMap source never calls the API server: no roles.
       'ServiceAccount/gatehouse-gateway',
       'ServiceAccount/gatehouse-extauth',

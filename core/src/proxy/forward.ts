@@ -4,8 +4,8 @@ import type { Dispatcher } from 'undici';
 import { ErrorCodes } from '../errors.ts';
 import type { RequestContext } from './context.ts';
 import { HOP_BY_HOP, headerValue } from './header-ops.ts';
-import { GrpcStatus, grpcTimeoutMs, isGrpcRequest } from './grpc.ts';
-import { sendLocalReply } from './local-reply.ts';
+import { GrpcStatus, grpcTimeoutMs, isGrpcRequest, MAX_TIMER_MS } from './grpc.ts';
+import { downstreamGone, sendLocalReply } from './local-reply.ts';
 import { hasRequestBody } from './request-body.ts';
 import type { CompiledRoute } from './route-table.ts';
 import { isConnectFailure, type UpstreamCluster, type UpstreamHost } from './upstream-cluster.ts';
@@ -16,7 +16,23 @@ const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'
 /** Node's codes for an upstream certificate that does not verify. */
 const TLS_VERIFY = /CERT|SIGNATURE|ALTNAME|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)/;
 
-const REPLACED = new Set(['host', 'x-forwarded-for', 'x-forwarded-proto', 'x-request-id']);
+/**
+ * Headers the gateway sets itself on the upstream request, and `expect`: the listener already
+ * answered `100 Continue` to the client (as Envoy does by default), so the upstream gets the
+ * body without being asked (undici refuses the header outright).
+ */
+const REPLACED = new Set(['host', 'x-forwarded-for', 'x-forwarded-proto', 'x-request-id', 'expect']);
+
+/** A stalled download with no route timeout (`timeout: 0s`) is still cut after this long (Envoy's stream_idle_timeout default). */
+export const STALLED_DOWNLOAD_MS = 300_000;
+
+/**
+ * While requests wait for a connection to the same upstream host, a client that has read nothing
+ * for this long gives its connection up (the rest of its limit no longer applies): a crowd of
+ * clients that do not read would otherwise take turns holding every connection for the whole
+ * route timeout. Envoy's overload manager shortens its idle timeouts under pressure the same way.
+ */
+export const CONTENDED_STALL_MS = 1_000;
 
 /**
  * Proxies one request to an upstream cluster (SPEC 4 step 3): bodies stream both ways
@@ -31,15 +47,17 @@ export function forward(req: IncomingMessage, res: ServerResponse, ctx: RequestC
   // Only a request with no body can be replayed: a streamed body is consumed by the first try.
   const retries = route.retry && !hasBody && IDEMPOTENT.has(req.method!) ? route.retry.numRetries : 0;
   // A client that already left (during auth, say) gets no upstream request: its 'close' has fired.
-  if (res.destroyed) return;
+  if (downstreamGone(res)) return;
   const exchange: Exchange = { req, res, ctx, route, cluster, path, hasBody, current: undefined };
   // gRPC's own deadline (`grpc-timeout`), over the whole call, streaming included.
   const deadlineMs = isGrpcRequest(headers) ? grpcTimeoutMs(headers) : undefined;
   const deadline = deadlineMs === undefined ? undefined : setTimeout(() => deadlineExceeded(exchange), deadlineMs);
   res.once('close', () => {
     if (deadline) clearTimeout(deadline);
-    // The client went away before the response finished: stop the upstream request.
-    if (!res.writableFinished) exchange.current?.abort();
+    // The client went away before the response was complete (an HTTP/1.1 socket closed, an
+    // HTTP/2 RST_STREAM or GOAWAY): the upstream request stops at once, one path for both.
+    // `writableEnded`, not `writableFinished`: a reset HTTP/2 stream counts as finished.
+    if (!res.writableEnded) exchange.current?.abort();
   });
   new ProxyAttempt(exchange, retries, false).start();
 }
@@ -51,7 +69,7 @@ export function forward(req: IncomingMessage, res: ServerResponse, ctx: RequestC
 function deadlineExceeded(x: Exchange): void {
   x.current?.abort();
   const { res, ctx } = x;
-  if (res.writableEnded || res.destroyed) return;
+  if (res.writableEnded || downstreamGone(res)) return;
   ctx.logger.info({ reqId: ctx.requestId, upstream: ctx.upstream }, 'gRPC deadline exceeded');
   if (!res.headersSent) return sendLocalReply(res, 504, ErrorCodes.GRPC_DEADLINE, 'deadline exceeded (grpc-timeout)', ctx.responseHeaders);
   res.addTrailers({ 'grpc-status': String(GrpcStatus.DEADLINE_EXCEEDED), 'grpc-message': 'deadline exceeded (grpc-timeout)' });
@@ -86,6 +104,13 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
   private durationTimer: NodeJS.Timeout | undefined;
   /** Counted in the cluster's active requests (and, for a retry, its active retries) until it ends. */
   private active = false;
+  /** Armed while the client is not reading (the upstream paused): cuts the response if it stays so. */
+  private stallTimer: NodeJS.Timeout | undefined;
+  /** When the client last stopped reading (performance.now()). */
+  private stalledSince = 0;
+  private onDrain: (() => void) | undefined;
+  /** The upstream's answer was trailers-only (one HTTP/2 header block that ended its stream). */
+  private trailersOnly = false;
   private readonly x: Exchange;
   private readonly retriesLeft: number;
   /** This try is a retry: it holds one of the cluster's `maxRetries` slots. */
@@ -142,6 +167,7 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
   abort(): void {
     this.settle();
     this.finish();
+    this.clearStall();
     // Its remaining callbacks (the abort's own error among them) no longer answer the client.
     this.abandoned = true;
     this.controller?.abort(new Error('downstream closed'));
@@ -169,6 +195,11 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
     const cluster = this.x.cluster;
     cluster.activeRequests--;
     if (this.isRetry) cluster.activeRetries--;
+  }
+
+  private clearStall(): void {
+    if (this.stallTimer) clearTimeout(this.stallTimer);
+    this.stallTimer = undefined;
   }
 
   /**
@@ -209,6 +240,7 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
     this.abandoned = true;
     this.settle();
     this.finish();
+    this.clearStall();
     this.controller?.abort(new Error(reason));
     this.x.ctx.logger.warn({ reqId: this.x.ctx.requestId, upstream: this.host.origin }, message);
     return true;
@@ -223,14 +255,24 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.controller = controller;
-    // Timed out while still queued: do not send it now.
-    if (this.abandoned && !this.x.res.headersSent) controller.abort(new Error('queued too long'));
+    // Given up while still queued (timed out, client gone): do not send it now. (It used to be
+    // sent when the client had its 504 already, and then held its connection for good.)
+    if (this.abandoned) controller.abort(new Error('abandoned while queued'));
   }
 
   onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
+    if (statusCode < 200) return this.informational(statusCode, headers);
     this.settle();
-    if (this.abandoned) return;
+    // An abandoned try never holds an upstream connection, whatever state it was given up in.
+    if (this.abandoned) return controller.abort(new Error('abandoned'));
     const { route, res, cluster } = this.x;
+    if (downstreamGone(res)) {
+      // The client left while the upstream answered: nothing to write to, and the upstream stops.
+      this.abandoned = true;
+      this.finish();
+      controller.abort(new Error('downstream closed'));
+      return;
+    }
     if (cluster.maxHeadersCount !== undefined && headerFields(headers) > cluster.maxHeadersCount) {
       // Envoy's codec refuses such a response (max_headers_count): a protocol error, reset before headers.
       this.abandoned = true;
@@ -250,24 +292,104 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
     if (route.destination.kind === 'upstream') route.destination.latency.observe((performance.now() - this.sentAt) / 1000);
     const flat = responseHeaders(headers, route, this.x.ctx, this.x.req);
     const stream = (res as ServerResponse & { stream?: ServerHttp2Stream }).stream;
-    if (stream) {
-      // HTTP/2: the header block goes straight to the stream. Node's compatibility writeHead
-      // validates and copies each header twice (a bare server answered ~30% more responses per
-      // second without it; here the gateway's CPU per request fell ~5%); body, trailers and
-      // the end stay with the compat response, whose trailer handler `waitForTrailers` feeds.
-      res.statusCode = statusCode;
-      stream.respond(h2Headers(statusCode, flat), { waitForTrailers: true });
-    } else res.writeHead(statusCode, flat);
+    try {
+      if (stream) {
+        // HTTP/2: the header block goes straight to the stream. Node's compatibility writeHead
+        // validates and copies each header twice (a bare server answered ~30% more responses per
+        // second without it; here the gateway's CPU per request fell ~5%); body, trailers and
+        // the end stay with the compat response, whose trailer handler `waitForTrailers` feeds.
+        // A trailers-only answer (gRPC's errors and empty OKs) stays one header block that ends
+        // the stream: gRPC clients read a status that comes in headers followed by more frames
+        // as INTERNAL.
+        res.statusCode = statusCode;
+        this.trailersOnly = (controller as Dispatcher.DispatchController & { endStream?: boolean }).endStream === true;
+        stream.respond(h2Headers(statusCode, flat), this.trailersOnly ? { endStream: true } : { waitForTrailers: true });
+      } else res.writeHead(statusCode, flat);
+    } catch (error) {
+      // A header the client's protocol cannot carry, or a stream that closed meanwhile: the
+      // response cannot start; the client gets 502 if it still can, else its stream is reset.
+      this.abandoned = true;
+      this.finish();
+      controller.abort(error as Error);
+      this.x.ctx.logger.warn({ reqId: this.x.ctx.requestId, upstream: this.host.origin, err: { code: (error as { code?: string }).code, message: (error as Error).message } }, 'upstream response headers could not be forwarded');
+      if (!res.headersSent) sendLocalReply(res, 502, ErrorCodes.UPSTREAM_UNAVAILABLE, 'upstream response headers could not be forwarded', this.x.ctx.responseHeaders);
+      else res.destroy();
+    }
+  }
+
+  /**
+   * A 1xx before the final answer: `103 Early Hints` goes on to the client (not to an HTTP/1.0
+   * one); any other (a `100 Continue` the listener already answered itself, a `102`) is dropped.
+   */
+  private informational(statusCode: number, headers: IncomingHttpHeaders): void {
+    const { req, res } = this.x;
+    if (statusCode !== 103 || this.abandoned || res.headersSent || downstreamGone(res) || (req.httpVersionMajor === 1 && req.httpVersionMinor === 0)) return;
+    const hints: Record<string, string | string[]> = {};
+    for (const name in headers) {
+      const value = headers[name];
+      if (value !== undefined && !HOP_BY_HOP.has(name) && name.charCodeAt(0) !== 0x3a) hints[name] = value;
+    }
+    try {
+      res.writeEarlyHints(hints);
+    } catch {
+      // Hints Node will not write (no or a malformed Link): they are only hints, and dropped.
+    }
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    if (this.abandoned) return;
-    writeThrough(controller, this.x.res, chunk);
+    if (this.abandoned) return controller.abort(new Error('abandoned'));
+    const res = this.x.res;
+    if (res.write(chunk)) return;
+    // A destroyed response never drains: stop the upstream request instead of pausing it forever.
+    if (downstreamGone(res)) return this.abort();
+    // The client reads slower than the upstream sends: pause the upstream (backpressure, never
+    // buffering), but not for ever: a client that stops reading would hold the upstream
+    // connection (and with enough of them, the whole pool) as long as it liked.
+    controller.pause();
+    // Made on the first pause only: requests whose clients keep up allocate nothing for this.
+    res.once('drain', (this.onDrain ??= () => this.drained()));
+    this.clearStall();
+    this.stalledSince = performance.now();
+    this.stallTimer = setTimeout(stallTimedOut, Math.min(this.stallLimit(), CONTENDED_STALL_MS), this);
+  }
+
+  private stallLimit(): number {
+    return this.x.route.timeoutMs > 0 ? Math.min(this.x.route.timeoutMs, MAX_TIMER_MS) : STALLED_DOWNLOAD_MS;
+  }
+
+  /** The client read again: the upstream resumes. */
+  private drained(): void {
+    this.clearStall();
+    if (!this.abandoned) this.controller?.resume();
+  }
+
+  /**
+   * The client read nothing for the route's timeout while the upstream waited: the upstream
+   * request is cancelled (its connection goes back to the pool) and the client's connection
+   * (HTTP/1.1) or stream (HTTP/2) reset, as a status can no longer be sent.
+   */
+  stalled(): void {
+    this.stallTimer = undefined;
+    const limit = this.stallLimit();
+    const waited = performance.now() - this.stalledSince;
+    if (waited < limit && queuedFor(this.host) === 0) {
+      // Nobody waits for this host's connections: the client may take its whole limit.
+      this.stallTimer = setTimeout(stallTimedOut, Math.min(limit - waited, CONTENDED_STALL_MS), this);
+      return;
+    }
+    if (!this.cut('downstream stopped reading', 'client stopped reading the response: upstream request cancelled, client connection reset')) return;
+    this.x.res.destroy();
   }
 
   onResponseEnd(_controller: Dispatcher.DispatchController, trailers: IncomingHttpHeaders): void {
     this.finish();
+    this.clearStall();
     if (this.abandoned) return;
+    if (this.trailersOnly) {
+      // The header block already ended the stream: only the compat response's state is left to close.
+      this.x.res.end();
+      return;
+    }
     // gRPC's status travels in trailers; HTTP/2 (and chunked HTTP/1.1) clients get them as sent.
     const forwarded = responseTrailers(trailers);
     if (forwarded) this.x.res.addTrailers(forwarded);
@@ -276,12 +398,13 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
     this.settle();
+    this.clearStall();
     if (this.abandoned) return this.finish();
     const { res, ctx, route, cluster } = this.x;
     const code = (error as { code?: string }).code ?? '';
     const connectFailure = isConnectFailure(error);
     if (connectFailure) cluster.eject(this.host);
-    if (res.headersSent || res.destroyed) {
+    if (res.headersSent || downstreamGone(res)) {
       this.finish();
       res.destroy();
       return;
@@ -313,13 +436,23 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
     const cluster = this.x.cluster;
     cluster.activeRetries++;
     setTimeout(() => {
-      if (this.x.res.destroyed) {
+      if (downstreamGone(this.x.res)) {
         cluster.activeRetries--;
         return;
       }
       new ProxyAttempt(this.x, this.retriesLeft - 1, true).start();
     }, wait);
   }
+}
+
+function stallTimedOut(attempt: ProxyAttempt): void {
+  attempt.stalled();
+}
+
+/** Requests waiting for a connection to `host` (undici's pool queue, or the HTTP/2 dispatcher's). */
+function queuedFor(host: UpstreamHost): number {
+  const dispatcher = host.dispatcher as Dispatcher & { stats?: { queued: number }; queued?: number };
+  return dispatcher.queued ?? dispatcher.stats?.queued ?? 0;
 }
 
 /**
@@ -329,7 +462,7 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
 export function writeThrough(controller: Dispatcher.DispatchController, res: ServerResponse, chunk: Buffer): void {
   if (!res.write(chunk)) {
     // A destroyed response never drains: stop the upstream request instead of pausing it forever.
-    if (res.destroyed) return controller.abort(new Error('downstream closed'));
+    if (downstreamGone(res)) return controller.abort(new Error('downstream closed'));
     controller.pause();
     res.once('drain', () => controller.resume());
   }

@@ -18,7 +18,7 @@ import { parseHostHeader } from './host-table.ts';
 import { isHttp2Request, upgradeDecision } from '../server/http2.ts';
 import { servesOnConnection, tlsBindingOf } from '../server/tls-contexts.ts';
 import { grpcReplyHeaders } from './grpc.ts';
-import { isGrpcCall, sendConfiguredReply, sendLocalReply, sendTrailersOnly } from './local-reply.ts';
+import { downstreamGone, isGrpcCall, sendConfiguredReply, sendLocalReply, sendTrailersOnly } from './local-reply.ts';
 import { DEFAULT_PATH_NORMALIZATION, normalizePath, targetError, type PathNormalization } from './normalize-path.ts';
 import { sanitizeRequestHeaders } from './request-headers.ts';
 import { bufferRequestBody, drainAfterAnswer, hasRequestBody, refuseTooLarge } from './request-body.ts';
@@ -239,7 +239,7 @@ export class Gateway {
     this.authorize(req, ctx, route.auth).then(
       (decision) => {
         // The client left while auth ran: nothing to answer, and nothing to send upstream.
-        if (res.destroyed) return;
+        if (downstreamGone(res)) return;
         if (!decision.allowed) return sendDenial(res, route.destination.kind === 'graphql' ? graphqlDenial(req.headers.accept, decision) : decision, ctx.responseHeaders);
         applyAllowed(headers, decision);
         this.dispatch(req, res, ctx, route, upstreamPath);
@@ -259,9 +259,10 @@ export class Gateway {
    */
   private authorizeWithBody(req: IncomingMessage, res: ServerResponse, ctx: RequestContext, route: CompiledRoute, auth: RouteAuth, upstreamPath: string): void {
     const settings = auth.body!;
+    if (pendingUpgrade(req)) return refuseUpgradeBody(res, ctx);
     drainAfterAnswer(req, res);
     bufferRequestBody(req, settings.maxBytes, settings.allowPartial).then((body) => {
-      if (body === 'aborted' || res.destroyed) return;
+      if (body === 'aborted' || downstreamGone(res)) return;
       if (body === 'too-large') {
         return refuseTooLarge(req, res, `request body larger than ${settings.maxBytes} bytes (the route sends the body to auth: requestBody.maxRequestBytes)`, ctx.responseHeaders);
       }
@@ -277,7 +278,7 @@ export class Gateway {
       const decided = authorizer ? authorizer.check(check) : this.authorize(req, ctx, auth);
       decided.then(
         (decision) => {
-          if (res.destroyed) return;
+          if (downstreamGone(res)) return;
           if (!decision.allowed) return sendDenial(res, route.destination.kind === 'graphql' ? graphqlDenial(req.headers.accept, decision) : decision, ctx.responseHeaders);
           applyAllowed(ctx.headers, decision);
           this.dispatch(req, res, ctx, route, upstreamPath);
@@ -309,6 +310,7 @@ export class Gateway {
     }
     const upgrade = pendingUpgrade(req);
     if (upgrade) {
+      if (hasRequestBody(req)) return refuseUpgradeBody(res, ctx);
       // GraphQL routes take graphql-ws upgrades themselves (core/src/graphql/subscriptions/ws.ts).
       if (destination.kind === 'graphql' && this.options.graphql?.upgrade) return this.options.graphql.upgrade(destination.apiKey, req, res, upgrade, ctx, () => res.emit('close'));
       if (destination.kind !== 'upstream') return sendLocalReply(res, 400, ErrorCodes.BAD_REQUEST, `the route's destination does not take a ${upgrade.protocol} upgrade`, ctx.responseHeaders);
@@ -436,6 +438,16 @@ function applyAllowed(headers: IncomingHttpHeaders, decision: Extract<AuthDecisi
     const existing = headers[name];
     headers[name] = append && existing !== undefined ? `${Array.isArray(existing) ? existing.join(',') : existing},${value}` : value;
   }
+}
+
+/**
+ * An Upgrade request that declares a body: Node hands everything after the header block to the
+ * upgrade as the new protocol's first bytes, so the body can be neither read for auth (it was
+ * checked as empty, `partial: false`) nor told apart from the tunnel's bytes. WebSocket clients
+ * send none; refused (400) as unframeable.
+ */
+function refuseUpgradeBody(res: ServerResponse, ctx: RequestContext): void {
+  sendLocalReply(res, 400, ErrorCodes.BAD_REQUEST, 'bad request: an Upgrade request cannot carry a body', ctx.responseHeaders);
 }
 
 /** The denial's status, headers and body, as the client sees them (SPEC 4 step 2), plus the gateway's own headers (CORS). */

@@ -58,13 +58,20 @@ export function encodeGrpcMessage(message: string): string {
 
 const UNITS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1_000, m: 1, u: 0.001, n: 0.000_001 };
 
-/** `grpc-timeout` (1–8 digits and a unit: H, M, S, m, u, n) in milliseconds; undefined when absent or malformed. */
+/** The longest a Node timer can wait (2^31 - 1 ms, ~24.8 days); a longer delay fires after 1 ms. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * `grpc-timeout` (1–8 digits and a unit: H, M, S, m, u, n) in milliseconds, at most
+ * {@link MAX_TIMER_MS} (99999999H is valid and would overflow the timer); undefined when
+ * absent or malformed.
+ */
 export function grpcTimeoutMs(headers: IncomingHttpHeaders): number | undefined {
   const value = headers['grpc-timeout'];
   if (typeof value !== 'string') return undefined;
   const match = /^(\d{1,8})([HMSmun])$/.exec(value);
   if (!match) return undefined;
-  return Number(match[1]) * UNITS[match[2]!]!;
+  return Math.min(Number(match[1]) * UNITS[match[2]!]!, MAX_TIMER_MS);
 }
 
 /**

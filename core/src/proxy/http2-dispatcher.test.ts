@@ -128,4 +128,37 @@ describe('Http2Dispatcher', () => {
     expect(await (await pool.request({ path: '/', method: 'GET' })).body.text()).toBe('hi');
     expect(sessions()).toBe(2);
   });
+
+  test('a connection that cannot even be opened (TLS options OpenSSL refuses) fails the call; nothing is thrown', async () => {
+    const pool = new Http2Dispatcher(`https://127.0.0.1:${await refusedPort()}`, { tls: { ciphers: 'NO-SUCH-CIPHER' } });
+    open.push(pool);
+    await expect(pool.request({ path: '/', method: 'GET' })).rejects.toThrow(/cipher/i);
+  });
+
+  test('a handler that throws ends its call (the stream is reset) instead of reaching the process', async () => {
+    const resets: number[] = [];
+    const { server, origin } = await h2cServer((stream) => {
+      stream.on('close', () => resets.push(stream.rstCode));
+      stream.respond({ ':status': 200 });
+      stream.write('first');
+    });
+    open.push(server);
+    const pool = new Http2Dispatcher(origin);
+    open.push(pool);
+    const failed = await new Promise<Error>((resolve) => {
+      pool.dispatch(
+        { path: '/', method: 'GET' },
+        {
+          onResponseStart() {
+            throw new Error('handler bug');
+          },
+          onResponseError(_controller, error) {
+            resolve(error);
+          },
+        },
+      );
+    });
+    expect(failed.message).toBe('handler bug');
+    await expect.poll(() => resets).toEqual([8]);
+  });
 });

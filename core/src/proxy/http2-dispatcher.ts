@@ -86,7 +86,14 @@ export class Http2Dispatcher extends Dispatcher {
       return false;
     }
     call.begin();
-    const pooled = this.pick();
+    let pooled: PooledSession | undefined;
+    try {
+      pooled = this.pick();
+    } catch (error) {
+      // Opening a connection can throw at once (TLS options OpenSSL refuses): this call fails, as a connect failure.
+      call.fail(error as Error);
+      return false;
+    }
     if (pooled) call.send(pooled);
     else this.queue.push(call);
     return true;
@@ -154,7 +161,13 @@ export class Http2Dispatcher extends Dispatcher {
   /** Called when a stream ends or a connection changes: queued calls go out. */
   drain(): void {
     while (this.queue.length > 0 && !this.closed) {
-      const pooled = this.pick();
+      let pooled: PooledSession | undefined;
+      try {
+        pooled = this.pick();
+      } catch (error) {
+        this.queue.shift()!.fail(error as Error);
+        continue;
+      }
       if (!pooled) return;
       this.queue.shift()!.send(pooled);
     }
@@ -195,6 +208,11 @@ export class Http2Dispatcher extends Dispatcher {
     this.drain();
   }
 
+  /** Calls waiting for a stream (every connection full). */
+  get queued(): number {
+    return this.queue.length;
+  }
+
   override close(callback?: () => void): Promise<void> {
     this.closed = true;
     for (const call of this.queue.splice(0)) call.fail(codedError('the HTTP/2 upstream pool closed', 'UND_ERR_CLOSED'));
@@ -227,6 +245,11 @@ class Http2Call implements Dispatcher.DispatchController {
   aborted = false;
   paused = false;
   reason: Error | null = null;
+  /**
+   * The response's header block ended the stream (gRPC's trailers-only answer): read by the
+   * proxy, which must answer with one header block too (undici's handler API has no place for it).
+   */
+  endStream = false;
 
   private readonly pool: Http2Dispatcher;
   private readonly options: Dispatcher.DispatchOptions;
@@ -258,7 +281,11 @@ class Http2Call implements Dispatcher.DispatchController {
     this.pool.streamOpened(pooled);
     this.pooled = pooled;
     this.stream = stream;
-    stream.on('response', (headers) => this.onResponse(headers));
+    stream.on('response', (headers, flags) => this.onResponse(headers, flags));
+    // 1xx header blocks (103 Early Hints): passed on as undici passes them, before the final one.
+    // A shared listener that finds its call on the stream: no closure per call for a rare event.
+    (stream as ClientHttp2Stream & { [CALL]?: Http2Call })[CALL] = this;
+    stream.on('headers', onStreamHeaders);
     stream.on('data', (chunk: Buffer) => this.onData(chunk));
     stream.on('trailers', (trailers) => (this.trailers = stripPseudo(trailers)));
     stream.on('end', () => this.onEnd());
@@ -276,25 +303,52 @@ class Http2Call implements Dispatcher.DispatchController {
     } else Readable.from(body as unknown as AsyncIterable<Uint8Array>).pipe(stream);
   }
 
-  private onResponse(headers: IncomingHttpHeaders & { ':status'?: number }): void {
+  // The handler's callbacks run inside the stream's event handlers: one that throws must end
+  // this call (reset upstream, error to the handler), never reach the process's unhandled-error guard.
+
+  private onResponse(headers: IncomingHttpHeaders & { ':status'?: number }, flags: number): void {
     if (this.finished) return;
     clearTimeout(this.headersTimer);
     this.started = true;
+    this.endStream = (flags & constants.NGHTTP2_FLAG_END_STREAM) !== 0;
     this.armBodyTimer();
-    this.handler.onResponseStart?.(this, Number(headers[':status']), stripPseudo(headers), '');
+    try {
+      this.handler.onResponseStart?.(this, Number(headers[':status']), stripPseudo(headers), '');
+    } catch (error) {
+      this.fail(error as Error);
+    }
+  }
+
+  onInformational(headers: IncomingHttpHeaders & { ':status'?: number }): void {
+    const status = Number(headers[':status']);
+    if (this.finished || this.started || !(status >= 100 && status < 200)) return;
+    try {
+      this.handler.onResponseStart?.(this, status, stripPseudo(headers), '');
+    } catch (error) {
+      this.fail(error as Error);
+    }
   }
 
   private onData(chunk: Buffer): void {
     if (this.finished) return;
     this.armBodyTimer();
-    this.handler.onResponseData?.(this, chunk);
+    try {
+      this.handler.onResponseData?.(this, chunk);
+    } catch (error) {
+      this.fail(error as Error);
+    }
   }
 
   private onEnd(): void {
     if (this.finished || !this.started) return;
     this.finished = true;
     this.clearTimers();
-    this.handler.onResponseEnd?.(this, this.trailers);
+    try {
+      this.handler.onResponseEnd?.(this, this.trailers);
+    } catch (error) {
+      // Finished: the stream has ended, and the handler is told nothing more.
+      this.reason = error as Error;
+    }
   }
 
   private armBodyTimer(): void {
@@ -315,7 +369,11 @@ class Http2Call implements Dispatcher.DispatchController {
     this.finished = true;
     this.clearTimers();
     if (this.stream && !this.stream.closed) this.stream.close(constants.NGHTTP2_CANCEL);
-    this.handler.onResponseError?.(this, error);
+    try {
+      this.handler.onResponseError?.(this, error);
+    } catch {
+      // The handler failed while failing: the call is over either way.
+    }
   }
 
   abort(reason: Error): void {
@@ -334,6 +392,12 @@ class Http2Call implements Dispatcher.DispatchController {
     this.paused = false;
     this.stream?.resume();
   }
+}
+
+const CALL = Symbol('gatehouse.http2Call');
+
+function onStreamHeaders(this: ClientHttp2Stream & { [CALL]?: Http2Call }, headers: IncomingHttpHeaders & { ':status'?: number }): void {
+  this[CALL]?.onInformational(headers);
 }
 
 function stripPseudo(headers: IncomingHttpHeaders): IncomingHttpHeaders {

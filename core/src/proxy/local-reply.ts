@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ServerHttp2Stream } from 'node:http2';
 import { grpcReplyHeaders, isGrpcRequest } from './grpc.ts';
 
 /**
@@ -9,7 +10,7 @@ import { grpcReplyHeaders, isGrpcRequest } from './grpc.ts';
  * status (./grpc.ts), since gRPC clients do not read HTTP statuses.
  */
 export function sendLocalReply(res: ServerResponse, status: number, code: string, message: string, extraHeaders: readonly string[] = []): void {
-  if (res.headersSent) {
+  if (res.headersSent || downstreamGone(res)) {
     res.destroy();
     return;
   }
@@ -24,7 +25,7 @@ export function sendLocalReply(res: ServerResponse, status: number, code: string
  * gateway error, so no `x-gatehouse-error`; the body as configured, as text (Envoy's default).
  */
 export function sendConfiguredReply(res: ServerResponse, status: number, body: string, extraHeaders: readonly string[] = []): void {
-  if (res.headersSent) {
+  if (res.headersSent || downstreamGone(res)) {
     res.destroy();
     return;
   }
@@ -55,4 +56,15 @@ export function sendTrailersOnly(res: ServerResponse, flat: readonly string[]): 
   }
   for (const [name, values] of grouped) res.setHeader(name, values.length === 1 ? values[0]! : values);
   res.end();
+}
+
+/**
+ * Whether the client is gone: an HTTP/1.1 response whose socket closed, or an HTTP/2 one whose
+ * stream was reset or closed. Node's HTTP/2 compatibility response has no `destroyed` of its
+ * own (it is always undefined there), so every "did the client leave?" check goes through here.
+ */
+export function downstreamGone(res: ServerResponse): boolean {
+  if (res.destroyed) return true;
+  const stream = (res as ServerResponse & { stream?: ServerHttp2Stream }).stream;
+  return stream !== undefined && (stream.destroyed || stream.closed);
 }

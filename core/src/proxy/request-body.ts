@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { ErrorCodes } from '../errors.ts';
+import { isGrpcCall, sendLocalReply } from './local-reply.ts';
 
 /** The first bytes of a request body, read for the auth check (SPEC 5.3 "Request body"). */
 export interface BufferedBody {
@@ -42,6 +43,7 @@ export function bufferRequestBody(req: IncomingMessage, maxBytes: number, allowP
       req.off('readable', onReadable);
       req.off('close', onClose);
       req.off('error', onError);
+      req.off('aborted', onError);
       // Synchronously, in the same callback that saw the last chunk: `end` is only emitted
       // on a later tick, and never while bytes are buffered.
       if (putBack && putBack.length > 0) req.unshift(putBack);
@@ -58,20 +60,21 @@ export function bufferRequestBody(req: IncomingMessage, maxBytes: number, allowP
         const all = Buffer.concat(chunks, size);
         return settle({ forAuth: all.subarray(0, maxBytes), partial: true, size: declared }, all);
       }
-      // `complete` is set when the parser has seen the end of the message, before `end`.
-      if (req.complete) {
+      if (bodyComplete(req)) {
         const all = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
         settle({ forAuth: all, partial: false, size: declared ?? size }, all);
       }
     };
-    // A client that leaves mid-body: drop what was read, call nobody.
+    // A client that leaves mid-body: drop what was read, call nobody. (An HTTP/2 stream reset
+    // also ends the request stream, as if the body were whole: 'aborted' comes first.)
     const onClose = (): void => {
-      if (!req.complete) settle('aborted');
+      if (!bodyComplete(req)) settle('aborted');
     };
     const onError = (): void => settle('aborted');
     req.on('readable', onReadable);
     req.once('close', onClose);
     req.once('error', onError);
+    req.once('aborted', onError);
   });
 }
 
@@ -85,9 +88,16 @@ export function bufferRequestBody(req: IncomingMessage, maxBytes: number, allowP
  * reset in place of the 413.
  */
 export function refuseTooLarge(req: IncomingMessage, res: ServerResponse, message: string, extraHeaders: readonly string[] = [], lingerMs = LINGER_MS): void {
+  if (isGrpcCall(res)) {
+    // A gRPC client reads only a gRPC status: RESOURCE_EXHAUSTED, trailers-only. Its stream
+    // ends there (HTTP/2 resets just that stream); the rest of the body is discarded.
+    sendLocalReply(res, 413, ErrorCodes.BODY_TOO_LARGE, message, extraHeaders);
+    req.resume();
+    return;
+  }
   const body = `${message}\n`;
   res.writeHead(413, ['content-type', 'text/plain; charset=utf-8', 'content-length', String(Buffer.byteLength(body)), 'x-gatehouse-error', ErrorCodes.BODY_TOO_LARGE, ...extraHeaders]);
-  if (req.complete) {
+  if (bodyComplete(req)) {
     res.end(body);
     return;
   }
@@ -114,6 +124,20 @@ export function drainAfterAnswer(req: IncomingMessage, res: ServerResponse): voi
   });
 }
 
+/**
+ * Whether the whole body has arrived (and the end not yet been read past): HTTP/1.1's parser
+ * says so with `complete`, set at the end of the message, before `end`. Node's HTTP/2 request
+ * sets `complete` only once `end` was emitted, which never happens while the bytes read are
+ * held back for auth (so such requests were never answered), and also for a reset stream: there
+ * the stream's own end of data tells, unless the client aborted.
+ */
+export function bodyComplete(req: IncomingMessage): boolean {
+  // By its stream, not httpVersionMajor: an HTTP/1.1 request line may say HTTP/2.0.
+  const stream = (req as IncomingMessage & { stream?: { readableEnded: boolean } }).stream;
+  if (stream === undefined) return req.complete;
+  return !req.aborted && stream.readableEnded;
+}
+
 function declaredLength(req: IncomingMessage): number | undefined {
   const value = req.headers['content-length'];
   if (value === undefined) return undefined;
@@ -127,7 +151,10 @@ function declaredLength(req: IncomingMessage): number | undefined {
  * content-length is optional, and gRPC clients send none).
  */
 export function hasRequestBody(req: IncomingMessage, headers: IncomingHttpHeaders = req.headers): boolean {
-  if (req.httpVersionMajor === 2) return !(req as IncomingMessage & { stream: { endAfterHeaders: boolean } }).stream.endAfterHeaders;
+  // HTTP/2 by its stream, not by httpVersionMajor: an HTTP/1.1 request line may say HTTP/2.0
+  // (reading `.stream` of such a request threw, once per request, into the process guard).
+  const stream = (req as IncomingMessage & { stream?: { endAfterHeaders: boolean } }).stream;
+  if (stream !== undefined) return !stream.endAfterHeaders;
   const length = headers['content-length'];
   return headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }

@@ -49,7 +49,8 @@ export function forwardUpgrade(req: IncomingMessage, res: ServerResponse, pendin
   ctx.upstream = host.origin;
   const headers: string[] = [];
   for (const [name, value] of Object.entries(ctx.headers)) {
-    if (value === undefined || HOP_BY_HOP.has(name)) continue;
+    // `expect` as on any request (./forward.ts): answered here, and undici refuses it.
+    if (value === undefined || HOP_BY_HOP.has(name) || name === 'expect') continue;
     if (Array.isArray(value)) for (const v of value) headers.push(name, v);
     else headers.push(name, value);
   }

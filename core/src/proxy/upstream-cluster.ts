@@ -618,7 +618,10 @@ export class UpstreamRegistry {
  * which undici would otherwise take from the request.
  */
 function pinnedServername(options: Record<string, unknown>): buildConnector.connector {
-  const connect = buildConnector(options as buildConnector.BuildOptions);
+  // ALPN offers `http/1.1` only: the pool's own `allowH2: false` does not reach a connector built
+  // here, and undici's connector offers h2 by default, so a server that also speaks h2 picked it
+  // and WebSocket upgrades to it failed (Envoy offers only what the Upstream asks for).
+  const connect = buildConnector({ ...options, allowH2: false } as buildConnector.BuildOptions);
   const servername = options.servername as string | undefined;
   return (opts, callback) => connect({ ...opts, servername: servername as string }, callback);
 }

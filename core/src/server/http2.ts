@@ -92,7 +92,7 @@ export function trackSessions(server: Http2Server, limits: { requestHeadersTimeo
   const sessions = new Set<Http2Session>();
   server.on('session', (session: Http2Session) => {
     sessions.add(session);
-    ignoreUnsolicitedPingAck(session);
+    absorbUnsolicitedPingAcks(session);
     const firstStream = setTimeout(() => session.destroy(), limits.requestHeadersTimeoutMs);
     session.once('stream', () => clearTimeout(firstStream));
     session.setTimeout(limits.idleTimeoutMs, () => session.close());
@@ -107,25 +107,53 @@ export function trackSessions(server: Http2Server, limits: { requestHeadersTimeo
   return sessions;
 }
 
-/** nghttp2's NGHTTP2_ERR_PROTO, which Node's HTTP/2 core reports for an unsolicited PING ACK. */
-const NGHTTP2_ERR_PROTO = -505;
+/** PINGs of its own a session keeps outstanding, each able to absorb one unsolicited PING ACK (see {@link absorbUnsolicitedPingAcks}). */
+const PING_BUDGET = 2;
+/** The payload of those PINGs: an ACK carrying another one answered nothing of ours. */
+const PING_PAYLOAD = Buffer.from('gatehse!', 'latin1');
+/** Re-arming after the client answered our PINGs: at most this often, and only when it opens streams. */
+const PING_REARM_MS = 10_000;
+/** Re-arming after an unsolicited ACK used one up: at most this often (an ACK flood gets at most as many PINGs back). */
+const PING_REARM_UNSOLICITED_MS = 100;
 
 /**
  * Node's HTTP/2 core (node_http2.cc, HandlePingFrame) destroys a session that receives a PING
- * ACK answering no PING of ours: "no legitimate reason… not going to tolerate such nonsense".
- * RFC 9113 6.7 makes it no error, and nghttp2 and Envoy ignore it (issue 29 finding 7). That
- * error reaches JavaScript as the session's `destroy(NghttpError(NGHTTP2_ERR_PROTO))` and is the
- * only source of that code there: nghttp2 keeps unsolicited SETTINGS ACKs away, and what it
- * returns from reading is fatal (-900 and below). So exactly that destroy is ignored; the frame
- * has been consumed and the session goes on. Every other destroy goes through.
+ * ACK answering no PING of ours ("not going to tolerate such nonsense"), while RFC 9113 6.7
+ * makes it no error and nghttp2 and Envoy ignore it (issue 29 finding 7, h2spec 6.7/2). The
+ * error reaches JavaScript as `NGHTTP2_ERR_PROTO`, the same code as real protocol errors (a
+ * frame on a closed stream, a bad preface), which must still end the session: ignoring the code
+ * broke ten h2spec cases. So each session keeps {@link PING_BUDGET} PINGs of its own
+ * outstanding, and an ACK, asked for or not, answers one of them instead of being an error.
+ * They are sent when the session starts; an ACK with another payload (unsolicited) re-arms at
+ * once (at most every 100 ms), answered ones only when the client opens a stream 10 s or more
+ * after the last arming: never in reply to our own answered PINGs, so two peers cannot ping
+ * each other in a loop. More unsolicited ACKs than the budget within 100 ms close the session,
+ * as Node closes it today (only the sender's own connection).
  */
-function ignoreUnsolicitedPingAck(session: Http2Session): void {
-  const destroy = session.destroy;
-  session.destroy = function (this: Http2Session, error?: Error, code?: number) {
-    const e = error as (Error & { code?: string; errno?: number }) | undefined;
-    if (e?.code === 'ERR_HTTP2_ERROR' && e.errno === NGHTTP2_ERR_PROTO && code === undefined && !this.destroyed) return this;
-    return destroy.call(this, error, code);
-  } as typeof session.destroy;
+function absorbUnsolicitedPingAcks(session: Http2Session): void {
+  let outstanding = 0;
+  let lastArmed = 0;
+  const arm = (): void => {
+    lastArmed = Date.now();
+    while (outstanding < PING_BUDGET && !session.closed && !session.destroyed) {
+      try {
+        if (!session.ping(PING_PAYLOAD, answered)) return;
+      } catch {
+        // The session is closing: nothing to absorb any more.
+        return;
+      }
+      outstanding++;
+    }
+  };
+  function answered(error: Error | null, _duration: number, payload: Buffer): void {
+    outstanding--;
+    if (error || payload.equals(PING_PAYLOAD)) return;
+    if (Date.now() - lastArmed >= PING_REARM_UNSOLICITED_MS) arm();
+  }
+  arm();
+  session.on('stream', () => {
+    if (outstanding < PING_BUDGET && Date.now() - lastArmed >= PING_REARM_MS) arm();
+  });
 }
 
 const PLAIN = Symbol('gatehouse.plainHeaders');

@@ -7,6 +7,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { metrics } from '../admin/metrics.ts';
 import { createH2cServer, DEFAULT_HTTP2_LIMITS, http2Settings, isHttp2Request, upgradeDecision, trackSessions, type Http2Limits, H2C_PREFACE } from './http2.ts';
+import { onClientError } from './client-error.ts';
 
 const CONNECT_BODY = 'CONNECT is not supported\n';
 const CONNECT_REFUSED = `HTTP/1.1 405 Method Not Allowed\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: ${CONNECT_BODY.length}\r\nx-gatehouse-error: GH_BAD_REQUEST\r\nconnection: close\r\n\r\n${CONNECT_BODY}`;
@@ -271,6 +272,8 @@ async function serve(server: Server, l: ListenerLimits, port: number, host: stri
       else open.set(address, left);
     });
   });
+  // A request pipelined after `Connection: close` must not cost the first its answer (issue 29).
+  server.on('clientError', onClientError);
   // Node's header timeout only starts with the first byte: a connection that never sends one
   // would stay open for ever (1,100 of them exhausted a 1024 fd limit). Until its first request
   // a socket gets the header timeout as an inactivity limit, then the stream idle timeout.

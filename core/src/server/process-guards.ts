@@ -73,6 +73,12 @@ export interface WatchdogOptions {
   beatMs?: number;
   /** Whose event loop, for the line written before the kill (default "event loop"). */
   loop?: string;
+  /**
+   * Resident memory (bytes) past which the process is killed the same way (`GH_WATCHDOG_MEMORY`),
+   * checked every 50 ms from the watchdog thread, so a builtin that allocates without returning
+   * cannot stop it. For the plugin process (docs/plugins.md "Plugin process"); 0 or absent: none.
+   */
+  maxRssBytes?: number;
 }
 
 /** The stall period of this process's watchdog (0: none yet), for threads that watch their own loop the same way. */
@@ -94,7 +100,7 @@ export function onWatchdogStarted(listener: (stallMs: number) => void): void {
  * Cost on the event loop: one timer every `beatMs` (default 500 ms).
  */
 export function startWatchdog(options: WatchdogOptions): { stop(): void } {
-  if (options.stallMs <= 0) return { stop() {} };
+  if (options.stallMs <= 0 && (options.maxRssBytes ?? 0) <= 0) return { stop() {} };
   if (options.loop === undefined && activeStallMs === 0) {
     activeStallMs = options.stallMs;
     for (const listener of watchdogListeners) listener(activeStallMs);
@@ -104,7 +110,7 @@ export function startWatchdog(options: WatchdogOptions): { stop(): void } {
   const shared = new Int32Array(new SharedArrayBuffer(4));
   const beat = setInterval(() => Atomics.add(shared, 0, 1), beatMs);
   beat.unref();
-  const worker = new Worker(WATCHDOG_SOURCE, { eval: true, workerData: { shared, stallMs: options.stallMs, pid: process.pid, loop: options.loop ?? 'event loop' } });
+  const worker = new Worker(WATCHDOG_SOURCE, { eval: true, workerData: { shared, stallMs: options.stallMs, pid: process.pid, loop: options.loop ?? 'event loop', maxRssBytes: options.maxRssBytes ?? 0 } });
   worker.unref();
   worker.on('error', (error) => writeSync(2, `gatehouse watchdog failed: ${String(error)}\n`));
   return {
@@ -119,10 +125,18 @@ export function startWatchdog(options: WatchdogOptions): { stop(): void } {
 const WATCHDOG_SOURCE = `
 const { workerData } = require('node:worker_threads');
 const { writeSync } = require('node:fs');
-const { shared, stallMs, pid, loop } = workerData;
+const { shared, stallMs, pid, loop, maxRssBytes } = workerData;
+if (maxRssBytes > 0) {
+  setInterval(() => {
+    const rss = process.memoryUsage.rss();
+    if (rss <= maxRssBytes) return;
+    try { writeSync(2, JSON.stringify({ level: 60, time: Date.now(), code: 'GH_WATCHDOG_MEMORY', rssMb: Math.round(rss / 1048576), maxRssMb: Math.round(maxRssBytes / 1048576), msg: 'resident memory ' + Math.round(rss / 1048576) + ' MB is over the bound of ' + Math.round(maxRssBytes / 1048576) + ' MB: killing the process to be restarted' }) + '\\n'); } catch {}
+    process.kill(pid, 'SIGKILL');
+  }, 50);
+}
 let last = Atomics.load(shared, 0);
 let since = Date.now();
-setInterval(() => {
+if (stallMs > 0) setInterval(() => {
   const now = Date.now();
   const value = Atomics.load(shared, 0);
   if (value !== last) { last = value; since = now; return; }

@@ -4,7 +4,8 @@ import type { CheckContext } from '../store.ts';
 import { re2Problem, substitutionProblem } from '../../proxy/re2.ts';
 import { cipherSuiteNames, isKnownCipher, isKnownCurve, PROTOCOL_ORDER, secureContextOf, tlsMaterial, tlsVersionName } from '../../server/tls-contexts.ts';
 import { RETRY_ON_TOKENS, type RouteSpec } from '../schema/virtual-service.ts';
-import { checkDelegatingRoute, checkTableDelegation, delegationLimits, flattenRoutes, routeTablesOf } from '../delegation.ts';
+import { checkDelegatingRoute, checkTableDelegation, delegationLimits, flattenRoutes, routeTablesOf, type DelegationProblem } from '../delegation.ts';
+import { configLimits } from '../limits.ts';
 import { parseHeaderValue } from '../../proxy/header-ops.ts';
 
 const HOST_LABELS = /^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$/i;
@@ -120,16 +121,34 @@ export function checkRoutes(routes: readonly RouteSpec[], base: (string | number
  */
 export function checkDelegation(resource: Resource<'VirtualService'> | Resource<'RouteTable'>, ctx: CheckContext): Diagnostic[] {
   const routes = resource.kind === 'VirtualService' ? resource.spec.virtualHost.routes : resource.spec.routes;
-  // Without delegation the walk only counts routes: done here without it.
+  const limits = delegationLimits();
+  const path = resource.kind === 'VirtualService' ? ['spec', 'virtualHost', 'routes'] : ['spec', 'routes'];
+  if (resource.kind === 'VirtualService') {
+    // One budget for every virtual host of the load: walks stop there, so a load's work and the
+    // route table's size are bounded however many virtual hosts share a large tree.
+    let left = totalLeft.get(ctx.resources);
+    if (left === undefined) left = configLimits().maxRoutesTotal;
+    const total = left < limits.maxRoutes;
+    const walkLimits = total ? { ...limits, maxRoutes: left, routesSetting: `GATEHOUSE_MAX_ROUTES_TOTAL, ${configLimits().maxRoutesTotal} for all virtual hosts together` } : limits;
+    let problems: DelegationProblem[];
+    let expanded: number;
+    if (routes.some((r) => r.delegateAction)) {
+      ({ problems, expanded } = flattenRoutes(resource, routeTablesOf(ctx.resources), walkLimits));
+    } else {
+      // Without delegation the walk only counts routes: done here without it.
+      expanded = 0;
+      for (const r of routes) expanded += Math.max(1, r.matchers?.length ?? 0);
+      problems = expanded <= walkLimits.maxRoutes ? [] : [{ path, code: ConfigCodes.DELEGATION_LIMIT, severity: 'error', message: `${expanded} routes (each matcher counts) are more than ${walkLimits.maxRoutes} (limit ${walkLimits.routesSetting ?? 'GATEHOUSE_MAX_ROUTES_PER_VIRTUAL_HOST'})` }];
+    }
+    totalLeft.set(ctx.resources, Math.max(0, left - expanded));
+    return problems.map((p) => ctx.at(p.path, p.code, p.message, p.severity));
+  }
   if (!routes.some((r) => r.delegateAction)) {
-    const { maxRoutes } = delegationLimits();
     let count = 0;
     for (const r of routes) count += Math.max(1, r.matchers?.length ?? 0);
-    if (count <= maxRoutes) return [];
-    const path = resource.kind === 'VirtualService' ? ['spec', 'virtualHost', 'routes'] : ['spec', 'routes'];
-    return [ctx.at(path, ConfigCodes.DELEGATION_LIMIT, `${count} routes (each matcher counts) are more than ${maxRoutes} (limit GATEHOUSE_MAX_ROUTES_PER_VIRTUAL_HOST)`)];
+    if (count <= limits.maxRoutes) return [];
+    return [ctx.at(path, ConfigCodes.DELEGATION_LIMIT, `${count} routes (each matcher counts) are more than ${limits.maxRoutes} (limit GATEHOUSE_MAX_ROUTES_PER_VIRTUAL_HOST)`)];
   }
-  if (resource.kind === 'VirtualService') return flattenRoutes(resource, routeTablesOf(ctx.resources)).problems.map((p) => ctx.at(p.path, p.code, p.message, p.severity));
   let view = ctx.routeTables ?? new Map([[resource.key, resource]]);
   if (view.get(resource.key) !== resource) {
     // The last accepted version, checked again after its new version was rejected: the view with it in its place.
@@ -138,6 +157,9 @@ export function checkDelegation(resource: Resource<'VirtualService'> | Resource<
   const problems = checkTableDelegation(resource, routeTablesOf(view));
   return problems.map((p) => ctx.at(p.path, p.code, p.message, p.severity));
 }
+
+/** Routes the virtual hosts of a load (by its served map) may still expand to. */
+const totalLeft = new WeakMap<ReadonlyMap<string, unknown>, number>();
 
 /** Checks a RouteTable on its own: its routes as a VirtualService's, and the tables it delegates to. */
 export function checkRouteTable(resource: Resource<'RouteTable'>, ctx: CheckContext): Diagnostic[] {

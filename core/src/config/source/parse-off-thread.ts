@@ -1,9 +1,9 @@
 import { Worker } from 'node:worker_threads';
 import type { Diagnostic } from '../diagnostic.ts';
-import { linesOfText, parseManifests, type ManifestDocument } from '../manifest.ts';
+import { linesOfText, MANIFEST_LIMITS, parseManifests, type ManifestDocument } from '../manifest.ts';
 
 /** Files at least this large are parsed on the worker thread; smaller ones cost less than the hop. */
-export const OFF_THREAD_BYTES = 256 * 1024;
+export const OFF_THREAD_BYTES = MANIFEST_LIMITS.maxReparseBytes;
 
 interface Reply {
   id: number;

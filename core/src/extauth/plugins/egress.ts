@@ -97,8 +97,15 @@ export class Egress {
     if (!rule.upstream) return url;
     const hosts = rule.upstream.hosts;
     const host = hosts[this.turn++ % hosts.length]!;
-    const real = new URL(`${url.pathname}${url.search}`, `${rule.upstream.useTls ? 'https' : 'http'}://${host.addr.includes(':') ? `[${host.addr}]` : host.addr}:${host.port}`);
-    return real;
+    // The path and query are set on the Upstream's URL, never resolved against it: resolving
+    // `//127.0.0.1:22015/x` (or `/.//HOST/`, `/\\HOST/`, which normalise to it) is a
+    // scheme-relative reference that replaces the authority (issue 24 finding 4). A setter keeps
+    // the authority whatever the path holds; the check after it says so once more.
+    const real = new URL(`${rule.upstream.useTls ? 'https' : 'http'}://${host.addr.includes(':') ? `[${host.addr}]` : host.addr}:${host.port}/`);
+    const authority = real.host;
+    real.pathname = url.pathname;
+    real.search = url.search;
+    return real.host === authority ? real : undefined;
   }
 
   /** Runs one fetch for the sandbox; never throws (failures are answers the runtime rethrows). */

@@ -1,13 +1,26 @@
-// The plugin thread (./plugin-thread.ts): builds and runs plugin steps as the event loop would,
-// for the main thread's checks. One message in per turn of the main loop, one out per turn here.
+// The plugin thread or plugin process (./plugin-thread.ts): builds and runs plugin steps as the
+// event loop would, for the main thread's checks. One message in per turn of the main loop, one
+// out per turn here. The same code serves both: a worker port, or the IPC channel of a child.
 import { parentPort } from 'node:worker_threads';
 import { startWatchdog } from '../../server/process-guards.ts';
 import type { UpstreamSpec } from '../../config/schema/upstream.ts';
 import { forbidden, type AuthDecision } from '../step.ts';
 import { createPluginStep, type PluginStep } from './plugin-step.ts';
-import { ALLOW, failureOf, secretKey, upstreamKey, type FromThread, type ToThread } from './plugin-thread.ts';
+import { ALLOW, failureOf, PLUGIN_PROCESS_ENV, secretKey, upstreamKey, type FromThread, type ToThread } from './plugin-thread.ts';
 
-const port = parentPort!;
+/** The channel to the gateway: the thread's port, or the plugin process's IPC. */
+const port: { postMessage(message: FromThread): void; on(event: 'message', listener: (message: ToThread) => void): void } = parentPort ?? {
+  postMessage: (message) => void process.send?.(message, (error: Error | null) => void error),
+  on: (event, listener) => void process.on(event, listener as (message: unknown) => void),
+};
+const processOptions = parentPort ? undefined : (JSON.parse(process.env[PLUGIN_PROCESS_ENV] ?? '{}') as { stallMs?: number; maxRssMb?: number });
+if (processOptions) {
+  // The plugin process: it ends with its gateway (the IPC channel closes when the gateway dies,
+  // however it dies), and its own watchdog kills it when its loop stalls or its memory passes
+  // the bound, for the gateway to start it again (docs/plugins.md "Plugin process").
+  process.on('disconnect', () => process.exit(0));
+  startWatchdog({ stallMs: processOptions.stallMs ?? 5_000, loop: 'plugin process event loop', maxRssBytes: (processOptions.maxRssMb ?? 0) * 1024 * 1024 });
+}
 const steps = new Map<number, PluginStep>();
 /** Each step's mode as the main thread last heard it. */
 const reported = new Map<number, PluginStep['mode']>();
@@ -97,7 +110,11 @@ port.on('message', (message: ToThread) => {
       return;
     }
     case 'watchdog':
-      startWatchdog({ stallMs: message.stallMs, loop: 'plugin thread event loop' });
+      // The plugin process has its own (above).
+      if (!processOptions) startWatchdog({ stallMs: message.stallMs, loop: 'plugin thread event loop' });
+      return;
+    case 'ping':
+      post({ t: 'pong' });
       return;
     case 'close': {
       const step = steps.get(message.sid);

@@ -1,3 +1,4 @@
+import { fork } from 'node:child_process';
 import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
@@ -5,10 +6,13 @@ import type { PluginMetadata } from '@gatehouse/plugin-sdk/build';
 import type { PluginAuthSpec } from '../../config/schema/auth-config.ts';
 import type { UpstreamSpec } from '../../config/schema/upstream.ts';
 import { GatehouseError } from '../../errors.ts';
+import { metrics } from '../../admin/metrics.ts';
+import { createLogger, type Logger } from '../../log/logger.ts';
 import { killAfterCatastrophe, onWatchdogStarted } from '../../server/process-guards.ts';
 import { forbidden, type AuthDecision, type CheckRequest, type StepContext } from '../step.ts';
 import { checkJson } from './check-json.ts';
 import { PluginCodes } from './codes.ts';
+import { pluginHostOptions } from './plugin-host-options.ts';
 import type { PluginHostLogger } from './plugin-instance.ts';
 import type { PluginStep, PluginStepOptions } from './plugin-step.ts';
 
@@ -32,7 +36,8 @@ export type ToThread =
   | { t: 'create'; sid: number; spec: PluginAuthSpec; options: ThreadStepOptions; upstreams: Record<string, UpstreamSpec>; secrets: Record<string, string> }
   | { t: 'calls'; calls: (number | string)[] }
   | { t: 'close'; sid: number }
-  | { t: 'watchdog'; stallMs: number };
+  | { t: 'watchdog'; stallMs: number }
+  | { t: 'ping' };
 
 /** Messages from the plugin thread. */
 export type FromThread =
@@ -41,7 +46,11 @@ export type FromThread =
   /** `answers`: call id, decision ({@link ALLOW} for a plain allow), …; `modes`: step id, mode, … for steps whose mode changed. */
   | { t: 'answers'; answers: unknown[]; modes?: (number | string)[] }
   | { t: 'closed'; sid: number }
-  | { t: 'log'; sid: number; level: 'debug' | 'info' | 'warn' | 'error'; fields: object; message: string };
+  | { t: 'log'; sid: number; level: 'debug' | 'info' | 'warn' | 'error'; fields: object; message: string }
+  | { t: 'pong' };
+
+/** The environment variable that tells ./plugin-thread-main.ts it runs as the plugin process, with its watchdog's bounds (JSON). */
+export const PLUGIN_PROCESS_ENV = 'GATEHOUSE_PLUGIN_PROCESS';
 
 /** A plain allow (no headers, no State) in an answers message. */
 export const ALLOW = 1;
@@ -53,53 +62,187 @@ export type ThreadStepOptions = Omit<PluginStepOptions, 'logger' | 'resolveUpstr
 export const upstreamKey = (ref: { name: string; namespace: string }) => `${ref.namespace}/${ref.name}`;
 export const secretKey = (ref: { name: string; namespace: string; key: string }) => `${ref.namespace}/${ref.name}/${ref.key}`;
 
-/** The process's plugin thread, started with the first step that needs it. */
+/** A running plugin host, a worker thread or a child process, behind one interface. */
+interface Channel {
+  post(message: ToThread): void;
+  /** Ends it at once (the process: SIGKILL). */
+  kill(): void;
+  /** The plugin process's pid (none for a thread). */
+  readonly pid?: number;
+}
+
+/** The first restart of a dead plugin process waits this long; each death in a row doubles it, up to {@link MAX_BACKOFF_MS}. */
+const FIRST_BACKOFF_MS = 100;
+const MAX_BACKOFF_MS = 5_000;
+/** A plugin process that lived this long resets the backoff. */
+const STABLE_MS = 30_000;
+/** How often the parent asks the plugin process whether its loop turns (the backstop of its own watchdog). */
+const PING_MS = 1_000;
+/** How long a new plugin process may take to answer its first ping (loading Node and isolated-vm on a busy machine). */
+const STARTUP_GRACE_MS = 30_000;
+/** A step that fails to build again in a restarted plugin process is retried after this, doubling up to {@link REBUILD_MAX_MS}. */
+const REBUILD_FIRST_MS = 1_000;
+const REBUILD_MAX_MS = 30_000;
+
+/** The process's plugin host, started with the first step that needs it. */
 class PluginThread {
-  private readonly worker: Worker;
+  private channel!: Channel;
+  private readonly useProcess: boolean;
+  /** The plugin process is dead and not started again yet: checks are denied at once. */
+  private down = false;
+  private startedAt = 0;
+  private backoffMs = FIRST_BACKOFF_MS;
+  /** When the plugin process last sent anything (0: nothing yet, since it started). */
+  private lastPong = 0;
+  private logger: Logger | undefined;
   private nextStep = 0;
   private nextCall = 0;
   private readonly loggers = new Map<number, PluginHostLogger>();
   private readonly created = new Map<number, { resolve: (message: Extract<FromThread, { t: 'created' }>) => void }>();
+  /** The `create` message of every step alive or being built: sent again to a restarted plugin process. */
+  private readonly creates = new Map<number, Extract<ToThread, { t: 'create' }>>();
   private readonly closing = new Map<number, () => void>();
   private readonly steps = new Map<number, ThreadedPluginStep>();
   private readonly waiting = new Map<number, (decision: AuthDecision) => void>();
   /** The checks of this turn of the event loop, flat: step id, call id, JSON text, … */
   private outgoing: (number | string)[] = [];
+  private exiting = false;
+  private stallMs = 0;
+  /** Steps whose rebuild in a restarted plugin process failed: the wait before the next try. */
+  private readonly rebuildDelays = new Map<number, number>();
 
   constructor() {
+    const options = pluginHostOptions();
+    this.useProcess = options.process;
+    // A process that exits takes the thread (and the plugin process's IPC) with it: no failure.
+    process.once('exit', () => {
+      this.exiting = true;
+      this.channel?.kill();
+    });
+    this.start();
+    if (this.useProcess) {
+      // The backstop of the plugin process's own watchdog: a process that stops answering pings
+      // for twice its stall period is killed from here (and restarted like any death).
+      const ping = setInterval(() => {
+        if (this.down) return;
+        const silentMs = performance.now() - (this.lastPong || this.startedAt);
+        if (silentMs > (this.lastPong ? 2 * options.stallMs + PING_MS : STARTUP_GRACE_MS)) {
+          this.log().error({ code: PluginCodes.PROCESS_EXITED, silentMs: Math.round(silentMs) }, `the plugin process has not answered pings for ${Math.round(silentMs)} ms: killing it`);
+          this.channel.kill();
+          return;
+        }
+        this.post({ t: 'ping' });
+      }, PING_MS);
+      ping.unref();
+    } else {
+      // The thread's loop is watched as the main one is (--watchdog): a plugin stuck there
+      // (under an operator-raised CPU limit) stops every plugin step, and gets the process restarted.
+      onWatchdogStarted((stallMs) => {
+        this.stallMs = stallMs;
+        this.post({ t: 'watchdog', stallMs });
+      });
+    }
+  }
+
+  private log(): Logger {
+    this.logger ??= createLogger('plugin-host');
+    return this.logger;
+  }
+
+  /** Starts the thread or the plugin process, and sends it every step it must hold. */
+  private start(): void {
+    this.down = false;
+    this.startedAt = performance.now();
+    this.lastPong = 0;
+    let lostOnce = false;
+    const lost = (cause: string) => {
+      if (lostOnce) return;
+      lostOnce = true;
+      this.lost(cause);
+    };
+    this.channel = this.useProcess ? this.startProcess(lost) : this.startThread(lost);
+    if (this.useProcess) this.log().info({ pid: this.channel.pid }, 'plugin process started');
+    if (this.stallMs > 0) this.post({ t: 'watchdog', stallMs: this.stallMs });
+    for (const message of this.creates.values()) this.post(message);
+  }
+
+  private startThread(lost: (cause: string) => void): Channel {
     // Compiled (dist/) or run from the sources: the entry has this file's extension.
     const entry = new URL(`./plugin-thread-main${extname(fileURLToPath(import.meta.url))}`, import.meta.url);
-    // The thread's loop is watched as the main one is (--watchdog): a plugin stuck there
-    // (under an operator-raised CPU limit) stops every plugin step, and gets the process restarted.
-    this.worker = new Worker(entry, { name: 'gatehouse-plugins' });
-    onWatchdogStarted((stallMs) => this.post({ t: 'watchdog', stallMs }));
+    const worker = new Worker(entry, { name: 'gatehouse-plugins' });
     // Only steps keep the process alive, never the thread.
-    this.worker.unref();
-    this.worker.on('message', (message: FromThread) => this.received(message));
-    // A process that exits takes the thread with it: that is no failure.
-    let exiting = false;
-    process.once('exit', () => (exiting = true));
-    const lost = (cause: string) => {
-      if (exiting) return;
-      // Plugin calls and rebuilds all live there: a process without it cannot authorize
-      // anything, and is restarted as after a catastrophic isolate failure. Until then
-      // nothing waits for it: checks are denied, builds fail, closes are done.
-      killAfterCatastrophe({ plugin: '(all)', file: '(plugin thread)', cause });
-      for (const [id, resolve] of this.waiting) {
-        this.waiting.delete(id);
-        resolve(forbidden());
-      }
-      for (const [sid, pending] of this.created) {
-        this.created.delete(sid);
-        pending.resolve({ t: 'created', sid, ok: false, code: PluginCodes.UNAVAILABLE, message: cause });
-      }
-      for (const [sid, resolve] of this.closing) {
-        this.closing.delete(sid);
-        resolve();
-      }
+    worker.unref();
+    worker.on('message', (message: FromThread) => this.received(message));
+    worker.on('error', (error) => lost(`the plugin thread failed: ${error.message}`));
+    worker.on('exit', (code) => lost(`the plugin thread exited (${code})`));
+    return { post: (message) => worker.postMessage(message), kill: () => void worker.terminate() };
+  }
+
+  private startProcess(lost: (cause: string) => void): Channel {
+    const { stallMs, maxRssMb } = pluginHostOptions();
+    const entry = fileURLToPath(new URL(`./plugin-thread-main${extname(fileURLToPath(import.meta.url))}`, import.meta.url));
+    // The same Node flags as this process (the launcher's --no-node-snapshot for isolated-vm);
+    // the structured clone over IPC carries the same messages as the thread's port.
+    const child = fork(entry, [], {
+      execArgv: process.execArgv.filter((flag) => !flag.startsWith('--inspect')),
+      serialization: 'advanced',
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      env: { ...process.env, [PLUGIN_PROCESS_ENV]: JSON.stringify({ stallMs, maxRssMb }) },
+    });
+    child.unref();
+    (child.channel as { unref?: () => void } | undefined)?.unref?.();
+    child.on('message', (message: FromThread) => this.received(message));
+    child.on('error', (error) => {
+      child.kill('SIGKILL');
+      lost(`the plugin process failed: ${error.message}`);
+    });
+    child.on('exit', (code, signal) => lost(`the plugin process exited (${signal ?? `code ${code}`})`));
+    return {
+      post: (message) => {
+        if (!child.connected) return;
+        // A send that fails is a process on its way out: its exit does the rest.
+        child.send(message, (error) => void error);
+      },
+      kill: () => void child.kill('SIGKILL'),
+      ...(child.pid !== undefined ? { pid: child.pid } : {}),
     };
-    this.worker.on('error', (error) => lost(`the plugin thread failed: ${error.message}`));
-    this.worker.on('exit', (code) => lost(`the plugin thread exited (${code})`));
+  }
+
+  /** The thread or process is gone: deny what waits for it; restart a process, kill this one for a thread. */
+  private lost(cause: string): void {
+    if (this.exiting) return;
+    if (!this.useProcess) {
+      // Plugin calls and rebuilds all live there: a process without it cannot authorize
+      // anything, and is restarted as after a catastrophic isolate failure.
+      killAfterCatastrophe({ plugin: '(all)', file: '(plugin thread)', cause });
+    }
+    this.down = true;
+    // Nothing waits for a dead host: checks are denied (fail closed), builds in flight fail
+    // (the one that killed it must not be sent again and again), closes are done.
+    for (const [id, resolve] of this.waiting) {
+      this.waiting.delete(id);
+      resolve(forbidden());
+    }
+    for (const [sid, pending] of this.created) {
+      this.created.delete(sid);
+      this.creates.delete(sid);
+      pending.resolve({ t: 'created', sid, ok: false, code: PluginCodes.UNAVAILABLE, message: cause });
+    }
+    for (const [sid, resolve] of this.closing) {
+      this.closing.delete(sid);
+      resolve();
+    }
+    this.outgoing = [];
+    if (!this.useProcess) return;
+    const lived = performance.now() - this.startedAt;
+    if (lived >= STABLE_MS) this.backoffMs = FIRST_BACKOFF_MS;
+    const delay = this.backoffMs;
+    this.backoffMs = Math.min(MAX_BACKOFF_MS, this.backoffMs * 2);
+    metrics.pluginProcessRestarts.inc();
+    this.log().error({ code: PluginCodes.PROCESS_EXITED, cause, livedMs: Math.round(lived), restartInMs: delay, steps: this.creates.size }, `${cause}: plugin checks are denied until it is restarted`);
+    setTimeout(() => {
+      if (!this.exiting) this.start();
+    }, delay).unref();
   }
 
   async create(spec: PluginAuthSpec, options: PluginStepOptions): Promise<PluginStep> {
@@ -121,12 +264,16 @@ class PluginThread {
     }
     const sid = ++this.nextStep;
     this.loggers.set(sid, logger);
+    const message: Extract<ToThread, { t: 'create' }> = { t: 'create', sid, spec, options: rest, upstreams, secrets };
     const reply = await new Promise<Extract<FromThread, { t: 'created' }>>((resolve) => {
       this.created.set(sid, { resolve });
-      this.post({ t: 'create', sid, spec, options: rest, upstreams, secrets });
+      // While a dead plugin process restarts, the build waits for it (sent by start()).
+      this.creates.set(sid, message);
+      if (!this.down) this.post(message);
     });
     if (!reply.ok) {
       this.loggers.delete(sid);
+      this.creates.delete(sid);
       throw new GatehouseError(reply.code, reply.message);
     }
     const step = new ThreadedPluginStep(this, sid, reply);
@@ -136,6 +283,8 @@ class PluginThread {
 
   /** Queues one check; the turn's checks go to the thread in one message. */
   call(sid: number, json: string): Promise<AuthDecision> {
+    // Fail closed while the plugin process restarts: nothing queues behind a dead process.
+    if (this.down) return Promise.resolve(forbidden());
     const id = ++this.nextCall;
     if (this.outgoing.length === 0) setImmediate(() => this.flush());
     this.outgoing.push(sid, id, json);
@@ -143,6 +292,13 @@ class PluginThread {
   }
 
   close(sid: number): Promise<void> {
+    this.creates.delete(sid);
+    this.rebuildDelays.delete(sid);
+    if (this.down) {
+      this.loggers.delete(sid);
+      this.steps.delete(sid);
+      return Promise.resolve();
+    }
     return new Promise((resolve) => {
       this.closing.set(sid, resolve);
       this.post({ t: 'close', sid });
@@ -156,10 +312,12 @@ class PluginThread {
   }
 
   private post(message: ToThread): void {
-    this.worker.postMessage(message);
+    this.channel.post(message);
   }
 
   private received(message: FromThread): void {
+    // Any message shows the plugin process's loop turns, a pong or not.
+    this.lastPong = performance.now();
     switch (message.t) {
       case 'answers': {
         const { answers, modes } = message;
@@ -181,10 +339,29 @@ class PluginThread {
       }
       case 'created': {
         const pending = this.created.get(message.sid);
-        this.created.delete(message.sid);
-        pending?.resolve(message);
+        if (pending) {
+          this.created.delete(message.sid);
+          pending.resolve(message);
+          return;
+        }
+        // A step built again in a restarted plugin process. One that fails (a Start that times out
+        // on a busy machine, say) is tried again with backoff while it lives; its checks are denied meanwhile.
+        if (message.ok) {
+          this.rebuildDelays.delete(message.sid);
+          this.steps.get(message.sid)?.moved(message.mode);
+          return;
+        }
+        const delay = this.rebuildDelays.get(message.sid) ?? REBUILD_FIRST_MS;
+        this.rebuildDelays.set(message.sid, Math.min(REBUILD_MAX_MS, delay * 2));
+        this.loggers.get(message.sid)?.error({ code: message.code, retryInMs: delay }, `the step could not be built again after the plugin process restarted: ${message.message}`);
+        setTimeout(() => {
+          const create = this.creates.get(message.sid);
+          if (create && !this.down && !this.exiting) this.post(create);
+        }, delay).unref();
         return;
       }
+      case 'pong':
+        return;
       case 'closed': {
         this.loggers.delete(message.sid);
         this.steps.delete(message.sid);

@@ -24,7 +24,19 @@ export function utf8Encode(input: string): Uint8Array {
     ascii[i] = c;
   }
   if (i === input.length) return ascii;
-  const out = new Uint8Array(input.length * 3);
+  // The exact size first, not a worst-case buffer of 3 bytes a character: a 3 M character string
+  // with one non-ASCII character must not need (and be refused) a 9 MB buffer (issue 24 finding 5's class).
+  let size = i;
+  for (let j = i; j < input.length; j++) {
+    const c = input.charCodeAt(j);
+    if (c < 0x80) size += 1;
+    else if (c < 0x800) size += 2;
+    else if (c >= 0xd800 && c <= 0xdbff && j + 1 < input.length && input.charCodeAt(j + 1) >= 0xdc00 && input.charCodeAt(j + 1) <= 0xdfff) {
+      size += 4;
+      j++;
+    } else size += 3;
+  }
+  const out = new Uint8Array(size);
   out.set(ascii.subarray(0, i));
   let at = i;
   for (; i < input.length; i++) {
@@ -51,7 +63,7 @@ export function utf8Encode(input: string): Uint8Array {
       out[at++] = 0x80 | (c & 0x3f);
     }
   }
-  return out.slice(0, at);
+  return out;
 }
 
 /**
@@ -250,9 +262,12 @@ export function atob(data: unknown): string {
   if (text.length % 4 === 1) throw domError('InvalidCharacterError', 'The string to be decoded is not correctly encoded.');
   // Four characters at a time through a lookup table (255 marks a character outside the
   // alphabet), into an array for chunked fromCharCode: ~3× faster than a character at a time,
-  // and JWT signatures are decoded on every request.
+  // and JWT signatures are decoded on every request. The array holds one chunk at a time: one of
+  // the whole output would meet the sandbox's array bound from 1.3 MB of base64 on (issue 24).
   const n = text.length;
-  const codes = new Array<number>((n * 3) >> 2);
+  const CHUNK = 8190;
+  const codes = new Array<number>(Math.min(CHUNK, (n * 3) >> 2));
+  let out = '';
   let at = 0;
   let i = 0;
   for (; i + 4 <= n; i += 4) {
@@ -270,6 +285,10 @@ export function atob(data: unknown): string {
     codes[at++] = v >> 16;
     codes[at++] = (v >> 8) & 0xff;
     codes[at++] = v & 0xff;
+    if (at === CHUNK) {
+      out += String.fromCharCode.apply(null, codes);
+      at = 0;
+    }
   }
   if (i < n) {
     // Two or three characters left: one or two bytes (bits beyond them are dropped, as forgiving-base64 does).
@@ -283,10 +302,8 @@ export function atob(data: unknown): string {
     codes[at++] = v >> 16;
     if (n - i === 3) codes[at++] = (v >> 8) & 0xff;
   }
-  if (at <= 8192) return String.fromCharCode.apply(null, codes);
-  let out = '';
-  for (let from = 0; from < at; from += 8192) out += String.fromCharCode.apply(null, codes.slice(from, from + 8192));
-  return out;
+  codes.length = at;
+  return out + String.fromCharCode.apply(null, codes);
 }
 
 const badBase64 = (): Error => domError('InvalidCharacterError', 'The string to be decoded is not correctly encoded.');

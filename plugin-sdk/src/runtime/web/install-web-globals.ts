@@ -2,7 +2,7 @@ import type { HostApi } from '../host-api.ts';
 import { atob, btoa, TextDecoder, TextEncoder } from './encoding.ts';
 import { Headers, Request, Response, useUrlClass } from './fetch-types.ts';
 import { createRandom } from './random.ts';
-import { structuredClone, trackProxies } from './structured-clone.ts';
+import { structuredClone } from './structured-clone.ts';
 import { createSubtle } from './subtle.ts';
 import { createUrlClasses } from './url.ts';
 
@@ -23,7 +23,6 @@ export function installWebGlobals(host: Omit<HostApi, 'log'>): { resolveJobs: (r
   define('atob', atob);
   define('btoa', btoa);
   define('structuredClone', structuredClone);
-  trackProxies(globalThis);
   define('Headers', Headers);
   define('Request', Request);
   define('Response', Response);

@@ -1,6 +1,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { structuredClone as sandboxClone, trackProxies } from './structured-clone.ts';
+import { trackProxies } from '../proxy-registry.ts';
+import { structuredClone as sandboxClone } from './structured-clone.ts';
 
 // Differential tests: the sandbox's structuredClone against Node's, values and failures.
 

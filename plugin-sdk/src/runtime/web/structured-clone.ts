@@ -10,6 +10,8 @@
  * Runs inside the isolate; ./structured-clone.test.ts holds it to Node's own.
  */
 
+import { isTrackedProxy } from '../proxy-registry.ts';
+
 /** Nesting deeper than this throws instead of overflowing the stack uncatchably. */
 const MAX_DEPTH = 2048;
 const toTag = Object.prototype.toString;
@@ -75,37 +77,6 @@ const TYPED: Record<string, new (buffer: ArrayBuffer, offset: number, length: nu
   ...((typeof (globalThis as { Float16Array?: unknown }).Float16Array === 'function' ? { Float16Array: (globalThis as unknown as { Float16Array: never }).Float16Array } : {}) as Record<string, never>),
 };
 const ERRORS: Record<string, ErrorConstructor> = { Error, EvalError, RangeError, ReferenceError, SyntaxError, TypeError, URIError };
-
-/** Proxies made by plugin code (see {@link trackProxies}): V8 refuses to serialise a Proxy, and only its constructor can tell one. */
-const proxies = new WeakSet<object>();
-
-/**
- * Replaces `global.Proxy` (and `Proxy.revocable`) with a constructor that records every Proxy it
- * makes, so structuredClone can refuse them as V8 does. Runs inside the isolate before the plugin.
- */
-export function trackProxies(global: { Proxy: ProxyConstructor }): void {
-  const NativeProxy = global.Proxy;
-  const nativeRevocable = NativeProxy.revocable;
-  const revocable = {
-    revocable<T extends object>(target: T, handler: ProxyHandler<T>) {
-      const pair = Reflect.apply(nativeRevocable, NativeProxy, [target, handler]) as { proxy: T; revoke: () => void };
-      proxies.add(pair.proxy);
-      return pair;
-    },
-  }.revocable;
-  const Tracked = new NativeProxy(NativeProxy, {
-    construct(target, args, newTarget) {
-      const proxy = Reflect.construct(target, args, newTarget) as object;
-      proxies.add(proxy);
-      return proxy;
-    },
-    // The native constructor is left as it is; the tracked one answers its own `revocable`.
-    get(target, name, receiver) {
-      return name === 'revocable' ? revocable : Reflect.get(target, name, receiver);
-    },
-  });
-  Object.defineProperty(global, 'Proxy', { value: Tracked, writable: true, configurable: true, enumerable: false });
-}
 
 function dataCloneError(message: string): Error {
   const error = new Error(message);
@@ -181,7 +152,7 @@ function cloneValue(value: unknown): unknown {
     const seen = memory.get(v);
     if (seen !== undefined || memory.has(v)) return seen;
     if (depth > MAX_DEPTH) throw dataCloneError(`the value is nested deeper than ${MAX_DEPTH} levels`);
-    if (proxies.has(v)) throw dataCloneError('#<Object> could not be cloned.');
+    if (isTrackedProxy(v)) throw dataCloneError('#<Object> could not be cloned.');
     const remember = <R>(out: R): R => {
       memory.set(v, out);
       return out;
