@@ -7,6 +7,8 @@
 import { ApolloClient, gql, HttpLink, InMemoryCache } from '@apollo/client';
 import { BatchHttpLink } from '@apollo/client/link/batch-http';
 import { Defer20220824Handler } from '@apollo/client/incremental';
+import { PersistedQueryLink } from '@apollo/client/link/persisted-queries';
+import { createHash } from 'node:crypto';
 import { cacheExchange, Client as UrqlClient, fetchExchange } from '@urql/core';
 import { serverAudits } from 'graphql-http';
 import { batchRequests, GraphQLClient } from 'graphql-request';
@@ -66,11 +68,12 @@ beforeAll(async () => {
       localApi('books'),
       localApi('small', { maxBatchSize: 2, maxDepth: 1 }),
       localApi('nobatch', { maxBatchSize: 0 }),
+      { ...localApi('apq'), spec: { ...(localApi('apq') as { spec: object }).spec, persistedQueryCacheConfig: { cacheSize: 10 } } },
       remoteApi('remote', { responseHeaders: ['X-Custom'] }),
       remoteApi('remote-strict', { timeout: '300ms', enableIntrospection: false }),
       manifests.virtualService('graphql', {
         domains: ['*'],
-        routes: [route('/books', 'books'), route('/small', 'small'), route('/nobatch', 'nobatch'), route('/remote-strict', 'remote-strict'), route('/remote', 'remote')],
+        routes: [route('/apq', 'apq'), route('/books', 'books'), route('/small', 'small'), route('/nobatch', 'nobatch'), route('/remote-strict', 'remote-strict'), route('/remote', 'remote')],
       }),
     ],
   });
@@ -128,6 +131,28 @@ describe('Apollo Client', () => {
     const results = await Promise.all(['Ada', 'Grace'].map((name) => client.query({ query: gql`query Hello($name: String!) { hello(name: $name) }`, variables: { name } })));
     expect(results.map((r) => r.data)).toEqual([{ hello: 'hello Ada' }, { hello: 'hello Grace' }]);
     expect(counter.count()).toBe(1);
+  });
+});
+
+describe('Apollo Client automatic persisted queries (PersistedQueryLink)', () => {
+  it('sends the hash first, the query once on PersistedQueryNotFound, then the hash alone', async () => {
+    const bodies: { query?: string; extensions?: { persistedQuery?: unknown } }[] = [];
+    const recording = ((input: Parameters<typeof fetch>[0], init?: RequestInit) => {
+      bodies.push(JSON.parse(String(init?.body)));
+      return fetch(input, init);
+    }) as typeof fetch;
+    const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+    const link = new PersistedQueryLink({ sha256 }).concat(new HttpLink({ uri: `${gateway.url}/apq`, fetch: recording }));
+    const query = gql`query Apq($id: ID!) { book(id: $id) { id title } }`;
+    const first = new ApolloClient({ link, cache: new InMemoryCache() });
+    expect((await first.query({ query, variables: { id: '5' } })).data).toEqual({ book: { __typename: 'Book', id: '5', title: 'Title 5' } });
+    // The hash alone, then hash and query after PersistedQueryNotFound.
+    expect(bodies.map((b) => b.query !== undefined)).toEqual([false, true]);
+    const second = new ApolloClient({ link, cache: new InMemoryCache() });
+    expect((await second.query({ query, variables: { id: '6' } })).data).toEqual({ book: { __typename: 'Book', id: '6', title: 'Title 6' } });
+    // Cached: the hash alone was enough.
+    expect(bodies.map((b) => b.query !== undefined)).toEqual([false, true, false]);
+    expect(bodies.every((b) => b.extensions?.persistedQuery !== undefined)).toBe(true);
   });
 });
 
