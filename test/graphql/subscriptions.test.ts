@@ -85,6 +85,8 @@ beforeAll(async () => {
     'config.yaml': [
       manifests.upstream('yoga', [{ addr: '127.0.0.1', port: yoga.port }]),
       manifests.upstream('hostile', [{ addr: '127.0.0.1', port: hostile.port }]),
+      manifests.upstream('yoga-small-pool', [{ addr: '127.0.0.1', port: yoga.port }], { circuitBreakers: { maxConnections: 2 } }),
+      manifests.graphqlApi('small-pool', { schemaDefinition: SDL, executor: { remote: { upstreamRef: { name: 'yoga-small-pool' } } } }),
       { ...manifests.graphqlApi('hostile', { schemaDefinition: SDL, executor: { remote: { upstreamRef: { name: 'hostile' } } } }), spec: { executableSchema: { schemaDefinition: SDL, executor: { remote: { upstreamRef: { name: 'hostile' } } } }, limits: { maxResponseBytes: 4096, subscriptionIdleTimeout: '1s' } } },
       { apiVersion: 'v1', kind: 'Secret', type: 'extauth.solo.io/apikey', metadata: { name: 'subscriber', namespace: 'default' }, data: { 'api-key': b64(KEY) } },
       manifests.authConfig('keys', [{ apiKeyAuth: { headerName: 'x-api-key', k8sSecretApikeyStorage: { apiKeySecretRefs: [{ name: 'subscriber', namespace: 'default' }] } } }]),
@@ -94,7 +96,7 @@ beforeAll(async () => {
       local,
       manifests.virtualService('graphql', {
         domains: ['*'],
-        routes: [route('/over-ws', 'over-ws'), route('/reloadable', 'reloadable'), route('/hostile', 'hostile'), route('/secured', 'remote', true), route('/tight', 'tight'), route('/local', 'local'), route('/graphql', 'remote')],
+        routes: [route('/small-pool', 'small-pool'), route('/over-ws', 'over-ws'), route('/reloadable', 'reloadable'), route('/hostile', 'hostile'), route('/secured', 'remote', true), route('/tight', 'tight'), route('/local', 'local'), route('/graphql', 'remote')],
       }),
     ],
   });
@@ -365,6 +367,36 @@ describe('remote executor with subscriptionProtocol: graphql-ws (upstreams witho
     }
     // None of it went over HTTP POST.
     expect(yoga.requests.length).toBe(before);
+  });
+});
+
+describe('upstream connections', () => {
+  it('subscriptions take at most half of the upstream pool: queries still get through', { timeout: 30_000 }, async () => {
+    // maxConnections 2: one stream at a time.
+    const controller = new AbortController();
+    const endless = await fetch(`${gateway.url}/small-pool`, { method: 'POST', signal: controller.signal, headers: { 'content-type': 'application/json', accept: 'text/event-stream' }, body: JSON.stringify({ query: 'subscription { countdown(from: 100000) }' }) });
+    const reader = endless.body!.getReader();
+    expect(new TextDecoder().decode((await reader.read()).value)).toMatch(/event: next/);
+    try {
+      const client = wsClient('/small-pool');
+      try {
+        const second = await collect(client, { query: 'subscription { countdown(from: 1) }' });
+        expect(second).toEqual([{ errors: [expect.objectContaining({ extensions: { code: 'GRAPHQL_LIMIT_SUBSCRIPTIONS' } })] }]);
+      } finally {
+        await client.dispose();
+      }
+      const query = await fetch(`${gateway.url}/small-pool`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: '{ hello(name: "pool") }' }) });
+      expect(await query.json()).toEqual({ data: { hello: 'hello pool' } });
+    } finally {
+      controller.abort();
+    }
+    // Once the stream ends its place is free again.
+    const client = wsClient('/small-pool');
+    try {
+      await expect.poll(() => collect(client, { query: 'subscription { countdown(from: 0) }' }), { timeout: 10_000 }).toEqual([{ data: { countdown: 0 } }]);
+    } finally {
+      await client.dispose();
+    }
   });
 });
 

@@ -92,6 +92,8 @@ export class RemoteExecutor {
   /** Headers without templates, per negotiated media type (the upstream is asked for what the client accepts). */
   private readonly staticHeaders: Readonly<Record<MediaType, Readonly<Record<string, string>>>>;
   private readonly dynamicHeaders: (readonly [string, Template])[];
+  /** Subscriptions (streams) running through this executor. */
+  private openStreams = 0;
 
   /** `cluster`: the remote executor's Upstream (kept open across reloads by the gateway). */
   constructor(remote: CompiledRemote, cluster: UpstreamCluster) {
@@ -152,10 +154,25 @@ export class RemoteExecutor {
    * ends when the upstream completes, fails, or `signal` aborts (the client left).
    */
   async *stream(params: RequestParams, ctx: RequestContext, signal: AbortSignal, maxEventBytes: number, idleMs: number, includeUpstreamErrors: boolean): AsyncGenerator<ExecutionResult> {
-    if (this.remote.subscriptionProtocol === 'graphql-ws') {
-      yield* streamOverWebSocket(this, params, ctx, signal, maxEventBytes, idleMs, includeUpstreamErrors);
+    // Each stream holds an upstream connection (HTTP/1.1) for as long as it runs: at most half of
+    // the pool, so that subscriptions never starve the API's queries and mutations.
+    const cap = Math.max(1, Math.floor(this.cluster.pick().connections / 2));
+    if (this.openStreams >= cap) {
+      ctx.logger.warn({ reqId: ctx.requestId, upstream: this.cluster.name, open: this.openStreams }, 'GraphQL remote executor: too many upstream streams');
+      yield { errors: [{ message: `the upstream already carries ${this.openStreams} subscriptions through this API, half of its connection pool; try again later`, extensions: { code: LimitCodes.SUBSCRIPTIONS } } as never] };
       return;
     }
+    this.openStreams++;
+    try {
+      if (this.remote.subscriptionProtocol === 'graphql-ws') yield* streamOverWebSocket(this, params, ctx, signal, maxEventBytes, idleMs, includeUpstreamErrors);
+      else yield* this.streamOverSse(params, ctx, signal, maxEventBytes, idleMs, includeUpstreamErrors);
+    } finally {
+      this.openStreams--;
+    }
+  }
+
+  /** {@link stream} over GraphQL over SSE through the cluster's pool. */
+  private async *streamOverSse(params: RequestParams, ctx: RequestContext, signal: AbortSignal, maxEventBytes: number, idleMs: number, includeUpstreamErrors: boolean): AsyncGenerator<ExecutionResult> {
     const headers = { ...this.headersFor(this.staticHeaders['application/json'], ctx), accept: 'text/event-stream, application/graphql-response+json;q=0.9, application/json;q=0.8' };
     const body = JSON.stringify({ query: params.query, operationName: params.operationName, variables: params.variables, extensions: params.extensions });
     const cluster = this.cluster;
