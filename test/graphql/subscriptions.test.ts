@@ -237,6 +237,27 @@ describe('graphql-ws (graphql-transport-ws)', () => {
     }
   });
 
+  it('a malformed upgrade (no Sec-WebSocket-Key, bad version) is answered 4xx and closed; the gateway keeps serving', async () => {
+    const { connect } = await import('node:net');
+    const raw = (head: string) =>
+      new Promise<string>((resolve) => {
+        const socket = connect(Number(new URL(gateway.url).port), '127.0.0.1');
+        let answer = '';
+        socket.on('data', (c: Buffer) => (answer += c.toString()));
+        socket.on('close', () => resolve(answer));
+        socket.on('error', () => resolve(answer));
+        socket.write(head);
+      });
+    expect(await raw('GET /graphql HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\r\n')).toMatch(/^HTTP\/1\.1 400/);
+    expect(await raw('GET /graphql HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 99\r\n\r\n')).toMatch(/^HTTP\/1\.1 400/);
+    const client = wsClient('/graphql');
+    try {
+      expect(await collect(client, { query: '{ hello(name: "fine") }' })).toEqual([{ data: { hello: 'hello fine' } }]);
+    } finally {
+      await client.dispose();
+    }
+  });
+
   it('runs auth on the upgrade: no key → 401 before any WebSocket; the right key → subscribed', async () => {
     const refused = new WebSocket(`${wsUrl}/secured`, 'graphql-transport-ws');
     const status = await new Promise<number>((resolve) => refused.once('unexpected-response', (_req, res) => resolve(res.statusCode!)));

@@ -399,8 +399,7 @@ export class GraphQLEndpoint {
     req.headers.connection = 'upgrade';
     // The 101 goes straight onto the client's socket: the ServerResponse is done with.
     res.detachSocket(pending.socket as never);
-    pending.status = 101;
-    (this.subscriptions ??= new SubscriptionServer(this)).upgrade(req, pending.socket, pending.head, ctx, done);
+    (this.subscriptions ??= new SubscriptionServer(this)).upgrade(req, pending.socket, pending.head, ctx, () => (pending.status = 101), done);
   }
 
   /** Closes the endpoint's WebSocket connections (close code 1001 with `reason`). */

@@ -95,10 +95,21 @@ export class SubscriptionServer {
     );
   }
 
-  /** Takes over an upgrade the gateway routed and authorized; `done` runs once when the socket closes. */
-  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, ctx: RequestContext, done: () => void): void {
+  /**
+   * Takes over an upgrade the gateway routed and authorized: `opened` runs when the WebSocket is
+   * up (101), `done` once when the socket closes, whether or not the handshake succeeded (ws
+   * answers a malformed one, e.g. without Sec-WebSocket-Key, with a 4xx itself).
+   */
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, ctx: RequestContext, opened: () => void, done: () => void): void {
     handedOver.set(req, { ctx, done });
-    this.wss.handleUpgrade(req, socket, head, (ws) => this.wss.emit('connection', ws, req));
+    socket.once('close', () => {
+      // The handshake failed: no connection took the request over.
+      if (handedOver.delete(req)) done();
+    });
+    this.wss.handleUpgrade(req, socket, head, (ws) => {
+      opened();
+      this.wss.emit('connection', ws, req);
+    });
   }
 
   /** Closes every connection (the endpoint was replaced or the process stops) with 1001 and `reason`. */
