@@ -303,13 +303,11 @@ describe('remote executor fidelity', () => {
   });
 
   it('its upstream timeout is configurable (executor.remote.timeout)', async () => {
-    const started = Date.now();
     const { status, headers, body } = await postRaw('/remote-strict', JSON.stringify({ query: '{ slow }' }));
     expect(status).toBe(504);
     expect(headers.get('x-gatehouse-error')).toBe('GH_UPSTREAM_TIMEOUT');
     expect(body.errors[0].message).toBe('the upstream GraphQL server did not answer within 300ms');
-    // The upstream answers after 3 s: a 504 before then proves the 300 ms timeout applied.
-    expect(Date.now() - started).toBeLessThan(2_900);
+    // The upstream does answer (after 3 s, with 200): only the 300 ms timeout makes this a 504.
   });
 });
 
