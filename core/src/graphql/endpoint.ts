@@ -363,8 +363,8 @@ export class GraphQLEndpoint {
     metrics.graphqlOperationDuration.labels(this.options.name, type, name, failed ? 'error' : 'ok').observe((performance.now() - started) / 1000);
   }
 
-  /** Counts a request refused before execution (4xx: unreadable, invalid, past a limit). */
-  private rejected(): void {
+  /** Counts a request refused before execution (4xx: unreadable, invalid, past a limit; a refused graphql-ws `subscribe`). */
+  rejected(): void {
     this.rejectedMetric.inc();
   }
 

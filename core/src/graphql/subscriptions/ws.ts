@@ -60,6 +60,7 @@ export class SubscriptionServer {
           const connection = this.connections.get(context.extra.socket);
           if (!connection) return [new GraphQLError('the connection is closing')];
           if (connection.running.size >= limits.maxSubscriptionsPerConnection) {
+            endpoint.rejected();
             return [limitError(LimitCodes.SUBSCRIPTIONS, `this connection already runs ${connection.running.size} operations, the most this API allows (limits.maxSubscriptionsPerConnection)`)];
           }
           const budget = new OperationBudget(limits);
@@ -72,6 +73,7 @@ export class SubscriptionServer {
           const admitted = endpoint.admit(params, 'POST', budget);
           if (!('operation' in admitted)) {
             budget.release();
+            endpoint.rejected();
             const body = JSON.parse(admitted.body.toString()) as { errors: { message: string; extensions?: Record<string, unknown> }[] };
             return body.errors.map((e) => new GraphQLError(e.message, { extensions: e.extensions ?? {} }));
           }
