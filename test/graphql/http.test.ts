@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { serverAudits } from 'graphql-http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, type TestServer } from '../support/upstream.ts';
@@ -121,6 +122,28 @@ describe('GraphQL over HTTP', () => {
     const none = await fetch(`${closed.url}/graphql`, { headers: browser });
     expect(none.headers.get('content-type')).toBe('application/json; charset=utf-8');
     expect(none.status).toBe(400);
+  });
+
+  it('GraphiQL works offline: every asset comes from the gateway (no other origin) and matches its integrity hash', async () => {
+    const page = await (await fetch(`${open.url}/graphql`, { headers: { accept: 'text/html' } })).text();
+    // No CDN: nothing in the page names another origin.
+    expect(page).not.toMatch(/(src|href)="(https?:)?\/\//);
+    const refs = [...page.matchAll(/(?:src|href)="([^"]+)" integrity="(sha384-[^"]+)"/g)].map((m) => ({ url: m[1]!, integrity: m[2]! }));
+    expect(refs.map((r) => r.url).sort()).toEqual(['?graphiql-asset=graphiql.css', '?graphiql-asset=graphiql.js', '?graphiql-asset=react-dom.js', '?graphiql-asset=react.js']);
+    for (const { url, integrity } of refs) {
+      const asset = await fetch(new URL(url, `${open.url}/graphql`), { headers: { accept: '*/*' } });
+      expect(asset.status).toBe(200);
+      expect(asset.headers.get('content-type')).toMatch(url.endsWith('.css') ? /^text\/css/ : /^text\/javascript/);
+      const body = Buffer.from(await asset.arrayBuffer());
+      expect(`sha384-${createHash('sha384').update(body).digest('base64')}`).toBe(integrity);
+    }
+    // The bundle is GraphiQL's own UMD build (it defines the global the page renders).
+    const bundle = await (await fetch(`${open.url}/graphql?graphiql-asset=graphiql.js`)).text();
+    expect(bundle.length).toBeGreaterThan(1_000_000);
+    expect(bundle).toContain('createFetcher');
+    // Unknown names are a 404; with introspection off there are no assets.
+    expect((await fetch(`${open.url}/graphql?graphiql-asset=../../package.json`)).status).toBe(404);
+    expect((await fetch(`${closed.url}/graphql?graphiql-asset=graphiql.js`)).status).toBe(400);
   });
 
   it('turns a mockResolver errorResponse into a field error next to the other fields', async () => {

@@ -8,6 +8,7 @@ import * as protoLoader from '@grpc/proto-loader';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { serverAudits } from 'graphql-http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadSnapshot, manifests, serveGraphQL, type GraphQLServer } from './support.ts';
 
@@ -125,6 +126,30 @@ describe('stitchedSchema (Gloo) through gatehouse gateway', () => {
     expect(body.data.productReviews.reviews[0]).toEqual({ text: 'great product 2', author: { username: 'akeith' } });
     expect(services.lookups.length).toBe(before);
     expect((await gql.post('{ GetUser(username: "sam") { first_name } }')).body).toEqual({ data: { GetUser: { first_name: 'Sam' } } });
+  });
+});
+
+describe('stitchedSchema introspection (issue 25 item 10)', () => {
+  it('is off by default (the subschemas do not enable it)', async () => {
+    const { status, body } = await gql.post('{ __schema { queryType { name } } }');
+    expect(status).toBe(400);
+    expect(body.data).toBeUndefined();
+  });
+
+  it('with enableIntrospection: the merged schema is introspected, and the graphql-http audit has 0 MUST failures', async () => {
+    const api = stitchedApi();
+    const open = await serveGraphQL([...common(), { ...api, spec: { stitchedSchema: { ...api.spec.stitchedSchema, enableIntrospection: true } } }], 'stitched-gql');
+    try {
+      const { status, body } = await open.post('{ __type(name: "User") { fields { name } } }');
+      expect(status).toBe(200);
+      // User merged from both subschemas.
+      expect(body.data.__type.fields.map((f: { name: string }) => f.name).sort()).toEqual(['first_name', 'last_name', 'username']);
+      const results = await Promise.all(serverAudits({ url: `${open.url}/graphql` }).map((audit) => audit.fn()));
+      expect(results.filter((r) => r.status !== 'ok' && r.name.startsWith('MUST')).map((r) => `${r.name}: ${r.status === 'ok' ? '' : r.reason}`)).toEqual([]);
+      expect(results.filter((r) => r.name.startsWith('MUST')).length).toBeGreaterThan(10);
+    } finally {
+      await open.close();
+    }
   });
 });
 

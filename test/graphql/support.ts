@@ -1,3 +1,6 @@
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import { stringify } from 'yaml';
 import { parseManifests } from '../../core/src/config/manifest.ts';
@@ -85,4 +88,38 @@ async function post(url: string, query: string, variables?: Record<string, unkno
   });
   const text = await response.text();
   return { status: response.status, body: text ? JSON.parse(text) : undefined, headers: response.headers };
+}
+
+/** The graphql-yoga upstream process (./yoga-upstream.mjs): its address and the POST bodies it received. */
+export interface YogaUpstream {
+  readonly url: string;
+  readonly port: number;
+  readonly requests: { body: string; headers: Record<string, string> }[];
+  close(): Promise<void>;
+}
+
+/** Starts ./yoga-upstream.mjs (a real graphql-yoga server) on 127.0.0.1, port 0. */
+export async function startYoga(): Promise<YogaUpstream> {
+  const child = spawn(process.execPath, [fileURLToPath(new URL('./yoga-upstream.mjs', import.meta.url))], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const requests: { body: string; headers: Record<string, string> }[] = [];
+  const lines = createInterface({ input: child.stdout! });
+  const port = await new Promise<number>((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`yoga-upstream.mjs exited with ${code}`)));
+    lines.on('line', (line) => {
+      const message = JSON.parse(line) as { port?: number; body?: string; headers?: Record<string, string> };
+      if (message.port !== undefined) resolve(message.port);
+      else requests.push({ body: message.body!, headers: message.headers! });
+    });
+  });
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    requests,
+    close: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null) return resolve();
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+      }),
+  };
 }

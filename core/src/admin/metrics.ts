@@ -38,8 +38,15 @@ export const metrics = {
   }),
   graphqlOperations: new RequestCounter({
     name: 'gatehouse_graphql_operations_total',
-    help: 'GraphQL operations by GraphQLApi, operation type and result (ok, error).',
+    help: 'GraphQL operations by GraphQLApi, operation type and result (ok, error; rejected: refused before execution with a 4xx, operation "unknown" when it was never parsed).',
     labelNames: ['api', 'operation', 'result'],
+    registry,
+  }),
+  graphqlOperationDuration: new RequestHistogram({
+    name: 'gatehouse_graphql_operation_duration_seconds',
+    help: 'GraphQL operation latency by GraphQLApi, operation type, operation name (the first 50 names per API; later ones "other", unnamed "anonymous") and result (ok, error).',
+    labelNames: ['api', 'operation', 'operation_name', 'result'],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registry,
   }),
   graphqlResolverCalls: new RequestCounter({

@@ -13,6 +13,7 @@ commands:
   validate   check manifests offline: gatehouse validate PATH...
   version    print the gateway version
   install    Kubernetes manifests: gatehouse install render --values FILE, or install crds
+  graphql    gatehouse graphql discover --openapi FILE|URL | --grpc HOST:PORT: write a GraphQLApi
 
 Run "gatehouse <command> --help" for a command's flags.`;
 
@@ -25,6 +26,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   validate: async () => (await import('./validate.ts')).runValidate,
   version: async () => (await import('./version.ts')).runVersion,
   install: async () => (await import('./install.ts')).runInstall,
+  graphql: async () => (await import('./graphql.ts')).runGraphQL,
 };
 
 /**

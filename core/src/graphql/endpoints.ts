@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { metrics } from '../admin/metrics.ts';
 import { OperationGate } from './operation-gate.ts';
 import type { Resource } from '../config/resource.ts';
@@ -17,6 +18,7 @@ import { mockResolver } from './resolvers/mock.ts';
 import { restResolver } from './resolvers/rest.ts';
 import type { FieldResolver, ResolverMetrics } from './resolvers/types.ts';
 import { compileApi, type CompiledApi } from './schema.ts';
+import { withIncrementalDirectives } from './incremental.ts';
 import { limitsOf, resolverFieldsOf } from './limits.ts';
 import { validationRules } from './validation.ts';
 
@@ -59,6 +61,10 @@ class Endpoints implements GraphQLEndpoints {
         this.options.logger.error({ err: error, api: resource.key }, 'cannot build GraphQL endpoint');
       }
     }
+    // WebSockets of a replaced endpoint (the API or its upstreams changed) are closed: clients
+    // reconnect under the new configuration (its auth, limits and upstream) instead of keeping the old.
+    const kept = new Set(next.values());
+    for (const old of this.endpoints.values()) if (!kept.has(old)) old.close('the GraphQL API was reconfigured; reconnect');
     this.endpoints = next;
     this.used = used;
     this.channels.retainOnly(grpcHosts);
@@ -96,6 +102,8 @@ class Endpoints implements GraphQLEndpoints {
     let remote: RemoteExecutor | undefined;
     let resolvers: Record<string, FieldResolver> = {};
     let subschemas: Record<string, FieldResolver>[] | undefined;
+    /** Stitched: whether every subschema enables introspection (the default of stitchedSchema.enableIntrospection). */
+    let subschemaIntrospection = false;
     const spec = resource.spec.executableSchema;
     if (spec) {
       if (spec.executor.remote && compiled.remote) {
@@ -111,8 +119,10 @@ class Endpoints implements GraphQLEndpoints {
       }
     } else {
       // Stitched: each subschema's resolutions bound to its own upstreams, handed to its executor through the context.
+      subschemaIntrospection = true;
       subschemas = (compiled.subschemas ?? []).map((sub) => {
         const api = lookup(snapshot, 'GraphQLApi', sub.ref, resource.namespace);
+        if (api?.spec.executableSchema?.executor.local?.enableIntrospection !== true) subschemaIntrospection = false;
         inputVersions.push(`${api?.key ?? sub.ref.name}@${api?.version ?? '-'}`);
         return this.bind(sub.api, sub.ref.namespace, name, clusterOf, grpcHosts);
       });
@@ -122,14 +132,18 @@ class Endpoints implements GraphQLEndpoints {
     const existing = this.endpoints.get(resource.key);
     if (existing && existing.fingerprint === fingerprint) return existing;
     const local = spec?.executor.local;
-    const introspection = local?.enableIntrospection ?? false;
+    const stitched = resource.spec.stitchedSchema;
+    const introspection = stitched ? (stitched.enableIntrospection ?? subschemaIntrospection) : (local?.enableIntrospection ?? false);
+    // The remote executor's upstream decides about introspection unless it is refused here.
+    const remoteIntrospection = spec?.executor.remote?.enableIntrospection ?? true;
     const endpoint = new GraphQLEndpoint({
       key: resource.key,
       name,
       version: resource.version,
-      schema: compiled.schema,
-      // The remote executor's upstream decides about introspection; locally it is off by default.
-      rules: validationRules({ introspection: remote ? true : introspection }),
+      // The remote executor forwards @defer/@stream: its copy of the schema declares them for validation.
+      schema: remote ? withIncrementalDirectives(compiled.schema) : compiled.schema,
+      // Locally introspection is off by default.
+      rules: validationRules({ introspection: remote ? remoteIntrospection : introspection }),
       // Gloo's executor.local.options.maxDepth is the depth limit (spec.limits.maxDepth wins when both are set).
       limits: limitsOf(resource.spec.limits, local?.options?.maxDepth),
       resolverFields: resolverFieldsOf(compiled.schema),
@@ -197,7 +211,23 @@ class Endpoints implements GraphQLEndpoints {
     }
   }
 
+  /** Takes over a WebSocket upgrade on a GraphQL route (graphql-ws); answers 404 when the API is not served. */
+  upgrade(apiKey: string, req: IncomingMessage, res: ServerResponse, pending: { socket: Duplex; head: Buffer; protocol: string; status?: number }, ctx: RequestContext, done: () => void): void {
+    const endpoint = this.endpoints.get(apiKey);
+    if (!endpoint) {
+      sendErrors(res, 404, 'application/json', [{ message: `GraphQLApi ${apiKey.replace(/^GraphQLApi\//, '')} is not served` }]);
+      return;
+    }
+    try {
+      endpoint.upgrade(req, res, pending, ctx, done);
+    } catch (error) {
+      ctx.logger.error({ err: error, api: apiKey }, 'GraphQL upgrade failed');
+      pending.socket.destroy();
+    }
+  }
+
   async close(): Promise<void> {
+    for (const endpoint of this.endpoints.values()) endpoint.close('the gateway is shutting down');
     this.endpoints = new Map();
     this.channels.close();
   }

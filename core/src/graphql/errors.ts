@@ -24,6 +24,8 @@ export const GraphQLConfigCodes = {
   STITCHING: 'GH_GRAPHQL_STITCHING',
   /** A template or setter that can only ever resolve to nothing (warning): an argument the field lacks, a parent field the type lacks. */
   EMPTY_PATH: 'GH_GRAPHQL_EMPTY_PATH',
+  /** A timeout that would never expire (0). */
+  BAD_TIMEOUT: 'GH_GRAPHQL_BAD_TIMEOUT',
 } as const;
 
 /** `extensions.code` of field errors (SPEC 3.3, execution semantics). */

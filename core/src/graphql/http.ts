@@ -29,6 +29,15 @@ export class RequestFailure {
   }
 }
 
+/**
+ * A batch (Apollo `BatchHttpLink`, graphql-request `batchRequests`): a POST body that is a JSON
+ * array of requests, answered with an array of results in the same order. An entry that is not a
+ * usable request is a {@link RequestFailure} in its place (the others still run).
+ */
+export interface BatchRequest {
+  readonly batch: readonly (RequestParams | RequestFailure)[];
+}
+
 /** Largest accepted POST body. */
 export const MAX_BODY_BYTES = 1024 * 1024;
 
@@ -69,8 +78,8 @@ export function acceptsHtml(accept: string | undefined): boolean {
   return accept !== undefined && accept.includes('text/html');
 }
 
-/** Reads the request's GraphQL parameters, or the failure to answer with. */
-export async function readParams(req: IncomingMessage): Promise<RequestParams | RequestFailure> {
+/** Reads the request's GraphQL parameters (a batch for a JSON array body), or the failure to answer with. */
+export async function readParams(req: IncomingMessage): Promise<RequestParams | BatchRequest | RequestFailure> {
   if (req.method === 'GET') {
     const url = req.url ?? '/';
     const q = url.indexOf('?');
@@ -103,12 +112,20 @@ export async function readParams(req: IncomingMessage): Promise<RequestParams | 
   } catch {
     return new RequestFailure(400, 'the request body is not valid JSON');
   }
-  if (!data || typeof data !== 'object' || Array.isArray(data)) return new RequestFailure(400, 'the request body must be a JSON object');
-  const { query, operationName, variables, extensions } = data as Record<string, unknown>;
+  if (Array.isArray(data)) {
+    // Each entry is re-serialized when forwarded: there is no raw body of one entry.
+    return { batch: data.map((entry: unknown) => (isObject(entry) ? checkParams(entry) : new RequestFailure(400, 'each entry of a batch must be a JSON object'))) };
+  }
+  if (!isObject(data)) return new RequestFailure(400, 'the request body must be a JSON object or an array of them (a batch)');
+  const { query, operationName, variables, extensions } = data;
   return checkParams({ query, operationName, variables, extensions, rawBody: body });
 }
 
-function checkParams(p: { query: unknown; operationName: unknown; variables: unknown; extensions: unknown; rawBody?: Buffer }): RequestParams | RequestFailure {
+function isObject(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+function checkParams(p: { query?: unknown; operationName?: unknown; variables?: unknown; extensions?: unknown; rawBody?: Buffer | undefined }): RequestParams | RequestFailure {
   // Apollo's automatic persisted queries send only a hash: the endpoint's gate looks the query up.
   const persisted = p.extensions !== null && typeof p.extensions === 'object' && (p.extensions as Record<string, unknown>).persistedQuery !== undefined;
   if ((p.query === undefined || p.query === null) && persisted) p = { ...p, query: '' };
@@ -176,6 +193,35 @@ export function sendJson(res: ServerResponse, status: number, media: MediaType |
     'content-length': typeof body === 'string' ? Buffer.byteLength(body) : body.length,
   });
   res.end(body);
+}
+
+/** One operation's answer before it is written: alone, or as one entry of a batch's array. */
+export interface Answer {
+  readonly status: number;
+  /** A JSON value (a GraphQL response). */
+  readonly body: string | Buffer;
+  /** The content type when it is not the negotiated media type (the remote upstream's own). */
+  readonly contentType?: string | undefined;
+  readonly headers?: Readonly<Record<string, string | readonly string[]>> | undefined;
+}
+
+/** An answer of `{errors: [...]}`. */
+export function errorAnswer(status: number, errors: readonly { message: string }[], headers?: Readonly<Record<string, string>>): Answer {
+  return { status, body: JSON.stringify({ errors }), headers };
+}
+
+/** Writes one answer (`content-type` the answer's own or `<media>; charset=utf-8`). */
+export function sendAnswer(res: ServerResponse, media: MediaType, answer: Answer): void {
+  if (res.headersSent) {
+    res.end();
+    return;
+  }
+  res.writeHead(answer.status, {
+    ...answer.headers,
+    'content-type': answer.contentType ?? `${media}; charset=utf-8`,
+    'content-length': typeof answer.body === 'string' ? Buffer.byteLength(answer.body) : answer.body.length,
+  });
+  res.end(answer.body);
 }
 
 /** Sends `{errors: [...]}`. */

@@ -30,6 +30,11 @@ export function lazyGraphQLEndpoints(deps: { upstreams: UpstreamRegistry; logger
     async handle(apiKey: string, req: IncomingMessage, res: ServerResponse, ctx: RequestContext) {
       await (inner ?? (await load())).handle(apiKey, req, res, ctx);
     },
+    upgrade(apiKey, req, res, pending, ctx, done) {
+      const take = (endpoints: GraphQLEndpoints) => endpoints.upgrade!(apiKey, req, res, pending, ctx, done);
+      if (inner) take(inner);
+      else void load().then(take, () => pending.socket.destroy());
+    },
     clusters: () => inner?.clusters() ?? NONE,
     close: async () => {
       await inner?.close();

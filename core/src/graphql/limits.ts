@@ -54,6 +54,14 @@ export interface GraphQLLimits {
   readonly maxOperationMs: number;
   /** Nesting of the JSON `variables`. */
   readonly maxVariableDepth: number;
+  /** Operations in one batched request (a JSON array body); 0 refuses batches. Each runs under all the other limits. */
+  readonly maxBatchSize: number;
+  /** Operations one graphql-ws connection may run at once. */
+  readonly maxSubscriptionsPerConnection: number;
+  /** Bytes of one message a graphql-ws client sends. */
+  readonly maxMessageBytes: number;
+  /** A subscription whose upstream sends nothing (not even a keep-alive) this long ends; a WebSocket with no operation and no message this long is closed. */
+  readonly subscriptionIdleMs: number;
 }
 
 /**
@@ -75,14 +83,25 @@ export const DEFAULT_LIMITS: GraphQLLimits = Object.freeze({
   maxBufferedBytes: 32 * 1024 * 1024,
   maxOperationMs: 1_000,
   maxVariableDepth: 32,
+  maxBatchSize: 10,
+  maxSubscriptionsPerConnection: 10,
+  maxMessageBytes: 64 * 1024,
+  subscriptionIdleMs: 300_000,
 });
 
 /** The limits of an API: `spec.limits` over the defaults; Gloo's `maxDepth` when `limits.maxDepth` is not set. */
 export function limitsOf(spec: GraphQLLimitsSpec | undefined, glooMaxDepth: number | undefined): GraphQLLimits {
   if (!spec && glooMaxDepth === undefined) return DEFAULT_LIMITS;
-  const { maxOperationTime, ...numbers } = spec ?? {};
-  const out: GraphQLLimits = { ...DEFAULT_LIMITS, ...(glooMaxDepth !== undefined ? { maxDepth: glooMaxDepth } : {}), ...numbers };
-  return Object.freeze(maxOperationTime !== undefined ? { ...out, maxOperationMs: durationMs(maxOperationTime) } : out);
+  const { maxOperationTime, subscriptionIdleTimeout, ...numbers } = spec ?? {};
+  const out: GraphQLLimits = {
+    ...DEFAULT_LIMITS,
+    ...(glooMaxDepth !== undefined ? { maxDepth: glooMaxDepth } : {}),
+    ...numbers,
+    ...(maxOperationTime !== undefined ? { maxOperationMs: durationMs(maxOperationTime) } : {}),
+    // 0 would never expire: at least one second.
+    ...(subscriptionIdleTimeout !== undefined ? { subscriptionIdleMs: Math.max(1_000, durationMs(subscriptionIdleTimeout)) } : {}),
+  };
+  return Object.freeze(out);
 }
 
 /** Bytes of upstream answers all operations of the process may hold at once. */
@@ -113,6 +132,8 @@ export const LimitCodes = {
   BUFFERED_BYTES: 'GRAPHQL_LIMIT_BUFFERED_BYTES',
   TIME: 'GRAPHQL_LIMIT_TIME',
   VARIABLES_DEPTH: 'GRAPHQL_LIMIT_VARIABLES_DEPTH',
+  BATCH_SIZE: 'GRAPHQL_LIMIT_BATCH_SIZE',
+  SUBSCRIPTIONS: 'GRAPHQL_LIMIT_SUBSCRIPTIONS',
   /** A fragment that spreads itself (directly or through others). */
   FRAGMENT_CYCLE: 'GRAPHQL_FRAGMENT_CYCLE',
 } as const;

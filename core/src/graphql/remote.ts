@@ -1,22 +1,42 @@
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
+import type { ExecutionResult } from 'graphql';
 import type { Dispatcher } from 'undici';
 import type { RemoteExecutorSpec } from '../config/schema/graphql-api.ts';
+import { durationMs } from '../config/schema/common.ts';
 import { ErrorCodes } from '../errors.ts';
 import { isConnectFailure, type UpstreamCluster } from '../proxy/upstream-cluster.ts';
 import type { RequestContext } from '../proxy/context.ts';
 import { FieldErrorCodes, GraphQLConfigCodes, type Problem } from './errors.ts';
-import { sendErrors, type MediaType, type RequestParams } from './http.ts';
+import { errorAnswer, type Answer, type MediaType, type RequestParams } from './http.ts';
 import { LimitCodes, type OperationBudget } from './limits.ts';
+import { boundaryOf, MultipartParser } from './incremental.ts';
 import { Template, TemplateSyntaxError } from './template.ts';
+import { streamOverWebSocket } from './subscriptions/upstream-ws.ts';
+import { traceHeaders } from './trace.ts';
 
-/** How long the remote executor waits for the upstream GraphQL server (the gateway's route default). */
+/** How long the remote executor waits for the upstream GraphQL server by default (`executor.remote.timeout`). */
 export const REMOTE_TIMEOUT_MS = 15_000;
+
+/** Upstream response headers always passed to the client (`executor.remote.responseHeaders` adds more). */
+export const DEFAULT_REMOTE_RESPONSE_HEADERS: readonly string[] = ['set-cookie', 'cache-control'];
+
+/**
+ * Response headers never passed on, whatever the configuration: they describe the upstream
+ * connection or the upstream's body framing, not the answer the gateway writes.
+ */
+const NOT_PASSED = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length', 'content-type', 'content-encoding', 'upgrade', 'proxy-connection', 'te', 'trailer', 'http2-settings']);
 
 /** `executor.remote` with its templates parsed (load time). */
 export interface CompiledRemote {
   readonly path: string;
   readonly headers: readonly (readonly [string, Template])[];
   readonly queryParams: readonly (readonly [string, Template])[];
+  /** Upstream response headers passed to the client (lowercase). */
+  readonly responseHeaders: readonly string[];
+  /** Milliseconds to wait for the upstream's headers, and between body chunks. */
+  readonly timeoutMs: number;
+  /** How subscriptions reach the upstream: GraphQL over SSE (default) or graphql-ws over WebSocket. */
+  readonly subscriptionProtocol: 'sse' | 'graphql-ws';
 }
 
 const REMOTE_PATH = ['spec', 'executableSchema', 'executor', 'remote'];
@@ -39,21 +59,32 @@ export function compileRemote(spec: RemoteExecutorSpec, problems: Problem[]): Co
   const queryParams = parse('queryParams', spec.queryParams);
   if (!ok) return undefined;
   let path = spec.path ?? '/graphql';
+  const responseHeaders = [...new Set([...DEFAULT_REMOTE_RESPONSE_HEADERS, ...(spec.responseHeaders ?? []).map((h) => h.toLowerCase())])].filter((h) => !NOT_PASSED.has(h));
+  for (const [i, name] of (spec.responseHeaders ?? []).entries()) {
+    if (NOT_PASSED.has(name.toLowerCase())) problems.push({ path: [...REMOTE_PATH, 'responseHeaders', i], code: GraphQLConfigCodes.IGNORED, message: `"${name}" describes the upstream connection and is never passed to clients`, severity: 'warning' });
+  }
+  const timeoutMs = spec.timeout !== undefined ? durationMs(spec.timeout) : REMOTE_TIMEOUT_MS;
+  // undici reads 0 as "no timeout": a call that never ends would hold its budget forever.
+  if (!(timeoutMs >= 1)) {
+    problems.push({ path: [...REMOTE_PATH, 'timeout'], code: GraphQLConfigCodes.BAD_TIMEOUT, message: 'the timeout must be at least 1ms', severity: 'error' });
+    return undefined;
+  }
   if (queryParams.length > 0 && !queryParams.some(([, t]) => !t.constant)) {
     // All static: the query string is built once.
     path += (path.includes('?') ? '&' : '?') + queryParams.map(([k, t]) => `${encodeURIComponent(k)}=${encodeURIComponent(t.text)}`).join('&');
-    return { path, headers, queryParams: [] };
+    return { path, headers, queryParams: [], responseHeaders, timeoutMs, subscriptionProtocol: spec.subscriptionProtocol ?? 'sse' };
   }
-  return { path, headers, queryParams };
+  return { path, headers, queryParams, responseHeaders, timeoutMs, subscriptionProtocol: spec.subscriptionProtocol ?? 'sse' };
 }
 
 /**
  * Forwards validated operations to the upstream GraphQL server and returns its answer (status,
  * content type and body) with its errors masked: each error's message becomes a generic one, its
  * `path`, `locations` and a code-shaped `extensions.code` kept, the original logged with the
- * request id (SPEC 3.3.1; `includeUpstreamErrors` returns the body unchanged). An answer over
- * `maxResponseBytes` is cut off and refused. Connection failures answer 503 and timeouts 504,
- * with a GraphQL error body and `x-gatehouse-error` (SPEC 4).
+ * request id (SPEC 3.3.1; `includeUpstreamErrors` returns the body unchanged), and the upstream
+ * response headers named by `responseHeaders` (`set-cookie`, `cache-control` by default). An
+ * answer over `maxResponseBytes` is cut off and refused. Connection failures answer 503 and
+ * timeouts 504, with a GraphQL error body and `x-gatehouse-error` (SPEC 4).
  */
 export class RemoteExecutor {
   private readonly remote: CompiledRemote;
@@ -61,6 +92,8 @@ export class RemoteExecutor {
   /** Headers without templates, per negotiated media type (the upstream is asked for what the client accepts). */
   private readonly staticHeaders: Readonly<Record<MediaType, Readonly<Record<string, string>>>>;
   private readonly dynamicHeaders: (readonly [string, Template])[];
+  /** Subscriptions (streams) running through this executor. */
+  private openStreams = 0;
 
   /** `cluster`: the remote executor's Upstream (kept open across reloads by the gateway). */
   constructor(remote: CompiledRemote, cluster: UpstreamCluster) {
@@ -78,21 +111,30 @@ export class RemoteExecutor {
     };
   }
 
-  /** Forwards one operation; the answer is held within the operation's `budget` (response bytes, bytes buffered). */
-  async forward(params: RequestParams, media: MediaType, res: ServerResponse, ctx: RequestContext, budget: OperationBudget, includeUpstreamErrors: boolean): Promise<void> {
-    const maxResponseBytes = budget.limits.maxResponseBytes;
+  /** What the graphql-ws upstream transport needs (./subscriptions/upstream-ws.ts). */
+  upstreamCall(ctx: RequestContext): { cluster: UpstreamCluster; headers: Readonly<Record<string, string>>; path: string; timeoutMs: number } {
+    return { cluster: this.cluster, headers: this.headersFor(this.staticHeaders['application/json'], ctx), path: this.pathFor(ctx), timeoutMs: this.remote.timeoutMs };
+  }
+
+  /** The headers of an upstream call: the static ones over `base`, then the templates over the request's headers. */
+  private headersFor(base: Readonly<Record<string, string>>, ctx: RequestContext): Readonly<Record<string, string>> {
+    // Trace headers first: a configured header of the same name wins.
+    const withTrace = { ...traceHeaders(ctx), ...base };
+    if (this.dynamicHeaders.length === 0) return withTrace;
     const scope = { headers: ctx.headers };
-    let headers = this.staticHeaders[media];
-    if (this.dynamicHeaders.length > 0) {
-      const withDynamic: Record<string, string> = { ...headers };
-      for (const [name, t] of this.dynamicHeaders) {
-        const value = t.string(scope);
-        if (value !== '') withDynamic[name] = value;
-      }
-      headers = withDynamic;
+    const withDynamic: Record<string, string> = withTrace;
+    for (const [name, t] of this.dynamicHeaders) {
+      const value = t.string(scope);
+      // An absent header template is omitted, not sent empty.
+      if (value !== '') withDynamic[name] = value;
     }
+    return withDynamic;
+  }
+
+  private pathFor(ctx: RequestContext): string {
     let path = this.remote.path;
     if (this.remote.queryParams.length > 0) {
+      const scope = { headers: ctx.headers };
       const query = this.remote.queryParams
         .map(([k, t]) => [k, t.string(scope)] as const)
         .filter(([, v]) => v !== '')
@@ -100,55 +142,261 @@ export class RemoteExecutor {
         .join('&');
       if (query) path += (path.includes('?') ? '&' : '?') + query;
     }
+    return path;
+  }
+
+  /**
+   * Runs one operation (a subscription, or any operation asked for as a stream) on the upstream
+   * over GraphQL over SSE, distinct-connections mode (`Accept: text/event-stream`, as graphql-sse
+   * and graphql-yoga speak it), and yields each result, its errors masked. An upstream that
+   * answers plain JSON instead yields that one result. Each event is at most `maxResponseBytes`
+   * (past it: one error, then the end); no event for `idleMs` ends the stream with an error. It
+   * ends when the upstream completes, fails, or `signal` aborts (the client left).
+   */
+  async *stream(params: RequestParams, ctx: RequestContext, signal: AbortSignal, maxEventBytes: number, idleMs: number, includeUpstreamErrors: boolean): AsyncGenerator<ExecutionResult> {
+    // Each stream holds an upstream connection (HTTP/1.1) for as long as it runs: at most half of
+    // the pool, so that subscriptions never starve the API's queries and mutations.
+    const cap = Math.max(1, Math.floor(this.cluster.pick().connections / 2));
+    if (this.openStreams >= cap) {
+      ctx.logger.warn({ reqId: ctx.requestId, upstream: this.cluster.name, open: this.openStreams }, 'GraphQL remote executor: too many upstream streams');
+      yield { errors: [{ message: `the upstream already carries ${this.openStreams} subscriptions through this API, half of its connection pool; try again later`, extensions: { code: LimitCodes.SUBSCRIPTIONS } } as never] };
+      return;
+    }
+    this.openStreams++;
+    try {
+      if (this.remote.subscriptionProtocol === 'graphql-ws') yield* streamOverWebSocket(this, params, ctx, signal, maxEventBytes, idleMs, includeUpstreamErrors);
+      else yield* this.streamOverSse(params, ctx, signal, maxEventBytes, idleMs, includeUpstreamErrors);
+    } finally {
+      this.openStreams--;
+    }
+  }
+
+  /** {@link stream} over GraphQL over SSE through the cluster's pool. */
+  private async *streamOverSse(params: RequestParams, ctx: RequestContext, signal: AbortSignal, maxEventBytes: number, idleMs: number, includeUpstreamErrors: boolean): AsyncGenerator<ExecutionResult> {
+    const headers = { ...this.headersFor(this.staticHeaders['application/json'], ctx), accept: 'text/event-stream, application/graphql-response+json;q=0.9, application/json;q=0.8' };
+    const body = JSON.stringify({ query: params.query, operationName: params.operationName, variables: params.variables, extensions: params.extensions });
+    const cluster = this.cluster;
+    const host = cluster.pick();
+    ctx.upstream = cluster.name;
+    const mask = (result: ExecutionResult): ExecutionResult => {
+      if (!includeUpstreamErrors) maskResult(result as Record<string, unknown>, (errors) => ctx.logger.warn({ reqId: ctx.requestId, upstream: cluster.name, errors: truncate(JSON.stringify(errors)) }, 'GraphQL remote executor: upstream errors (masked for the client)'));
+      return result;
+    };
+    const failed = (code: string, message: string): ExecutionResult => ({ errors: [{ message, extensions: { code } } as never] });
+    let response: Dispatcher.ResponseData;
+    try {
+      response = await host.dispatcher.request({ method: 'POST', path: this.pathFor(ctx), headers, body, signal, headersTimeout: this.remote.timeoutMs, bodyTimeout: idleMs });
+    } catch (error) {
+      if (signal.aborted) return;
+      if (isConnectFailure(error)) cluster.eject(host);
+      const code = (error as { code?: string }).code;
+      ctx.logger.warn({ reqId: ctx.requestId, err: error, upstream: cluster.name }, 'GraphQL remote executor: upstream stream failed');
+      yield code === 'UND_ERR_HEADERS_TIMEOUT'
+        ? failed(FieldErrorCodes.UPSTREAM_TIMEOUT, `the upstream GraphQL server did not answer within ${this.remote.timeoutMs}ms`)
+        : failed(FieldErrorCodes.UPSTREAM_ERROR, 'the upstream GraphQL server is unavailable');
+      return;
+    }
+    const stream = response.body;
+    try {
+      const type = String(response.headers['content-type'] ?? '');
+      const events = new EventStreamParser(maxEventBytes);
+      let plain: Buffer[] | undefined = type.startsWith('text/event-stream') ? undefined : [];
+      let size = 0;
+      for await (const chunk of stream as AsyncIterable<Buffer>) {
+        if (plain) {
+          size += chunk.length;
+          if (size > maxEventBytes) {
+            yield failed(LimitCodes.RESPONSE_BYTES, `the response is larger than the ${maxEventBytes} bytes this API allows (limits.maxResponseBytes)`);
+            return;
+          }
+          plain.push(chunk);
+          continue;
+        }
+        const batch = events.push(chunk);
+        if (!Array.isArray(batch)) {
+          yield failed(LimitCodes.RESPONSE_BYTES, `an event is larger than the ${maxEventBytes} bytes this API allows (limits.maxResponseBytes)`);
+          return;
+        }
+        for (const event of batch) {
+          if (event.event === 'complete') return;
+          if (event.event !== 'next' && event.event !== 'message') continue;
+          const parsed = parseResult(event.data);
+          if (!parsed) {
+            yield failed(FieldErrorCodes.BAD_UPSTREAM_RESPONSE, 'the upstream GraphQL server sent an event that is not a GraphQL result');
+            return;
+          }
+          yield mask(parsed);
+        }
+      }
+      if (plain) {
+        const parsed = parseResult(Buffer.concat(plain).toString('utf8'));
+        yield parsed ? mask(parsed) : failed(FieldErrorCodes.BAD_UPSTREAM_RESPONSE, 'the upstream GraphQL server answered with something that is not a GraphQL result');
+      }
+    } catch (error) {
+      if (signal.aborted) return;
+      const code = (error as { code?: string }).code;
+      ctx.logger.warn({ reqId: ctx.requestId, err: error, upstream: cluster.name }, 'GraphQL remote executor: upstream stream failed');
+      yield code === 'UND_ERR_BODY_TIMEOUT'
+        ? failed(FieldErrorCodes.UPSTREAM_TIMEOUT, `the upstream GraphQL server sent nothing for ${idleMs}ms`)
+        : failed(FieldErrorCodes.UPSTREAM_ERROR, 'the upstream GraphQL server closed the stream');
+    } finally {
+      stream.destroy();
+    }
+  }
+
+  /**
+   * Forwards an operation using `@defer`/`@stream` with the client's `accept` (multipart/mixed)
+   * and streams the upstream's `multipart/mixed` answer to `res` part by part, each part's errors
+   * (also those inside `incremental`) masked; `'sent'` once done. The whole answer is held to
+   * `maxResponseBytes` (past it: a last part with the limit's error). An upstream that answers
+   * plain JSON gives an ordinary answer to write; a failure gives the usual 503/504 answer.
+   */
+  async forwardIncremental(params: RequestParams, accept: string, res: ServerResponse, signal: AbortSignal, ctx: RequestContext, budget: OperationBudget, includeUpstreamErrors: boolean): Promise<Answer | 'sent' | undefined> {
+    const maxResponseBytes = budget.limits.maxResponseBytes;
+    const headers = { ...this.headersFor(this.staticHeaders['application/json'], ctx), accept };
+    const body = params.rawBody ?? JSON.stringify({ query: params.query, operationName: params.operationName, variables: params.variables, extensions: params.extensions });
+    const cluster = this.cluster;
+    const host = cluster.pick();
+    ctx.upstream = cluster.name;
+    const log = (errors: unknown[]) => ctx.logger.warn({ reqId: ctx.requestId, upstream: cluster.name, errors: truncate(JSON.stringify(errors)) }, 'GraphQL remote executor: upstream errors (masked for the client)');
+    const maskPart = (part: Buffer): Buffer => {
+      if (includeUpstreamErrors || !part.includes('"errors"')) return part;
+      const parsed = parseResult(part.toString('utf8'));
+      if (!parsed) return part;
+      const result = parsed as Record<string, unknown>;
+      maskResult(result, log);
+      if (Array.isArray(result.incremental)) for (const item of result.incremental) if (item && typeof item === 'object') maskResult(item as Record<string, unknown>, log);
+      return Buffer.from(JSON.stringify(result));
+    };
+    let response: Dispatcher.ResponseData;
+    try {
+      response = await host.dispatcher.request({ method: 'POST', path: this.pathFor(ctx), headers, body, signal, headersTimeout: this.remote.timeoutMs, bodyTimeout: this.remote.timeoutMs });
+    } catch (error) {
+      if (signal.aborted) return undefined;
+      return this.failure(error, host, ctx);
+    }
+    const passed: Record<string, string | string[]> = {};
+    for (const name of this.remote.responseHeaders) {
+      const value = response.headers[name];
+      if (value !== undefined) passed[name] = value;
+    }
+    const type = String(response.headers['content-type'] ?? '');
+    const boundary = boundaryOf(type);
+    const stream = response.body;
+    try {
+      if (!boundary) {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        for await (const chunk of stream as AsyncIterable<Buffer>) {
+          size += chunk.length;
+          if (size > maxResponseBytes) return errorAnswer(400, [{ message: `the response is larger than the ${maxResponseBytes} bytes this API allows (limits.maxResponseBytes); ask for fewer fields or items`, extensions: { code: LimitCodes.RESPONSE_BYTES } } as { message: string }]);
+          chunks.push(chunk);
+        }
+        return { status: response.statusCode, body: maskPart(Buffer.concat(chunks)), contentType: type || undefined, headers: passed };
+      }
+      res.writeHead(response.statusCode, { ...passed, 'content-type': `multipart/mixed; boundary="${boundary}"`, 'cache-control': 'no-cache' });
+      const parser = new MultipartParser(boundary, maxResponseBytes);
+      const writePart = (json: Buffer) => res.write(Buffer.concat([Buffer.from(`\r\n--${boundary}\r\ncontent-type: application/json; charset=utf-8\r\n\r\n`), json]));
+      let size = 0;
+      for await (const chunk of stream as AsyncIterable<Buffer>) {
+        size += chunk.length;
+        const parts = size > maxResponseBytes ? undefined : parser.push(chunk);
+        if (!parts) {
+          writePart(Buffer.from(JSON.stringify({ hasNext: false, errors: [{ message: `the response is larger than the ${maxResponseBytes} bytes this API allows (limits.maxResponseBytes)`, extensions: { code: LimitCodes.RESPONSE_BYTES } }] })));
+          break;
+        }
+        for (const part of parts) if (!writePart(maskPart(part))) await new Promise<void>((resolve) => {
+          const done = () => {
+            res.off('drain', done);
+            res.off('close', done);
+            resolve();
+          };
+          res.on('drain', done);
+          res.on('close', done);
+        });
+        if (parser.done || signal.aborted) break;
+      }
+      if (!signal.aborted) res.end(`\r\n--${boundary}--\r\n`);
+      return 'sent';
+    } catch (error) {
+      if (signal.aborted) return undefined;
+      ctx.logger.warn({ reqId: ctx.requestId, err: error, upstream: cluster.name }, 'GraphQL remote executor: upstream failed mid-answer');
+      if (res.headersSent) {
+        // Cut mid-body: the client must see a broken response, not a truncated "complete" one.
+        res.destroy();
+        return 'sent';
+      }
+      return this.failure(error, host, ctx);
+    } finally {
+      stream.destroy();
+    }
+  }
+
+  /** The answer for a failed upstream call: 503 (unavailable) or 504 (timeout), the cause only in the log. */
+  private failure(error: unknown, host: ReturnType<UpstreamCluster['pick']>, ctx: RequestContext): Answer {
+    const code = (error as { code?: string }).code;
+    if (isConnectFailure(error)) this.cluster.eject(host);
+    const timeout = code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';
+    ctx.logger.warn({ reqId: ctx.requestId, err: error, upstream: this.cluster.name }, 'GraphQL remote executor: upstream failed');
+    return errorAnswer(
+      timeout ? 504 : 503,
+      [
+        {
+          message: timeout ? `the upstream GraphQL server did not answer within ${this.remote.timeoutMs}ms` : 'the upstream GraphQL server is unavailable',
+          extensions: { code: timeout ? FieldErrorCodes.UPSTREAM_TIMEOUT : FieldErrorCodes.UPSTREAM_ERROR },
+        } as { message: string },
+      ],
+      { 'x-gatehouse-error': timeout ? ErrorCodes.UPSTREAM_TIMEOUT : ErrorCodes.UPSTREAM_UNAVAILABLE },
+    );
+  }
+
+  /**
+   * Forwards one operation and returns the answer to write, held within the operation's `budget`
+   * (response bytes, bytes buffered); undefined when the client left (nothing to write).
+   */
+  async forward(params: RequestParams, media: MediaType, signal: AbortSignal, ctx: RequestContext, budget: OperationBudget, includeUpstreamErrors: boolean): Promise<Answer | undefined> {
+    const maxResponseBytes = budget.limits.maxResponseBytes;
+    const headers = this.headersFor(this.staticHeaders[media], ctx);
+    const path = this.pathFor(ctx);
     const body =
       params.rawBody ??
       JSON.stringify({ query: params.query, operationName: params.operationName, variables: params.variables, extensions: params.extensions });
     const cluster = this.cluster;
     const host = cluster.pick();
     ctx.upstream = cluster.name;
-    const call = new RemoteCall(res, maxResponseBytes, budget);
-    const error = await call.run(host.dispatcher, { method: 'POST', path, headers, body, headersTimeout: REMOTE_TIMEOUT_MS, bodyTimeout: REMOTE_TIMEOUT_MS });
+    const timeoutMs = this.remote.timeoutMs;
+    const call = new RemoteCall(signal, maxResponseBytes, budget, this.remote.responseHeaders);
+    const error = await call.run(host.dispatcher, { method: 'POST', path, headers, body, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
     if (!error) {
       let answer = call.body();
       if (!includeUpstreamErrors) answer = maskRemoteErrors(answer, (errors) => ctx.logger.warn({ reqId: ctx.requestId, upstream: cluster.name, errors: truncate(JSON.stringify(errors)) }, 'GraphQL remote executor: upstream errors (masked for the client)'));
-      if (res.headersSent || res.destroyed) return;
+      if (signal.aborted) return undefined;
       // The upstream's status and content type, as it sent them.
-      res.writeHead(call.status, { ...(call.contentType ? { 'content-type': call.contentType } : {}), 'content-length': answer.length });
-      res.end(answer);
-      return;
+      return { status: call.status, body: answer, contentType: call.contentType, headers: call.passed };
     }
     if (error === OVER_BUDGET) {
       const refusal = budget.bufferedError();
-      sendErrors(res, 503, media, [{ message: refusal.message, extensions: refusal.extensions } as { message: string }]);
-      return;
+      return errorAnswer(503, [{ message: refusal.message, extensions: refusal.extensions } as { message: string }]);
     }
     if (error === TOO_LARGE) {
       ctx.logger.warn({ reqId: ctx.requestId, upstream: cluster.name, limit: maxResponseBytes }, 'GraphQL remote executor: upstream answer over limits.maxResponseBytes');
-      sendErrors(res, 400, media, [{ message: `the response is larger than the ${maxResponseBytes} bytes this API allows (limits.maxResponseBytes); ask for fewer fields or items`, extensions: { code: LimitCodes.RESPONSE_BYTES } } as { message: string }]);
-      return;
+      return errorAnswer(400, [{ message: `the response is larger than the ${maxResponseBytes} bytes this API allows (limits.maxResponseBytes); ask for fewer fields or items`, extensions: { code: LimitCodes.RESPONSE_BYTES } } as { message: string }]);
     }
-    if (res.destroyed) {
+    if (signal.aborted) {
       // The client left (which also stopped the upstream call): nothing failed upstream.
       ctx.logger.debug({ reqId: ctx.requestId, upstream: cluster.name }, 'GraphQL remote executor: client closed the connection');
-      return;
+      return undefined;
     }
     const code = (error as { code?: string }).code;
     if (isConnectFailure(error)) cluster.eject(host);
     const timeout = code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';
     ctx.logger.warn({ reqId: ctx.requestId, err: error, upstream: cluster.name }, 'GraphQL remote executor: upstream failed');
-    if (res.headersSent) {
-      // Cut mid-body: the client must see a broken response, not a truncated "complete" one.
-      res.destroy();
-      return;
-    }
-    sendErrors(
-      res,
+    return errorAnswer(
       timeout ? 504 : 503,
-      media,
       [
         {
           // The cause (an address, a TLS detail) is in the log above, not in the answer.
-          message: timeout ? `the upstream GraphQL server did not answer within ${REMOTE_TIMEOUT_MS}ms` : 'the upstream GraphQL server is unavailable',
+          message: timeout ? `the upstream GraphQL server did not answer within ${timeoutMs}ms` : 'the upstream GraphQL server is unavailable',
           extensions: { code: timeout ? FieldErrorCodes.UPSTREAM_TIMEOUT : FieldErrorCodes.UPSTREAM_ERROR },
         } as { message: string },
       ],
@@ -188,6 +436,13 @@ export function maskRemoteErrors(body: Buffer, log: (errors: unknown[]) => void)
   if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return body;
   const result = parsed as Record<string, unknown>;
   if (!Array.isArray(result.errors) || result.errors.length === 0) return body;
+  maskResult(result, log);
+  return Buffer.from(JSON.stringify(result));
+}
+
+/** Replaces the `errors` of a parsed upstream result in place (see {@link maskRemoteErrors}). */
+export function maskResult(result: Record<string, unknown>, log: (errors: unknown[]) => void): void {
+  if (!Array.isArray(result.errors) || result.errors.length === 0) return;
   log(result.errors);
   result.errors = result.errors.map((e: unknown) => {
     const error = (e && typeof e === 'object' ? e : {}) as { locations?: unknown; path?: unknown; extensions?: { code?: unknown } };
@@ -199,16 +454,15 @@ export function maskRemoteErrors(body: Buffer, log: (errors: unknown[]) => void)
       extensions: { code },
     };
   });
-  return Buffer.from(JSON.stringify(result));
 }
 
 /**
  * One call to the upstream GraphQL server, as an undici dispatch handler collecting the answer
  * (at most `limit` bytes: past it the call is aborted). A client that leaves aborts the call at
- * once (not when the upstream finally answers).
+ * once (not when the upstream finally answers): `signal` aborts when it does.
  */
 class RemoteCall implements Dispatcher.DispatchHandler {
-  private readonly res: ServerResponse;
+  private readonly signal: AbortSignal;
   private readonly limit: number;
   private readonly budget: OperationBudget;
   private controller: Dispatcher.DispatchController | undefined;
@@ -216,21 +470,23 @@ class RemoteCall implements Dispatcher.DispatchHandler {
   private readonly chunks: Buffer[] = [];
   private size = 0;
   private failure: Error | undefined;
+  private readonly passNames: readonly string[];
   status = 502;
   contentType: string | undefined;
+  /** The upstream response headers passed to the client. */
+  passed: Record<string, string | string[]> | undefined;
 
-  constructor(res: ServerResponse, limit: number, budget: OperationBudget) {
-    this.res = res;
+  constructor(signal: AbortSignal, limit: number, budget: OperationBudget, passNames: readonly string[]) {
+    this.signal = signal;
     this.limit = limit;
     this.budget = budget;
+    this.passNames = passNames;
   }
 
   /** Resolves when the response is complete (undefined) or the call failed (the error). */
   run(dispatcher: Dispatcher, options: Dispatcher.DispatchOptions): Promise<Error | undefined> {
     const finished = new Promise<Error | undefined>((resolve) => (this.done = resolve));
-    this.res.once('close', () => {
-      if (!this.res.writableFinished) this.controller?.abort(new Error('downstream closed'));
-    });
+    this.signal.addEventListener('abort', () => this.controller?.abort(new Error('downstream closed')), { once: true });
     dispatcher.dispatch(options, this);
     return finished;
   }
@@ -242,13 +498,17 @@ class RemoteCall implements Dispatcher.DispatchHandler {
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.controller = controller;
-    if (this.res.destroyed) controller.abort(new Error('downstream closed'));
+    if (this.signal.aborted) controller.abort(new Error('downstream closed'));
   }
 
   onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
     this.status = statusCode;
     const contentType = headers['content-type'];
     if (typeof contentType === 'string') this.contentType = contentType;
+    for (const name of this.passNames) {
+      const value = headers[name];
+      if (value !== undefined) (this.passed ??= {})[name] = value;
+    }
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
@@ -273,5 +533,72 @@ class RemoteCall implements Dispatcher.DispatchHandler {
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
     this.done(this.failure ?? (this.size > this.limit ? TOO_LARGE : error));
+  }
+}
+
+/** A GraphQL result object from JSON text, or undefined. */
+function parseResult(text: string): ExecutionResult | undefined {
+  try {
+    const value: unknown = JSON.parse(text);
+    return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as ExecutionResult) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** One server-sent event. */
+export interface ServerSentEvent {
+  readonly event: string;
+  readonly data: string;
+}
+
+/**
+ * A parser of `text/event-stream` (the WHATWG format: `event:`/`data:` lines, a blank line ends
+ * an event, `:` lines are comments) that holds at most `limit` bytes of one event: past it,
+ * {@link push} returns TOO_LARGE.
+ */
+export class EventStreamParser {
+  private readonly limit: number;
+  private pending = '';
+  private event = '';
+  private data: string[] = [];
+  private size = 0;
+  private readonly decoder = new TextDecoder();
+
+  constructor(limit: number) {
+    this.limit = limit;
+  }
+
+  /** The events completed by `chunk`, or TOO_LARGE. */
+  push(chunk: Buffer): ServerSentEvent[] | typeof TOO_LARGE {
+    this.pending += this.decoder.decode(chunk, { stream: true });
+    const out: ServerSentEvent[] = [];
+    let start = 0;
+    for (;;) {
+      const nl = this.pending.indexOf('\n', start);
+      if (nl < 0) break;
+      let line = this.pending.slice(start, nl);
+      start = nl + 1;
+      if (line.endsWith('\r')) line = line.slice(0, -1);
+      if (line === '') {
+        if (this.data.length > 0 || this.event !== '') out.push({ event: this.event || 'message', data: this.data.join('\n') });
+        this.event = '';
+        this.data = [];
+        this.size = 0;
+        continue;
+      }
+      if (line.startsWith(':')) continue;
+      const colon = line.indexOf(':');
+      const field = colon < 0 ? line : line.slice(0, colon);
+      let value = colon < 0 ? '' : line.slice(colon + 1);
+      if (value.startsWith(' ')) value = value.slice(1);
+      this.size += value.length;
+      if (this.size > this.limit) return TOO_LARGE;
+      if (field === 'event') this.event = value;
+      else if (field === 'data') this.data.push(value);
+    }
+    this.pending = this.pending.slice(start);
+    if (this.pending.length > this.limit) return TOO_LARGE;
+    return out;
   }
 }

@@ -311,6 +311,8 @@ export class Gateway {
     const upgrade = pendingUpgrade(req);
     if (upgrade) {
       if (hasRequestBody(req)) return refuseUpgradeBody(res, ctx);
+      // GraphQL routes take graphql-ws upgrades themselves (core/src/graphql/subscriptions/ws.ts).
+      if (destination.kind === 'graphql' && this.options.graphql?.upgrade) return this.options.graphql.upgrade(destination.apiKey, req, res, upgrade, ctx, () => res.emit('close'));
       if (destination.kind !== 'upstream') return sendLocalReply(res, 400, ErrorCodes.BAD_REQUEST, `the route's destination does not take a ${upgrade.protocol} upgrade`, ctx.responseHeaders);
       return forwardUpgrade(req, res, upgrade, ctx, destination.cluster, path, this.upgradeLimits, () => res.emit('close'));
     }

@@ -66,6 +66,10 @@ const Limits = Strict({
   maxBufferedBytes: Type.Optional(Type.Integer({ minimum: 1024, maximum: 1024 * 1024 * 1024, description: 'bytes of upstream answers one operation holds (default 32 MiB)' })),
   maxOperationTime: Type.Optional(Duration),
   maxVariableDepth: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000, description: 'nesting of the JSON variables (default 32)' })),
+  maxBatchSize: Type.Optional(Type.Integer({ minimum: 0, maximum: 100, description: 'operations in one batched request (a JSON array body; default 10; 0 refuses batches)' })),
+  maxSubscriptionsPerConnection: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000, description: 'operations one graphql-ws connection runs at once (default 10)' })),
+  maxMessageBytes: Type.Optional(Type.Integer({ minimum: 1024, maximum: 16 * 1024 * 1024, description: 'bytes of one message from a graphql-ws client (default 64 KiB)' })),
+  subscriptionIdleTimeout: Type.Optional(Duration),
 });
 
 const LocalExecutor = Strict({
@@ -80,6 +84,10 @@ const RemoteExecutor = Strict({
   queryParams: Type.Optional(StringMap),
   path: Type.Optional(Type.String({ pattern: '^/' })),
   spanName: Type.Optional(Type.String()),
+  timeout: Type.Optional(Duration),
+  responseHeaders: Type.Optional(Type.Array(Type.String({ pattern: '^[!#$%&\'*+.^_`|~0-9A-Za-z-]+$', description: 'an upstream response header name' }), { maxItems: 64, description: 'upstream response headers passed to the client besides set-cookie and cache-control' })),
+  enableIntrospection: Type.Optional(Type.Boolean({ description: 'forward __schema/__type queries to the upstream (default true); false refuses them at the gateway' })),
+  subscriptionProtocol: Type.Optional(Type.Union([Type.Literal('sse'), Type.Literal('graphql-ws')], { description: 'how subscriptions reach the upstream: GraphQL over SSE (default) or graphql-ws over WebSocket, at the same path' })),
 });
 
 /** SPEC 3.3. */
@@ -96,6 +104,7 @@ export const GraphQLApiSpec = Strict({
   limits: Type.Optional(Limits),
   stitchedSchema: Type.Optional(
     Strict({
+      enableIntrospection: Type.Optional(Type.Boolean({ description: 'answer __schema/__type on the stitched API (default: true when every subschema enables introspection)' })),
       subschemas: Type.Array(
         Strict({
           name: Type.String({ minLength: 1 }),

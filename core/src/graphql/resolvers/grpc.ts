@@ -8,6 +8,7 @@ import { findMethod, messageToJson, type MethodTypes } from '../grpc/descriptors
 import { reflectDescriptors } from '../grpc/reflection.ts';
 import { JsonTemplate, TemplateSyntaxError, type TemplateSource } from '../template.ts';
 import type { OperationBudget } from '../limits.ts';
+import type { TraceHeaders } from '../trace.ts';
 import { dedupe, type FieldResolver, type OperationContext, type ResolverMetrics } from './types.ts';
 
 /** Default `grpcResolver.timeout`, the same as the REST resolver's. */
@@ -137,7 +138,7 @@ export function grpcResolver(compiled: CompiledGrpc, cluster: UpstreamCluster, c
     const value = staticMessage ?? compiled.message.value({ parent, args, headers: ctx.headers });
     const key = `grpc ${cluster.name} ${full} ${JSON.stringify(value)}`;
     try {
-      const result = await dedupe(ctx, key, async () => call(cluster, await resolveMethod(cluster), value, ctx.budget));
+      const result = await dedupe(ctx, key, async () => call(cluster, await resolveMethod(cluster), value, ctx.budget, ctx.trace));
       metrics.ok();
       return result;
     } catch (error) {
@@ -146,7 +147,7 @@ export function grpcResolver(compiled: CompiledGrpc, cluster: UpstreamCluster, c
     }
   };
 
-  function call(cluster: UpstreamCluster, types: MethodTypes, value: unknown, budget: OperationBudget): Promise<unknown> {
+  function call(cluster: UpstreamCluster, types: MethodTypes, value: unknown, budget: OperationBudget, trace: TraceHeaders | undefined): Promise<unknown> {
     let request: protobuf.Message;
     try {
       request = types.requestType.fromObject((value ?? {}) as Record<string, unknown>);
@@ -154,7 +155,9 @@ export function grpcResolver(compiled: CompiledGrpc, cluster: UpstreamCluster, c
       return Promise.reject(fieldError(FieldErrorCodes.UPSTREAM_ERROR, `cannot build ${types.requestType.fullName.slice(1)} for ${full}: ${(error as Error).message}`));
     }
     const metadata = new grpc.Metadata();
-    for (const [k, v] of compiled.metadata) metadata.add(k, v);
+    if (trace) for (const [k, v] of Object.entries(trace)) metadata.set(k, v);
+    // Configured metadata last (its keys are unique): a resolution's own value wins.
+    for (const [k, v] of compiled.metadata) metadata.set(k, v);
     const host = cluster.pick();
     const client = channels.client(host);
     return new Promise((resolve, reject) => {

@@ -150,7 +150,9 @@ export function restResolver(rest: CompiledRest, cluster: UpstreamCluster, metri
     const key = body === undefined ? prefix : prefix + body;
     let json: unknown;
     try {
-      json = await dedupe(ctx, key, () => send(cluster, rest, path, headers, body, ctx.budget));
+      // Trace headers after the key: they differ per request, not per call. A resolution's own header wins.
+      const sent = ctx.trace ? { ...ctx.trace, ...headers } : headers;
+      json = await dedupe(ctx, key, () => send(cluster, rest, path, sent, body, ctx.budget));
     } catch (e) {
       metrics.error();
       throw e;

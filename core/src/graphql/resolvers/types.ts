@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { OperationBudget } from '../limits.ts';
+import type { TraceHeaders } from '../trace.ts';
 
 /** Per-operation state handed to every resolver as the GraphQL context value. */
 export interface OperationContext {
@@ -13,6 +14,8 @@ export interface OperationContext {
   readonly subschemas?: readonly Readonly<Record<string, FieldResolver>>[];
   /** The operation's runtime limits: upstream calls, bytes held, event-loop time (SPEC 3.3.1). */
   readonly budget: OperationBudget;
+  /** `traceparent` and `x-request-id` for every upstream call (../trace.ts). */
+  readonly trace?: TraceHeaders;
 }
 
 /** A resolution bound to its upstream: what a `@resolve` field calls. */
