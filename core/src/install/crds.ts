@@ -2,6 +2,8 @@
 // own API types at compile time, and validated with kubernetes-models in the tests.
 import type { ICustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1/CustomResourceDefinition';
 import type { IJSONSchemaProps } from 'kubernetes-models/apiextensions.k8s.io/v1/JSONSchemaProps';
+import type { IHorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler';
+import type { IPodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
 import type { IDeployment } from 'kubernetes-models/apps/v1/Deployment';
 import type { IClusterRole } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRole';
 import type { IClusterRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRoleBinding';
@@ -16,7 +18,7 @@ import { CRD_KINDS as KINDS, CRD_KIND_NAMES as KIND_NAMES, type CrdKind as Kind 
 import { toStructural } from './structural-schema.ts';
 
 /** A Kubernetes object of an install. */
-export type KubeObject = INamespace | ICustomResourceDefinition | IServiceAccount | IClusterRole | IClusterRoleBinding | IRole | IRoleBinding | IConfigMap | ISecret | IDeployment | IService;
+export type KubeObject = INamespace | ICustomResourceDefinition | IServiceAccount | IClusterRole | IClusterRoleBinding | IRole | IRoleBinding | IConfigMap | ISecret | IDeployment | IService | IPodDisruptionBudget | IHorizontalPodAutoscaler;
 
 /** The API group of a kind under a group domain (SPEC 2.2), e.g. `gateway.gatehouse.dev`. */
 export function groupOf(kind: Kind, domain: string): string {

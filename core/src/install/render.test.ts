@@ -5,6 +5,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1/CustomResourceDefinition';
 import { Deployment, type IDeployment } from 'kubernetes-models/apps/v1/Deployment';
+import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler';
+import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
 import { ClusterRole } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRole';
 import { ClusterRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRoleBinding';
 import { Role } from 'kubernetes-models/rbac.authorization.k8s.io/v1/Role';
@@ -30,6 +32,8 @@ const MODELS: Record<string, new (data: never) => { validate(): void }> = {
   'v1/ConfigMap': ConfigMap,
   'v1/Secret': Secret,
   'apps/v1/Deployment': Deployment,
+  'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
+  'autoscaling/v2/HorizontalPodAutoscaler': HorizontalPodAutoscaler,
   'rbac.authorization.k8s.io/v1/ClusterRole': ClusterRole,
   'rbac.authorization.k8s.io/v1/ClusterRoleBinding': ClusterRoleBinding,
   'rbac.authorization.k8s.io/v1/Role': Role,
@@ -96,21 +100,93 @@ describe('renderInstall', () => {
       'CustomResourceDefinition/graphqlapis.graphql.gatehouse.dev',
       'CustomResourceDefinition/routetables.gateway.gatehouse.dev',
       'CustomResourceDefinition/virtualservices.gateway.gatehouse.dev',
-      // The configMap source never calls the API server: no roles.
+      // The kube source (the default) reads the API server: roles for both.
       'ServiceAccount/gatehouse-gateway',
+      'ClusterRole/gatehouse:gatehouse-system:gateway',
+      'ClusterRoleBinding/gatehouse:gatehouse-system:gateway',
+      'Role/gatehouse:gateway:leases',
+      'RoleBinding/gatehouse:gateway:leases',
       'ServiceAccount/gatehouse-extauth',
+      'ClusterRole/gatehouse:gatehouse-system:extauth',
+      'ClusterRoleBinding/gatehouse:gatehouse-system:extauth',
       'Secret/extauth-caller-token',
       'Deployment/gateway',
       'Service/gateway',
       'Service/gateway-admin',
       'Deployment/extauth',
       'Service/extauth',
+      'PodDisruptionBudget/extauth',
     ]);
     validateAll(objects);
     const gateway = find<IDeployment>(objects, 'Deployment', 'gateway').spec!.template.spec!.containers[0]!;
     expect(gateway.image).toBe(`ghcr.io/gatehouse/gatehouse:${GATEWAY_VERSION}`);
-    expect(gateway.args).toEqual(expect.arrayContaining(['gateway', '--extauth-address', 'extauth.gatehouse-system.svc:8083', '--config-dir', '/etc/gatehouse/config']));
+    expect(gateway.args).toEqual(expect.arrayContaining(['gateway', '--extauth-address', 'extauth.gatehouse-system.svc:8083', '--kube']));
     expect(gateway.readinessProbe?.httpGet).toEqual({ path: '/readyz', port: 'admin' });
+  });
+
+  it('defaults for operators (issue 27): the kube source, extauth twice behind a PDB, preStop then drain, requests, the namespace kept by helm uninstall', () => {
+    const objects = renderInstall(resolveValues({}, GATEWAY_VERSION));
+    validateAll(objects);
+    expect(find<{ metadata: { annotations: Record<string, string> } }>(objects, 'Namespace', 'gatehouse-system').metadata.annotations).toEqual({ 'helm.sh/resource-policy': 'keep' });
+    const gateway = find<IDeployment>(objects, 'Deployment', 'gateway');
+    const extauth = find<IDeployment>(objects, 'Deployment', 'extauth');
+    expect(gateway.spec!.replicas).toBe(1);
+    expect(extauth.spec!.replicas).toBe(2);
+    expect(find<{ spec: unknown }>(objects, 'PodDisruptionBudget', 'extauth').spec).toEqual({ maxUnavailable: 1, selector: { matchLabels: { 'app.kubernetes.io/name': 'gatehouse', 'app.kubernetes.io/component': 'extauth' } } });
+    expect(objects.filter((o) => o.kind === 'PodDisruptionBudget' || o.kind === 'HorizontalPodAutoscaler').map((o) => `${o.kind}/${o.metadata?.name}`)).toEqual(['PodDisruptionBudget/extauth']);
+    for (const d of [gateway, extauth]) {
+      const pod = d.spec!.template.spec!;
+      expect(pod.terminationGracePeriodSeconds).toBe(40);
+      expect(pod.containers[0]!.lifecycle).toEqual({ preStop: { sleep: { seconds: 5 } } });
+      expect(pod.containers[0]!.resources?.requests).toEqual(expect.objectContaining({ cpu: '100m' }));
+      expect(pod.containers[0]!.args).toContain('--kube');
+    }
+    // 40 s grace - 5 s preStop - 5 s to exit.
+    const args = gateway.spec!.template.spec!.containers[0]!.args!;
+    expect(args[args.indexOf('--shutdown-grace') + 1]).toBe('30s');
+  });
+
+  it('pod knobs: HPA instead of replicas, security context overrides key by key, resources merged over the default requests, service settings by type', () => {
+    const values = resolveValues(
+      {
+        gateway: {
+          autoscaling: { enabled: true, maxReplicas: 4 },
+          containerSecurityContext: { readOnlyRootFilesystem: false },
+          terminationGracePeriodSeconds: 8,
+          preStopSleepSeconds: 5,
+          service: { type: 'ClusterIP', externalTrafficPolicy: 'Local', nodePorts: { http: 30080 } },
+        },
+        extauth: { resources: { limits: { memory: '1Gi' } }, podLabels: { 'app.kubernetes.io/component': 'spoof', team: 'auth' }, pdb: { create: false } },
+      },
+      GATEWAY_VERSION,
+    );
+    const objects = renderInstall(values);
+    validateAll(objects);
+    const gateway = find<IDeployment>(objects, 'Deployment', 'gateway');
+    expect(gateway.spec!.replicas).toBeUndefined();
+    expect(find<{ spec: Record<string, unknown> }>(objects, 'HorizontalPodAutoscaler', 'gateway').spec).toMatchObject({ minReplicas: 1, maxReplicas: 4, scaleTargetRef: { kind: 'Deployment', name: 'gateway' } });
+    const container = gateway.spec!.template.spec!.containers[0]!;
+    expect(container.securityContext).toMatchObject({ readOnlyRootFilesystem: false, runAsNonRoot: true, capabilities: { drop: ['ALL'] } });
+    // The drain never gets less than 1 s.
+    expect(container.args![container.args!.indexOf('--shutdown-grace') + 1]).toBe('1s');
+    // A ClusterIP Service takes neither.
+    const service = find<IService>(objects, 'Service', 'gateway').spec!;
+    expect(service.externalTrafficPolicy).toBeUndefined();
+    expect(service.ports!.every((p) => p.nodePort === undefined)).toBe(true);
+    const extauth = find<IDeployment>(objects, 'Deployment', 'extauth').spec!.template;
+    expect(extauth.spec!.containers[0]!.resources).toEqual({ requests: { cpu: '100m', memory: '192Mi' }, limits: { memory: '1Gi' } });
+    // podLabels never replace the labels the selector matches.
+    expect(extauth.metadata!.labels).toMatchObject({ 'app.kubernetes.io/component': 'extauth', team: 'auth' });
+    expect(objects.some((o) => o.kind === 'PodDisruptionBudget')).toBe(false);
+    expect(renderInstall(resolveValues({ extauth: { resources: { requests: null } } }, GATEWAY_VERSION)).length).toBeGreaterThan(0);
+    const noRequests = find<IDeployment>(renderInstall(resolveValues({ extauth: { resources: { requests: null } } }, GATEWAY_VERSION)), 'Deployment', 'extauth');
+    expect(noRequests.spec!.template.spec!.containers[0]!.resources).toEqual({});
+  });
+
+  it('refuses a PDB with both bounds and an HPA whose minimum is above its maximum, naming the path', () => {
+    expect(() => resolveValues({ extauth: { pdb: { minAvailable: 1, maxUnavailable: '50%' } } }, GATEWAY_VERSION)).toThrow(/extauth\.pdb: set minAvailable or maxUnavailable, not both/);
+    expect(() => resolveValues({ gateway: { autoscaling: { enabled: true, minReplicas: 3, maxReplicas: 2 } } }, GATEWAY_VERSION)).toThrow(/gateway\.autoscaling: minReplicas 3 is more than maxReplicas 2/);
+    expect(() => resolveValues({ extauth: { pdb: { maxUnavailable: '5 %' } } }, GATEWAY_VERSION)).toThrow(/extauth\.pdb\.maxUnavailable/);
   });
 
   it('runs extauth on gRPC 8083 behind a Service named extauth', () => {
@@ -143,7 +219,7 @@ describe('renderInstall', () => {
 
   it('creates the ConfigMap only when asked', () => {
     expect(renderInstall(resolveValues({}, GATEWAY_VERSION)).filter((o) => o.kind === 'ConfigMap')).toEqual([]);
-    const inline = renderInstall(resolveValues({ config: { configMap: { name: 'routes', data: { 'a.yaml': 'kind: Upstream' } } } }, GATEWAY_VERSION));
+    const inline = renderInstall(resolveValues({ config: { source: 'configMap', configMap: { name: 'routes', data: { 'a.yaml': 'kind: Upstream' } } } }, GATEWAY_VERSION));
     validateAll(inline);
     expect(find<{ data: Record<string, string> }>(inline, 'ConfigMap', 'routes').data).toEqual({ 'a.yaml': 'kind: Upstream' });
     const args = find<IDeployment>(inline, 'Deployment', 'gateway').spec!.template.spec!.containers[0]!.args!;

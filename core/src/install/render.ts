@@ -3,7 +3,7 @@ import { Document } from 'yaml';
 import { renderCrds, type KubeObject } from './crds.ts';
 import { renderRbac } from './rbac.ts';
 import type { ResolvedValues } from './values.ts';
-import { renderCallerToken, renderExtAuth, renderGateway } from './workloads.ts';
+import { renderCallerToken, renderExtAuth, renderGateway, renderPolicies } from './workloads.ts';
 
 /**
  * Every Kubernetes object of an install (SPEC 6), in apply order: namespace, CRDs, RBAC,
@@ -14,13 +14,15 @@ export function renderInstall(values: ResolvedValues, callerToken: string = rand
   const selector = (component: string) => ({ 'app.kubernetes.io/name': 'gatehouse', 'app.kubernetes.io/component': component });
   const labels = (component: string) => ({ ...common, 'app.kubernetes.io/component': component });
   const objects: KubeObject[] = [];
-  if (values.createNamespace) objects.push({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: values.namespace, labels: common } });
+  // Kept by `helm uninstall` (the resource policy; kubectl ignores it): operators put their own
+  // resources and Secrets there (issue 27 item 6).
+  if (values.createNamespace) objects.push({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: values.namespace, labels: common, annotations: { 'helm.sh/resource-policy': 'keep' } } });
   if (values.createCrds) objects.push(...renderCrds(values.apiGroupDomain, common));
   if (values.createRbac) objects.push(...renderRbac(values, labels));
   if (values.config.source === 'configMap' && Object.keys(values.config.configMapData).length > 0) {
     objects.push({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: values.config.configMapName, namespace: values.namespace, labels: common }, data: values.config.configMapData });
   }
-  objects.push(...renderCallerToken(values, labels, callerToken), ...renderGateway(values, labels, selector), ...renderExtAuth(values, labels, selector));
+  objects.push(...renderCallerToken(values, labels, callerToken), ...renderGateway(values, labels, selector), ...renderExtAuth(values, labels, selector), ...renderPolicies(values, labels, selector));
   return objects;
 }
 
