@@ -5,7 +5,7 @@ import type { CallerToken } from './caller-token.ts';
 import { ExtAuthCodes } from './codes.ts';
 import { allow, forbidden } from './decision.ts';
 import type { AuthEngine } from './engine.ts';
-import { CheckClient } from './grpc/check-client.ts';
+import { CheckClient, GATEWAY_CHANNEL } from './grpc/check-client.ts';
 import { sanitizeDecision, type SanitizeReport } from './sanitize-decision.ts';
 import type { AuthDecision, CheckRequest } from './step.ts';
 
@@ -41,7 +41,8 @@ export class GrpcAuthorizer implements Authorizer {
 
   /** Throws `GH_BAD_ARGUMENT` when `address` is not host:port. `token`: the server's caller token. */
   constructor(address: string, options: AuthorizerOptions & { token?: CallerToken | undefined }) {
-    this.client = new CheckClient(address, { token: options.token });
+    // Keepalive, connect timeout, short backoff and one retry of a check caught by a reconnect (issue 27 item 3).
+    this.client = new CheckClient(address, { token: options.token, channel: GATEWAY_CHANNEL });
     this.options = options;
     this.timeoutMs = options.timeoutMs ?? DEFAULT_AUTH_TIMEOUT_MS;
   }
