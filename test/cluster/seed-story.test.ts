@@ -78,15 +78,13 @@ function appManifests(): object[] {
 }
 
 /**
- * The values both installs use. `config.source: kube` is set here because the chart's default
- * source today is a ConfigMap, with which a `kubectl apply`-ed VirtualService is ignored (issue 27
- * item 5); everything else is the chart's default, images from the in-namespace registry.
+ * The values both installs use: the chart's defaults (the kube source, extauth twice behind a PDB,
+ * preStop and drain), images from the in-namespace registry.
  */
 function values(namespace: string): object {
   return {
     namespace,
     image: { registry: REGISTRY, repository: 'gatehouse' },
-    config: { source: 'kube' },
     global: { extensions: { extAuth: { plugins: { RequiredHeader: { image: { registry: REGISTRY, repository: 'plugins/required-header' } } } } } },
   };
 }
@@ -236,6 +234,79 @@ function seedStory(parts: ClusterParts): void {
       // The resources, applied as an operator does, once the CRDs are in.
       await cluster().kubectl(['apply', '-f', '-'], { input: appManifests().slice(3).map((m) => stringify(m)).join('---\n') });
       await timed('helm: first 200', () => assertSeedStory('gatehouse-system'));
+    });
+  }, 600_000);
+
+  /** Traffic through the gateway Service (1 request / 100 ms, allowed by the plugin) while `disrupt` runs; every request must get 200. */
+  const underTraffic = async (name: string, disrupt: () => Promise<void>) => {
+    const traffic = await cluster().traffic(await gatewayUrl('gatehouse-system'), { headers: { host: 'app.test', 'x-team': 'blue' } });
+    let results;
+    try {
+      await until('the first answers of the traffic', 30_000, async () => traffic.count(), (n) => n >= 10);
+      await timed(name, disrupt);
+      // A little more traffic after the disruption settled: late failures count too.
+      const settled = traffic.count();
+      await until('traffic after the disruption', 30_000, async () => traffic.count(), (n) => n >= settled + 20);
+    } finally {
+      results = await traffic.stop();
+    }
+    const failed = results.filter((r) => r.status !== 200);
+    timings[`${name}: requests`] = results.length;
+    expect(results.length).toBeGreaterThan(30);
+    expect(failed, `${failed.length} of ${results.length} requests failed`).toEqual([]);
+  };
+
+  /** The names of the Ready pods of a component. */
+  const readyPods = async (component: string): Promise<string[]> => {
+    const pods = JSON.parse((await cluster().kubectl(['-n', 'gatehouse-system', 'get', 'pods', '-l', `app.kubernetes.io/component=${component}`, '-o', 'json'])).stdout) as {
+      items: { metadata: { name: string; deletionTimestamp?: string }; status: { conditions?: { type: string; status: string }[] } }[];
+    };
+    return pods.items.filter((p) => !p.metadata.deletionTimestamp && p.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')).map((p) => p.metadata.name);
+  };
+
+  it('default values: a kubectl apply-ed VirtualService is served and gets a status (issue 27 item 5)', async () => {
+    await withDiagnostics(async () => {
+      const url = await gatewayUrl('gatehouse-system');
+      const vs = {
+        apiVersion: 'gateway.gatehouse.dev/v1',
+        kind: 'VirtualService',
+        metadata: { name: 'applied', namespace: APPS },
+        spec: { virtualHost: { domains: ['applied.test'], routes: [{ matchers: [{ prefix: '/' }], routeAction: { single: { upstream: { name: 'echo', namespace: APPS } } } }] } },
+      };
+      const applied = Date.now();
+      await cluster().kubectl(['apply', '-f', '-'], { input: stringify(vs) });
+      await until('the applied VirtualService to serve', 30_000, () => cluster().curl(url, { host: 'applied.test' }), (r) => r.status === 200);
+      timings['kubectl apply to first 200'] = Date.now() - applied;
+      const status = await until(
+        'the applied VirtualService to get a status',
+        30_000,
+        async () => (await cluster().kubectl(['-n', APPS, 'get', 'virtualservice', 'applied', '-o', 'jsonpath={.status}'])).stdout,
+        (s) => s.includes('Accepted'),
+      );
+      expect(status).toContain('Accepted');
+    });
+  }, 120_000);
+
+  it('default values: deleting an extauth pod under traffic (1 request / 100 ms) fails no request (issue 27 item 3)', async () => {
+    await withDiagnostics(async () => {
+      const before = await until('two Ready extauth pods', 120_000, () => readyPods('extauth'), (p) => p.length === 2);
+      await underTraffic('extauth pod deleted', async () => {
+        await cluster().kubectl(['-n', 'gatehouse-system', 'delete', 'pod', before[0]!, '--wait=false']);
+        // Until the replacement is Ready and the deleted pod is gone.
+        await until('the extauth replacement', 180_000, () => readyPods('extauth'), (p) => p.length === 2 && !p.includes(before[0]!));
+        await until('the deleted pod to go', 120_000, async () => (await cluster().kubectl(['-n', 'gatehouse-system', 'get', 'pod', before[0]!, '--ignore-not-found', '-o', 'name'])).stdout.trim(), (o) => o === '');
+      });
+    });
+  }, 600_000);
+
+  it('default values: a gateway rollout under the same traffic fails no request (issue 27 item 4)', async () => {
+    await withDiagnostics(async () => {
+      await underTraffic('gateway rollout', async () => {
+        await cluster().kubectl(['-n', 'gatehouse-system', 'rollout', 'restart', 'deployment/gateway']);
+        await cluster().kubectl(['-n', 'gatehouse-system', 'rollout', 'status', 'deployment/gateway', '--timeout=300s'], { timeoutMs: 330_000 });
+        // The old pod drains for its preStop sleep and more: wait until it is gone.
+        await until('one gateway pod', 120_000, async () => (await cluster().kubectl(['-n', 'gatehouse-system', 'get', 'pods', '-l', 'app.kubernetes.io/component=gateway', '-o', 'name'])).stdout.trim().split('\n').filter(Boolean), (p) => p.length === 1);
+      });
     });
   }, 600_000);
 

@@ -25,6 +25,24 @@ export function groupOf(kind: Kind, domain: string): string {
   return `${KINDS[kind].group}.${domain}`;
 }
 
+/** `kubectl get vs`: Gloo Edge's short names, so that its operators' habits work here. */
+export const SHORT_NAMES: Record<Kind, string[]> = {
+  Upstream: ['us'],
+  UpstreamGroup: ['ug'],
+  AuthConfig: ['ac'],
+  GraphQLApi: ['gql'],
+  RouteTable: ['rt'],
+  VirtualService: ['vs'],
+};
+
+/** `kubectl get` columns: the status the gateway writes (kube-status.ts), then the age. */
+const PRINTER_COLUMNS = [
+  { name: 'State', type: 'string', jsonPath: '.status.state', description: 'Accepted, Warning or Rejected' },
+  { name: 'Serving', type: 'string', jsonPath: '.status.serving', description: 'what the gateway serves: current, last-accepted or none' },
+  { name: 'Reason', type: 'string', jsonPath: '.status.reason', description: 'why it is not Accepted', priority: 1 },
+  { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+];
+
 /**
  * One apiextensions.k8s.io/v1 CRD per resource kind, generated from the same schemas the
  * gateway validates with (SPEC 2.1), with the status subresource the controller writes.
@@ -39,7 +57,7 @@ export function renderCrds(domain: string, labels: Record<string, string>): ICus
       metadata: { name: `${plural}.${group}`, labels },
       spec: {
         group,
-        names: { kind, listKind: `${kind}List`, plural, singular: kind.toLowerCase(), categories: ['gatehouse'] },
+        names: { kind, listKind: `${kind}List`, plural, singular: kind.toLowerCase(), shortNames: SHORT_NAMES[kind], categories: ['gatehouse'] },
         scope: 'Namespaced',
         versions: [
           {
@@ -47,6 +65,7 @@ export function renderCrds(domain: string, labels: Record<string, string>): ICus
             served: true,
             storage: true,
             subresources: { status: {} },
+            additionalPrinterColumns: PRINTER_COLUMNS,
             schema: {
               openAPIV3Schema: {
                 type: 'object',
