@@ -1,4 +1,4 @@
-import { parsePluginFile, PluginFileError } from '@gatehouse/plugin-sdk/build/metadata.ts';
+import { parsePluginFile, PluginFileError } from '@gatehouse/plugin-sdk/plugin-file';
 import { InitCodes, InitError } from './errors.ts';
 import type { PulledPlugins } from './pull.ts';
 

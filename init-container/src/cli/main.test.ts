@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { encodeJson, MediaTypes, OciLayout, sha256, writeTar, type TarEntry } from '@gatehouse/plugin-sdk/oci';
-import { formatPluginFile } from '@gatehouse/plugin-sdk/build/metadata.ts';
+import { formatPluginFile } from '@gatehouse/plugin-sdk/plugin-file';
 import { main } from './main.ts';
 
 const VERSION = '9.9.9';
