@@ -239,7 +239,24 @@ function seedStory(parts: ClusterParts): void {
 
   /** Traffic through the gateway Service (1 request / 100 ms, allowed by the plugin) while `disrupt` runs; every request must get 200. */
   const underTraffic = async (name: string, disrupt: () => Promise<void>) => {
-    const traffic = await cluster().traffic(await gatewayUrl('gatehouse-system'), { headers: { host: 'app.test', 'x-team': 'blue' } });
+    // fetch() cannot set Host: the traffic reaches the gateway by its cluster IP, which a
+    // catch-all VirtualService guarded by the same plugin serves (every request goes through extauth).
+    const catchAll = {
+      apiVersion: 'gateway.gatehouse.dev/v1',
+      kind: 'VirtualService',
+      metadata: { name: 'traffic', namespace: APPS },
+      spec: {
+        virtualHost: {
+          domains: ['*'],
+          options: { extauth: { configRef: { name: 'required-header', namespace: APPS } } },
+          routes: [{ matchers: [{ prefix: '/' }], routeAction: { single: { upstream: { name: 'echo', namespace: APPS } } } }],
+        },
+      },
+    };
+    await cluster().kubectl(['apply', '-f', '-'], { input: stringify(catchAll) });
+    const url = await gatewayUrl('gatehouse-system');
+    await until('the catch-all route to serve', 30_000, () => cluster().curl(url, { 'x-team': 'blue' }), (r) => r.status === 200);
+    const traffic = await cluster().traffic(url, { headers: { 'x-team': 'blue' } });
     let results;
     try {
       await until('the first answers of the traffic', 30_000, async () => traffic.count(), (n) => n >= 10);
@@ -284,6 +301,10 @@ function seedStory(parts: ClusterParts): void {
         (s) => s.includes('Accepted'),
       );
       expect(status).toContain('Accepted');
+      // kubectl's conventions (issue 27 item 9): the short name, and the state in the columns.
+      const listed = await cluster().kubectl(['-n', APPS, 'get', 'vs', 'applied']);
+      expect(listed.stdout).toMatch(/^NAME\s+STATE\s+SERVING\s+AGE/);
+      expect(listed.stdout).toMatch(/applied\s+Accepted\s+current\s+/);
     });
   }, 120_000);
 
