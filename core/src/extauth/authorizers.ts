@@ -9,6 +9,9 @@ import { CheckClient, GATEWAY_CHANNEL } from './grpc/check-client.ts';
 import { sanitizeDecision, type SanitizeReport } from './sanitize-decision.ts';
 import type { AuthDecision, CheckRequest } from './step.ts';
 
+const latencyOk = metrics.extAuthLatency.labels('ok');
+const latencyError = metrics.extAuthLatency.labels('error');
+
 /** Envoy's ext_authz default timeout (SPEC 4 step 2). */
 export const DEFAULT_AUTH_TIMEOUT_MS = 200;
 
@@ -49,9 +52,12 @@ export class GrpcAuthorizer implements Authorizer {
 
   async check(request: CheckRequest): Promise<AuthDecision> {
     let decision: AuthDecision;
+    const started = performance.now();
     try {
       decision = await this.client.check(request, this.timeoutMs);
+      latencyOk.observe((performance.now() - started) / 1000);
     } catch (error) {
+      latencyError.observe((performance.now() - started) / 1000);
       return failed(this.options, request, error);
     }
     // The server at --extauth-address may be anyone's: its answer is checked like a step's.

@@ -14,6 +14,7 @@ import { forbidden } from './decision.ts';
 import { LogLimiter } from './log-limit.ts';
 import { bound as boundText } from './redact.ts';
 import { ExtAuthCodes } from './codes.ts';
+import { metrics } from '../admin/metrics.ts';
 import { AuthEngine } from './engine.ts';
 import { checkRequestFromMessage, checkResponseToMessage, type CheckRequestMessage, type CheckResponseMessage } from './grpc/check-messages.ts';
 import { AUTHORIZATION_SERVICE, authorizationPackage } from './grpc/protos.ts';
@@ -131,6 +132,16 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
   };
   let loader = options.loader;
   let unsubscribe: () => void;
+  let reporter: { close(): Promise<void> } | undefined;
+  // Which AuthConfigs cannot be built: a metric here, and with --kube their status and an Event (issue 27 item 1).
+  const unavailable = new Set<string>();
+  const stopReports = engine.onBuildReport((report) => {
+    const now = new Set(report.filter((r) => r.failure).map((r) => r.configId));
+    for (const id of unavailable) if (!now.has(id)) metrics.authConfigUnavailable.remove(id);
+    for (const id of now) metrics.authConfigUnavailable.set({ config: id }, 1);
+    unavailable.clear();
+    for (const id of now) unavailable.add(id);
+  });
   try {
     if (loader) {
       // A shared loader may not have loaded yet (the gateway starts it after building its parts).
@@ -145,6 +156,12 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
             ...(options.crossNamespaceSecrets ? { crossNamespaceSecrets: options.crossNamespaceSecrets } : {}),
           })
         : undefined;
+      if (source) {
+        const { KubeBuildReporter } = await import('../config/source/kube-status.ts');
+        const buildReporter = new KubeBuildReporter({ config: source.config, origins: source, logger, identity: source.identity });
+        engine.onBuildReport((report) => buildReporter.report(report));
+        reporter = buildReporter;
+      }
       loader = new ConfigLoader({ ...(source ? { source } : { dir: options.configDir! }), apiGroupDomain: options.apiGroupDomain ?? DEFAULT_API_GROUP_DOMAIN, crossNamespaceSecrets: options.crossNamespaceSecrets, checks: extAuthChecks, logger, watch: options.watch ?? true });
       unsubscribe = loader.onSnapshot(apply);
       await loader.start();
@@ -173,8 +190,10 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
         health.setStatus('', 'NOT_SERVING');
         health.setStatus(AUTHORIZATION_SERVICE, 'NOT_SERVING');
         unsubscribe();
+        stopReports();
         pluginWatcher?.close();
         await ownLoader?.close();
+        await reporter?.close();
         await shutdown(server, 5_000);
         await engine.close();
       })();

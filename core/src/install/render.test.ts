@@ -281,9 +281,10 @@ describe('renderInstall', () => {
           for (const verb of ['get', 'list', 'watch']) expect(allows(group, plural, verb), `${verb} ${plural}.${group}`).toBe(true);
           for (const verb of ['get', 'update', 'patch']) expect(allows(group, `${plural}/status`, verb), `${verb} ${plural}/status.${group}`).toBe(true);
           for (const verb of ['create', 'update', 'delete']) expect(allows(group, plural, verb), `no ${verb} on ${plural}.${group}`).toBe(false);
-          // extauth reads the same, and writes no status (the gateway does).
+          // extauth reads the same, and patches only AuthConfigs' status (its build results; issue 27 item 1).
           for (const verb of ['get', 'list', 'watch']) expect(grants('extauth', group, plural, verb), `extauth ${verb} ${plural}.${group}`).toBe(true);
-          expect(grants('extauth', group, `${plural}/status`, 'patch'), `extauth patch ${plural}/status.${group}`).toBe(false);
+          expect(grants('extauth', group, `${plural}/status`, 'patch'), `extauth patch ${plural}/status.${group}`).toBe(plural === 'authconfigs');
+          expect(grants('extauth', group, `${plural}/status`, 'update'), `extauth update ${plural}/status.${group}`).toBe(false);
         }
       }
     }
@@ -294,7 +295,9 @@ describe('renderInstall', () => {
     const binding = find<{ roleRef: unknown; subjects: unknown }>(objects, 'ClusterRoleBinding', 'gatehouse:edge:extauth');
     expect(binding.roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'gatehouse:edge:extauth' });
     expect(binding.subjects).toEqual([{ kind: 'ServiceAccount', name: 'gatehouse-extauth', namespace: 'edge' }]);
-    expect(rulesOf('extauth')).toEqual(rulesOf('gateway').filter((r) => !r.resources!.some((resource) => resource.endsWith('/status'))));
+    for (const component of ['gateway', 'extauth']) expect(grants(component, 'events.k8s.io', 'events', 'create'), `${component} creates Events`).toBe(true);
+    const withoutStatus = (rules: IPolicyRule[]) => rules.filter((r) => !r.resources!.some((resource) => resource.endsWith('/status')));
+    expect(withoutStatus(rulesOf('extauth'))).toEqual(withoutStatus(rulesOf('gateway')));
   });
 
   it('config.source kube with namespaces: a Role and RoleBinding in each watched namespace instead of a ClusterRole', () => {

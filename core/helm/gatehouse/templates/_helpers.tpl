@@ -131,6 +131,14 @@ EndpointSlices. (dict "root" $ "writeStatus" true)
   resources: [{{ range $i, $r := .resources }}{{ if $i }}, {{ end }}{{ printf "%s/status" $r | toJson }}{{ end }}]
   verbs: [get, update, patch]
 {{- end }}
+{{- else }}
+{{- /* extauth writes its build result into AuthConfigs' status.extauth. */}}
+- apiGroups: [{{ printf "enterprise.%s" $d | toJson }}]
+  resources: ["authconfigs/status"]
+  verbs: [patch]
+- apiGroups: ["enterprise.gloo.solo.io"]
+  resources: ["authconfigs/status"]
+  verbs: [patch]
 {{- end }}
 - apiGroups: [""]
   resources: [secrets, configmaps, services]
@@ -138,6 +146,9 @@ EndpointSlices. (dict "root" $ "writeStatus" true)
 - apiGroups: [discovery.k8s.io]
   resources: [endpointslices]
   verbs: [get, list, watch]
+- apiGroups: [events.k8s.io]
+  resources: [events]
+  verbs: [create]
 {{- end }}
 
 {{/* The ext_authz caller token (workloads.ts tokenArgs/tokenMounts/tokenVolumes). */}}
