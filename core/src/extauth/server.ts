@@ -56,6 +56,8 @@ export interface ExtAuthServerOptions {
   logger?: Logger;
   /** Reload on config changes (default true). */
   watch?: boolean;
+  /** Fields added to the `listening` log line (the admin port). */
+  listening?: Record<string, unknown>;
 }
 
 /** A running `gatehouse extauth`. */
@@ -178,7 +180,7 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
   }
   // SPEC 9: one `listening` line per process. Embedded in `gatehouse run`, the gateway's line
   // carries `extauthPort` instead.
-  logger.info({ service: 'extauth', host, port: bound }, options.loader ? 'extauth server started' : 'listening');
+  logger.info({ service: 'extauth', host, port: bound, ...options.listening }, options.loader ? 'extauth server started' : 'listening');
 
   const ownLoader = options.loader ? undefined : loader;
   let closing: Promise<void> | undefined;

@@ -87,7 +87,8 @@ export async function postEvent(
   const body = {
     apiVersion: 'events.k8s.io/v1',
     kind: 'Event',
-    metadata: { generateName: `${origin.name.slice(0, 200)}.`, namespace: origin.namespace },
+    // client-go's naming: <object>.<hex time> (generateName refuses the trailing dot).
+    metadata: { name: `${origin.name.slice(0, 200)}.${(now * 1e6 + Math.floor(Math.random() * 1e6)).toString(16)}`, namespace: origin.namespace },
     eventTime: microTime(now),
     type: event.type,
     reason: event.reason,
