@@ -49,6 +49,7 @@ const SAME: Record<string, Record<string, unknown>> = {
     config: { configMap: { name: 'routes', data: { 'a.yaml': 'apiVersion: gateway.gatehouse.dev/v1\nkind: VirtualService\n', 'b.json': '{}' } } },
   },
   'the configMap source (no longer the default)': { config: { source: 'configMap' } },
+  'a ServiceMonitor and the Grafana dashboard': { metrics: { serviceMonitor: { enabled: true, interval: '15s', labels: { release: 'kube-prometheus-stack' } }, dashboard: { enabled: true, labels: { team: 'edge' } } } },
   'every pod knob, on both components': {
     gateway: {
       replicas: 3,
@@ -121,6 +122,7 @@ const SCHEMA_REFUSED: Record<string, Record<string, unknown>> = {
   'an unknown pdb key': { extauth: { pdb: { enabled: true } } },
   'tolerations that are not a list': { gateway: { tolerations: { key: 'x' } } },
   'a grace period of 0': { gateway: { terminationGracePeriodSeconds: 0 } },
+  'a scrape interval that is not a duration': { metrics: { serviceMonitor: { enabled: true, interval: 'often' } } },
 };
 
 describe.skipIf(!HELM)('helm template = gatehouse install render', () => {

@@ -16,9 +16,10 @@ import type { IService } from 'kubernetes-models/v1/Service';
 import type { IServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 import { CRD_KINDS as KINDS, CRD_KIND_NAMES as KIND_NAMES, type CrdKind as Kind } from '../config/schema/kinds.ts';
 import { toStructural } from './structural-schema.ts';
+import type { ServiceMonitorObject } from './workloads.ts';
 
 /** A Kubernetes object of an install. */
-export type KubeObject = INamespace | ICustomResourceDefinition | IServiceAccount | IClusterRole | IClusterRoleBinding | IRole | IRoleBinding | IConfigMap | ISecret | IDeployment | IService | IPodDisruptionBudget | IHorizontalPodAutoscaler;
+export type KubeObject = INamespace | ICustomResourceDefinition | IServiceAccount | IClusterRole | IClusterRoleBinding | IRole | IRoleBinding | IConfigMap | ISecret | IDeployment | IService | IPodDisruptionBudget | IHorizontalPodAutoscaler | ServiceMonitorObject;
 
 /** The API group of a kind under a group domain (SPEC 2.2), e.g. `gateway.gatehouse.dev`. */
 export function groupOf(kind: Kind, domain: string): string {

@@ -183,6 +183,18 @@ describe('renderInstall', () => {
     expect(noRequests.spec!.template.spec!.containers[0]!.resources).toEqual({});
   });
 
+  it('metrics: a ServiceMonitor on both admin ports and the dashboard ConfigMap, when asked; the dashboard JSON parses and queries our metrics', () => {
+    expect(renderInstall(resolveValues({}, GATEWAY_VERSION)).filter((o) => o.kind === 'ServiceMonitor' || o.metadata?.name === 'gatehouse-dashboard')).toEqual([]);
+    const objects = renderInstall(resolveValues({ metrics: { serviceMonitor: { enabled: true }, dashboard: { enabled: true } } }, GATEWAY_VERSION));
+    const monitor = find<{ spec: { endpoints: unknown[]; selector: unknown } }>(objects, 'ServiceMonitor', 'gatehouse');
+    expect(monitor.spec.endpoints).toEqual([{ port: 'admin', path: '/metrics', interval: '30s' }]);
+    const dashboard = find<{ metadata: { labels: Record<string, string> }; data: Record<string, string> }>(objects, 'ConfigMap', 'gatehouse-dashboard');
+    expect(dashboard.metadata.labels.grafana_dashboard).toBe('1');
+    const model = JSON.parse(dashboard.data['gatehouse.json']!) as { panels: { targets: { expr: string }[] }[] };
+    const exprs = model.panels.flatMap((p) => p.targets.map((t) => t.expr)).join('\n');
+    for (const metric of ['gatehouse_requests_total', 'gatehouse_auth_decisions_total', 'gatehouse_ext_authz_duration_seconds_bucket', 'gatehouse_extauth_config_unavailable']) expect(exprs).toContain(metric);
+  });
+
   it('refuses a PDB with both bounds and an HPA whose minimum is above its maximum, naming the path', () => {
     expect(() => resolveValues({ extauth: { pdb: { minAvailable: 1, maxUnavailable: '50%' } } }, GATEWAY_VERSION)).toThrow(/extauth\.pdb: set minAvailable or maxUnavailable, not both/);
     expect(() => resolveValues({ gateway: { autoscaling: { enabled: true, minReplicas: 3, maxReplicas: 2 } } }, GATEWAY_VERSION)).toThrow(/gateway\.autoscaling: minReplicas 3 is more than maxReplicas 2/);
@@ -193,11 +205,17 @@ describe('renderInstall', () => {
     const objects = renderInstall(resolveValues({}, GATEWAY_VERSION));
     const extauth = find<IDeployment>(objects, 'Deployment', 'extauth');
     const container = extauth.spec!.template.spec!.containers[0]!;
-    expect(container.ports).toEqual([{ name: 'grpc', containerPort: 8083, protocol: 'TCP' }]);
+    expect(container.ports).toEqual([{ name: 'grpc', containerPort: 8083, protocol: 'TCP' }, { name: 'admin', containerPort: 9902, protocol: 'TCP' }]);
     expect(container.args?.slice(0, 1)).toEqual(['extauth']);
     expect(container.readinessProbe?.grpc).toEqual({ port: 8083 });
     expect(extauth.spec!.template.spec!.initContainers).toBeUndefined();
-    expect(find<IService>(objects, 'Service', 'extauth').spec!.ports).toEqual([{ name: 'grpc', port: 8083, targetPort: 'grpc', protocol: 'TCP', appProtocol: 'grpc' }]);
+    expect(find<IService>(objects, 'Service', 'extauth').spec!.ports).toEqual([
+      { name: 'grpc', port: 8083, targetPort: 'grpc', protocol: 'TCP', appProtocol: 'grpc' },
+      // The admin API (issue 27 item 7): /metrics, /healthz, /readyz, /configs.
+      { name: 'admin', port: 9902, targetPort: 'admin', protocol: 'TCP' },
+    ]);
+    expect(container.args).toEqual(expect.arrayContaining(['--admin-port', '9902', '--admin-host', '0.0.0.0']));
+    expect(extauth.spec!.template.metadata!.annotations).toMatchObject({ 'prometheus.io/scrape': 'true', 'prometheus.io/port': '9902' });
   });
 
   it('adds one init container plugin-<key> per plugin image, sharing the auth-plugins emptyDir with extauth', () => {

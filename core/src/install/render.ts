@@ -3,7 +3,8 @@ import { Document } from 'yaml';
 import { renderCrds, type KubeObject } from './crds.ts';
 import { renderRbac } from './rbac.ts';
 import type { ResolvedValues } from './values.ts';
-import { renderCallerToken, renderExtAuth, renderGateway, renderPolicies } from './workloads.ts';
+import { dashboardJson } from './dashboard.ts';
+import { renderCallerToken, renderExtAuth, renderGateway, renderPolicies, renderServiceMonitor } from './workloads.ts';
 
 /**
  * Every Kubernetes object of an install (SPEC 6), in apply order: namespace, CRDs, RBAC,
@@ -23,6 +24,10 @@ export function renderInstall(values: ResolvedValues, callerToken: string = rand
     objects.push({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: values.config.configMapName, namespace: values.namespace, labels: common }, data: values.config.configMapData });
   }
   objects.push(...renderCallerToken(values, labels, callerToken), ...renderGateway(values, labels, selector), ...renderExtAuth(values, labels, selector), ...renderPolicies(values, labels, selector));
+  objects.push(...renderServiceMonitor(values, labels));
+  if (values.metrics.dashboard.enabled) {
+    objects.push({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'gatehouse-dashboard', namespace: values.namespace, labels: { ...labels('metrics'), ...values.metrics.dashboard.labels } }, data: { 'gatehouse.json': dashboardJson() } });
+  }
   return objects;
 }
 

@@ -119,6 +119,13 @@ export const ValuesSchema = Strict({
       callerToken: Type.Optional(Strict({ enabled: Type.Optional(Type.Boolean()), existingSecret: Type.Optional(DnsSubdomain) })),
     }),
   ),
+  // Prometheus: a ServiceMonitor (prometheus-operator) and the Grafana dashboard as a ConfigMap (Grafana's sidecar label).
+  metrics: Type.Optional(
+    Strict({
+      serviceMonitor: Type.Optional(Strict({ enabled: Type.Optional(Type.Boolean()), interval: Type.Optional(Type.String({ pattern: '^[0-9]+(ms|s|m)$' })), labels: Type.Optional(StringMap) })),
+      dashboard: Type.Optional(Strict({ enabled: Type.Optional(Type.Boolean()), labels: Type.Optional(StringMap) })),
+    }),
+  ),
   global: Type.Optional(
     Strict({
       extensions: Type.Optional(
@@ -164,6 +171,7 @@ export interface ResolvedValues {
     /** The caller token Secret (key `token`) both Deployments mount; `create`: rendered with a fresh random token. */
     callerToken: { enabled: boolean; secretName: string; create: boolean };
   };
+  metrics: { serviceMonitor: { enabled: boolean; interval: string; labels: Record<string, string> }; dashboard: { enabled: boolean; labels: Record<string, string> } };
   /** Plugin images by container-safe key, in key order. */
   plugins: { key: string; name: string; image: string; tag: string; pullPolicy: PullPolicy }[];
 }
@@ -301,6 +309,11 @@ export function resolveValues(input: unknown, gatewayVersion: string, where = 'v
         secretName: v.extauth?.callerToken?.existingSecret ?? CALLER_TOKEN_SECRET,
         create: (v.extauth?.callerToken?.enabled ?? true) && v.extauth?.callerToken?.existingSecret === undefined,
       },
+    },
+    metrics: {
+      serviceMonitor: { enabled: v.metrics?.serviceMonitor?.enabled ?? false, interval: v.metrics?.serviceMonitor?.interval ?? '30s', labels: v.metrics?.serviceMonitor?.labels ?? {} },
+      // grafana_dashboard: "1" is what Grafana's dashboard sidecar (kube-prometheus-stack) looks for.
+      dashboard: { enabled: v.metrics?.dashboard?.enabled ?? false, labels: coalesce({ grafana_dashboard: '1' }, v.metrics?.dashboard?.labels ?? {}) as Record<string, string> },
     },
     plugins,
   };

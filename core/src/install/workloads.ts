@@ -13,7 +13,7 @@ import type { IPodSpec } from 'kubernetes-models/v1/PodSpec';
 import type { PodValues, ResolvedValues } from './values.ts';
 
 /** Ports (SPEC 1). */
-export const PORTS = { http: 8080, https: 8443, admin: 9901, grpc: 8083 } as const;
+export const PORTS = { http: 8080, https: 8443, admin: 9901, grpc: 8083, extauthAdmin: 9902 } as const;
 
 const PLUGIN_DIR = '/auth-plugins';
 /** Where both Deployments mount the caller token Secret (docs/auth.md#callers). */
@@ -148,7 +148,7 @@ export function renderExtAuth(values: ResolvedValues, labels: (component: string
       template: {
         metadata: {
           labels: { ...values.extauth.podLabels, ...labels('extauth') },
-          ...(Object.keys(values.extauth.podAnnotations).length ? { annotations: values.extauth.podAnnotations } : {}),
+          annotations: { 'prometheus.io/scrape': 'true', 'prometheus.io/port': String(PORTS.extauthAdmin), 'prometheus.io/path': '/metrics', ...values.extauth.podAnnotations },
         },
         spec: {
           serviceAccountName: 'gatehouse-extauth',
@@ -162,8 +162,27 @@ export function renderExtAuth(values: ResolvedValues, labels: (component: string
               imagePullPolicy: values.image.pullPolicy,
               // isolated-vm (plugin sandboxes) needs --no-node-snapshot on Node 20+.
               env: [{ name: 'NODE_OPTIONS', value: '--no-node-snapshot' }, ...(values.config.source === 'kube' ? podEnv() : []), ...(values.extauth.extraEnv as IEnvVar[])],
-              args: ['extauth', ...configArgs(values), '--port', String(PORTS.grpc), '--plugin-dir', PLUGIN_DIR, '--api-group-domain', values.apiGroupDomain, ...tokenArgs(values), ...values.extauth.extraArgs],
-              ports: [{ name: 'grpc', containerPort: PORTS.grpc, protocol: 'TCP' }],
+              args: [
+                'extauth',
+                ...configArgs(values),
+                '--port',
+                String(PORTS.grpc),
+                // /metrics, /healthz, /readyz, /configs for Prometheus and `gatehouse check` (pod IP; ClusterIP Service).
+                '--admin-port',
+                String(PORTS.extauthAdmin),
+                '--admin-host',
+                '0.0.0.0',
+                '--plugin-dir',
+                PLUGIN_DIR,
+                '--api-group-domain',
+                values.apiGroupDomain,
+                ...tokenArgs(values),
+                ...values.extauth.extraArgs,
+              ],
+              ports: [
+                { name: 'grpc', containerPort: PORTS.grpc, protocol: 'TCP' },
+                { name: 'admin', containerPort: PORTS.extauthAdmin, protocol: 'TCP' },
+              ],
               readinessProbe: { grpc: { port: PORTS.grpc }, periodSeconds: 5 },
               livenessProbe: { grpc: { port: PORTS.grpc }, periodSeconds: 10, failureThreshold: 3 },
               ...lifecycle(values.extauth),
@@ -181,7 +200,14 @@ export function renderExtAuth(values: ResolvedValues, labels: (component: string
     apiVersion: 'v1',
     kind: 'Service',
     metadata: { name: 'extauth', namespace: ns, labels: labels('extauth') },
-    spec: { type: 'ClusterIP', selector: selector('extauth'), ports: [{ name: 'grpc', port: PORTS.grpc, targetPort: 'grpc', protocol: 'TCP', appProtocol: 'grpc' }] },
+    spec: {
+      type: 'ClusterIP',
+      selector: selector('extauth'),
+      ports: [
+        { name: 'grpc', port: PORTS.grpc, targetPort: 'grpc', protocol: 'TCP', appProtocol: 'grpc' },
+        { name: 'admin', port: PORTS.extauthAdmin, targetPort: 'admin', protocol: 'TCP' },
+      ],
+    },
   };
   return [deployment, service];
 }
@@ -215,6 +241,35 @@ export function renderPolicies(values: ResolvedValues, labels: (component: strin
     }
   }
   return out;
+}
+
+/**
+ * `metrics.serviceMonitor.enabled`: a prometheus-operator ServiceMonitor scraping both admin ports
+ * (the gateway-admin and extauth Services' `admin` port).
+ */
+export function renderServiceMonitor(values: ResolvedValues, labels: (component: string) => Record<string, string>): ServiceMonitorObject[] {
+  const m = values.metrics.serviceMonitor;
+  if (!m.enabled) return [];
+  return [
+    {
+      apiVersion: 'monitoring.coreos.com/v1',
+      kind: 'ServiceMonitor',
+      metadata: { name: 'gatehouse', namespace: values.namespace, labels: { ...labels('metrics'), ...m.labels } },
+      spec: {
+        selector: { matchLabels: { 'app.kubernetes.io/name': 'gatehouse' } },
+        namespaceSelector: { matchNames: [values.namespace] },
+        endpoints: [{ port: 'admin', path: '/metrics', interval: m.interval }],
+      },
+    },
+  ];
+}
+
+/** A ServiceMonitor (monitoring.coreos.com/v1): not in kubernetes-models. */
+export interface ServiceMonitorObject {
+  apiVersion: 'monitoring.coreos.com/v1';
+  kind: 'ServiceMonitor';
+  metadata: { name: string; namespace: string; labels: Record<string, string> };
+  spec: Record<string, unknown>;
 }
 
 /** replicas (unless an HPA owns them) and the rollout strategy. */
