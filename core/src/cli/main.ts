@@ -13,6 +13,7 @@ commands:
   validate   check manifests offline: gatehouse validate PATH...
   version    print the gateway version
   install    Kubernetes manifests: gatehouse install render --values FILE, or install crds
+  check      the health of an install in a cluster: gatehouse check [--kubeconfig FILE]
 
 Run "gatehouse <command> --help" for a command's flags.`;
 
@@ -25,6 +26,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   validate: async () => (await import('./validate.ts')).runValidate,
   version: async () => (await import('./version.ts')).runVersion,
   install: async () => (await import('./install.ts')).runInstall,
+  check: async () => (await import('./check.ts')).runCheck,
 };
 
 /**
