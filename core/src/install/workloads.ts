@@ -135,6 +135,8 @@ export function renderExtAuth(values: ResolvedValues, labels: (component: string
     image: plugin.image,
     imagePullPolicy: plugin.pullPolicy,
     args: ['--rootfs', '/', '--tag', plugin.tag, '--gateway-version', values.gatewayVersion, '--dest', PLUGIN_DIR],
+    // gatehouse-init's error (a plugin built for another version) in the pod's status: kubectl describe, gatehouse check.
+    terminationMessagePolicy: 'FallbackToLogsOnError',
     securityContext: containerSecurity(values.extauth),
     volumeMounts: [pluginMount],
   }));
