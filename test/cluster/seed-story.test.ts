@@ -345,14 +345,21 @@ function seedStory(parts: ClusterParts): void {
 
   it('a plugin image re-tagged from another gateway version: the init container fails (Init:Error, an Event), the rollout stays stuck, the old pods keep serving (issue 27 item 2)', async () => {
     await withDiagnostics(async () => {
-      // Built for 0.0.9, packaged and tagged for this version (the label says so too): only the file knows.
+      // A plugin image built for gateway 0.0.9 (file, label and tag), then re-tagged :VERSION in the
+      // registry, as an operator might: the tag check passes under the chart; only the file (and
+      // the label, which --rootfs cannot read) knows.
       const compiled = join(work, 'compiled-old');
       const { buildPlugin } = await import('@gatehouse/plugin-sdk/build');
+      const { buildPluginImage, openImage } = await import('@gatehouse/plugin-sdk/oci');
       await buildPlugin({ entry: PLUGIN_ENTRY, name: 'OldHeader', outDir: compiled, gatewayVersion: '0.0.9' });
       const layout = join(work, 'old-layout');
-      const image = await runCli('gatehouse-plugin', ['image', 'build', '--from', compiled, '--tag', VERSION, '--output', layout, '--base', `oci:${join(work, 'init-layout')}:${VERSION}`]);
-      expect(image.code, image.stderr).toBe(0);
-      await cluster().run(process.execPath, [GATEHOUSE_PLUGIN, 'image', 'push', '--from', `${layout}:${VERSION}`, `${REGISTRY}/plugins/old-header:${VERSION}`, '--insecure'], { netOnly: true, timeoutMs: 300_000 });
+      const base = await openImage(`oci:${join(work, 'init-layout')}:${VERSION}`);
+      try {
+        await buildPluginImage({ from: compiled, tag: '0.0.9', output: layout, gatewayVersion: '0.0.9', base: { store: base.store, reference: base.reference, display: base.display } });
+      } finally {
+        await base.store.close();
+      }
+      await cluster().pushLayout(`${layout}:0.0.9`, `plugins/old-header:${VERSION}`);
       const withOld = values('gatehouse-system') as { global: { extensions: { extAuth: { plugins: Record<string, unknown> } } } };
       withOld.global.extensions.extAuth.plugins.OldHeader = { image: { registry: REGISTRY, repository: 'plugins/old-header' } };
       const valuesFile = join(work, 'values-old.yaml');
