@@ -1,6 +1,7 @@
 /**
  * The Helm chart's generated files, from the same code as `gatehouse install render`:
- * crds/crds.yaml (= `gatehouse install crds`) and values.schema.json (= the values schema).
+ * crds/crds.yaml (= `gatehouse install crds`), values.schema.json (= the values schema) and
+ * dashboards/gatehouse.json (the Grafana dashboard install render puts in its ConfigMap).
  * `node test/helm/chart-files.ts --write` rewrites them; test/helm/helm-chart.test.ts checks
  * that the committed copies are current.
  */
@@ -8,6 +9,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { crdsYaml } from '../../core/src/cli/install.ts';
 import { DEFAULT_API_GROUP_DOMAIN } from '../../core/src/config/schema/kinds.ts';
+import { dashboardJson } from '../../core/src/install/dashboard.ts';
 import { valuesJsonSchema } from '../../core/src/install/values.ts';
 import { GATEWAY_VERSION } from '../../core/src/version.ts';
 
@@ -18,6 +20,7 @@ export function generatedChartFiles(): Record<string, string> {
   return {
     'crds/crds.yaml': crdsYaml(DEFAULT_API_GROUP_DOMAIN, GATEWAY_VERSION),
     'values.schema.json': valuesJsonSchema(),
+    'dashboards/gatehouse.json': dashboardJson(),
   };
 }
 

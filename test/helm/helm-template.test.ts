@@ -48,6 +48,49 @@ const SAME: Record<string, Record<string, unknown>> = {
     gateway: { workers: 4 },
     config: { configMap: { name: 'routes', data: { 'a.yaml': 'apiVersion: gateway.gatehouse.dev/v1\nkind: VirtualService\n', 'b.json': '{}' } } },
   },
+  'the configMap source (no longer the default)': { config: { source: 'configMap' } },
+  'a ServiceMonitor and the Grafana dashboard': { metrics: { serviceMonitor: { enabled: true, interval: '15s', labels: { release: 'kube-prometheus-stack' } }, dashboard: { enabled: true, labels: { team: 'edge' } } } },
+  'every pod knob, on both components': {
+    gateway: {
+      replicas: 3,
+      resources: { limits: { memory: '512Mi' } },
+      extraEnv: [{ name: 'TZ', value: 'UTC' }, { name: 'FROM_SECRET', valueFrom: { secretKeyRef: { name: 's', key: 'k' } } }],
+      extraVolumes: [{ name: 'extra', configMap: { name: 'extra' } }],
+      extraVolumeMounts: [{ name: 'extra', mountPath: '/extra', readOnly: true }],
+      podAnnotations: { 'prometheus.io/scrape': 'false', 'example.com/team': 'edge' },
+      podLabels: { team: 'edge', 'app.kubernetes.io/name': 'not-ours' },
+      nodeSelector: { 'kubernetes.io/os': 'linux' },
+      tolerations: [{ key: 'dedicated', operator: 'Equal', value: 'edge', effect: 'NoSchedule' }],
+      affinity: { podAntiAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 100, podAffinityTerm: { topologyKey: 'kubernetes.io/hostname', labelSelector: { matchLabels: { 'app.kubernetes.io/component': 'gateway' } } } }] } },
+      topologySpreadConstraints: [{ maxSkew: 1, topologyKey: 'topology.kubernetes.io/zone', whenUnsatisfiable: 'ScheduleAnyway', labelSelector: { matchLabels: { 'app.kubernetes.io/component': 'gateway' } } }],
+      priorityClassName: 'system-cluster-critical',
+      podSecurityContext: { runAsUser: 20000, fsGroupChangePolicy: 'OnRootMismatch' },
+      containerSecurityContext: { readOnlyRootFilesystem: false },
+      updateStrategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0, maxSurge: '50%' } },
+      terminationGracePeriodSeconds: 90,
+      preStopSleepSeconds: 15,
+      pdb: { create: true, minAvailable: '50%' },
+      autoscaling: { enabled: true, minReplicas: 2, maxReplicas: 10, targetMemoryUtilizationPercentage: 70 },
+      service: { type: 'NodePort', externalTrafficPolicy: 'Local', nodePorts: { http: 30080 } },
+    },
+    extauth: {
+      resources: { requests: null, limits: { cpu: '1' } },
+      podAnnotations: { 'example.com/team': 'auth' },
+      preStopSleepSeconds: 0,
+      pdb: { maxUnavailable: 0 },
+      containerSecurityContext: { runAsNonRoot: false },
+      extraEnv: [{ name: 'TZ', value: 'UTC' }],
+      autoscaling: { enabled: true, targetCPUUtilizationPercentage: 60 },
+    },
+    global: { extensions: { extAuth: { plugins: { RequiredHeader: { image: { repository: 'plugins/required-header' } } } } } },
+  },
+  'a LoadBalancer with its settings; no PDB for extauth': {
+    gateway: { service: { type: 'LoadBalancer', externalTrafficPolicy: 'Cluster', nodePorts: { https: 30443 }, loadBalancerIP: '203.0.113.10', loadBalancerClass: 'example.com/lb', loadBalancerSourceRanges: ['10.0.0.0/8'] } },
+    extauth: { pdb: { create: false }, replicas: 1 },
+  },
+  'service settings that only a NodePort or LoadBalancer takes are left out of a ClusterIP Service': {
+    gateway: { service: { externalTrafficPolicy: 'Local', nodePorts: { http: 30080 }, loadBalancerIP: '203.0.113.10' } },
+  },
   'kube with TLS, plugins and another API group domain (CRDs applied separately)': {
     apiGroupDomain: 'example.org',
     crds: { create: false },
@@ -63,6 +106,8 @@ const REFUSED: Record<string, { values: Record<string, unknown>; code: string }>
   'a plugin key that makes no container name': { values: { global: { extensions: { extAuth: { plugins: { 'Bad Key!': { image: { repository: 'x' } } } } } } }, code: 'GH_INSTALL_VALUES_INVALID' },
   'two plugin keys making one container name': { values: { global: { extensions: { extAuth: { plugins: { RequiredHeader: { image: { repository: 'a' } }, required_header: { image: { repository: 'b' } } } } } } }, code: 'GH_INSTALL_VALUES_INVALID' },
   'a plugin without repository': { values: { global: { extensions: { extAuth: { plugins: { p: { image: { tag: GATEWAY_VERSION } } } } } } }, code: 'GH_INSTALL_VALUES_INVALID' },
+  'a PDB with both bounds': { values: { extauth: { pdb: { minAvailable: 1, maxUnavailable: 1 } } }, code: 'GH_INSTALL_VALUES_INVALID' },
+  'an HPA whose minimum is above its maximum': { values: { gateway: { autoscaling: { enabled: true, minReplicas: 6, maxReplicas: 3 } } }, code: 'GH_INSTALL_VALUES_INVALID' },
   'two TLS Secrets on one mount path': { values: { gateway: { tlsSecrets: [{ name: 'a', mountPath: '/certs' }, { name: 'b', mountPath: '/certs' }] } }, code: 'GH_INSTALL_VALUES_INVALID' },
 };
 /** Refused by the values schema (values.schema.json in Helm, the same schema in install render). */
@@ -72,6 +117,12 @@ const SCHEMA_REFUSED: Record<string, Record<string, unknown>> = {
   'an unknown config source': { config: { source: 'etcd' } },
   'a namespace listed twice': { config: { source: 'kube', kube: { namespaces: ['a', 'a'] } } },
   'a Secret name that is not a DNS name': { gateway: { tlsSecrets: [{ name: 'Shop_TLS' }] } },
+  'a PDB bound that is neither a count nor a percentage': { extauth: { pdb: { maxUnavailable: 'half' } } },
+  'an unknown externalTrafficPolicy': { gateway: { service: { externalTrafficPolicy: 'Nearest' } } },
+  'an unknown pdb key': { extauth: { pdb: { enabled: true } } },
+  'tolerations that are not a list': { gateway: { tolerations: { key: 'x' } } },
+  'a grace period of 0': { gateway: { terminationGracePeriodSeconds: 0 } },
+  'a scrape interval that is not a duration': { metrics: { serviceMonitor: { enabled: true, interval: 'often' } } },
 };
 
 describe.skipIf(!HELM)('helm template = gatehouse install render', () => {

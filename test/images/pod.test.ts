@@ -139,6 +139,8 @@ describe.skipIf(missing !== undefined)('the images as a pod', () => {
     const values = join(work, 'values.yaml');
     await writeFile(values, stringify({
       image: { registry: 'localhost', repository: 'gatehouse' },
+      // Containers without a cluster: the ConfigMap source (the default is kube since issue 27).
+      config: { source: 'configMap' },
       global: { extensions: { extAuth: { plugins: { RequiredHeader: { image: { registry: 'localhost', repository: 'plugins/required-header' } } } } } },
     }));
     const render = await runCli('gatehouse', ['install', 'render', '--values', values], { env });
@@ -193,12 +195,12 @@ describe.skipIf(missing !== undefined)('the images as a pod', () => {
     expect((await stat(join(pluginDir, 'RequiredHeader.js'))).uid).toBe(RUN_AS);
 
     // 4. extauth and gateway, read-only roots and all, on free 127.0.0.1 ports instead of the pod's own.
-    const [extauthPort, port, httpsPort, adminPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
+    const [extauthPort, port, httpsPort, adminPort, extauthAdminPort] = [await freePort(), await freePort(), await freePort(), await freePort(), await freePort()];
     const local = (args: string[], ports: Record<string, number | string>): string[] =>
       Object.entries({ '--host': '127.0.0.1', ...ports }).reduce((a, [flag, value]) => withFlag(a, flag, String(value)), args);
     const extauthContainer = extauthPod.containers[0]!;
     const extauth = await timed('extauth start', async () => {
-      const name = await startContainer('extauth', podmanRunArgs(extauthPod, { ...extauthContainer, args: local(extauthContainer.args!, { '--port': extauthPort }) }, extauthVolumes));
+      const name = await startContainer('extauth', podmanRunArgs(extauthPod, { ...extauthContainer, args: local(extauthContainer.args!, { '--port': extauthPort, '--admin-port': extauthAdminPort, '--admin-host': '127.0.0.1' }) }, extauthVolumes));
       await waitForLog(name, (l) => l.msg === 'received new auth configuration' && Array.isArray(l.ids) && (l.ids as string[]).includes('default.required-header'), 'extauth loading the plugin');
       return name;
     });

@@ -133,7 +133,9 @@ describeWithKube('gatehouse install render and the examples on a real kube-apise
     expect(await can('gateway', 'update', 'team-a', 'gateway.gatehouse.dev', 'virtualservices')).toBe(false);
     expect(await can('extauth', 'list', 'team-b', 'enterprise.gatehouse.dev', 'authconfigs')).toBe(true);
     expect(await can('extauth', 'get', 'team-b', '', 'secrets')).toBe(true);
-    expect(await can('extauth', 'patch', 'team-a', 'enterprise.gatehouse.dev', 'authconfigs', 'status')).toBe(false);
+    // Its build results only (status.extauth; issue 27 item 1), never another kind's status.
+    expect(await can('extauth', 'patch', 'team-a', 'enterprise.gatehouse.dev', 'authconfigs', 'status')).toBe(true);
+    expect(await can('extauth', 'patch', 'team-a', 'gateway.gatehouse.dev', 'virtualservices', 'status')).toBe(false);
     expect(await can('extauth', 'delete', 'team-a', '', 'secrets')).toBe(false);
   });
 

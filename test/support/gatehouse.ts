@@ -31,7 +31,7 @@ export interface GatehouseProcess {
  */
 export async function startGatehouse(command: 'run' | 'gateway' | 'extauth', args: string[], options: { env?: NodeJS.ProcessEnv; timeoutMs?: number; /** false: no `--https-port` (the listener binds 8443 only for TLS VirtualServices). */ httpsPort?: false } = {}): Promise<GatehouseProcess> {
   const https = options.httpsPort === false ? [] : ['--https-port', '0'];
-  const portArgs = command === 'extauth' ? ['--port', '0'] : ['--port', '0', ...https, '--admin-port', '0', '--host', '127.0.0.1', ...(command === 'run' ? ['--extauth-port', '0'] : [])];
+  const portArgs = command === 'extauth' ? ['--port', '0', '--admin-port', '0'] : ['--port', '0', ...https, '--admin-port', '0', '--host', '127.0.0.1', ...(command === 'run' ? ['--extauth-port', '0'] : [])];
   const child = spawn(process.execPath, [...NODE_FLAGS, CLI, command, ...portArgs, ...args], {
     env: { ...process.env, GATEHOUSE_LOG_LEVEL: 'info', ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],

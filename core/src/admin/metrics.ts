@@ -103,6 +103,25 @@ export const metrics = {
     help: 'With --kube: 1 while this replica holds the status Lease and writes resource status.',
     registers: [registry],
   }),
+  kubeEvents: new Counter({
+    name: 'gatehouse_kube_events_total',
+    help: 'Kubernetes Events posted (rejected resources, AuthConfigs whose steps failed to build), by result (ok, error).',
+    labelNames: ['result'] as const,
+    registers: [registry],
+  }),
+  authConfigUnavailable: new Gauge({
+    name: 'gatehouse_extauth_config_unavailable',
+    help: 'extauth: 1 for each AuthConfig whose steps failed to build (its requests are denied), by config (<namespace>.<name>).',
+    labelNames: ['config'] as const,
+    registers: [registry],
+  }),
+  extAuthLatency: new RequestHistogram({
+    name: 'gatehouse_ext_authz_duration_seconds',
+    help: 'Gateway: time of each ext_authz Check call to the auth server, by result (ok, error).',
+    labelNames: ['result'],
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1],
+    registry,
+  }),
   kubeStatusWrites: new Counter({
     name: 'gatehouse_kube_status_writes_total',
     help: 'Resource status writes to the Kubernetes API, by result (ok, error).',

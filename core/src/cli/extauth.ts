@@ -43,6 +43,8 @@ const FLAGS: readonly FlagDef[] = [
   ...SECRET_FLAGS,
   { name: 'port', type: 'string', default: '8083', description: 'gRPC port (0 picks a free port)' },
   { name: 'host', type: 'string', default: '0.0.0.0', description: 'address to bind' },
+  { name: 'admin-port', type: 'string', default: '9902', description: 'admin API port: /healthz, /readyz, /metrics, /configs (0 picks a free port)' },
+  { name: 'admin-host', type: 'string', default: '127.0.0.1', description: 'address the admin API binds (0.0.0.0 in a pod, for Prometheus)' },
   ...EXTAUTH_TOKEN_FLAGS,
   { name: 'plugin-dir', type: 'string', default: '/auth-plugins', description: 'directory of compiled auth plugins' },
   ...PLUGIN_FLAGS,
@@ -70,7 +72,13 @@ export async function runExtAuth(argv: string[]): Promise<number | void> {
   installProcessGuards(logger);
   configurePluginHost(pluginHostFlags(values));
   const kube = kubeFlagValues(values);
-  const server = await startExtAuthServer({
+  // The admin API first, so the `listening` line can name its port; ready once the server is.
+  let server: Awaited<ReturnType<typeof startExtAuthServer>> | undefined;
+  const { startExtAuthAdmin } = await import('../admin/extauth-admin.ts');
+  const admin = await startExtAuthAdmin({ ready: () => server?.engine.ready ?? false, buildReport: () => server?.engine.buildReport() ?? [] }, portValue(values, 'admin-port'), values['admin-host'] as string).catch((error: Error) => {
+    throw new GatehouseError('GH_EXTAUTH_LISTEN', `cannot listen on ${values['admin-host'] as string}:${values['admin-port'] as string} (--admin-port): ${error.message}`, { cause: error });
+  });
+  server = await startExtAuthServer({
     ...(kube ? { kube } : { configDir: requiredValue(values, 'config-dir') }),
     port: portValue(values, 'port'),
     host: values.host as string,
@@ -80,10 +88,13 @@ export async function runExtAuth(argv: string[]): Promise<number | void> {
     apiGroupDomain: values['api-group-domain'] as string,
     crossNamespaceSecrets: crossNamespaceSecretsValue(values),
     logger,
+    listening: { adminPort: admin.port },
   });
+  const running = server;
   const stop = async (signal: string): Promise<void> => {
     logger.info({ signal }, 'shutting down: finishing in-flight checks');
-    await server.close();
+    await running.close();
+    admin.server.close();
     logger.info('stopped');
     flushLogs();
     process.exit(0);

@@ -14,6 +14,7 @@ commands:
   version    print the gateway version
   install    Kubernetes manifests: gatehouse install render --values FILE, or install crds
   graphql    gatehouse graphql discover --openapi FILE|URL | --grpc HOST:PORT: write a GraphQLApi
+  check      the health of an install in a cluster: gatehouse check [--kubeconfig FILE]
 
 Run "gatehouse <command> --help" for a command's flags.`;
 
@@ -27,6 +28,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   version: async () => (await import('./version.ts')).runVersion,
   install: async () => (await import('./install.ts')).runInstall,
   graphql: async () => (await import('./graphql.ts')).runGraphQL,
+  check: async () => (await import('./check.ts')).runCheck,
 };
 
 /**

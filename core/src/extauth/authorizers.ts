@@ -5,9 +5,12 @@ import type { CallerToken } from './caller-token.ts';
 import { ExtAuthCodes } from './codes.ts';
 import { allow, forbidden } from './decision.ts';
 import type { AuthEngine } from './engine.ts';
-import { CheckClient } from './grpc/check-client.ts';
+import { CheckClient, GATEWAY_CHANNEL } from './grpc/check-client.ts';
 import { sanitizeDecision, type SanitizeReport } from './sanitize-decision.ts';
 import type { AuthDecision, CheckRequest } from './step.ts';
+
+const latencyOk = metrics.extAuthLatency.labels('ok');
+const latencyError = metrics.extAuthLatency.labels('error');
 
 /** Envoy's ext_authz default timeout (SPEC 4 step 2). */
 export const DEFAULT_AUTH_TIMEOUT_MS = 200;
@@ -41,16 +44,20 @@ export class GrpcAuthorizer implements Authorizer {
 
   /** Throws `GH_BAD_ARGUMENT` when `address` is not host:port. `token`: the server's caller token. */
   constructor(address: string, options: AuthorizerOptions & { token?: CallerToken | undefined }) {
-    this.client = new CheckClient(address, { token: options.token });
+    // Keepalive, connect timeout, short backoff and one retry of a check caught by a reconnect (issue 27 item 3).
+    this.client = new CheckClient(address, { token: options.token, channel: GATEWAY_CHANNEL });
     this.options = options;
     this.timeoutMs = options.timeoutMs ?? DEFAULT_AUTH_TIMEOUT_MS;
   }
 
   async check(request: CheckRequest): Promise<AuthDecision> {
     let decision: AuthDecision;
+    const started = performance.now();
     try {
       decision = await this.client.check(request, this.timeoutMs);
+      latencyOk.observe((performance.now() - started) / 1000);
     } catch (error) {
+      latencyError.observe((performance.now() - started) / 1000);
       return failed(this.options, request, error);
     }
     // The server at --extauth-address may be anyone's: its answer is checked like a step's.

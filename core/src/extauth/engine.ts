@@ -83,6 +83,14 @@ export function configIdOf(resource: { namespace: string; name: string }): strin
   return `${resource.namespace}.${resource.name}`;
 }
 
+/** One AuthConfig's build result: `failure` when its steps could not be built (requests are denied). */
+export interface BuildReport {
+  configId: string;
+  namespace: string;
+  name: string;
+  failure?: { code: string; message: string };
+}
+
 /**
  * The auth server's core, in-process: one chain per served AuthConfig, rebuilt when its
  * spec changes and swapped in atomically (the old chain answers until the new set is
@@ -105,6 +113,7 @@ export class AuthEngine {
   private readonly deniedLog = new LogLimiter({ intervalMs: 10_000 });
   /** Last logged failure message per config: a changed cause is logged at once. */
   private readonly failureText = new Map<string, string>();
+  private readonly reportListeners = new Set<(report: BuildReport[]) => void>();
 
   constructor(options: AuthEngineOptions) {
     this.logger = options.logger;
@@ -124,6 +133,17 @@ export class AuthEngine {
   /** `config_id`s of the served AuthConfigs, sorted. */
   get configIds(): string[] {
     return [...this.entries.keys()].sort();
+  }
+
+  /** Calls `listener` with every AuthConfig's build result after each change of the served set (issue 27 item 1). */
+  onBuildReport(listener: (report: BuildReport[]) => void): () => void {
+    this.reportListeners.add(listener);
+    return () => this.reportListeners.delete(listener);
+  }
+
+  /** Each AuthConfig's build result now. */
+  buildReport(): BuildReport[] {
+    return [...this.entries].map(([configId, e]) => ({ configId, namespace: e.resource.namespace, name: e.resource.name, ...(e.failure ? { failure: { code: e.failure.code, message: e.failure.message } } : {}) }));
   }
 
   /** The chain serving `configId` now (undefined when unknown or not buildable). */
@@ -226,6 +246,10 @@ export class AuthEngine {
       this.logger.error({ config_id: id, code: entry.failure.code, cause: message, ...(suppressed ? { repeated: suppressed } : {}) }, `auth config ${id} cannot be loaded: ${message}`);
     }
     for (const id of this.failureText.keys()) if (!next.has(id)) this.failureText.delete(id);
+    if (this.reportListeners.size) {
+      const report = this.buildReport();
+      for (const listener of this.reportListeners) listener(report);
+    }
     const retired = [...previous].filter(([id, entry]) => next.get(id) !== entry && entry.chain).map(([, entry]) => entry.chain!);
     // Not awaited: a chain with a slow check in flight must not hold up the reload.
     void Promise.all(retired.map((chain) => chain.close()));

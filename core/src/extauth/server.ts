@@ -14,6 +14,7 @@ import { forbidden } from './decision.ts';
 import { LogLimiter } from './log-limit.ts';
 import { bound as boundText } from './redact.ts';
 import { ExtAuthCodes } from './codes.ts';
+import { metrics } from '../admin/metrics.ts';
 import { AuthEngine } from './engine.ts';
 import { checkRequestFromMessage, checkResponseToMessage, type CheckRequestMessage, type CheckResponseMessage } from './grpc/check-messages.ts';
 import { AUTHORIZATION_SERVICE, authorizationPackage } from './grpc/protos.ts';
@@ -56,6 +57,8 @@ export interface ExtAuthServerOptions {
   logger?: Logger;
   /** Reload on config changes (default true). */
   watch?: boolean;
+  /** Fields added to the `listening` log line (the admin port). */
+  listening?: Record<string, unknown>;
 }
 
 /** A running `gatehouse extauth`. */
@@ -135,6 +138,16 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
   };
   let loader = options.loader;
   let unsubscribe: () => void;
+  let reporter: { close(): Promise<void> } | undefined;
+  // Which AuthConfigs cannot be built: a metric here, and with --kube their status and an Event (issue 27 item 1).
+  const unavailable = new Set<string>();
+  const stopReports = engine.onBuildReport((report) => {
+    const now = new Set(report.filter((r) => r.failure).map((r) => r.configId));
+    for (const id of unavailable) if (!now.has(id)) metrics.authConfigUnavailable.remove(id);
+    for (const id of now) metrics.authConfigUnavailable.set({ config: id }, 1);
+    unavailable.clear();
+    for (const id of now) unavailable.add(id);
+  });
   try {
     if (loader) {
       // A shared loader may not have loaded yet (the gateway starts it after building its parts).
@@ -149,6 +162,12 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
             ...(options.crossNamespaceSecrets ? { crossNamespaceSecrets: options.crossNamespaceSecrets } : {}),
           })
         : undefined;
+      if (source) {
+        const { KubeBuildReporter } = await import('../config/source/kube-status.ts');
+        const buildReporter = new KubeBuildReporter({ config: source.config, origins: source, logger, identity: source.identity });
+        engine.onBuildReport((report) => buildReporter.report(report));
+        reporter = buildReporter;
+      }
       loader = new ConfigLoader({ ...(source ? { source } : { dir: options.configDir! }), apiGroupDomain: options.apiGroupDomain ?? DEFAULT_API_GROUP_DOMAIN, crossNamespaceSecrets: options.crossNamespaceSecrets, checks: { ...extAuthChecks, ...rateLimitChecks }, logger, watch: options.watch ?? true });
       unsubscribe = loader.onSnapshot(apply);
       await loader.start();
@@ -166,7 +185,7 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
   }
   // SPEC 9: one `listening` line per process. Embedded in `gatehouse run`, the gateway's line
   // carries `extauthPort` instead.
-  logger.info({ service: 'extauth', host, port: bound }, options.loader ? 'extauth server started' : 'listening');
+  logger.info({ service: 'extauth', host, port: bound, ...options.listening }, options.loader ? 'extauth server started' : 'listening');
 
   const ownLoader = options.loader ? undefined : loader;
   let closing: Promise<void> | undefined;
@@ -178,8 +197,10 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
         health.setStatus('', 'NOT_SERVING');
         health.setStatus(AUTHORIZATION_SERVICE, 'NOT_SERVING');
         unsubscribe();
+        stopReports();
         pluginWatcher?.close();
         await ownLoader?.close();
+        await reporter?.close();
         await shutdown(server, 5_000);
         await engine.close();
         await rateLimit.close();

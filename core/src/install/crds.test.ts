@@ -90,6 +90,25 @@ describe('renderCrds', () => {
     expect(crds.find((c) => c.spec.names.kind === 'GraphQLApi')!.spec.versions[0]!.name).toBe('v1beta1');
   });
 
+  it("has Gloo Edge's short names (kubectl get vs) and State, Serving, Reason and Age columns (issue 27 item 9)", () => {
+    expect(Object.fromEntries(crds.map((c) => [c.spec.names.plural, c.spec.names.shortNames]))).toEqual({
+      upstreams: ['us'],
+      upstreamgroups: ['ug'],
+      authconfigs: ['ac'],
+      graphqlapis: ['gql'],
+      routetables: ['rt'],
+      virtualservices: ['vs'],
+    });
+    for (const crd of crds) {
+      expect(crd.spec.versions[0]!.additionalPrinterColumns!.map((c) => [c.name, c.jsonPath])).toEqual([
+        ['State', '.status.state'],
+        ['Serving', '.status.serving'],
+        ['Reason', '.status.reason'],
+        ['Age', '.metadata.creationTimestamp'],
+      ]);
+    }
+  });
+
   it.each(KIND_NAMES)('the %s schema is structural', (kind) => {
     expect(structuralViolations(schemaOf(kind))).toEqual([]);
   });

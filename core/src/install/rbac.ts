@@ -21,6 +21,7 @@ const RBAC_API = 'rbac.authorization.k8s.io/v1';
  * domain such as `solo.io` may repeat a group).
  */
 export function kubeSourceRules(domain: string, writeStatus: boolean): IPolicyRule[] {
+  const authConfigGroups = [groupOf('AuthConfig', domain), KINDS.AuthConfig.glooGroup];
   const groups = (family: (kind: (typeof KIND_NAMES)[number]) => string) => {
     const byGroup = new Map<string, string[]>();
     for (const kind of KIND_NAMES) byGroup.set(family(kind), [...(byGroup.get(family(kind)) ?? []), KINDS[kind].plural]);
@@ -29,9 +30,14 @@ export function kubeSourceRules(domain: string, writeStatus: boolean): IPolicyRu
   const all = [...groups((kind) => groupOf(kind, domain)), ...groups((kind) => KINDS[kind].glooGroup)];
   return [
     ...all.map(([group, plurals]) => ({ apiGroups: [group], resources: plurals, verbs: READ })),
-    ...(writeStatus ? all.map(([group, plurals]) => ({ apiGroups: [group], resources: plurals.map((p) => `${p}/status`), verbs: ['get', 'update', 'patch'] })) : []),
+    ...(writeStatus
+      ? all.map(([group, plurals]) => ({ apiGroups: [group], resources: plurals.map((p) => `${p}/status`), verbs: ['get', 'update', 'patch'] }))
+      : // extauth writes its build result into AuthConfigs' status.extauth (a merge patch of that key).
+        authConfigGroups.map((group) => ({ apiGroups: [group], resources: ['authconfigs/status'], verbs: ['patch'] }))),
     { apiGroups: [''], resources: ['secrets', 'configmaps', 'services'], verbs: READ },
     { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: READ },
+    // Events about rejected resources (gateway) and AuthConfigs whose steps failed to build (extauth).
+    { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['create'] },
   ];
 }
 
@@ -42,8 +48,9 @@ const LEASE_RULES: IPolicyRule[] = [{ apiGroups: ['coordination.k8s.io'], resour
  * A service account per component. With the configMap source the pods never call the API
  * server, so that is all; with the kube source each component gets kubeSourceRules: through a
  * ClusterRole when it watches every namespace, else through a Role in each watched namespace
- * (least privilege). The gateway writes status (extauth only reads), so it alone gets the
- * status verbs and a Role for the Lease in the install namespace.
+ * (least privilege). The gateway writes status, so it alone gets the status verbs and a Role
+ * for the Lease in the install namespace; extauth patches AuthConfigs' status only (its build
+ * results). Both post Events.
  */
 export function renderRbac(values: ResolvedValues, labels: (component: string) => Record<string, string>): RbacObject[] {
   const ns = values.namespace;

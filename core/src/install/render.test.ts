@@ -5,6 +5,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1/CustomResourceDefinition';
 import { Deployment, type IDeployment } from 'kubernetes-models/apps/v1/Deployment';
+import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler';
+import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
 import { ClusterRole } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRole';
 import { ClusterRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRoleBinding';
 import { Role } from 'kubernetes-models/rbac.authorization.k8s.io/v1/Role';
@@ -30,6 +32,8 @@ const MODELS: Record<string, new (data: never) => { validate(): void }> = {
   'v1/ConfigMap': ConfigMap,
   'v1/Secret': Secret,
   'apps/v1/Deployment': Deployment,
+  'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
+  'autoscaling/v2/HorizontalPodAutoscaler': HorizontalPodAutoscaler,
   'rbac.authorization.k8s.io/v1/ClusterRole': ClusterRole,
   'rbac.authorization.k8s.io/v1/ClusterRoleBinding': ClusterRoleBinding,
   'rbac.authorization.k8s.io/v1/Role': Role,
@@ -97,32 +101,122 @@ describe('renderInstall', () => {
       'CustomResourceDefinition/routetables.gateway.gatehouse.dev',
       'CustomResourceDefinition/virtualservices.gateway.gatehouse.dev',
       'CustomResourceDefinition/ratelimitconfigs.ratelimit.gatehouse.dev',
-      // The configMap source never calls the API server: no roles.
+      // The kube source (the default) reads the API server: roles for both.
       'ServiceAccount/gatehouse-gateway',
+      'ClusterRole/gatehouse:gatehouse-system:gateway',
+      'ClusterRoleBinding/gatehouse:gatehouse-system:gateway',
+      'Role/gatehouse:gateway:leases',
+      'RoleBinding/gatehouse:gateway:leases',
       'ServiceAccount/gatehouse-extauth',
+      'ClusterRole/gatehouse:gatehouse-system:extauth',
+      'ClusterRoleBinding/gatehouse:gatehouse-system:extauth',
       'Secret/extauth-caller-token',
       'Deployment/gateway',
       'Service/gateway',
       'Service/gateway-admin',
       'Deployment/extauth',
       'Service/extauth',
+      'PodDisruptionBudget/extauth',
     ]);
     validateAll(objects);
     const gateway = find<IDeployment>(objects, 'Deployment', 'gateway').spec!.template.spec!.containers[0]!;
     expect(gateway.image).toBe(`ghcr.io/gatehouse/gatehouse:${GATEWAY_VERSION}`);
-    expect(gateway.args).toEqual(expect.arrayContaining(['gateway', '--extauth-address', 'extauth.gatehouse-system.svc:8083', '--config-dir', '/etc/gatehouse/config']));
+    expect(gateway.args).toEqual(expect.arrayContaining(['gateway', '--extauth-address', 'extauth.gatehouse-system.svc:8083', '--kube']));
     expect(gateway.readinessProbe?.httpGet).toEqual({ path: '/readyz', port: 'admin' });
+  });
+
+  it('defaults for operators (issue 27): the kube source, extauth twice behind a PDB, preStop then drain, requests, the namespace kept by helm uninstall', () => {
+    const objects = renderInstall(resolveValues({}, GATEWAY_VERSION));
+    validateAll(objects);
+    expect(find<{ metadata: { annotations: Record<string, string> } }>(objects, 'Namespace', 'gatehouse-system').metadata.annotations).toEqual({ 'helm.sh/resource-policy': 'keep' });
+    const gateway = find<IDeployment>(objects, 'Deployment', 'gateway');
+    const extauth = find<IDeployment>(objects, 'Deployment', 'extauth');
+    expect(gateway.spec!.replicas).toBe(1);
+    expect(extauth.spec!.replicas).toBe(2);
+    expect(find<{ spec: unknown }>(objects, 'PodDisruptionBudget', 'extauth').spec).toEqual({ maxUnavailable: 1, selector: { matchLabels: { 'app.kubernetes.io/name': 'gatehouse', 'app.kubernetes.io/component': 'extauth' } } });
+    expect(objects.filter((o) => o.kind === 'PodDisruptionBudget' || o.kind === 'HorizontalPodAutoscaler').map((o) => `${o.kind}/${o.metadata?.name}`)).toEqual(['PodDisruptionBudget/extauth']);
+    for (const d of [gateway, extauth]) {
+      const pod = d.spec!.template.spec!;
+      expect(pod.terminationGracePeriodSeconds).toBe(40);
+      expect(pod.containers[0]!.lifecycle).toEqual({ preStop: { sleep: { seconds: 5 } } });
+      expect(pod.containers[0]!.resources?.requests).toEqual(expect.objectContaining({ cpu: '100m' }));
+      expect(pod.containers[0]!.args).toContain('--kube');
+    }
+    // 40 s grace - 5 s preStop - 5 s to exit.
+    const args = gateway.spec!.template.spec!.containers[0]!.args!;
+    expect(args[args.indexOf('--shutdown-grace') + 1]).toBe('30s');
+  });
+
+  it('pod knobs: HPA instead of replicas, security context overrides key by key, resources merged over the default requests, service settings by type', () => {
+    const values = resolveValues(
+      {
+        gateway: {
+          autoscaling: { enabled: true, maxReplicas: 4 },
+          containerSecurityContext: { readOnlyRootFilesystem: false },
+          terminationGracePeriodSeconds: 8,
+          preStopSleepSeconds: 5,
+          service: { type: 'ClusterIP', externalTrafficPolicy: 'Local', nodePorts: { http: 30080 } },
+        },
+        extauth: { resources: { limits: { memory: '1Gi' } }, podLabels: { 'app.kubernetes.io/component': 'spoof', team: 'auth' }, pdb: { create: false } },
+      },
+      GATEWAY_VERSION,
+    );
+    const objects = renderInstall(values);
+    validateAll(objects);
+    const gateway = find<IDeployment>(objects, 'Deployment', 'gateway');
+    expect(gateway.spec!.replicas).toBeUndefined();
+    expect(find<{ spec: Record<string, unknown> }>(objects, 'HorizontalPodAutoscaler', 'gateway').spec).toMatchObject({ minReplicas: 1, maxReplicas: 4, scaleTargetRef: { kind: 'Deployment', name: 'gateway' } });
+    const container = gateway.spec!.template.spec!.containers[0]!;
+    expect(container.securityContext).toMatchObject({ readOnlyRootFilesystem: false, runAsNonRoot: true, capabilities: { drop: ['ALL'] } });
+    // The drain never gets less than 1 s.
+    expect(container.args![container.args!.indexOf('--shutdown-grace') + 1]).toBe('1s');
+    // A ClusterIP Service takes neither.
+    const service = find<IService>(objects, 'Service', 'gateway').spec!;
+    expect(service.externalTrafficPolicy).toBeUndefined();
+    expect(service.ports!.every((p) => p.nodePort === undefined)).toBe(true);
+    const extauth = find<IDeployment>(objects, 'Deployment', 'extauth').spec!.template;
+    expect(extauth.spec!.containers[0]!.resources).toEqual({ requests: { cpu: '100m', memory: '192Mi' }, limits: { memory: '1Gi' } });
+    // podLabels never replace the labels the selector matches.
+    expect(extauth.metadata!.labels).toMatchObject({ 'app.kubernetes.io/component': 'extauth', team: 'auth' });
+    expect(objects.some((o) => o.kind === 'PodDisruptionBudget')).toBe(false);
+    expect(renderInstall(resolveValues({ extauth: { resources: { requests: null } } }, GATEWAY_VERSION)).length).toBeGreaterThan(0);
+    const noRequests = find<IDeployment>(renderInstall(resolveValues({ extauth: { resources: { requests: null } } }, GATEWAY_VERSION)), 'Deployment', 'extauth');
+    expect(noRequests.spec!.template.spec!.containers[0]!.resources).toEqual({});
+  });
+
+  it('metrics: a ServiceMonitor on both admin ports and the dashboard ConfigMap, when asked; the dashboard JSON parses and queries our metrics', () => {
+    expect(renderInstall(resolveValues({}, GATEWAY_VERSION)).filter((o) => o.kind === 'ServiceMonitor' || o.metadata?.name === 'gatehouse-dashboard')).toEqual([]);
+    const objects = renderInstall(resolveValues({ metrics: { serviceMonitor: { enabled: true }, dashboard: { enabled: true } } }, GATEWAY_VERSION));
+    const monitor = find<{ spec: { endpoints: unknown[]; selector: unknown } }>(objects, 'ServiceMonitor', 'gatehouse');
+    expect(monitor.spec.endpoints).toEqual([{ port: 'admin', path: '/metrics', interval: '30s' }]);
+    const dashboard = find<{ metadata: { labels: Record<string, string> }; data: Record<string, string> }>(objects, 'ConfigMap', 'gatehouse-dashboard');
+    expect(dashboard.metadata.labels.grafana_dashboard).toBe('1');
+    const model = JSON.parse(dashboard.data['gatehouse.json']!) as { panels: { targets: { expr: string }[] }[] };
+    const exprs = model.panels.flatMap((p) => p.targets.map((t) => t.expr)).join('\n');
+    for (const metric of ['gatehouse_requests_total', 'gatehouse_auth_decisions_total', 'gatehouse_ext_authz_duration_seconds_bucket', 'gatehouse_extauth_config_unavailable']) expect(exprs).toContain(metric);
+  });
+
+  it('refuses a PDB with both bounds and an HPA whose minimum is above its maximum, naming the path', () => {
+    expect(() => resolveValues({ extauth: { pdb: { minAvailable: 1, maxUnavailable: '50%' } } }, GATEWAY_VERSION)).toThrow(/extauth\.pdb: set minAvailable or maxUnavailable, not both/);
+    expect(() => resolveValues({ gateway: { autoscaling: { enabled: true, minReplicas: 3, maxReplicas: 2 } } }, GATEWAY_VERSION)).toThrow(/gateway\.autoscaling: minReplicas 3 is more than maxReplicas 2/);
+    expect(() => resolveValues({ extauth: { pdb: { maxUnavailable: '5 %' } } }, GATEWAY_VERSION)).toThrow(/extauth\.pdb\.maxUnavailable/);
   });
 
   it('runs extauth on gRPC 8083 behind a Service named extauth', () => {
     const objects = renderInstall(resolveValues({}, GATEWAY_VERSION));
     const extauth = find<IDeployment>(objects, 'Deployment', 'extauth');
     const container = extauth.spec!.template.spec!.containers[0]!;
-    expect(container.ports).toEqual([{ name: 'grpc', containerPort: 8083, protocol: 'TCP' }]);
+    expect(container.ports).toEqual([{ name: 'grpc', containerPort: 8083, protocol: 'TCP' }, { name: 'admin', containerPort: 9902, protocol: 'TCP' }]);
     expect(container.args?.slice(0, 1)).toEqual(['extauth']);
     expect(container.readinessProbe?.grpc).toEqual({ port: 8083 });
     expect(extauth.spec!.template.spec!.initContainers).toBeUndefined();
-    expect(find<IService>(objects, 'Service', 'extauth').spec!.ports).toEqual([{ name: 'grpc', port: 8083, targetPort: 'grpc', protocol: 'TCP', appProtocol: 'grpc' }]);
+    expect(find<IService>(objects, 'Service', 'extauth').spec!.ports).toEqual([
+      { name: 'grpc', port: 8083, targetPort: 'grpc', protocol: 'TCP', appProtocol: 'grpc' },
+      // The admin API (issue 27 item 7): /metrics, /healthz, /readyz, /configs.
+      { name: 'admin', port: 9902, targetPort: 'admin', protocol: 'TCP' },
+    ]);
+    expect(container.args).toEqual(expect.arrayContaining(['--admin-port', '9902', '--admin-host', '0.0.0.0']));
+    expect(extauth.spec!.template.metadata!.annotations).toMatchObject({ 'prometheus.io/scrape': 'true', 'prometheus.io/port': '9902' });
   });
 
   it('adds one init container plugin-<key> per plugin image, sharing the auth-plugins emptyDir with extauth', () => {
@@ -144,7 +238,7 @@ describe('renderInstall', () => {
 
   it('creates the ConfigMap only when asked', () => {
     expect(renderInstall(resolveValues({}, GATEWAY_VERSION)).filter((o) => o.kind === 'ConfigMap')).toEqual([]);
-    const inline = renderInstall(resolveValues({ config: { configMap: { name: 'routes', data: { 'a.yaml': 'kind: Upstream' } } } }, GATEWAY_VERSION));
+    const inline = renderInstall(resolveValues({ config: { source: 'configMap', configMap: { name: 'routes', data: { 'a.yaml': 'kind: Upstream' } } } }, GATEWAY_VERSION));
     validateAll(inline);
     expect(find<{ data: Record<string, string> }>(inline, 'ConfigMap', 'routes').data).toEqual({ 'a.yaml': 'kind: Upstream' });
     const args = find<IDeployment>(inline, 'Deployment', 'gateway').spec!.template.spec!.containers[0]!.args!;
@@ -206,9 +300,10 @@ describe('renderInstall', () => {
           for (const verb of ['get', 'list', 'watch']) expect(allows(group, plural, verb), `${verb} ${plural}.${group}`).toBe(true);
           for (const verb of ['get', 'update', 'patch']) expect(allows(group, `${plural}/status`, verb), `${verb} ${plural}/status.${group}`).toBe(true);
           for (const verb of ['create', 'update', 'delete']) expect(allows(group, plural, verb), `no ${verb} on ${plural}.${group}`).toBe(false);
-          // extauth reads the same, and writes no status (the gateway does).
+          // extauth reads the same, and patches only AuthConfigs' status (its build results; issue 27 item 1).
           for (const verb of ['get', 'list', 'watch']) expect(grants('extauth', group, plural, verb), `extauth ${verb} ${plural}.${group}`).toBe(true);
-          expect(grants('extauth', group, `${plural}/status`, 'patch'), `extauth patch ${plural}/status.${group}`).toBe(false);
+          expect(grants('extauth', group, `${plural}/status`, 'patch'), `extauth patch ${plural}/status.${group}`).toBe(plural === 'authconfigs');
+          expect(grants('extauth', group, `${plural}/status`, 'update'), `extauth update ${plural}/status.${group}`).toBe(false);
         }
       }
     }
@@ -219,7 +314,9 @@ describe('renderInstall', () => {
     const binding = find<{ roleRef: unknown; subjects: unknown }>(objects, 'ClusterRoleBinding', 'gatehouse:edge:extauth');
     expect(binding.roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'gatehouse:edge:extauth' });
     expect(binding.subjects).toEqual([{ kind: 'ServiceAccount', name: 'gatehouse-extauth', namespace: 'edge' }]);
-    expect(rulesOf('extauth')).toEqual(rulesOf('gateway').filter((r) => !r.resources!.some((resource) => resource.endsWith('/status'))));
+    for (const component of ['gateway', 'extauth']) expect(grants(component, 'events.k8s.io', 'events', 'create'), `${component} creates Events`).toBe(true);
+    const withoutStatus = (rules: IPolicyRule[]) => rules.filter((r) => !r.resources!.some((resource) => resource.endsWith('/status')));
+    expect(withoutStatus(rulesOf('extauth'))).toEqual(withoutStatus(rulesOf('gateway')));
   });
 
   it('config.source kube with namespaces: a Role and RoleBinding in each watched namespace instead of a ClusterRole', () => {

@@ -3,7 +3,8 @@ import { Document } from 'yaml';
 import { renderCrds, type KubeObject } from './crds.ts';
 import { renderRbac } from './rbac.ts';
 import type { ResolvedValues } from './values.ts';
-import { renderCallerToken, renderExtAuth, renderGateway } from './workloads.ts';
+import { dashboardJson } from './dashboard.ts';
+import { renderCallerToken, renderExtAuth, renderGateway, renderPolicies, renderServiceMonitor } from './workloads.ts';
 
 /**
  * Every Kubernetes object of an install (SPEC 6), in apply order: namespace, CRDs, RBAC,
@@ -14,13 +15,19 @@ export function renderInstall(values: ResolvedValues, callerToken: string = rand
   const selector = (component: string) => ({ 'app.kubernetes.io/name': 'gatehouse', 'app.kubernetes.io/component': component });
   const labels = (component: string) => ({ ...common, 'app.kubernetes.io/component': component });
   const objects: KubeObject[] = [];
-  if (values.createNamespace) objects.push({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: values.namespace, labels: common } });
+  // Kept by `helm uninstall` (the resource policy; kubectl ignores it): operators put their own
+  // resources and Secrets there (issue 27 item 6).
+  if (values.createNamespace) objects.push({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: values.namespace, labels: common, annotations: { 'helm.sh/resource-policy': 'keep' } } });
   if (values.createCrds) objects.push(...renderCrds(values.apiGroupDomain, common));
   if (values.createRbac) objects.push(...renderRbac(values, labels));
   if (values.config.source === 'configMap' && Object.keys(values.config.configMapData).length > 0) {
     objects.push({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: values.config.configMapName, namespace: values.namespace, labels: common }, data: values.config.configMapData });
   }
-  objects.push(...renderCallerToken(values, labels, callerToken), ...renderGateway(values, labels, selector), ...renderExtAuth(values, labels, selector));
+  objects.push(...renderCallerToken(values, labels, callerToken), ...renderGateway(values, labels, selector), ...renderExtAuth(values, labels, selector), ...renderPolicies(values, labels, selector));
+  objects.push(...renderServiceMonitor(values, labels));
+  if (values.metrics.dashboard.enabled) {
+    objects.push({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'gatehouse-dashboard', namespace: values.namespace, labels: { ...labels('metrics'), ...values.metrics.dashboard.labels } }, data: { 'gatehouse.json': dashboardJson() } });
+  }
   return objects;
 }
 

@@ -7,10 +7,13 @@ import type { ISecurityContext } from 'kubernetes-models/v1/SecurityContext';
 import type { IService } from 'kubernetes-models/v1/Service';
 import type { IVolume } from 'kubernetes-models/v1/Volume';
 import type { IVolumeMount } from 'kubernetes-models/v1/VolumeMount';
-import type { ResolvedValues } from './values.ts';
+import type { IHorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler';
+import type { IPodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
+import type { IPodSpec } from 'kubernetes-models/v1/PodSpec';
+import type { PodValues, ResolvedValues } from './values.ts';
 
 /** Ports (SPEC 1). */
-export const PORTS = { http: 8080, https: 8443, admin: 9901, grpc: 8083 } as const;
+export const PORTS = { http: 8080, https: 8443, admin: 9901, grpc: 8083, extauthAdmin: 9902 } as const;
 
 const PLUGIN_DIR = '/auth-plugins';
 /** Where both Deployments mount the caller token Secret (docs/auth.md#callers). */
@@ -48,6 +51,9 @@ export function renderGateway(values: ResolvedValues, labels: (component: string
     values.apiGroupDomain,
     '--extauth-address',
     `extauth.${ns}.svc:${PORTS.grpc}`,
+    // SIGTERM comes after the preStop sleep: drain within what is left of the grace period.
+    '--shutdown-grace',
+    `${drainSeconds(values.gateway)}s`,
     ...tokenArgs(values),
     ...values.gateway.extraArgs,
   ];
@@ -56,16 +62,17 @@ export function renderGateway(values: ResolvedValues, labels: (component: string
     kind: 'Deployment',
     metadata: { name: 'gateway', namespace: ns, labels: labels('gateway') },
     spec: {
-      replicas: values.gateway.replicas,
+      ...deploymentSpec(values.gateway),
       selector: { matchLabels: selector('gateway') },
       template: {
-        metadata: { labels: labels('gateway'), annotations: { 'prometheus.io/scrape': 'true', 'prometheus.io/port': String(PORTS.admin), 'prometheus.io/path': '/metrics' } },
+        metadata: {
+          labels: { ...values.gateway.podLabels, ...labels('gateway') },
+          annotations: { 'prometheus.io/scrape': 'true', 'prometheus.io/port': String(PORTS.admin), 'prometheus.io/path': '/metrics', ...values.gateway.podAnnotations },
+        },
         spec: {
           serviceAccountName: 'gatehouse-gateway',
-          securityContext: POD_SECURITY,
+          ...podSpec(values.gateway),
           ...pullSecrets(values),
-          // SIGTERM drains in-flight requests (SPEC 8); leave it the default shutdown grace plus margin.
-          terminationGracePeriodSeconds: 40,
           containers: [
             {
               name: 'gateway',
@@ -77,15 +84,16 @@ export function renderGateway(values: ResolvedValues, labels: (component: string
                 { name: 'https', containerPort: PORTS.https, protocol: 'TCP' },
                 { name: 'admin', containerPort: PORTS.admin, protocol: 'TCP' },
               ],
-              ...(values.config.source === 'kube' ? { env: podEnv() } : {}),
+              ...(values.config.source === 'kube' || values.gateway.extraEnv.length ? { env: [...(values.config.source === 'kube' ? podEnv() : []), ...(values.gateway.extraEnv as IEnvVar[])] } : {}),
               readinessProbe: { httpGet: { path: '/readyz', port: 'admin' }, periodSeconds: 5 },
               livenessProbe: { httpGet: { path: '/healthz', port: 'admin' }, periodSeconds: 10, failureThreshold: 3 },
+              ...lifecycle(values.gateway),
               resources: values.gateway.resources,
-              securityContext: CONTAINER_SECURITY,
-              volumeMounts: [...configMounts(values), ...tlsMounts(values), ...tokenMounts(values), { name: 'tmp', mountPath: '/tmp' }],
+              securityContext: containerSecurity(values.gateway),
+              volumeMounts: [...configMounts(values), ...tlsMounts(values), ...tokenMounts(values), { name: 'tmp', mountPath: '/tmp' }, ...(values.gateway.extraVolumeMounts as IVolumeMount[])],
             },
           ],
-          volumes: [...configVolumes(values), ...tlsVolumes(values), ...tokenVolumes(values), { name: 'tmp', emptyDir: {} }],
+          volumes: [...configVolumes(values), ...tlsVolumes(values), ...tokenVolumes(values), { name: 'tmp', emptyDir: {} }, ...(values.gateway.extraVolumes as IVolume[])],
         },
       },
     },
@@ -94,11 +102,16 @@ export function renderGateway(values: ResolvedValues, labels: (component: string
     apiVersion: 'v1',
     kind: 'Service',
     metadata: { name: 'gateway', namespace: ns, labels: labels('gateway'), ...(Object.keys(values.gateway.serviceAnnotations).length ? { annotations: values.gateway.serviceAnnotations } : {}) },
-    spec: { type: values.gateway.serviceType, selector: selector('gateway'), ports: [
-        { name: 'http', port: values.gateway.servicePort, targetPort: 'http', protocol: 'TCP' },
+    spec: {
+      type: values.gateway.serviceType,
+      ...serviceExtras(values),
+      selector: selector('gateway'),
+      ports: [
+        { name: 'http', port: values.gateway.servicePort, targetPort: 'http', protocol: 'TCP', ...nodePort(values, 'http') },
         // VirtualServices with sslConfig (SPEC 3.2.1).
-        { name: 'https', port: 443, targetPort: 'https', protocol: 'TCP' },
-      ] },
+        { name: 'https', port: 443, targetPort: 'https', protocol: 'TCP', ...nodePort(values, 'https') },
+      ],
+    },
   };
   const admin: IService = {
     apiVersion: 'v1',
@@ -122,7 +135,9 @@ export function renderExtAuth(values: ResolvedValues, labels: (component: string
     image: plugin.image,
     imagePullPolicy: plugin.pullPolicy,
     args: ['--rootfs', '/', '--tag', plugin.tag, '--gateway-version', values.gatewayVersion, '--dest', PLUGIN_DIR],
-    securityContext: CONTAINER_SECURITY,
+    // gatehouse-init's error (a plugin built for another version) in the pod's status: kubectl describe, gatehouse check.
+    terminationMessagePolicy: 'FallbackToLogsOnError',
+    securityContext: containerSecurity(values.extauth),
     volumeMounts: [pluginMount],
   }));
   const deployment: IDeployment = {
@@ -130,13 +145,16 @@ export function renderExtAuth(values: ResolvedValues, labels: (component: string
     kind: 'Deployment',
     metadata: { name: 'extauth', namespace: ns, labels: labels('extauth') },
     spec: {
-      replicas: values.extauth.replicas,
+      ...deploymentSpec(values.extauth),
       selector: { matchLabels: selector('extauth') },
       template: {
-        metadata: { labels: labels('extauth') },
+        metadata: {
+          labels: { ...values.extauth.podLabels, ...labels('extauth') },
+          annotations: { 'prometheus.io/scrape': 'true', 'prometheus.io/port': String(PORTS.extauthAdmin), 'prometheus.io/path': '/metrics', ...values.extauth.podAnnotations },
+        },
         spec: {
           serviceAccountName: 'gatehouse-extauth',
-          securityContext: POD_SECURITY,
+          ...podSpec(values.extauth),
           ...pullSecrets(values),
           ...(initContainers.length ? { initContainers } : {}),
           containers: [
@@ -145,17 +163,37 @@ export function renderExtAuth(values: ResolvedValues, labels: (component: string
               image: imageOf(values),
               imagePullPolicy: values.image.pullPolicy,
               // isolated-vm (plugin sandboxes) needs --no-node-snapshot on Node 20+.
-              env: [{ name: 'NODE_OPTIONS', value: '--no-node-snapshot' }, ...(values.config.source === 'kube' ? podEnv() : [])],
-              args: ['extauth', ...configArgs(values), '--port', String(PORTS.grpc), '--plugin-dir', PLUGIN_DIR, '--api-group-domain', values.apiGroupDomain, ...tokenArgs(values), ...values.extauth.extraArgs],
-              ports: [{ name: 'grpc', containerPort: PORTS.grpc, protocol: 'TCP' }],
+              env: [{ name: 'NODE_OPTIONS', value: '--no-node-snapshot' }, ...(values.config.source === 'kube' ? podEnv() : []), ...(values.extauth.extraEnv as IEnvVar[])],
+              args: [
+                'extauth',
+                ...configArgs(values),
+                '--port',
+                String(PORTS.grpc),
+                // /metrics, /healthz, /readyz, /configs for Prometheus and `gatehouse check` (pod IP; ClusterIP Service).
+                '--admin-port',
+                String(PORTS.extauthAdmin),
+                '--admin-host',
+                '0.0.0.0',
+                '--plugin-dir',
+                PLUGIN_DIR,
+                '--api-group-domain',
+                values.apiGroupDomain,
+                ...tokenArgs(values),
+                ...values.extauth.extraArgs,
+              ],
+              ports: [
+                { name: 'grpc', containerPort: PORTS.grpc, protocol: 'TCP' },
+                { name: 'admin', containerPort: PORTS.extauthAdmin, protocol: 'TCP' },
+              ],
               readinessProbe: { grpc: { port: PORTS.grpc }, periodSeconds: 5 },
               livenessProbe: { grpc: { port: PORTS.grpc }, periodSeconds: 10, failureThreshold: 3 },
+              ...lifecycle(values.extauth),
               resources: values.extauth.resources,
-              securityContext: CONTAINER_SECURITY,
-              volumeMounts: [{ ...pluginMount, readOnly: true }, ...configMounts(values), ...tokenMounts(values), { name: 'tmp', mountPath: '/tmp' }],
+              securityContext: containerSecurity(values.extauth),
+              volumeMounts: [{ ...pluginMount, readOnly: true }, ...configMounts(values), ...tokenMounts(values), { name: 'tmp', mountPath: '/tmp' }, ...(values.extauth.extraVolumeMounts as IVolumeMount[])],
             },
           ],
-          volumes: [{ name: 'auth-plugins', emptyDir: {} }, ...configVolumes(values), ...tokenVolumes(values), { name: 'tmp', emptyDir: {} }],
+          volumes: [{ name: 'auth-plugins', emptyDir: {} }, ...configVolumes(values), ...tokenVolumes(values), { name: 'tmp', emptyDir: {} }, ...(values.extauth.extraVolumes as IVolume[])],
         },
       },
     },
@@ -164,9 +202,130 @@ export function renderExtAuth(values: ResolvedValues, labels: (component: string
     apiVersion: 'v1',
     kind: 'Service',
     metadata: { name: 'extauth', namespace: ns, labels: labels('extauth') },
-    spec: { type: 'ClusterIP', selector: selector('extauth'), ports: [{ name: 'grpc', port: PORTS.grpc, targetPort: 'grpc', protocol: 'TCP', appProtocol: 'grpc' }] },
+    spec: {
+      type: 'ClusterIP',
+      selector: selector('extauth'),
+      ports: [
+        { name: 'grpc', port: PORTS.grpc, targetPort: 'grpc', protocol: 'TCP', appProtocol: 'grpc' },
+        { name: 'admin', port: PORTS.extauthAdmin, targetPort: 'admin', protocol: 'TCP' },
+      ],
+    },
   };
   return [deployment, service];
+}
+
+/** The PodDisruptionBudgets and HorizontalPodAutoscalers of both Deployments, where enabled. */
+export function renderPolicies(values: ResolvedValues, labels: (component: string) => Record<string, string>, selector: (component: string) => Record<string, string>): (IPodDisruptionBudget | IHorizontalPodAutoscaler)[] {
+  const out: (IPodDisruptionBudget | IHorizontalPodAutoscaler)[] = [];
+  for (const component of ['gateway', 'extauth'] as const) {
+    const pod = values[component];
+    const metadata = { name: component, namespace: values.namespace, labels: labels(component) };
+    if (pod.pdb.create) {
+      // Neither bound given: one pod at a time may go (a drain, a node upgrade), never all.
+      const bound = pod.pdb.minAvailable !== undefined ? { minAvailable: pod.pdb.minAvailable } : { maxUnavailable: pod.pdb.maxUnavailable ?? 1 };
+      out.push({ apiVersion: 'policy/v1', kind: 'PodDisruptionBudget', metadata, spec: { ...bound, selector: { matchLabels: selector(component) } } });
+    }
+    const a = pod.autoscaling;
+    if (a.enabled) {
+      const target = (name: 'cpu' | 'memory', averageUtilization: number | undefined) =>
+        averageUtilization === undefined ? [] : [{ type: 'Resource', resource: { name, target: { type: 'Utilization', averageUtilization } } }];
+      out.push({
+        apiVersion: 'autoscaling/v2',
+        kind: 'HorizontalPodAutoscaler',
+        metadata,
+        spec: {
+          scaleTargetRef: { apiVersion: 'apps/v1', kind: 'Deployment', name: component },
+          minReplicas: a.minReplicas,
+          maxReplicas: a.maxReplicas,
+          metrics: [...target('cpu', a.targetCPUUtilizationPercentage), ...target('memory', a.targetMemoryUtilizationPercentage)],
+        },
+      });
+    }
+  }
+  return out;
+}
+
+/**
+ * `metrics.serviceMonitor.enabled`: a prometheus-operator ServiceMonitor scraping both admin ports
+ * (the gateway-admin and extauth Services' `admin` port).
+ */
+export function renderServiceMonitor(values: ResolvedValues, labels: (component: string) => Record<string, string>): ServiceMonitorObject[] {
+  const m = values.metrics.serviceMonitor;
+  if (!m.enabled) return [];
+  return [
+    {
+      apiVersion: 'monitoring.coreos.com/v1',
+      kind: 'ServiceMonitor',
+      metadata: { name: 'gatehouse', namespace: values.namespace, labels: { ...labels('metrics'), ...m.labels } },
+      spec: {
+        selector: { matchLabels: { 'app.kubernetes.io/name': 'gatehouse' } },
+        namespaceSelector: { matchNames: [values.namespace] },
+        endpoints: [{ port: 'admin', path: '/metrics', interval: m.interval }],
+      },
+    },
+  ];
+}
+
+/** A ServiceMonitor (monitoring.coreos.com/v1): not in kubernetes-models. */
+export interface ServiceMonitorObject {
+  apiVersion: 'monitoring.coreos.com/v1';
+  kind: 'ServiceMonitor';
+  metadata: { name: string; namespace: string; labels: Record<string, string> };
+  spec: Record<string, unknown>;
+}
+
+/** replicas (unless an HPA owns them) and the rollout strategy. */
+function deploymentSpec(pod: PodValues): { replicas?: number; strategy?: Record<string, unknown> } {
+  return { ...(pod.autoscaling.enabled ? {} : { replicas: pod.replicas }), ...(Object.keys(pod.updateStrategy).length ? { strategy: pod.updateStrategy } : {}) };
+}
+
+/** The scheduling and shutdown fields of a pod, the empty ones left out. */
+function podSpec(pod: PodValues): Partial<IPodSpec> {
+  return {
+    securityContext: { ...POD_SECURITY, ...pod.podSecurityContext },
+    terminationGracePeriodSeconds: pod.terminationGracePeriodSeconds,
+    ...(Object.keys(pod.nodeSelector).length ? { nodeSelector: pod.nodeSelector } : {}),
+    ...(pod.tolerations.length ? { tolerations: pod.tolerations } : {}),
+    ...(Object.keys(pod.affinity).length ? { affinity: pod.affinity } : {}),
+    ...(pod.topologySpreadConstraints.length ? { topologySpreadConstraints: pod.topologySpreadConstraints } : {}),
+    ...(pod.priorityClassName ? { priorityClassName: pod.priorityClassName } : {}),
+  } as Partial<IPodSpec>;
+}
+
+/** The hardened container defaults with the overrides of containerSecurityContext, key by key. */
+function containerSecurity(pod: PodValues): ISecurityContext {
+  return { ...CONTAINER_SECURITY, ...pod.containerSecurityContext };
+}
+
+/**
+ * preStop sleeps (the kubelet's own sleep action: the image needs no shell) while the endpoint
+ * leaves every Service's rules; only then does SIGTERM start the drain (SPEC 8).
+ */
+function lifecycle(pod: PodValues): Pick<IContainer, 'lifecycle'> {
+  return pod.preStopSleepSeconds > 0 ? { lifecycle: { preStop: { sleep: { seconds: pod.preStopSleepSeconds } } } } : {};
+}
+
+/** What is left for the drain after the preStop sleep, with 5 s for the exit itself. */
+export function drainSeconds(pod: PodValues): number {
+  return Math.max(1, pod.terminationGracePeriodSeconds - pod.preStopSleepSeconds - 5);
+}
+
+function serviceExtras(values: ResolvedValues): Record<string, unknown> {
+  const e = values.gateway.serviceExtras;
+  // These fields are refused on a ClusterIP Service; LoadBalancer ones only matter on a LoadBalancer.
+  const external = values.gateway.serviceType !== 'ClusterIP';
+  const lb = values.gateway.serviceType === 'LoadBalancer';
+  return {
+    ...(external && e.externalTrafficPolicy ? { externalTrafficPolicy: e.externalTrafficPolicy } : {}),
+    ...(lb && e.loadBalancerIP ? { loadBalancerIP: e.loadBalancerIP } : {}),
+    ...(lb && e.loadBalancerClass ? { loadBalancerClass: e.loadBalancerClass } : {}),
+    ...(lb && e.loadBalancerSourceRanges.length ? { loadBalancerSourceRanges: e.loadBalancerSourceRanges } : {}),
+  };
+}
+
+function nodePort(values: ResolvedValues, port: 'http' | 'https'): { nodePort?: number } {
+  const n = values.gateway.serviceExtras.nodePorts[port];
+  return values.gateway.serviceType !== 'ClusterIP' && n !== undefined ? { nodePort: n } : {};
 }
 
 /**

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { encodeJson, MediaTypes, OciLayout, sha256, writeTar, type TarEntry } from '@gatehouse/plugin-sdk/oci';
+import { formatPluginFile } from '@gatehouse/plugin-sdk/plugin-file';
 import { main } from './main.ts';
 
 const VERSION = '9.9.9';
@@ -212,6 +213,29 @@ describe('gatehouse-init', () => {
     await symlink('/etc/passwd', join(rootfs, 'compiled-auth-plugins/evil.js'));
     expect(await run('--rootfs', rootfs, '--tag', VERSION)).toBe(1);
     expect(err.at(-1)).toContain('GH_INIT_UNSAFE_ENTRY');
+  });
+
+  it('refuses a plugin file built for another gateway version, whatever the tag says (a re-tagged image; issue 27 item 2)', async () => {
+    const built = (version: string) => formatPluginFile('var __gatehousePlugin = {};\n', { name: 'RequiredHeader', exports: ['RequiredHeader'], gatewayVersion: version, sdkVersion: version }).text;
+    const rootfs = join(sandbox, 'rootfs');
+    await mkdir(join(rootfs, 'compiled-auth-plugins'), { recursive: true });
+    // Built for 0.1.0, re-tagged 9.9.9: --tag and --gateway-version agree, as under the chart.
+    await writeFile(join(rootfs, 'compiled-auth-plugins/RequiredHeader.js'), built('0.1.0'));
+    await writeFile(join(rootfs, 'compiled-auth-plugins/RequiredHeader.js.map'), '{}');
+    expect(await run('--rootfs', rootfs, '--tag', VERSION)).toBe(1);
+    expect(err.at(-1)).toMatch(/RequiredHeader\.js was built for gateway version 0\.1\.0, not 9\.9\.9 \(the image was re-tagged\); rebuild the plugin for 9\.9\.9 .*\[GH_INIT_TAG_MISMATCH\]/);
+    await expect(readdir(dest)).rejects.toThrow();
+    // The same through a layout; and a file whose header was tampered with.
+    await makeLayout(join(sandbox, 'layout'), VERSION, [[file('compiled-auth-plugins/old.js', built('0.1.0'))]]);
+    expect(await run('--layout', join(sandbox, 'layout'))).toBe(1);
+    expect(err.at(-1)).toContain('old.js was built for gateway version 0.1.0');
+    await writeFile(join(rootfs, 'compiled-auth-plugins/RequiredHeader.js'), built(VERSION).replace('var __gatehousePlugin', 'var __evil'));
+    expect(await run('--rootfs', rootfs, '--tag', VERSION)).toBe(1);
+    expect(err.at(-1)).toMatch(/RequiredHeader\.js is not a readable compiled plugin: its content hash/);
+    // Built for this version: accepted, source map and all.
+    await writeFile(join(rootfs, 'compiled-auth-plugins/RequiredHeader.js'), built(VERSION));
+    expect(await run('--rootfs', rootfs, '--tag', VERSION)).toBe(0);
+    expect((await readdir(dest)).sort()).toEqual(['RequiredHeader.js', 'RequiredHeader.js.map']);
   });
 
   it('exits 2 on usage errors', async () => {

@@ -4,6 +4,7 @@ import { credentialsFromEnvironment, hostPlatform, OciError, parsePlatform } fro
 import { GATEWAY_VERSION } from '@gatehouse/plugin-sdk/version';
 import { InitCodes, InitError } from '../errors.ts';
 import { installFiles, mergeSources } from '../install.ts';
+import { checkPluginVersions } from '../versions.ts';
 import { DEFAULT_LIMITS, DEFAULT_TIMEOUT_MS, type Limits } from '../limits.ts';
 import { pullImage, readLayout, readRootfs, type PulledPlugins, type PullOptions } from '../pull.ts';
 
@@ -90,6 +91,8 @@ export async function main(argv: string[], io: Io = stdio, env: NodeJS.ProcessEn
       for (const image of images) sources.push(await pullImage(image, options));
       for (const layout of layouts) sources.push(await readLayout(layout, options));
       if (rootfs !== undefined) sources.push(await readRootfs(rootfs, values.tag ?? (env.GATEHOUSE_IMAGE_TAG || undefined), options));
+      // The version each plugin file was built for, whatever its image's tag says.
+      checkPluginVersions(sources, gatewayVersion);
       const merged = mergeSources(sources);
       let total = 0;
       for (const { data } of merged.values()) total += data.length;

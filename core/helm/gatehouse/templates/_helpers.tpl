@@ -133,6 +133,14 @@ EndpointSlices. (dict "root" $ "writeStatus" true)
   resources: [{{ range $i, $r := .resources }}{{ if $i }}, {{ end }}{{ printf "%s/status" $r | toJson }}{{ end }}]
   verbs: [get, update, patch]
 {{- end }}
+{{- else }}
+{{- /* extauth writes its build result into AuthConfigs' status.extauth. */}}
+- apiGroups: [{{ printf "enterprise.%s" $d | toJson }}]
+  resources: ["authconfigs/status"]
+  verbs: [patch]
+- apiGroups: ["enterprise.gloo.solo.io"]
+  resources: ["authconfigs/status"]
+  verbs: [patch]
 {{- end }}
 - apiGroups: [""]
   resources: [secrets, configmaps, services]
@@ -140,6 +148,9 @@ EndpointSlices. (dict "root" $ "writeStatus" true)
 - apiGroups: [discovery.k8s.io]
   resources: [endpointslices]
   verbs: [get, list, watch]
+- apiGroups: [events.k8s.io]
+  resources: [events]
+  verbs: [create]
 {{- end }}
 
 {{/* The ext_authz caller token (workloads.ts tokenArgs/tokenMounts/tokenVolumes). */}}
@@ -170,5 +181,97 @@ EndpointSlices. (dict "root" $ "writeStatus" true)
     defaultMode: 288  # 0440
     items:
       - { key: token, path: token }
+{{- end }}
+{{- end }}
+
+{{/*
+The pod knobs both Deployments take (workloads.ts podSpec, containerSecurity, lifecycle).
+(dict "root" $ "v" .Values.gateway)
+*/}}
+{{- define "gatehouse.podSecurityMerged" -}}
+{{- $sc := fromYaml (include "gatehouse.podSecurity" .root) }}
+{{- /* set, not merge: merge would let a default true win over an explicit false. */}}
+{{- range $k, $val := .v.podSecurityContext }}{{ $_ := set $sc $k $val }}{{ end }}
+{{- toYaml $sc }}
+{{- end }}
+
+{{- define "gatehouse.containerSecurityMerged" -}}
+{{- $sc := fromYaml (include "gatehouse.containerSecurity" .root) }}
+{{- range $k, $val := .v.containerSecurityContext }}{{ $_ := set $sc $k $val }}{{ end }}
+{{- toYaml $sc }}
+{{- end }}
+
+{{/* replicas (unless an HPA owns them) and the rollout strategy. */}}
+{{- define "gatehouse.deploymentSpec" -}}
+{{- if not .v.autoscaling.enabled }}
+replicas: {{ int64 .v.replicas }}
+{{- end }}
+{{- with .v.updateStrategy }}
+strategy:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* Pod metadata: podLabels under ours (ours win), podAnnotations over the defaults given in "annotations". */}}
+{{- define "gatehouse.podMetadata" -}}
+{{- $labels := fromYaml .labels }}
+{{- range $k, $val := .v.podLabels }}{{ if not (hasKey $labels $k) }}{{ $_ := set $labels $k $val }}{{ end }}{{ end }}
+{{- $annotations := .annotations | default dict }}
+{{- range $k, $val := .v.podAnnotations }}{{ $_ := set $annotations $k $val }}{{ end }}
+labels:
+  {{- toYaml $labels | nindent 2 }}
+{{- with $annotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{- define "gatehouse.podSpec" -}}
+securityContext:
+  {{- include "gatehouse.podSecurityMerged" . | nindent 2 }}
+terminationGracePeriodSeconds: {{ int64 .v.terminationGracePeriodSeconds }}
+{{- with .v.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .v.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .v.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .v.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .v.priorityClassName }}
+priorityClassName: {{ . | toJson }}
+{{- end }}
+{{- end }}
+
+{{/* preStop sleeps (the kubelet's sleep action) while the endpoint leaves the Services; then SIGTERM drains. */}}
+{{- define "gatehouse.lifecycle" -}}
+{{- if gt (int64 .v.preStopSleepSeconds) 0 }}
+lifecycle:
+  preStop:
+    sleep:
+      seconds: {{ int64 .v.preStopSleepSeconds }}
+{{- end }}
+{{- end }}
+
+{{/* workloads.ts drainSeconds: the grace period less the preStop sleep and 5 s for the exit, at least 1. */}}
+{{- define "gatehouse.drainSeconds" -}}
+{{ max 1 (sub (sub (int64 .terminationGracePeriodSeconds) (int64 .preStopSleepSeconds)) 5) }}
+{{- end }}
+
+{{/* values.ts podValues: the PDB and HPA rules Kubernetes would refuse later. (dict "v" .Values.gateway "component" "gateway") */}}
+{{- define "gatehouse.podChecks" -}}
+{{- if and .v.pdb.create (hasKey .v.pdb "minAvailable") (hasKey .v.pdb "maxUnavailable") }}
+{{- fail (printf "%s.pdb: set minAvailable or maxUnavailable, not both [GH_INSTALL_VALUES_INVALID]" .component) }}
+{{- end }}
+{{- if and .v.autoscaling.enabled (gt (int64 .v.autoscaling.minReplicas) (int64 .v.autoscaling.maxReplicas)) }}
+{{- fail (printf "%s.autoscaling: minReplicas %d is more than maxReplicas %d [GH_INSTALL_VALUES_INVALID]" .component (int64 .v.autoscaling.minReplicas) (int64 .v.autoscaling.maxReplicas)) }}
 {{- end }}
 {{- end }}

@@ -54,6 +54,59 @@ export interface KubeResourceStatus {
   reportedBy: 'gatehouse';
 }
 
+/** What `gatehouse extauth` writes under an AuthConfig's `status.extauth`: whether its steps built. */
+export interface ExtAuthBuildStatus {
+  state: 'Built' | 'Failed';
+  /** The build error (redacted, bounded); empty when built. */
+  reason: string;
+  observedGeneration?: number | undefined;
+}
+
+/** The `status.extauth` of a status object, when it is one. */
+function extauthOf(status: unknown): ExtAuthBuildStatus | undefined {
+  const e = (status as { extauth?: unknown } | null | undefined)?.extauth as Partial<ExtAuthBuildStatus> | undefined;
+  if (!e || typeof e !== 'object' || (e.state !== 'Built' && e.state !== 'Failed')) return undefined;
+  return { state: e.state, reason: typeof e.reason === 'string' ? e.reason : '', ...(typeof e.observedGeneration === 'number' ? { observedGeneration: e.observedGeneration } : {}) };
+}
+
+/** Longest Event `note` (the API server refuses more than 1 kB). */
+const MAX_EVENT_NOTE_CHARS = 1000;
+
+/**
+ * Posts an events.k8s.io/v1 Event about `origin` (what `kubectl describe` and `kubectl get
+ * events` show). Best effort: a refused Event is logged, never retried.
+ */
+export async function postEvent(
+  config: k8s.KubeConfig,
+  logger: Logger,
+  origin: KubeObjectOrigin,
+  kind: string,
+  event: { type: 'Normal' | 'Warning'; reason: string; action: string; note: string; controller: string; instance: string },
+): Promise<void> {
+  const now = Date.now();
+  const body = {
+    apiVersion: 'events.k8s.io/v1',
+    kind: 'Event',
+    // client-go's naming: <object>.<hex time> (generateName refuses the trailing dot).
+    metadata: { name: `${origin.name.slice(0, 200)}.${(now * 1e6 + Math.floor(Math.random() * 1e6)).toString(16)}`, namespace: origin.namespace },
+    eventTime: microTime(now),
+    type: event.type,
+    reason: event.reason,
+    action: event.action,
+    note: cut(event.note, MAX_EVENT_NOTE_CHARS),
+    reportingController: event.controller,
+    reportingInstance: event.instance.slice(0, 128),
+    regarding: { apiVersion: `${origin.group}/${origin.version}`, kind, namespace: origin.namespace, name: origin.name, ...(origin.uid ? { uid: origin.uid } : {}) },
+  };
+  const answer = await kubeRequest(config, 'POST', `/apis/events.k8s.io/v1/namespaces/${encodeURIComponent(origin.namespace)}/events`, body).catch((error: unknown) => ({ status: 0, text: (error as Error).message }));
+  if (answer.status !== 201 && answer.status !== 200) {
+    metrics.kubeEvents.inc({ result: 'error' });
+    logger.warn({ code: KubeCodes.STATUS, resource: `${kind}/${origin.namespace}/${origin.name}`, status: answer.status, body: answer.text.slice(0, 300) }, 'posting a Kubernetes Event failed');
+  } else {
+    metrics.kubeEvents.inc({ result: 'ok' });
+  }
+}
+
 /** Kubernetes MicroTime: RFC 3339 with microseconds. */
 function microTime(ms: number): string {
   return new Date(ms).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
@@ -90,6 +143,8 @@ export class KubeStatusWriter {
   private reassertLog = { at: 0, suppressed: 0 };
   private writing: Promise<void> = Promise.resolve();
   private closed = false;
+  /** AuthConfigs' `status.extauth` as last seen (written by `gatehouse extauth`), by resource key. */
+  private readonly extauthReports = new Map<string, ExtAuthBuildStatus>();
 
   constructor(options: KubeStatusWriterOptions) {
     this.options = options;
@@ -104,6 +159,13 @@ export class KubeStatusWriter {
    * a Rejected resource never stays `Accepted` in the cluster.
    */
   private statusSeen(key: string, status: unknown): void {
+    // extauth reported a build result: the verdict takes it in (an AuthConfig whose steps do not
+    // build is not Accepted while every request is denied).
+    if (this.recordExtauth(key, status)) {
+      this.written.delete(key);
+      if (this.leading && !this.closed) this.flush();
+      return;
+    }
     const ours = this.verdicts.get(key);
     if (!this.leading || this.closed || !ours || sameVerdict(status, ours)) return;
     const now = Date.now();
@@ -126,6 +188,17 @@ export class KubeStatusWriter {
       this.reassertLog.suppressed++;
     }
     this.flush();
+  }
+
+  /** Records an AuthConfig's `status.extauth`; true when it changed. */
+  private recordExtauth(key: string, status: unknown): boolean {
+    if (!key.startsWith('AuthConfig/')) return false;
+    const report = extauthOf(status);
+    const before = this.extauthReports.get(key);
+    if (JSON.stringify(report) === JSON.stringify(before)) return false;
+    if (report) this.extauthReports.set(key, report);
+    else this.extauthReports.delete(key);
+    return true;
   }
 
   /** Whether this replica holds the Lease now. */
@@ -160,17 +233,27 @@ export class KubeStatusWriter {
   }
 
   private async writeAll(snapshot: ConfigSnapshot): Promise<void> {
+    let again = false;
     for (const status of snapshot.statuses) {
       if (!this.leading || this.closed || this.latest !== snapshot) return;
       if (isCoreKind(status.kind)) continue;
       const key = `${status.kind}/${status.namespace}/${status.name}`;
       const origin = this.options.origins.origin(key);
       if (!origin) continue;
+      const reasons = status.reasons.map((d) => formatDiagnostic({ ...d, file: undefined, line: undefined }));
+      let { state, serving } = status;
+      // extauth could not build this generation's steps: every request it guards is denied.
+      const built = this.extauthReports.get(key);
+      if (built?.state === 'Failed' && (built.observedGeneration === undefined || origin.generation === undefined || built.observedGeneration === origin.generation)) {
+        state = 'Rejected';
+        serving = 'none';
+        reasons.unshift(`extauth cannot build its steps, requests are denied: ${built.reason}`);
+      }
       const body: KubeResourceStatus = {
-        state: status.state,
-        reason: cut(status.reasons.map((d) => formatDiagnostic({ ...d, file: undefined, line: undefined })).join('\n'), MAX_STATUS_REASON_CHARS),
+        state,
+        reason: cut(reasons.join('\n'), MAX_STATUS_REASON_CHARS),
         ...(origin.generation !== undefined ? { observedGeneration: origin.generation } : {}),
-        serving: status.serving,
+        serving,
         reportedBy: 'gatehouse',
       };
       const json = JSON.stringify([origin.uid, body]);
@@ -179,8 +262,31 @@ export class KubeStatusWriter {
       const answer = await kubeRequest(this.options.config, 'PATCH', path, { status: body }, 'application/merge-patch+json');
       if (answer.status === 200) {
         this.written.set(key, json);
+        const previous = this.verdicts.get(key);
         this.verdicts.set(key, body);
         metrics.kubeStatusWrites.inc({ result: 'ok' });
+        // The object as patched holds extauth's report too (after a restart, the first news of it).
+        let seen: unknown;
+        try {
+          seen = (JSON.parse(answer.text) as { status?: unknown }).status;
+        } catch {
+          seen = undefined;
+        }
+        if (this.recordExtauth(key, seen)) {
+          this.written.delete(key);
+          again = true;
+        }
+        // An Event when a resource turns Rejected or Warning, or its reason changes (kubectl describe).
+        if (body.state !== 'Accepted' && (previous?.state !== body.state || previous.reason !== body.reason)) {
+          void postEvent(this.options.config, this.options.logger, origin, status.kind, {
+            type: 'Warning',
+            reason: body.state,
+            action: 'Validate',
+            note: body.reason || body.state,
+            controller: 'gatehouse.dev/gateway',
+            instance: this.options.identity,
+          });
+        }
       } else if (answer.status === 404) {
         // Deleted meanwhile: the next snapshot drops it.
         this.written.delete(key);
@@ -193,6 +299,8 @@ export class KubeStatusWriter {
     const present = new Set(snapshot.statuses.map((s) => `${s.kind}/${s.namespace}/${s.name}`));
     for (const key of this.written.keys()) if (!present.has(key)) this.written.delete(key);
     for (const key of this.verdicts.keys()) if (!present.has(key)) (this.verdicts.delete(key), this.reasserted.delete(key));
+    for (const key of this.extauthReports.keys()) if (!present.has(key)) this.extauthReports.delete(key);
+    if (again && this.leading && !this.closed) this.flush();
   }
 
   private setLeading(leading: boolean): void {
@@ -273,5 +381,81 @@ export class KubeStatusWriter {
     } catch {
       // Going away anyway: the Lease expires on its own.
     }
+  }
+}
+
+/** Options of {@link KubeBuildReporter}. */
+export interface KubeBuildReporterOptions {
+  config: k8s.KubeConfig;
+  origins: OriginLookup;
+  logger: Logger;
+  /** The pod name: the Events' reportingInstance. */
+  identity: string;
+}
+
+/**
+ * `gatehouse extauth --kube`: writes each AuthConfig's build result to `status.extauth` (a merge
+ * patch of that key only: the gateway's verdict fields are left to the gateway, which folds the
+ * result in) and posts a Warning Event when its steps fail to build (issue 27 item 1). Each result
+ * is written once per process and then on change; every replica writes the same result.
+ */
+export class KubeBuildReporter {
+  private readonly options: KubeBuildReporterOptions;
+  private readonly reported = new Map<string, string>();
+  private writing: Promise<void> = Promise.resolve();
+  private closed = false;
+
+  constructor(options: KubeBuildReporterOptions) {
+    this.options = options;
+  }
+
+  /** The engine's newest build results (engine.onBuildReport). */
+  report(results: readonly { namespace: string; name: string; failure?: { code: string; message: string } | undefined }[]): void {
+    const list = [...results];
+    this.writing = this.writing.then(() => this.write(list)).catch((error: unknown) => this.options.logger.warn({ code: KubeCodes.STATUS, error: (error as Error).message }, 'reporting AuthConfig build results failed'));
+  }
+
+  private async write(results: readonly { namespace: string; name: string; failure?: { code: string; message: string } | undefined }[]): Promise<void> {
+    const present = new Set<string>();
+    for (const result of results) {
+      if (this.closed) return;
+      const key = `AuthConfig/${result.namespace}/${result.name}`;
+      present.add(key);
+      const origin = this.options.origins.origin(key);
+      if (!origin) continue;
+      const body: ExtAuthBuildStatus = {
+        state: result.failure ? 'Failed' : 'Built',
+        reason: result.failure ? cut(`${result.failure.message} [${result.failure.code}]`, MAX_STATUS_REASON_CHARS) : '',
+        ...(origin.generation !== undefined ? { observedGeneration: origin.generation } : {}),
+      };
+      const json = JSON.stringify([origin.uid, body]);
+      if (this.reported.get(key) === json) continue;
+      const path = `/apis/${origin.group}/${origin.version}/namespaces/${encodeURIComponent(origin.namespace)}/${origin.plural}/${encodeURIComponent(origin.name)}/status`;
+      const answer = await kubeRequest(this.options.config, 'PATCH', path, { status: { extauth: body } }, 'application/merge-patch+json');
+      if (answer.status === 200) {
+        this.reported.set(key, json);
+        metrics.kubeStatusWrites.inc({ result: 'ok' });
+        if (result.failure) {
+          await postEvent(this.options.config, this.options.logger, origin, 'AuthConfig', {
+            type: 'Warning',
+            reason: 'BuildFailed',
+            action: 'Build',
+            note: `extauth cannot build its steps, requests are denied: ${body.reason}`,
+            controller: 'gatehouse.dev/extauth',
+            instance: this.options.identity,
+          });
+        }
+      } else if (answer.status !== 404) {
+        metrics.kubeStatusWrites.inc({ result: 'error' });
+        this.options.logger.warn({ code: KubeCodes.STATUS, resource: cut(key, 512), status: answer.status, body: answer.text.slice(0, 300) }, 'writing the AuthConfig build result failed');
+      }
+    }
+    for (const key of this.reported.keys()) if (!present.has(key)) this.reported.delete(key);
+  }
+
+  /** Stops after the write in progress. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.writing;
   }
 }

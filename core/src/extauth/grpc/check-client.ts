@@ -1,4 +1,4 @@
-import { credentials, makeClientConstructor, Metadata, status as GrpcStatus, type Client, type ServiceError } from '@grpc/grpc-js';
+import { connectivityState, credentials, makeClientConstructor, Metadata, status as GrpcStatus, type Client, type ChannelOptions, type ServiceError } from '@grpc/grpc-js';
 import type { ServiceDefinition } from '@grpc/grpc-js';
 import { GatehouseError } from '../../errors.ts';
 import type { CallerToken } from '../caller-token.ts';
@@ -8,10 +8,44 @@ import { checkRequestToMessage, decisionFromMessage, type CheckResponseMessage }
 import { AUTHORIZATION_SERVICE, authorizationPackage } from './protos.ts';
 
 type CheckCallback = (error: ServiceError | null, response?: CheckResponseMessage) => void;
+type CallOptions = { deadline: number };
 type CheckFn = {
-  (request: unknown, options: { deadline: number }, callback: CheckCallback): void;
-  (request: unknown, metadata: Metadata, options: { deadline: number }, callback: CheckCallback): void;
+  (request: unknown, options: CallOptions, callback: CheckCallback): void;
+  (request: unknown, metadata: Metadata, options: CallOptions, callback: CheckCallback): void;
 };
+
+/**
+ * How the channel connects and notices a dead peer (issue 27 item 3). gRPC's defaults suit
+ * long-lived clients on the open Internet, not a gateway in front of a fail-closed auth server:
+ * reconnect backoff grows to 120 s (a pod replaced in 5 s stayed unreachable for minutes) and a
+ * connection attempt has no timeout (a SYN to a deleted pod's address is retried by the kernel
+ * for ~2 minutes, the Service's NAT pinned to it).
+ */
+export interface ChannelTuning {
+  /** HTTP/2 PING interval; 0: none. Off unless asked: servers such as grpc-go refuse pings more often than every 5 minutes. */
+  keepaliveTimeMs?: number;
+  /** A PING unanswered this long closes the connection. */
+  keepaliveTimeoutMs?: number;
+  /** A connection not READY this long after it started is dropped and a new one opened (a new source port, so a Service's NAT picks a live endpoint). */
+  connectTimeoutMs?: number;
+  initialReconnectBackoffMs?: number;
+  maxReconnectBackoffMs?: number;
+  /** A check failing with UNAVAILABLE (a reconnect under way) is sent once more, waiting for the connection, within its deadline. */
+  retryUnavailable?: boolean;
+}
+
+/** The gateway's channel to its own `gatehouse extauth` (a grpc-js server, which accepts frequent pings). */
+export const GATEWAY_CHANNEL: Required<ChannelTuning> = {
+  keepaliveTimeMs: 10_000,
+  keepaliveTimeoutMs: 5_000,
+  connectTimeoutMs: 1_000,
+  initialReconnectBackoffMs: 100,
+  maxReconnectBackoffMs: 1_000,
+  retryUnavailable: true,
+};
+
+/** Any other ext_authz server (passThrough steps): bounded backoff and connect timeout, no pings, no retry. */
+export const DEFAULT_CHANNEL: ChannelTuning = { connectTimeoutMs: 5_000, initialReconnectBackoffMs: 250, maxReconnectBackoffMs: 5_000 };
 
 let Constructor: (new (address: string, creds: ReturnType<typeof credentials.createInsecure>, options?: object) => Client) | undefined;
 
@@ -30,8 +64,14 @@ export function parseAddress(address: string): { host: string; port: number } | 
  */
 export class CheckClient {
   readonly address: string;
-  private readonly client: Client;
-  private readonly call: CheckFn;
+  private client: Client;
+  private call: CheckFn;
+  private readonly makeClient: () => Client;
+  private readonly tuning: ChannelTuning;
+  private connectTimer: NodeJS.Timeout | undefined;
+  private closed = false;
+  /** Channels dropped by the connect timeout (tests and logs). */
+  reconnects = 0;
 
   private readonly token: CallerToken | undefined;
   private metadata: { token: string; value: Metadata } | undefined;
@@ -40,16 +80,63 @@ export class CheckClient {
    * `tls`: verify the server against the default trust store (`GRPC_DEFAULT_SSL_ROOTS_FILE_PATH` when set).
    * `token`: sent as `authorization: Bearer <token>` metadata (the server's caller token).
    */
-  constructor(address: string, options: { tls?: boolean; token?: CallerToken | undefined } = {}) {
+  constructor(address: string, options: { tls?: boolean; token?: CallerToken | undefined; channel?: ChannelTuning } = {}) {
     if (!parseAddress(address)) throw new GatehouseError('GH_BAD_ARGUMENT', `ext_authz address "${address}" must be host:port, e.g. 127.0.0.1:8083`);
     this.address = address;
     Constructor ??= makeClientConstructor(authorizationPackage()[AUTHORIZATION_SERVICE] as ServiceDefinition, 'Authorization') as unknown as typeof Constructor;
-    this.client = new Constructor!(address, options.tls ? credentials.createSsl() : credentials.createInsecure());
+    this.tuning = options.channel ?? DEFAULT_CHANNEL;
+    const t = this.tuning;
+    const channelOptions: ChannelOptions = {
+      ...(t.keepaliveTimeMs ? { 'grpc.keepalive_time_ms': t.keepaliveTimeMs, 'grpc.keepalive_timeout_ms': t.keepaliveTimeoutMs ?? 5_000, 'grpc.keepalive_permit_without_calls': 1 } : {}),
+      ...(t.initialReconnectBackoffMs ? { 'grpc.initial_reconnect_backoff_ms': t.initialReconnectBackoffMs } : {}),
+      ...(t.maxReconnectBackoffMs ? { 'grpc.max_reconnect_backoff_ms': t.maxReconnectBackoffMs } : {}),
+      // Each replacement channel must open its own connection, not share the dropped one's subchannel.
+      'grpc.use_local_subchannel_pool': 1,
+    };
+    const creds = options.tls ? credentials.createSsl() : credentials.createInsecure();
+    this.makeClient = () => new Constructor!(address, creds, channelOptions);
+    this.client = this.makeClient();
     this.call = (this.client as unknown as { Check: CheckFn }).Check.bind(this.client);
     this.token = options.token;
+    this.watch(this.client);
     // Connect now rather than on the first check, whose 200 ms budget a TCP + HTTP/2
     // handshake to a cold server can eat.
     this.client.getChannel().getConnectivityState(true);
+  }
+
+  /**
+   * The connect timeout: grpc-js has none, so the channel's state is watched, and a channel
+   * CONNECTING for longer than `connectTimeoutMs` is replaced by a fresh one (checks queued on
+   * the old one fail UNAVAILABLE and, with `retryUnavailable`, go again on the new one).
+   */
+  private watch(client: Client): void {
+    const timeoutMs = this.tuning.connectTimeoutMs;
+    if (!timeoutMs) return;
+    const channel = client.getChannel();
+    const onState = (): void => {
+      if (this.client !== client || this.closed) return;
+      const state = channel.getConnectivityState(false);
+      if (state === connectivityState.SHUTDOWN) return;
+      clearTimeout(this.connectTimer);
+      this.connectTimer = undefined;
+      if (state === connectivityState.CONNECTING) {
+        this.connectTimer = setTimeout(() => {
+          if (this.client === client && !this.closed && channel.getConnectivityState(false) === connectivityState.CONNECTING) this.replace();
+        }, timeoutMs).unref();
+      }
+      channel.watchConnectivityState(state, Infinity, onState);
+    };
+    onState();
+  }
+
+  private replace(): void {
+    const old = this.client;
+    this.reconnects++;
+    this.client = this.makeClient();
+    this.call = (this.client as unknown as { Check: CheckFn }).Check.bind(this.client);
+    this.watch(this.client);
+    this.client.getChannel().getConnectivityState(true);
+    old.close();
   }
 
   /**
@@ -60,21 +147,41 @@ export class CheckClient {
   check(request: CheckRequest, timeoutMs: number, metadataContext?: object): Promise<AuthDecision> {
     let message = checkRequestToMessage(request);
     if (metadataContext) message = { ...message, attributes: { ...message.attributes, metadata_context: metadataContext } } as typeof message;
+    const deadline = Date.now() + timeoutMs;
     return new Promise((resolve, reject) => {
+      let first: ServiceError | undefined;
+      const send = (waitForReady: boolean): void => {
+        let metadata = this.callMetadata();
+        if (waitForReady) {
+          // grpc-js reads wait-for-ready from the metadata's options, not the call options.
+          metadata = metadata?.clone() ?? new Metadata();
+          metadata.setOptions({ waitForReady: true });
+        }
+        if (metadata) this.call(message, metadata, { deadline }, callback);
+        else this.call(message, { deadline }, callback);
+      };
       const callback = (error: ServiceError | null, response?: CheckResponseMessage): void => {
         if (!error) return resolve(decisionFromMessage(response ?? {}));
-        const timedOut = error.code === GrpcStatus.DEADLINE_EXCEEDED;
+        // UNAVAILABLE: refused, reset, or the channel dropped by the connect timeout; once more,
+        // waiting for the reconnect, if the deadline leaves room (a check is idempotent).
+        if (!first && this.tuning.retryUnavailable && !this.closed && (error.code === GrpcStatus.UNAVAILABLE || error.code === GrpcStatus.CANCELLED) && deadline - Date.now() > 5) {
+          first = error;
+          return send(true);
+        }
+        // A retry that ran out of time reports why it was needed: the server was unavailable.
+        const cause = first && error.code === GrpcStatus.DEADLINE_EXCEEDED ? first : error;
+        const timedOut = cause.code === GrpcStatus.DEADLINE_EXCEEDED;
         reject(
           new GatehouseError(
             timedOut ? ExtAuthCodes.TIMEOUT : ExtAuthCodes.UNAVAILABLE,
-            timedOut ? `ext_authz server ${this.address} did not answer within ${timeoutMs}ms` : `ext_authz server ${this.address} failed: ${error.details || error.message}`,
-            { cause: error },
+            timedOut
+              ? `ext_authz server ${this.address} did not answer within ${timeoutMs}ms`
+              : `ext_authz server ${this.address} failed: ${cause.details || cause.message}${first ? ` (retried once${cause === first ? ', no reconnect within the deadline' : ''})` : ''}`,
+            { cause },
           ),
         );
       };
-      const metadata = this.callMetadata();
-      if (metadata) this.call(message, metadata, { deadline: Date.now() + timeoutMs }, callback);
-      else this.call(message, { deadline: Date.now() + timeoutMs }, callback);
+      send(false);
     });
   }
 
@@ -91,6 +198,8 @@ export class CheckClient {
   }
 
   close(): void {
+    this.closed = true;
+    clearTimeout(this.connectTimer);
     this.client.close();
   }
 }
