@@ -98,6 +98,7 @@ describe('renderCrds', () => {
       graphqlapis: ['gql'],
       routetables: ['rt'],
       virtualservices: ['vs'],
+      ratelimitconfigs: ['rlc'],
     });
     for (const crd of crds) {
       expect(crd.spec.versions[0]!.additionalPrinterColumns!.map((c) => [c.name, c.jsonPath])).toEqual([
