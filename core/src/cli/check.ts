@@ -26,13 +26,18 @@ interface Section {
   notes?: string[];
 }
 
-interface PodJson {
+export interface PodJson {
   metadata: { name: string; deletionTimestamp?: string };
   spec: { containers: { name: string; image: string }[] };
   status: {
     phase?: string;
     conditions?: { type: string; status: string }[];
-    initContainerStatuses?: { name: string; restartCount?: number; state?: { waiting?: { reason?: string; message?: string }; terminated?: { exitCode: number; reason?: string; message?: string } } }[];
+    initContainerStatuses?: {
+      name: string;
+      restartCount?: number;
+      state?: { waiting?: { reason?: string; message?: string }; terminated?: { exitCode: number; reason?: string; message?: string } };
+      lastState?: { terminated?: { exitCode: number; reason?: string; message?: string } };
+    }[];
     containerStatuses?: { name: string; restartCount?: number; state?: { waiting?: { reason?: string; message?: string }; terminated?: { exitCode: number; reason?: string } } }[];
   };
 }
@@ -54,11 +59,16 @@ export function podPhase(pod: PodJson): string {
   return pod.metadata.deletionTimestamp ? 'Terminating' : (pod.status.phase ?? 'Unknown');
 }
 
-/** The init container's own words when it failed (gatehouse-init ends them with its code). */
-function initFailure(pod: PodJson): string | undefined {
+/**
+ * The init container's own words when it failed (gatehouse-init ends them with its code): from
+ * its current state, or, while the kubelet waits to restart it (Init:CrashLoopBackOff), from the
+ * run that failed (`lastState`).
+ */
+export function initFailure(pod: PodJson): string | undefined {
   for (const s of pod.status.initContainerStatuses ?? []) {
-    const t = s.state?.terminated;
-    if (t && t.exitCode !== 0 && t.message) return `${s.name}: ${t.message.trim().split('\n').at(-1)}`;
+    for (const t of [s.state?.terminated, s.state?.waiting ? s.lastState?.terminated : undefined]) {
+      if (t && t.exitCode !== 0 && t.message) return `${s.name}: ${t.message.trim().split('\n').at(-1)}`;
+    }
   }
   return undefined;
 }
