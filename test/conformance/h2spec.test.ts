@@ -3,8 +3,11 @@
  * install-go-tools.sh) against the gateway's h2c listener and its TLS listener (h2 by ALPN), and
  * against a real Envoy set up as a comparable edge proxy (an h2c and a TLS listener with the same
  * self-signed certificate in front of the same echo upstream). The threshold: the gateway fails
- * no case outside the set Envoy fails (ENVOY_FAILS below, by h2spec case id); Envoy is run too, so
- * a new Envoy release that fails more is noticed (the test then names the new cases).
+ * no case outside the set Envoy fails (ENVOY_FAILS below, by h2spec case id). Envoy is run too and
+ * its result logged, so a new Envoy release that fails more is noticed; its runs only have to be
+ * valid runs, because two of Envoy's answers depend on timing (http2/5.1/5 and generic/3.8/1 each
+ * passed in some fresh-clone runs and failed in others) and a peer's flake must not fail CI. The
+ * gateway's threshold never depends on that: it is the fixed list below.
  */
 import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
@@ -155,19 +158,20 @@ describeWithTools('h2spec: the gateway fails no HTTP/2 case Envoy passes', [H2SP
 
   // The four runs at once: h2spec mostly waits (a failed case waits out its timeout), so one
   // after the other would take four times as long for no gain.
-  const check = (label: string, target: () => { port: number; tls: boolean }) =>
-    it.concurrent(`${label}: no failed case outside Envoy's set`, { timeout: 120_000 }, async () => {
+  const check = (label: string, target: () => { port: number; tls: boolean }, threshold: boolean) =>
+    it.concurrent(threshold ? `${label}: no failed case outside Envoy's set` : `${label}: a valid run, its failures logged`, { timeout: 120_000 }, async () => {
       const { port, tls } = target();
       const result = await h2spec(tools.h2spec!, port, tls, work);
-      console.log(`h2spec ${label}: ${result.cases.length - result.failed.length}/${result.cases.length} passed; failed: ${result.failed.join(' ') || 'none'}`);
+      const outside = minus(result.failed, ENVOY_FAILS);
+      console.log(`h2spec ${label}: ${result.cases.length - result.failed.length}/${result.cases.length} passed; failed: ${result.failed.join(' ') || 'none'}${outside.length > 0 ? `; outside ENVOY_FAILS: ${outside.join(' ')}` : ''}`);
       // A broken run (h2spec could not connect) has no cases: that is not a pass.
       expect(result.cases.length).toBeGreaterThan(140);
       // The message: h2spec's summary of failures (its last part), which says what each case expected.
-      expect(minus(result.failed, ENVOY_FAILS), result.output.slice(result.output.lastIndexOf('Failures:'))).toEqual([]);
+      if (threshold) expect(outside, result.output.slice(result.output.lastIndexOf('Failures:'))).toEqual([]);
     });
 
-  check('Envoy h2c (reference)', () => ({ port: envoy.port, tls: false }));
-  check('Envoy TLS (reference)', () => ({ port: envoyTlsPort, tls: true }));
-  check('gateway h2c', () => ({ port: gatehouse.port, tls: false }));
-  check('gateway TLS', () => ({ port: gatehouse.listening.httpsPort as number, tls: true }));
+  check('Envoy h2c (reference)', () => ({ port: envoy.port, tls: false }), false);
+  check('Envoy TLS (reference)', () => ({ port: envoyTlsPort, tls: true }), false);
+  check('gateway h2c', () => ({ port: gatehouse.port, tls: false }), true);
+  check('gateway TLS', () => ({ port: gatehouse.listening.httpsPort as number, tls: true }), true);
 });
