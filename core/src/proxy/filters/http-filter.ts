@@ -1,0 +1,125 @@
+import type { IncomingMessage } from 'node:http';
+import type { ConfigSnapshot } from '../../config/store.ts';
+import type { Diagnostic, PathSegment } from '../../config/diagnostic.ts';
+import type { Logger } from '../../log/logger.ts';
+import type { RequestContext } from '../context.ts';
+
+/**
+ * The per-route filter chain (Envoy's HTTP filters, as Gloo configures them): every feature on
+ * the request path between route matching and the destination is one {@link HttpFilter},
+ * compiled once per route at load from the route's effective options, run in {@link FilterStage}
+ * order. A filter never throws on the request path: it answers with a {@link LocalReply} or lets
+ * the request continue; the chain runner (./chain.ts) owns containment around each filter.
+ */
+
+/**
+ * Where a filter runs, lowest first. The numbers follow Gloo's filter stages (FaultStage,
+ * CorsStage, AuthNStage, AuthZStage, RateLimitStage, RouteStage); gaps leave room.
+ */
+export const FilterStage = {
+  /** `faults`: abort or delay before anything else (Gloo's FaultStage). */
+  fault: 100,
+  /** CORS preflight answers and response headers. */
+  cors: 200,
+  /** `stagedTransformations.early`. */
+  transformationEarly: 250,
+  /** `rateLimitEarly` / `rateLimitEarlyConfigs`: before auth. */
+  rateLimitEarly: 300,
+  /** `jwtStaged.beforeExtAuth`. */
+  jwtBeforeExtAuth: 400,
+  /** External auth (AuthConfig). */
+  extauth: 500,
+  /** `jwt` / `jwtStaged.afterExtAuth` / `jwtProvidersStaged`. */
+  jwtAfterExtAuth: 600,
+  /** `rbac` on JWT claims. */
+  rbac: 650,
+  /** `ratelimitBasic`, `rateLimitConfigs`, `ratelimit`/`rateLimitRegular`, `localRatelimit`: after auth, so limits can key on the user. */
+  rateLimit: 700,
+  /** `transformations` / `stagedTransformations.regular`. */
+  transformation: 800,
+} as const;
+export type FilterStageName = keyof typeof FilterStage;
+
+/** A local answer a filter gives instead of letting the request go on (Envoy's `sendLocalReply`). */
+export interface LocalReply {
+  readonly status: number;
+  /** Stable error code, sent in `x-gatehouse-error` and counted (e.g. `GH_JWT_INVALID`). */
+  readonly code: string;
+  /** Response body (plain text); default empty. */
+  readonly body?: string;
+  /** Extra response headers, flat `[name, value, …]` (`www-authenticate`, `retry-after`, …). */
+  readonly headers?: readonly string[];
+}
+
+/** What a request filter decides: `undefined` lets the next filter run; a {@link LocalReply} answers and ends the chain. */
+export type FilterVerdict = LocalReply | undefined;
+
+/** One request as the filters see it. Filters change it in place; later filters and the destination see the changes. */
+export interface FilterRequest {
+  readonly req: IncomingMessage;
+  /** Request id, timing, names, and the header map sent upstream (`ctx.headers`, lowercase names, mutable). */
+  readonly ctx: RequestContext;
+  readonly method: string;
+  /** Path and query as they go upstream (after rewrites); a filter may replace it. */
+  path: string;
+  /** The client's address as the socket reports it (never `x-forwarded-for`). */
+  readonly remoteAddress: string;
+  /**
+   * Data one filter hands to later ones (Envoy's dynamic metadata), by filter name: for example
+   * `jwt` → the verified claims by provider name, which RBAC, rate-limit actions and the
+   * AuthConfig `jwt` step read.
+   */
+  readonly metadata: Map<string, unknown>;
+  /**
+   * The buffered request body, once a filter asked for it with {@link FilterRequest.readBody};
+   * a filter that replaces the body assigns here and the destination sends this instead.
+   */
+  body: Buffer | undefined;
+  /** Buffers the request body (at most `maxBytes`; `'too-large'` beyond); later calls return the same buffer. */
+  readBody(maxBytes: number): Promise<Buffer | 'too-large' | 'aborted'>;
+  /** Headers added to whatever response the client gets (flat list); filters push onto it. */
+  readonly responseHeaders: string[];
+}
+
+/** A filter compiled for one route. Either hook is optional. */
+export interface HttpFilter {
+  /** Names it in logs and metrics (`jwt`, `ratelimit`, `transformation`, …). */
+  readonly name: string;
+  readonly stage: number;
+  /** Runs on the request; synchronous results avoid a promise per request on the hot path. */
+  onRequest?(request: FilterRequest): FilterVerdict | Promise<FilterVerdict>;
+  /**
+   * Runs on the upstream response's status and headers (flat `[name, value, …]`, editable in
+   * place) before they go to the client, in reverse stage order. Local replies do not pass here.
+   */
+  onResponseHeaders?(request: FilterRequest, status: number, headers: string[]): void;
+}
+
+/** What a factory gets when it compiles a filter for one route. */
+export interface FilterBuildContext {
+  /** The route's own `options` (already merged with the options resources that apply to it). */
+  readonly routeOptions: Readonly<Record<string, unknown>> | undefined;
+  /** The virtual host's `options`. */
+  readonly virtualHostOptions: Readonly<Record<string, unknown>> | undefined;
+  /** Namespace of the resource holding the route (references without a namespace resolve here). */
+  readonly namespace: string;
+  /** `namespace/name` of the VirtualService, and the route's name. */
+  readonly virtualHost: string;
+  readonly route: string;
+  /** Every resource of this configuration, for references (Secrets, Upstreams, RateLimitConfigs). */
+  readonly snapshot: ConfigSnapshot;
+  readonly logger: Logger;
+}
+
+/**
+ * Compiles one kind of filter. `check` runs at validation (its diagnostics become the
+ * VirtualService's status, with the field path); `create` runs when the route table is built
+ * and only sees options that passed `check`.
+ */
+export interface HttpFilterFactory {
+  readonly name: string;
+  /** Load-time problems in the options this factory reads, at `path` (the options object's path). */
+  check?(options: Readonly<Record<string, unknown>>, at: (path: PathSegment[], code: string, message: string, severity?: 'error' | 'warning') => Diagnostic, path: PathSegment[]): Diagnostic[];
+  /** The route's filter(s), or none when the route does not use this feature. */
+  create(context: FilterBuildContext): HttpFilter | readonly HttpFilter[] | undefined;
+}
