@@ -1,5 +1,5 @@
 import type { Kind } from './schema/kinds.ts';
-import type { ResourceChecks } from './store.ts';
+import type { ResourceChecks } from './check-context.ts';
 
 /**
  * The load-time checks of every subsystem, gathered in one place so that the gateway,
