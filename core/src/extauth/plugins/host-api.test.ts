@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AuthDecision } from '../step.ts';
 import { PluginCodes } from './codes.ts';
-import { createPluginStep, type PluginStep, type PluginStepOptions } from './plugin-step.ts';
+import { createPluginStep, type PluginStepOptions } from './plugin-step.ts';
 import { pluginDir, recordingLogger, request, watchLoopGaps } from './test-support.ts';
 
 // SPEC 5.3: timers, fetch to declared egress, the per-call wall deadline, in a real isolate
