@@ -1,0 +1,10 @@
+import type { ErrorRegistry } from '@gatehouse/plugin-sdk/error-registry.ts';
+import { InitCodes } from './errors.ts';
+
+/** @gatehouse/init-container's codes (plugin-sdk/src/error-registry.ts says how the registries are used). */
+export const INIT_ERRORS: ErrorRegistry = {
+  package: '@gatehouse/init-container',
+  sources: ['init-container/src', 'init-container/bin'],
+  tables: [{ name: 'InitCodes', file: 'init-container/src/errors.ts', codes: InitCodes, where: 'gatehouse-init\'s error line (stderr) and the container\'s termination message (`gatehouse check`)' }],
+  literals: [],
+};
