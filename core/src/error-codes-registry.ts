@@ -10,7 +10,8 @@ import { RateLimitCodes } from './ratelimit/codes.ts';
 import { RedisCodes } from './redis/client.ts';
 import { InjaCodes } from './transform/inja.ts';
 import { TransformCodes } from './transform/compile.ts';
-import type { ErrorRegistry } from '@gatehouse/plugin-sdk/error-registry.ts';
+// Type only (erased): the registry shape is the SDK's, the lowest package.
+import type { ErrorRegistry } from '../../plugin-sdk/src/error-registry.ts';
 
 const STATUS = 'status reason (resource `status`, `gatehouse validate`, admin `/config`), log line';
 

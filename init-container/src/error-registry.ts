@@ -1,4 +1,5 @@
-import type { ErrorRegistry } from '@gatehouse/plugin-sdk/error-registry.ts';
+// Type only (erased): the registry shape is the SDK's, the lowest package.
+import type { ErrorRegistry } from '../../plugin-sdk/src/error-registry.ts';
 import { InitCodes } from './errors.ts';
 
 /** @gatehouse/init-container's codes (plugin-sdk/src/error-registry.ts says how the registries are used). */
