@@ -1,7 +1,7 @@
 import { ConfigCodes, type Diagnostic } from '../diagnostic.ts';
 import type { Resource } from '../resource.ts';
 import type { CheckContext } from '../check-context.ts';
-import { re2Problem, substitutionProblem } from '../../proxy/re2.ts';
+import { re2Problem, substitutionProblem } from '../../regex/re2.ts';
 import { cipherSuiteNames, isKnownCipher, isKnownCurve, PROTOCOL_ORDER, tlsVersionName } from '../../tls/policy.ts';
 import { secureContextOf, tlsMaterial } from '../../tls/material.ts';
 import { RETRY_ON_TOKENS, type RouteSpec } from '../schema/virtual-service.ts';
