@@ -65,8 +65,6 @@ export const CORE_ERRORS: ErrorRegistry = {
     { name: 'PluginCodes', file: 'core/src/extauth/plugins/codes.ts', codes: PluginCodes, where: 'log line; AuthConfig status reason (plugin load); the test kit\'s errors' },
   ],
   literals: [
-    { code: 'GH_EXTAUTH_LISTEN', files: ['core/src/cli/extauth.ts', 'core/src/extauth/server.ts'], where: 'CLI message', description: 'The auth server cannot listen on its address (port in use, address not local).' },
-    { code: 'GH_CONFIG_RELOAD', files: ['core/src/config/source/source.ts'], where: 'log line', description: 'Reloading the configuration failed; the last configuration keeps serving.' },
     { code: 'GH_EXTAUTH_ERROR', files: ['core/src/proxy/gateway.ts'], where: 'HTTP header `x-gatehouse-error` (403)', description: 'The auth check failed (the auth server errored or could not be asked): the request is denied.' },
     { code: 'GH_GRAPHQL_INTERNAL', files: ['core/src/proxy/gateway.ts'], where: 'HTTP header `x-gatehouse-error` (500)', description: 'The GraphQL endpoint failed unexpectedly while serving a request.' },
     { code: 'GH_ROUTE_DESTINATION', files: ['core/src/proxy/route-table.ts'], where: 'log line', description: 'A route\'s destination could not be built from the served config; the route answers as unavailable.' },
