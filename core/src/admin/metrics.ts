@@ -1,5 +1,6 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { RequestCounter, RequestHistogram } from './request-metrics.ts';
+import { ConfigChannels, type ConfigLoadMessage, type ConfigResultMessage } from '../config/telemetry.ts';
 
 /**
  * Every Gatehouse metric (SPEC 8), in one registry per process. In multi-worker mode the
@@ -129,3 +130,14 @@ export const metrics = {
     registers: [registry],
   }),
 };
+
+// The config subsystem publishes its telemetry on diagnostics channels (config/telemetry.ts) instead
+// of importing this module; both processes that load configuration import this module first.
+ConfigChannels.load.subscribe((message) => {
+  const { result, rejectedByKind } = message as ConfigLoadMessage;
+  metrics.configReloads.inc({ result });
+  for (const [kind, count] of rejectedByKind) metrics.rejectedResources.set({ kind }, count);
+});
+ConfigChannels.kubeEvent.subscribe((message) => metrics.kubeEvents.inc({ result: (message as ConfigResultMessage).result }));
+ConfigChannels.kubeStatusWrite.subscribe((message) => metrics.kubeStatusWrites.inc({ result: (message as ConfigResultMessage).result }));
+ConfigChannels.kubeStatusLeader.subscribe((message) => metrics.kubeStatusLeader.set((message as { leading: boolean }).leading ? 1 : 0));

@@ -123,7 +123,7 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
   }
   const bound = await new Promise<number>((resolve, reject) => {
     server.bindAsync(`${host.includes(':') ? `[${host}]` : host}:${port}`, ServerCredentials.createInsecure(), (error, actual) =>
-      error ? reject(new GatehouseError('GH_EXTAUTH_LISTEN', `cannot listen on ${host}:${port}: ${error.message}`, { cause: error })) : resolve(actual),
+      error ? reject(new GatehouseError(ExtAuthCodes.LISTEN, `cannot listen on ${host}:${port}: ${error.message}`, { cause: error })) : resolve(actual),
     );
   });
 

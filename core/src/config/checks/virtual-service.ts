@@ -1,8 +1,9 @@
 import { ConfigCodes, type Diagnostic } from '../diagnostic.ts';
 import type { Resource } from '../resource.ts';
-import type { CheckContext } from '../store.ts';
-import { re2Problem, substitutionProblem } from '../../proxy/re2.ts';
-import { cipherSuiteNames, isKnownCipher, isKnownCurve, PROTOCOL_ORDER, secureContextOf, tlsMaterial, tlsVersionName } from '../../server/tls-contexts.ts';
+import type { CheckContext } from '../check-context.ts';
+import { re2Problem, substitutionProblem } from '../../regex/re2.ts';
+import { cipherSuiteNames, isKnownCipher, isKnownCurve, PROTOCOL_ORDER, tlsVersionName } from '../../tls/policy.ts';
+import { secureContextOf, tlsMaterial } from '../../tls/material.ts';
 import { RETRY_ON_TOKENS, type RouteSpec } from '../schema/virtual-service.ts';
 import { checkDelegatingRoute, checkTableDelegation, delegationLimits, flattenRoutes, routeTablesOf, type DelegationProblem } from '../delegation.ts';
 import { configLimits } from '../limits.ts';
