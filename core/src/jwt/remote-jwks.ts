@@ -136,6 +136,8 @@ export class RemoteJwks {
         chunks.push(chunk as Buffer);
       }
     } catch (error) {
+      // Destroying an unfinished body emits an abort error: handled here, never uncaught.
+      response.body.on('error', () => undefined);
       response.body.destroy();
       throw error;
     }
