@@ -25,6 +25,8 @@ import { bufferRequestBody, drainAfterAnswer, hasRequestBody, refuseTooLarge } f
 import { compileRouteTable, matchRoute, redirectLocation, type CompiledRoute, type RouteAuth, type RouteTable } from './route-table.ts';
 import type { UpstreamRegistry } from './upstream-cluster.ts';
 import { DEFAULT_UPGRADE_LIMITS, forwardUpgrade, pendingUpgrade, UPGRADE, type PendingUpgrade, type UpgradeLimits } from './upgrade.ts';
+import { JWT_FILTER_METADATA } from '../extauth/jwt/jwt-step.ts';
+import { JWT_METADATA } from '../jwt/jwt-filter.ts';
 
 export interface GatewayOptions {
   logger: Logger;
@@ -392,8 +394,12 @@ function hasDuplicateHost(raw: readonly string[]): boolean {
   return false;
 }
 
-/** The ext_authz CheckRequest for a downstream request (SPEC 4 step 2). */
-export function buildCheckRequest(req: IncomingMessage, ctx: RequestContext, auth: RouteAuth): CheckRequest {
+/**
+ * The ext_authz CheckRequest for a downstream request (SPEC 4 step 2). `metadata`: what earlier
+ * filters left (`FilterRequest.metadata`); the JWT filter's claims go in as Envoy sends them,
+ * `metadata_context.filter_metadata["envoy.filters.http.jwt_authn"]` (read by the AuthConfig `jwt` step).
+ */
+export function buildCheckRequest(req: IncomingMessage, ctx: RequestContext, auth: RouteAuth, metadata?: ReadonlyMap<string, unknown>): CheckRequest {
   const headers: Record<string, string> = {};
   const from = ctx.headers;
   // for…in, not Object.entries: no pair arrays per header on every check.
@@ -420,10 +426,17 @@ export function buildCheckRequest(req: IncomingMessage, ctx: RequestContext, aut
         },
       },
       context_extensions: { config_id: auth.configId, source_type: auth.sourceType, source_name: auth.sourceName },
+      ...jwtMetadataContext(metadata),
     },
   };
 }
 
+
+/** `metadata_context` with the JWT filter's verified claims, or nothing. */
+function jwtMetadataContext(metadata: ReadonlyMap<string, unknown> | undefined): Pick<CheckRequest['attributes'], 'metadata_context'> {
+  const claims = metadata?.get(JWT_METADATA) as Record<string, Record<string, unknown>> | undefined;
+  return claims ? { metadata_context: { filter_metadata: { [JWT_FILTER_METADATA]: claims } } } : {};
+}
 
 /**
  * Applies an allowing decision to the request headers, in place: `headers_to_remove` first,
