@@ -1,6 +1,5 @@
-import { generateKeyPairSync, type KeyObject } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { generateKeyPairSync } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
 import { SignJWT } from 'jose';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../log/logger.ts';
@@ -10,68 +9,7 @@ import type { RequestContext } from '../proxy/context.ts';
 import { jwtFilterFactory, JWT_METADATA } from './jwt-filter.ts';
 import { RemoteJwks } from './remote-jwks.ts';
 import { MAX_TOKEN_LENGTH } from './verify.ts';
-
-interface Key {
-  kid: string;
-  alg: string;
-  privateKey: KeyObject | Uint8Array;
-  jwk: Record<string, unknown>;
-}
-
-function rsaKey(kid: string, alg = 'RS256'): Key {
-  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
-  return { kid, alg, privateKey, jwk: { ...publicKey.export({ format: 'jwk' }), kid, use: 'sig' } };
-}
-function ecKey(kid: string): Key {
-  const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
-  return { kid, alg: 'ES256', privateKey, jwk: { ...publicKey.export({ format: 'jwk' }), kid } };
-}
-function edKey(kid: string): Key {
-  const { privateKey, publicKey } = generateKeyPairSync('ed25519');
-  return { kid, alg: 'EdDSA', privateKey, jwk: { ...publicKey.export({ format: 'jwk' }), kid } };
-}
-
-const now = () => Math.floor(Date.now() / 1000);
-function token(key: Key, claims: Record<string, unknown> = {}, header: Record<string, unknown> = {}): Promise<string> {
-  return new SignJWT({ iss: 'solo.io', sub: 'alice', exp: now() + 3600, ...claims }).setProtectedHeader({ alg: key.alg, kid: key.kid, ...header }).sign(key.privateKey);
-}
-const b64 = (value: unknown) => Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)).toString('base64url');
-
-/** A JWKS server on 127.0.0.1 whose key set the test changes (rotation), or whose answers it breaks. */
-class JwksServer {
-  keys: Key[] = [];
-  hits = 0;
-  mode: 'ok' | 'hang' | 'huge' | 'garbage' | 'error' = 'ok';
-  readonly server: Server;
-  constructor() {
-    this.server = createServer((req, res) => {
-      this.hits++;
-      if (this.mode === 'hang') return;
-      if (this.mode === 'error') return void res.writeHead(500).end();
-      if (this.mode === 'garbage') return void res.writeHead(200).end('{"keys": [nope');
-      if (this.mode === 'huge') {
-        // 100 MB announced and streamed until the client gives up.
-        res.writeHead(200, { 'content-type': 'application/json' });
-        const chunk = Buffer.alloc(1 << 20, 0x20);
-        const pump = () => {
-          while (res.write(chunk)) if (res.destroyed) return;
-          if (!res.destroyed) res.once('drain', pump);
-        };
-        res.write('{"keys": [');
-        return pump();
-      }
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: this.keys.map((k) => k.jwk) }));
-    });
-  }
-  async start(): Promise<string> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/jwks.json`;
-  }
-  close(): Promise<void> {
-    this.server.closeAllConnections();
-    return new Promise((resolve) => this.server.close(() => resolve()));
-  }
-}
+import { b64, ecKey, edKey, JwksServer, nowS as now, rsaKey, token, type Key } from '../../../test/jwt/support.ts';
 
 const logger = createLogger('jwt-test', { level: 'silent' });
 
