@@ -35,7 +35,18 @@ export interface CompiledProvider {
   /** Exactly one of `local` and `remote`. */
   readonly local: KeySet | undefined;
   readonly remote: RemoteJwks | undefined;
+  /** Tokens this provider verified, with the key set that verified them (Envoy's jwt_cache_config, always on). */
+  readonly verified: LRUCache<string, VerifiedToken>;
 }
+
+/** A verified token's claims (frozen), valid while its key set is the provider's current one. */
+export interface VerifiedToken {
+  readonly keys: KeySet;
+  readonly payload: Readonly<Record<string, unknown>>;
+}
+
+/** Characters of tokens kept per provider (2 MiB: about a thousand typical tokens). */
+const VERIFIED_CACHE_CHARS = 2 * 1024 * 1024;
 
 /** Where to connect for an `upstreamRef` (the Upstream's first static host), or undefined to dial the URL's own host. */
 export type UpstreamOrigin = (ref: { name: string; namespace?: string | undefined }) => string | undefined;
@@ -132,5 +143,6 @@ export function compileProvider(name: string, spec: Record<string, unknown>, opt
     clockSkewS: field<number>(spec, 'clockSkewSeconds') ?? DEFAULT_CLOCK_SKEW_S,
     local,
     remote,
+    verified: new LRUCache<string, VerifiedToken>({ maxSize: VERIFIED_CACHE_CHARS, sizeCalculation: (_value, token) => token.length }),
   };
 }

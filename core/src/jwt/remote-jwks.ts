@@ -57,6 +57,11 @@ export class RemoteJwks {
     return this.keys;
   }
 
+  /** The cached keys while fresh (no fetch). */
+  fresh(): KeySet | undefined {
+    return this.keys && performance.now() < this.expiresAt ? this.keys : undefined;
+  }
+
   /** Keys to verify with: cached ones while fresh; otherwise a fetch (stale keys are used if it fails). */
   get(): KeySet | Promise<KeySet | undefined> | undefined {
     if (this.keys && performance.now() < this.expiresAt) return this.keys;

@@ -1,4 +1,5 @@
 import { compactVerify } from 'jose';
+import { deepFreeze } from '../config/resource.ts';
 import { KeySet, SUPPORTED_ALGS, type KeyEntry } from './key-set.ts';
 import { normalizeAudience, type CompiledProvider } from './provider.ts';
 
@@ -56,6 +57,11 @@ const fail = (status: JwtStatusText): Verified => ({ ok: false, status });
  */
 export async function verifyToken(token: string, provider: CompiledProvider, nowS = Date.now() / 1000): Promise<Verified> {
   if (token.length > MAX_TOKEN_LENGTH) return fail(JwtStatus.JwtBadFormat);
+  // The same token verified before with the same (fresh) keys: only its time claims can have changed.
+  const seen = provider.verified.get(token);
+  if (seen !== undefined && seen.keys === (provider.local ?? provider.remote!.fresh()) && timeValid(seen.payload, provider.clockSkewS, nowS)) {
+    return { ok: true, payload: seen.payload as Record<string, unknown> };
+  }
   const dot1 = token.indexOf('.');
   const dot2 = dot1 === -1 ? -1 : token.indexOf('.', dot1 + 1);
   if (dot2 === -1 || token.indexOf('.', dot2 + 1) !== -1) return fail(JwtStatus.JwtBadFormat);
@@ -90,7 +96,12 @@ export async function verifyToken(token: string, provider: CompiledProvider, now
   }
   if (candidates.length === 0) return fail(JwtStatus.JwksKidAlgMismatch);
   for (const entry of candidates) {
-    if (await signatureVerifies(token, entry, alg)) return { ok: true, payload };
+    if (await signatureVerifies(token, entry, alg)) {
+      // Frozen: one payload object serves every request that presents this token.
+      deepFreeze(payload);
+      provider.verified.set(token, { keys, payload });
+      return { ok: true, payload };
+    }
   }
   return fail(JwtStatus.JwtVerificationFail);
 }
@@ -104,6 +115,11 @@ async function signatureVerifies(token: string, entry: KeyEntry, alg: string): P
   } catch {
     return false;
   }
+}
+
+function timeValid(payload: Readonly<Record<string, unknown>>, skewS: number, nowS: number): boolean {
+  const { exp, nbf } = payload;
+  return !(typeof nbf === 'number' && nowS + skewS < nbf) && !(typeof exp === 'number' && nowS - skewS > exp);
 }
 
 function audienceAllowed(aud: unknown, allowed: ReadonlySet<string>): boolean {
