@@ -1,5 +1,6 @@
 import Type from 'typebox';
 import { Duration, Name, ResourceRef, Strict, atMostOneOf, exactlyOneOf } from './common.ts';
+import { TransformationStages, Transformations } from '../../transform/schema.ts';
 
 const HeaderMatcher = Strict({
   name: Type.String({ minLength: 1 }),
@@ -125,6 +126,8 @@ const RouteOptions = Strict({
   headerManipulation: Type.Optional(HeaderManipulation),
   cors: Type.Optional(CorsPolicy),
   extauth: Type.Optional(ExtAuthOptions),
+  transformations: Type.Optional(Transformations),
+  stagedTransformations: Type.Optional(TransformationStages),
 });
 
 const Destination = Strict(
@@ -258,6 +261,8 @@ export const VirtualServiceSpec = Strict({
         cors: Type.Optional(CorsPolicy),
         headerManipulation: Type.Optional(HeaderManipulation),
         retries: Type.Optional(RetryPolicySpec),
+        transformations: Type.Optional(Transformations),
+        stagedTransformations: Type.Optional(TransformationStages),
       }),
     ),
   }),
