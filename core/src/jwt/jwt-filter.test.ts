@@ -31,6 +31,10 @@ function request(headers: Record<string, string>, url = '/get', method = 'GET'):
     metadata: new Map(),
     body: undefined,
     readBody: async () => Buffer.alloc(0),
+    bodyPartial: false,
+    clearRouteCache() {
+      this.ctx.headers['x-test-route-cleared'] = 'yes';
+    },
     responseHeaders: [],
   };
 }
@@ -59,6 +63,8 @@ describe('JWT filter: verification (local JWKS)', () => {
       // claimsToHeaders, nested by `.`; the token header is removed (keepToken false).
       expect(r.ctx.headers['x-sub']).toBe('alice');
       expect(r.ctx.headers['x-models']).toBe('gpt-4o,o1');
+      // Routes may match on the claim headers: the chain is asked to match the route again.
+      expect(r.ctx.headers['x-test-route-cleared']).toBe('yes');
       expect(r.ctx.headers.authorization).toBeUndefined();
     }
   });

@@ -84,12 +84,16 @@ export class JwtFilter implements HttpFilter {
         all[provider.name] = result.payload;
         request.metadata.set(JWT_METADATA, all);
         if (!provider.keepToken && fromHeader !== undefined) delete headers[fromHeader];
+        let wrote = false;
         for (const c of provider.claimsToHeaders) {
           const value = claimHeaderValue(claimValue(result.payload, c.claim, '.'));
           if (value === undefined) continue;
           const existing = headers[c.header];
           headers[c.header] = c.append && existing !== undefined ? `${Array.isArray(existing) ? existing.join(',') : existing},${value}` : value;
+          wrote = true;
         }
+        // Gloo sets clear_route_cache with claimsToHeaders: routes may match on the claim headers (claim-based routing).
+        if (wrote) request.clearRouteCache();
         return undefined;
       }
       // Envoy's requires_any: the last failure that is not "missing" (or a token for another issuer) decides.

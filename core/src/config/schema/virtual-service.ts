@@ -1,6 +1,7 @@
 import Type from 'typebox';
 import { Duration, Name, ResourceRef, Strict, atMostOneOf, exactlyOneOf } from './common.ts';
 import { JwtRouteOptions, JwtVirtualHostOptions } from './jwt.ts';
+import { TransformationStages, Transformations } from '../../transform/schema.ts';
 
 const HeaderMatcher = Strict({
   name: Type.String({ minLength: 1 }),
@@ -128,6 +129,8 @@ const RouteOptions = Strict({
   extauth: Type.Optional(ExtAuthOptions),
   // Gloo Enterprise's JWT filter and RBAC on claims (core/src/jwt).
   ...JwtRouteOptions,
+  transformations: Type.Optional(Transformations),
+  stagedTransformations: Type.Optional(TransformationStages),
 });
 
 const Destination = Strict(
@@ -262,6 +265,8 @@ export const VirtualServiceSpec = Strict({
         headerManipulation: Type.Optional(HeaderManipulation),
         retries: Type.Optional(RetryPolicySpec),
         ...JwtVirtualHostOptions,
+        transformations: Type.Optional(Transformations),
+        stagedTransformations: Type.Optional(TransformationStages),
       }),
     ),
   }),
