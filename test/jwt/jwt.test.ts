@@ -80,6 +80,8 @@ afterAll(async () => {
 const get = (host: string, path: string, headers: Record<string, string> = {}, method = 'GET') => send(gw.url, { path, method, headers: { host, ...headers } });
 const bearer = (t: string) => ({ authorization: `Bearer ${t}` });
 const seen = (body: string) => JSON.parse(body) as Echo;
+// Local replies end with a newline (the gateway's convention for its own answers).
+const text = (reason: string) => `${reason}\n`;
 const claims = { aud: 'api.test', org: { team: 'ops' } };
 
 describe('JWT filter through gatehouse run', () => {
@@ -98,21 +100,21 @@ describe('JWT filter through gatehouse run', () => {
     const missing = await get('api.test', '/read/1?q=1');
     expect(missing.status).toBe(401);
     expect(missing.headers['www-authenticate']).toBe('Bearer realm="http://api.test/read/1?q=1"');
-    expect(missing.body).toBe('Jwt is missing');
+    expect(missing.body).toBe(text('Jwt is missing'));
     expect(missing.headers['x-gatehouse-error']).toBe('GH_JWT_MISSING');
     const expired = await get('api.test', '/read/1', bearer(await token(rs, { ...claims, exp: nowS() - 3600 })));
-    expect([expired.status, expired.body, expired.headers['www-authenticate']]).toEqual([401, 'Jwt is expired', 'Bearer realm="http://api.test/read/1", error="invalid_token"']);
-    expect((await get('api.test', '/read/1', bearer(await token(rs, { ...claims, iss: 'evil.io' })))).body).toBe('Jwt issuer is not configured');
-    expect((await get('api.test', '/read/1', bearer(await token({ ...rsaKey('x'), kid: 'rs-1' }, claims)))).body).toBe('Jwt verification fails');
+    expect([expired.status, expired.body, expired.headers['www-authenticate']]).toEqual([401, text('Jwt is expired'), 'Bearer realm="http://api.test/read/1", error="invalid_token"']);
+    expect((await get('api.test', '/read/1', bearer(await token(rs, { ...claims, iss: 'evil.io' })))).body).toBe(text('Jwt issuer is not configured'));
+    expect((await get('api.test', '/read/1', bearer(await token({ ...rsaKey('x'), kid: 'rs-1' }, claims)))).body).toBe(text('Jwt verification fails'));
     const audience = await get('api.test', '/read/1', bearer(await token(rs, { ...claims, aud: 'other.test' })));
-    expect([audience.status, audience.body]).toEqual([403, 'Audiences in Jwt are not allowed']);
+    expect([audience.status, audience.body]).toEqual([403, text('Audiences in Jwt are not allowed')]);
   });
 
   it('RBAC: allows by nested claim within path and method, by a list claim anywhere; 403 otherwise; a route can turn both off', async () => {
     const ops = bearer(await token(rs, claims));
     expect((await get('api.test', '/read/x', ops)).status).toBe(200);
     const post = await get('api.test', '/read/x', ops, 'POST');
-    expect([post.status, post.body, post.headers['x-gatehouse-error']]).toEqual([403, 'RBAC: access denied', 'GH_RBAC_DENIED']);
+    expect([post.status, post.body, post.headers['x-gatehouse-error']]).toEqual([403, text('RBAC: access denied'), 'GH_RBAC_DENIED']);
     expect((await get('api.test', '/write', ops)).status).toBe(403);
     expect((await get('api.test', '/read/x', bearer(await token(rs, { ...claims, org: { team: 'dev' } })))).status).toBe(403);
     expect((await get('api.test', '/write', bearer(await token(rs, { aud: 'api.test', roles: ['user', 'admin'] })), 'DELETE')).status).toBe(200);
@@ -125,7 +127,7 @@ describe('JWT filter through gatehouse run', () => {
     jwks.keys = [next, es];
     expect((await get('api.test', '/read/1', bearer(await token(next, claims)))).status).toBe(200);
     const stale = await get('api.test', '/read/1', old);
-    expect([stale.status, stale.body]).toEqual([401, "Jwks doesn't have key to match kid or alg from Jwt"]);
+    expect([stale.status, stale.body]).toEqual([401, text("Jwks doesn't have key to match kid or alg from Jwt")]);
   });
 
   it('jwtStaged.beforeExtAuth feeds the AuthConfig jwt step: a token or Basic credentials get through, neither does not', async () => {
@@ -152,8 +154,8 @@ describe('JWT filter through gatehouse run', () => {
     // While those fetches run, the gateway answers others.
     expect((await get('api.test', '/public/x')).status).toBe(200);
     const [hang, big] = await Promise.all(pending);
-    expect([hang!.status, hang!.body]).toEqual([401, 'Jwks remote fetch is failed']);
-    expect([big!.status, big!.body]).toEqual([401, 'Jwks remote fetch is failed']);
+    expect([hang!.status, hang!.body]).toEqual([401, text('Jwks remote fetch is failed')]);
+    expect([big!.status, big!.body]).toEqual([401, text('Jwks remote fetch is failed')]);
     expect(gw.child.exitCode).toBeNull();
   });
 
