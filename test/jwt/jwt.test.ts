@@ -51,6 +51,11 @@ beforeAll(async () => {
       },
       routes: [route('/public', { jwt: { disable: true }, rbac: { disable: true } }), route('/')],
     }),
+    // jwks.remote.upstreamRef: the URL names a host nobody resolves; the fetch goes to the Upstream.
+    'idp.yaml': [
+      manifests.upstream('idp', [{ addr: '127.0.0.1', port: Number(new URL(url).port) }]),
+      manifests.virtualService('via-upstream', { domains: ['upstream.test'], options: { jwt: { providers: { p: { ...provider('http://idp.invalid/jwks.json'), jwks: { remote: { url: 'http://idp.invalid/jwks.json', upstreamRef: { name: 'idp' }, asyncFetch: {} } } } } } }, routes: [route('/')] }),
+    ],
     'hostile.yaml': [
       manifests.virtualService('hang', { domains: ['hang.test'], options: { jwt: { providers: { p: provider(hangUrl) } } }, routes: [route('/')] }),
       manifests.virtualService('huge', { domains: ['huge.test'], options: { jwt: { providers: { p: provider(hugeUrl) } } }, routes: [route('/')] }),
@@ -128,6 +133,11 @@ describe('JWT filter through gatehouse run', () => {
     expect((await get('api.test', '/read/1', bearer(await token(next, claims)))).status).toBe(200);
     const stale = await get('api.test', '/read/1', old);
     expect([stale.status, stale.body]).toEqual([401, text("Jwks doesn't have key to match kid or alg from Jwt")]);
+  });
+
+  it('jwks.remote.upstreamRef fetches through the Upstream (the URL gives path and Host)', async () => {
+    const r = await get('upstream.test', '/', bearer(await token(es, claims)));
+    expect(r.status).toBe(200);
   });
 
   it('jwtStaged.beforeExtAuth feeds the AuthConfig jwt step: a token or Basic credentials get through, neither does not', async () => {

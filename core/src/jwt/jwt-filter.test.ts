@@ -264,6 +264,13 @@ describe('remote JWKS', () => {
     expect(again?.hasKid('stale')).toBe(true);
   });
 
+  it('asyncFetch fetches at load, before any request', async () => {
+    server.keys = [rsaKey('async')];
+    const before = server.hits;
+    build(undefined, vhost({ p: { issuer: 'solo.io', jwks: { remote: { url: `${url}?async`, asyncFetch: { fastListener: true } } } } }));
+    await expect.poll(() => server.hits - before).toBe(1);
+  });
+
   it('concurrent requests on a cold cache share one fetch', async () => {
     const key = rsaKey('cold');
     server.keys = [key];
