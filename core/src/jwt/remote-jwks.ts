@@ -1,4 +1,4 @@
-import { request } from 'undici';
+import { Agent, request } from 'undici';
 import type { Logger } from '../log/logger.ts';
 import { JwtCodes } from './codes.ts';
 import { parseKeySet, type KeySet } from './key-set.ts';
@@ -38,6 +38,8 @@ export class RemoteJwks {
   private failedAt = -Infinity;
   private lastUnknownKidFetch = -Infinity;
   private timer: NodeJS.Timeout | undefined;
+  /** With TLS to an Upstream's address: SNI and certificate name are the URL's host, not the address dialled. */
+  private agent: Agent | undefined;
   /** Completed fetches (for tests and metrics). */
   fetches = 0;
 
@@ -96,6 +98,8 @@ export class RemoteJwks {
   stop(): void {
     clearTimeout(this.timer);
     this.timer = undefined;
+    void this.agent?.close();
+    this.agent = undefined;
   }
 
   private fetch(): Promise<KeySet | undefined> {
@@ -124,10 +128,12 @@ export class RemoteJwks {
     const target = new URL(this.options.url);
     const origin = this.options.dialOrigin ?? target.origin;
     const signal = AbortSignal.timeout(this.options.timeoutMs);
+    if (this.options.dialOrigin?.startsWith('https:')) this.agent ??= new Agent({ connect: { servername: target.hostname } });
     const response = await request(new URL(target.pathname + target.search, origin), {
       method: 'GET',
       headers: { host: target.host, accept: 'application/json' },
       signal,
+      ...(this.agent ? { dispatcher: this.agent } : {}),
     });
     const chunks: Buffer[] = [];
     let size = 0;
