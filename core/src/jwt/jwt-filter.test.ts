@@ -69,6 +69,17 @@ describe('JWT filter: verification (local JWKS)', () => {
     }
   });
 
+  it('a token verified before is accepted synchronously, with the same effects', async () => {
+    const t = await token(rs, { team: 'x' });
+    expect(await run(filter!, request({ authorization: `Bearer ${t}` }))).toBeUndefined();
+    const again = request({ authorization: `Bearer ${t}`, 'x-sub': 'forged' });
+    const verdict = filter!.onRequest!(again);
+    expect(verdict).toBeUndefined();
+    expect(again.ctx.headers['x-sub']).toBe('alice');
+    expect(again.ctx.headers.authorization).toBeUndefined();
+    expect((again.metadata.get(JWT_METADATA) as Record<string, { team: string }>).p!.team).toBe('x');
+  });
+
   it('answers 401 with Envoy\'s body and www-authenticate on a missing token (no error=) and a bad one (error="invalid_token")', async () => {
     const missing = await run(filter!, request({}, '/get?x=1'));
     expect(missing).toMatchObject({ status: 401, code: 'GH_JWT_MISSING', body: 'Jwt is missing', headers: ['www-authenticate', 'Bearer realm="http://www.example.com/get?x=1"'] });

@@ -6,7 +6,7 @@ import { claimHeaderValue, claimValue } from './claims.ts';
 import { JwtCodes } from './codes.ts';
 import { field, fieldName } from './fields.ts';
 import { compileProvider, providerProblems, type CompiledProvider, type UpstreamOrigin } from './provider.ts';
-import { JwtStatus, verifyToken, type JwtStatusText } from './verify.ts';
+import { cachedPayload, JwtStatus, verifyToken, type JwtStatusText } from './verify.ts';
 
 /** The `FilterRequest.metadata` key the verified claims go under, by provider name (Envoy's `envoy.filters.http.jwt_authn`). */
 export const JWT_METADATA = 'jwt';
@@ -42,58 +42,29 @@ export class JwtFilter implements HttpFilter {
     this.ownedHeaders = [...new Set(extension.providers.flatMap((p) => p.claimsToHeaders.filter((c) => !c.append).map((c) => c.header)))];
   }
 
-  onRequest(request: FilterRequest): Promise<FilterVerdict> {
+  onRequest(request: FilterRequest): FilterVerdict | Promise<FilterVerdict> {
+    // A token verified before (and still in time) is accepted synchronously: no promise per request.
+    for (const provider of this.providers) {
+      const found = findToken(provider, request);
+      if (found === undefined) continue;
+      const payload = cachedPayload(found.token, provider);
+      if (payload === undefined) break;
+      for (const name of this.ownedHeaders) delete request.ctx.headers[name];
+      accept(request, provider, payload, found.header);
+      return undefined;
+    }
     return this.run(request).catch((): FilterVerdict => reply(request, JwtStatus.JwtVerificationFail));
   }
 
   private async run(request: FilterRequest): Promise<FilterVerdict> {
-    const headers = request.ctx.headers;
-    for (const name of this.ownedHeaders) delete headers[name];
-    let query: URLSearchParams | undefined;
+    for (const name of this.ownedHeaders) delete request.ctx.headers[name];
     let finalStatus: JwtStatusText = JwtStatus.JwtMissed;
     for (const provider of this.providers) {
-      let token: string | undefined;
-      let fromHeader: string | undefined;
-      for (const source of provider.headers) {
-        const raw = headers[source.name];
-        const value = Array.isArray(raw) ? raw[0] : raw;
-        if (value === undefined || value.length < source.prefix.length) continue;
-        if (source.prefix !== '' && value.slice(0, source.prefix.length).toLowerCase() !== source.prefix.toLowerCase()) continue;
-        token = value.slice(source.prefix.length).trim();
-        fromHeader = source.name;
-        break;
-      }
-      if (token === undefined && provider.queryParams.length > 0) {
-        const url = request.req.url ?? '/';
-        const q = url.indexOf('?');
-        if (q !== -1) {
-          query ??= new URLSearchParams(url.slice(q + 1));
-          for (const name of provider.queryParams) {
-            const value = query.get(name);
-            if (value !== null) {
-              token = value;
-              break;
-            }
-          }
-        }
-      }
-      if (token === undefined) continue;
-      const result = await verifyToken(token, provider);
+      const found = findToken(provider, request);
+      if (found === undefined) continue;
+      const result = await verifyToken(found.token, provider);
       if (result.ok) {
-        const all = (request.metadata.get(JWT_METADATA) as JwtMetadata | undefined) ?? {};
-        all[provider.name] = result.payload;
-        request.metadata.set(JWT_METADATA, all);
-        if (!provider.keepToken && fromHeader !== undefined) delete headers[fromHeader];
-        let wrote = false;
-        for (const c of provider.claimsToHeaders) {
-          const value = claimHeaderValue(claimValue(result.payload, c.claim, '.'));
-          if (value === undefined) continue;
-          const existing = headers[c.header];
-          headers[c.header] = c.append && existing !== undefined ? `${Array.isArray(existing) ? existing.join(',') : existing},${value}` : value;
-          wrote = true;
-        }
-        // Gloo sets clear_route_cache with claimsToHeaders: routes may match on the claim headers (claim-based routing).
-        if (wrote) request.clearRouteCache();
+        accept(request, provider, result.payload, found.header);
         return undefined;
       }
       // Envoy's requires_any: the last failure that is not "missing" (or a token for another issuer) decides.
@@ -103,6 +74,47 @@ export class JwtFilter implements HttpFilter {
     if (this.policy === 'ALLOW_MISSING' && finalStatus === JwtStatus.JwtMissed) return undefined;
     return reply(request, finalStatus);
   }
+}
+
+/** The provider's token in the request: from its headers (prefix stripped) in order, then its query parameters. */
+function findToken(provider: CompiledProvider, request: FilterRequest): { token: string; header: string | undefined } | undefined {
+  const headers = request.ctx.headers;
+  for (const source of provider.headers) {
+    const raw = headers[source.name];
+    const value = Array.isArray(raw) ? raw[0] : raw;
+    if (value === undefined || value.length < source.prefix.length) continue;
+    if (source.prefix !== '' && value.slice(0, source.prefix.length).toLowerCase() !== source.prefix.toLowerCase()) continue;
+    return { token: value.slice(source.prefix.length).trim(), header: source.name };
+  }
+  if (provider.queryParams.length === 0) return undefined;
+  const url = request.req.url ?? '/';
+  const q = url.indexOf('?');
+  if (q === -1) return undefined;
+  const query = new URLSearchParams(url.slice(q + 1));
+  for (const name of provider.queryParams) {
+    const value = query.get(name);
+    if (value !== null) return { token: value, header: undefined };
+  }
+  return undefined;
+}
+
+/** A verified token: claims into metadata (by provider), the token header removed unless kept, claims to headers. */
+function accept(request: FilterRequest, provider: CompiledProvider, payload: Record<string, unknown>, fromHeader: string | undefined): void {
+  const headers = request.ctx.headers;
+  const all = (request.metadata.get(JWT_METADATA) as JwtMetadata | undefined) ?? {};
+  all[provider.name] = payload;
+  request.metadata.set(JWT_METADATA, all);
+  if (!provider.keepToken && fromHeader !== undefined) delete headers[fromHeader];
+  let wrote = false;
+  for (const c of provider.claimsToHeaders) {
+    const value = claimHeaderValue(claimValue(payload, c.claim, '.'));
+    if (value === undefined) continue;
+    const existing = headers[c.header];
+    headers[c.header] = c.append && existing !== undefined ? `${Array.isArray(existing) ? existing.join(',') : existing},${value}` : value;
+    wrote = true;
+  }
+  // Gloo sets clear_route_cache with claimsToHeaders: routes may match on the claim headers (claim-based routing).
+  if (wrote) request.clearRouteCache();
 }
 
 /** Envoy's local reply: 401 (403 for a disallowed audience), the status text as body, `www-authenticate: Bearer realm="<uri>"[, error="invalid_token"]`. */

@@ -50,6 +50,16 @@ function decodeJson(segment: string): Record<string, unknown> | 'base64' | 'json
 const fail = (status: JwtStatusText): Verified => ({ ok: false, status });
 
 /**
+ * The claims of a token this provider verified before with its current (fresh) keys, when its
+ * time claims still hold; synchronous, so a cached token costs no promise.
+ */
+export function cachedPayload(token: string, provider: CompiledProvider, nowS = Date.now() / 1000): Record<string, unknown> | undefined {
+  const seen = provider.verified.get(token);
+  if (seen === undefined || seen.keys !== (provider.local ?? provider.remote!.fresh()) || !timeValid(seen.payload, provider.clockSkewS, nowS)) return undefined;
+  return seen.payload as Record<string, unknown>;
+}
+
+/**
  * Verifies `token` for `provider` in jwt_verify_lib's order: form, header, payload, issuer, time
  * (with the provider's clock skew), audiences, then the signature with the keys that fit the
  * token's `alg` and `kid` (jose's compactVerify). An unknown `kid` on a remote JWKS triggers one
@@ -57,11 +67,8 @@ const fail = (status: JwtStatusText): Verified => ({ ok: false, status });
  */
 export async function verifyToken(token: string, provider: CompiledProvider, nowS = Date.now() / 1000): Promise<Verified> {
   if (token.length > MAX_TOKEN_LENGTH) return fail(JwtStatus.JwtBadFormat);
-  // The same token verified before with the same (fresh) keys: only its time claims can have changed.
-  const seen = provider.verified.get(token);
-  if (seen !== undefined && seen.keys === (provider.local ?? provider.remote!.fresh()) && timeValid(seen.payload, provider.clockSkewS, nowS)) {
-    return { ok: true, payload: seen.payload as Record<string, unknown> };
-  }
+  const cached = cachedPayload(token, provider, nowS);
+  if (cached) return { ok: true, payload: cached };
   const dot1 = token.indexOf('.');
   const dot2 = dot1 === -1 ? -1 : token.indexOf('.', dot1 + 1);
   if (dot2 === -1 || token.indexOf('.', dot2 + 1) !== -1) return fail(JwtStatus.JwtBadFormat);
