@@ -78,7 +78,8 @@ async function run(file: string, body: (gw: GatehouseProcess) => Promise<void>):
   expect(checked.code, checked.out).toBe(0);
   expect(checked.out).toMatch(/Accepted VirtualService/);
   expect(checked.out).toMatch(/0 rejected/);
-  const gw = await startGatehouse('run', ['--config-dir', dir, '--access-log', 'false', '--resolve', `${PETSTORE.host}=${PETSTORE.addr}`]);
+  // Startup is bounded generously: the shared test machine can take a while to start a process.
+  const gw = await startGatehouse('run', ['--config-dir', dir, '--access-log', 'false', '--resolve', `${PETSTORE.host}=${PETSTORE.addr}`], { timeoutMs: 45_000 });
   try {
     await body(gw);
   } finally {
@@ -106,7 +107,7 @@ describe('Gloo JWT guides (corpus manifests) through gatehouse run', () => {
       expect((await get(gw, '/api/pets', bearer(await sign('vhost-provider', { iss: 'other', sub: 'system:serviceaccount:default:svc-a' })))).status).toBe(401);
       expect((await get(gw, '/api/pets', bearer(await sign('route-provider', { ...SA, sub: 'system:serviceaccount:default:svc-a' })))).status).toBe(401);
     });
-  });
+  }, 90_000);
 
   it('Access control examples: nested claims, REGEX_MATCH, BOOLEAN, LIST_CONTAINS', async () => {
     await run('jwt-rbac-claim-matchers.yaml', async (gw) => {
@@ -120,7 +121,7 @@ describe('Gloo JWT guides (corpus manifests) through gatehouse run', () => {
       expect((await get(gw, '/groups', await t({ groups: ['users', 'admins'] }))).status).toBe(200);
       expect((await get(gw, '/groups', await t({ groups: ['users'] }))).status).toBe(403);
     });
-  });
+  }, 90_000);
 
   it('JWT claim based routing: the org claim becomes x-company and picks the canary route, from a header or a query parameter', async () => {
     await run('jwt-claims-to-headers.yaml', async (gw) => {
@@ -135,7 +136,7 @@ describe('Gloo JWT guides (corpus manifests) through gatehouse run', () => {
       expect(seen((await get(gw, '/', { 'x-token': other, 'x-company': 'solo.io' })).body).upstream).toBe('echoapp-primary');
       expect((await get(gw, '/')).status).toBe(401);
     });
-  });
+  }, 90_000);
 
   it('Route-level JWT policies, separate stages: the host verifies before ext auth (ops), the /get route also after it (finance)', async () => {
     await run('jwt-route-policy.yaml', async (gw) => {
@@ -148,5 +149,5 @@ describe('Gloo JWT guides (corpus manifests) through gatehouse run', () => {
       expect((await get(gw, '/get', { ...bearer(bob), 'x-after-ext-auth-bearer-token': carol }, 'GET', host)).status).toBe(200);
       expect((await get(gw, '/get', { 'x-after-ext-auth-bearer-token': carol }, 'GET', host)).status).toBe(401);
     });
-  });
+  }, 90_000);
 });

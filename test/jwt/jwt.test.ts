@@ -73,8 +73,8 @@ beforeAll(async () => {
       }),
     ],
   });
-  gw = await startGatehouse('run', ['--config-dir', dir.path, '--access-log', 'false']);
-});
+  gw = await startGatehouse('run', ['--config-dir', dir.path, '--access-log', 'false'], { timeoutMs: 45_000 });
+}, 60_000);
 
 afterAll(async () => {
   await gw?.stop();
