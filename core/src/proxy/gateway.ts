@@ -9,7 +9,7 @@ import type { Authorizer } from '../extauth/authorizer.ts';
 import { createAccessLog, type AccessLog } from '../log/access-log.ts';
 import type { Logger } from '../log/logger.ts';
 import type { RequestContext } from './context.ts';
-import { ChainRequest, isPending, runRequestFilters, sendFilterReply, type Rematch } from './filters/chain.ts';
+import { ChainRequest, FilterCodes, isPending, runRequestFilters, sendFilterReply, type Rematch } from './filters/chain.ts';
 import type { FilterVerdict, FilterServices } from './filters/http-filter.ts';
 import type { GraphQLEndpoints } from './destinations.ts';
 import { forward } from './forward.ts';
@@ -263,7 +263,7 @@ export class Gateway {
     // The client left while a filter ran: nothing to answer, and nothing to send upstream.
     if (downstreamGone(res)) return;
     if (verdict !== undefined) return sendFilterReply(req, res, verdict, request.responseHeaders);
-    request.commitBody();
+    if (!request.commitBody()) return sendLocalReply(res, 500, FilterCodes.FAILED, 'internal error', request.responseHeaders);
     const { route } = routed;
     const path = route.destination.kind === 'redirect' ? this.location(req, route, routed.matcher, routed.path, routed.query) : request.path;
     this.dispatch(req, res, ctx, route, path, request);
