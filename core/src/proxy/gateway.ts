@@ -11,6 +11,7 @@ import type { Logger } from '../log/logger.ts';
 import type { RequestContext } from './context.ts';
 import { ChainRequest, FilterCodes, isPending, runRequestFilters, sendFilterReply, type Rematch } from './filters/chain.ts';
 import type { FilterVerdict, FilterServices } from './filters/http-filter.ts';
+import type { GatewayRateLimiter } from '../ratelimit/gateway-limiter.ts';
 import type { GraphQLEndpoints } from './destinations.ts';
 import { forward } from './forward.ts';
 import { parseHostHeader } from './host-table.ts';
@@ -43,8 +44,10 @@ export interface GatewayOptions {
   upgradeLimits?: Partial<UpgradeLimits>;
   /** Header fields an HTTP/1.1 request may have; more: 431 (default 100, Envoy's `max_headers_count`). */
   maxRequestHeaders?: number;
-  /** Services filters use besides the authorizer (e.g. the gateway's rate limiter), by name. */
+  /** Services filters use besides the authorizer and the rate limiter, by name. */
   filterServices?: FilterServices;
+  /** The gateway's rate limiter (route and virtual-host rate-limit options); without one they do not apply (a warning at load). */
+  rateLimiter?: GatewayRateLimiter;
 }
 
 export { buildCheckRequest } from './filters/extauth.ts';
@@ -77,7 +80,7 @@ export class Gateway {
     this.upgradeLimits = { ...DEFAULT_UPGRADE_LIMITS, ...options.upgradeLimits };
     this.maxRequestHeaders = options.maxRequestHeaders ?? 100;
     this.accessLogger = this.accessLog ? (options.accessLogger ?? createAccessLog(options.logger.bindings().name ?? 'gateway')) : undefined;
-    this.filterServices = { ...options.filterServices, authorizer: options.authorizer };
+    this.filterServices = { ...options.filterServices, authorizer: options.authorizer, ...(options.rateLimiter ? { ratelimit: options.rateLimiter } : {}) };
     this.table = compileRouteTable(EMPTY_SNAPSHOT, this.tableOptions());
   }
 
@@ -89,6 +92,7 @@ export class Gateway {
 
   /** Switches to a new configuration. */
   update(snapshot: ConfigSnapshot): void {
+    this.options.rateLimiter?.update(snapshot);
     const table = compileRouteTable(snapshot, this.tableOptions());
     this.options.graphql?.update(snapshot);
     this.table = table;
@@ -99,6 +103,7 @@ export class Gateway {
   /** Releases the destinations (upstream pools, GraphQL endpoints, authorizer) after traffic has drained. */
   async close(): Promise<void> {
     await this.options.authorizer?.close();
+    await this.options.rateLimiter?.close();
     await this.options.graphql?.close();
     await this.options.upstreams.close();
   }

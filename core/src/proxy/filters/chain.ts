@@ -101,6 +101,19 @@ export class ChainRequest implements FilterRequest {
     return (this.#metadata ??= new Map());
   }
 
+  #signal: AbortSignal | undefined;
+  get signal(): AbortSignal {
+    if (this.#signal) return this.#signal;
+    const controller = new AbortController();
+    this.#signal = controller.signal;
+    const res = this.res;
+    if (downstreamGone(res)) controller.abort();
+    else res.once('close', () => {
+      if (!res.writableEnded) controller.abort();
+    });
+    return this.#signal;
+  }
+
   clearRouteCache(): void {
     this.routeCleared = true;
   }
