@@ -341,19 +341,26 @@ export class Gateway {
   private finish(req: IncomingMessage, res: ServerResponse, start: number, vhost: string | undefined, route: CompiledRoute | undefined, ctx?: RequestContext): void {
     res.once('close', () => {
       const status = pendingUpgrade(req)?.status ?? (res.headersSent ? res.statusCode : 0);
+      const seconds = (performance.now() - start) / 1000;
+      // Status classes, not statuses: the histogram's series stay bounded (routes × 6).
+      const cls = status >= 100 && status < 600 ? Math.floor(status / 100) : 0;
       if (route) {
         let counter = route.counters.get(status);
         if (!counter) route.counters.set(status, (counter = metrics.requests.labels(route.virtualHost, route.name, String(status))));
         counter.inc();
+        let duration = route.durations[cls];
+        if (!duration) route.durations[cls] = duration = metrics.requestDuration.labels(route.virtualHost, route.name, STATUS_CLASSES[cls]!);
+        duration.observe(seconds);
       } else {
         metrics.requests.labels(vhost ?? '', '', String(status)).inc();
+        metrics.requestDuration.labels(vhost ?? '', '', STATUS_CLASSES[cls]!).observe(seconds);
       }
       this.accessLogger?.write({
         reqId: ctx?.requestId,
         method: req.method,
         path: req.url,
         status,
-        durationMs: Math.round((performance.now() - start) * 1000) / 1000,
+        durationMs: Math.round(seconds * 1_000_000) / 1000,
         protocol: isHttp2Request(req) ? 'HTTP/2' : `HTTP/${req.httpVersion}`,
         virtualHost: vhost,
         route: route?.name,
@@ -364,6 +371,7 @@ export class Gateway {
 }
 
 const SLASH = 0x2f;
+const STATUS_CLASSES = ['none', '1xx', '2xx', '3xx', '4xx', '5xx'] as const;
 
 /** `http://host[:port]/path?query` → host and origin-form path; undefined when not such a URL. */
 export function parseAbsoluteTarget(target: string): { host: string; path: string } | undefined {
