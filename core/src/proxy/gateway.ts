@@ -256,7 +256,12 @@ export class Gateway {
     };
     const verdict = runRequestFilters(request, rematch);
     if (isPending(verdict)) {
-      verdict.then((v) => this.afterFilters(request, routed, v));
+      verdict.then((v) => this.afterFilters(request, routed, v)).catch((error: unknown) => {
+        // Never expected (the destination answers its own failures): the request is cut, the process keeps running.
+        this.logger.error({ reqId: requestId, code: FilterCodes.FAILED, err: error }, 'request failed after its filters');
+        if (!res.headersSent) sendLocalReply(res, 500, FilterCodes.FAILED, 'internal error', request.responseHeaders);
+        else res.destroy();
+      });
       return;
     }
     this.afterFilters(request, routed, verdict);
