@@ -32,6 +32,7 @@ function request(headers: Record<string, string>, url = '/get', method = 'GET'):
     body: undefined,
     readBody: async () => Buffer.alloc(0),
     bodyPartial: false,
+    signal: new AbortController().signal,
     clearRouteCache() {
       this.ctx.headers['x-test-route-cleared'] = 'yes';
     },

@@ -15,7 +15,7 @@ function build(routeOptions: Record<string, unknown> | undefined, virtualHostOpt
 function request(claims: Record<string, Record<string, unknown>> | undefined, url = '/api/pets', method = 'GET'): FilterRequest {
   const metadata = new Map<string, unknown>();
   if (claims) metadata.set(JWT_METADATA, claims);
-  return { req: { url, method, headers: {} } as unknown as IncomingMessage, ctx: { headers: {} } as never, method, path: url, remoteAddress: '127.0.0.1', metadata, body: undefined, readBody: async () => Buffer.alloc(0), bodyPartial: false, clearRouteCache: () => undefined, responseHeaders: [] };
+  return { req: { url, method, headers: {} } as unknown as IncomingMessage, ctx: { headers: {} } as never, method, path: url, remoteAddress: '127.0.0.1', metadata, body: undefined, readBody: async () => Buffer.alloc(0), bodyPartial: false, signal: new AbortController().signal, clearRouteCache: () => undefined, responseHeaders: [] };
 }
 
 const denied = { status: 403, code: 'GH_RBAC_DENIED', body: 'RBAC: access denied' };

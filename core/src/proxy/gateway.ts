@@ -9,8 +9,9 @@ import type { Authorizer } from '../extauth/authorizer.ts';
 import { createAccessLog, type AccessLog } from '../log/access-log.ts';
 import type { Logger } from '../log/logger.ts';
 import type { RequestContext } from './context.ts';
-import { ChainRequest, isPending, runRequestFilters, sendFilterReply, type Rematch } from './filters/chain.ts';
+import { ChainRequest, FilterCodes, isPending, runRequestFilters, sendFilterReply, type Rematch } from './filters/chain.ts';
 import type { FilterVerdict, FilterServices } from './filters/http-filter.ts';
+import type { GatewayRateLimiter } from '../ratelimit/gateway-limiter.ts';
 import type { GraphQLEndpoints } from './destinations.ts';
 import { forward } from './forward.ts';
 import { parseHostHeader } from './host-table.ts';
@@ -43,8 +44,10 @@ export interface GatewayOptions {
   upgradeLimits?: Partial<UpgradeLimits>;
   /** Header fields an HTTP/1.1 request may have; more: 431 (default 100, Envoy's `max_headers_count`). */
   maxRequestHeaders?: number;
-  /** Services filters use besides the authorizer (e.g. the gateway's rate limiter), by name. */
+  /** Services filters use besides the authorizer and the rate limiter, by name. */
   filterServices?: FilterServices;
+  /** The gateway's rate limiter (route and virtual-host rate-limit options); without one they do not apply (a warning at load). */
+  rateLimiter?: GatewayRateLimiter;
 }
 
 export { buildCheckRequest } from './filters/extauth.ts';
@@ -77,7 +80,7 @@ export class Gateway {
     this.upgradeLimits = { ...DEFAULT_UPGRADE_LIMITS, ...options.upgradeLimits };
     this.maxRequestHeaders = options.maxRequestHeaders ?? 100;
     this.accessLogger = this.accessLog ? (options.accessLogger ?? createAccessLog(options.logger.bindings().name ?? 'gateway')) : undefined;
-    this.filterServices = { ...options.filterServices, authorizer: options.authorizer };
+    this.filterServices = { ...options.filterServices, authorizer: options.authorizer, ...(options.rateLimiter ? { ratelimit: options.rateLimiter } : {}) };
     this.table = compileRouteTable(EMPTY_SNAPSHOT, this.tableOptions());
   }
 
@@ -89,6 +92,7 @@ export class Gateway {
 
   /** Switches to a new configuration. */
   update(snapshot: ConfigSnapshot): void {
+    this.options.rateLimiter?.update(snapshot);
     const table = compileRouteTable(snapshot, this.tableOptions());
     this.options.graphql?.update(snapshot);
     this.table = table;
@@ -99,6 +103,7 @@ export class Gateway {
   /** Releases the destinations (upstream pools, GraphQL endpoints, authorizer) after traffic has drained. */
   async close(): Promise<void> {
     await this.options.authorizer?.close();
+    await this.options.rateLimiter?.close();
     await this.options.graphql?.close();
     await this.options.upstreams.close();
   }
@@ -251,7 +256,12 @@ export class Gateway {
     };
     const verdict = runRequestFilters(request, rematch);
     if (isPending(verdict)) {
-      verdict.then((v) => this.afterFilters(request, routed, v));
+      verdict.then((v) => this.afterFilters(request, routed, v)).catch((error: unknown) => {
+        // Never expected (the destination answers its own failures): the request is cut, the process keeps running.
+        this.logger.error({ reqId: requestId, code: FilterCodes.FAILED, err: error }, 'request failed after its filters');
+        if (!res.headersSent) sendLocalReply(res, 500, FilterCodes.FAILED, 'internal error', request.responseHeaders);
+        else res.destroy();
+      });
       return;
     }
     this.afterFilters(request, routed, verdict);
@@ -263,7 +273,7 @@ export class Gateway {
     // The client left while a filter ran: nothing to answer, and nothing to send upstream.
     if (downstreamGone(res)) return;
     if (verdict !== undefined) return sendFilterReply(req, res, verdict, request.responseHeaders);
-    request.commitBody();
+    if (!request.commitBody()) return sendLocalReply(res, 500, FilterCodes.FAILED, 'internal error', request.responseHeaders);
     const { route } = routed;
     const path = route.destination.kind === 'redirect' ? this.location(req, route, routed.matcher, routed.path, routed.query) : request.path;
     this.dispatch(req, res, ctx, route, path, request);
@@ -336,19 +346,26 @@ export class Gateway {
   private finish(req: IncomingMessage, res: ServerResponse, start: number, vhost: string | undefined, route: CompiledRoute | undefined, ctx?: RequestContext): void {
     res.once('close', () => {
       const status = pendingUpgrade(req)?.status ?? (res.headersSent ? res.statusCode : 0);
+      const seconds = (performance.now() - start) / 1000;
+      // Status classes, not statuses: the histogram's series stay bounded (routes × 6).
+      const cls = status >= 100 && status < 600 ? Math.floor(status / 100) : 0;
       if (route) {
         let counter = route.counters.get(status);
         if (!counter) route.counters.set(status, (counter = metrics.requests.labels(route.virtualHost, route.name, String(status))));
         counter.inc();
+        let duration = route.durations[cls];
+        if (!duration) route.durations[cls] = duration = metrics.requestDuration.labels(route.virtualHost, route.name, STATUS_CLASSES[cls]!);
+        duration.observe(seconds);
       } else {
         metrics.requests.labels(vhost ?? '', '', String(status)).inc();
+        metrics.requestDuration.labels(vhost ?? '', '', STATUS_CLASSES[cls]!).observe(seconds);
       }
       this.accessLogger?.write({
         reqId: ctx?.requestId,
         method: req.method,
         path: req.url,
         status,
-        durationMs: Math.round((performance.now() - start) * 1000) / 1000,
+        durationMs: Math.round(seconds * 1_000_000) / 1000,
         protocol: isHttp2Request(req) ? 'HTTP/2' : `HTTP/${req.httpVersion}`,
         virtualHost: vhost,
         route: route?.name,
@@ -359,6 +376,7 @@ export class Gateway {
 }
 
 const SLASH = 0x2f;
+const STATUS_CLASSES = ['none', '1xx', '2xx', '3xx', '4xx', '5xx'] as const;
 
 /** `http://host[:port]/path?query` → host and origin-form path; undefined when not such a URL. */
 export function parseAbsoluteTarget(target: string): { host: string; path: string } | undefined {

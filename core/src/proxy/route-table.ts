@@ -91,6 +91,8 @@ export interface CompiledRoute {
   readonly auth: RouteAuth | undefined;
   /** Request counter children by status, bound lazily (label hashing off the hot path). */
   readonly counters: Map<number, CounterChild>;
+  /** Duration histogram children by status class (index 0: none, 1–5: 1xx–5xx), bound lazily. */
+  readonly durations: (HistogramChild | undefined)[];
   /** `options.lbHash`: the request's key for ring hash and Maglev Upstreams. */
   readonly hashKey: HashKey | undefined;
 }
@@ -349,6 +351,7 @@ function compileRoute(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, 
     chain: compileChain(compileFilters(filterContext, options.filters?.factories ?? FILTER_FACTORIES)),
     auth: routeAuthOf(filterContext),
     counters: new Map(),
+    durations: [],
     hashKey: compileHashPolicies(o.lbHash?.hashPolicies),
   };
 }

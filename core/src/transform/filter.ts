@@ -140,7 +140,8 @@ function stageFilter(name: string, stage: number, order: readonly (readonly [Sta
       stateOf(request).selections[stageName] = selection;
       const transformation = selection.request;
       if (!transformation) continue;
-      if (transformation.needsBody && request.body === undefined) {
+      // A new body replaces the client's: that one is read (and dropped) first, so it cannot follow the new one upstream.
+      if ((transformation.needsBody || transformation.changesBody) && request.body === undefined) {
         return request.readBody(maxBytes).then((body) => {
           if (body === 'aborted') return undefined;
           if (body === 'too-large') return failure({ ok: false, status: 413, code: TransformCodes.BODY_TOO_LARGE, message: `request body over ${maxBytes} bytes` }, request, logger, 'request');

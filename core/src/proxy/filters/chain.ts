@@ -101,6 +101,19 @@ export class ChainRequest implements FilterRequest {
     return (this.#metadata ??= new Map());
   }
 
+  #signal: AbortSignal | undefined;
+  get signal(): AbortSignal {
+    if (this.#signal) return this.#signal;
+    const controller = new AbortController();
+    this.#signal = controller.signal;
+    const res = this.res;
+    if (downstreamGone(res)) controller.abort();
+    else res.once('close', () => {
+      if (!res.writableEnded) controller.abort();
+    });
+    return this.#signal;
+  }
+
   clearRouteCache(): void {
     this.routeCleared = true;
   }
@@ -138,11 +151,18 @@ export class ChainRequest implements FilterRequest {
    * client's in the request stream (every destination reads it from there), whose bytes were all
    * read, so the replacement is all that is left of it.
    */
-  commitBody(): void {
+  commitBody(): boolean {
     const body = this.body;
-    if (body === undefined || body === this.#read) return;
+    if (body === undefined || body === this.#read) return true;
     while (this.req.read() !== null);
-    if (body.length > 0) this.req.unshift(body);
+    try {
+      if (body.length > 0) this.req.unshift(body);
+    } catch (error) {
+      // The stream already ended for good (a filter replaced a body it never read): a filter bug.
+      this.ctx.logger.error({ reqId: this.ctx.requestId, code: FilterCodes.FAILED, err: error }, 'the request body a filter set cannot be sent');
+      return false;
+    }
+    return true;
   }
 }
 

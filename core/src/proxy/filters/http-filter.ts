@@ -98,6 +98,8 @@ export interface FilterRequest {
    * the new route's; a request that no route matches any more gets 404.
    */
   clearRouteCache(): void;
+  /** Aborted when the client goes away before its response is complete (a filter that waits stops waiting). */
+  readonly signal: AbortSignal;
   /** Headers added to whatever response the client gets (flat list); filters push onto it. */
   readonly responseHeaders: string[];
 }
