@@ -31,6 +31,13 @@ export const metrics = {
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registry,
   }),
+  requestDuration: new RequestHistogram({
+    name: 'gatehouse_request_duration_seconds',
+    help: 'Downstream request duration, from the request to the end of its response (or the client leaving), by virtual host, route and status class (2xx…5xx; "none": no response was sent).',
+    labelNames: ['virtual_host', 'route', 'status_class'],
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+    registry,
+  }),
   authDecisions: new RequestCounter({
     name: 'gatehouse_auth_decisions_total',
     help: 'External auth decisions by AuthConfig, step and result (allow, deny, error).',

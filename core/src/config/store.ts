@@ -271,6 +271,7 @@ export function referencesOf(resource: AnyResource): Reference[] {
     if (resource.spec.sslConfig?.secretRef) out.push({ kind: 'Secret', ref: resource.spec.sslConfig.secretRef, path: ['spec', 'sslConfig', 'secretRef'] });
     if (vh.options?.extauth?.configRef) out.push({ kind: 'AuthConfig', ref: vh.options.extauth.configRef, path: ['spec', 'virtualHost', 'options', 'extauth', 'configRef'] });
     headerSecretRefs(vh.options?.headerManipulation, ['spec', 'virtualHost', 'options'], out);
+    rateLimitConfigRefs(vh.options, ['spec', 'virtualHost', 'options'], out);
     routeReferences(vh.routes, ['spec', 'virtualHost', 'routes'], out);
   } else if (resource.kind === 'RouteTable') {
     // Tables it delegates to are not references here: they are resolved by the delegation walk (a missing one is a warning, as in Gloo).
@@ -330,6 +331,13 @@ function headerSecretRefs(manipulation: HeaderManipulation | undefined, at: Path
   }
 }
 
+/** The RateLimitConfigs rate-limit options name (docs/rate-limiting.md). */
+function rateLimitConfigRefs(options: { rateLimitConfigs?: { refs: ResourceRef[] } | undefined; rateLimitEarlyConfigs?: { refs: ResourceRef[] } | undefined; rateLimitRegularConfigs?: { refs: ResourceRef[] } | undefined } | undefined, at: PathSegment[], out: Reference[]): void {
+  for (const name of ['rateLimitConfigs', 'rateLimitEarlyConfigs', 'rateLimitRegularConfigs'] as const) {
+    options?.[name]?.refs.forEach((ref, j) => out.push({ kind: 'RateLimitConfig', ref, path: [...at, name, 'refs', j] }));
+  }
+}
+
 /** What the routes of a VirtualService or RouteTable reference (`base`: the path of the routes list). */
 function routeReferences(routes: readonly RouteSpec[], base: PathSegment[], out: Reference[]): void {
   routes.forEach((route, i) => {
@@ -343,5 +351,6 @@ function routeReferences(routes: readonly RouteSpec[], base: PathSegment[], out:
     });
     if (route.graphqlApiRef) out.push({ kind: 'GraphQLApi', ref: route.graphqlApiRef, path: [...at, 'graphqlApiRef'] });
     if (route.options?.extauth?.configRef) out.push({ kind: 'AuthConfig', ref: route.options.extauth.configRef, path: [...at, 'options', 'extauth', 'configRef'] });
+    rateLimitConfigRefs(route.options, [...at, 'options'], out);
   });
 }

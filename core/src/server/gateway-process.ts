@@ -12,6 +12,8 @@ import type { ServiceEndpoints } from '../config/source/kube.ts';
 import { startKubeSource } from './kube-source.ts';
 import type { AnyResource } from '../config/resource.ts';
 import type { ConfigSnapshot, ResourceChecks } from '../config/store.ts';
+import { GatewayRateLimiter } from '../ratelimit/gateway-limiter.ts';
+import { rateLimitOptionsFromEnv } from '../ratelimit/grpc-service.ts';
 import type { Authorizer } from '../extauth/authorizer.ts';
 import { flushLogs, type Logger } from '../log/logger.ts';
 import type { GraphQLEndpoints } from '../proxy/destinations.ts';
@@ -241,6 +243,8 @@ function createGateway(options: GatewayProcessOptions, authorizer: Authorizer | 
     ...(options.limits?.idleTimeoutMs !== undefined ? { upgradeLimits: { idleTimeoutMs: options.limits.idleTimeoutMs } } : {}),
     ...(parts.graphql ? { graphql: parts.graphql({ upstreams, logger }) } : {}),
     ...(authorizer ? { authorizer } : {}),
+    // Route and virtual-host rate limits: counters in memory, or in Redis (GATEHOUSE_RATELIMIT_*, shared with the rate-limit server's settings).
+    rateLimiter: new GatewayRateLimiter({ ...rateLimitOptionsFromEnv(), logger }),
   });
 }
 
