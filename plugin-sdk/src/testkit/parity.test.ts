@@ -168,9 +168,12 @@ describe('both modes see the same sandbox', () => {
 describe('the in-process store answers as the host\'s StepStore', () => {
   it('same answers and errors for the same operations', async () => {
     const hostStore = '@gatehouse/core/extauth/plugins/step-store.ts';
-    const { StepStore } = (await import(hostStore)) as { StepStore: new () => { dispatch: (...args: unknown[]) => unknown } };
-    const host = new StepStore().dispatch;
-    const test = createTestStore(createFakeClock());
+    const hostHub = '@gatehouse/core/extauth/plugins/store-hub.ts';
+    const { StepStore, memoryStoreBackend } = (await import(hostStore)) as { StepStore: new (backend: unknown) => { dispatch: (...args: unknown[]) => unknown }; memoryStoreBackend: (identity: string, limits: object, route: unknown) => unknown };
+    const { MemoryHub } = (await import(hostHub)) as { MemoryHub: new () => unknown };
+    const host = new StepStore(memoryStoreBackend('parity', {}, new MemoryHub())).dispatch;
+    const testStore = createTestStore(createFakeClock());
+    const test = (...args: unknown[]) => (testStore as (...a: unknown[]) => { v: unknown })(...args).v;
     const ops: unknown[][] = [
       ['set', 'a', '1'],
       ['get', 'a'],
@@ -186,6 +189,16 @@ describe('the in-process store answers as the host\'s StepStore', () => {
       ['set', 'c', '1', Number.NaN],
       [7, 'a'],
       ['get', 42],
+      ['increment', 'n', 2, 1000],
+      ['increment', 'n', -5],
+      ['increment', 'n', 1.5],
+      ['increment', 'n', Number.MAX_SAFE_INTEGER],
+      ['increment', 'b', 1],
+      ['setIfAbsent', 'once', '1', 1000],
+      ['setIfAbsent', 'once', '2'],
+      ['get', 'once'],
+      ['setIfAbsent', 'once', 'x'.repeat(65_537)],
+      ['bogus', 'a'],
     ];
     const run = (dispatch: (...args: unknown[]) => unknown) =>
       ops.map((args) => {
