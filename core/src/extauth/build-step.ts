@@ -3,6 +3,7 @@ import type { AuthStepSpec, PluginAuthSpec } from '../config/schema/auth-config.
 import { durationMs } from '../config/schema/common.ts';
 import { redisOptions, type RedisSettings } from '../redis/client.ts';
 import type { StoreSettings } from './plugins/step-store.ts';
+import { pluginStoreDefaults, type PluginStoreDefaults } from './plugins/store-defaults.ts';
 import type { UpstreamSpec } from '../config/schema/upstream.ts';
 import { GatehouseError } from '../errors.ts';
 import type { Logger } from '../log/logger.ts';
@@ -45,15 +46,8 @@ export interface StepBuildOptions {
   pluginThread?: boolean;
   /** The name of the AuthConfig being built: with its namespace, a plugin step's store identity. */
   configName?: string;
-  /** The auth server's default `ctx.store` backend for steps without `pluginAuth.store` (`--plugin-store-redis-url`); memory when absent. */
+  /** The default `ctx.store` backend for steps without `pluginAuth.store`; default: the process's (`--plugin-store-redis-url`), else memory. */
   pluginStore?: PluginStoreDefaults;
-}
-
-/** `--plugin-store-*`: Redis for every plugin step that does not choose its own store. */
-export interface PluginStoreDefaults {
-  redis: RedisSettings;
-  timeoutMs?: number;
-  failOpen?: boolean;
 }
 
 /** Default wait of one Redis store operation (always within the call's wall deadline). */
@@ -67,7 +61,7 @@ const STORE_TIMEOUT_MS = 100;
 export function storeSettings(spec: PluginAuthSpec, index: number, options: StepBuildOptions, at: (...path: (string | number)[]) => string): StoreSettings {
   const identity = `${options.namespace ?? 'default'}/${options.configName ?? '-'}/${index}/${spec.name}`;
   const redis = spec.store?.redis;
-  const defaults = options.pluginStore;
+  const defaults = options.pluginStore ?? pluginStoreDefaults();
   if (spec.store?.memory || (!redis && !defaults)) return { kind: 'memory', identity };
   const keyPrefix = redis?.keyPrefix ?? `gatehouse:plugin:${identity}:`;
   if (!redis) return { kind: 'redis', identity, redis: defaults!.redis, keyPrefix, timeoutMs: defaults!.timeoutMs ?? STORE_TIMEOUT_MS, failOpen: defaults!.failOpen ?? false };
