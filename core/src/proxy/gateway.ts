@@ -242,6 +242,8 @@ export class Gateway {
         if (downstreamGone(res)) return;
         if (!decision.allowed) return sendDenial(res, route.destination.kind === 'graphql' ? graphqlDenial(req.headers.accept, decision) : decision, ctx.responseHeaders);
         applyAllowed(headers, decision);
+        // Envoy `response_headers_to_add`: the auth decision's headers for the client's response.
+        if (decision.responseHeaders) ctx.responseHeaders = [...(ctx.responseHeaders ?? []), ...decision.responseHeaders.flatMap((h) => [h.key.toLowerCase(), h.value])];
         this.dispatch(req, res, ctx, route, upstreamPath);
       },
       (error: unknown) => {
@@ -281,6 +283,7 @@ export class Gateway {
           if (downstreamGone(res)) return;
           if (!decision.allowed) return sendDenial(res, route.destination.kind === 'graphql' ? graphqlDenial(req.headers.accept, decision) : decision, ctx.responseHeaders);
           applyAllowed(ctx.headers, decision);
+          if (decision.responseHeaders) ctx.responseHeaders = [...(ctx.responseHeaders ?? []), ...decision.responseHeaders.flatMap((h) => [h.key.toLowerCase(), h.value])];
           this.dispatch(req, res, ctx, route, upstreamPath);
         },
         (error: unknown) => {
