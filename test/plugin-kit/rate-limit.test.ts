@@ -107,6 +107,26 @@ describeWithRedis('RateLimit and the plugin store through gatehouse run', 'test/
     });
   });
 
+  describe('gatehouse gateway + gatehouse extauth (checks over gRPC)', () => {
+    let gatehouse: Deployment;
+    beforeAll(async () => {
+      gatehouse = await deploy('gateway + extauth', config.path, plugin.dir);
+    }, 120_000);
+    afterAll(async () => {
+      await gatehouse?.stop();
+    });
+
+    it('the client response headers cross gRPC as response_headers_to_add; the limit holds', async () => {
+      const statuses: number[] = [];
+      for (let i = 1; i <= 12; i++) {
+        const reply = await get(`${gatehouse.url}/redis/x`, 'over-grpc');
+        statuses.push(reply.status);
+        if (i <= 10) expect(reply.headers['x-ratelimit-remaining']).toBe(String(10 - i));
+      }
+      expect(statuses).toEqual([...Array(10).fill(200), 429, 429]);
+    });
+  });
+
   describe('gatehouse run --workers 2', () => {
     let run: GatehouseProcess;
     beforeAll(async () => {
