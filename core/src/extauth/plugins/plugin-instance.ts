@@ -737,18 +737,17 @@ export class PluginInstance {
    * turn of the event loop like finished verifies. Bad arguments throw the plugin's TypeError/RangeError.
    */
   private storeCall(store: StepStore, op: unknown, key: unknown, arg: unknown, ttl: unknown): { v: StoreResult } | { job: number } {
-    let answer: StoreResult | Promise<StoreResult>;
+    // Checked before the operation starts: a refused one must not run anyway.
+    if (this.storeRunning >= MAX_STORE_JOBS) throw new RangeError(`ctx.store: at most ${MAX_STORE_JOBS} operations may wait at once per plugin isolate`);
+    let answer: StoreResult | PromiseLike<StoreResult>;
     try {
       answer = store.dispatch(op, key, arg, ttl);
     } catch (error) {
       const message = (error as Error).message;
       throw (error as Error).name === 'RangeError' ? new RangeError(message) : new TypeError(message);
     }
-    if (!(answer instanceof Promise)) return { v: answer };
-    if (this.storeRunning >= MAX_STORE_JOBS) {
-      answer.catch(() => {});
-      throw new RangeError(`ctx.store: at most ${MAX_STORE_JOBS} operations may wait at once per plugin isolate`);
-    }
+    // A thenable, not `instanceof Promise`: a route from another module realm answers with its own promises.
+    if (typeof (answer as { then?: unknown } | null)?.then !== 'function') return { v: answer as StoreResult };
     const id = ++this.storeSeq;
     this.storeRunning++;
     const finish = (entry: unknown[]) => {
@@ -759,7 +758,7 @@ export class PluginInstance {
       this.storeFlushing = true;
       setImmediate(() => this.flushStore());
     };
-    answer.then(
+    Promise.resolve(answer).then(
       (value) => finish([id, 1, value]),
       (error: unknown) => finish([id, 0, { name: (error as Error).name, message: (error as Error).message }]),
     );

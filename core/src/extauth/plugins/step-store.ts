@@ -72,6 +72,8 @@ export function memoryStoreBackend(identity: string, limits: Partial<StepStoreLi
 
 /** The step's store from its settings (`wallTimeoutMs`: the call's deadline caps a Redis wait). */
 export function createStepStore(settings: StoreSettings, options: { limits?: Partial<StepStoreLimits> | undefined; wallTimeoutMs: number; route?: MemoryRoute | undefined }): StepStore {
-  if (settings.kind === 'memory') return new StepStore(memoryStoreBackend(settings.identity, options.limits, options.route), options.limits, options.wallTimeoutMs);
+  // A hub in another process answers within a turn or two; one that does not within half the
+  // call's deadline fails the operation, leaving the plugin time to decide.
+  if (settings.kind === 'memory') return new StepStore(memoryStoreBackend(settings.identity, options.limits, options.route), options.limits, Math.max(1, Math.floor(options.wallTimeoutMs / 2)));
   return new StepStore(redisStoreBackend(settings), options.limits, Math.min(settings.timeoutMs, options.wallTimeoutMs));
 }

@@ -153,9 +153,9 @@ export function serveStoreRequests(requests: unknown, route: MemoryRoute, answer
     const failed = (error: unknown) => replies.push({ id, ok: false, name: (error as Error).name, message: (error as Error).message });
     try {
       const value = route.run(request.identity, request.limits, request.call, request.deadline);
-      if (value instanceof Promise) {
+      if (typeof (value as { then?: unknown } | null)?.then === 'function') {
         later.push(
-          value.then(
+          Promise.resolve(value).then(
             (v) => {
               replies.push({ id, ok: true, value: v });
             },
@@ -165,7 +165,7 @@ export function serveStoreRequests(requests: unknown, route: MemoryRoute, answer
           ),
         );
       }
-      else replies.push({ id, ok: true, value });
+      else replies.push({ id, ok: true, value: value as StoreResult });
     } catch (error) {
       failed(error);
     }
