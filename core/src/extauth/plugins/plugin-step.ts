@@ -411,7 +411,8 @@ class SandboxedPluginStep implements PluginStep {
   private failed(instance: PluginInstance, error: unknown): void {
     const failure = error instanceof PluginCallError || error instanceof GatehouseError ? error : new GatehouseError(PluginCodes.THREW, String(error));
     const stack = failure instanceof PluginCallError && failure.pluginStack ? { stack: failure.pluginStack } : {};
-    this.logger.error({ ...this.where, code: failure.code, cause: failure.message, ...stack }, 'plugin auth denied the request: the plugin failed');
+    const allowed = this.failOpen && failure.code === PluginCodes.STORE_UNAVAILABLE;
+    this.logger.error({ ...this.where, code: failure.code, cause: failure.message, ...stack }, allowed ? 'plugin auth allowed the request (store failOpen): the plugin failed on its store' : 'plugin auth denied the request: the plugin failed');
     // A throw or a malformed answer leaves the isolate healthy. Rebuilding it (with backoff)
     // would let any client that makes the plugin throw deny everyone else on the step.
     if (instance.alive && (failure.code === PluginCodes.THREW || failure.code === PluginCodes.STORE_UNAVAILABLE || failure.code === PluginCodes.BAD_RESPONSE || (failure instanceof PluginCallError && failure.keepsIsolate))) return;
