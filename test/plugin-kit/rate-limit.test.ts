@@ -131,8 +131,8 @@ describeWithRedis('RateLimit and the plugin store through gatehouse run', 'test/
     let run: GatehouseProcess;
     beforeAll(async () => {
       run = await startGatehouse('run', ['--config-dir', config.path, '--plugin-dir', plugin.dir, '--extauth-timeout', '3s', '--workers', '2']);
-      await run.waitForLog((line) => line.msg === 'received new auth configuration' && line.pid !== run.child.pid, 60_000);
-    }, 120_000);
+      await run.waitForLog((line) => line.msg === 'received new auth configuration' && line.pid !== run.child.pid, 150_000);
+    }, 200_000);
     afterAll(async () => {
       await run?.stop();
     });
