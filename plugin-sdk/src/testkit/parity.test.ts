@@ -117,6 +117,18 @@ describe('both modes see the same sandbox', () => {
     expect(seen(await plugin.authorize({ headers: { 'x-probe': 'store-big' } }))).toBe('RangeError: ctx.store.set: values are at most 65536 characters of JSON');
   });
 
+  it.each(TEST_MODES)('%s: increment and setIfAbsent answer as the host\'s, and a fake clock expires their TTLs (sandbox mode too)', async (mode) => {
+    const clock = createFakeClock();
+    const plugin = await start(mode, { clock });
+    const count = (by = '1') => plugin.authorize({ headers: { 'x-probe': 'store-count', 'x-by': by, 'x-ttl': '5000' } });
+    expect(seen(await count())).toEqual({ n: 1, first: true });
+    expect(seen(await count('5'))).toEqual({ n: 6, first: false });
+    await clock.advance(4999);
+    expect(seen(await count('-2'))).toEqual({ n: 4, first: false });
+    await clock.advance(1);
+    expect(seen(await count())).toEqual({ n: 1, first: true });
+  });
+
   it.each(TEST_MODES)('%s: plugin.logs is complete when authorize() resolves', async (mode) => {
     const plugin = await start(mode);
     for (let i = 1; i <= 20; i++) {
