@@ -160,6 +160,9 @@ describe.skipIf(!ENVOY)('Envoy in front of gatehouse extauth (docs/envoy.md boot
       expect(seen.headers['x-partner-secret']).toBeUndefined();
       // The plugin sets no user: the client's claim must not get through either.
       expect(seen.headers['x-user-id']).toBeUndefined();
+      // response_headers_to_add: on the client's response, never on the upstream request.
+      expect(reply.headers['x-probe-client']).toBe('team blue');
+      expect(seen.headers['x-probe-client']).toBeUndefined();
     });
 
     it('denies with its own status, headers and body, unchanged by Envoy; nothing upstream', async () => {

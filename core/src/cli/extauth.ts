@@ -1,4 +1,7 @@
+import { readFileSync } from 'node:fs';
 import { DEFAULT_API_GROUP_DOMAIN } from '../config/schema/kinds.ts';
+import { redisOptions } from '../redis/client.ts';
+import { configurePluginStoreDefaults, type PluginStoreDefaults } from '../extauth/plugins/store-defaults.ts';
 import { ErrorCodes, GatehouseError } from '../errors.ts';
 import { ExtAuthCodes } from '../extauth/codes.ts';
 import { configurePluginHost, DEFAULT_PLUGIN_HOST, type PluginHostOptions } from '../extauth/plugins/plugin-host-options.ts';
@@ -17,7 +20,33 @@ export const PLUGIN_FLAGS: readonly FlagDef[] = [
   { name: 'plugin-process', type: 'string', default: 'true', description: 'with --plugin-thread true: run plugin isolates in a supervised child process, restarted when it dies, instead of a thread whose crash ends this process (true|false)' },
   { name: 'plugin-process-max-rss-mb', type: 'string', default: String(DEFAULT_PLUGIN_HOST.maxRssMb), description: 'kill and restart the plugin process when its resident memory passes this many MB (0: no bound)' },
   { name: 'plugin-process-stall', type: 'string', default: `${DEFAULT_PLUGIN_HOST.stallMs / 1000}s`, description: 'kill and restart the plugin process when its event loop has been stalled this long' },
+  { name: 'plugin-store-redis-url', type: 'string', description: 'ctx.store of plugin steps without pluginAuth.store in this Redis (redis://[user:pass@]host:port[/db], rediss:// for TLS) instead of memory' },
+  { name: 'plugin-store-redis-password-file', type: 'string', description: 'file holding the password of --plugin-store-redis-url' },
+  { name: 'plugin-store-timeout', type: 'string', default: '100ms', description: 'longest wait of one Redis store operation (within the call deadline)' },
+  { name: 'plugin-store-fail-open', type: 'string', default: 'false', description: 'allow requests whose plugin failed because the store Redis was unreachable (true|false)' },
 ];
+
+/** The default plugin store from {@link PLUGIN_FLAGS} (docs/plugins.md "Store"): Redis when a URL is given, else memory. */
+export function pluginStoreFlags(values: FlagValues): PluginStoreDefaults | undefined {
+  const url = values['plugin-store-redis-url'];
+  if (typeof url !== 'string' || url === '') return undefined;
+  const passwordFile = values['plugin-store-redis-password-file'];
+  let password: string | undefined;
+  if (typeof passwordFile === 'string' && passwordFile !== '') {
+    try {
+      password = readFileSync(passwordFile, 'utf8').trim();
+    } catch (error) {
+      throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, `--plugin-store-redis-password-file ${passwordFile} cannot be read: ${(error as Error).message}`);
+    }
+  }
+  const redis = { url, ...(password ? { password } : {}) };
+  try {
+    redisOptions(redis);
+  } catch (error) {
+    throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, `--plugin-store-redis-url: ${(error as Error).message}`);
+  }
+  return { redis, timeoutMs: duration(values, 'plugin-store-timeout'), failOpen: flagBool(values, 'plugin-store-fail-open') };
+}
 
 /** Where plugin steps run, from {@link PLUGIN_FLAGS} (docs/plugins.md "Plugin process"). */
 export function pluginHostFlags(values: FlagValues): PluginHostOptions {
@@ -72,6 +101,7 @@ export async function runExtAuth(argv: string[]): Promise<number | void> {
   const logger = createLogger('extauth');
   installProcessGuards(logger);
   configurePluginHost(pluginHostFlags(values));
+  configurePluginStoreDefaults(pluginStoreFlags(values));
   const kube = kubeFlagValues(values);
   // The admin API first, so the `listening` line can name its port; ready once the server is.
   let server: Awaited<ReturnType<typeof startExtAuthServer>> | undefined;

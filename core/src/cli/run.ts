@@ -1,8 +1,10 @@
+import cluster from 'node:cluster';
 import { createLogger } from '../log/logger.ts';
 import { runGatewayProcess } from '../server/gateway-process.ts';
 import { describeFlags, parseFlags, portValue, type FlagDef } from './flags.ts';
 import { configurePluginHost } from '../extauth/plugins/plugin-host-options.ts';
-import { PLUGIN_FLAGS, pluginHostFlags, pluginLimits } from './extauth.ts';
+import { PLUGIN_FLAGS, pluginHostFlags, pluginLimits, pluginStoreFlags } from './extauth.ts';
+import { configurePluginStoreDefaults } from '../extauth/plugins/store-defaults.ts';
 import { AUTH_CLIENT_FLAGS, gatewayParts } from './gateway.ts';
 import { EXTAUTH_TOKEN_FLAGS, GATEWAY_FLAGS, duration, extAuthToken, gatewayFlagValues } from './gateway-flags.ts';
 
@@ -36,16 +38,20 @@ export async function runRun(argv: string[]): Promise<number | void> {
   const pluginDir = values['plugin-dir'] as string;
   const limits = pluginLimits(values);
   configurePluginHost(pluginHostFlags(values));
+  configurePluginStoreDefaults(pluginStoreFlags(values));
   const failure = { timeoutMs: duration(values, 'extauth-timeout'), failureModeAllow: values['extauth-failure-mode-allow'] === true };
   const logger = createLogger('gatehouse');
   const parts = await gatewayParts();
   parts.primary = async ({ logger, loader }) => {
+    // Several workers share one memory store for plugin steps: the primary's (docs/plugins.md "Store").
+    if (flags.workers > 1) (await import('../extauth/plugins/store-cluster.ts')).serveMemoryStoreToWorkers();
     const { startEmbeddedExtAuth } = await import('../extauth/embedded.ts');
     const { server, authorizer } = await startEmbeddedExtAuth({ loader, port: extauthPort, host: extauthHost, token, pluginDir, ...limits, resolve: flags.resolve, logger, ...failure });
     return { listening: { extauthPort: server.port }, authorizer, close: () => server.close() };
   };
   // With --workers: each worker runs its own engine (and plugin isolates) on pushed snapshots.
   parts.authorizer = async ({ logger, snapshots }) => {
+    if (cluster.isWorker) (await import('../extauth/plugins/store-cluster.ts')).useMemoryStoreOfPrimary();
     const [{ AuthEngine }, { InProcessAuthorizer }, { watchPluginDir }] = await Promise.all([
       import('../extauth/engine.ts'),
       import('../extauth/authorizers.ts'),

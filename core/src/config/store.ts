@@ -301,6 +301,11 @@ export function referencesOf(resource: AnyResource): Reference[] {
       for (const [name, ref] of Object.entries(step.pluginAuth?.secretRefs ?? {})) {
         out.push({ kind: 'Secret', ref: { name: ref.name, ...(ref.namespace ? { namespace: ref.namespace } : {}) }, path: ['spec', 'configs', i, 'pluginAuth', 'secretRefs', name] });
       }
+      // The plugin store's Redis credentials and CA (SPEC 5.3 "Per-step store").
+      const redis = step.pluginAuth?.store?.redis;
+      if (redis?.secretRef) out.push({ kind: 'Secret', ref: redis.secretRef, path: ['spec', 'configs', i, 'pluginAuth', 'store', 'redis', 'secretRef'] });
+      const ca = redis?.tls?.caSecretRef;
+      if (ca) out.push({ kind: 'Secret', ref: { name: ca.name, ...(ca.namespace ? { namespace: ca.namespace } : {}) }, path: ['spec', 'configs', i, 'pluginAuth', 'store', 'redis', 'tls', 'caSecretRef'] });
     });
   } else if (resource.kind === 'GraphQLApi' && resource.spec.stitchedSchema) {
     resource.spec.stitchedSchema.subschemas.forEach((sub, i) => {

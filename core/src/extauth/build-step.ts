@@ -1,5 +1,9 @@
 import { formatPath } from '../config/diagnostic.ts';
-import type { AuthStepSpec } from '../config/schema/auth-config.ts';
+import type { AuthStepSpec, PluginAuthSpec } from '../config/schema/auth-config.ts';
+import { durationMs } from '../config/schema/common.ts';
+import { redisOptions, type RedisSettings } from '../redis/client.ts';
+import type { StoreSettings } from './plugins/step-store.ts';
+import { pluginStoreDefaults, type PluginStoreDefaults } from './plugins/store-defaults.ts';
 import type { UpstreamSpec } from '../config/schema/upstream.ts';
 import { GatehouseError } from '../errors.ts';
 import type { Logger } from '../log/logger.ts';
@@ -41,6 +45,56 @@ export interface StepBuildOptions {
   resolveConfigMap?: (ref: { name: string; namespace: string }) => Readonly<Record<string, string>> | undefined;
   /** Run plugin isolates on the process's plugin thread (./plugins/plugin-thread.ts) instead of the event loop. */
   pluginThread?: boolean;
+  /** The name of the AuthConfig being built: with its namespace, a plugin step's store identity. */
+  configName?: string;
+  /** The default `ctx.store` backend for steps without `pluginAuth.store`; default: the process's (`--plugin-store-redis-url`), else memory. */
+  pluginStore?: PluginStoreDefaults;
+}
+
+/** Default wait of one Redis store operation (always within the call's wall deadline). */
+const STORE_TIMEOUT_MS = 100;
+
+/**
+ * Where step `index`'s `ctx.store` lives (SPEC 5.3): `pluginAuth.store`, else the auth server's
+ * default, else memory. The identity (namespace/AuthConfig/index/plugin) keys the memory hub and
+ * the default Redis key prefix, so counters survive reloads and rebuilds of the same step.
+ */
+export function storeSettings(spec: PluginAuthSpec, index: number, options: StepBuildOptions, at: (...path: (string | number)[]) => string): StoreSettings {
+  const identity = `${options.namespace ?? 'default'}/${options.configName ?? '-'}/${index}/${spec.name}`;
+  const redis = spec.store?.redis;
+  const defaults = options.pluginStore ?? pluginStoreDefaults();
+  if (spec.store?.memory || (!redis && !defaults)) return { kind: 'memory', identity };
+  const keyPrefix = redis?.keyPrefix ?? `gatehouse:plugin:${identity}:`;
+  if (!redis) return { kind: 'redis', identity, redis: defaults!.redis, keyPrefix, timeoutMs: defaults!.timeoutMs ?? STORE_TIMEOUT_MS, failOpen: defaults!.failOpen ?? false };
+  const namespace = options.namespace ?? 'default';
+  const bad = (field: string, message: string) => new GatehouseError(ExtAuthCodes.STEP_BUILD, `${at('pluginAuth', 'store', 'redis', ...field.split('.'))}: ${message}`);
+  const tlsWanted = redis.socketType === 'tls';
+  const url = redis.url ?? `${tlsWanted ? 'rediss' : 'redis'}://${redis.host}/${redis.db ?? 0}`;
+  const settings: RedisSettings = { url, ...(redis.poolSize !== undefined ? { poolSize: redis.poolSize } : {}) };
+  if (redis.secretRef) {
+    const ref = { name: redis.secretRef.name, namespace: redis.secretRef.namespace ?? namespace };
+    const password = options.resolveSecret?.({ ...ref, key: 'password' });
+    if (password === undefined) throw bad('secretRef', `Secret ${ref.namespace}/${ref.name} with key "password" is not served`);
+    settings.password = password;
+    const username = options.resolveSecret?.({ ...ref, key: 'username' });
+    if (username !== undefined) settings.username = username;
+  }
+  if (tlsWanted || redis.tls) {
+    const caRef = redis.tls?.caSecretRef;
+    let ca: string | undefined;
+    if (caRef) {
+      const ref = { name: caRef.name, namespace: caRef.namespace ?? namespace, key: caRef.key ?? 'ca.crt' };
+      ca = options.resolveSecret?.(ref);
+      if (ca === undefined) throw bad('tls.caSecretRef', `Secret ${ref.namespace}/${ref.name} with key "${ref.key}" is not served`);
+    }
+    settings.tls = { ...(ca ? { ca } : {}), ...(redis.tls?.serverName ? { servername: redis.tls.serverName } : {}) };
+  }
+  try {
+    redisOptions(settings);
+  } catch (error) {
+    throw bad(redis.url ? 'url' : 'host', (error as Error).message);
+  }
+  return { kind: 'redis', identity, redis: settings, keyPrefix, timeoutMs: redis.timeout ? durationMs(redis.timeout) : STORE_TIMEOUT_MS, failOpen: redis.failOpen === true };
 }
 
 type CreatePluginStep = typeof import('./plugins/plugin-step.ts').createPluginStep;
@@ -106,6 +160,7 @@ export async function buildStep(spec: AuthStepSpec, index: number, options: Step
     }
   }
   if (spec.pluginAuth) {
+    const store = storeSettings(spec.pluginAuth, index, options, at);
     const create = options.pluginThread ? await loadThreadFactory() : await loadPluginFactory();
     try {
       return await create(spec.pluginAuth, {
@@ -118,6 +173,7 @@ export async function buildStep(spec: AuthStepSpec, index: number, options: Step
         ...(options.resolveUpstream ? { resolveUpstream: options.resolveUpstream } : {}),
         ...(options.namespace !== undefined ? { namespace: options.namespace } : {}),
         ...(options.resolveSecret ? { resolveSecret: options.resolveSecret } : {}),
+        store,
       });
     } catch (error) {
       // Keep the plugin host's own code (GH_PLUGIN_NOT_FOUND, GH_PLUGIN_VERSION_MISMATCH, …) and add where it came from.

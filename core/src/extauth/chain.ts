@@ -5,7 +5,7 @@ import { ExtAuthCodes } from './codes.ts';
 import { evaluateBoolExpr, type BoolExpr } from './boolean-expr.ts';
 import { allow, applyAllowed, forbidden, withHeaders, type Allowed } from './decision.ts';
 import { sanitizeDecision, type SanitizeReport } from './sanitize-decision.ts';
-import type { AuthDecision, AuthStep, CheckRequest } from './step.ts';
+import type { AuthDecision, AuthStep, CheckRequest, HeaderToSet } from './step.ts';
 
 /**
  * The built steps of one AuthConfig version (SPEC 5): run in order, the first denial is
@@ -83,7 +83,7 @@ export class AuthChain {
         if (!decided.allowed || !setsAndRemoves(decided)) return decided;
         const touched = new Set(decided.headersToSet.map((h) => h.key.toLowerCase()));
         const removed = new Set(decided.headersToRemove.map((name) => name.toLowerCase()));
-        return netEffect(applyAllowed(request.attributes.request.http.headers, decided), touched, removed);
+        return netEffect(applyAllowed(request.attributes.request.http.headers, decided), touched, removed, decided.responseHeaders);
       },
       (error: unknown) => {
         this.settled();
@@ -114,6 +114,8 @@ export class AuthChain {
     let changes = 0;
     let last: Allowed | undefined;
     let state: Record<string, unknown> = {};
+    /** Client response headers of every allowing step, in order (a later step's value wins). */
+    let response: HeaderToSet[] | undefined;
     const lastStep = this.steps[this.steps.length - 1];
     for (const step of this.steps) {
       const decision = await this.runStep(step, current, state);
@@ -121,6 +123,7 @@ export class AuthChain {
       last = decision;
       // Gloo: an allowing step's State is what the next step receives.
       if (decision.state) state = decision.state;
+      if (decision.responseHeaders) response = mergeResponseHeaders(response, decision.responseHeaders);
       if (decision.headersToSet.length === 0 && decision.headersToRemove.length === 0) continue;
       changing = decision;
       changes++;
@@ -133,9 +136,9 @@ export class AuthChain {
     }
     // One step's own answer passes through unchanged, unless it sets and removes the same
     // header (whose outcome would depend on the order the gateway applies them).
-    if (changes === 0) return last ?? allow();
-    if (changes === 1 && !setsAndRemoves(changing!)) return changing!;
-    return netEffect(headers, touched, removed);
+    if (changes === 0) return withResponseHeaders(last ?? allow(), response);
+    if (changes === 1 && !setsAndRemoves(changing!)) return withResponseHeaders(changing!, response);
+    return netEffect(headers, touched, removed, response);
   }
 
   /**
@@ -153,6 +156,7 @@ export class AuthChain {
     let state: Record<string, unknown> = {};
     let denial: Exclude<AuthDecision, Allowed> | undefined;
     let changed = false;
+    let response: HeaderToSet[] | undefined;
     const allowed = await evaluateBoolExpr(expr, async (name) => {
       const decision = await this.runStep(this.byName.get(name)!, current, state);
       if (!decision.allowed) {
@@ -160,6 +164,7 @@ export class AuthChain {
         return false;
       }
       if (decision.state) state = decision.state;
+      if (decision.responseHeaders) response = mergeResponseHeaders(response, decision.responseHeaders);
       if (decision.headersToSet.length > 0 || decision.headersToRemove.length > 0) {
         changed = true;
         for (const h of decision.headersToSet) touched.add(h.key.toLowerCase());
@@ -170,8 +175,8 @@ export class AuthChain {
       return true;
     });
     if (!allowed) return denial ?? forbidden();
-    if (!changed) return allow();
-    return netEffect(headers, touched, removed);
+    if (!changed) return withResponseHeaders(allow(), response);
+    return netEffect(headers, touched, removed, response);
   }
 
   private async runStep(step: AuthStep, request: CheckRequest, state: Record<string, unknown>): Promise<AuthDecision> {
@@ -233,11 +238,27 @@ export async function closeSteps(steps: readonly AuthStep[], logger: Logger): Pr
  * what some step set or appended, remove what some step removed (`headers`: the request's
  * headers after every step).
  */
-function netEffect(headers: Record<string, string>, touched: ReadonlySet<string>, removed: ReadonlySet<string>): AuthDecision {
-  return allow(
-    [...touched].filter((name) => headers[name] !== undefined).map((name) => ({ key: name, value: headers[name]!, append: false })),
-    [...removed].filter((name) => headers[name] === undefined),
+function netEffect(headers: Record<string, string>, touched: ReadonlySet<string>, removed: ReadonlySet<string>, response?: HeaderToSet[]): AuthDecision {
+  return withResponseHeaders(
+    allow(
+      [...touched].filter((name) => headers[name] !== undefined).map((name) => ({ key: name, value: headers[name]!, append: false })),
+      [...removed].filter((name) => headers[name] === undefined),
+    ),
+    response,
   );
+}
+
+/** `decision` carrying the chain's client response headers (none: unchanged). */
+function withResponseHeaders(decision: Allowed, response: HeaderToSet[] | undefined): Allowed {
+  if (!response || response.length === 0 || decision.responseHeaders === response) return decision;
+  return { ...decision, responseHeaders: response };
+}
+
+/** Response headers of several steps: a later step's header replaces an earlier one of the same name, unless it appends. */
+function mergeResponseHeaders(before: HeaderToSet[] | undefined, next: HeaderToSet[]): HeaderToSet[] {
+  if (!before) return next;
+  const replaced = new Set(next.filter((h) => !h.append).map((h) => h.key.toLowerCase()));
+  return [...before.filter((h) => !replaced.has(h.key.toLowerCase())), ...next];
 }
 
 function setsAndRemoves(decision: Allowed): boolean {

@@ -55,7 +55,25 @@ export function sanitizeDecision(decision: AuthDecision, report?: SanitizeReport
         return forbidden();
       }
     }
-    return remove === decision.headersToRemove ? decision : { ...decision, headersToRemove: remove };
+    // Client response headers (Envoy `response_headers_to_add`): an unusable one is dropped, as a
+    // denial's are (it cannot impersonate anyone: it goes to the client, not the upstream).
+    let response = decision.responseHeaders;
+    if (response && (response.length > MAX_RESPONSE_HEADERS || !response.every(isWritableResponse))) {
+      response = response.filter((header) => {
+        const ok = isWritableResponse(header);
+        if (!ok) report?.dropped.push(String(header.key).slice(0, 64));
+        return ok;
+      });
+      if (response.length > MAX_RESPONSE_HEADERS) {
+        report?.dropped.push(`${response.length - MAX_RESPONSE_HEADERS} response headers over ${MAX_RESPONSE_HEADERS}`);
+        response = response.slice(0, MAX_RESPONSE_HEADERS);
+      }
+    }
+    if (remove === decision.headersToRemove && response === decision.responseHeaders) return decision;
+    const out: AuthDecision = { ...decision, headersToRemove: remove };
+    if (response && response.length > 0) out.responseHeaders = response;
+    else delete out.responseHeaders;
+    return out;
   }
   let status = decision.status;
   if (!Number.isInteger(status) || status < 200 || status > 599) {
@@ -84,6 +102,14 @@ function isWritable(header: HeaderToSet): boolean {
   const name = header.key.toLowerCase();
   if (name === 'content-length') return /^\d{1,15}$/.test(header.value);
   return !GATEWAY_OWNED.has(name);
+}
+
+/** Most client response headers one decision may set. */
+const MAX_RESPONSE_HEADERS = 64;
+
+/** A header an allowing decision may set on the client's response: valid, not the gateway's own framing, no `content-length`. */
+function isWritableResponse(header: HeaderToSet): boolean {
+  return isHeaderName(header.key) && isHeaderValue(header.value) && !GATEWAY_OWNED.has(header.key.toLowerCase());
 }
 
 function isRemovable(name: unknown): boolean {

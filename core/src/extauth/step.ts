@@ -21,7 +21,14 @@ export interface HeaderToSet {
 
 /** Outcome of one step, or of a whole chain. */
 export type AuthDecision =
-  | { allowed: true; headersToSet: HeaderToSet[]; headersToRemove: string[]; state?: Record<string, unknown> }
+  | {
+      allowed: true;
+      headersToSet: HeaderToSet[];
+      headersToRemove: string[];
+      state?: Record<string, unknown>;
+      /** Headers for the client's response (Envoy `OkHttpResponse.response_headers_to_add`); replace the upstream's unless `append`. */
+      responseHeaders?: HeaderToSet[];
+    }
   | { allowed: false; status: number; headers: HeaderToSet[]; body: string };
 
 /** The plain deny (403, no headers, no body): a fresh object, since callers may add to it. */

@@ -58,6 +58,8 @@ export function projectFiles(options: Required<Pick<InitOptions, 'name' | 'sdk' 
         typecheck: 'tsc -p tsconfig.json && tsc -p tsconfig.test.json',
         build: `gatehouse-plugin build src/index.ts --name ${name}`,
         'build:minified': `gatehouse-plugin build src/index.ts --name ${name} --minify`,
+        // A local gateway with this plugin in front of an echo upstream, rebuilt on change.
+        dev: `gatehouse-plugin dev --port 8080 --config '{"Header":"x-team","AllowedValues":["core","edge"]}'`,
         image: `gatehouse-plugin image build --from compiled-auth-plugins --tag ${GATEWAY_VERSION} --output image-layout`,
       },
       devDependencies: {
@@ -191,6 +193,7 @@ npm install
 npm test            # the test kit, in-process and in the real sandbox
 npm run typecheck   # src/ against the sandbox's globals only (no DOM, no Node.js)
 npm run build       # compiled-auth-plugins/${name}.js + ${name}.js.map
+npm run dev         # a local gateway on :8080 with the plugin in front of an echo upstream, rebuilt on change
 npm run image       # an OCI image layout; push it with gatehouse-plugin image push --from image-layout REF
 \`\`\`
 

@@ -13,6 +13,9 @@ const USAGE = `usage:
   gatehouse-plugin build ENTRY --name NAME [--out DIR] [--minify]
                                                           writes DIR/NAME.js and its source map DIR/NAME.js.map
                                                           (default DIR: compiled-auth-plugins)
+  gatehouse-plugin dev [ENTRY] [--name NAME] [--config JSON|FILE.json] [--port 8080]
+                                                          a local gateway with the plugin in front of an echo upstream,
+                                                          rebuilt on change (default ENTRY: src/index.ts)
   gatehouse-plugin image build --from DIR --tag VERSION --output LAYOUT_DIR [--base REF]
   gatehouse-plugin image push --from LAYOUT_DIR REF [--insecure]
   gatehouse-plugin version                                prints the gateway version plugins are built for`;
@@ -63,6 +66,44 @@ async function init(argv: string[], io: Io): Promise<number> {
   return 0;
 }
 
+async function dev(argv: string[], io: Io): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: { name: { type: 'string' }, config: { type: 'string' }, port: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+  });
+  if (values.help) {
+    io.out(USAGE);
+    return 0;
+  }
+  if (positionals.length > 1) {
+    io.err(`gatehouse-plugin dev: expected at most one ENTRY\n${USAGE}`);
+    return 2;
+  }
+  const { startDev, DevCodes } = await import('./dev.ts');
+  let config: Record<string, unknown> | undefined;
+  if (values.config !== undefined) {
+    const text = values.config.trim().startsWith('{') ? values.config : await (await import('node:fs/promises')).readFile(values.config, 'utf8');
+    try {
+      config = JSON.parse(text) as Record<string, unknown>;
+    } catch (error) {
+      throw new CodedError(DevCodes.BAD_PROJECT, `--config must be a JSON object or a .json file: ${(error as Error).message}`);
+    }
+    if (typeof config !== 'object' || config === null || Array.isArray(config)) throw new CodedError(DevCodes.BAD_PROJECT, '--config must be a JSON object (the step\'s config)');
+  }
+  const port = values.port === undefined ? 8080 : Number(values.port);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    io.err(`gatehouse-plugin dev: --port must be 0 to 65535\n${USAGE}`);
+    return 2;
+  }
+  const session = await startDev({ dir: process.cwd(), ...(positionals[0] ? { entry: positionals[0] } : {}), ...(values.name ? { name: values.name } : {}), ...(config ? { config } : {}), port, out: io.out, err: io.err });
+  const stop = () => void session.stop();
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  const code = await session.exited;
+  return code === 0 || code === null ? 0 : 1;
+}
+
 /** `gatehouse-plugin image …` lives in ./image.ts (OCI tooling); loaded only when asked for. */
 async function image(argv: string[]): Promise<number> {
   const { runImageCommand } = await import('./image.ts');
@@ -80,6 +121,8 @@ export async function main(argv: string[], io: Io = stdio): Promise<number> {
         return await init(rest, io);
       case 'build':
         return await build(rest, io);
+      case 'dev':
+        return await dev(rest, io);
       case 'image':
         return await image(rest);
       case 'version':

@@ -7,9 +7,14 @@ function toOptions(headers: Record<string, string> | undefined): HeaderValueOpti
   return headers ? Object.entries(headers).map(([key, value]) => ({ header: { key, value } })) : [];
 }
 
-/** Allows the request; `headers` are set on the upstream request (overwriting). */
-export function AuthorizedResponse(headers?: Record<string, string>): AuthorizationResponse {
-  return { CheckResponse: { status: { code: GrpcCode.OK }, ok_response: { headers: toOptions(headers), headers_to_remove: [] } } };
+/**
+ * Allows the request; `headers` are set on the upstream request (overwriting), `responseHeaders`
+ * on the client's response (Envoy `response_headers_to_add`, e.g. `X-RateLimit-Remaining`).
+ */
+export function AuthorizedResponse(headers?: Record<string, string>, responseHeaders?: Record<string, string>): AuthorizationResponse {
+  const ok: NonNullable<AuthorizationResponse['CheckResponse']['ok_response']> = { headers: toOptions(headers), headers_to_remove: [] };
+  if (responseHeaders && Object.keys(responseHeaders).length > 0) ok.response_headers_to_add = toOptions(responseHeaders);
+  return { CheckResponse: { status: { code: GrpcCode.OK }, ok_response: ok } };
 }
 
 /** Denies with `status` (e.g. 302, 429), optional response headers and body. */

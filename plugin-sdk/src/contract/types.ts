@@ -78,6 +78,12 @@ export interface CheckResponse {
     headers?: HeaderValueOption[];
     /** Header names to remove from the upstream request. */
     headers_to_remove?: string[];
+    /**
+     * Headers for the client's response (Envoy `OkHttpResponse.response_headers_to_add`): set on
+     * the upstream's answer (replacing its own unless `append`), e.g. `X-RateLimit-Remaining` or a
+     * refreshed session cookie. Hop-by-hop and malformed headers are refused.
+     */
+    response_headers_to_add?: HeaderValueOption[];
   };
   /** Used when denied; absent means 403 with an empty body. */
   denied_response?: {
@@ -105,17 +111,30 @@ export interface PluginLogger {
 }
 
 /**
- * The step's key/value store (SPEC 5.3): shared by the isolates of one step in one auth-server
- * process and kept across isolate rebuilds; bounded (least recently used entries go first).
- * Values are JSON copies. Per process, not per cluster.
+ * The step's key/value store (SPEC 5.3). The operator picks the backend per step
+ * (`pluginAuth.store`) or for the whole auth server: `memory` (default: one per process, shared by
+ * every worker and kept across reloads, plugin rebuilds and isolate rebuilds while the step's
+ * identity stays the same) or `redis` (cluster-wide). Every method answers a promise; values
+ * are JSON copies; keys are at most 512 characters, values at most 64 KiB of JSON. A store that
+ * cannot be reached rejects with an error named `StoreUnavailableError`: let it propagate and the
+ * operator's fail mode (`failOpen`) decides, or catch it and decide yourself.
  */
 export interface PluginStore {
   /** A copy of the value, or undefined when absent or expired. */
-  get(key: string): unknown;
+  get(key: string): Promise<unknown>;
   /** Stores a JSON-serialisable value; `ttlMs` makes it expire. */
-  set(key: string, value: unknown, options?: { ttlMs?: number }): void;
+  set(key: string, value: unknown, options?: { ttlMs?: number }): Promise<void>;
   /** Removes a key; true when it was there. */
-  delete(key: string): boolean;
+  delete(key: string): Promise<boolean>;
+  /**
+   * Adds `by` (a safe integer, default 1) to the integer at `key` atomically, across every process
+   * that shares the store, and answers the new value. A missing key starts from 0 and gets
+   * `ttlMs` (a fixed window: later increments keep its expiry). Rejects with a TypeError when the
+   * key holds something other than an integer.
+   */
+  increment(key: string, by?: number, options?: { ttlMs?: number }): Promise<number>;
+  /** Stores the value only when `key` is absent (atomically); true when it was stored. For replay caches and locks. */
+  setIfAbsent(key: string, value: unknown, options?: { ttlMs?: number }): Promise<boolean>;
 }
 
 /** Passed to every plugin call. The sandbox offers nothing else from the host. */

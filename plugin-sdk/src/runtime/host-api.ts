@@ -55,10 +55,13 @@ export type HostCall = (op: string, args: unknown) => Promise<unknown>;
 export type HostDone = (id: number, outcomeJson: string) => void;
 
 /**
- * The step's `ctx.store` (synchronous): `get` answers JSON text or undefined; `set` takes JSON
- * text and an optional TTL in ms; `delete` answers whether the key was there.
+ * The step's `ctx.store`: `op` is `get`, `set`, `delete`, `increment` or `setIfAbsent`; `arg` the
+ * value's JSON text (`set`, `setIfAbsent`) or the addend (`increment`). Answers `{v}` at once (a
+ * store in this process: `get` JSON text or null, `set` true, `delete`/`setIfAbsent` a boolean,
+ * `increment` the new number), or `{job}` when the answer comes later through the runtime's
+ * `resolveStore` (a store elsewhere: Redis, another process). Throws TypeError/RangeError for bad arguments.
  */
-export type HostStore = (op: 'get' | 'set' | 'delete', key: string, value?: string, ttlMs?: number) => string | boolean | undefined;
+export type HostStore = (op: string, key: string, arg?: string | number, ttlMs?: number) => { v: string | number | boolean | null } | { job: number };
 
 /** Everything the host passes to the runtime's `install`. Missing parts leave their APIs out. */
 export interface HostApi {

@@ -51,6 +51,12 @@ export interface RuntimeApi {
    * continuations run in this call's microtasks; calls they finish answer through `done`.
    */
   resolveJobs(resultsJson: string): string;
+  /**
+   * Answers of store operations that answered `{job}` (a store elsewhere), as a JSON array of
+   * `[id, 1, value]` / `[id, 0, {name, message}]`: settles the plugins' promises; calls they
+   * finish answer through `done`.
+   */
+  resolveStore(resultsJson: string): string;
   /** Does nothing: when it returns, nothing queued before it is still running in the isolate. */
   ping(): string;
 }
@@ -61,7 +67,15 @@ export type Stage = 'export' | 'new-config' | 'config' | 'get-auth-service' | 's
  * A failure carries `stack`: the frames of the plugin's own script (the runtime's are left out),
  * positions in the compiled file; the host maps them to the plugin's sources (source map).
  */
-export type Outcome = { ok: true; response?: unknown } | { ok: false; stage: Stage; error: string; stack?: string } | { pending: number };
+export type Outcome = { ok: true; response?: unknown } | { ok: false; stage: Stage; error: string; stack?: string; storeUnavailable?: boolean } | { pending: number };
+
+/** What a `ctx.store` operation rejects with when its store cannot be reached in time (Redis down, say). */
+export class StoreUnavailableError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'StoreUnavailableError';
+  }
+}
 
 /** Frames kept in a failure's stack. */
 const STACK_FRAMES = 12;
@@ -119,24 +133,67 @@ export function install(host: HostApi): RuntimeApi {
     };
   const logger: PluginLogger = freeze({ debug: emit('debug'), info: emit('info'), warn: emit('warn'), error: emit('error') });
   const hostStore = host.store;
+  /** Store operations answered later (`{job}`): settled by `resolveStore`. */
+  const storeJobs = new Map<number, { resolve: (value: unknown) => void; reject: (error: unknown) => void }>();
+  const PromiseOf = Promise;
+  const storeCall = (op: string, key: string, arg?: string | number, ttlMs?: number): Promise<unknown> => {
+    let reply: { v: unknown } | { job: number };
+    try {
+      reply = ttlMs === undefined ? (arg === undefined ? hostStore!(op, key) : hostStore!(op, key, arg)) : hostStore!(op, key, arg, ttlMs);
+    } catch (error) {
+      return PromiseOf.reject(error);
+    }
+    if ('v' in reply) return PromiseOf.resolve(reply.v);
+    const job = reply.job;
+    return new PromiseOf((resolve, reject) => void storeJobs.set(job, { resolve, reject }));
+  };
+  const ttlOf = (options: { ttlMs?: number } | undefined): number | undefined => {
+    const ttl = options?.ttlMs;
+    return ttl === undefined || ttl === null ? undefined : ttl;
+  };
+  const jsonOf = (op: string, value: unknown): string => {
+    const json = stringify(value);
+    if (json === undefined) throw new TypeError(`ctx.store.${op}: the value must be JSON-serialisable (not undefined or a function)`);
+    return json;
+  };
+  // Every method answers a promise: the store may be another process or Redis (SPEC 5.3). A store
+  // in this process answers within the same call, so the plugin's await costs no extra crossing.
   const store: PluginStore | undefined = hostStore
     ? freeze({
-        get(key: string): unknown {
-          const json = hostStore('get', key);
-          return typeof json === 'string' ? parse(json) : undefined;
+        get(key: string): Promise<unknown> {
+          return storeCall('get', key).then((json) => (typeof json === 'string' ? parse(json) : undefined));
         },
-        set(key: string, value: unknown, options?: { ttlMs?: number }): void {
-          const json = stringify(value);
-          if (json === undefined) throw new TypeError('ctx.store.set: the value must be JSON-serialisable (not undefined or a function)');
-          const ttl = options?.ttlMs;
-          if (ttl === undefined) hostStore('set', key, json);
-          else hostStore('set', key, json, ttl);
+        async set(key: string, value: unknown, options?: { ttlMs?: number }): Promise<void> {
+          await storeCall('set', key, jsonOf('set', value), ttlOf(options));
         },
-        delete(key: string): boolean {
-          return hostStore('delete', key) === true;
+        async delete(key: string): Promise<boolean> {
+          return (await storeCall('delete', key)) === true;
+        },
+        async increment(key: string, by = 1, options?: { ttlMs?: number }): Promise<number> {
+          return (await storeCall('increment', key, by, ttlOf(options))) as number;
+        },
+        async setIfAbsent(key: string, value: unknown, options?: { ttlMs?: number }): Promise<boolean> {
+          return (await storeCall('setIfAbsent', key, jsonOf('setIfAbsent', value), ttlOf(options))) === true;
         },
       })
     : undefined;
+  /** Settles store jobs: `[id, 1, value]` or `[id, 0, {name, message}]`, as a JSON array of those. */
+  const resolveStore = (results: unknown): void => {
+    if (!isArray(results)) return;
+    for (const result of results) {
+      if (!isArray(result)) continue;
+      const [id, ok, payload] = result as [unknown, unknown, unknown];
+      const job = typeof id === 'number' ? storeJobs.get(id) : undefined;
+      if (!job) continue;
+      storeJobs.delete(id as number);
+      if (ok === 1) job.resolve(payload);
+      else {
+        const { name, message } = (payload ?? {}) as { name?: unknown; message?: unknown };
+        const error = name === 'TypeError' ? new TypeError(StringOf(message)) : name === 'RangeError' ? new RangeError(StringOf(message)) : new StoreUnavailableError(StringOf(message));
+        job.reject(error);
+      }
+    }
+  };
   // What a timer callback threw: Node would crash, Workers log it; the sandbox logs it.
   emitUncaught = (where, error) => {
     const stack = stackOf(error);
@@ -193,7 +250,9 @@ export function install(host: HostApi): RuntimeApi {
   };
   const failed = (stage: Stage, error: unknown): string => {
     const stack = stackOf(error);
-    return stringify({ ok: false, stage, error: hinted(messageOf(error)), ...(stack === undefined ? {} : { stack }) });
+    // The operator's fail mode (`store.redis.failOpen`) decides a call that failed on an unreachable store.
+    const unavailable = error instanceof StoreUnavailableError ? { storeUnavailable: true } : {};
+    return stringify({ ok: false, stage, error: hinted(messageOf(error)), ...(stack === undefined ? {} : { stack }), ...unavailable });
   };
   /** Paths (`config.X`) of the fields that hold an empty object in the config defaults. */
   const emptyObjects = (value: unknown, path: string, out: string[], depth: number): string[] => {
@@ -399,6 +458,17 @@ export function install(host: HostApi): RuntimeApi {
       }
       if (!isArray(results)) return 'bad';
       resolveJobs(results as number[]);
+      return 'ok';
+    },
+
+    resolveStore(resultsJson: string): string {
+      let results: unknown;
+      try {
+        results = parse(resultsJson);
+      } catch {
+        return 'bad';
+      }
+      resolveStore(results);
       return 'ok';
     },
 

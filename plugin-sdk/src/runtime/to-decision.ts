@@ -13,7 +13,7 @@ export interface DecisionHeader {
 
 /** Same shape as core's `AuthDecision`. */
 export type PluginDecision =
-  | { allowed: true; headersToSet: DecisionHeader[]; headersToRemove: string[]; state?: Record<string, unknown> }
+  | { allowed: true; headersToSet: DecisionHeader[]; headersToRemove: string[]; state?: Record<string, unknown>; responseHeaders?: DecisionHeader[] }
   | { allowed: false; status: number; headers: DecisionHeader[]; body: string };
 
 /** The response is not an `AuthorizationResponse`; the message names the offending field. */
@@ -97,11 +97,14 @@ export function toDecision(response: unknown): PluginDecision {
         headersToSet.push({ key: 'x-user-id', value: id });
       }
     }
+    // Headers for the client's response (Envoy `response_headers_to_add`); absent from the decision when none.
+    const responseHeaders = headers(ok.response_headers_to_add, 'response.CheckResponse.ok_response.response_headers_to_add');
+    const extra = responseHeaders.length > 0 ? { responseHeaders } : {};
     const state = response.State;
-    if (state === undefined || state === null) return { allowed: true, headersToSet, headersToRemove };
+    if (state === undefined || state === null) return { allowed: true, headersToSet, headersToRemove, ...extra };
     if (!isObject(state)) fail('response.State', 'a JSON object', state);
     if (JSON.stringify(state).length > MAX_STATE) throw new BadResponseError(`response.State: larger than ${MAX_STATE} characters of JSON`);
-    return { allowed: true, headersToSet, headersToRemove, state };
+    return { allowed: true, headersToSet, headersToRemove, state, ...extra };
   }
 
   const denied = check.denied_response ?? {};

@@ -1,7 +1,7 @@
 /**
  * A fake clock for plugin tests: `Date.now()`, `new Date()`, `performance.now()`, the plugin's
  * timers and `ctx.store` TTLs all follow it instead of the wall clock (in-process mode; sandbox
- * mode: `Date` and `performance.now()`, see docs/plugins.md "Test"). Time moves only when the
+ * mode: `Date`, `performance.now()` and store TTLs, see docs/plugins.md "Test"). Time moves only when the
  * test calls {@link FakeClock.advance}.
  *
  *   const clock = createFakeClock();

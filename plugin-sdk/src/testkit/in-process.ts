@@ -1,5 +1,6 @@
 import { CodedError } from '../errors.ts';
-import type { AuthService, Context, ExtAuthPlugin, PluginLogger } from '../contract/types.ts';
+import type { AuthService, Context, ExtAuthPlugin, PluginLogger, PluginStore } from '../contract/types.ts';
+import { checkStoreOp, MemoryStore } from '../runtime/memory-store.ts';
 import { decodeConfig } from '../runtime/decode-config.ts';
 import { BadResponseError, toDecision, type PluginDecision } from '../runtime/to-decision.ts';
 import { toCheckRequest } from './check-request.ts';
@@ -27,12 +28,23 @@ export async function runInProcess(plugin: ExtAuthPlugin, config: unknown = {}, 
     logs.push({ level, message: String(message), ...(fields === undefined ? {} : { fields: JSON.parse(JSON.stringify(fields) ?? 'null') }) });
   };
   const logger: PluginLogger = { debug: line('debug'), info: line('info'), warn: line('warn'), error: line('error') };
-  // As in the sandbox: secrets by name, and a store that keeps JSON copies (no TTLs or bounds here).
-  const kept = new Map<string, string>();
-  const store = Object.freeze({
-    get: (key: string): unknown => (kept.has(key) ? JSON.parse(kept.get(key)!) : undefined),
-    set: (key: string, value: unknown): void => void kept.set(key, JSON.stringify(value)),
-    delete: (key: string): boolean => kept.delete(key),
+  // As in the sandbox: secrets by name, and the memory store's JSON copies, bounds and TTLs (real time).
+  const kept = new MemoryStore();
+  const run = async (op: string, key: string, arg?: string | number, ttlMs?: number) => kept.run(checkStoreOp(op, key, arg, ttlMs, kept.limits));
+  const json = (value: unknown): string => {
+    const text = JSON.stringify(value);
+    if (text === undefined) throw new TypeError('ctx.store: the value must be JSON-serialisable (not undefined or a function)');
+    return text;
+  };
+  const store: PluginStore = Object.freeze({
+    get: async (key: string): Promise<unknown> => {
+      const text = await run('get', key);
+      return typeof text === 'string' ? JSON.parse(text) : undefined;
+    },
+    set: async (key: string, value: unknown, options?: { ttlMs?: number }): Promise<void> => void (await run('set', key, json(value), options?.ttlMs)),
+    delete: async (key: string): Promise<boolean> => (await run('delete', key)) === true,
+    increment: async (key: string, by = 1, options?: { ttlMs?: number }): Promise<number> => (await run('increment', key, by, options?.ttlMs)) as number,
+    setIfAbsent: async (key: string, value: unknown, options?: { ttlMs?: number }): Promise<boolean> => (await run('setIfAbsent', key, json(value), options?.ttlMs)) === true,
   });
   const ctx: Context = Object.freeze({ logger, secrets: Object.freeze({ ...secrets }), store });
 

@@ -117,6 +117,18 @@ describe('both modes see the same sandbox', () => {
     expect(seen(await plugin.authorize({ headers: { 'x-probe': 'store-big' } }))).toBe('RangeError: ctx.store.set: values are at most 65536 characters of JSON');
   });
 
+  it.each(TEST_MODES)('%s: increment and setIfAbsent answer as the host\'s, and a fake clock expires their TTLs (sandbox mode too)', async (mode) => {
+    const clock = createFakeClock();
+    const plugin = await start(mode, { clock });
+    const count = (by = '1') => plugin.authorize({ headers: { 'x-probe': 'store-count', 'x-by': by, 'x-ttl': '5000' } });
+    expect(seen(await count())).toEqual({ n: 1, first: true });
+    expect(seen(await count('5'))).toEqual({ n: 6, first: false });
+    await clock.advance(4999);
+    expect(seen(await count('-2'))).toEqual({ n: 4, first: false });
+    await clock.advance(1);
+    expect(seen(await count())).toEqual({ n: 1, first: true });
+  });
+
   it.each(TEST_MODES)('%s: plugin.logs is complete when authorize() resolves', async (mode) => {
     const plugin = await start(mode);
     for (let i = 1; i <= 20; i++) {
@@ -168,9 +180,12 @@ describe('both modes see the same sandbox', () => {
 describe('the in-process store answers as the host\'s StepStore', () => {
   it('same answers and errors for the same operations', async () => {
     const hostStore = '@gatehouse/core/extauth/plugins/step-store.ts';
-    const { StepStore } = (await import(hostStore)) as { StepStore: new () => { dispatch: (...args: unknown[]) => unknown } };
-    const host = new StepStore().dispatch;
-    const test = createTestStore(createFakeClock());
+    const hostHub = '@gatehouse/core/extauth/plugins/store-hub.ts';
+    const { StepStore, memoryStoreBackend } = (await import(hostStore)) as { StepStore: new (backend: unknown) => { dispatch: (...args: unknown[]) => unknown }; memoryStoreBackend: (identity: string, limits: object, route: unknown) => unknown };
+    const { MemoryHub } = (await import(hostHub)) as { MemoryHub: new () => unknown };
+    const host = new StepStore(memoryStoreBackend('parity', {}, new MemoryHub())).dispatch;
+    const testStore = createTestStore(createFakeClock());
+    const test = (...args: unknown[]) => (testStore as (...a: unknown[]) => { v: unknown })(...args).v;
     const ops: unknown[][] = [
       ['set', 'a', '1'],
       ['get', 'a'],
@@ -186,6 +201,16 @@ describe('the in-process store answers as the host\'s StepStore', () => {
       ['set', 'c', '1', Number.NaN],
       [7, 'a'],
       ['get', 42],
+      ['increment', 'n', 2, 1000],
+      ['increment', 'n', -5],
+      ['increment', 'n', 1.5],
+      ['increment', 'n', Number.MAX_SAFE_INTEGER],
+      ['increment', 'b', 1],
+      ['setIfAbsent', 'once', '1', 1000],
+      ['setIfAbsent', 'once', '2'],
+      ['get', 'once'],
+      ['setIfAbsent', 'once', 'x'.repeat(65_537)],
+      ['bogus', 'a'],
     ];
     const run = (dispatch: (...args: unknown[]) => unknown) =>
       ops.map((args) => {

@@ -39,8 +39,11 @@ interface HostModule {
       inline?: boolean;
       logger: HostLogger;
       resolveSecret?: (ref: { name: string; namespace: string; key: string }) => string | undefined;
+      memoryRoute?: unknown;
     },
   ): Promise<HostStep>;
+  /** The host's memory-store hub: each harness gets its own, on the test's clock. */
+  MemoryHub: new (now: () => number) => unknown;
 }
 
 export interface SandboxOptions {
@@ -65,8 +68,8 @@ export interface SandboxOptions {
   egress?: string[];
   /**
    * A fake clock (`createFakeClock()`). In-process: `Date`, `performance.now()`, timers and
-   * `ctx.store` TTLs follow it. Sandbox: `Date` and `performance.now()` follow it (read when
-   * each call starts); timers and store TTLs keep real time there.
+   * `ctx.store` TTLs follow it. Sandbox: `Date`, `performance.now()` (read when each call
+   * starts) and `ctx.store` TTLs follow it; timers keep real time there.
    */
   clock?: FakeClock;
   /** Sandbox mode: build with `--minify` (stacks still name the sources, through the source map). */
@@ -175,6 +178,8 @@ export async function runInSandbox(options: SandboxOptions): Promise<SandboxHarn
         inline: options.inline,
         logger,
         resolveSecret: (ref) => options.secrets?.[ref.key],
+        // A memory store of this harness alone, whose TTLs follow the test's clock.
+        memoryRoute: new host.MemoryHub(() => clock.now()),
       },
     );
     return {

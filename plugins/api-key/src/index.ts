@@ -45,7 +45,7 @@ class ApiKeyService implements AuthService {
     const key = request.CheckRequest.attributes.request.http.headers[this.header];
     if (!key || key.length > 256) return unauthenticated();
     const cacheKey = `key:${key}`;
-    let verdict = ctx.store?.get(cacheKey) as Verdict | undefined;
+    let verdict = (await ctx.store?.get(cacheKey)) as Verdict | undefined;
     if (!verdict) {
       const response = await fetch(`${this.config.KeyServiceUrl}${encodeURIComponent(key)}`, { headers: { accept: 'application/json' } });
       if (response.status === 200) {
@@ -57,11 +57,11 @@ class ApiKeyService implements AuthService {
           if ((typeof value === 'string' && !/[\x00-\x1f\x7f]/.test(value)) || typeof value === 'number' || typeof value === 'boolean') headers[header] = String(value);
         }
         verdict = { user: typeof body.user === 'string' ? body.user : '', headers };
-        ctx.store?.set(cacheKey, verdict, { ttlMs: this.config.CacheSeconds * 1000 });
+        await ctx.store?.set(cacheKey, verdict, { ttlMs: this.config.CacheSeconds * 1000 });
       } else if (response.status === 404) {
         await response.arrayBuffer();
         verdict = { unknown: true };
-        ctx.store?.set(cacheKey, verdict, { ttlMs: this.config.NegativeCacheSeconds * 1000 });
+        await ctx.store?.set(cacheKey, verdict, { ttlMs: this.config.NegativeCacheSeconds * 1000 });
       } else {
         // The key service failing is not the client's fault, and is never cached: deny (fail closed) and say so.
         ctx.logger.error('key service failed', { status: response.status });

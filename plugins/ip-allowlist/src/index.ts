@@ -56,7 +56,7 @@ class IpAllowlistService implements AuthService {
     return parseIp(forwarded[forwarded.length - this.hops]!);
   }
 
-  Authorize(ctx: Context, request: AuthorizationRequest): AuthorizationResponse {
+  async Authorize(ctx: Context, request: AuthorizationRequest): Promise<AuthorizationResponse> {
     const ip = this.client(request);
     if (!ip) {
       ctx.logger.warn('client address unknown: denied', { trustedProxyHops: this.hops });
@@ -68,28 +68,28 @@ class IpAllowlistService implements AuthService {
       return UnauthorizedResponse();
     }
     if (this.rate > 0) {
-      const wait = this.take(ctx, address);
+      const wait = await this.take(ctx, address);
       if (wait > 0) return DeniedResponse(429, { 'retry-after': String(Math.ceil(wait / 1000)) });
     }
     return AuthorizedResponse({ 'x-client-ip': address });
   }
 
   /** Takes a token from the client's bucket: 0 when there was one, else the ms until there is. */
-  private take(ctx: Context, address: string): number {
+  private async take(ctx: Context, address: string): Promise<number> {
     const store = ctx.store;
     if (!store) throw new Error('IpAllowlist needs ctx.store for its rate limit');
     const key = `bucket:${address}`;
     const now = Date.now();
-    const kept = store.get(key) as Bucket | undefined;
+    const kept = (await store.get(key)) as Bucket | undefined;
     const elapsed = kept ? Math.max(0, now - kept.at) : Infinity;
     const tokens = Math.min(this.burst, (kept?.tokens ?? this.burst) + (elapsed * this.rate) / 1000);
     // A full bucket is the same as no entry: keep it only as long as it takes to refill.
     const ttlMs = Math.ceil((this.burst / this.rate) * 1000) + 1000;
     if (tokens < 1) {
-      store.set(key, { tokens, at: now } satisfies Bucket, { ttlMs });
+      await store.set(key, { tokens, at: now } satisfies Bucket, { ttlMs });
       return ((1 - tokens) / this.rate) * 1000;
     }
-    store.set(key, { tokens: tokens - 1, at: now } satisfies Bucket, { ttlMs });
+    await store.set(key, { tokens: tokens - 1, at: now } satisfies Bucket, { ttlMs });
     return 0;
   }
 }

@@ -7,10 +7,15 @@ import { buildPlugin } from '@gatehouse/plugin-sdk/build';
 import type { BenchContext, BenchModule, BenchScenario, RunningTarget } from '../scenario.ts';
 import { benchManifests, startNginx } from '../tools.ts';
 import { BENCH_JWKS, benchJwt } from '../bench-jwt.ts';
+import { findRedis, startRedis } from '../../ratelimit/redis.ts';
 
 const REQUIRED_HEADER = fileURLToPath(new URL('../../../plugins/required-header/src/index.ts', import.meta.url));
 const JWT = fileURLToPath(new URL('../../../plugins/jwt/src/index.ts', import.meta.url));
 const API_KEY = fileURLToPath(new URL('../../../plugins/api-key/src/index.ts', import.meta.url));
+const RATE_LIMIT = fileURLToPath(new URL('../../../plugins/rate-limit/src/index.ts', import.meta.url));
+
+/** RateLimit counting `x-api-key` with a limit the bench never reaches: one ctx.store.increment and three client response headers per request. */
+const rateLimitStep = (store: object) => ({ config: { RequestsPerUnit: 1_000_000_000_000, Unit: 'day', Key: { Header: 'x-api-key' } }, store });
 
 // JWT rows: tokens and keys from ../bench-jwt.ts; the plugin verifies every request with crypto.subtle (no verification cache), as the issue's goal asks.
 /** A plugin row: builds `entry` as `name` into a fresh plugin dir and serves it on the bench route. */
@@ -89,6 +94,36 @@ export const scenarios: BenchScenario[] = [
       }
     },
   },
+  {
+    group: 'extauth',
+    name: 'gatehouse run, memory-store route (RateLimit, ctx.store.increment)',
+    request,
+    start: (ctx) => pluginRow(ctx, RATE_LIMIT, 'RateLimit', rateLimitStep({ memory: {} }), request),
+  },
+  {
+    group: 'extauth',
+    name: 'gatehouse run, Redis rate-limit route (RateLimit on redis-server)',
+    request,
+    start: async (ctx) => {
+      // Debian's redis-server (test/ratelimit/install-redis.sh), on a free port, no persistence.
+      const binary = findRedis();
+      if (!binary) throw new Error('redis-server not found: run test/ratelimit/install-redis.sh (or set GATEHOUSE_REDIS_SERVER)');
+      const redis = await startRedis(binary);
+      try {
+        const target = await pluginRow(ctx, RATE_LIMIT, 'RateLimit', rateLimitStep({ redis: { url: redis.url, timeout: '250ms' } }), request);
+        return {
+          ...target,
+          stop: async () => {
+            await target.stop();
+            await redis.stop();
+          },
+        };
+      } catch (error) {
+        await redis.stop();
+        throw error;
+      }
+    },
+  },
 ];
 
 // Issue 10's goals: RequiredHeader ≥ 0.8×, JWT ≥ 0.6×, API key ≥ 0.7× (where they stand: docs/plugins.md "Cost").
@@ -97,4 +132,7 @@ export const goals: BenchModule['goals'] = [
   { row: 'gatehouse run, JWT RS256 route (crypto.subtle, no cache)', against: 'gatehouse run, route without auth', minThroughputRatio: 0.6 },
   { row: 'gatehouse run, JWT ES256 route (crypto.subtle, no cache)', against: 'gatehouse run, route without auth', minThroughputRatio: 0.6 },
   { row: 'gatehouse run, API key route (fetch + ctx.store)', against: 'gatehouse run, route without auth', minThroughputRatio: 0.7 },
+  // Issue 30's goals: the memory store ≥ 0.7×, Redis ≥ 0.5×.
+  { row: 'gatehouse run, memory-store route (RateLimit, ctx.store.increment)', against: 'gatehouse run, route without auth', minThroughputRatio: 0.7 },
+  { row: 'gatehouse run, Redis rate-limit route (RateLimit on redis-server)', against: 'gatehouse run, route without auth', minThroughputRatio: 0.5 },
 ];

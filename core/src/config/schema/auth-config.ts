@@ -40,6 +40,39 @@ const EgressEntry = Strict(
   exactlyOneOf(['url', 'upstreamRef']),
 );
 
+/**
+ * SPEC 5.3 "Per-step store": where `ctx.store` keeps its data. Redis fields follow Gloo's
+ * `RedisOptions` (`host` as host:port, `db`, `poolSize`, `socketType`) and its session store's `keyPrefix`.
+ */
+const PluginStoreRedis = Strict(
+  {
+    host: Type.Optional(Type.String({ minLength: 1, maxLength: 512, pattern: '^[^/]+:[0-9]+$', description: "Gloo's RedisOptions.host: host:port of the Redis server" })),
+    url: Type.Optional(Type.String({ minLength: 1, maxLength: 2048, pattern: '^rediss?://', description: 'redis://host:port[/db] or rediss:// (TLS); instead of host' })),
+    db: Type.Optional(Type.Integer({ minimum: 0, maximum: 15, description: 'database number (with host)' })),
+    socketType: Type.Optional(Type.Union([Type.Literal('tcp'), Type.Literal('tls')], { description: "Gloo's socketType: tls connects with TLS (verified against the system trust store, or tls.caSecretRef)" })),
+    tls: Type.Optional(
+      Strict({
+        serverName: Type.Optional(Type.String({ minLength: 1, maxLength: 253, description: 'the name the server certificate must carry (default: the host)' })),
+        caSecretRef: Type.Optional(Strict({ name: Name, namespace: Type.Optional(Name), key: Type.Optional(Type.String({ minLength: 1, maxLength: 253 })) }, { description: 'a Secret holding the CA certificate in PEM (key ca.crt by default)' })),
+      }),
+    ),
+    secretRef: Type.Optional(Strict({ name: Name, namespace: Type.Optional(Name) }, { description: 'a Secret with the Redis password (key password) and, for ACL users, username' })),
+    poolSize: Type.Optional(Type.Integer({ minimum: 1, maximum: 16, description: 'connections per auth-server process (default 1; each pipelines)' })),
+    keyPrefix: Type.Optional(Type.String({ maxLength: 256, description: 'prepended to every key; default gatehouse:plugin:<namespace>/<AuthConfig>/<step index>/<plugin>:' })),
+    timeout: Type.Optional(Duration),
+    failOpen: Type.Optional(Type.Boolean({ description: 'allow a request whose plugin failed because Redis was unreachable (default false: deny)' })),
+  },
+  exactlyOneOf(['host', 'url']),
+);
+
+const PluginStore = Strict(
+  {
+    memory: Type.Optional(Strict({}, { description: 'one store per auth-server process, shared by its workers (the default)' })),
+    redis: Type.Optional(PluginStoreRedis),
+  },
+  exactlyOneOf(['memory', 'redis']),
+);
+
 /** SPEC 5.2, 5.3. */
 const PluginAuth = Strict({
   name: Type.String({ minLength: 1 }),
@@ -58,6 +91,7 @@ const PluginAuth = Strict({
       { maxProperties: 32, description: 'Secret values the plugin reads as ctx.secrets.<NAME>' },
     ),
   ),
+  store: Type.Optional(PluginStore),
 });
 
 /** Gloo's PassThroughGrpc. */

@@ -18,7 +18,7 @@ interface HeaderValueOptionMessage {
 export interface CheckResponseMessage {
   status?: { code?: number; message?: string };
   denied_response?: { status?: { code?: number | string }; headers?: HeaderValueOptionMessage[]; body?: string };
-  ok_response?: { headers?: HeaderValueOptionMessage[]; headers_to_remove?: string[] };
+  ok_response?: { headers?: HeaderValueOptionMessage[]; headers_to_remove?: string[]; response_headers_to_add?: HeaderValueOptionMessage[] };
 }
 
 interface HttpRequestMessage {
@@ -125,7 +125,12 @@ export function checkResponseToMessage(decision: AuthDecision): CheckResponseMes
   if (decision.allowed) {
     return {
       status: { code: OK },
-      ok_response: { headers: decision.headersToSet.map(headerOption), headers_to_remove: decision.headersToRemove },
+      ok_response: {
+        headers: decision.headersToSet.map(headerOption),
+        headers_to_remove: decision.headersToRemove,
+        // Envoy sets these on the downstream response (append defaults to false there, as here).
+        ...(decision.responseHeaders?.length ? { response_headers_to_add: decision.responseHeaders.map(headerOption) } : {}),
+      },
     };
   }
   return {
@@ -145,7 +150,10 @@ export function decisionFromMessage(message: CheckResponseMessage): AuthDecision
         append: o.append?.value === true,
       }));
   if ((message.status?.code ?? OK) === OK) {
-    return allow(toHeaders(message.ok_response?.headers), (message.ok_response?.headers_to_remove ?? []).map((h) => h.toLowerCase()));
+    const allowed = allow(toHeaders(message.ok_response?.headers), (message.ok_response?.headers_to_remove ?? []).map((h) => h.toLowerCase()));
+    // A remote extauth's or a passThroughAuth server's headers for the client's response.
+    const response = toHeaders(message.ok_response?.response_headers_to_add);
+    return response.length > 0 ? { ...allowed, responseHeaders: response } : allowed;
   }
   const denied = message.denied_response;
   const code = Number(denied?.status?.code);

@@ -30,6 +30,8 @@ export const PluginCodes = {
   BAD_RESPONSE: 'GH_PLUGIN_BAD_RESPONSE',
   /** No healthy isolate right now (being rebuilt after failures, or the step is closed). */
   UNAVAILABLE: 'GH_PLUGIN_UNAVAILABLE',
+  /** Authorize failed on a `ctx.store` it could not reach (Redis down or slow): the step's `failOpen` decides. */
+  STORE_UNAVAILABLE: 'GH_PLUGIN_STORE_UNAVAILABLE',
   /** The plugin process died (a crash, its memory bound, a stall): it is restarted, checks are denied meanwhile. */
   PROCESS_EXITED: 'GH_PLUGIN_PROCESS_EXITED',
 } as const;

@@ -5,3 +5,4 @@ export { loadPluginFile, pluginFileName, type PluginFile } from './plugin-file.t
 export type { PluginHostLogger, SandboxLimits } from './plugin-instance.ts';
 export { createPluginStep, type PluginStep, type PluginStepOptions } from './plugin-step.ts';
 export { watchPluginDir, type PluginDirWatcher, type WatchPluginDirOptions } from './watch-plugin-dir.ts';
+export { MemoryHub } from './store-hub.ts';

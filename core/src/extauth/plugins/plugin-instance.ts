@@ -11,6 +11,7 @@ import { PluginCodes, type PluginCode } from './codes.ts';
 import type { Egress } from './egress.ts';
 import { HostCalls } from './host-calls.ts';
 import type { StepStore } from './step-store.ts';
+import type { StoreResult } from '@gatehouse/plugin-sdk/runtime';
 import type { PluginFile } from './plugin-file.ts';
 
 /** The part of the pino logger the host uses (a pino `Logger` fits). */
@@ -66,11 +67,14 @@ interface RuntimeRefs {
   settleBatch: ivm.Reference<(json: string) => string>;
   batchProgress: ivm.Reference<() => string>;
   resolveJobs: ivm.Reference<(json: string) => string>;
+  resolveStore: ivm.Reference<(json: string) => string>;
   ping: ivm.Reference<() => string>;
 }
 
 /** Verifies one isolate may have running off the event loop; more run synchronously. */
 const MAX_JOBS = 256;
+/** Store operations one isolate may have waiting for a store elsewhere (Redis, the primary); more fail at once. */
+const MAX_STORE_JOBS = 1024;
 /**
  * Verifies go to the thread pool only from the main thread, to keep them off the event loop
  * that serves traffic. On the plugin thread (./plugin-thread.ts) a synchronous verify is
@@ -132,6 +136,11 @@ export class PluginInstance {
   private jobsRunning = 0;
   private finishedJobs: number[] = [];
   private jobsFlushing = false;
+  /** Store operations answered later (`{job}`), and answers not yet handed in (`[id, ok, value]`). */
+  private storeSeq = 0;
+  private storeRunning = 0;
+  private finishedStore: unknown[] = [];
+  private storeFlushing = false;
 
   private constructor(isolate: ivm.Isolate, limits: SandboxLimits, calls: HostCalls, logger: PluginHostLogger, where: { plugin: string; file: string }, mapStack: (text: string) => string) {
     this.isolate = isolate;
@@ -294,7 +303,7 @@ export class PluginInstance {
           new ivm.Callback(hostUrl),
           new ivm.Reference(calls.dispatch),
           new ivm.Callback((id: unknown, json: unknown) => instance.answered(id, json), { ignored: true }),
-          grants.store ? new ivm.Callback(grants.store.dispatch) : undefined,
+          grants.store ? new ivm.Callback((op: unknown, key: unknown, arg: unknown, ttl: unknown) => instance.storeCall(grants.store!, op, key, arg, ttl)) : undefined,
         ],
         { result: { reference: true }, timeout: remaining() },
       ),
@@ -332,6 +341,7 @@ export class PluginInstance {
       settleBatch: (await api.get('settleBatch', { reference: true })) as RuntimeRefs['settleBatch'],
       batchProgress: (await api.get('batchProgress', { reference: true })) as RuntimeRefs['batchProgress'],
       resolveJobs: (await api.get('resolveJobs', { reference: true })) as RuntimeRefs['resolveJobs'],
+      resolveStore: (await api.get('resolveStore', { reference: true })) as RuntimeRefs['resolveStore'],
       ping: (await api.get('ping', { reference: true })) as RuntimeRefs['ping'],
     }));
     api.release();
@@ -654,7 +664,10 @@ export class PluginInstance {
 
   private decisionOf(outcome: Exclude<Outcome, { pending: number }>): PluginDecision {
     if (!outcome.ok) {
-      const error = outcome.stage === 'authorize' ? new PluginCallError(PluginCodes.THREW, `Authorize threw: ${outcome.error}`) : new PluginCallError(PluginCodes.BAD_RESPONSE, `bad response: ${outcome.error}`);
+      const error =
+        outcome.stage === 'authorize'
+          ? new PluginCallError(outcome.storeUnavailable ? PluginCodes.STORE_UNAVAILABLE : PluginCodes.THREW, `Authorize threw: ${outcome.error}`)
+          : new PluginCallError(PluginCodes.BAD_RESPONSE, `bad response: ${outcome.error}`);
       if (outcome.stack) error.pluginStack = this.mapStack(outcome.stack);
       throw error;
     }
@@ -718,6 +731,64 @@ export class PluginInstance {
     this.api.resolveJobs.apply(undefined, [json], options).catch(failed);
   }
 
+  /**
+   * The isolate's `ctx.store` callback: a store in this process answers at once (`{v}`); one
+   * elsewhere answers `{job}` and its result goes in later through `resolveStore`, batched per
+   * turn of the event loop like finished verifies. Bad arguments throw the plugin's TypeError/RangeError.
+   */
+  private storeCall(store: StepStore, op: unknown, key: unknown, arg: unknown, ttl: unknown): { v: StoreResult } | { job: number } {
+    // Checked before the operation starts: a refused one must not run anyway.
+    if (this.storeRunning >= MAX_STORE_JOBS) throw new RangeError(`ctx.store: at most ${MAX_STORE_JOBS} operations may wait at once per plugin isolate`);
+    let answer: StoreResult | PromiseLike<StoreResult>;
+    try {
+      answer = store.dispatch(op, key, arg, ttl);
+    } catch (error) {
+      const message = (error as Error).message;
+      throw (error as Error).name === 'RangeError' ? new RangeError(message) : new TypeError(message);
+    }
+    // A thenable, not `instanceof Promise`: a route from another module realm answers with its own promises.
+    if (typeof (answer as { then?: unknown } | null)?.then !== 'function') return { v: answer as StoreResult };
+    const id = ++this.storeSeq;
+    this.storeRunning++;
+    const finish = (entry: unknown[]) => {
+      this.storeRunning--;
+      if (!this.alive) return;
+      this.finishedStore.push(entry);
+      if (this.storeFlushing) return;
+      this.storeFlushing = true;
+      setImmediate(() => this.flushStore());
+    };
+    Promise.resolve(answer).then(
+      (value) => finish([id, 1, value]),
+      (error: unknown) => finish([id, 0, { name: (error as Error).name, message: (error as Error).message }]),
+    );
+    return { job: id };
+  }
+
+  /** Hands finished store operations to the isolate (as {@link flushJobs} does verifies). */
+  private flushStore(): void {
+    this.storeFlushing = false;
+    const results = this.finishedStore;
+    this.finishedStore = [];
+    if (!this.alive || !this.api || results.length === 0) return;
+    const json = JSON.stringify(results);
+    const options = { timeout: 2 * this.limits.cpuTimeoutMs };
+    const failed = (error: unknown) => {
+      const failure = this.callError(error, false);
+      this.logger.error({ ...this.where, code: failure.code, cause: failure.message }, 'plugin isolate dropped: the code after a ctx.store operation failed');
+      this.dispose(`the code after a ctx.store operation failed (${failure.code})`);
+    };
+    if (this.idle && this.queued === 0) {
+      try {
+        this.api.resolveStore.applySync(undefined, [json], options);
+      } catch (error) {
+        failed(error);
+      }
+      return;
+    }
+    this.api.resolveStore.apply(undefined, [json], options).catch(failed);
+  }
+
   /** Frees the isolate; pending calls on it fail (and are denied). */
   dispose(reason = 'disposed'): void {
     this.deadReason ??= reason;
@@ -762,7 +833,7 @@ function outcomeOfValue(value: unknown): Outcome | undefined {
   if (typeof outcome.pending === 'number' && Number.isSafeInteger(outcome.pending)) return { pending: outcome.pending };
   if (outcome.ok === false && typeof outcome.stage === 'string' && typeof outcome.error === 'string') {
     const stack = typeof outcome.stack === 'string' ? { stack: outcome.stack.slice(0, 4096) } : {};
-    return { ok: false, stage: outcome.stage as Extract<Outcome, { ok: false }>['stage'], error: outcome.error.slice(0, 2048), ...stack };
+    return { ok: false, stage: outcome.stage as Extract<Outcome, { ok: false }>['stage'], error: outcome.error.slice(0, 2048), ...stack, ...(outcome.storeUnavailable === true ? { storeUnavailable: true } : {}) };
   }
   return undefined;
 }

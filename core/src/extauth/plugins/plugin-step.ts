@@ -9,7 +9,8 @@ import { loadPluginFile } from './plugin-file.ts';
 import { Egress, upstreamOrigin, type EgressRule } from './egress.ts';
 import { PluginCallError, PluginInstance, RETRY, type BatchResult, type PluginGrants, type PluginHostLogger, type SandboxLimits } from './plugin-instance.ts';
 import type { UpstreamSpec } from '../../config/schema/upstream.ts';
-import { StepStore, type StepStoreLimits } from './step-store.ts';
+import { createStepStore, type StepStore, type StepStoreLimits, type StoreSettings } from './step-store.ts';
+import type { MemoryRoute } from './store-hub.ts';
 
 export interface PluginStepOptions {
   /** Where compiled plugins live (`--plugin-dir`, default `/auth-plugins`). */
@@ -46,6 +47,13 @@ export interface PluginStepOptions {
   /** Bounds of the step's `ctx.store`. */
   storeLimits?: Partial<StepStoreLimits>;
   /**
+   * Where the step's `ctx.store` lives (`pluginAuth.store`, or the auth server's default), with
+   * the step's identity. Default: a memory store of this step alone.
+   */
+  store?: StoreSettings;
+  /** How the memory backend reaches its hub; default the process's (./store-hub.ts). The test kit passes its own (a fake clock). */
+  memoryRoute?: MemoryRoute;
+  /**
    * Default true: call the plugin synchronously on the event loop while its calls stay cheap,
    * moving the step to the isolate's own thread for good once one blocks too long. False: always
    * call on the isolate's thread.
@@ -74,6 +82,9 @@ export interface PluginStep extends AuthStep {
   /** Waits (at most 2 s) for in-flight calls, then frees the isolate. */
   close(): Promise<void>;
 }
+
+/** Steps built without store settings (tests, library use): each gets a memory store of its own. */
+let anonymousSteps = 0;
 
 /** Longest wait before a broken plugin's isolate is rebuilt again. */
 const MAX_BACKOFF_MS = 5000;
@@ -129,14 +140,24 @@ export async function createPluginStep(spec: PluginAuthSpec, options: PluginStep
   const limits = limitsOf(options);
   assertIsolateFlags();
   const file = await loadPluginFile(spec, options.pluginDir);
+  const secrets = resolveSecrets(spec, options);
+  // One store per step, kept by the step: it outlives every isolate rebuild; its memory data
+  // lives in the hub under the step's identity, so it outlives reloads and rebuilds too.
+  const settings = options.store ?? { kind: 'memory', identity: `anonymous/${++anonymousSteps}/${spec.name}` };
+  const store = createStepStore(settings, { limits: options.storeLimits, wallTimeoutMs: limits.wallTimeoutMs ?? 1000, route: options.memoryRoute });
   const grants: PluginGrants = {
     ...(spec.egress?.length ? { egress: buildEgress(spec, options, limits.wallTimeoutMs ?? 1000) } : {}),
-    secrets: resolveSecrets(spec, options),
-    // One store per step, kept by the step: it outlives every isolate rebuild.
-    store: new StepStore(options.storeLimits),
+    secrets,
+    store,
   };
-  const first = await PluginInstance.create(file, spec.config ?? {}, limits, options.logger, grants);
-  return new SandboxedPluginStep(spec, file, first, limits, options.logger, options.inline ?? true, grants);
+  let first: PluginInstance;
+  try {
+    first = await PluginInstance.create(file, spec.config ?? {}, limits, options.logger, grants);
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
+  return new SandboxedPluginStep(spec, file, first, limits, options.logger, options.inline ?? true, grants, settings.kind === 'redis' && settings.failOpen);
 }
 
 class SandboxedPluginStep implements PluginStep {
@@ -169,8 +190,14 @@ class SandboxedPluginStep implements PluginStep {
   private overloaded = 0;
   private overloadLoggedAt = -Infinity;
 
-  constructor(spec: PluginAuthSpec, file: Awaited<ReturnType<typeof loadPluginFile>>, first: PluginInstance, limits: SandboxLimits & { queueLimit: number }, logger: PluginHostLogger, inline: boolean, grants: PluginGrants) {
+  /** `store.redis.failOpen`: a call that failed on an unreachable store allows instead of denying. */
+  private readonly failOpen: boolean;
+  private readonly store: StepStore | undefined;
+
+  constructor(spec: PluginAuthSpec, file: Awaited<ReturnType<typeof loadPluginFile>>, first: PluginInstance, limits: SandboxLimits & { queueLimit: number }, logger: PluginHostLogger, inline: boolean, grants: PluginGrants, failOpen = false) {
     this.inline = inline;
+    this.failOpen = failOpen;
+    this.store = grants.store;
     this.queueLimit = limits.queueLimit;
     this.name = spec.name;
     this.file = file.path;
@@ -213,6 +240,8 @@ class SandboxedPluginStep implements PluginStep {
           return decision;
         } catch (error) {
           this.failed(instance, error);
+          // The operator's fail mode for an unreachable store (`store.redis.failOpen`).
+          if (this.failOpen && (error as { code?: unknown }).code === PluginCodes.STORE_UNAVAILABLE) return { allowed: true, headersToSet: [], headersToRemove: [] };
           return forbidden();
         }
       }
@@ -340,6 +369,7 @@ class SandboxedPluginStep implements PluginStep {
     this.instance = undefined;
     const building = this.building;
     if (building) (await building.catch(() => undefined))?.dispose('the step was closed');
+    await this.store?.close();
   }
 
   /** The healthy instance, one being rebuilt, or a fresh build; throws while backing off. */
@@ -381,10 +411,11 @@ class SandboxedPluginStep implements PluginStep {
   private failed(instance: PluginInstance, error: unknown): void {
     const failure = error instanceof PluginCallError || error instanceof GatehouseError ? error : new GatehouseError(PluginCodes.THREW, String(error));
     const stack = failure instanceof PluginCallError && failure.pluginStack ? { stack: failure.pluginStack } : {};
-    this.logger.error({ ...this.where, code: failure.code, cause: failure.message, ...stack }, 'plugin auth denied the request: the plugin failed');
+    const allowed = this.failOpen && failure.code === PluginCodes.STORE_UNAVAILABLE;
+    this.logger.error({ ...this.where, code: failure.code, cause: failure.message, ...stack }, allowed ? 'plugin auth allowed the request (store failOpen): the plugin failed on its store' : 'plugin auth denied the request: the plugin failed');
     // A throw or a malformed answer leaves the isolate healthy. Rebuilding it (with backoff)
     // would let any client that makes the plugin throw deny everyone else on the step.
-    if (instance.alive && (failure.code === PluginCodes.THREW || failure.code === PluginCodes.BAD_RESPONSE || (failure instanceof PluginCallError && failure.keepsIsolate))) return;
+    if (instance.alive && (failure.code === PluginCodes.THREW || failure.code === PluginCodes.STORE_UNAVAILABLE || failure.code === PluginCodes.BAD_RESPONSE || (failure instanceof PluginCallError && failure.keepsIsolate))) return;
     if (this.instance !== instance) return; // Another failure already replaced it.
     this.instance = undefined;
     instance.dispose(failure.code);

@@ -6,6 +6,7 @@ import { startWatchdog } from '../../server/process-guards.ts';
 import type { UpstreamSpec } from '../../config/schema/upstream.ts';
 import { forbidden, type AuthDecision } from '../step.ts';
 import { createPluginStep, type PluginStep } from './plugin-step.ts';
+import { RemoteMemoryRoute } from './store-hub.ts';
 import { ALLOW, failureOf, PLUGIN_PROCESS_ENV, secretKey, upstreamKey, type FromThread, type ToThread } from './plugin-thread.ts';
 
 /** The channel to the gateway: the thread's port, or the plugin process's IPC. */
@@ -32,6 +33,13 @@ function post(message: FromThread): void {
   port.postMessage(message);
 }
 
+/** The memory hub through the parent, for steps created with `memoryViaParent` (created on first use). */
+let parentHub: RemoteMemoryRoute | undefined;
+function hubViaParent(): RemoteMemoryRoute {
+  parentHub ??= new RemoteMemoryRoute((requests) => post({ t: 'store', requests }));
+  return parentHub;
+}
+
 /** A logger whose lines go to the step's logger on the main thread. */
 function loggerFor(sid: number) {
   const line = (level: 'debug' | 'info' | 'warn' | 'error') => (fields: object, message: string) => {
@@ -53,7 +61,7 @@ function loggerFor(sid: number) {
 function answer(id: number, sid: number, decision: AuthDecision): void {
   if (answers.length === 0) process.nextTick(flush);
   // The common answer, a plain allow, crosses as a number: no object to copy.
-  answers.push(id, decision.allowed && decision.headersToSet.length === 0 && decision.headersToRemove.length === 0 && decision.state === undefined ? ALLOW : decision);
+  answers.push(id, decision.allowed && decision.headersToSet.length === 0 && decision.headersToRemove.length === 0 && decision.state === undefined && decision.responseHeaders === undefined ? ALLOW : decision);
   const mode = steps.get(sid)?.mode;
   if (mode !== undefined && reported.get(sid) !== mode) {
     reported.set(sid, mode);
@@ -96,6 +104,7 @@ port.on('message', (message: ToThread) => {
       const { sid, spec, options, upstreams, secrets } = message;
       createPluginStep(spec, {
         ...options,
+        ...(message.memoryViaParent ? { memoryRoute: hubViaParent() } : {}),
         logger: loggerFor(sid),
         resolveUpstream: (ref): UpstreamSpec | undefined => upstreams[upstreamKey(ref)],
         resolveSecret: (ref) => secrets[secretKey(ref)],
@@ -115,6 +124,9 @@ port.on('message', (message: ToThread) => {
       return;
     case 'ping':
       post({ t: 'pong' });
+      return;
+    case 'stored':
+      parentHub?.answered(message.replies);
       return;
     case 'close': {
       const step = steps.get(message.sid);

@@ -15,6 +15,7 @@ import { PluginCodes } from './codes.ts';
 import { pluginHostOptions } from './plugin-host-options.ts';
 import type { PluginHostLogger } from './plugin-instance.ts';
 import type { PluginStep, PluginStepOptions } from './plugin-step.ts';
+import { memoryRoute, memoryStoreViaParent, serveStoreRequests, type StoreReply, type StoreRequest } from './store-hub.ts';
 
 /**
  * Plugin steps whose isolates run on a thread of their own (`--plugin-thread`, the default of
@@ -33,8 +34,10 @@ import type { PluginStep, PluginStepOptions } from './plugin-step.ts';
 
 /** Messages to the plugin thread. */
 export type ToThread =
-  | { t: 'create'; sid: number; spec: PluginAuthSpec; options: ThreadStepOptions; upstreams: Record<string, UpstreamSpec>; secrets: Record<string, string> }
+  | { t: 'create'; sid: number; spec: PluginAuthSpec; options: ThreadStepOptions; upstreams: Record<string, UpstreamSpec>; secrets: Record<string, string>; /** The memory store's hub is reached through this process (./store-hub.ts). */ memoryViaParent?: boolean }
   | { t: 'calls'; calls: (number | string)[] }
+  /** Answers to `store` requests. */
+  | { t: 'stored'; replies: StoreReply[] }
   | { t: 'close'; sid: number }
   | { t: 'watchdog'; stallMs: number }
   | { t: 'ping' };
@@ -46,6 +49,8 @@ export type FromThread =
   /** `answers`: call id, decision ({@link ALLOW} for a plain allow), …; `modes`: step id, mode, … for steps whose mode changed. */
   | { t: 'answers'; answers: unknown[]; modes?: (number | string)[] }
   | { t: 'closed'; sid: number }
+  /** Memory-store operations for the hub this process reaches (`memoryViaParent`). */
+  | { t: 'store'; requests: StoreRequest[] }
   | { t: 'log'; sid: number; level: 'debug' | 'info' | 'warn' | 'error'; fields: object; message: string }
   | { t: 'pong' };
 
@@ -56,7 +61,7 @@ export const PLUGIN_PROCESS_ENV = 'GATEHOUSE_PLUGIN_PROCESS';
 export const ALLOW = 1;
 
 /** The step options that cross: everything but the logger and the resolvers. */
-export type ThreadStepOptions = Omit<PluginStepOptions, 'logger' | 'resolveUpstream' | 'resolveSecret'>;
+export type ThreadStepOptions = Omit<PluginStepOptions, 'logger' | 'resolveUpstream' | 'resolveSecret' | 'memoryRoute'>;
 
 /** How resolved Upstreams and Secrets are keyed in a `create` message. */
 export const upstreamKey = (ref: { name: string; namespace: string }) => `${ref.namespace}/${ref.name}`;
@@ -246,7 +251,7 @@ class PluginThread {
   }
 
   async create(spec: PluginAuthSpec, options: PluginStepOptions): Promise<PluginStep> {
-    const { logger, resolveUpstream, resolveSecret, ...rest } = options;
+    const { logger, resolveUpstream, resolveSecret, memoryRoute: _route, ...rest } = options;
     // Resolved here: functions and the snapshot stay on this thread. A missing one is left out,
     // and the step's own build reports it with its field path, as on the event loop.
     const upstreams: Record<string, UpstreamSpec> = {};
@@ -264,7 +269,7 @@ class PluginThread {
     }
     const sid = ++this.nextStep;
     this.loggers.set(sid, logger);
-    const message: Extract<ToThread, { t: 'create' }> = { t: 'create', sid, spec, options: rest, upstreams, secrets };
+    const message: Extract<ToThread, { t: 'create' }> = { t: 'create', sid, spec, options: rest, upstreams, secrets, ...(memoryStoreViaParent() ? { memoryViaParent: true } : {}) };
     const reply = await new Promise<Extract<FromThread, { t: 'created' }>>((resolve) => {
       this.created.set(sid, { resolve });
       // While a dead plugin process restarts, the build waits for it (sent by start()).
@@ -332,6 +337,9 @@ class PluginThread {
         }
         return;
       }
+      case 'store':
+        serveStoreRequests(message.requests, memoryRoute(), (replies) => this.post({ t: 'stored', replies }));
+        return;
       case 'log': {
         const logger = this.loggers.get(message.sid);
         logger?.[message.level](message.fields, message.message);

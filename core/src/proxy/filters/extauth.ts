@@ -48,6 +48,9 @@ export function routeAuthOf(context: Pick<FilterBuildContext, 'routeOptions' | '
   return { configId: `${hostRef.namespace ?? vsNamespace}.${hostRef.name}`, sourceType: 'virtual_host', sourceName: `${vsNamespace}.${context.virtualHost.slice(slash + 1)}`, ...body };
 }
 
+/** `FilterRequest.metadata` key: names of the auth decision's client headers that replace the upstream's. */
+const REPLACED_RESPONSE_HEADERS = 'extauth.replacedResponseHeaders';
+
 const AUTH_FAILED: LocalReply = { status: 403, code: 'GH_EXTAUTH_ERROR', body: 'forbidden' };
 
 function extauthOf(auth: RouteAuth, context: FilterBuildContext): HttpFilter {
@@ -59,6 +62,18 @@ function extauthOf(auth: RouteAuth, context: FilterBuildContext): HttpFilter {
   const decide = (request: FilterRequest, decision: AuthDecision): FilterVerdict => {
     if (decision.allowed) {
       applyAllowed(request.ctx.headers, decision);
+      // Envoy's `response_headers_to_add` (SPEC 5.3 "Client response headers"): on whatever
+      // response the client gets; without `append` they replace the upstream's same-named ones.
+      const toClient = decision.responseHeaders;
+      if (toClient?.length) {
+        let replaced: Set<string> | undefined;
+        for (const { key, value, append } of toClient) {
+          const name = key.toLowerCase();
+          request.responseHeaders.push(name, value);
+          if (!append) (replaced ??= new Set()).add(name);
+        }
+        if (replaced) request.metadata.set(REPLACED_RESPONSE_HEADERS, replaced);
+      }
       return undefined;
     }
     const denial = graphql ? graphqlDenial(request.req.headers.accept, decision) : decision;
@@ -80,6 +95,11 @@ function extauthOf(auth: RouteAuth, context: FilterBuildContext): HttpFilter {
   return {
     name: 'extauth',
     stage: FilterStage.extauth,
+    onResponseHeaders(request, _status, headers) {
+      const replaced = request.metadata.get(REPLACED_RESPONSE_HEADERS) as Set<string> | undefined;
+      if (!replaced) return;
+      for (let i = headers.length - 2; i >= 0; i -= 2) if (replaced.has(headers[i]!.toLowerCase())) headers.splice(i, 2);
+    },
     onRequest(request) {
       if (!authorizer) {
         logger.error({ reqId: request.ctx.requestId, configId: auth.configId }, 'route requires external auth but no auth server is configured; denying');
