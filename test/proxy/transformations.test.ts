@@ -10,10 +10,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeConfigDir, manifests, type ConfigDir } from '../support/config-dir.ts';
 import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
 import { send } from '../support/http.ts';
-import { startEcho, type Echo, type TestServer } from '../support/upstream.ts';
+import { startEcho, startServer, type Echo, type TestServer } from '../support/upstream.ts';
 
 let echo: TestServer;
 let other: TestServer;
+/** Answers 2 MiB of JSON-ish text: bigger than a transformation holds. */
+let big: TestServer;
+const BIG = 2 * 1024 * 1024;
 let config: ConfigDir;
 let gatehouse: GatehouseProcess;
 
@@ -22,11 +25,16 @@ const template = (t: object) => ({ transformationTemplate: t });
 beforeAll(async () => {
   echo = await startEcho('echo');
   other = await startEcho('other');
+  big = await startServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/plain', 'content-length': String(BIG) });
+    res.end(Buffer.alloc(BIG, 0x61));
+  });
   const to = (name: string) => ({ single: { upstream: { name } } });
   config = await makeConfigDir({
     'transformations.yaml': [
       manifests.upstream('echo', [{ addr: '127.0.0.1', port: echo.port }]),
       manifests.upstream('other', [{ addr: '127.0.0.1', port: other.port }]),
+      manifests.upstream('big', [{ addr: '127.0.0.1', port: big.port }]),
       manifests.virtualService('t', {
         domains: ['*'],
         // The virtual host's transformation, inherited by routes without their own.
@@ -88,6 +96,8 @@ beforeAll(async () => {
             options: { stagedTransformations: { early: { requestTransforms: [{ clearRouteCache: true, requestTransformation: template({ headers: { ':path': { text: '/moved{{ header(":path") }}' } } }) }] } } },
           },
           { matchers: [{ prefix: '/moved' }], routeAction: to('other'), options: { transformations: {} } },
+          { matchers: [{ prefix: '/big-header' }], routeAction: to('big'), options: { transformations: { responseTransformation: template({ headers: { 'x-seen': { text: 'yes' } } }) } } },
+          { matchers: [{ prefix: '/big-body' }], routeAction: to('big'), options: { transformations: { responseTransformation: template({ body: { text: '{{ length(body()) }}' } }) } } },
           { matchers: [{ prefix: '/' }], routeAction: to('echo') },
         ],
       }),
@@ -100,6 +110,7 @@ afterAll(async () => {
   await gatehouse?.stop();
   await echo?.close();
   await other?.close();
+  await big?.close();
   await config?.cleanup();
 });
 
@@ -182,5 +193,19 @@ describe('transformations through gatehouse run', () => {
       expect(reply.status, `chunked=${chunked}`).toBe(413);
       expect(reply.headers['x-gatehouse-error']).toBe('GH_TRANSFORM_BODY_TOO_LARGE');
     }
+  });
+
+  it('a 2 MiB response streams through a header-only response transformation, whole', async () => {
+    const reply = await send(gatehouse.url, { path: '/big-header' });
+    expect(reply.status).toBe(200);
+    expect(reply.headers['x-seen']).toBe('yes');
+    expect(reply.body.length).toBe(BIG);
+  });
+
+  it('a response over the 1 MiB a body transformation holds: 500 GH_FILTER_RESPONSE_TOO_LARGE, and the gateway keeps serving', async () => {
+    const reply = await send(gatehouse.url, { path: '/big-body' });
+    expect(reply.status).toBe(500);
+    expect(reply.headers['x-gatehouse-error']).toBe('GH_FILTER_RESPONSE_TOO_LARGE');
+    expect((await send(gatehouse.url, { path: '/plain' })).status).toBe(200);
   });
 });

@@ -15,6 +15,9 @@ export function toStructural(schema: unknown): Record<string, unknown> {
 
 type Node = Record<string, unknown>;
 
+/** A schema option: the CRD accepts any value there (the config schema still validates it at load). */
+export const CRD_OPAQUE = 'x-gatehouse-crd-opaque';
+
 /** Keys kept on a node as they are (JSONSchemaProps value validations and docs). */
 const VALUE_KEYS = ['description', 'format', 'maximum', 'exclusiveMaximum', 'minimum', 'exclusiveMinimum', 'maxLength', 'minLength', 'pattern', 'maxItems', 'minItems', 'multipleOf', 'enum', 'maxProperties', 'minProperties', 'required'] as const;
 const JUNCTORS = ['oneOf', 'anyOf', 'allOf'] as const;
@@ -24,6 +27,10 @@ function convert(node: Node | undefined, inJunctor: boolean): Node {
   if (!node || typeof node !== 'object' || Object.keys(node).length === 0) {
     return inJunctor ? {} : { 'x-kubernetes-preserve-unknown-fields': true };
   }
+  // Large option trees Gatehouse validates at load (transformations, rate-limit actions) stay
+  // opaque in the CRD: inlined they made the VirtualService CRD ~900 KB, past what
+  // `kubectl apply` can annotate.
+  if (node[CRD_OPAQUE] === true) return inJunctor ? {} : withDescription({ 'x-kubernetes-preserve-unknown-fields': true }, node);
   const out: Node = {};
   const type = node.type;
   const typed = typeof type === 'string' && TYPES.has(type);

@@ -46,7 +46,7 @@ export interface GatewayOptions {
   maxRequestHeaders?: number;
   /** Services filters use besides the authorizer and the rate limiter, by name. */
   filterServices?: FilterServices;
-  /** The gateway's rate limiter (route and virtual-host rate-limit options); without one they do not apply (a warning at load). */
+  /** The gateway's rate limiter (route and virtual-host rate-limit options); without one they do not apply (only the primary's admin view of routes is built so). */
   rateLimiter?: GatewayRateLimiter;
 }
 

@@ -195,7 +195,8 @@ const LOCAL_LIMITED: LocalReply = { status: 429, code: RateLimitCodes.LOCAL_LIMI
 
 function limitFilter(name: string, stage: number, bucket: Bucket | undefined, deciders: readonly Decider[], limiter: GatewayRateLimiter | undefined, context: FilterBuildContext): HttpFilter {
   const logger = context.logger;
-  if (deciders.length > 0 && !limiter) logger.warn({ route: context.route, virtualService: context.virtualHost }, 'this process has no rate limiter: the route\'s rate limits do not apply');
+  // Only route tables that serve no traffic (the primary's view for admin:/config) are built without one.
+  if (deciders.length > 0 && !limiter) logger.debug({ route: context.route, virtualService: context.virtualHost }, 'this process has no rate limiter: the route\'s rate limits do not apply here');
   return {
     name,
     stage,

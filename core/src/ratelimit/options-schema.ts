@@ -23,7 +23,8 @@ export const RateLimitConfigRefs = Strict({ refs: Type.Array(ResourceRef, { minI
 /** `ratelimit` / `rateLimitEarly` / `rateLimitRegular`: Envoy's rate-limit actions (RateLimitRouteExtension / RateLimitVhostExtension). */
 export const RateLimitExtension = Strict({
   includeVhRateLimits: Type.Optional(Type.Boolean({ description: 'on a route: the virtual host\'s actions apply too' })),
-  rateLimits: Type.Optional(Type.Array(RateLimitActions, { maxItems: 256 })),
+  // Validated at load; opaque in the CRD (core/src/install/structural-schema.ts): six inlined copies weighed ~600 KB.
+  rateLimits: Type.Optional(Type.Array(RateLimitActions, { maxItems: 256, 'x-gatehouse-crd-opaque': true })),
 });
 
 /** `localRatelimit`: Envoy's local token bucket (per process). */

@@ -137,21 +137,28 @@ export const RequestResponseTransformations = Strict({
 });
 
 /** `TransformationStages`: `stagedTransformations` on a virtual host, route or weighted destination. */
-export const TransformationStages = Strict({
-  early: Type.Optional(RequestResponseTransformations),
-  regular: Type.Optional(RequestResponseTransformations),
-  postRouting: Type.Optional(RequestResponseTransformations),
-  inheritTransformation: Type.Optional(Type.Boolean()),
-  logRequestResponseInfo: Type.Optional(Type.Boolean()),
-  escapeCharacters: Type.Optional(Type.Boolean()),
-});
+export const TransformationStages = Strict(
+  {
+    early: Type.Optional(RequestResponseTransformations),
+    regular: Type.Optional(RequestResponseTransformations),
+    postRouting: Type.Optional(RequestResponseTransformations),
+    inheritTransformation: Type.Optional(Type.Boolean()),
+    logRequestResponseInfo: Type.Optional(Type.Boolean()),
+    escapeCharacters: Type.Optional(Type.Boolean()),
+  },
+  // Validated at load; opaque in the CRD (core/src/install/structural-schema.ts), where it would weigh hundreds of KB.
+  { 'x-gatehouse-crd-opaque': true },
+);
 
 /** `Transformations`: the older `transformations` option (one request and one response transformation). */
-export const Transformations = Strict({
-  requestTransformation: Type.Optional(Transformation),
-  clearRouteCache: Type.Optional(Type.Boolean()),
-  responseTransformation: Type.Optional(Transformation),
-});
+export const Transformations = Strict(
+  {
+    requestTransformation: Type.Optional(Transformation),
+    clearRouteCache: Type.Optional(Type.Boolean()),
+    responseTransformation: Type.Optional(Transformation),
+  },
+  { 'x-gatehouse-crd-opaque': true },
+);
 
 export type InjaTemplateSpec = Type.Static<typeof InjaTemplate>;
 export type ExtractionSpec = Type.Static<typeof Extraction>;
