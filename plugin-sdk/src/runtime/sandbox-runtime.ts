@@ -14,6 +14,7 @@ import { Request, requestParts, responseFrom } from './web/fetch-types.ts';
 import { atob } from './web/encoding.ts';
 import type { HostApi, HostLog } from './host-api.ts';
 import { decodeConfig } from './decode-config.ts';
+import { createWebAssembly } from './web/wasm.ts';
 
 export type { HostLog };
 
@@ -82,9 +83,15 @@ export function install(host: HostApi): RuntimeApi {
   const StringOf = String;
   const isArray = Array.isArray;
 
-  // Defense in depth on top of the isolate: WebAssembly memory is not counted against the
-  // isolate's memory limit, and SharedArrayBuffer enables Atomics.wait, which blocks the thread.
+  // V8's WebAssembly allocates linear memory outside the heap that the isolate's memory limit
+  // counts: it is replaced by a wrapper that budgets every memory (./web/wasm.ts), or left out
+  // when the host grants no budget. SharedArrayBuffer enables Atomics.wait, which blocks the thread.
+  const nativeWasm = (globalThis as { WebAssembly?: typeof WebAssembly }).WebAssembly;
   for (const name of ['WebAssembly', 'SharedArrayBuffer']) delete (globalThis as Record<string, unknown>)[name];
+  const wasmMemoryMb = host.limits?.wasmMemoryMb;
+  if (nativeWasm && typeof wasmMemoryMb === 'number' && wasmMemoryMb > 0) {
+    defineProperty(globalThis, 'WebAssembly', { value: createWebAssembly(nativeWasm, wasmMemoryMb), writable: true, configurable: true });
+  }
   // Builtins that termination cannot interrupt get bounded inputs (issue 17 findings 5, 12, 16).
   boundBuiltins();
   // The Web platform subset that needs no host (SPEC 5.3): plain JavaScript in this realm.

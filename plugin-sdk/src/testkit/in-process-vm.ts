@@ -15,7 +15,7 @@ import { realClock } from './clock.ts';
 import { withFailure, type PluginHarness, type TestFailure, type TestLogLine } from './harness.ts';
 import { loadEgress, TestHostCalls } from './host-calls.ts';
 import { PluginStartError } from './in-process.ts';
-import { bridge, realmOf } from './realm.ts';
+import { bridge, copyInto, realmOf } from './realm.ts';
 import type { SandboxOptions } from './sandbox.ts';
 import { createTestStore } from './store.ts';
 
@@ -85,7 +85,7 @@ export async function runEntryInProcess(options: SandboxOptions): Promise<Plugin
   const logs: TestLogLine[] = [];
   const failures: TestFailure[] = [];
 
-  const context = vm.createContext({}, { name: `gatehouse-plugin ${options.name}`, codeGeneration: { strings: true, wasm: false } });
+  const context = vm.createContext({}, { name: `gatehouse-plugin ${options.name}`, codeGeneration: { strings: true, wasm: true } });
   const realm = realmOf(context);
   if (options.clock) (vm.runInContext(FAKE_DATE_SOURCE, context) as (now: () => number) => void)(bridge(() => clock.now(), realm) as () => number);
 
@@ -120,6 +120,8 @@ export async function runEntryInProcess(options: SandboxOptions): Promise<Plugin
     store: createTestStore(clock),
   };
   const bridged = Object.fromEntries(Object.entries(host).map(([name, fn]) => [name, bridge(fn as (...args: unknown[]) => unknown, realm)])) as unknown as HostApi;
+  // The same Wasm memory budget as the host's (the step's memory limit; 64 MB by default).
+  bridged.limits = copyInto({ wasmMemoryMb: options.memoryLimitMb ?? 64 }, realm) as HostApi['limits'];
 
   const run = (code: string, filename: string): unknown => {
     try {

@@ -286,7 +286,7 @@ export class PluginInstance {
       context.evalClosure(
         `const install = globalThis.${RUNTIME_INSTALL_GLOBAL}; delete globalThis.${RUNTIME_INSTALL_GLOBAL}; const apply = Reflect.apply, call = $4.apply, host = $4;
          const options = { arguments: { copy: true }, result: { promise: true, copy: true } };
-         return install({ log: $0, random: $1, crypto: $2, url: $3, call: (op, args) => apply(call, host, [undefined, [op, args], options]), done: $5, store: $6 });`,
+         return install({ log: $0, random: $1, crypto: $2, url: $3, call: (op, args) => apply(call, host, [undefined, [op, args], options]), done: $5, store: $6, limits: { wasmMemoryMb: ${Number(limits.memoryLimitMb)} } });`,
         [
           new ivm.Callback(hostLog, { ignored: true }),
           new ivm.Callback(hostRandom),

@@ -1,0 +1,292 @@
+/**
+ * The sandbox's `WebAssembly` (SPEC 5.3): V8's own, behind a wrapper that keeps Wasm linear
+ * memory inside the isolate's memory limit. V8 allocates linear memory outside the JS heap,
+ * so isolated-vm's `memoryLimit` does not see it (measured: a 32 MB isolate grew one memory to
+ * 4 GB); the wrapper gives every memory a maximum so that all live memories of the isolate
+ * together reserve at most the Wasm budget (the step's `memoryLimitMb`).
+ *
+ * - A module's own (defined) memories are turned into imports when it is compiled (the binary
+ *   is rewritten: the memory section goes, one import per memory is added), and each
+ *   instantiation creates them through the budgeted `Memory`: a module instantiated twice
+ *   reserves twice.
+ * - `Memory` reserves its maximum (a memory declared without one gets what is left of the
+ *   budget); past it, `memory.grow` answers -1 and `Memory.prototype.grow` throws a RangeError,
+ *   as with any maximum. A reservation is returned when its memory is garbage collected.
+ * - Compiling and instantiating are synchronous, inside the plugin's own call and its CPU limit
+ *   (`compile`/`instantiate` answer settled promises): no compile task runs after a call.
+ * - Shared and 64-bit memories are refused (shared memory brings `Atomics.wait`).
+ * Runs inside the isolate.
+ */
+
+/** Bytes of one Wasm page. */
+const PAGE = 65536;
+/** Largest module binary accepted (compiled code lives outside the JS heap too). */
+export const MAX_WASM_MODULE_BYTES = 16 * 1024 * 1024;
+/** The import module name the rewritten modules take their memories from. */
+export const WASM_MEMORY_IMPORT = 'gatehouse:memory';
+
+type WasmNamespace = typeof WebAssembly;
+
+/** A parsed `limits` of the memory section. */
+interface Limits {
+  initial: number;
+  maximum: number | undefined;
+}
+
+class ParseError extends Error {}
+
+/** Reads an unsigned LEB128 (up to 32 bits) at `at`; answers [value, next offset]. */
+function leb(bytes: Uint8Array, at: number): [number, number] {
+  let value = 0;
+  let shift = 0;
+  for (let i = at; i < bytes.length && i < at + 5; i++) {
+    const byte = bytes[i]!;
+    value += (byte & 0x7f) * 2 ** shift;
+    if ((byte & 0x80) === 0) return [value, i + 1];
+    shift += 7;
+  }
+  throw new ParseError('bad LEB128');
+}
+
+function lebBytes(value: number): number[] {
+  const out: number[] = [];
+  let rest = value;
+  do {
+    let byte = rest % 128;
+    rest = Math.floor(rest / 128);
+    if (rest > 0) byte |= 0x80;
+    out.push(byte);
+  } while (rest > 0);
+  return out;
+}
+
+const utf8 = (text: string): number[] => {
+  const out: number[] = [];
+  for (let i = 0; i < text.length; i++) out.push(text.charCodeAt(i) & 0x7f);
+  return out;
+};
+
+/**
+ * Rewrites a module binary so that its defined memories are imports (`gatehouse:memory`,
+ * `memory0`, `memory1`, … in definition order, after its own imported memories, so memory
+ * indices keep their meaning). Answers the new binary and the memories' limits, or undefined
+ * when the module defines no memory. Throws {@link ParseError} for a binary it cannot frame,
+ * and a message for memories the sandbox refuses.
+ */
+export function rewriteMemories(bytes: Uint8Array): { bytes: Uint8Array; memories: Limits[] } | undefined {
+  if (bytes.length < 8 || bytes[0] !== 0 || bytes[1] !== 0x61 || bytes[2] !== 0x73 || bytes[3] !== 0x6d) throw new ParseError('not a Wasm binary');
+  const sections: { id: number; start: number; end: number; body: number }[] = [];
+  let at = 8;
+  while (at < bytes.length) {
+    const id = bytes[at]!;
+    const [size, body] = leb(bytes, at + 1);
+    const end = body + size;
+    if (end > bytes.length) throw new ParseError('section past the end');
+    sections.push({ id, start: at, end, body });
+    at = end;
+  }
+  const memory = sections.find((s) => s.id === 5);
+  if (!memory) return undefined;
+  const memories: Limits[] = [];
+  let [count, p] = leb(bytes, memory.body);
+  for (let i = 0; i < count; i++) {
+    const flags = bytes[p++];
+    if (flags !== 0 && flags !== 1) throw new Error(`the plugin sandbox runs no shared or 64-bit Wasm memories (memory ${i} has limits flags 0x${(flags ?? 0).toString(16)})`);
+    let initial: number;
+    [initial, p] = leb(bytes, p);
+    let maximum: number | undefined;
+    if (flags === 1) [maximum, p] = leb(bytes, p);
+    memories.push({ initial, maximum });
+  }
+  if (p !== memory.end) throw new ParseError('memory section size');
+  const entries: number[] = [];
+  memories.forEach((limits, i) => {
+    const module = utf8(WASM_MEMORY_IMPORT);
+    const field = utf8(`memory${i}`);
+    entries.push(...lebBytes(module.length), ...module, ...lebBytes(field.length), ...field, 0x02);
+    // The import's own limits: the instance's memory must fit them (it does: made from them).
+    if (limits.maximum === undefined) entries.push(0x00, ...lebBytes(limits.initial));
+    else entries.push(0x01, ...lebBytes(limits.initial), ...lebBytes(limits.maximum));
+  });
+  const imports = sections.find((s) => s.id === 2);
+  let importSection: number[];
+  if (imports) {
+    const [existing, rest] = leb(bytes, imports.body);
+    const payload = [...lebBytes(existing + memories.length), ...bytes.subarray(rest, imports.end), ...entries];
+    importSection = [2, ...lebBytes(payload.length), ...payload];
+  } else {
+    const payload = [...lebBytes(memories.length), ...entries];
+    importSection = [2, ...lebBytes(payload.length), ...payload];
+  }
+  // Section order: the import section follows the type section (custom sections may sit anywhere).
+  const type = sections.find((s) => s.id === 1);
+  const insertAt = imports ? imports.start : type ? type.end : 8;
+  const parts: ArrayLike<number>[] = [bytes.subarray(0, insertAt), importSection];
+  let from = imports ? imports.end : insertAt;
+  parts.push(bytes.subarray(from, memory.start));
+  from = memory.end;
+  parts.push(bytes.subarray(from));
+  let length = 0;
+  for (const part of parts) length += part.length;
+  const out = new Uint8Array(length);
+  let offset = 0;
+  for (const part of parts) {
+    out.set(part as Uint8Array, offset);
+    offset += part.length;
+  }
+  return { bytes: out, memories };
+}
+
+/**
+ * Builds the sandbox's `WebAssembly` namespace over V8's (`native`), with `budgetPages` Wasm
+ * pages for all memories together. The originals stay in this closure: prototypes' `constructor`
+ * point at the wrappers, so no plugin code reaches an unbudgeted constructor.
+ */
+export function createWebAssembly(native: WasmNamespace, budgetMb: number): WasmNamespace {
+  const { Module: NativeModule, Instance: NativeInstance, Memory: NativeMemory } = native;
+  const { freeze, defineProperty, create } = Object;
+  const construct = Reflect.construct;
+  const isView = ArrayBuffer.isView;
+  const budgetPages = Math.max(0, Math.floor((budgetMb * 1024 * 1024) / PAGE));
+  let reserved = 0;
+  /** The memories a rewritten module needs per instantiation. */
+  const moduleMemories = new WeakMap<object, Limits[]>();
+  // Reservations come back when their memory is collected (a cleanup task of our own code only).
+  const registry = typeof FinalizationRegistry === 'function' ? new FinalizationRegistry<number>((pages) => (reserved -= pages)) : undefined;
+
+  const copyBytes = (source: unknown, what: string): Uint8Array => {
+    let view: Uint8Array;
+    if (source instanceof ArrayBuffer) view = new Uint8Array(source);
+    else if (isView(source)) view = new Uint8Array(source.buffer, source.byteOffset, source.byteLength);
+    else throw new TypeError(`${what}: Argument 0 must be a buffer source`);
+    if (view.byteLength > MAX_WASM_MODULE_BYTES) throw new RangeError(`${what}: a Wasm module in the plugin sandbox is at most ${MAX_WASM_MODULE_BYTES} bytes (this one has ${view.byteLength})`);
+    // A copy: the plugin cannot change the bytes between the check and the compile.
+    return new Uint8Array(view);
+  };
+
+  /** A budgeted native Memory. */
+  const newMemory = (descriptor: unknown, what: string): WebAssembly.Memory => {
+    if (typeof descriptor !== 'object' || descriptor === null) throw new TypeError(`${what}: Argument 0 must be a memory descriptor`);
+    const d = descriptor as { initial?: unknown; minimum?: unknown; maximum?: unknown; shared?: unknown; address?: unknown; index?: unknown };
+    if (d.shared) throw new TypeError(`${what}: the plugin sandbox has no shared Wasm memory`);
+    if ((d.address !== undefined && d.address !== 'i32') || (d.index !== undefined && d.index !== 'i32')) throw new TypeError(`${what}: the plugin sandbox has no 64-bit Wasm memory`);
+    const initial = Number(d.initial ?? d.minimum);
+    const declared = d.maximum === undefined ? undefined : Number(d.maximum);
+    const left = budgetPages - reserved;
+    if (!(initial >= 0)) return new NativeMemory(descriptor as WebAssembly.MemoryDescriptor); // V8's own TypeError
+    if (initial > left) {
+      throw new RangeError(`${what}: could not allocate memory: ${initial} pages (${(initial * PAGE) / 1048576} MB) is more than the ${left} pages left of the plugin's Wasm memory budget (memoryLimitMb ${budgetMb})`);
+    }
+    const maximum = declared === undefined || !(declared <= left) ? left : declared;
+    if (declared !== undefined && declared < initial) return new NativeMemory({ initial, maximum: declared }); // V8's own RangeError
+    const memory = new NativeMemory({ initial, maximum });
+    reserved += maximum;
+    registry?.register(memory, maximum);
+    return memory;
+  };
+
+  const compileSync = (source: unknown, what: string): WebAssembly.Module => {
+    const bytes = copyBytes(source, what);
+    let rewritten: ReturnType<typeof rewriteMemories>;
+    try {
+      rewritten = rewriteMemories(bytes);
+    } catch (error) {
+      if (!(error instanceof ParseError)) throw new native.CompileError(`${what}: ${(error as Error).message}`);
+      // A binary this framing cannot read: V8 must reject it too (its CompileError says why).
+      new NativeModule(bytes);
+      throw new native.CompileError(`${what}: the module could not be read`);
+    }
+    const module = new NativeModule(rewritten ? rewritten.bytes : bytes);
+    if (rewritten) moduleMemories.set(module, rewritten.memories);
+    return module;
+  };
+
+  const instantiateSync = (module: WebAssembly.Module, importObject: unknown): WebAssembly.Instance => {
+    const memories = moduleMemories.get(module);
+    if (!memories) return new NativeInstance(module, importObject as WebAssembly.Imports);
+    if (importObject !== undefined && (typeof importObject !== 'object' || importObject === null)) throw new TypeError('WebAssembly.Instance(): Argument 1 must be an object');
+    const created: Record<string, WebAssembly.Memory> = create(null) as Record<string, WebAssembly.Memory>;
+    memories.forEach((limits, i) => {
+      created[`memory${i}`] = newMemory(limits, 'WebAssembly.Instance()');
+    });
+    // The plugin's imports stay where V8 looks them up (through the prototype); ours are added.
+    const imports = create((importObject ?? null) as object | null) as Record<string, unknown>;
+    defineProperty(imports, WASM_MEMORY_IMPORT, { value: created, enumerable: true });
+    return new NativeInstance(module, imports as WebAssembly.Imports);
+  };
+
+  function Module(this: unknown, bytes: unknown): WebAssembly.Module {
+    if (!new.target) throw new TypeError("WebAssembly.Module must be invoked with 'new'");
+    return compileSync(bytes, 'WebAssembly.Module()');
+  }
+  function Instance(this: unknown, module: unknown, importObject?: unknown): WebAssembly.Instance {
+    if (!new.target) throw new TypeError("WebAssembly.Instance must be invoked with 'new'");
+    return instantiateSync(module as WebAssembly.Module, importObject);
+  }
+  function Memory(this: unknown, descriptor: unknown): WebAssembly.Memory {
+    if (!new.target) throw new TypeError("WebAssembly.Memory must be invoked with 'new'");
+    return newMemory(descriptor, 'WebAssembly.Memory()');
+  }
+  for (const [wrapper, original] of [
+    [Module, NativeModule],
+    [Instance, NativeInstance],
+    [Memory, NativeMemory],
+  ] as const) {
+    defineProperty(wrapper, 'prototype', { value: original.prototype });
+    // `x.constructor` must lead to the wrapper, never to V8's unbudgeted constructor.
+    defineProperty(original.prototype, 'constructor', { value: wrapper, writable: true, configurable: true });
+  }
+  for (const name of ['exports', 'imports', 'customSections'] as const) {
+    defineProperty(Module, name, { value: (NativeModule as unknown as Record<string, unknown>)[name], writable: true, configurable: true });
+  }
+
+  const settled = <T>(run: () => T): Promise<T> => {
+    try {
+      return Promise.resolve(run());
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  };
+  const instantiate = (source: unknown, importObject?: unknown): Promise<unknown> =>
+    settled(() => {
+      if (source instanceof NativeModule) return instantiateSync(source, importObject);
+      const module = compileSync(source, 'WebAssembly.instantiate()');
+      return { module, instance: instantiateSync(module, importObject) };
+    });
+  const compile = (source: unknown): Promise<WebAssembly.Module> => settled(() => compileSync(source, 'WebAssembly.compile()'));
+  /** The bytes of a `Response` (or a promise of one), as the streaming variants take them. */
+  const responseBytes = async (source: unknown): Promise<ArrayBuffer> => {
+    const response = (await source) as { arrayBuffer?: () => Promise<ArrayBuffer> } | null;
+    if (typeof response?.arrayBuffer !== 'function') throw new TypeError('WebAssembly: Argument 0 must be a Response or a promise of one');
+    return response.arrayBuffer();
+  };
+
+  const namespace = {
+    Module,
+    Instance,
+    Memory,
+    Table: native.Table,
+    Global: native.Global,
+    CompileError: native.CompileError,
+    LinkError: native.LinkError,
+    RuntimeError: native.RuntimeError,
+    ...(typeof (native as { Tag?: unknown }).Tag === 'function' ? { Tag: (native as { Tag: unknown }).Tag } : {}),
+    ...(typeof (native as { Exception?: unknown }).Exception === 'function' ? { Exception: (native as { Exception: unknown }).Exception } : {}),
+    validate(bytes: unknown): boolean {
+      const copy = copyBytes(bytes, 'WebAssembly.validate()');
+      if (!native.validate(copy)) return false;
+      try {
+        rewriteMemories(copy);
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    compile,
+    instantiate,
+    compileStreaming: (source: unknown) => responseBytes(source).then(compile),
+    instantiateStreaming: (source: unknown, importObject?: unknown) => responseBytes(source).then((bytes) => instantiate(bytes, importObject)),
+  };
+  defineProperty(namespace, Symbol.toStringTag, { value: 'WebAssembly' });
+  return freeze(namespace) as unknown as WasmNamespace;
+}
