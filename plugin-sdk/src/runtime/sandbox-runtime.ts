@@ -14,7 +14,7 @@ import { Request, requestParts, responseFrom } from './web/fetch-types.ts';
 import { atob } from './web/encoding.ts';
 import type { HostApi, HostLog } from './host-api.ts';
 import { decodeConfig } from './decode-config.ts';
-import { createWebAssembly } from './web/wasm.ts';
+import { createWebAssembly, type WasmNamespace } from './web/wasm.ts';
 
 export type { HostLog };
 
@@ -86,7 +86,7 @@ export function install(host: HostApi): RuntimeApi {
   // V8's WebAssembly allocates linear memory outside the heap that the isolate's memory limit
   // counts: it is replaced by a wrapper that budgets every memory (./web/wasm.ts), or left out
   // when the host grants no budget. SharedArrayBuffer enables Atomics.wait, which blocks the thread.
-  const nativeWasm = (globalThis as { WebAssembly?: typeof WebAssembly }).WebAssembly;
+  const nativeWasm = (globalThis as { WebAssembly?: WasmNamespace }).WebAssembly;
   for (const name of ['WebAssembly', 'SharedArrayBuffer']) delete (globalThis as Record<string, unknown>)[name];
   const wasmMemoryMb = host.limits?.wasmMemoryMb;
   if (nativeWasm && typeof wasmMemoryMb === 'number' && wasmMemoryMb > 0) {

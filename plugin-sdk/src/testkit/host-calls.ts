@@ -36,6 +36,9 @@ export class TestHostCalls {
   private readonly sleeps = new Map<number, { cancel: () => void; resolve: (answer: HostAnswer) => void }>();
   private readonly fetches = new Set<AbortController>();
   private disposed = false;
+  private epoch = 0;
+  /** The host crypto's asynchronous half (`createHostCrypto().subtle`). */
+  subtle: ((request: unknown) => Promise<HostAnswer>) | undefined;
 
   private readonly egress: EgressLike | undefined;
   private readonly clock: FakeClock;
@@ -58,6 +61,7 @@ export class TestHostCalls {
 
   cancelAll(dispose = false): void {
     if (dispose) this.disposed = true;
+    this.epoch++;
     for (const [id, sleep] of this.sleeps) {
       sleep.cancel();
       this.sleeps.delete(id);
@@ -78,6 +82,8 @@ export class TestHostCalls {
         return Promise.resolve({ value: null });
       case 'fetch':
         return this.fetch(args);
+      case 'crypto':
+        return this.crypto(args);
       default:
         return Promise.resolve({ error: { name: 'TypeError', message: `unknown host operation ${String(op).slice(0, 40)}` } });
     }
@@ -106,6 +112,13 @@ export class TestHostCalls {
     sleep.cancel();
     this.sleeps.delete(id);
     sleep.resolve(CANCELLED);
+  }
+
+  private async crypto(args: unknown): Promise<HostAnswer> {
+    if (!this.subtle) return { error: { name: 'NotSupportedError', message: 'crypto.subtle: not available in this host' } };
+    const epoch = this.epoch;
+    const answer = await this.subtle(args);
+    return epoch === this.epoch ? answer : CANCELLED;
   }
 
   private async fetch(args: unknown): Promise<HostAnswer> {

@@ -80,6 +80,8 @@ export async function runEntryInProcess(options: SandboxOptions): Promise<Plugin
   };
   const egress = options.egress?.length ? await loadEgress(options.egress, wallTimeoutMs) : undefined;
   const calls = new TestHostCalls(egress, clock, { deadlineMs: wallTimeoutMs, maxFetches: 16, maxTimers: 1024 });
+  const hostCrypto = createHostCrypto();
+  calls.subtle = hostCrypto.subtle;
   const secrets = Object.freeze({ ...(options.secrets ?? {}) });
   const redact = redactor(secrets);
   const logs: TestLogLine[] = [];
@@ -107,7 +109,7 @@ export async function runEntryInProcess(options: SandboxOptions): Promise<Plugin
       logs.push({ level, message, ...(parsed === undefined ? {} : { fields: parsed }) });
     },
     random: hostRandom,
-    crypto: createHostCrypto(),
+    crypto: hostCrypto,
     url: hostUrl,
     call: calls.dispatch,
     done: (id, json) => {

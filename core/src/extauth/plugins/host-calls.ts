@@ -26,6 +26,12 @@ export class HostCalls {
   private readonly egress: Egress | undefined;
   private readonly limits: HostCallLimits;
   private disposed = false;
+  /** crypto.subtle operations running on Node's crypto.subtle (their answers wake the isolate). */
+  private cryptos = 0;
+  /** Bumped by cancelAll: an operation that finishes in a later epoch serves no call any more. */
+  private epoch = 0;
+  /** The host crypto's asynchronous half (`createHostCrypto().subtle`); without it `crypto` operations are refused. */
+  subtle: ((request: unknown) => Promise<HostAnswer>) | undefined;
   /** Called when a timer or fetch starts (the isolate will get a task later) and when one ends. */
   onStart: (() => void) | undefined;
   onSettle: (() => void) | undefined;
@@ -39,7 +45,7 @@ export class HostCalls {
 
   /** Timers and fetches waiting now: while any are, calls must not run inline. */
   get outstanding(): number {
-    return this.sleeps.size + this.fetches.size;
+    return this.sleeps.size + this.fetches.size + this.cryptos;
   }
 
   /** A call (or Start) began: its timers and fetches may run. */
@@ -57,6 +63,7 @@ export class HostCalls {
   /** Cancels every timer and fetch, for good once disposed. */
   cancelAll(dispose = false): void {
     if (dispose) this.disposed = true;
+    this.epoch++;
     for (const [id, sleep] of this.sleeps) {
       clearTimeout(sleep.timer);
       this.sleeps.delete(id);
@@ -87,6 +94,8 @@ export class HostCalls {
         return Promise.resolve({ value: null });
       case 'fetch':
         return this.fetch(args);
+      case 'crypto':
+        return this.crypto(args);
       default:
         return Promise.resolve({ error: { name: 'TypeError', message: `unknown host operation ${String(op).slice(0, 40)}` } });
     }
@@ -120,6 +129,18 @@ export class HostCalls {
     clearTimeout(sleep.timer);
     this.sleeps.delete(id);
     sleep.resolve(CANCELLED);
+  }
+
+  private async crypto(args: unknown): Promise<HostAnswer> {
+    if (!this.subtle) return { error: { name: 'NotSupportedError', message: 'crypto.subtle: not available in this host' } };
+    const epoch = this.epoch;
+    this.cryptos++;
+    try {
+      const answer = await this.subtle(args);
+      return epoch === this.epoch ? answer : CANCELLED;
+    } finally {
+      this.cryptos--;
+    }
   }
 
   private async fetch(args: unknown): Promise<HostAnswer> {

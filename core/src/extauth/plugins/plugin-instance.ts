@@ -277,6 +277,8 @@ export class PluginInstance {
       logger[level]({ ...where, source: 'plugin', ...(parsed === undefined ? {} : { fields: parsed }) }, message);
     };
 
+    const hostCrypto = createHostCrypto({ defer: (work) => instance.defer(work) });
+    calls.subtle = hostCrypto.subtle;
     const context = await guard('creating the isolate', () => isolate.createContext());
     await guard('the sandbox runtime', async () => {
       const script = await isolate.compileScript(runtime, { filename: 'gatehouse:sandbox-runtime.js' });
@@ -290,7 +292,7 @@ export class PluginInstance {
         [
           new ivm.Callback(hostLog, { ignored: true }),
           new ivm.Callback(hostRandom),
-          new ivm.Callback(createHostCrypto({ defer: (work) => instance.defer(work) })),
+          new ivm.Callback(hostCrypto),
           new ivm.Callback(hostUrl),
           new ivm.Reference(calls.dispatch),
           new ivm.Callback((id: unknown, json: unknown) => instance.answered(id, json), { ignored: true }),

@@ -37,7 +37,7 @@ export function installWebGlobals(host: Omit<HostApi, 'log'>): { resolveJobs: (r
   }
   if (host.random) {
     const random = createRandom(host.random, atob);
-    const subtle = host.crypto ? createSubtle(host.crypto) : undefined;
+    const subtle = host.crypto ? createSubtle(host.crypto, host.call) : undefined;
     define('crypto', Object.freeze({ ...random, ...(subtle ? { subtle: subtle.subtle } : {}) }));
     define('CryptoKey', subtle?.CryptoKey);
     if (subtle) return { resolveJobs: subtle.resolveJobs };

@@ -25,7 +25,31 @@ export const MAX_WASM_MODULE_BYTES = 16 * 1024 * 1024;
 /** The import module name the rewritten modules take their memories from. */
 export const WASM_MEMORY_IMPORT = 'gatehouse:memory';
 
-type WasmNamespace = typeof WebAssembly;
+/** The parts of V8's `WebAssembly` namespace the wrapper uses (the sandbox's lib has no Wasm typings). */
+export interface WasmNamespace {
+  Module: WasmModuleConstructor;
+  Instance: new (module: object, imports?: object) => object;
+  Memory: new (descriptor: { initial: number; maximum?: number }) => object;
+  Table: unknown;
+  Global: unknown;
+  CompileError: new (message?: string) => Error;
+  LinkError: new (message?: string) => Error;
+  RuntimeError: new (message?: string) => Error;
+  validate(bytes: Uint8Array): boolean;
+  Tag?: unknown;
+  Exception?: unknown;
+}
+interface WasmModuleConstructor {
+  new (bytes: Uint8Array): object;
+  prototype: object;
+}
+declare namespace WebAssembly {
+  type Module = object;
+  type Instance = object;
+  type Memory = object;
+  type Imports = object;
+  type MemoryDescriptor = { initial: number; maximum?: number };
+}
 
 /** A parsed `limits` of the memory section. */
 interface Limits {
@@ -249,7 +273,7 @@ export function createWebAssembly(native: WasmNamespace, budgetMb: number): Wasm
   };
   const instantiate = (source: unknown, importObject?: unknown): Promise<unknown> =>
     settled(() => {
-      if (source instanceof NativeModule) return instantiateSync(source, importObject);
+      if (source instanceof (NativeModule as unknown as new () => object)) return instantiateSync(source as object, importObject);
       const module = compileSync(source, 'WebAssembly.instantiate()');
       return { module, instance: instantiateSync(module, importObject) };
     });
@@ -270,8 +294,8 @@ export function createWebAssembly(native: WasmNamespace, budgetMb: number): Wasm
     CompileError: native.CompileError,
     LinkError: native.LinkError,
     RuntimeError: native.RuntimeError,
-    ...(typeof (native as { Tag?: unknown }).Tag === 'function' ? { Tag: (native as { Tag: unknown }).Tag } : {}),
-    ...(typeof (native as { Exception?: unknown }).Exception === 'function' ? { Exception: (native as { Exception: unknown }).Exception } : {}),
+    ...(typeof native.Tag === 'function' ? { Tag: native.Tag } : {}),
+    ...(typeof native.Exception === 'function' ? { Exception: native.Exception } : {}),
     validate(bytes: unknown): boolean {
       const copy = copyBytes(bytes, 'WebAssembly.validate()');
       if (!native.validate(copy)) return false;
