@@ -23,6 +23,8 @@ export class HostCalls {
   private running = 0;
   private readonly sleeps = new Map<number, { timer: NodeJS.Timeout; resolve: (answer: HostAnswer) => void }>();
   private readonly fetches = new Set<{ controller: AbortController }>();
+  /** Fetches the plugin gave a signal, by the runtime's abort id. */
+  private readonly abortable = new Map<number, AbortController>();
   private readonly egress: Egress | undefined;
   private readonly limits: HostCallLimits;
   private disposed = false;
@@ -96,6 +98,9 @@ export class HostCalls {
         return this.fetch(args);
       case 'crypto':
         return this.crypto(args);
+      case 'fetch-abort':
+        this.abortFetch(id);
+        return Promise.resolve({ value: null });
       default:
         return Promise.resolve({ error: { name: 'TypeError', message: `unknown host operation ${String(op).slice(0, 40)}` } });
     }
@@ -131,6 +136,11 @@ export class HostCalls {
     sleep.resolve(CANCELLED);
   }
 
+  /** The plugin's AbortSignal aborted a fetch: the host stops it (its answer is dropped). */
+  private abortFetch(id: unknown): void {
+    if (typeof id === 'number') this.abortable.get(id)?.abort();
+  }
+
   private async crypto(args: unknown): Promise<HostAnswer> {
     if (!this.subtle) return { error: { name: 'NotSupportedError', message: 'crypto.subtle: not available in this host' } };
     const epoch = this.epoch;
@@ -150,6 +160,8 @@ export class HostCalls {
     }
     const entry = { controller: new AbortController() };
     this.fetches.add(entry);
+    const abortId = (args as { abortId?: unknown }).abortId;
+    if (typeof abortId === 'number') this.abortable.set(abortId, entry.controller);
     try {
       const answer = await this.egress.fetch(args, entry.controller.signal);
       const origin = URL.parse(String((args as { url?: unknown } | null)?.url ?? ''))?.origin ?? 'invalid';
@@ -158,6 +170,7 @@ export class HostCalls {
       return entry.controller.signal.aborted ? CANCELLED : answer;
     } finally {
       this.fetches.delete(entry);
+      if (typeof abortId === 'number') this.abortable.delete(abortId);
     }
   }
 }

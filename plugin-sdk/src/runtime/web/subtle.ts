@@ -1,4 +1,5 @@
 import type { HostCall, HostCrypto } from '../host-api.ts';
+import { DOMException } from './abort.ts';
 import type { AnsweredKey, SubtleValue, Wire, WireKey } from '../host/subtle-call.ts';
 
 /**
@@ -14,10 +15,9 @@ const DIGESTS = ['SHA-1', 'SHA-256', 'SHA-384', 'SHA-512'];
 const SIGNERS = ['HMAC', 'RSASSA-PKCS1-v1_5', 'RSA-PSS', 'ECDSA', 'Ed25519'];
 const FORMATS = new Set(['raw', 'spki', 'pkcs8', 'jwk']);
 
+/** WebCrypto's errors are DOMExceptions (OperationError, InvalidAccessError, …), as in Node. */
 function domError(name: string, message: string): Error {
-  const error = new Error(message);
-  error.name = name;
-  return error;
+  return new DOMException(message, name);
 }
 
 interface Slot {
@@ -43,7 +43,8 @@ export function createSubtle(hostCrypto: HostCrypto, hostCall?: HostCall): { sub
   const { freeze, defineProperty } = Object;
   const isView = ArrayBuffer.isView;
   const isArray = Array.isArray;
-  const errors: Record<string, ErrorConstructor> = { TypeError, RangeError, SyntaxError };
+  // Node's WebCrypto throws JavaScript TypeErrors (and RangeErrors) for arguments, DOMExceptions (SyntaxError included) for the rest.
+  const errors: Record<string, ErrorConstructor> = { TypeError, RangeError };
 
   /** WebCrypto's CryptoKey: created only by importKey. */
   class CryptoKey {
