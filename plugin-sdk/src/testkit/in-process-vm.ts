@@ -61,7 +61,7 @@ export async function runEntryInProcess(options: SandboxOptions): Promise<Plugin
     throw new PluginStartError(code, `${where}: ${message}`, { cause });
   };
 
-  const bundle = await bundlePlugin(entry, { name: options.name });
+  const bundle = await bundlePlugin(entry, { name: options.name, browser: options.browser === true });
   if (!bundle.exports.includes(symbol)) {
     fail('GH_PLUGIN_SYMBOL_NOT_EXPORTED', `${entry} does not export "${symbol}" (it exports ${bundle.exports.join(', ') || 'nothing'}); set exportedSymbolName to one of those`);
   }
