@@ -60,7 +60,7 @@ describe.skipIf(!node20)('npm test of a new plugin project on an older Node.js',
     const scripts = (JSON.parse(projectFiles({ name: 'Old', sdk: '0.1.0', host: '0.1.0', packageName: 'x' })['package.json']!) as { scripts: { test: string } }).scripts;
     expect(scripts.test).toBe('gatehouse-plugin check-node && vitest run');
     // `npm test` runs the script with a shell; PATH puts the old node first, as on a machine that has only it.
-    const env = { ...process.env, PATH: `${join(project, 'node_modules', '.bin')}${delimiter}${dirname(node20!)}${delimiter}${process.env.PATH ?? ''}` };
+    const env: NodeJS.ProcessEnv = { ...process.env, PATH: `${join(project, 'node_modules', '.bin')}${delimiter}${dirname(node20!)}${delimiter}${process.env.PATH ?? ''}` };
     delete env.NODE_OPTIONS;
     const result = await run('/bin/sh', ['-c', scripts.test], project, env);
     expect(result.code).toBe(1);
