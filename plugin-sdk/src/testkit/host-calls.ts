@@ -40,7 +40,7 @@ export class TestHostCalls {
   private disposed = false;
   private epoch = 0;
   /** The host crypto's asynchronous half (`createHostCrypto().subtle`). */
-  subtle: ((request: unknown) => Promise<HostAnswer>) | undefined;
+  subtle: ((request: unknown, live?: () => boolean) => Promise<HostAnswer>) | undefined;
 
   private readonly egress: EgressLike | undefined;
   private readonly clock: FakeClock;
@@ -127,7 +127,7 @@ export class TestHostCalls {
   private async crypto(args: unknown): Promise<HostAnswer> {
     if (!this.subtle) return { error: { name: 'NotSupportedError', message: 'crypto.subtle: not available in this host' } };
     const epoch = this.epoch;
-    const answer = await this.subtle(args);
+    const answer = await this.subtle(args, () => epoch === this.epoch);
     return epoch === this.epoch ? answer : CANCELLED;
   }
 

@@ -33,7 +33,7 @@ export class HostCalls {
   /** Bumped by cancelAll: an operation that finishes in a later epoch serves no call any more. */
   private epoch = 0;
   /** The host crypto's asynchronous half (`createHostCrypto().subtle`); without it `crypto` operations are refused. */
-  subtle: ((request: unknown) => Promise<HostAnswer>) | undefined;
+  subtle: ((request: unknown, live?: () => boolean) => Promise<HostAnswer>) | undefined;
   /** Called when a timer or fetch starts (the isolate will get a task later) and when one ends. */
   onStart: (() => void) | undefined;
   onSettle: (() => void) | undefined;
@@ -146,7 +146,7 @@ export class HostCalls {
     const epoch = this.epoch;
     this.cryptos++;
     try {
-      const answer = await this.subtle(args);
+      const answer = await this.subtle(args, () => epoch === this.epoch);
       return epoch === this.epoch ? answer : CANCELLED;
     } finally {
       this.cryptos--;

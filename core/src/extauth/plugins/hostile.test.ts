@@ -138,8 +138,9 @@ describe.each([
 
   it('Wasm memory grown by Wasm code: stopped at the Wasm budget (the memory limit), denied, the step keeps serving', async () => {
     const logger = recordingLogger();
-    const s = await createPluginStep({ name: 'Hostile', exportedSymbolName: 'WasmMemoryHog' }, { pluginDir: plugins.dir, logger, memoryLimitMb: 32, inline });
+    const s = await createPluginStep({ name: 'Hostile', exportedSymbolName: 'WasmMemoryHog' }, { pluginDir: plugins.dir, logger, memoryLimitMb: 32, cpuTimeoutMs: 2000, inline });
     await attack(s, 2);
+    // A CPU limit of 2 s: what stops the growth here is the budget, not the clock (on a loaded machine 32 grows can take 50 ms).
     const causes = logger.lines.filter((line) => line.level === 'error').map((line) => String(line.fields.cause));
     // The first grows to the 32 MB budget and traps; a second, before the first memory is collected, finds no budget left.
     expect(causes.length).toBe(2);
@@ -151,7 +152,7 @@ describe.each([
 
   it('Wasm memory grown from JavaScript without a maximum: Memory.grow throws past the budget, denied', async () => {
     const logger = recordingLogger();
-    const s = await createPluginStep({ name: 'Hostile', exportedSymbolName: 'WasmMemoryGrow' }, { pluginDir: plugins.dir, logger, memoryLimitMb: 32, inline });
+    const s = await createPluginStep({ name: 'Hostile', exportedSymbolName: 'WasmMemoryGrow' }, { pluginDir: plugins.dir, logger, memoryLimitMb: 32, cpuTimeoutMs: 2000, inline });
     await attack(s, 2);
     const causes = logger.lines.filter((line) => line.level === 'error').map((line) => String(line.fields.cause));
     expect(causes.length).toBe(2);
@@ -183,6 +184,21 @@ describe.each([
     expect(probe.huge).toMatch(/^RangeError: WebAssembly.Memory\(\): could not allocate memory: 65536 pages/);
     expect(probe.growPastBudget).toMatch(/^RangeError: .*Maximum memory size exceeded/);
     await s.close();
+  });
+
+  it('crypto.subtle flood (300 PBKDF2 of 1M iterations): a bounded few run, the rest wait or are refused, and what waits never starts once the call is over', async () => {
+    const { step, logger } = hostile('CryptoFlood');
+    const flood = await step;
+    const sessionLog = recordingLogger();
+    const session = await createPluginStep({ name: 'Hostile', exportedSymbolName: 'CryptoSession' }, { pluginDir: plugins.dir, logger: sessionLog, inline });
+    await attack(flood, 1);
+    expect(codes(logger)).toContain(PluginCodes.TIMEOUT);
+    // Another step's Web Crypto keeps working: the flood holds at most 2 of the pool's threads.
+    const decision = await session.authorize(request());
+    expect(decision).toMatchObject({ allowed: true, headersToSet: expect.arrayContaining([{ key: 'x-opened', value: 'session' }]) });
+    await recovers(flood);
+    await flood.close();
+    await session.close();
   });
 
   it('require attempt: there is no require', async () => {

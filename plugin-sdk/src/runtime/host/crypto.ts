@@ -275,7 +275,7 @@ interface HeldKey {
 }
 
 /** The host crypto of one isolate: the synchronous dispatcher, and `subtle` for the operations that run on Node's crypto.subtle (./subtle-call.ts). */
-export type HostCryptoDispatcher = HostCrypto & { subtle: (request: unknown) => Promise<HostAnswer> };
+export type HostCryptoDispatcher = HostCrypto & { subtle: (request: unknown, live?: () => boolean) => Promise<HostAnswer> };
 
 /** Keys one isolate holds handles to; least recently used go first (the isolate re-registers them: `stale`). */
 const MAX_HANDLES = 512;
