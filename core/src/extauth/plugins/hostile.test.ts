@@ -161,6 +161,18 @@ describe.each([
     await s.close();
   });
 
+  it('Wasm table grown by a million entries at a time: refused at the table budget before V8 allocates (V8 would abort the process), denied', async () => {
+    // A CPU limit of 2 s: the budget, not the clock, is what must stop it.
+    const logger = recordingLogger();
+    const s = await createPluginStep({ name: 'Hostile', exportedSymbolName: 'WasmTableGrow' }, { pluginDir: plugins.dir, logger, cpuTimeoutMs: 2000, inline });
+    await attack(s, 2);
+    const causes = logger.lines.filter((line) => line.level === 'error').map((line) => String(line.fields.cause));
+    expect(causes.length).toBe(2);
+    for (const cause of causes) expect(cause).toMatch(/^Authorize threw: RangeError: WebAssembly.Table(.grow)?\(\): (failed to grow table by 1000000|could not allocate a table)/);
+    await recovers(s);
+    await s.close();
+  });
+
   it('Wasm infinite loop: terminated by the CPU limit (not the wall safety net), denied, isolate rebuilt', async () => {
     const { step, logger } = hostile('WasmSpin');
     const s = await step;
