@@ -180,7 +180,7 @@ const wasmFragment = (r: Random): string => {
     `{ const m = new WebAssembly.Memory({ initial: ${r.int(4)}${r.int(2) ? `, maximum: ${r.pick(HUGE)}` : ''} }); for (;;) m.grow(${1 + r.int(4096)}); }`,
     `{ const t = new WebAssembly.Table({ element: 'anyfunc', initial: 1 }); for (;;) t.grow(${r.pick(['1e6', '1 << 20', '65536'])}); }`,
     `{ for (let i = 0; i < ${1 + r.int(5000)}; i++) ${instance('main')}; }`,
-    `new WebAssembly.Module(new Uint8Array(${r.pick(['16 * 1024 * 1024 + 1', '64', '8'])}))`,
+    `new WebAssembly.Module(new Uint8Array(${r.pick(['8 * 1024 * 1024 + 1', '64', '8'])}))`,
     `{ const m = new WebAssembly.Module(${bytes('main')}); Object.getPrototypeOf(m).constructor.call(null, ${bytes('main')}); }`,
     `{ const i = ${instance('main')}; i.exports.mem.grow(${r.pick(HUGE)}); }`,
   ]);

@@ -24,8 +24,8 @@
 
 /** Bytes of one Wasm page. */
 const PAGE = 65536;
-/** Largest module binary accepted (compiled code lives outside the JS heap too). */
-export const MAX_WASM_MODULE_BYTES = 16 * 1024 * 1024;
+/** Largest module binary accepted: the sandbox's ArrayBuffer bound (compiled code lives outside the JS heap too). */
+export const MAX_WASM_MODULE_BYTES = 8 * 1024 * 1024;
 /** The import module name the rewritten modules take their memories from. */
 export const WASM_MEMORY_IMPORT = 'gatehouse:memory';
 
