@@ -152,6 +152,42 @@ const FRAGMENTS: ((r: Random, target: string) => string)[] = [
 ];
 
 /**
+ * WebAssembly (issue 30 item 4): hand-assembled modules that grow memory until it fails and
+ * trap, loop forever, recurse without end, ask for shared, 64-bit, huge or several memories,
+ * or lie about their section sizes; Memory and Table growth from JavaScript; many instances.
+ * The Wasm budget (memoryLimitMb) and the CPU limit must stop each, and nothing may crash.
+ */
+const WASM_MODULES: Record<string, string> = {
+  // memory 1 page; hog (grow 1 MB until -1, then unreachable), spin (loop), add, pages, mem
+  main: 'AGFzbQEAAAABDgNgAABgAn9/AX9gAAF/AwUEAAABAgUDAQABByIFA2hvZwAABHNwaW4AAQNhZGQAAgVwYWdlcwADA21lbQIACiYEDwADQEEQQABBf0cNAAsACwcAA0AMAAsLBwAgACABagsEAD8ACw==',
+  recursion: 'AGFzbQEAAAABBAFgAAADAgEABwUBAXIAAAoGAQQAEAAL',
+  shared: 'AGFzbQEAAAAFBAEDAQI=',
+  memory64: 'AGFzbQEAAAAFAwEEAQ==',
+  huge: 'AGFzbQEAAAAFBQEAgIAE',
+  multi: 'AGFzbQEAAAAFBQIAAQABBwkCAWECAAFiAgE=',
+  lying: 'AGFzbQEAAAAF/////w8BAAE=',
+};
+const wasmFragment = (r: Random): string => {
+  const bytes = (name: string) => `Uint8Array.from(atob('${WASM_MODULES[name]}'), (c) => c.charCodeAt(0))`;
+  const instance = (name: string) => `new WebAssembly.Instance(new WebAssembly.Module(${bytes(name)}), {})`;
+  return r.pick([
+    `${instance('main')}.exports.hog()`,
+    `${instance('main')}.exports.spin()`,
+    `${instance('recursion')}.exports.r()`,
+    `${instance(r.pick(['shared', 'memory64', 'huge', 'multi', 'lying']))}`,
+    `(await WebAssembly.instantiate(${bytes(r.pick(Object.keys(WASM_MODULES)))}, {})).instance.exports`,
+    `WebAssembly.validate(${bytes(r.pick(Object.keys(WASM_MODULES)))})`,
+    `{ const m = new WebAssembly.Memory({ initial: ${r.int(4)}${r.int(2) ? `, maximum: ${r.pick(HUGE)}` : ''} }); for (;;) m.grow(${1 + r.int(4096)}); }`,
+    `{ const t = new WebAssembly.Table({ element: 'anyfunc', initial: 1 }); for (;;) t.grow(${r.pick(['1e6', '1 << 20', '65536'])}); }`,
+    `{ for (let i = 0; i < ${1 + r.int(5000)}; i++) ${instance('main')}; }`,
+    `new WebAssembly.Module(new Uint8Array(${r.pick(['8 * 1024 * 1024 + 1', '64', '8'])}))`,
+    `{ const m = new WebAssembly.Module(${bytes('main')}); Object.getPrototypeOf(m).constructor.call(null, ${bytes('main')}); }`,
+    `{ const i = ${instance('main')}; i.exports.mem.grow(${r.pick(HUGE)}); }`,
+  ]);
+};
+FRAGMENTS.push(wasmFragment);
+
+/**
  * Tampering done first, to see whether it unlocks a later fragment: [save, tamper, restore]. The
  * program restores what it replaced when it ends (the isolate is shared by the programs; the
  * fixture itself must keep working for the next one).

@@ -20,6 +20,8 @@ export interface BuildPluginOptions {
   gatewayVersion?: string;
   /** Minify the script; the source map (`<name>.js.map`) still points at the sources. */
   minify?: boolean;
+  /** Prefer npm packages' browser builds (`--browser`): see {@link BundleOptions.browser}. */
+  browser?: boolean;
 }
 
 export interface BuildPluginResult {
@@ -37,20 +39,22 @@ const NAME = /^[A-Za-z0-9_$][A-Za-z0-9_$.-]*$/;
 const SKIP = Symbol('gatehouse-resolving');
 const BARE_BUILTIN = new RegExp(`^(${builtinModules.map((m) => m.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')).join('|')})(/.*)?$`);
 
-function nodeOnly(path: string): esbuild.OnResolveResult {
-  return { errors: [{ text: `"${path}" is a Node.js module; auth plugins run in a sandbox without Node.js APIs (no fs, network or process), remove this import` }] };
+function nodeOnly(path: string, importer: string): esbuild.OnResolveResult {
+  // A dependency's Node build: its browser build (--browser) may run on the sandbox's Web APIs.
+  const hint = /(^|[\\/])node_modules[\\/]/.test(importer) ? ' (a dependency imports it: if the package has a browser build, build with --browser)' : ', remove this import';
+  return { errors: [{ text: `"${path}" is a Node.js module; auth plugins run in a sandbox without Node.js APIs (no fs, network or process)${hint}` }] };
 }
 
 /** Node.js modules do not exist in the sandbox: fail the build naming the import, not at load. */
 const noNodeBuiltins: esbuild.Plugin = {
   name: 'gatehouse-no-node-builtins',
   setup(build) {
-    build.onResolve({ filter: /^node:/ }, (args) => nodeOnly(args.path));
+    build.onResolve({ filter: /^node:/ }, (args) => nodeOnly(args.path, args.importer));
     build.onResolve({ filter: BARE_BUILTIN }, async (args) => {
       if (args.pluginData === SKIP) return undefined;
       // An installed npm package of that name (a polyfill such as "buffer") is fine.
       const found = await build.resolve(args.path, { kind: args.kind, importer: args.importer, resolveDir: args.resolveDir, pluginData: SKIP });
-      return found.errors.length === 0 ? found : nodeOnly(args.path);
+      return found.errors.length === 0 ? found : nodeOnly(args.path, args.importer);
     });
   },
 };
@@ -71,6 +75,12 @@ export interface BundleOptions {
   name?: string;
   /** Minify the script (the source map still points at the sources). */
   minify?: boolean;
+  /**
+   * Prefer npm packages' browser builds: the `browser` export condition and `browser` main
+   * field before `module` and `main`. For packages whose Node build needs Node.js modules
+   * (jsonpath-plus's main needs "vm") and whose browser build runs on Web APIs only.
+   */
+  browser?: boolean;
 }
 
 /**
@@ -143,7 +153,8 @@ export async function bundlePlugin(entryPath: string, options: BundleOptions = {
     bundle: true,
     // Neutral: nothing platform-specific; the sandbox is bare V8 (no Node, no DOM).
     platform: 'neutral',
-    mainFields: ['module', 'main'],
+    mainFields: options.browser ? ['browser', 'module', 'main'] : ['module', 'main'],
+    ...(options.browser ? { conditions: ['browser'] } : {}),
     target: 'es2023',
     write: false,
     // Sources in the map are relative to the project: "src/index.ts", whatever the working directory.
@@ -193,7 +204,13 @@ export async function bundlePlugin(entryPath: string, options: BundleOptions = {
     map = JSON.stringify(payload);
   }
   const warnings = [...check.warnings, ...built.warnings].map((m) => m.text);
-  for (const use of uses.dependencies) warnings.push(use.endsWith('")') ? use : `${use} (in a dependency: it fails if that code runs)`);
+  // esbuild bundles a dependency's require("…") calls it can resolve (CommonJS): those run fine. Only
+  // a require it left to run time goes through its shim, which throws "Dynamic require of … is not supported".
+  const unresolvedRequire = code.includes('Dynamic require of');
+  for (const use of uses.dependencies) {
+    if (!unresolvedRequire && / require is a Node\.js global/.test(use)) continue;
+    warnings.push(use.endsWith('")') ? use : `${use} (in a dependency: it fails if that code runs)`);
+  }
   return { code, map, exports: [...exports].sort(), warnings };
 }
 
@@ -208,7 +225,7 @@ export async function buildPlugin(options: BuildPluginOptions): Promise<BuildPlu
   }
   const entry = resolve(options.entry);
   const gatewayVersion = options.gatewayVersion ?? GATEWAY_VERSION;
-  const { code, map, exports, warnings } = await bundlePlugin(entry, { name, minify: options.minify === true });
+  const { code, map, exports, warnings } = await bundlePlugin(entry, { name, minify: options.minify === true, browser: options.browser === true });
   if (!exports.includes(name)) {
     warnings.push(`${entry} does not export "${name}" (it exports ${exports.join(', ')}); AuthConfigs must set exportedSymbolName to one of those`);
   }

@@ -54,7 +54,8 @@ export function projectFiles(options: Required<Pick<InitOptions, 'name' | 'sdk' 
       description: `Gatehouse auth plugin ${name}`,
       engines: { node: '>=24' },
       scripts: {
-        test: 'vitest run',
+        // The Node.js check first: on Node 20, vitest crashes before any test could say why.
+        test: 'gatehouse-plugin check-node && vitest run',
         typecheck: 'tsc -p tsconfig.json && tsc -p tsconfig.test.json',
         build: `gatehouse-plugin build src/index.ts --name ${name}`,
         'build:minified': `gatehouse-plugin build src/index.ts --name ${name} --minify`,

@@ -10,9 +10,11 @@ import { GATEWAY_VERSION } from '../version.ts';
 const USAGE = `usage:
   gatehouse-plugin init DIR [--name NAME] [--sdk SPEC] [--host SPEC]
                                                           a standalone plugin project in DIR (SPEC: a version or file:…tgz)
-  gatehouse-plugin build ENTRY --name NAME [--out DIR] [--minify]
+  gatehouse-plugin build ENTRY --name NAME [--out DIR] [--minify] [--browser]
                                                           writes DIR/NAME.js and its source map DIR/NAME.js.map
-                                                          (default DIR: compiled-auth-plugins)
+                                                          (default DIR: compiled-auth-plugins); --browser prefers
+                                                          npm packages' browser builds (no Node.js modules)
+  gatehouse-plugin check-node                             exits 1 with a clear message on a Node.js older than 24
   gatehouse-plugin dev [ENTRY] [--name NAME] [--config JSON|FILE.json] [--port 8080]
                                                           a local gateway with the plugin in front of an echo upstream,
                                                           rebuilt on change (default ENTRY: src/index.ts)
@@ -27,7 +29,7 @@ async function build(argv: string[], io: Io): Promise<number> {
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
-    options: { name: { type: 'string' }, out: { type: 'string' }, minify: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
+    options: { name: { type: 'string' }, out: { type: 'string' }, minify: { type: 'boolean' }, browser: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
   });
   if (values.help) {
     io.out(USAGE);
@@ -37,7 +39,7 @@ async function build(argv: string[], io: Io): Promise<number> {
     io.err(`gatehouse-plugin build: expected one ENTRY file and --name NAME\n${USAGE}`);
     return 2;
   }
-  const result = await buildPlugin({ entry: positionals[0]!, name: values.name, outDir: values.out ?? process.env.GATEHOUSE_PLUGIN_OUT, minify: values.minify === true || process.env.GATEHOUSE_PLUGIN_MINIFY === '1' });
+  const result = await buildPlugin({ entry: positionals[0]!, name: values.name, outDir: values.out ?? process.env.GATEHOUSE_PLUGIN_OUT, minify: values.minify === true || process.env.GATEHOUSE_PLUGIN_MINIFY === '1', browser: values.browser === true || process.env.GATEHOUSE_PLUGIN_BROWSER === '1' });
   for (const warning of result.warnings) io.err(`warning: ${warning}`);
   const { metadata } = result;
   io.out(`built ${result.file} (plugin ${metadata.name}, exports ${metadata.exports.join(', ')}, gateway ${metadata.gatewayVersion}, ${metadata.contentHash})`);
@@ -127,6 +129,9 @@ export async function main(argv: string[], io: Io = stdio): Promise<number> {
         return await image(rest);
       case 'version':
         io.out(GATEWAY_VERSION);
+        return 0;
+      case 'check-node':
+        // The check above passed (on an older Node.js, bin/launch.js stops before this module loads).
         return 0;
       case undefined:
       case 'help':

@@ -72,4 +72,6 @@ export interface HostApi {
   url?: HostUrl;
   call?: HostCall;
   done?: HostDone;
+  /** Bounds the runtime enforces itself: `wasmMemoryMb` is the Wasm linear memory all memories of the isolate may reserve (none: no `WebAssembly`). */
+  limits?: { wasmMemoryMb?: number };
 }

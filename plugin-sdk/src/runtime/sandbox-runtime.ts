@@ -10,10 +10,12 @@ import { boundBuiltins } from './bounded-builtins.ts';
 import { installWebGlobals } from './web/install-web-globals.ts';
 import { createTimers } from './web/timers.ts';
 import { createFetch } from './web/fetch.ts';
+import { AbortSignal, useAbortTimer } from './web/abort.ts';
 import { Request, requestParts, responseFrom } from './web/fetch-types.ts';
 import { atob } from './web/encoding.ts';
 import type { HostApi, HostLog } from './host-api.ts';
 import { decodeConfig } from './decode-config.ts';
+import { createWebAssembly, type WasmNamespace } from './web/wasm.ts';
 
 export type { HostLog };
 
@@ -96,9 +98,15 @@ export function install(host: HostApi): RuntimeApi {
   const StringOf = String;
   const isArray = Array.isArray;
 
-  // Defense in depth on top of the isolate: WebAssembly memory is not counted against the
-  // isolate's memory limit, and SharedArrayBuffer enables Atomics.wait, which blocks the thread.
+  // V8's WebAssembly allocates linear memory outside the heap that the isolate's memory limit
+  // counts: it is replaced by a wrapper that budgets every memory (./web/wasm.ts), or left out
+  // when the host grants no budget. SharedArrayBuffer enables Atomics.wait, which blocks the thread.
+  const nativeWasm = (globalThis as { WebAssembly?: WasmNamespace }).WebAssembly;
   for (const name of ['WebAssembly', 'SharedArrayBuffer']) delete (globalThis as Record<string, unknown>)[name];
+  const wasmMemoryMb = host.limits?.wasmMemoryMb;
+  if (nativeWasm && typeof wasmMemoryMb === 'number' && wasmMemoryMb > 0) {
+    defineProperty(globalThis, 'WebAssembly', { value: createWebAssembly(nativeWasm, wasmMemoryMb), writable: true, configurable: true });
+  }
   // Builtins that termination cannot interrupt get bounded inputs (issue 17 findings 5, 12, 16).
   boundBuiltins();
   // The Web platform subset that needs no host (SPEC 5.3): plain JavaScript in this realm.
@@ -107,7 +115,8 @@ export function install(host: HostApi): RuntimeApi {
   if (hostCall) {
     const timers = createTimers(hostCall, (error) => emitUncaught('a timer callback', error));
     for (const [name, value] of Object.entries(timers)) defineProperty(globalThis, name, { value, writable: true, configurable: true });
-    defineProperty(globalThis, 'fetch', { value: createFetch(hostCall, { Request, requestParts, responseFrom }), writable: true, configurable: true });
+    useAbortTimer((run, ms) => timers.setTimeout(run, ms), (error) => emitUncaught('an abort listener', error));
+    defineProperty(globalThis, 'fetch', { value: createFetch(hostCall, { Request, requestParts, responseFrom }, AbortSignal), writable: true, configurable: true });
   }
   // `gc` appears in every isolate when the process runs with --expose-gc (the launcher's flag),
   // writable but not configurable: overwritten, so no plugin can force full collections.
@@ -115,10 +124,27 @@ export function install(host: HostApi): RuntimeApi {
 
   let budget = LOG_LINES_PER_CALL;
   let emitUncaught: (where: string, error: unknown) => void = () => {};
+  const ErrorType = Error;
+  /** An Error as Node's console shows it: `Name: message` and the plugin's frames (not `{}`, which is what JSON makes of it). */
+  const errorText = (error: Error): string => {
+    const head = `${StringOf(error.name)}: ${StringOf(error.message)}`;
+    const stack = typeof error.stack === 'string' ? error.stack.split('\n').filter((line) => line.startsWith('    at ') && !line.includes('gatehouse:sandbox-runtime')) : [];
+    return stack.length ? `${head}\n${stack.slice(0, STACK_FRAMES).join('\n')}` : head;
+  };
+  /** Errors inside log fields: their name, message, stack, cause and own fields (a `code`), instead of `{}`. */
+  const errorFields = (_key: string, value: unknown): unknown => {
+    if (!(value instanceof ErrorType)) return value;
+    const out: Record<string, unknown> = { name: value.name, message: value.message };
+    const stack = errorText(value).split('\n').slice(1).join('\n');
+    if (stack) out.stack = stack;
+    if ('cause' in value) out.cause = value.cause;
+    for (const key of Object.keys(value)) if (!(key in out)) out[key] = (value as unknown as Record<string, unknown>)[key];
+    return out;
+  };
   const text = (value: unknown, max: number): string => {
     let out: string;
     try {
-      out = typeof value === 'string' ? value : (stringify(value) ?? StringOf(value));
+      out = typeof value === 'string' ? value : value instanceof ErrorType ? errorText(value) : (stringify(value, errorFields) ?? StringOf(value));
     } catch {
       out = '[unprintable]';
     }

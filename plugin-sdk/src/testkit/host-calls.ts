@@ -35,7 +35,12 @@ export class TestHostCalls {
   private running = 0;
   private readonly sleeps = new Map<number, { cancel: () => void; resolve: (answer: HostAnswer) => void }>();
   private readonly fetches = new Set<AbortController>();
+  /** Fetches the plugin gave a signal, by the runtime's abort id. */
+  private readonly abortable = new Map<number, AbortController>();
   private disposed = false;
+  private epoch = 0;
+  /** The host crypto's asynchronous half (`createHostCrypto().subtle`). */
+  subtle: ((request: unknown, live?: () => boolean) => Promise<HostAnswer>) | undefined;
 
   private readonly egress: EgressLike | undefined;
   private readonly clock: FakeClock;
@@ -58,6 +63,7 @@ export class TestHostCalls {
 
   cancelAll(dispose = false): void {
     if (dispose) this.disposed = true;
+    this.epoch++;
     for (const [id, sleep] of this.sleeps) {
       sleep.cancel();
       this.sleeps.delete(id);
@@ -78,6 +84,11 @@ export class TestHostCalls {
         return Promise.resolve({ value: null });
       case 'fetch':
         return this.fetch(args);
+      case 'crypto':
+        return this.crypto(args);
+      case 'fetch-abort':
+        this.abortFetch(id);
+        return Promise.resolve({ value: null });
       default:
         return Promise.resolve({ error: { name: 'TypeError', message: `unknown host operation ${String(op).slice(0, 40)}` } });
     }
@@ -108,6 +119,18 @@ export class TestHostCalls {
     sleep.resolve(CANCELLED);
   }
 
+  /** The plugin's AbortSignal aborted a fetch: the host stops it (its answer is dropped). */
+  private abortFetch(id: unknown): void {
+    if (typeof id === 'number') this.abortable.get(id)?.abort();
+  }
+
+  private async crypto(args: unknown): Promise<HostAnswer> {
+    if (!this.subtle) return { error: { name: 'NotSupportedError', message: 'crypto.subtle: not available in this host' } };
+    const epoch = this.epoch;
+    const answer = await this.subtle(args, () => epoch === this.epoch);
+    return epoch === this.epoch ? answer : CANCELLED;
+  }
+
   private async fetch(args: unknown): Promise<HostAnswer> {
     if (!this.egress) return { error: { name: 'TypeError', message: 'fetch is not allowed: this step declares no egress (pluginAuth.egress)' } };
     if (this.fetches.size >= this.limits.maxFetches) {
@@ -115,11 +138,14 @@ export class TestHostCalls {
     }
     const controller = new AbortController();
     this.fetches.add(controller);
+    const abortId = (args as { abortId?: unknown }).abortId;
+    if (typeof abortId === 'number') this.abortable.set(abortId, controller);
     try {
       const answer = await this.egress.fetch(args, controller.signal);
       return controller.signal.aborted ? CANCELLED : answer;
     } finally {
       this.fetches.delete(controller);
+      if (typeof abortId === 'number') this.abortable.delete(abortId);
     }
   }
 }

@@ -15,7 +15,7 @@ import { realClock } from './clock.ts';
 import { withFailure, type PluginHarness, type TestFailure, type TestLogLine } from './harness.ts';
 import { loadEgress, TestHostCalls } from './host-calls.ts';
 import { PluginStartError } from './in-process.ts';
-import { bridge, realmOf } from './realm.ts';
+import { bridge, copyInto, realmOf } from './realm.ts';
 import type { SandboxOptions } from './sandbox.ts';
 import { createTestStore } from './store.ts';
 
@@ -61,7 +61,7 @@ export async function runEntryInProcess(options: SandboxOptions): Promise<Plugin
     throw new PluginStartError(code, `${where}: ${message}`, { cause });
   };
 
-  const bundle = await bundlePlugin(entry, { name: options.name });
+  const bundle = await bundlePlugin(entry, { name: options.name, browser: options.browser === true });
   if (!bundle.exports.includes(symbol)) {
     fail('GH_PLUGIN_SYMBOL_NOT_EXPORTED', `${entry} does not export "${symbol}" (it exports ${bundle.exports.join(', ') || 'nothing'}); set exportedSymbolName to one of those`);
   }
@@ -80,12 +80,14 @@ export async function runEntryInProcess(options: SandboxOptions): Promise<Plugin
   };
   const egress = options.egress?.length ? await loadEgress(options.egress, wallTimeoutMs) : undefined;
   const calls = new TestHostCalls(egress, clock, { deadlineMs: wallTimeoutMs, maxFetches: 16, maxTimers: 1024 });
+  const hostCrypto = createHostCrypto();
+  calls.subtle = hostCrypto.subtle;
   const secrets = Object.freeze({ ...(options.secrets ?? {}) });
   const redact = redactor(secrets);
   const logs: TestLogLine[] = [];
   const failures: TestFailure[] = [];
 
-  const context = vm.createContext({}, { name: `gatehouse-plugin ${options.name}`, codeGeneration: { strings: true, wasm: false } });
+  const context = vm.createContext({}, { name: `gatehouse-plugin ${options.name}`, codeGeneration: { strings: true, wasm: true } });
   const realm = realmOf(context);
   if (options.clock) (vm.runInContext(FAKE_DATE_SOURCE, context) as (now: () => number) => void)(bridge(() => clock.now(), realm) as () => number);
 
@@ -107,7 +109,7 @@ export async function runEntryInProcess(options: SandboxOptions): Promise<Plugin
       logs.push({ level, message, ...(parsed === undefined ? {} : { fields: parsed }) });
     },
     random: hostRandom,
-    crypto: createHostCrypto(),
+    crypto: hostCrypto,
     url: hostUrl,
     call: calls.dispatch,
     done: (id, json) => {
@@ -120,6 +122,8 @@ export async function runEntryInProcess(options: SandboxOptions): Promise<Plugin
     store: createTestStore(clock),
   };
   const bridged = Object.fromEntries(Object.entries(host).map(([name, fn]) => [name, bridge(fn as (...args: unknown[]) => unknown, realm)])) as unknown as HostApi;
+  // The same Wasm memory budget as the host's (the step's memory limit; 64 MB by default).
+  bridged.limits = copyInto({ wasmMemoryMb: options.memoryLimitMb ?? 64 }, realm) as HostApi['limits'];
 
   const run = (code: string, filename: string): unknown => {
     try {

@@ -74,6 +74,8 @@ export interface SandboxOptions {
   clock?: FakeClock;
   /** Sandbox mode: build with `--minify` (stacks still name the sources, through the source map). */
   minify?: boolean;
+  /** Build with `--browser`: npm packages' browser builds are preferred (both modes). */
+  browser?: boolean;
 }
 
 /** The field of a CheckRequest that carries the fake time into the sandbox (removed before the plugin sees it). */
@@ -133,7 +135,7 @@ export async function runInSandbox(options: SandboxOptions): Promise<SandboxHarn
   const dir = await mkdtemp(join(tmpdir(), 'gatehouse-plugin-test-'));
   try {
     const entry = options.entry instanceof URL ? fileURLToPath(options.entry) : options.entry;
-    const built = await buildPlugin({ entry, name: options.name, outDir: dir, minify: options.minify === true });
+    const built = await buildPlugin({ entry, name: options.name, outDir: dir, minify: options.minify === true, browser: options.browser === true });
     let metadata = built.metadata;
     const clock = options.clock ?? realClock;
     if (options.clock) {

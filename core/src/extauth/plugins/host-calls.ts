@@ -23,9 +23,17 @@ export class HostCalls {
   private running = 0;
   private readonly sleeps = new Map<number, { timer: NodeJS.Timeout; resolve: (answer: HostAnswer) => void }>();
   private readonly fetches = new Set<{ controller: AbortController }>();
+  /** Fetches the plugin gave a signal, by the runtime's abort id. */
+  private readonly abortable = new Map<number, AbortController>();
   private readonly egress: Egress | undefined;
   private readonly limits: HostCallLimits;
   private disposed = false;
+  /** crypto.subtle operations running on Node's crypto.subtle (their answers wake the isolate). */
+  private cryptos = 0;
+  /** Bumped by cancelAll: an operation that finishes in a later epoch serves no call any more. */
+  private epoch = 0;
+  /** The host crypto's asynchronous half (`createHostCrypto().subtle`); without it `crypto` operations are refused. */
+  subtle: ((request: unknown, live?: () => boolean) => Promise<HostAnswer>) | undefined;
   /** Called when a timer or fetch starts (the isolate will get a task later) and when one ends. */
   onStart: (() => void) | undefined;
   onSettle: (() => void) | undefined;
@@ -39,7 +47,7 @@ export class HostCalls {
 
   /** Timers and fetches waiting now: while any are, calls must not run inline. */
   get outstanding(): number {
-    return this.sleeps.size + this.fetches.size;
+    return this.sleeps.size + this.fetches.size + this.cryptos;
   }
 
   /** A call (or Start) began: its timers and fetches may run. */
@@ -57,6 +65,7 @@ export class HostCalls {
   /** Cancels every timer and fetch, for good once disposed. */
   cancelAll(dispose = false): void {
     if (dispose) this.disposed = true;
+    this.epoch++;
     for (const [id, sleep] of this.sleeps) {
       clearTimeout(sleep.timer);
       this.sleeps.delete(id);
@@ -87,6 +96,11 @@ export class HostCalls {
         return Promise.resolve({ value: null });
       case 'fetch':
         return this.fetch(args);
+      case 'crypto':
+        return this.crypto(args);
+      case 'fetch-abort':
+        this.abortFetch(id);
+        return Promise.resolve({ value: null });
       default:
         return Promise.resolve({ error: { name: 'TypeError', message: `unknown host operation ${String(op).slice(0, 40)}` } });
     }
@@ -122,6 +136,23 @@ export class HostCalls {
     sleep.resolve(CANCELLED);
   }
 
+  /** The plugin's AbortSignal aborted a fetch: the host stops it (its answer is dropped). */
+  private abortFetch(id: unknown): void {
+    if (typeof id === 'number') this.abortable.get(id)?.abort();
+  }
+
+  private async crypto(args: unknown): Promise<HostAnswer> {
+    if (!this.subtle) return { error: { name: 'NotSupportedError', message: 'crypto.subtle: not available in this host' } };
+    const epoch = this.epoch;
+    this.cryptos++;
+    try {
+      const answer = await this.subtle(args, () => epoch === this.epoch);
+      return epoch === this.epoch ? answer : CANCELLED;
+    } finally {
+      this.cryptos--;
+    }
+  }
+
   private async fetch(args: unknown): Promise<HostAnswer> {
     if (!this.egress) return { error: { name: 'TypeError', message: 'fetch is not allowed: this step declares no egress (pluginAuth.egress)' } };
     if (this.fetches.size >= this.limits.maxFetches) {
@@ -129,6 +160,8 @@ export class HostCalls {
     }
     const entry = { controller: new AbortController() };
     this.fetches.add(entry);
+    const abortId = (args as { abortId?: unknown }).abortId;
+    if (typeof abortId === 'number') this.abortable.set(abortId, entry.controller);
     try {
       const answer = await this.egress.fetch(args, entry.controller.signal);
       const origin = URL.parse(String((args as { url?: unknown } | null)?.url ?? ''))?.origin ?? 'invalid';
@@ -137,6 +170,7 @@ export class HostCalls {
       return entry.controller.signal.aborted ? CANCELLED : answer;
     } finally {
       this.fetches.delete(entry);
+      if (typeof abortId === 'number') this.abortable.delete(abortId);
     }
   }
 }

@@ -136,6 +136,83 @@ describe.each([
     },
   );
 
+  it('Wasm memory grown by Wasm code: stopped at the Wasm budget (the memory limit), denied, the step keeps serving', async () => {
+    const logger = recordingLogger();
+    const s = await createPluginStep({ name: 'Hostile', exportedSymbolName: 'WasmMemoryHog' }, { pluginDir: plugins.dir, logger, memoryLimitMb: 32, cpuTimeoutMs: 2000, inline });
+    await attack(s, 2);
+    // A CPU limit of 2 s: what stops the growth here is the budget, not the clock (on a loaded machine 32 grows can take 50 ms).
+    const causes = logger.lines.filter((line) => line.level === 'error').map((line) => String(line.fields.cause));
+    // The first grows to the 32 MB budget and traps; a second, before the first memory is collected, finds no budget left.
+    expect(causes.length).toBe(2);
+    for (const cause of causes) expect(cause).toMatch(/^Authorize threw: (RuntimeError: unreachable|RangeError: WebAssembly.Instance\(\): could not allocate memory: 1 pages .* more than the \d+ pages left of the plugin's Wasm memory budget \(memoryLimitMb 32\))/);
+    expect(causes[0]).toBe('Authorize threw: RuntimeError: unreachable');
+    await recovers(s);
+    await s.close();
+  });
+
+  it('Wasm memory grown from JavaScript without a maximum: Memory.grow throws past the budget, denied', async () => {
+    const logger = recordingLogger();
+    const s = await createPluginStep({ name: 'Hostile', exportedSymbolName: 'WasmMemoryGrow' }, { pluginDir: plugins.dir, logger, memoryLimitMb: 32, cpuTimeoutMs: 2000, inline });
+    await attack(s, 2);
+    const causes = logger.lines.filter((line) => line.level === 'error').map((line) => String(line.fields.cause));
+    expect(causes.length).toBe(2);
+    for (const cause of causes) expect(cause).toMatch(/^Authorize threw: RangeError: WebAssembly.Memory(.grow)?\(\): (Maximum memory size exceeded|could not allocate memory)/);
+    await recovers(s);
+    await s.close();
+  });
+
+  it('Wasm table grown by a million entries at a time: refused at the table budget before V8 allocates (V8 would abort the process), denied', async () => {
+    // A CPU limit of 2 s: the budget, not the clock, is what must stop it.
+    const logger = recordingLogger();
+    const s = await createPluginStep({ name: 'Hostile', exportedSymbolName: 'WasmTableGrow' }, { pluginDir: plugins.dir, logger, cpuTimeoutMs: 2000, inline });
+    await attack(s, 2);
+    const causes = logger.lines.filter((line) => line.level === 'error').map((line) => String(line.fields.cause));
+    expect(causes.length).toBe(2);
+    for (const cause of causes) expect(cause).toMatch(/^Authorize threw: RangeError: WebAssembly.Table(.grow)?\(\): (failed to grow table by 1000000|could not allocate a table)/);
+    await recovers(s);
+    await s.close();
+  });
+
+  it('Wasm infinite loop: terminated by the CPU limit (not the wall safety net), denied, isolate rebuilt', async () => {
+    const { step, logger } = hostile('WasmSpin');
+    const s = await step;
+    await attack(s);
+    const timeouts = logger.lines.filter((line) => line.fields.code === PluginCodes.TIMEOUT).map((line) => String(line.fields.cause));
+    expect(timeouts.length).toBeGreaterThan(0);
+    for (const cause of timeouts) expect(cause).toBe('Authorize ran longer than the 50 ms CPU limit');
+    await recovers(s);
+    expect(logger.lines.some((line) => line.message === 'plugin isolate rebuilt')).toBe(true);
+    await s.close();
+  });
+
+  it('WebAssembly runs, and no path leads to an unbudgeted constructor or a shared memory', async () => {
+    const { step } = hostile('WasmProbe');
+    const s = await step;
+    const decision = await s.authorize(request());
+    expect(decision.allowed).toBe(true);
+    const probe = JSON.parse((decision as { headersToSet: { value: string }[] }).headersToSet[0]!.value) as Record<string, unknown>;
+    expect(probe).toMatchObject({ add: 42, validate: true, compiled: true, sameConstructor: true, viaConstructor: true });
+    expect(probe.shared).toBe('TypeError: WebAssembly.Memory(): the plugin sandbox has no shared Wasm memory');
+    expect(probe.huge).toMatch(/^RangeError: WebAssembly.Memory\(\): could not allocate memory: 65536 pages/);
+    expect(probe.growPastBudget).toMatch(/^RangeError: .*Maximum memory size exceeded/);
+    await s.close();
+  });
+
+  it('crypto.subtle flood (300 PBKDF2 of 1M iterations): a bounded few run, the rest wait or are refused, and what waits never starts once the call is over', async () => {
+    const { step, logger } = hostile('CryptoFlood');
+    const flood = await step;
+    const sessionLog = recordingLogger();
+    const session = await createPluginStep({ name: 'Hostile', exportedSymbolName: 'CryptoSession' }, { pluginDir: plugins.dir, logger: sessionLog, inline });
+    await attack(flood, 1);
+    expect(codes(logger)).toContain(PluginCodes.TIMEOUT);
+    // Another step's Web Crypto keeps working: the flood holds at most 2 of the pool's threads.
+    const decision = await session.authorize(request());
+    expect(decision).toMatchObject({ allowed: true, headersToSet: expect.arrayContaining([{ key: 'x-opened', value: 'session' }]) });
+    await recovers(flood);
+    await flood.close();
+    await session.close();
+  });
+
   it('require attempt: there is no require', async () => {
     const { step, logger } = hostile('RequireAttempt');
     const s = await step;
@@ -172,7 +249,7 @@ describe.each([
     await s.close();
   });
 
-  it('the global scope offers none of Node.js, WebAssembly or SharedArrayBuffer', async () => {
+  it('the global scope offers none of Node.js or SharedArrayBuffer', async () => {
     const { step } = hostile('Probe');
     const s = await step;
     const decision = await s.authorize(request());

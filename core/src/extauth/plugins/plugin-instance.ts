@@ -286,6 +286,8 @@ export class PluginInstance {
       logger[level]({ ...where, source: 'plugin', ...(parsed === undefined ? {} : { fields: parsed }) }, message);
     };
 
+    const hostCrypto = createHostCrypto({ defer: (work) => instance.defer(work) });
+    calls.subtle = hostCrypto.subtle;
     const context = await guard('creating the isolate', () => isolate.createContext());
     await guard('the sandbox runtime', async () => {
       const script = await isolate.compileScript(runtime, { filename: 'gatehouse:sandbox-runtime.js' });
@@ -295,11 +297,11 @@ export class PluginInstance {
       context.evalClosure(
         `const install = globalThis.${RUNTIME_INSTALL_GLOBAL}; delete globalThis.${RUNTIME_INSTALL_GLOBAL}; const apply = Reflect.apply, call = $4.apply, host = $4;
          const options = { arguments: { copy: true }, result: { promise: true, copy: true } };
-         return install({ log: $0, random: $1, crypto: $2, url: $3, call: (op, args) => apply(call, host, [undefined, [op, args], options]), done: $5, store: $6 });`,
+         return install({ log: $0, random: $1, crypto: $2, url: $3, call: (op, args) => apply(call, host, [undefined, [op, args], options]), done: $5, store: $6, limits: { wasmMemoryMb: ${Number(limits.memoryLimitMb)} } });`,
         [
           new ivm.Callback(hostLog, { ignored: true }),
           new ivm.Callback(hostRandom),
-          new ivm.Callback(createHostCrypto({ defer: (work) => instance.defer(work) })),
+          new ivm.Callback(hostCrypto),
           new ivm.Callback(hostUrl),
           new ivm.Reference(calls.dispatch),
           new ivm.Callback((id: unknown, json: unknown) => instance.answered(id, json), { ignored: true }),

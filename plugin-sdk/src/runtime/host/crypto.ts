@@ -1,5 +1,8 @@
 import { constants, createHash, createHmac, createPrivateKey, createPublicKey, createSecretKey, sign, timingSafeEqual, verify, type KeyObject } from 'node:crypto';
+import type { webcrypto } from 'node:crypto';
 import type { HostCrypto } from '../host-api.ts';
+import type { HostAnswer } from '../sandbox-runtime.ts';
+import { createSubtleCall, type WireKey } from './subtle-call.ts';
 
 /**
  * The host's half of the sandbox's `crypto.subtle` (SPEC 5.3): digest, importKey, sign, verify
@@ -265,7 +268,14 @@ interface HeldKey {
   ref: KeyRef;
   object: KeyObject;
   prepared: Map<string, Prepared>;
+  extractable: boolean;
+  usages: string[];
+  /** Node's CryptoKey of the key, for the operations Node's crypto.subtle runs (made when first needed). */
+  web?: webcrypto.CryptoKey;
 }
+
+/** The host crypto of one isolate: the synchronous dispatcher, and `subtle` for the operations that run on Node's crypto.subtle (./subtle-call.ts). */
+export type HostCryptoDispatcher = HostCrypto & { subtle: (request: unknown, live?: () => boolean) => Promise<HostAnswer> };
 
 /** Keys one isolate holds handles to; least recently used go first (the isolate re-registers them: `stale`). */
 const MAX_HANDLES = 512;
@@ -311,14 +321,40 @@ export function p1363ToDer(signature: Uint8Array, size: number): Buffer | undefi
  * `'stale'` for a handle this dispatcher dropped, which `rekey(handle, key)` registers again.
  * `digest` and `exportKey` take whole descriptions.
  */
-export function createHostCrypto(options: HostCryptoOptions = {}): HostCrypto {
+export function createHostCrypto(options: HostCryptoOptions = {}): HostCryptoDispatcher {
   const held = new Map<number, HeldKey>();
   let handles = 0;
-  const hold = (ref: KeyRef, object: KeyObject, handle = ++handles): number => {
-    held.set(handle, { ref, object, prepared: new Map() });
+  const hold = (ref: KeyRef, object: KeyObject, handle = ++handles, use: { extractable: boolean; usages: string[]; web?: webcrypto.CryptoKey } = { extractable: false, usages: [] }): number => {
+    held.set(handle, { ref, object, prepared: new Map(), ...use });
     if (held.size > MAX_HANDLES) held.delete(held.keys().next().value!);
     return handle;
   };
+  const usesOf = (value: Record<string, unknown> | null | undefined): { extractable: boolean; usages: string[] } => ({
+    extractable: value?.extractable === true,
+    usages: Array.isArray(value?.usages) ? (value.usages as unknown[]).slice(0, 8).map(String) : [],
+  });
+  const subtle = createSubtleCall({
+    webKey(key: WireKey): webcrypto.CryptoKey {
+      let entry = use(key?.handle);
+      if (!entry) {
+        const ref = keyRefOf(key);
+        const handle = key.handle;
+        if (typeof handle !== 'number' || !Number.isSafeInteger(handle) || handle < 1 || handle > handles) throw new CryptoError('TypeError', 'key: not a handle');
+        hold(ref, keyObjectOf(ref), handle, usesOf(key as unknown as Record<string, unknown>));
+        entry = held.get(handle)!;
+      }
+      if (!entry.web) {
+        const { name, hash, namedCurve, length } = entry.ref.algorithm;
+        const algorithm = { name, ...(hash ? { hash } : {}), ...(namedCurve ? { namedCurve } : {}), ...(name === 'HMAC' && length ? { length } : {}) };
+        entry.web = entry.object.toCryptoKey(algorithm, entry.extractable, entry.usages as webcrypto.KeyUsage[]);
+      }
+      return entry.web;
+    },
+    holdWebKey(key, object, description) {
+      const ref: KeyRef = { type: description.type, material: description.material, algorithm: description.algorithm };
+      return hold(ref, object, ++handles, { extractable: description.extractable, usages: description.usages, web: key });
+    },
+  });
   /** What `sign` or `verify` with a held key and `params` (`name|hash|saltLength|namedCurve`) needs, prepared once. */
   const prepare = (entry: HeldKey, params: string, mode: 'sign' | 'verify'): Prepared => {
     const id = `${mode}|${params}`;
@@ -399,7 +435,7 @@ export function createHostCrypto(options: HostCryptoOptions = {}): HostCrypto {
       throw new CryptoError('OperationError', (error as Error).message);
     }
   };
-  return (op: string, raw: unknown, a?: unknown, b?: unknown, c?: unknown): unknown => {
+  const dispatch = (op: string, raw: unknown, a?: unknown, b?: unknown, c?: unknown): unknown => {
     try {
       if (op === 'verifyHandle') return verifyHandle(raw, a, b, c);
       if (op === 'signHandle') return signHandle(raw, a, b);
@@ -408,7 +444,7 @@ export function createHostCrypto(options: HostCryptoOptions = {}): HostCrypto {
         case 'rekey': {
           const key = keyRefOf(a);
           if (typeof raw !== 'number' || !Number.isSafeInteger(raw) || raw < 1 || raw > handles) throw new CryptoError('TypeError', 'rekey: not a handle');
-          hold(key, keyObjectOf(key), raw);
+          hold(key, keyObjectOf(key), raw, usesOf(a as Record<string, unknown>));
           return { value: null };
         }
         case 'importKey': {
@@ -416,7 +452,7 @@ export function createHostCrypto(options: HostCryptoOptions = {}): HostCrypto {
           // Held as the isolate describes a key in later calls: the algorithm it was imported for.
           const requested = algorithmOf(args.algorithm);
           const ref: KeyRef = { type: imported.type, material: imported.material, algorithm: { name: requested.name, ...(requested.hash ? { hash: requested.hash } : {}), ...(requested.namedCurve ? { namedCurve: requested.namedCurve } : {}) } };
-          return { value: { ...imported, handle: hold(ref, keyObjectOf(ref)) } };
+          return { value: { ...imported, handle: hold(ref, keyObjectOf(ref), undefined, usesOf(args)) } };
         }
         case 'digest': {
           const hash = HASHES[String(args.hash)];
@@ -433,5 +469,5 @@ export function createHostCrypto(options: HostCryptoOptions = {}): HostCrypto {
       return { error: { name: e instanceof CryptoError ? e.name : 'OperationError', message: String(e.message).slice(0, 500) } };
     }
   };
+  return Object.assign(dispatch, { subtle });
 }
-

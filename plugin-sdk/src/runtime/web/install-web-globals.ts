@@ -5,11 +5,13 @@ import { createRandom } from './random.ts';
 import { structuredClone } from './structured-clone.ts';
 import { createSubtle } from './subtle.ts';
 import { createUrlClasses } from './url.ts';
+import { AbortController, AbortSignal, DOMException } from './abort.ts';
 
 /**
  * Defines the sandbox's Web platform subset (SPEC 5.3) on the isolate's global, from plain
  * JavaScript and the host's capabilities: `TextEncoder`, `TextDecoder`, `atob`, `btoa`,
- * `structuredClone`, `Headers`, `Request`, `Response`, `performance.now()`, and (given the
+ * `structuredClone`, `Headers`, `Request`, `Response`, `DOMException`, `AbortController`,
+ * `AbortSignal`, `performance.now()`, and (given the
  * host's parts) `URL`/`URLSearchParams` and `crypto` (`getRandomValues`, `randomUUID`, `subtle`).
  * Runs inside the isolate before the plugin. `performance.now()` counts milliseconds since the
  * isolate's runtime started, at `Date.now()` resolution (coarse on purpose, as browsers coarsen it).
@@ -26,6 +28,9 @@ export function installWebGlobals(host: Omit<HostApi, 'log'>): { resolveJobs: (r
   define('Headers', Headers);
   define('Request', Request);
   define('Response', Response);
+  define('DOMException', DOMException);
+  define('AbortController', AbortController);
+  define('AbortSignal', AbortSignal);
   const now = Date.now;
   const origin = now();
   define('performance', Object.freeze({ now: () => now() - origin, timeOrigin: origin }));
@@ -37,7 +42,7 @@ export function installWebGlobals(host: Omit<HostApi, 'log'>): { resolveJobs: (r
   }
   if (host.random) {
     const random = createRandom(host.random, atob);
-    const subtle = host.crypto ? createSubtle(host.crypto) : undefined;
+    const subtle = host.crypto ? createSubtle(host.crypto, host.call) : undefined;
     define('crypto', Object.freeze({ ...random, ...(subtle ? { subtle: subtle.subtle } : {}) }));
     define('CryptoKey', subtle?.CryptoKey);
     if (subtle) return { resolveJobs: subtle.resolveJobs };

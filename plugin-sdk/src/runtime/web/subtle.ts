@@ -1,4 +1,6 @@
-import type { HostCrypto } from '../host-api.ts';
+import type { HostCall, HostCrypto } from '../host-api.ts';
+import { DOMException } from './abort.ts';
+import type { AnsweredKey, SubtleValue, Wire, WireKey } from '../host/subtle-call.ts';
 
 /**
  * The sandbox's `crypto.subtle` (SPEC 5.3): WebCrypto's argument rules and errors here, the
@@ -13,10 +15,9 @@ const DIGESTS = ['SHA-1', 'SHA-256', 'SHA-384', 'SHA-512'];
 const SIGNERS = ['HMAC', 'RSASSA-PKCS1-v1_5', 'RSA-PSS', 'ECDSA', 'Ed25519'];
 const FORMATS = new Set(['raw', 'spki', 'pkcs8', 'jwk']);
 
+/** WebCrypto's errors are DOMExceptions (OperationError, InvalidAccessError, …), as in Node. */
 function domError(name: string, message: string): Error {
-  const error = new Error(message);
-  error.name = name;
-  return error;
+  return new DOMException(message, name);
 }
 
 interface Slot {
@@ -24,8 +25,10 @@ interface Slot {
   handle: number;
   type: 'secret' | 'public' | 'private';
   material: Uint8Array;
-  /** What the host needs to use the key: name, hash, namedCurve. */
-  hostAlgorithm: { name: string; hash?: string; namedCurve?: string };
+  /** What the host needs to use the key: name, hash, namedCurve (and an HMAC key's length). */
+  hostAlgorithm: { name: string; hash?: string; namedCurve?: string; length?: number };
+  extractable: boolean;
+  usages: string[];
 }
 
 /**
@@ -33,13 +36,15 @@ interface Slot {
  * `resolveJobs` for the host: the results of verifies it ran off the event loop, as
  * `[jobId, valid (0|1), …]` (never given to plugin code).
  */
-export function createSubtle(hostCrypto: HostCrypto): { subtle: object; CryptoKey: unknown; resolveJobs: (results: readonly number[]) => void } {
+export function createSubtle(hostCrypto: HostCrypto, hostCall?: HostCall): { subtle: object; CryptoKey: unknown; resolveJobs: (results: readonly number[]) => void } {
   const slots = new WeakMap<object, Slot>();
   /** Verifies the host runs off the event loop: job id → the plugin's promise's resolve. */
   const jobs = new Map<number, (valid: boolean) => void>();
-  const { freeze } = Object;
+  const { freeze, defineProperty } = Object;
   const isView = ArrayBuffer.isView;
-  const errors: Record<string, ErrorConstructor> = { TypeError, RangeError, SyntaxError };
+  const isArray = Array.isArray;
+  // Node's WebCrypto throws JavaScript TypeErrors (and RangeErrors) for arguments, DOMExceptions (SyntaxError included) for the rest.
+  const errors: Record<string, ErrorConstructor> = { TypeError, RangeError };
 
   /** WebCrypto's CryptoKey: created only by importKey. */
   class CryptoKey {
@@ -85,7 +90,7 @@ export function createSubtle(hostCrypto: HostCrypto): { subtle: object; CryptoKe
   const byHandle = (slot: Slot, op: 'signHandle' | 'verifyHandle', ...args: unknown[]): unknown => {
     const answer = hostCrypto(op, slot.handle, ...args);
     if (answer !== 'stale') return answer;
-    host('rekey', slot.handle, { type: slot.type, material: slot.material, algorithm: slot.hostAlgorithm });
+    host('rekey', slot.handle, { type: slot.type, material: slot.material, algorithm: slot.hostAlgorithm, extractable: slot.extractable, usages: slot.usages });
     return hostCrypto(op, slot.handle, ...args);
   };
 
@@ -149,13 +154,68 @@ export function createSubtle(hostCrypto: HostCrypto): { subtle: object; CryptoKe
     return bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
   };
 
-  const subtle = {
-    digest: promised((algorithm: unknown, data: unknown) => {
-      const { name } = normalize(algorithm, DIGESTS);
-      return buffer(host('digest', { hash: name, data: bufferSource(data, 'digest') }));
-    }),
+  const isSigner = (algorithm: unknown): boolean => {
+    const name = typeof algorithm === 'string' ? algorithm : (algorithm as { name?: unknown } | null)?.name;
+    return typeof name === 'string' && SIGNERS.some((n) => n.toUpperCase() === name.toUpperCase());
+  };
 
-    importKey: promised((format: unknown, keyData: unknown, algorithm: unknown, extractable: unknown, keyUsages: unknown) => {
+  /** A key of this isolate as the host's asynchronous half takes it. */
+  const wireKey = (slot: Slot): WireKey => ({ handle: slot.handle, type: slot.type, material: slot.material, algorithm: slot.hostAlgorithm, extractable: slot.extractable, usages: slot.usages });
+
+  /** An argument as it crosses (../host/subtle-call.ts `Wire`): Node's crypto.subtle then applies its own WebIDL rules to it. */
+  const wire = (value: unknown, depth = 0): Wire => {
+    if (value === null || (typeof value !== 'object' && typeof value !== 'function')) return { p: typeof value === 'bigint' || typeof value === 'symbol' ? undefined : value };
+    if (depth > 8) throw new TypeError('crypto.subtle: argument nested too deeply');
+    const slot = slots.get(value);
+    if (slot) return { k: wireKey(slot) };
+    if (value instanceof ArrayBuffer || isView(value)) return { b: bufferSource(value, 'crypto.subtle') };
+    if (isArray(value)) return { a: value.slice(0, 64).map((item) => wire(item, depth + 1)) };
+    if (typeof value === 'function') return { o: {} };
+    const members: Record<string, Wire> = {};
+    let count = 0;
+    // WebIDL reads a dictionary's members through [[Get]]: inherited ones count too.
+    for (const name in value) {
+      if (++count > 64) break;
+      defineProperty(members, name, { value: wire((value as Record<string, unknown>)[name], depth + 1), enumerable: true, writable: true, configurable: true });
+    }
+    return { o: members };
+  };
+
+  /** A CryptoKey for a key the host answered. */
+  const keyOf = (answered: AnsweredKey): CryptoKey => {
+    const reported = { ...answered.reported };
+    if (typeof reported.hash === 'object' && reported.hash !== null) reported.hash = freeze({ ...(reported.hash as object) });
+    const key = new CryptoKey(slots, answered.type, answered.extractable, freeze(reported), answered.usages);
+    slots.set(key, { handle: answered.handle, type: answered.type, material: answered.material, hostAlgorithm: answered.algorithm, extractable: answered.extractable, usages: [...answered.usages] });
+    return key;
+  };
+
+  const then = Promise.prototype.then;
+  /** Runs `crypto.subtle[method]` in the host, on Node's own implementation. */
+  const viaNode = (method: string, args: unknown[]): Promise<unknown> => {
+    let request: { method: string; args: Wire[] };
+    try {
+      request = { method, args: args.map((arg) => wire(arg)) };
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return then.call(hostCall!('crypto', request), (answer: unknown) => {
+      const a = answer as { value?: SubtleValue; error?: { name: string; message: string }; cancelled?: true };
+      // The call this operation served is over: nobody waits for it any more.
+      if (a.cancelled) return new Promise(() => {});
+      if (a.error) rethrow(a as Answer);
+      const value = a.value as SubtleValue;
+      if ('bytes' in value) return buffer(value.bytes);
+      if ('key' in value) return keyOf(value.key);
+      if ('pair' in value) return { publicKey: keyOf(value.pair.publicKey), privateKey: keyOf(value.pair.privateKey) };
+      if ('bool' in value) return value.bool;
+      return value.json;
+    }) as Promise<unknown>;
+  };
+
+  /** importKey of a signer's key on the synchronous path (the host's node:crypto). */
+  const importSigner = (format: unknown, keyData: unknown, algorithm: unknown, extractable: unknown, keyUsages: unknown): CryptoKey => {
+    {
       if (!FORMATS.has(String(format))) throw new TypeError(`Failed to execute 'importKey' on 'SubtleCrypto': The provided value '${String(format)}' is not a valid enum value of type KeyFormat.`);
       const usages = Array.isArray(keyUsages) ? keyUsages.map(String) : [];
       if (!Array.isArray(keyUsages)) throw new TypeError("Failed to execute 'importKey' on 'SubtleCrypto': parameter 5 is not iterable.");
@@ -184,8 +244,31 @@ export function createSubtle(hostCrypto: HostCrypto): { subtle: object; CryptoKe
         type: imported.type,
         material: imported.material,
         hostAlgorithm: { name: normalized.name, ...(normalized.hash ? { hash: normalized.hash as string } : {}), ...(normalized.namedCurve ? { namedCurve: normalized.namedCurve as string } : {}) },
+        extractable: extractable === true,
+        usages: [...new Set(usages)],
       });
       return key;
+    }
+  };
+
+  const subtle = {
+    digest: promised((algorithm: unknown, data: unknown) => {
+      const { name } = normalize(algorithm, DIGESTS);
+      return buffer(host('digest', { hash: name, data: bufferSource(data, 'digest') }));
+    }),
+
+    importKey: promised((format: unknown, keyData: unknown, algorithm: unknown, extractable: unknown, keyUsages: unknown) => {
+      // Algorithms without a synchronous path here (AES, HKDF, PBKDF2, ECDH, X25519, RSA-OAEP…) are Node's.
+      if (hostCall && !isSigner(algorithm)) return viaNode('importKey', [format, keyData, algorithm, extractable, keyUsages]);
+      // The signers' fast path; where it refuses, Node's own answer (its error, or its key).
+      if (hostCall) {
+        try {
+          return importSigner(format, keyData, algorithm, extractable, keyUsages);
+        } catch {
+          return viaNode('importKey', [format, keyData, algorithm, extractable, keyUsages]);
+        }
+      }
+      return importSigner(format, keyData, algorithm, extractable, keyUsages);
     }),
 
     sign: promised((algorithm: unknown, key: unknown, data: unknown) => {
@@ -208,6 +291,7 @@ export function createSubtle(hostCrypto: HostCrypto): { subtle: object; CryptoKe
     }),
 
     exportKey: promised((format: unknown, key: unknown) => {
+      if (hostCall && !isSigner((key as CryptoKey | null)?.algorithm) && slots.has(key as object)) return viaNode('exportKey', [format, key]);
       if (!FORMATS.has(String(format))) throw new TypeError(`Failed to execute 'exportKey' on 'SubtleCrypto': The provided value '${String(format)}' is not a valid enum value of type KeyFormat.`);
       const slot = typeof key === 'object' && key !== null ? slots.get(key) : undefined;
       if (!slot) throw new TypeError("Failed to execute 'exportKey' on 'SubtleCrypto': parameter 2 is not of type 'CryptoKey'.");
@@ -223,7 +307,9 @@ export function createSubtle(hostCrypto: HostCrypto): { subtle: object; CryptoKe
     }),
   };
   for (const name of ['encrypt', 'decrypt', 'generateKey', 'deriveKey', 'deriveBits', 'wrapKey', 'unwrapKey']) {
-    (subtle as Record<string, unknown>)[name] = () => Promise.reject(domError('NotSupportedError', `crypto.subtle.${name} is not available in the plugin sandbox`));
+    (subtle as Record<string, unknown>)[name] = hostCall
+      ? (...args: unknown[]) => viaNode(name, args)
+      : () => Promise.reject(domError('NotSupportedError', `crypto.subtle.${name} is not available in the plugin sandbox`));
   }
   const resolveJobs = (results: readonly number[]): void => {
     for (let i = 0; i + 1 < results.length; i += 2) {

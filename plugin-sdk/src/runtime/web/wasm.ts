@@ -1,0 +1,420 @@
+/**
+ * The sandbox's `WebAssembly` (SPEC 5.3): V8's own, behind a wrapper that keeps Wasm linear
+ * memory inside the isolate's memory limit. V8 allocates linear memory outside the JS heap,
+ * so isolated-vm's `memoryLimit` does not see it (measured: a 32 MB isolate grew one memory to
+ * 4 GB); the wrapper gives every memory a maximum so that all live memories of the isolate
+ * together reserve at most the Wasm budget (the step's `memoryLimitMb`).
+ *
+ * - A module's own (defined) memories are turned into imports when it is compiled (the binary
+ *   is rewritten: the memory section goes, one import per memory is added), and each
+ *   instantiation creates them through the budgeted `Memory`: a module instantiated twice
+ *   reserves twice.
+ * - `Memory` reserves its maximum (a memory declared without one gets what is left of the
+ *   budget); past it, `memory.grow` answers -1 and `Memory.prototype.grow` throws a RangeError,
+ *   as with any maximum. A reservation is returned when its memory is garbage collected.
+ * - Compiling and instantiating are synchronous, inside the plugin's own call and its CPU limit
+ *   (`compile`/`instantiate` answer settled promises): no compile task runs after a call.
+ * - Tables are budgeted the same way, in entries (8 bytes each on the V8 heap): all tables of the
+ *   isolate together may reach an eighth of the memory limit. V8 has no graceful failure for a
+ *   table grown past the heap limit: the whole process aborts (measured), so the bound must hold
+ *   before V8 allocates.
+ * - Shared and 64-bit memories and tables are refused (shared memory brings `Atomics.wait`).
+ * Runs inside the isolate.
+ */
+
+/** Bytes of one Wasm page. */
+const PAGE = 65536;
+/** Largest module binary accepted: the sandbox's ArrayBuffer bound (compiled code lives outside the JS heap too). */
+export const MAX_WASM_MODULE_BYTES = 8 * 1024 * 1024;
+/** The import module name the rewritten modules take their memories from. */
+export const WASM_MEMORY_IMPORT = 'gatehouse:memory';
+
+/** The parts of V8's `WebAssembly` namespace the wrapper uses (the sandbox's lib has no Wasm typings). */
+export interface WasmNamespace {
+  Module: WasmModuleConstructor;
+  Instance: new (module: object, imports?: object) => object;
+  Memory: new (descriptor: { initial: number; maximum?: number }) => object;
+  Table: unknown;
+  Global: unknown;
+  CompileError: new (message?: string) => Error;
+  LinkError: new (message?: string) => Error;
+  RuntimeError: new (message?: string) => Error;
+  validate(bytes: Uint8Array): boolean;
+  Tag?: unknown;
+  Exception?: unknown;
+}
+interface WasmModuleConstructor {
+  new (bytes: Uint8Array): object;
+  prototype: object;
+}
+declare namespace WebAssembly {
+  type Module = object;
+  type Instance = object;
+  type Memory = object;
+  type Imports = object;
+  type MemoryDescriptor = { initial: number; maximum?: number };
+}
+
+/** A parsed `limits` of the memory section. */
+interface Limits {
+  initial: number;
+  maximum: number | undefined;
+}
+
+class ParseError extends Error {}
+
+/** Reads an unsigned LEB128 (up to 32 bits) at `at`; answers [value, next offset]. */
+function leb(bytes: Uint8Array, at: number): [number, number] {
+  let value = 0;
+  let shift = 0;
+  for (let i = at; i < bytes.length && i < at + 5; i++) {
+    const byte = bytes[i]!;
+    value += (byte & 0x7f) * 2 ** shift;
+    if ((byte & 0x80) === 0) return [value, i + 1];
+    shift += 7;
+  }
+  throw new ParseError('bad LEB128');
+}
+
+function lebBytes(value: number): number[] {
+  const out: number[] = [];
+  let rest = value;
+  do {
+    let byte = rest % 128;
+    rest = Math.floor(rest / 128);
+    if (rest > 0) byte |= 0x80;
+    out.push(byte);
+  } while (rest > 0);
+  return out;
+}
+
+const utf8 = (text: string): number[] => {
+  const out: number[] = [];
+  for (let i = 0; i < text.length; i++) out.push(text.charCodeAt(i) & 0x7f);
+  return out;
+};
+
+/** What {@link rewriteModule} made of a module: its new binary, its memories' limits, its tables' clamped maximums. */
+export interface RewrittenModule {
+  bytes: Uint8Array;
+  /** The module's own memories, now imports (`gatehouse:memory`, `memory0`…), in order. */
+  memories: Limits[];
+  /** Entries the module's own tables may hold (their maximums, clamped to `tableCap`), together. */
+  tableEntries: number;
+}
+
+/** Reads a signed LEB128 heap type (GC proposal reference types); answers the next offset. */
+function skipLeb(bytes: Uint8Array, at: number): number {
+  for (let i = at; i < bytes.length && i < at + 10; i++) if ((bytes[i]! & 0x80) === 0) return i + 1;
+  throw new ParseError('bad LEB128');
+}
+
+/**
+ * Rewrites a module binary for the sandbox's budgets: its defined memories become imports
+ * (`gatehouse:memory`, `memory0`, `memory1`, … in definition order, after its own imported
+ * memories, so memory indices keep their meaning), and its defined tables get a maximum of at
+ * most `tableCap` entries, 65,536 more than its initial size when it declares none (a table is
+ * a V8 heap object: one grown past the heap limit in one allocation is a fatal out-of-memory
+ * error for the whole process, not a catchable one: measured with isolated-vm). Answers
+ * undefined when the module defines neither. Throws {@link ParseError} for a binary it cannot
+ * frame, and a message for what the sandbox refuses (shared or 64-bit memories, 64-bit tables,
+ * tables with initializer expressions, a table whose initial size is over `tableCap`).
+ */
+export function rewriteModule(bytes: Uint8Array, tableCap: number): RewrittenModule | undefined {
+  if (bytes.length < 8 || bytes[0] !== 0 || bytes[1] !== 0x61 || bytes[2] !== 0x73 || bytes[3] !== 0x6d) throw new ParseError('not a Wasm binary');
+  const sections: { id: number; start: number; end: number; body: number }[] = [];
+  let at = 8;
+  while (at < bytes.length) {
+    const id = bytes[at]!;
+    const [size, body] = leb(bytes, at + 1);
+    const end = body + size;
+    if (end > bytes.length) throw new ParseError('section past the end');
+    sections.push({ id, start: at, end, body });
+    at = end;
+  }
+  const memory = sections.find((s) => s.id === 5);
+  const table = sections.find((s) => s.id === 4);
+  if (!memory && !table) return undefined;
+  const memories: Limits[] = [];
+  if (memory) {
+    let [count, p] = leb(bytes, memory.body);
+    for (let i = 0; i < count; i++) {
+      const flags = bytes[p++];
+      if (flags !== 0 && flags !== 1) throw new Error(`the plugin sandbox runs no shared or 64-bit Wasm memories (memory ${i} has limits flags 0x${(flags ?? 0).toString(16)})`);
+      let initial: number;
+      [initial, p] = leb(bytes, p);
+      let maximum: number | undefined;
+      if (flags === 1) [maximum, p] = leb(bytes, p);
+      memories.push({ initial, maximum });
+    }
+    if (p !== memory.end) throw new ParseError('memory section size');
+  }
+  let tableSection: number[] | undefined;
+  let tableEntries = 0;
+  if (table) {
+    let [count, p] = leb(bytes, table.body);
+    const payload: number[] = [...lebBytes(count)];
+    for (let i = 0; i < count; i++) {
+      const typeStart = p;
+      if (bytes[p] === 0x40) throw new Error(`the plugin sandbox runs no Wasm tables with initializer expressions (table ${i})`);
+      // A reference type: one byte, or 0x63/0x64 and a heap type.
+      p = bytes[p] === 0x63 || bytes[p] === 0x64 ? skipLeb(bytes, p + 1) : p + 1;
+      const type = bytes.subarray(typeStart, p);
+      const flags = bytes[p++];
+      if (flags !== 0 && flags !== 1) throw new Error(`the plugin sandbox runs no shared or 64-bit Wasm tables (table ${i} has limits flags 0x${(flags ?? 0).toString(16)})`);
+      let initial: number;
+      [initial, p] = leb(bytes, p);
+      let maximum: number | undefined;
+      if (flags === 1) [maximum, p] = leb(bytes, p);
+      if (initial > tableCap) throw new RangeError(`Wasm table ${i} starts with ${initial} entries: the plugin sandbox allows at most ${tableCap} (the step's memory limit)`);
+      // Without a declared maximum a table may grow by 65,536 entries (the budget is for all tables of all instances).
+      const clamped = Math.min(tableCap, maximum ?? initial + 65536);
+      tableEntries += clamped;
+      payload.push(...type, 0x01, ...lebBytes(initial), ...lebBytes(clamped));
+    }
+    if (p !== table.end) throw new ParseError('table section size');
+    tableSection = [4, ...lebBytes(payload.length), ...payload];
+  }
+  const parts: ArrayLike<number>[] = [];
+  let from = 0;
+  /** Copies the bytes up to `until`, then `insert`, and continues after `skipTo`. */
+  const splice = (until: number, insert: ArrayLike<number>, skipTo: number): void => {
+    parts.push(bytes.subarray(from, until), insert);
+    from = skipTo;
+  };
+  if (memories.length > 0) {
+    const entries: number[] = [];
+    memories.forEach((limits, i) => {
+      const module = utf8(WASM_MEMORY_IMPORT);
+      const field = utf8(`memory${i}`);
+      entries.push(...lebBytes(module.length), ...module, ...lebBytes(field.length), ...field, 0x02);
+      // The import's own limits: the instance's memory must fit them (it does: made from them).
+      if (limits.maximum === undefined) entries.push(0x00, ...lebBytes(limits.initial));
+      else entries.push(0x01, ...lebBytes(limits.initial), ...lebBytes(limits.maximum));
+    });
+    const imports = sections.find((s) => s.id === 2);
+    if (imports) {
+      const [existing, rest] = leb(bytes, imports.body);
+      const payload = [...lebBytes(existing + memories.length), ...bytes.subarray(rest, imports.end), ...entries];
+      splice(imports.start, [2, ...lebBytes(payload.length), ...payload], imports.end);
+    } else {
+      // Section order: the import section follows the type section (custom sections may sit anywhere).
+      const type = sections.find((s) => s.id === 1);
+      const payload = [...lebBytes(memories.length), ...entries];
+      splice(type ? type.end : 8, [2, ...lebBytes(payload.length), ...payload], type ? type.end : 8);
+    }
+  }
+  if (table && tableSection) splice(table.start, tableSection, table.end);
+  if (memory && memories.length > 0) splice(memory.start, [], memory.end);
+  parts.push(bytes.subarray(from));
+  let length = 0;
+  for (const part of parts) length += part.length;
+  const out = new Uint8Array(length);
+  let offset = 0;
+  for (const part of parts) {
+    out.set(part as Uint8Array, offset);
+    offset += part.length;
+  }
+  return { bytes: out, memories, tableEntries };
+}
+
+/**
+ * Builds the sandbox's `WebAssembly` namespace over V8's (`native`), with `budgetPages` Wasm
+ * pages for all memories together. The originals stay in this closure: prototypes' `constructor`
+ * point at the wrappers, so no plugin code reaches an unbudgeted constructor.
+ */
+export function createWebAssembly(native: WasmNamespace, budgetMb: number): WasmNamespace {
+  const { Module: NativeModule, Instance: NativeInstance, Memory: NativeMemory } = native;
+  const NativeTable = native.Table as new (descriptor: object, value?: unknown) => object;
+  const { freeze, defineProperty, create } = Object;
+  const isView = ArrayBuffer.isView;
+  const budgetPages = Math.max(0, Math.floor((budgetMb * 1024 * 1024) / PAGE));
+  /** Table entries all tables of the isolate may hold: 8 bytes each on the heap, kept to an eighth of the limit (growing copies). */
+  const budgetEntries = Math.max(0, Math.floor((budgetMb * 1024 * 1024) / 64));
+  let reserved = 0;
+  let reservedEntries = 0;
+  /** What a rewritten module needs per instantiation. */
+  const moduleNeeds = new WeakMap<object, { memories: Limits[]; tableEntries: number }>();
+  // Reservations come back when their memory or table is collected (a cleanup task of our own code only).
+  const registry = typeof FinalizationRegistry === 'function' ? new FinalizationRegistry<number>((pages) => (reserved -= pages)) : undefined;
+  const tableRegistry = typeof FinalizationRegistry === 'function' ? new FinalizationRegistry<number>((entries) => (reservedEntries -= entries)) : undefined;
+  /** An exported table keeps its instance (whose reservation covers it) alive. */
+  const keepInstance = new WeakMap<object, object>();
+
+  const copyBytes = (source: unknown, what: string): Uint8Array => {
+    let view: Uint8Array;
+    if (source instanceof ArrayBuffer) view = new Uint8Array(source);
+    else if (isView(source)) view = new Uint8Array(source.buffer, source.byteOffset, source.byteLength);
+    else throw new TypeError(`${what}: Argument 0 must be a buffer source`);
+    if (view.byteLength > MAX_WASM_MODULE_BYTES) throw new RangeError(`${what}: a Wasm module in the plugin sandbox is at most ${MAX_WASM_MODULE_BYTES} bytes (this one has ${view.byteLength})`);
+    // A copy: the plugin cannot change the bytes between the check and the compile.
+    return new Uint8Array(view);
+  };
+
+  /** A budgeted native Memory. */
+  const newMemory = (descriptor: unknown, what: string): WebAssembly.Memory => {
+    if (typeof descriptor !== 'object' || descriptor === null) throw new TypeError(`${what}: Argument 0 must be a memory descriptor`);
+    const d = descriptor as { initial?: unknown; minimum?: unknown; maximum?: unknown; shared?: unknown; address?: unknown; index?: unknown };
+    if (d.shared) throw new TypeError(`${what}: the plugin sandbox has no shared Wasm memory`);
+    if ((d.address !== undefined && d.address !== 'i32') || (d.index !== undefined && d.index !== 'i32')) throw new TypeError(`${what}: the plugin sandbox has no 64-bit Wasm memory`);
+    const initial = Number(d.initial ?? d.minimum);
+    const declared = d.maximum === undefined ? undefined : Number(d.maximum);
+    const left = budgetPages - reserved;
+    if (!(initial >= 0)) return new NativeMemory(descriptor as WebAssembly.MemoryDescriptor); // V8's own TypeError
+    if (initial > left) {
+      throw new RangeError(`${what}: could not allocate memory: ${initial} pages (${(initial * PAGE) / 1048576} MB) is more than the ${left} pages left of the plugin's Wasm memory budget (memoryLimitMb ${budgetMb})`);
+    }
+    const maximum = declared === undefined || !(declared <= left) ? left : declared;
+    if (declared !== undefined && declared < initial) return new NativeMemory({ initial, maximum: declared }); // V8's own RangeError
+    const memory = new NativeMemory({ initial, maximum });
+    reserved += maximum;
+    registry?.register(memory, maximum);
+    return memory;
+  };
+
+  /** A budgeted native Table: its maximum (the budget's rest when it declares none) is reserved. */
+  const newTable = (descriptor: unknown, value: unknown[], what: string): object => {
+    if (typeof descriptor !== 'object' || descriptor === null) throw new TypeError(`${what}: Argument 0 must be a table descriptor`);
+    const d = descriptor as { element?: unknown; initial?: unknown; minimum?: unknown; maximum?: unknown; address?: unknown; index?: unknown };
+    if ((d.address !== undefined && d.address !== 'i32') || (d.index !== undefined && d.index !== 'i32')) throw new TypeError(`${what}: the plugin sandbox has no 64-bit Wasm tables`);
+    const initial = Number(d.initial ?? d.minimum);
+    const declared = d.maximum === undefined ? undefined : Number(d.maximum);
+    const left = budgetEntries - reservedEntries;
+    if (!(initial >= 0)) return new NativeTable(descriptor, ...value); // V8's own TypeError
+    if (initial > left) throw new RangeError(`${what}: could not allocate a table of ${initial} entries: ${left} are left of the plugin's Wasm table budget (memoryLimitMb ${budgetMb})`);
+    if (declared !== undefined && declared < initial) return new NativeTable({ element: d.element, initial, maximum: declared }, ...value); // V8's own RangeError
+    const maximum = declared === undefined || !(declared <= left) ? left : declared;
+    const table = new NativeTable({ element: d.element, initial, maximum }, ...value);
+    reservedEntries += maximum;
+    tableRegistry?.register(table, maximum);
+    return table;
+  };
+
+  const compileSync = (source: unknown, what: string): WebAssembly.Module => {
+    const bytes = copyBytes(source, what);
+    let rewritten: ReturnType<typeof rewriteModule>;
+    try {
+      rewritten = rewriteModule(bytes, budgetEntries);
+    } catch (error) {
+      if (!(error instanceof ParseError)) throw new native.CompileError(`${what}: ${(error as Error).message}`);
+      // A binary this framing cannot read: V8 must reject it too (its CompileError says why).
+      new NativeModule(bytes);
+      throw new native.CompileError(`${what}: the module could not be read`);
+    }
+    const module = new NativeModule(rewritten ? rewritten.bytes : bytes);
+    if (rewritten) moduleNeeds.set(module, { memories: rewritten.memories, tableEntries: rewritten.tableEntries });
+    return module;
+  };
+
+  const instantiateSync = (module: WebAssembly.Module, importObject: unknown): WebAssembly.Instance => {
+    const needs = moduleNeeds.get(module);
+    if (!needs) return new NativeInstance(module, importObject as WebAssembly.Imports);
+    if (importObject !== undefined && (typeof importObject !== 'object' || importObject === null)) throw new TypeError('WebAssembly.Instance(): Argument 1 must be an object');
+    const { memories, tableEntries } = needs;
+    if (tableEntries > budgetEntries - reservedEntries) {
+      throw new RangeError(`WebAssembly.Instance(): the module's tables may hold ${tableEntries} entries: ${budgetEntries - reservedEntries} are left of the plugin's Wasm table budget (memoryLimitMb ${budgetMb})`);
+    }
+    let imports = importObject;
+    if (memories.length > 0) {
+      const created: Record<string, WebAssembly.Memory> = create(null) as Record<string, WebAssembly.Memory>;
+      memories.forEach((limits, i) => {
+        created[`memory${i}`] = newMemory(limits, 'WebAssembly.Instance()');
+      });
+      // The plugin's imports stay where V8 looks them up (through the prototype); ours are added.
+      imports = create((importObject ?? null) as object | null) as Record<string, unknown>;
+      defineProperty(imports, WASM_MEMORY_IMPORT, { value: created, enumerable: true });
+    }
+    const instance = new NativeInstance(module, imports as WebAssembly.Imports);
+    if (tableEntries > 0) {
+      reservedEntries += tableEntries;
+      tableRegistry?.register(instance, tableEntries);
+      // Exported tables keep the instance, so the reservation lasts as long as they do.
+      const exports = (instance as { exports: Record<string, unknown> }).exports;
+      for (const name of Object.keys(exports)) {
+        const value = exports[name];
+        if (value instanceof NativeTable) keepInstance.set(value, instance);
+      }
+    }
+    return instance;
+  };
+
+  function Module(this: unknown, bytes: unknown): WebAssembly.Module {
+    if (!new.target) throw new TypeError("WebAssembly.Module must be invoked with 'new'");
+    return compileSync(bytes, 'WebAssembly.Module()');
+  }
+  function Instance(this: unknown, module: unknown, importObject?: unknown): WebAssembly.Instance {
+    if (!new.target) throw new TypeError("WebAssembly.Instance must be invoked with 'new'");
+    return instantiateSync(module as WebAssembly.Module, importObject);
+  }
+  function Memory(this: unknown, descriptor: unknown): WebAssembly.Memory {
+    if (!new.target) throw new TypeError("WebAssembly.Memory must be invoked with 'new'");
+    return newMemory(descriptor, 'WebAssembly.Memory()');
+  }
+  function Table(this: unknown, descriptor: unknown, ...value: unknown[]): object {
+    if (!new.target) throw new TypeError("WebAssembly.Table must be invoked with 'new'");
+    return newTable(descriptor, value.slice(0, 1), 'WebAssembly.Table()');
+  }
+  for (const [wrapper, original] of [
+    [Module, NativeModule],
+    [Instance, NativeInstance],
+    [Memory, NativeMemory],
+    [Table, NativeTable],
+  ] as const) {
+    defineProperty(wrapper, 'prototype', { value: original.prototype });
+    // `x.constructor` must lead to the wrapper, never to V8's unbudgeted constructor.
+    defineProperty(original.prototype, 'constructor', { value: wrapper, writable: true, configurable: true });
+  }
+  for (const name of ['exports', 'imports', 'customSections'] as const) {
+    defineProperty(Module, name, { value: (NativeModule as unknown as Record<string, unknown>)[name], writable: true, configurable: true });
+  }
+
+  const settled = <T>(run: () => T): Promise<T> => {
+    try {
+      return Promise.resolve(run());
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  };
+  const instantiate = (source: unknown, importObject?: unknown): Promise<unknown> =>
+    settled(() => {
+      if (source instanceof (NativeModule as unknown as new () => object)) return instantiateSync(source as object, importObject);
+      const module = compileSync(source, 'WebAssembly.instantiate()');
+      return { module, instance: instantiateSync(module, importObject) };
+    });
+  const compile = (source: unknown): Promise<WebAssembly.Module> => settled(() => compileSync(source, 'WebAssembly.compile()'));
+  /** The bytes of a `Response` (or a promise of one), as the streaming variants take them. */
+  const responseBytes = async (source: unknown): Promise<ArrayBuffer> => {
+    const response = (await source) as { arrayBuffer?: () => Promise<ArrayBuffer> } | null;
+    if (typeof response?.arrayBuffer !== 'function') throw new TypeError('WebAssembly: Argument 0 must be a Response or a promise of one');
+    return response.arrayBuffer();
+  };
+
+  const namespace = {
+    Module,
+    Instance,
+    Memory,
+    Table,
+    Global: native.Global,
+    CompileError: native.CompileError,
+    LinkError: native.LinkError,
+    RuntimeError: native.RuntimeError,
+    ...(typeof native.Tag === 'function' ? { Tag: native.Tag } : {}),
+    ...(typeof native.Exception === 'function' ? { Exception: native.Exception } : {}),
+    validate(bytes: unknown): boolean {
+      const copy = copyBytes(bytes, 'WebAssembly.validate()');
+      if (!native.validate(copy)) return false;
+      try {
+        rewriteModule(copy, budgetEntries);
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    compile,
+    instantiate,
+    compileStreaming: (source: unknown) => responseBytes(source).then(compile),
+    instantiateStreaming: (source: unknown, importObject?: unknown) => responseBytes(source).then((bytes) => instantiate(bytes, importObject)),
+  };
+  defineProperty(namespace, Symbol.toStringTag, { value: 'WebAssembly' });
+  return freeze(namespace) as unknown as WasmNamespace;
+}
