@@ -32,6 +32,7 @@ const ASSUMED = [
   ['a', 'bar-upstream'],
   ['b', 'baz-upstream'],
   ['c', 'qux-upstream'],
+  ['gloo-system', 'default-echo-8080'],
 ] as const;
 
 /** Kubernetes services the guides' kube Upstreams name, each served on its own loopback address and the service's port. */
@@ -243,6 +244,18 @@ const BEHAVIOUR: Record<string, ((gw: GatehouseProcess) => Promise<void>) | unde
     const preflight = await get(gw, '/all-pets', { origin: 'https://example.com', 'access-control-request-method': 'POST' }, 'OPTIONS');
     expect(preflight.headers['access-control-max-age']).toBe('86400');
     expect((await get(gw, '/all-pets', { origin: 'https://evil.test' })).headers['access-control-allow-origin']).toBeUndefined();
+  },
+  '28-authority-header-matching.yaml': async (gw) => {
+    // :authority is the Host: the workshop's lab no longer falls to the catch-all.
+    expect(echo(await get(gw, '/', { host: 'echo.solo.io' })).upstream).toBe('default-echo-8080');
+    expect(echo(await get(gw, '/', { host: 'other.solo.io' })).upstream).toBe('default-petstore-8080');
+    // :method + :path: only GET /p (Envoy's full :path, query included).
+    expect(echo(await get(gw, '/p')).upstream).toBe('json-upstream');
+    expect(echo(await get(gw, '/')).upstream).toBe('default-petstore-8080');
+    expect(echo(await get(gw, '/p', {}, 'POST')).upstream).toBe('default-petstore-8080');
+    expect(echo(await get(gw, '/p?x=1')).upstream).toBe('default-petstore-8080');
+    // :scheme is the connection's: plain HTTP is not https.
+    expect(echo(await get(gw, '/secure-only')).upstream).toBe('default-petstore-8080');
   },
 };
 

@@ -7,6 +7,7 @@ import { RETRY_ON_TOKENS, type RouteSpec } from '../schema/virtual-service.ts';
 import { checkDelegatingRoute, checkTableDelegation, delegationLimits, flattenRoutes, routeTablesOf, type DelegationProblem } from '../delegation.ts';
 import { configLimits } from '../limits.ts';
 import { parseHeaderValue } from '../../proxy/header-ops.ts';
+import { PSEUDO_HEADERS } from '../../proxy/route-matcher.ts';
 
 const HOST_LABELS = /^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$/i;
 
@@ -101,6 +102,11 @@ export function checkRoutes(routes: readonly RouteSpec[], base: (string | number
       regex(m.regex, [...at, 'matchers', i, 'regex']);
       m.headers?.forEach((h, j) => {
         if (h.regex) regex(h.value ?? '', [...at, 'matchers', i, 'headers', j, 'value']);
+        // A pseudo-header Envoy's router does not have would never match: refused rather than a route that silently never serves.
+        const name = h.name.toLowerCase();
+        if (name.startsWith(':') && !Object.hasOwn(PSEUDO_HEADERS, name)) {
+          out.push(ctx.at([...at, 'matchers', i, 'headers', j, 'name'], ConfigCodes.INVALID, `"${h.name}" is not a request pseudo-header a route can match; use one of ${Object.keys(PSEUDO_HEADERS).join(', ')}, or a header name without ":"`));
+        }
       });
       m.queryParameters?.forEach((q, j) => {
         if (q.regex) regex(q.value ?? '', [...at, 'matchers', i, 'queryParameters', j, 'value']);
