@@ -257,6 +257,14 @@ const BEHAVIOUR: Record<string, ((gw: GatehouseProcess) => Promise<void>) | unde
     // :scheme is the connection's: plain HTTP is not https.
     expect(echo(await get(gw, '/secure-only')).upstream).toBe('default-petstore-8080');
   },
+  '29-delegation-headers.yaml': async (gw) => {
+    const at = (path: string, headers: Record<string, string> = {}) => send(gw.url, { path, headers: { host: 'delegation.example', ...headers } });
+    expect(echo(await at('/echo/v1', { 'x-team': 'echo' })).upstream).toBe('default-echo-8080');
+    // The delegated route repeats the headers: without them it does not match.
+    expect((await at('/echo/v1')).body).toBe('catch-all');
+    // The route that does not repeat them is not served (Gloo drops it with a warning).
+    expect((await at('/echo/v2', { 'x-team': 'echo' })).body).toBe('catch-all');
+  },
 };
 
 describe('Gloo guide manifests', async () => {

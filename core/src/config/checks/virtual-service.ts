@@ -82,7 +82,7 @@ export function checkRoutes(routes: readonly RouteSpec[], base: (string | number
   const { regex, retryOn, headerValues } = fieldChecks(out, ctx);
   routes.forEach((route, r) => {
     const at = [...base, r];
-    for (const d of checkDelegatingRoute(route, false)) out.push(ctx.at([...at, ...d.path], ConfigCodes.DELEGATION, d.message));
+    for (const d of checkDelegatingRoute(route)) out.push(ctx.at([...at, ...d.path], ConfigCodes.DELEGATION, d.message));
     retryOn(route.options?.retries, [...at, 'options', 'retries']);
     headerValues(route.options?.headerManipulation, [...at, 'options']);
     route.routeAction?.multi?.destinations.forEach((d, j) => headerValues(d.options?.headerManipulation, [...at, 'routeAction', 'multi', 'destinations', j, 'options']));
