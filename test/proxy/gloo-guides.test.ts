@@ -265,6 +265,12 @@ const BEHAVIOUR: Record<string, ((gw: GatehouseProcess) => Promise<void>) | unde
     // The route that does not repeat them is not served (Gloo drops it with a warning).
     expect((await at('/echo/v2', { 'x-team': 'echo' })).body).toBe('catch-all');
   },
+  '30-proto-field-names.yaml': async (gw) => {
+    const seen = echo(await send(gw.url, { path: '/petstore/1', headers: { host: 'proto.example', 'x-remove-me': '1' } }));
+    expect(seen).toMatchObject({ upstream: 'default-petstore-8080', url: '/api/pets/1' });
+    expect(seen.headers['x-added']).toBe('by-proto-name');
+    expect(seen.headers['x-remove-me']).toBeUndefined();
+  },
 };
 
 describe('Gloo guide manifests', async () => {
