@@ -71,7 +71,7 @@ export function validateDocument(doc: ManifestDocument, apiGroupDomain: string, 
   const key = typeof metadata.name === 'string' ? resourceKey(kind as Kind, namespace, name) : undefined;
   if (diagnostics.length > 0) return { ...(key ? { key } : {}), diagnostics: dedupe(diagnostics) };
 
-  const raw = normalized;
+  const raw: Record<string, unknown> = normalized;
   let spec = raw.spec as object;
   if (kind === 'Secret') {
     const secret = secretSpecOf(raw, crossNamespaceSecrets);
