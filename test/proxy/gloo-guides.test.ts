@@ -271,6 +271,10 @@ const BEHAVIOUR: Record<string, ((gw: GatehouseProcess) => Promise<void>) | unde
     expect(seen.headers['x-added']).toBe('by-proto-name');
     expect(seen.headers['x-remove-me']).toBeUndefined();
   },
+  '31-discovered-upstream.yaml': async (gw) => {
+    // Function discovery's serviceSpec is accepted with a warning; the Upstream serves as plain HTTP.
+    expect(echo(await get(gw, '/all-pets'))).toMatchObject({ upstream: 'petstore-pod', url: '/api/pets' });
+  },
 };
 
 describe('Gloo guide manifests', async () => {

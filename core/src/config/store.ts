@@ -8,6 +8,7 @@ import { validateDocument } from './validate.ts';
 import type { ServiceEndpoints } from './source/kube.ts';
 import { checkSecret, checkUpstreamFields, checkUpstreamTls } from './checks/secret.ts';
 import { checkRouteTable, checkVirtualService } from './checks/virtual-service.ts';
+import { checkIgnoredFields } from './checks/ignored-fields.ts';
 import { domainsOf, type RouteSpec, type VirtualServiceSpec } from './schema/virtual-service.ts';
 
 /** Status of one resource (SPEC 2.4). */
@@ -242,6 +243,7 @@ export class ConfigStore {
       }
       out.push(ctx.at(ref.path, ConfigCodes.MISSING_REF, `references ${name}, which does not exist or is not accepted`));
     }
+    out.push(...checkIgnoredFields(resource, ctx));
     if (resource.kind === 'Secret') out.push(...checkSecret(resource, ctx));
     if (resource.kind === 'Upstream') out.push(...checkUpstreamTls(resource, ctx), ...checkUpstreamFields(resource, ctx));
     if (resource.kind === 'RouteTable') out.push(...checkRouteTable(resource, ctx));
