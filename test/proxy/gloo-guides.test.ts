@@ -33,6 +33,7 @@ const ASSUMED = [
   ['b', 'baz-upstream'],
   ['c', 'qux-upstream'],
   ['gloo-system', 'default-echo-8080'],
+  ['gloo-system', 'httpbin-httpbin-8000'],
 ] as const;
 
 /** Kubernetes services the guides' kube Upstreams name, each served on its own loopback address and the service's port. */
@@ -274,6 +275,25 @@ const BEHAVIOUR: Record<string, ((gw: GatehouseProcess) => Promise<void>) | unde
   '31-discovered-upstream.yaml': async (gw) => {
     // Function discovery's serviceSpec is accepted with a warning; the Upstream serves as plain HTTP.
     expect(echo(await get(gw, '/all-pets'))).toMatchObject({ upstream: 'petstore-pod', url: '/api/pets' });
+  },
+  '32-virtualhost-options.yaml': async (gw) => {
+    const seen = echo(await send(gw.url, { path: '/headers', headers: { host: 'httpbin.example', 'user-agent': 'curl/8', 'content-header': 'kept' } }));
+    expect(seen.upstream).toBe('httpbin-httpbin-8000');
+    // The guide's expectations: the VirtualService's own headerManipulation wins over both VirtualHostOptions'.
+    expect(seen.headers['user-agent']).toBeUndefined();
+    expect(seen.headers.myheader).toBeUndefined();
+    expect(seen.headers['content-header']).toBe('kept');
+  },
+  '33-route-options.yaml': async (gw) => {
+    const seen = echo(await send(gw.url, { path: '/pets/1', headers: { host: 'route-options.example' } }));
+    // The first RouteOption's prefixRewrite and headers; the second's prefixRewrite is shadowed by the first.
+    expect(seen).toMatchObject({ upstream: 'default-petstore-8080', url: '/api/pets/1' });
+    expect(seen.headers['x-route-option']).toBe('petstore-rewrite');
+    // The VirtualHostOption's CORS policy is the virtual host's.
+    const cors = await send(gw.url, { path: '/pets/1', headers: { host: 'route-options.example', origin: 'https://app.example' } });
+    expect(cors.headers['access-control-allow-origin']).toBe('https://app.example');
+    expect(cors.headers['access-control-expose-headers']).toBe('x-route-option');
+    expect((await send(gw.url, { path: '/pets/1', headers: { host: 'route-options.example', origin: 'https://evil.example' } })).headers['access-control-allow-origin']).toBeUndefined();
   },
 };
 

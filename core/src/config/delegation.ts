@@ -1,6 +1,7 @@
 import { ConfigCodes, type PathSegment } from './diagnostic.ts';
 import type { AnyResource, Resource } from './resource.ts';
 import { configLimits } from './limits.ts';
+import { effectiveRouteOptions, lookupIn, type ResourceLookup } from './options-refs.ts';
 import type { DelegateActionSpec, MatcherSpec, RouteSpec } from './schema/virtual-service.ts';
 
 /**
@@ -46,6 +47,8 @@ export interface RouteTables {
   all(): Iterable<Resource<'RouteTable'>>;
   /** {@link selectTables}, remembered per delegateAction (the view does not change while it is used). */
   select?(delegate: DelegateActionSpec, fromNamespace: string): Selection;
+  /** Any served resource by key: RouteOptions a route names are merged into its options when present. */
+  resource?: ResourceLookup;
 }
 
 /** What a delegateAction selects. */
@@ -79,6 +82,7 @@ export function routeTablesOf(resources: ReadonlyMap<string, AnyResource>): Rout
         if (!selection) selected.set(key, (selection = selectTables(delegate, fromNamespace, tables)));
         return selection;
       },
+      resource: lookupIn(resources),
     };
     view = tables;
     views.set(resources, view);
@@ -181,7 +185,8 @@ export function flattenRoutes(root: Resource<'VirtualService'> | Resource<'Route
     // Problems inside a delegated table are reported at the root's delegating route.
     const here = at ?? [...rootPath, index];
     const where = parent ? `${describe(owner)} routes[${index}]` : undefined;
-    let spec = original;
+    // The route's RouteOptions under its own options (Gloo merges them before the parent's).
+    let spec = original.optionsConfigRefs?.delegateOptions?.length && tables.resource ? { ...original, options: effectiveRouteOptions(original, owner.namespace, tables.resource) } : original;
     if (parent) {
       const own: readonly MatcherSpec[] = spec.matchers && spec.matchers.length > 0 ? spec.matchers : parent.prefixes.map((prefix) => ({ prefix }));
       const outside = outsidePrefixes(own, parent.prefixes) ?? (parent.inheritable ? undefined : missingParentMatchers(own, parent.matchers));

@@ -33,8 +33,22 @@ interface SchemaNode {
  */
 export function normalizeProtoNames(value: unknown, schema: unknown, path: PathSegment[] = []): { value: unknown; conflicts: ProtoNameConflict[] } {
   const conflicts: ProtoNameConflict[] = [];
-  const out = walk(value, schema as SchemaNode, path, conflicts);
+  let at: Path | undefined;
+  for (const segment of path) at = { segment, up: at };
+  const out = walk(value, schema as SchemaNode, at, conflicts);
   return { value: out, conflicts };
+}
+
+/** A path as a linked list (walking allocates one node per step; arrays only for the rare conflict). */
+interface Path {
+  readonly segment: PathSegment;
+  readonly up: Path | undefined;
+}
+
+function pathOf(path: Path | undefined): PathSegment[] {
+  const out: PathSegment[] = [];
+  for (let p = path; p; p = p.up) out.push(p.segment);
+  return out.reverse();
 }
 
 /** The object schemas a node may be: itself, or the object branches of its `anyOf`. */
@@ -43,14 +57,14 @@ function objectShapes(schema: SchemaNode): SchemaNode[] {
   return schema.properties || schema.patternProperties || typeof schema.additionalProperties === 'object' ? [schema] : [];
 }
 
-function walk(value: unknown, schema: SchemaNode | undefined, path: PathSegment[], conflicts: ProtoNameConflict[]): unknown {
+function walk(value: unknown, schema: SchemaNode | undefined, path: Path | undefined, conflicts: ProtoNameConflict[]): unknown {
   if (!schema || value === null || typeof value !== 'object') return value;
   if (Array.isArray(value)) {
     const items = schema.anyOf ? schema.anyOf.find((s) => s.items)?.items : schema.items;
     if (!items) return value;
     let copy: unknown[] | undefined;
     value.forEach((item, i) => {
-      const next = walk(item, items, [...path, i], conflicts);
+      const next = walk(item, items, { segment: i, up: path }, conflicts);
       if (next !== item) (copy ??= [...value])[i] = next;
     });
     return copy ?? value;
@@ -71,7 +85,7 @@ function walk(value: unknown, schema: SchemaNode | undefined, path: PathSegment[
       const camel = jsonName(key);
       if (camel !== key && Object.hasOwn(properties, camel)) {
         if (Object.hasOwn(object, camel)) {
-          conflicts.push({ path: [...path, key], message: `"${key}" and "${camel}" are the same field (its proto and JSON names); give it once` });
+          conflicts.push({ path: [...pathOf(path), key], message: `"${key}" and "${camel}" are the same field (its proto and JSON names); give it once` });
           // Left out, so the schema does not report it again as unknown.
           changed = true;
           continue;
@@ -82,7 +96,7 @@ function walk(value: unknown, schema: SchemaNode | undefined, path: PathSegment[
       }
     }
     const fieldSchema = Object.hasOwn(properties, name) ? properties[name] : valueSchema;
-    const next = walk(child, fieldSchema, [...path, name], conflicts);
+    const next = walk(child, fieldSchema, { segment: name, up: path }, conflicts);
     if (next !== child) changed = true;
     entries.push([name, next]);
   }

@@ -1,12 +1,13 @@
 import { createHash } from 'node:crypto';
 import type { CounterChild, HistogramChild } from '../admin/request-metrics.ts';
 import { metrics } from '../admin/metrics.ts';
-import type { Resource } from '../config/resource.ts';
+import type { AnyResource, Resource } from '../config/resource.ts';
 import { durationMs } from '../config/schema/common.ts';
 import type { ResourceRef } from '../config/schema/common.ts';
 import { domainsOf, type RouteSpec } from '../config/schema/virtual-service.ts';
 import { lookup, referencesOf, type ConfigSnapshot } from '../config/store.ts';
 import { flattenRoutes, routeTablesOf } from '../config/delegation.ts';
+import { effectiveVirtualHostOptions, lookupIn } from '../config/options-refs.ts';
 import { compileCors, type CompiledCors } from './cors.ts';
 import { compileHeaderOps, type HeaderOps } from './header-ops.ts';
 import { HostTable } from './host-table.ts';
@@ -286,6 +287,8 @@ function dependenciesOf(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>
     for (const ref of referencesOf(owner)) {
       const found = lookup(snapshot, ref.kind, ref.ref, owner.namespace);
       deps.push(versionOf(found));
+      // An options resource's own references (Secrets of its headers) are compiled into this virtual host too.
+      if ((ref.kind === 'VirtualHostOption' || ref.kind === 'RouteOption') && found) for (const r of referencesOf(found as AnyResource)) deps.push(versionOf(lookup(snapshot, r.kind, r.ref, found.namespace)));
       // A group's destinations resolve in its own namespace.
       if (ref.kind === 'UpstreamGroup' && found) {
         const group = found as Resource<'UpstreamGroup'>;
@@ -307,7 +310,8 @@ function sameDependencies(a: readonly unknown[], b: readonly unknown[]): boolean
  * the route's own references resolve in the owner's namespace, the virtual host's in the VirtualService's.
  */
 function compileRoute(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, owner: Resource<'VirtualService'> | Resource<'RouteTable'>, spec: RouteSpec, index: number, options: RouteTableOptions): CompiledRoute {
-  const vh = vs.spec.virtualHost;
+  // The virtual host's options with its VirtualHostOptions merged in (config/options-refs.ts).
+  const vh = { options: effectiveVirtualHostOptions(vs, lookupIn(snapshot.resources)) };
   const name = spec.name ?? `${owner.namespace}/${owner.name}/${index}`;
   const o = spec.options ?? {};
   const secretOf = (ref: ResourceRef) => lookup(snapshot, 'Secret', ref, owner.namespace);
@@ -327,7 +331,7 @@ function compileRoute(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, 
     requestHeaders: compileHeaderOps([vh.options?.headerManipulation, o.headerManipulation], 'request', secretOf),
     responseHeaders: compileHeaderOps([vh.options?.headerManipulation, o.headerManipulation], 'response', secretOf),
     cors: o.cors?.disableForRoute ? undefined : compileCors(o.cors ?? vh.options?.cors),
-    auth: effectiveAuth(vs, owner, spec, name),
+    auth: effectiveAuth(vs, owner, spec, name, vh.options),
     counters: new Map(),
     hashKey: compileHashPolicies(o.lbHash?.hashPolicies),
   };
@@ -473,10 +477,10 @@ function refKeyOf(kind: string, ref: ResourceRef, fromNamespace: string): string
  * Route `configRef` overrides the virtual host's; route `disable` turns auth off; otherwise
  * inherit. `requestBody` likewise: the route's when it sets one, else the virtual host's.
  */
-function effectiveAuth(vs: Resource<'VirtualService'>, owner: RouteOwner, spec: RouteSpec, routeName: string): RouteAuth | undefined {
+function effectiveAuth(vs: Resource<'VirtualService'>, owner: RouteOwner, spec: RouteSpec, routeName: string, hostOptions = vs.spec.virtualHost.options): RouteAuth | undefined {
   const routeAuth = spec.options?.extauth;
   if (routeAuth?.disable) return undefined;
-  const hostAuth = vs.spec.virtualHost.options?.extauth;
+  const hostAuth = hostOptions?.extauth;
   const bodySpec = routeAuth?.requestBody ?? hostAuth?.requestBody;
   const body = bodySpec ? { body: { maxBytes: bodySpec.maxRequestBytes, allowPartial: bodySpec.allowPartialMessage === true, packAsBytes: bodySpec.packAsBytes === true } } : {};
   if (routeAuth?.configRef) {

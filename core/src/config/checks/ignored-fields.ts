@@ -29,7 +29,8 @@ export function ignoredFieldsOf(value: unknown, schema: unknown, path: PathSegme
   const stack: { value: unknown; schema: SchemaNode; path: PathSegment[] }[] = [{ value, schema: schema as SchemaNode, path }];
   while (stack.length > 0) {
     const { value: v, schema: s, path: p } = stack.pop()!;
-    if (v === null || typeof v !== 'object') continue;
+    // Most of a large resource (a 20,000-route table) has no such field below it: not walked.
+    if (v === null || typeof v !== 'object' || !mayHoldIgnored(s)) continue;
     const shapes = s.anyOf ? s.anyOf : [s];
     if (Array.isArray(v)) {
       const items = shapes.find((x) => x.items)?.items;
@@ -49,6 +50,19 @@ export function ignoredFieldsOf(value: unknown, schema: unknown, path: PathSegme
     }
   }
   return out.sort((a, b) => (a.path.join('.') < b.path.join('.') ? -1 : 1));
+}
+
+const holds = new WeakMap<SchemaNode, boolean>();
+
+/** Whether a schema node has an ignored field anywhere below it (computed once per node; schemas are trees). */
+function mayHoldIgnored(schema: SchemaNode): boolean {
+  let known = holds.get(schema);
+  if (known !== undefined) return known;
+  holds.set(schema, false);
+  const children = [...Object.values(schema.properties ?? {}), ...Object.values(schema.patternProperties ?? {}), ...(schema.items ? [schema.items] : []), ...(schema.anyOf ?? [])];
+  known = children.some((c) => c[IGNORED_KEYWORD] !== undefined || mayHoldIgnored(c));
+  holds.set(schema, known);
+  return known;
 }
 
 const found = new WeakMap<AnyResource, IgnoredField[]>();
