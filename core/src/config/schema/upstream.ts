@@ -143,7 +143,7 @@ export const UpstreamSpec = Strict({
     Strict({
       consecutive5xx: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, description: 'default 5' })),
       consecutiveGatewayFailure: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, description: '502/503/504 and connect failures in a row (default 5)' })),
-      interval: Type.Optional(Duration),
+      interval: Type.Optional(Ignored(Duration, 'hosts are ejected as the errors arrive, not at interval sweeps')),
       baseEjectionTime: Type.Optional(Duration),
       maxEjectionPercent: Type.Optional(Type.Integer({ minimum: 0, maximum: 100, description: 'default 10 (at least one host may always be ejected)' })),
       // Envoy's other OutlierDetection fields, as Gloo's discovery and guides may write them: accepted, not applied.
