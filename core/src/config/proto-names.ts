@@ -33,6 +33,8 @@ interface SchemaNode {
  */
 export function normalizeProtoNames(value: unknown, schema: unknown, path: PathSegment[] = []): { value: unknown; conflicts: ProtoNameConflict[] } {
   const conflicts: ProtoNameConflict[] = [];
+  // Almost every resource uses JSON names only: a scan for "_" in keys, far cheaper than the walk, settles it.
+  if (!hasUnderscoreKey(value)) return { value, conflicts };
   let at: Path | undefined;
   for (const segment of path) at = { segment, up: at };
   const out = walk(value, schema as SchemaNode, at, conflicts);
@@ -49,6 +51,25 @@ function pathOf(path: Path | undefined): PathSegment[] {
   const out: PathSegment[] = [];
   for (let p = path; p; p = p.up) out.push(p.segment);
   return out.reverse();
+}
+
+/** Whether any object key in `value` contains `_` (iterative: no recursion depth, no allocation per key). */
+function hasUnderscoreKey(value: unknown): boolean {
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const node = stack.pop();
+    if (node === null || typeof node !== 'object') continue;
+    if (Array.isArray(node)) {
+      for (let i = 0; i < node.length; i++) if (node[i] !== null && typeof node[i] === 'object') stack.push(node[i]);
+      continue;
+    }
+    for (const key in node) {
+      if (key.includes('_')) return true;
+      const child = (node as Record<string, unknown>)[key];
+      if (child !== null && typeof child === 'object') stack.push(child);
+    }
+  }
+  return false;
 }
 
 /** The object schemas a node may be: itself, or the object branches of its `anyOf`. */
