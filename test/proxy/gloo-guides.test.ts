@@ -32,6 +32,8 @@ const ASSUMED = [
   ['a', 'bar-upstream'],
   ['b', 'baz-upstream'],
   ['c', 'qux-upstream'],
+  ['gloo-system', 'default-echo-8080'],
+  ['gloo-system', 'httpbin-httpbin-8000'],
 ] as const;
 
 /** Kubernetes services the guides' kube Upstreams name, each served on its own loopback address and the service's port. */
@@ -243,6 +245,55 @@ const BEHAVIOUR: Record<string, ((gw: GatehouseProcess) => Promise<void>) | unde
     const preflight = await get(gw, '/all-pets', { origin: 'https://example.com', 'access-control-request-method': 'POST' }, 'OPTIONS');
     expect(preflight.headers['access-control-max-age']).toBe('86400');
     expect((await get(gw, '/all-pets', { origin: 'https://evil.test' })).headers['access-control-allow-origin']).toBeUndefined();
+  },
+  '28-authority-header-matching.yaml': async (gw) => {
+    // :authority is the Host: the workshop's lab no longer falls to the catch-all.
+    expect(echo(await get(gw, '/', { host: 'echo.solo.io' })).upstream).toBe('default-echo-8080');
+    expect(echo(await get(gw, '/', { host: 'other.solo.io' })).upstream).toBe('default-petstore-8080');
+    // :method + :path: only GET /p (Envoy's full :path, query included).
+    expect(echo(await get(gw, '/p')).upstream).toBe('json-upstream');
+    expect(echo(await get(gw, '/')).upstream).toBe('default-petstore-8080');
+    expect(echo(await get(gw, '/p', {}, 'POST')).upstream).toBe('default-petstore-8080');
+    expect(echo(await get(gw, '/p?x=1')).upstream).toBe('default-petstore-8080');
+    // :scheme is the connection's: plain HTTP is not https.
+    expect(echo(await get(gw, '/secure-only')).upstream).toBe('default-petstore-8080');
+  },
+  '29-delegation-headers.yaml': async (gw) => {
+    const at = (path: string, headers: Record<string, string> = {}) => send(gw.url, { path, headers: { host: 'delegation.example', ...headers } });
+    expect(echo(await at('/echo/v1', { 'x-team': 'echo' })).upstream).toBe('default-echo-8080');
+    // The delegated route repeats the headers: without them it does not match.
+    expect((await at('/echo/v1')).body).toBe('catch-all');
+    // The route that does not repeat them is not served (Gloo drops it with a warning).
+    expect((await at('/echo/v2', { 'x-team': 'echo' })).body).toBe('catch-all');
+  },
+  '30-proto-field-names.yaml': async (gw) => {
+    const seen = echo(await send(gw.url, { path: '/petstore/1', headers: { host: 'proto.example', 'x-remove-me': '1' } }));
+    expect(seen).toMatchObject({ upstream: 'default-petstore-8080', url: '/api/pets/1' });
+    expect(seen.headers['x-added']).toBe('by-proto-name');
+    expect(seen.headers['x-remove-me']).toBeUndefined();
+  },
+  '31-discovered-upstream.yaml': async (gw) => {
+    // Function discovery's serviceSpec is accepted with a warning; the Upstream serves as plain HTTP.
+    expect(echo(await get(gw, '/all-pets'))).toMatchObject({ upstream: 'petstore-pod', url: '/api/pets' });
+  },
+  '32-virtualhost-options.yaml': async (gw) => {
+    const seen = echo(await send(gw.url, { path: '/headers', headers: { host: 'httpbin.example', 'user-agent': 'curl/8', 'content-header': 'kept' } }));
+    expect(seen.upstream).toBe('httpbin-httpbin-8000');
+    // The guide's expectations: the VirtualService's own headerManipulation wins over both VirtualHostOptions'.
+    expect(seen.headers['user-agent']).toBeUndefined();
+    expect(seen.headers.myheader).toBeUndefined();
+    expect(seen.headers['content-header']).toBe('kept');
+  },
+  '33-route-options.yaml': async (gw) => {
+    const seen = echo(await send(gw.url, { path: '/pets/1', headers: { host: 'route-options.example' } }));
+    // The first RouteOption's prefixRewrite and headers; the second's prefixRewrite is shadowed by the first.
+    expect(seen).toMatchObject({ upstream: 'default-petstore-8080', url: '/api/pets/1' });
+    expect(seen.headers['x-route-option']).toBe('petstore-rewrite');
+    // The VirtualHostOption's CORS policy is the virtual host's.
+    const cors = await send(gw.url, { path: '/pets/1', headers: { host: 'route-options.example', origin: 'https://app.example' } });
+    expect(cors.headers['access-control-allow-origin']).toBe('https://app.example');
+    expect(cors.headers['access-control-expose-headers']).toBe('x-route-option');
+    expect((await send(gw.url, { path: '/pets/1', headers: { host: 'route-options.example', origin: 'https://evil.example' } })).headers['access-control-allow-origin']).toBeUndefined();
   },
 };
 

@@ -103,9 +103,37 @@ describe('delegateAction and RouteTable (Gloo)', () => {
     expect(routes[1]!.spec.options).toEqual({ timeout: '9s', prefixRewrite: '/' });
   });
 
-  test('headers on a delegating route without inheritableMatchers are refused (they would be ignored)', () => {
-    const { status } = load([upstream, rt('a', []), vs([{ matchers: [{ prefix: '/a', headers: [{ name: 'x' }] }], delegateAction: { ref: { name: 'a', namespace: 'team' } } }])]);
-    expect(status('VirtualService', 'root')).toMatchObject({ state: 'Rejected', reasons: [expect.objectContaining({ path: 'spec.virtualHost.routes[0].matchers[0].headers', message: expect.stringContaining('inheritableMatchers: true') })] });
+  test('headers, query parameters and methods on a delegating route without inheritableMatchers: delegated routes that repeat them are served, the others dropped with a warning (Gloo)', () => {
+    const parent = { prefix: '/a', headers: [{ name: 'x-team', value: 'a' }], queryParameters: [{ name: 'v', value: '1' }], methods: ['GET'] };
+    const { status, flat } = load([
+      upstream,
+      rt('a', [
+        { name: 'repeats', matchers: [{ prefix: '/a/1', headers: [{ name: 'x-other' }, { name: 'x-team', value: 'a', regex: false }], queryParameters: [{ name: 'v', value: '1' }], methods: ['get', 'POST'] }], routeAction: to },
+        { name: 'other-value', matchers: [{ prefix: '/a/2', headers: [{ name: 'x-team', value: 'b' }], queryParameters: [{ name: 'v', value: '1' }], methods: ['GET'] }], routeAction: to },
+        { name: 'no-method', matchers: [{ prefix: '/a/3', headers: [{ name: 'x-team', value: 'a' }], queryParameters: [{ name: 'v', value: '1' }] }], routeAction: to },
+        { name: 'no-matchers', routeAction: to },
+      ]),
+      vs([{ matchers: [parent], delegateAction: { ref: { name: 'a', namespace: 'team' } } }]),
+    ]);
+    const root = status('VirtualService', 'root');
+    expect(root.state).toBe('Warning');
+    expect(flat().map((r) => r.name)).toEqual(['repeats']);
+    // The served route's matchers are its own: nothing is added (that is inheritableMatchers).
+    expect(flat()[0]!.matchers).toEqual([{ prefix: '/a/1', headers: [{ name: 'x-other' }, { name: 'x-team', value: 'a', regex: false }], queryParameters: [{ name: 'v', value: '1' }], methods: ['get', 'POST'] }]);
+    const messages = root.reasons.map((r) => r.message);
+    expect(messages).toContainEqual(expect.stringContaining('RouteTable team/a routes[1]: matchers[0] lacks the delegating route\'s header "x-team"'));
+    expect(messages).toContainEqual(expect.stringContaining('RouteTable team/a routes[2]: matchers[0] lacks the delegating route\'s method GET'));
+    expect(messages).toContainEqual(expect.stringContaining('RouteTable team/a routes[3]: matchers[0] lacks the delegating route\'s header "x-team", query parameter "v", method GET'));
+    expect(root.reasons.every((r) => r.path === 'spec.virtualHost.routes[0].delegateAction' && r.severity === 'warning')).toBe(true);
+  });
+
+  test('inherited methods are the parent\'s followed by the child\'s (Gloo\'s :method regex GET|PUT)', () => {
+    const { flat } = load([
+      upstream,
+      rt('a', [{ name: 'put', matchers: [{ prefix: '/a/x', methods: ['PUT', 'GET'] }], routeAction: to }]),
+      vs([{ matchers: [{ prefix: '/a', methods: ['GET'] }], inheritableMatchers: true, delegateAction: { ref: { name: 'a', namespace: 'team' } } }]),
+    ]);
+    expect(flat()[0]!.matchers).toEqual([{ prefix: '/a/x', methods: ['GET', 'PUT'] }]);
   });
 
   test('nested tables; every table on a cycle is rejected, naming the loop; the rest serves', () => {

@@ -1,6 +1,7 @@
 import { ConfigCodes, type PathSegment } from './diagnostic.ts';
 import type { AnyResource, Resource } from './resource.ts';
 import { configLimits } from './limits.ts';
+import { effectiveRouteOptions, lookupIn, type ResourceLookup } from './options-refs.ts';
 import type { DelegateActionSpec, MatcherSpec, RouteSpec } from './schema/virtual-service.ts';
 
 /**
@@ -46,6 +47,8 @@ export interface RouteTables {
   all(): Iterable<Resource<'RouteTable'>>;
   /** {@link selectTables}, remembered per delegateAction (the view does not change while it is used). */
   select?(delegate: DelegateActionSpec, fromNamespace: string): Selection;
+  /** Any served resource by key: RouteOptions a route names are merged into its options when present. */
+  resource?: ResourceLookup;
 }
 
 /** What a delegateAction selects. */
@@ -79,6 +82,7 @@ export function routeTablesOf(resources: ReadonlyMap<string, AnyResource>): Rout
         if (!selection) selected.set(key, (selection = selectTables(delegate, fromNamespace, tables)));
         return selection;
       },
+      resource: lookupIn(resources),
     };
     view = tables;
     views.set(resources, view);
@@ -181,10 +185,11 @@ export function flattenRoutes(root: Resource<'VirtualService'> | Resource<'Route
     // Problems inside a delegated table are reported at the root's delegating route.
     const here = at ?? [...rootPath, index];
     const where = parent ? `${describe(owner)} routes[${index}]` : undefined;
-    let spec = original;
+    // The route's RouteOptions under its own options (Gloo merges them before the parent's).
+    let spec = original.optionsConfigRefs?.delegateOptions?.length && tables.resource ? { ...original, options: effectiveRouteOptions(original, owner.namespace, tables.resource) } : original;
     if (parent) {
       const own: readonly MatcherSpec[] = spec.matchers && spec.matchers.length > 0 ? spec.matchers : parent.prefixes.map((prefix) => ({ prefix }));
-      const outside = outsidePrefixes(own, parent.prefixes);
+      const outside = outsidePrefixes(own, parent.prefixes) ?? (parent.inheritable ? undefined : missingParentMatchers(own, parent.matchers));
       if (outside) {
         report({ path: [...here, 'delegateAction'], code: ConfigCodes.DELEGATION, severity: 'warning', message: `${where}: ${outside}` });
         continue;
@@ -250,6 +255,36 @@ function outsidePrefixes(own: readonly MatcherSpec[], prefixes: readonly string[
     if (bad !== undefined) outside.push(`matchers[${j}] "${path}" does not start with the delegating prefix "${bad}"`);
   });
   return outside.length > 0 ? `${outside.join('; ')}: the route is not served (Gloo: routes of a RouteTable must start with the prefix that delegates to it)` : undefined;
+}
+
+/**
+ * Gloo's rule for a delegating route's headers, query parameters and methods when they are not
+ * inherited (no `inheritableMatchers`): every matcher of a delegated route must repeat each of
+ * them (the same header or parameter, equal; a superset of the methods), else the route is not
+ * served (Gloo's converter.go isRouteTableValidForDelegateMatcher: a warning, the route dropped).
+ * Why a route breaks it, or undefined.
+ */
+function missingParentMatchers(own: readonly MatcherSpec[], parents: readonly MatcherSpec[]): string | undefined {
+  const header = (h: NonNullable<MatcherSpec['headers']>[number]) => JSON.stringify([h.name, h.value ?? '', h.regex ?? false, h.invertMatch ?? false]);
+  const query = (q: NonNullable<MatcherSpec['queryParameters']>[number]) => JSON.stringify([q.name, q.value ?? '', q.regex ?? false]);
+  const missing: string[] = [];
+  own.forEach((m, j) => {
+    const headers = new Set((m.headers ?? []).map(header));
+    const params = new Set((m.queryParameters ?? []).map(query));
+    const methods = new Set((m.methods ?? []).map((x) => x.toUpperCase()));
+    for (const parent of parents) {
+      const lacks = [
+        ...(parent.headers ?? []).filter((h) => !headers.has(header(h))).map((h) => `header "${h.name}"`),
+        ...(parent.queryParameters ?? []).filter((q) => !params.has(query(q))).map((q) => `query parameter "${q.name}"`),
+        ...(parent.methods ?? []).filter((x) => !methods.has(x.toUpperCase())).map((x) => `method ${x.toUpperCase()}`),
+      ];
+      if (lacks.length > 0) {
+        missing.push(`matchers[${j}] lacks the delegating route's ${lacks.join(', ')}`);
+        break;
+      }
+    }
+  });
+  return missing.length > 0 ? `${missing.join('; ')}: the route is not served (Gloo: without inheritableMatchers, a delegated route must repeat the delegating route's headers, query parameters and methods)` : undefined;
 }
 
 /** `VirtualService ns/a → RouteTable ns/b → …`: the chain a problem is on, outermost first. */
@@ -548,26 +583,30 @@ function cycleText(table: Resource<'RouteTable'>, summary: Summaries, maxLabels:
   return { text: [...labels, ...shown, describe(t)].join(' → '), closing };
 }
 
-/** A delegating route's own matchers: prefixes only, and headers/methods/query only with inheritableMatchers (Gloo). */
-export function checkDelegatingRoute(route: RouteSpec, inheritable: boolean): { path: PathSegment[]; message: string }[] {
+/**
+ * A delegating route's own matchers: prefixes only (Gloo). Its headers, methods and query
+ * parameters are accepted with or without inheritableMatchers, as Gloo accepts them: inherited, or
+ * required of each delegated route ({@link missingParentMatchers}).
+ */
+export function checkDelegatingRoute(route: RouteSpec): { path: PathSegment[]; message: string }[] {
   if (!route.delegateAction) return [];
   const out: { path: PathSegment[]; message: string }[] = [];
   route.matchers?.forEach((m, j) => {
     const kind = m.exact !== undefined ? 'exact' : m.regex !== undefined ? 'regex' : undefined;
     if (kind) out.push({ path: ['matchers', j, kind], message: `a route with delegateAction must match on a prefix, not ${kind} (Gloo)` });
-    const extra = (['headers', 'methods', 'queryParameters'] as const).filter((f) => m[f] !== undefined && m[f]!.length > 0);
-    if (extra.length > 0 && !(route.inheritableMatchers ?? inheritable)) {
-      out.push({ path: ['matchers', j, extra[0]!], message: `${extra.join(', ')} on a delegating route apply only with inheritableMatchers: true (then the delegated routes must match them too)` });
-    }
   });
   return out;
 }
 
-/** The parent's headers, methods and query parameters added to a delegated route's matcher. */
+/**
+ * The parent's headers, methods and query parameters added to a delegated route's matcher, as
+ * Gloo adds them: each list is the parent's followed by the child's (methods too: a child's
+ * `[PUT]` under a parent's `[GET]` matches either, Gloo's `:method` regex `GET|PUT`).
+ */
 function inheritMatcher(child: MatcherSpec, parent: MatcherSpec): MatcherSpec {
   const headers = [...(parent.headers ?? []), ...(child.headers ?? [])];
   const queryParameters = [...(parent.queryParameters ?? []), ...(child.queryParameters ?? [])];
-  const methods = child.methods ?? parent.methods;
+  const methods = parent.methods || child.methods ? [...new Set([...(parent.methods ?? []), ...(child.methods ?? [])])] : undefined;
   return { ...child, ...(headers.length ? { headers } : {}), ...(queryParameters.length ? { queryParameters } : {}), ...(methods ? { methods } : {}) };
 }
 

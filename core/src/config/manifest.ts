@@ -1,5 +1,6 @@
 import { LineCounter, parseAllDocuments, isMap, isScalar, isSeq, type Document } from 'yaml';
 import { ConfigCodes, type Diagnostic, type PathSegment } from './diagnostic.ts';
+import { jsonName } from './proto-names.ts';
 
 /** One YAML/JSON document read from a file, with a way back to its source lines. */
 export interface ManifestDocument {
@@ -200,7 +201,8 @@ function lineOfPath(root: unknown, path: readonly PathSegment[], fallback: numbe
   let line = fallback;
   for (const segment of path) {
     if (isMap(node)) {
-      const pair = node.items.find((p) => (isScalar(p.key) ? p.key.value : p.key) === segment);
+      // A field given by its proto name (`prefix_rewrite`) is validated by its JSON name (./proto-names.ts).
+      const pair = node.items.find((p) => (isScalar(p.key) ? p.key.value : p.key) === segment) ?? node.items.find((p) => typeof segment === 'string' && isScalar(p.key) && typeof p.key.value === 'string' && p.key.value.includes('_') && jsonName(p.key.value) === segment);
       if (!pair) break;
       if (isScalar(pair.key) && pair.key.range) line = lineAt(pair.key.range[0]);
       node = pair.value;

@@ -7,6 +7,7 @@ import type { ConfigMapSpec } from './schema/config-map.ts';
 import type { RouteTableSpec, VirtualServiceSpec } from './schema/virtual-service.ts';
 import type { ResourceRef } from './schema/common.ts';
 import type { RateLimitConfigSpec } from './schema/rate-limit-config.ts';
+import type { RouteOptionSpec, VirtualHostOptionSpec } from './schema/option-resources.ts';
 
 export type SpecOf<K extends Kind> = K extends 'Upstream'
   ? UpstreamSpec
@@ -26,7 +27,11 @@ export type SpecOf<K extends Kind> = K extends 'Upstream'
             ? ConfigMapSpec
             : K extends 'RateLimitConfig'
               ? RateLimitConfigSpec
-              : never;
+              : K extends 'VirtualHostOption'
+                ? VirtualHostOptionSpec
+                : K extends 'RouteOption'
+                  ? RouteOptionSpec
+                  : never;
 
 /**
  * A validated resource. Plain data (no functions) so it can cross a worker boundary;

@@ -8,7 +8,8 @@ import type { CheckContext, ResourceChecks } from './check-context.ts';
 import { validateDocument } from './validate.ts';
 import type { ServiceEndpoints } from './source/kube.ts';
 import { checkSecret, checkUpstreamFields, checkUpstreamTls } from './checks/secret.ts';
-import { checkRouteTable, checkVirtualService } from './checks/virtual-service.ts';
+import { checkRouteOption, checkRouteTable, checkVirtualHostOption, checkVirtualService } from './checks/virtual-service.ts';
+import { checkIgnoredFields } from './checks/ignored-fields.ts';
 import { domainsOf, type RouteSpec, type VirtualServiceSpec } from './schema/virtual-service.ts';
 
 /** Status of one resource (SPEC 2.4). */
@@ -44,7 +45,7 @@ export { lookup } from './lookup.ts';
 export type { CheckContext, ResourceChecks } from './check-context.ts';
 
 /** Dependency order: a kind is checked after the kinds it references. */
-const ORDER: readonly Kind[] = ['Secret', 'ConfigMap', 'Upstream', 'UpstreamGroup', 'AuthConfig', 'RateLimitConfig', 'GraphQLApi', 'RouteTable', 'VirtualService'];
+const ORDER: readonly Kind[] = ['Secret', 'ConfigMap', 'Upstream', 'UpstreamGroup', 'AuthConfig', 'RateLimitConfig', 'GraphQLApi', 'VirtualHostOption', 'RouteOption', 'RouteTable', 'VirtualService'];
 
 interface Candidate {
   key: string;
@@ -213,7 +214,20 @@ export class ConfigStore {
           continue;
         }
       }
-      if (served.has(key)) continue;
+      const target = served.get(key);
+      if (target && (target.kind === 'VirtualHostOption' || target.kind === 'RouteOption') && target.namespace !== resource.namespace) {
+        // Options of another namespace bring their Secrets (header values) here: the tenancy rule for Secrets holds through them.
+        const refused = referencesOf(target).find((r) => {
+          if (r.kind !== 'Secret') return false;
+          const secret = served.get(refKey('Secret', r.ref, target.namespace)) as Resource<'Secret'> | undefined;
+          return !secret || !secretReadableFrom({ namespace: secret.namespace, referableFrom: secret.spec.referableFrom }, resource.namespace);
+        });
+        if (refused) {
+          out.push(ctx.at(ref.path, ConfigCodes.CROSS_NAMESPACE_REF, `${describeResource(target)}: ${crossNamespaceMessage({ namespace: refused.ref.namespace ?? target.namespace, name: refused.ref.name }, resource.namespace)}`));
+          continue;
+        }
+      }
+      if (target) continue;
       const name = `${ref.kind} ${ref.ref.namespace ?? resource.namespace}/${ref.ref.name}`;
       if (ref.kind === 'AuthConfig' && present.has(key)) {
         // Fail closed, not open and not 404 (SPEC 5): the routes stay, and the auth server
@@ -221,11 +235,16 @@ export class ConfigStore {
         out.push(ctx.at(ref.path, ConfigCodes.REJECTED_REF, `references ${name}, which is rejected: requests that need it are denied (403) until it is accepted`, 'warning'));
         continue;
       }
-      out.push(ctx.at(ref.path, ConfigCodes.MISSING_REF, `references ${name}, which does not exist or is not accepted`));
+      // Gloo: a missing options resource is a warning, so options can be applied after what uses them.
+      const optional = ref.kind === 'VirtualHostOption' || ref.kind === 'RouteOption';
+      out.push(ctx.at(ref.path, ConfigCodes.MISSING_REF, `references ${name}, which does not exist or is not accepted${optional ? ': its options are not applied' : ''}`, optional ? 'warning' : 'error'));
     }
+    out.push(...checkIgnoredFields(resource, ctx));
     if (resource.kind === 'Secret') out.push(...checkSecret(resource, ctx));
     if (resource.kind === 'Upstream') out.push(...checkUpstreamTls(resource, ctx), ...checkUpstreamFields(resource, ctx));
     if (resource.kind === 'RouteTable') out.push(...checkRouteTable(resource, ctx));
+    if (resource.kind === 'VirtualHostOption') out.push(...checkVirtualHostOption(resource, ctx));
+    if (resource.kind === 'RouteOption') out.push(...checkRouteOption(resource, ctx));
     if (resource.kind === 'VirtualService') {
       const found = checkVirtualService(resource, ctx);
       out.push(...found);
@@ -272,7 +291,14 @@ export function referencesOf(resource: AnyResource): Reference[] {
     if (vh.options?.extauth?.configRef) out.push({ kind: 'AuthConfig', ref: vh.options.extauth.configRef, path: ['spec', 'virtualHost', 'options', 'extauth', 'configRef'] });
     headerSecretRefs(vh.options?.headerManipulation, ['spec', 'virtualHost', 'options'], out);
     rateLimitConfigRefs(vh.options, ['spec', 'virtualHost', 'options'], out);
+
+    vh.optionsConfigRefs?.delegateOptions?.forEach((ref, j) => out.push({ kind: 'VirtualHostOption', ref, path: ['spec', 'virtualHost', 'optionsConfigRefs', 'delegateOptions', j] }));
     routeReferences(vh.routes, ['spec', 'virtualHost', 'routes'], out);
+  } else if (resource.kind === 'VirtualHostOption' || resource.kind === 'RouteOption') {
+    // The options' own references, in the options resource's namespace (config/options-refs.ts qualifies them so when merged).
+    const options = resource.spec.options;
+    if (options?.extauth?.configRef) out.push({ kind: 'AuthConfig', ref: options.extauth.configRef, path: ['spec', 'options', 'extauth', 'configRef'] });
+    headerSecretRefs(options?.headerManipulation, ['spec', 'options'], out);
   } else if (resource.kind === 'RouteTable') {
     // Tables it delegates to are not references here: they are resolved by the delegation walk (a missing one is a warning, as in Gloo).
     routeReferences(resource.spec.routes, ['spec', 'routes'], out);
@@ -357,5 +383,7 @@ function routeReferences(routes: readonly RouteSpec[], base: PathSegment[], out:
     if (route.graphqlApiRef) out.push({ kind: 'GraphQLApi', ref: route.graphqlApiRef, path: [...at, 'graphqlApiRef'] });
     if (route.options?.extauth?.configRef) out.push({ kind: 'AuthConfig', ref: route.options.extauth.configRef, path: [...at, 'options', 'extauth', 'configRef'] });
     rateLimitConfigRefs(route.options, [...at, 'options'], out);
+
+    route.optionsConfigRefs?.delegateOptions?.forEach((ref, j) => out.push({ kind: 'RouteOption', ref, path: [...at, 'optionsConfigRefs', 'delegateOptions', j] }));
   });
 }

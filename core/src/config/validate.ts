@@ -4,7 +4,8 @@ import Schema from 'typebox/schema';
 import { ConfigCodes, formatPath, type Diagnostic, type PathSegment } from './diagnostic.ts';
 import type { ManifestDocument } from './manifest.ts';
 import { DEFAULT_NAMESPACE, describeResource, deepFreeze, resourceKey, type AnyResource } from './resource.ts';
-import { KINDS, KIND_NAMES, acceptedApiVersions, manifestSchema, type Kind } from './schema/kinds.ts';
+import { KINDS, KIND_NAMES, acceptedApiVersions, isCoreKind, manifestSchema, type Kind } from './schema/kinds.ts';
+import { normalizeProtoNames } from './proto-names.ts';
 import { MAX_SECRET_BYTES, type SecretSpec } from './schema/secret.ts';
 import { MAX_CONFIG_MAP_BYTES, type ConfigMapSpec } from './schema/config-map.ts';
 
@@ -56,14 +57,21 @@ export function validateDocument(doc: ManifestDocument, apiGroupDomain: string, 
     diagnostics.push(at(['apiVersion'], ConfigCodes.API_VERSION, `apiVersion ${JSON.stringify(value.apiVersion)} is not served for ${kind}; use ${versions.join(' or ')}`, label));
   }
   const { schema, check } = validators.get(kind as Kind)!;
-  if (!check.Check(value)) {
-    const [, errors] = check.Errors(value);
+  // Gloo's protojson takes proto field names too (`retriable_status_codes`): renamed here, once, for every kind.
+  let normalized: Record<string, unknown> = value;
+  if (!isCoreKind(kind as Kind) && value.spec !== null && typeof value.spec === 'object') {
+    const renamed = normalizeProtoNames(value.spec, KINDS[kind as Kind].spec, ['spec']);
+    for (const c of renamed.conflicts) diagnostics.push(at(c.path, ConfigCodes.SCHEMA, c.message, label));
+    if (renamed.value !== value.spec) normalized = { ...value, spec: renamed.value };
+  }
+  if (!check.Check(normalized)) {
+    const [, errors] = check.Errors(normalized);
     for (const d of explainSchemaErrors(schema, errors)) diagnostics.push(at(d.path, d.code, d.message, label));
   }
   const key = typeof metadata.name === 'string' ? resourceKey(kind as Kind, namespace, name) : undefined;
   if (diagnostics.length > 0) return { ...(key ? { key } : {}), diagnostics: dedupe(diagnostics) };
 
-  const raw = doc.value as Record<string, unknown>;
+  const raw: Record<string, unknown> = normalized;
   let spec = raw.spec as object;
   if (kind === 'Secret') {
     const secret = secretSpecOf(raw, crossNamespaceSecrets);

@@ -35,6 +35,8 @@ export const SHORT_NAMES: Record<Kind, string[]> = {
   RouteTable: ['rt'],
   VirtualService: ['vs'],
   RateLimitConfig: ['rlc'],
+  VirtualHostOption: ['vho', 'vhopts'],
+  RouteOption: ['rto', 'rtopts'],
 };
 
 /** `kubectl get` columns: the status the gateway writes (kube-status.ts), then the age. */

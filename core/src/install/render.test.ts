@@ -101,6 +101,8 @@ describe('renderInstall', () => {
       'CustomResourceDefinition/routetables.gateway.gatehouse.dev',
       'CustomResourceDefinition/virtualservices.gateway.gatehouse.dev',
       'CustomResourceDefinition/ratelimitconfigs.ratelimit.gatehouse.dev',
+      'CustomResourceDefinition/virtualhostoptions.gateway.gatehouse.dev',
+      'CustomResourceDefinition/routeoptions.gateway.gatehouse.dev',
       // The kube source (the default) reads the API server: roles for both.
       'ServiceAccount/gatehouse-gateway',
       'ClusterRole/gatehouse:gatehouse-system:gateway',

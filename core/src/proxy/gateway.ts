@@ -221,7 +221,7 @@ export class Gateway {
       this.finish(req, res, start, vhost.name, undefined);
       return sendLocalReply(res, 421, ErrorCodes.MISDIRECTED_REQUEST, `"${host}" is not served on a connection made for another TLS server name; connect with SNI "${host}"`);
     }
-    const matched = matchRoute(vhost, { method: req.method!, path, query, headers });
+    const matched = matchRoute(vhost, { method: req.method!, path, query, headers, scheme: (req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http' });
     if (!matched) {
       this.finish(req, res, start, vhost.name, undefined);
       return sendLocalReply(res, 404, ErrorCodes.NO_ROUTE, 'no route matched');

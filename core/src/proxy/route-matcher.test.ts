@@ -120,6 +120,34 @@ describe('methods, headers and query parameters', () => {
     expect(matches([{ queryParameters: [{ name: 'a', value: '1' }] }], q('a=1&a=2'))).toBe(true);
   });
 
+  test('pseudo-headers match what Envoy sees: :authority the Host, :method, :path with its query, :scheme the connection', () => {
+    const h = (name: string, value: string, regex = false) => [{ headers: [{ name, value, ...(regex ? { regex } : {}) }] }];
+    // The Gloo workshop's first lab: Host echo.solo.io → echo.
+    expect(matches(h(':authority', 'echo.solo.io'), line('/', { headers: { host: 'echo.solo.io' } }))).toBe(true);
+    expect(matches(h(':authority', 'echo.solo.io'), line('/', { headers: { host: 'other.io' } }))).toBe(false);
+    // As sent: a port is part of the authority (Envoy matches the header, not the routed host name).
+    expect(matches(h(':authority', 'echo.solo.io'), line('/', { headers: { host: 'echo.solo.io:8080' } }))).toBe(false);
+    expect(matches(h(':authority', 'echo\\.solo\\.io(:[0-9]+)?', true), line('/', { headers: { host: 'echo.solo.io:8080' } }))).toBe(true);
+    // :method + :path as one matcher: both must hold (issue 31: GET / and POST /p fell through).
+    const both = [{ headers: [{ name: ':method', value: 'GET' }, { name: ':path', value: '/p' }] }];
+    expect(matches(both, line('/p'))).toBe(true);
+    expect(matches(both, line('/'))).toBe(false);
+    expect(matches(both, line('/p', { method: 'POST' }))).toBe(false);
+    // :path holds the query: an exact /p does not match /p?x=1, a regex can.
+    expect(matches(h(':path', '/p'), line('/p', { query: 'x=1' }))).toBe(false);
+    expect(matches(h(':path', '/p\\?x=[0-9]+', true), line('/p', { query: 'x=1' }))).toBe(true);
+    expect(matches(h(':scheme', 'https'), line('/'))).toBe(false);
+    expect(matches(h(':scheme', 'https'), { ...line('/'), scheme: 'https' })).toBe(true);
+    expect(matches(h(':scheme', 'http'), line('/'))).toBe(true);
+    // Presence and inversion: pseudo-headers are always present.
+    expect(matches([{ headers: [{ name: ':authority' }] }], line('/', { headers: { host: 'a' } }))).toBe(true);
+    expect(matches([{ headers: [{ name: ':method', value: 'GET', invertMatch: true }] }], line('/', { method: 'POST' }))).toBe(true);
+    // A client header spelled like a pseudo-header is never what is matched (HTTP/2 cannot send one; HTTP/1.1 names cannot start with ":").
+    expect(matches(h(':method', 'DELETE'), line('/', { headers: { ':method': 'DELETE' } }))).toBe(false);
+    // Names from Object.prototype are ordinary headers.
+    expect(matches(h('constructor', 'x'), line('/', { headers: { constructor: 'x' } as IncomingHttpHeaders }))).toBe(true);
+  });
+
   test('within one entry every condition must hold; any entry of a route may match', () => {
     const specs: MatcherSpec[] = [{ prefix: '/a', methods: ['GET'] }, { exact: '/b' }];
     expect(matches(specs, line('/a/x'))).toBe(true);

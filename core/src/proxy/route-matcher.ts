@@ -10,6 +10,8 @@ export interface RequestLine {
   /** Raw query string without `?` ('' when absent). */
   readonly query: string;
   readonly headers: IncomingHttpHeaders;
+  /** `https` on a TLS connection, else `http` (absent: `http`): what a `:scheme` header matcher sees. */
+  readonly scheme?: string;
 }
 
 /** A compiled matcher entry: `matches` tests the request, `rewrite` applies `prefixRewrite`. */
@@ -91,9 +93,10 @@ function compileMatcher(spec: MatcherSpec): CompiledMatcher {
     const name = h.name.toLowerCase();
     const valueTest = valueMatcher(h.value, h.regex);
     const invert = h.invertMatch === true;
+    const pseudo = Object.hasOwn(PSEUDO_HEADERS, name) ? PSEUDO_HEADERS[name] : undefined;
     add(
       (req) => {
-        const raw = req.headers[name];
+        const raw = pseudo ? pseudo(req) : req.headers[name];
         // Envoy: an absent header fails every matcher except an inverted presence check
         // (`invertMatch` with a value does not match a request without the header).
         if (raw === undefined) return invert && h.value === undefined;
@@ -116,6 +119,23 @@ function compileMatcher(spec: MatcherSpec): CompiledMatcher {
   const tests = ranked.sort((a, b) => a.cost - b.cost).map((r) => r.test);
   return { matches: allOf(tests), rewrite, segment };
 }
+
+/**
+ * The pseudo-headers a header matcher may name, read as Envoy's router sees them (issue 31): the
+ * same over HTTP/1.1 and HTTP/2, since an HTTP/2 request's `:authority` is its `host` here
+ * (server/http2.ts). `:path` is the normalised path with its query; `:authority` the Host the
+ * virtual host was chosen by (as sent, port included). Other `:` names are refused at load
+ * (config/checks/virtual-service.ts).
+ */
+export const PSEUDO_HEADERS: Readonly<Record<string, (req: RequestLine) => string | undefined>> = {
+  ':authority': (req) => {
+    const host = req.headers.host;
+    return Array.isArray(host) ? host[0] : host;
+  },
+  ':method': (req) => req.method,
+  ':path': (req) => (req.query === '' ? req.path : `${req.path}?${req.query}`),
+  ':scheme': (req) => req.scheme ?? 'http',
+};
 
 /** Every test passes, in order. Short lists get their own closures: this runs for each candidate route of each request. */
 function allOf(tests: readonly ((req: RequestLine) => boolean)[]): (req: RequestLine) => boolean {

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { CounterChild, HistogramChild } from '../admin/request-metrics.ts';
 import { metrics } from '../admin/metrics.ts';
-import type { Resource } from '../config/resource.ts';
+import type { AnyResource, Resource } from '../config/resource.ts';
 import { durationMs } from '../config/schema/common.ts';
 import type { ResourceRef } from '../config/schema/common.ts';
 import { domainsOf, type RouteSpec } from '../config/schema/virtual-service.ts';
@@ -11,6 +11,7 @@ import { compileChain, type FilterChain } from './filters/chain.ts';
 import { routeAuthOf } from './filters/extauth.ts';
 import { FilterStage, type FilterBuildContext, type FilterServices, type HttpFilter, type HttpFilterFactory } from './filters/http-filter.ts';
 import { FILTER_FACTORIES } from './filters/registry.ts';
+import { effectiveVirtualHostOptions, lookupIn } from '../config/options-refs.ts';
 import { compileHeaderOps, type HeaderOps } from './header-ops.ts';
 import { HostTable } from './host-table.ts';
 import { compileMatchers, firstSegment, type CompiledMatcher, type RequestLine } from './route-matcher.ts';
@@ -296,6 +297,8 @@ function dependenciesOf(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>
     for (const ref of referencesOf(owner)) {
       const found = lookup(snapshot, ref.kind, ref.ref, owner.namespace);
       deps.push(versionOf(found));
+      // An options resource's own references (Secrets of its headers) are compiled into this virtual host too.
+      if ((ref.kind === 'VirtualHostOption' || ref.kind === 'RouteOption') && found) for (const r of referencesOf(found as AnyResource)) deps.push(versionOf(lookup(snapshot, r.kind, r.ref, found.namespace)));
       // A group's destinations resolve in its own namespace.
       if (ref.kind === 'UpstreamGroup' && found) {
         const group = found as Resource<'UpstreamGroup'>;
@@ -317,7 +320,8 @@ function sameDependencies(a: readonly unknown[], b: readonly unknown[]): boolean
  * the route's own references resolve in the owner's namespace, the virtual host's in the VirtualService's.
  */
 function compileRoute(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, owner: Resource<'VirtualService'> | Resource<'RouteTable'>, spec: RouteSpec, index: number, options: RouteTableOptions): CompiledRoute {
-  const vh = vs.spec.virtualHost;
+  // The virtual host's options with its VirtualHostOptions merged in (config/options-refs.ts).
+  const vh = { options: effectiveVirtualHostOptions(vs, lookupIn(snapshot.resources)) };
   const name = spec.name ?? `${owner.namespace}/${owner.name}/${index}`;
   const o = spec.options ?? {};
   const secretOf = (ref: ResourceRef) => lookup(snapshot, 'Secret', ref, owner.namespace);

@@ -4,12 +4,13 @@ import type { CheckContext } from '../check-context.ts';
 import { re2Problem, substitutionProblem } from '../../regex/re2.ts';
 import { cipherSuiteNames, isKnownCipher, isKnownCurve, PROTOCOL_ORDER, tlsVersionName } from '../../tls/policy.ts';
 import { secureContextOf, tlsMaterial } from '../../tls/material.ts';
-import { RETRY_ON_TOKENS, type RouteSpec } from '../schema/virtual-service.ts';
+import { RETRY_ON_TOKENS, type RouteOptionsSpec, type RouteSpec, type VirtualHostOptionsSpec } from '../schema/virtual-service.ts';
 import { checkDelegatingRoute, checkTableDelegation, delegationLimits, flattenRoutes, routeTablesOf, type DelegationProblem } from '../delegation.ts';
 import { configLimits } from '../limits.ts';
 import { parseHeaderValue } from '../../proxy/header-ops.ts';
 import { FILTER_FACTORIES } from '../../proxy/filters/registry.ts';
 import type { PathSegment } from '../diagnostic.ts';
+import { PSEUDO_HEADERS } from '../../proxy/route-matcher.ts';
 
 const HOST_LABELS = /^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$/i;
 
@@ -36,10 +37,7 @@ export function checkVirtualService(resource: Resource<'VirtualService'>, ctx: C
       out.push(ctx.at(path, ConfigCodes.BAD_DOMAIN, `domain "${domain}" is not a host name, "*", a suffix wildcard ("*.foo.com", "*-bar.foo.com") or a prefix wildcard ("foo.*")`));
     }
   });
-  const { regex, retryOn, headerValues } = fieldChecks(out, ctx);
-  vh.options?.cors?.allowOriginRegex?.forEach((r, i) => regex(r, ['spec', 'virtualHost', 'options', 'cors', 'allowOriginRegex', i]));
-  retryOn(vh.options?.retries, ['spec', 'virtualHost', 'options', 'retries']);
-  headerValues(vh.options?.headerManipulation, ['spec', 'virtualHost', 'options']);
+  out.push(...checkVirtualHostOptionFields(vh.options, ['spec', 'virtualHost', 'options'], ctx));
   out.push(...filterChecks(vh.options, ['spec', 'virtualHost', 'options'], ctx));
   out.push(...checkRoutes(vh.routes, ['spec', 'virtualHost', 'routes'], ctx));
   out.push(...checkDelegation(resource, ctx));
@@ -94,38 +92,72 @@ export function checkRoutes(routes: readonly RouteSpec[], base: (string | number
   const { regex, retryOn, headerValues } = fieldChecks(out, ctx);
   routes.forEach((route, r) => {
     const at = [...base, r];
-    for (const d of checkDelegatingRoute(route, false)) out.push(ctx.at([...at, ...d.path], ConfigCodes.DELEGATION, d.message));
-    retryOn(route.options?.retries, [...at, 'options', 'retries']);
-    headerValues(route.options?.headerManipulation, [...at, 'options']);
+    for (const d of checkDelegatingRoute(route)) out.push(ctx.at([...at, ...d.path], ConfigCodes.DELEGATION, d.message));
+    out.push(...checkRouteOptionFields(route.options, [...at, 'options'], ctx));
     out.push(...filterChecks(route.options, [...at, 'options'], ctx));
     route.routeAction?.multi?.destinations.forEach((d, j) => headerValues(d.options?.headerManipulation, [...at, 'routeAction', 'multi', 'destinations', j, 'options']));
-    route.options?.lbHash?.hashPolicies.forEach((policy, j) => {
-      if (policy.cookie?.ttl !== undefined) {
-        out.push(ctx.at([...at, 'options', 'lbHash', 'hashPolicies', j, 'cookie', 'ttl'], ConfigCodes.IGNORED, 'the cookie is not generated: requests without it get no key from this policy (Envoy sets the cookie when ttl is given)', 'warning'));
-      }
-    });
-    const rewrite = route.options?.regexRewrite;
-    regex(rewrite?.pattern.regex, [...at, 'options', 'regexRewrite', 'pattern', 'regex'], rewrite?.pattern.googleRe2?.maxProgramSize);
-    const substitution = rewrite && !re2Problem(rewrite.pattern.regex) ? substitutionProblem(rewrite.pattern.regex, rewrite.substitution) : undefined;
-    if (substitution) out.push(ctx.at([...at, 'options', 'regexRewrite', 'substitution'], ConfigCodes.BAD_REGEX, substitution));
-    if (route.options?.regexRewrite && route.options.prefixRewrite !== undefined) {
-      out.push(ctx.at([...at, 'options', 'regexRewrite'], ConfigCodes.INVALID, 'set regexRewrite or prefixRewrite, not both (Envoy)'));
-    }
     route.matchers?.forEach((m, i) => {
       regex(m.regex, [...at, 'matchers', i, 'regex']);
       m.headers?.forEach((h, j) => {
         if (h.regex) regex(h.value ?? '', [...at, 'matchers', i, 'headers', j, 'value']);
+        // A pseudo-header Envoy's router does not have would never match: refused rather than a route that silently never serves.
+        const name = h.name.toLowerCase();
+        if (name.startsWith(':') && !Object.hasOwn(PSEUDO_HEADERS, name)) {
+          out.push(ctx.at([...at, 'matchers', i, 'headers', j, 'name'], ConfigCodes.INVALID, `"${h.name}" is not a request pseudo-header a route can match; use one of ${Object.keys(PSEUDO_HEADERS).join(', ')}, or a header name without ":"`));
+        }
       });
       m.queryParameters?.forEach((q, j) => {
         if (q.regex) regex(q.value ?? '', [...at, 'matchers', i, 'queryParameters', j, 'value']);
       });
     });
-    route.options?.cors?.allowOriginRegex?.forEach((x, i) => regex(x, [...at, 'options', 'cors', 'allowOriginRegex', i]));
-    if (route.options?.extauth?.disable === false) {
-      out.push(ctx.at([...at, 'options', 'extauth', 'disable'], ConfigCodes.INVALID, '"disable: false" has no effect; remove it to inherit the virtual host\'s auth', 'warning'));
-    }
   });
   return out;
+}
+
+/** Checks of a route's options (`at`: the options object's path), inline or in a RouteOption. */
+function checkRouteOptionFields(options: RouteOptionsSpec | undefined, at: (string | number)[], ctx: CheckContext): Diagnostic[] {
+  const out: Diagnostic[] = [];
+  if (!options) return out;
+  const { regex, retryOn, headerValues } = fieldChecks(out, ctx);
+  retryOn(options.retries, [...at, 'retries']);
+  headerValues(options.headerManipulation, at);
+  options.lbHash?.hashPolicies.forEach((policy, j) => {
+    if (policy.cookie?.ttl !== undefined) {
+      out.push(ctx.at([...at, 'lbHash', 'hashPolicies', j, 'cookie', 'ttl'], ConfigCodes.IGNORED, 'the cookie is not generated: requests without it get no key from this policy (Envoy sets the cookie when ttl is given)', 'warning'));
+    }
+  });
+  const rewrite = options.regexRewrite;
+  regex(rewrite?.pattern.regex, [...at, 'regexRewrite', 'pattern', 'regex'], rewrite?.pattern.googleRe2?.maxProgramSize);
+  const substitution = rewrite && !re2Problem(rewrite.pattern.regex) ? substitutionProblem(rewrite.pattern.regex, rewrite.substitution) : undefined;
+  if (substitution) out.push(ctx.at([...at, 'regexRewrite', 'substitution'], ConfigCodes.BAD_REGEX, substitution));
+  if (options.regexRewrite && options.prefixRewrite !== undefined) {
+    out.push(ctx.at([...at, 'regexRewrite'], ConfigCodes.INVALID, 'set regexRewrite or prefixRewrite, not both (Envoy)'));
+  }
+  options.cors?.allowOriginRegex?.forEach((x, i) => regex(x, [...at, 'cors', 'allowOriginRegex', i]));
+  if (options.extauth?.disable === false) {
+    out.push(ctx.at([...at, 'extauth', 'disable'], ConfigCodes.INVALID, '"disable: false" has no effect; remove it to inherit the virtual host\'s auth', 'warning'));
+  }
+  return out;
+}
+
+/** Checks of a virtual host's options (`at`: the options object's path), inline or in a VirtualHostOption. */
+function checkVirtualHostOptionFields(options: VirtualHostOptionsSpec | undefined, at: (string | number)[], ctx: CheckContext): Diagnostic[] {
+  const out: Diagnostic[] = [];
+  const { regex, retryOn, headerValues } = fieldChecks(out, ctx);
+  options?.cors?.allowOriginRegex?.forEach((r, i) => regex(r, [...at, 'cors', 'allowOriginRegex', i]));
+  retryOn(options?.retries, [...at, 'retries']);
+  headerValues(options?.headerManipulation, at);
+  return out;
+}
+
+/** A VirtualHostOption's options, checked as a virtual host's. */
+export function checkVirtualHostOption(resource: Resource<'VirtualHostOption'>, ctx: CheckContext): Diagnostic[] {
+  return checkVirtualHostOptionFields(resource.spec.options, ['spec', 'options'], ctx);
+}
+
+/** A RouteOption's options, checked as a route's. */
+export function checkRouteOption(resource: Resource<'RouteOption'>, ctx: CheckContext): Diagnostic[] {
+  return checkRouteOptionFields(resource.spec.options, ['spec', 'options'], ctx);
 }
 
 /**

@@ -24,13 +24,28 @@ function pairs(keys: readonly string[]): string[][] {
   return out;
 }
 
+/**
+ * A Gloo field accepted but not applied: loading a resource that sets it gives a warning naming
+ * the field with `reason` (config/checks/ignored-fields.ts), never silence (SPEC 2.4).
+ */
+export function Ignored<S extends object>(schema: S, reason: string): S {
+  return { ...schema, 'x-gatehouse-ignored': reason };
+}
+
+/** Any JSON value (a Gloo message Gatehouse only accepts, never reads). */
+export const AnyValue = Type.Unknown();
+
 export const Name = Type.String({ minLength: 1, maxLength: 253, pattern: '^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$' });
 
 /** `{name, namespace}`; a missing namespace means the referring resource's namespace (SPEC 2.3). */
-export const ResourceRef = Strict({
-  name: Name,
-  namespace: Type.Optional(Name),
-});
+export const ResourceRef = Strict(
+  {
+    name: Name,
+    namespace: Type.Optional(Name),
+  },
+  // Marks references for schema-guided walks (config/options-refs.ts qualifies them with a namespace).
+  { 'x-gatehouse-ref': true },
+);
 export type ResourceRef = Type.Static<typeof ResourceRef>;
 
 /** Durations as Envoy/Gloo users write them: `15s`, `1.5s`, `250ms`, `1m`. */

@@ -7,6 +7,7 @@ import { SecretManifest, SecretSpec } from './secret.ts';
 import { ConfigMapManifest, ConfigMapSpec } from './config-map.ts';
 import { RouteTableSpec, VirtualServiceSpec } from './virtual-service.ts';
 import { RateLimitConfigSpec } from './rate-limit-config.ts';
+import { RouteOptionSpec, VirtualHostOptionSpec } from './option-resources.ts';
 
 /** The custom resource kinds (SPEC 2.2). `group` is prefixed to `--api-group-domain`. */
 export const CRD_KINDS = {
@@ -18,6 +19,9 @@ export const CRD_KINDS = {
   VirtualService: { group: 'gateway', glooGroup: 'gateway.solo.io', version: 'v1', plural: 'virtualservices', spec: VirtualServiceSpec },
   // Gloo Enterprise's rate-limit policy (solo-apis ratelimit.solo.io/v1alpha1); see docs/rate-limiting.md.
   RateLimitConfig: { group: 'ratelimit', glooGroup: 'ratelimit.solo.io', version: 'v1alpha1', plural: 'ratelimitconfigs', spec: RateLimitConfigSpec },
+  // Options shared by reference (optionsConfigRefs); see docs/virtual-service.md.
+  VirtualHostOption: { group: 'gateway', glooGroup: 'gateway.solo.io', version: 'v1', plural: 'virtualhostoptions', spec: VirtualHostOptionSpec },
+  RouteOption: { group: 'gateway', glooGroup: 'gateway.solo.io', version: 'v1', plural: 'routeoptions', spec: RouteOptionSpec },
 } as const;
 
 export type CrdKind = keyof typeof CRD_KINDS;

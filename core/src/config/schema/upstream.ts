@@ -1,5 +1,9 @@
 import Type from 'typebox';
-import { Duration, Name, ResourceRef, Strict, atMostOneOf, exactlyOneOf } from './common.ts';
+import { AnyValue, Duration, Ignored, Name, ResourceRef, Strict, atMostOneOf, exactlyOneOf } from './common.ts';
+
+/** Gloo's function discovery (FDS) writes `serviceSpec` (REST/Swagger, gRPC, gRPC-JSON transcoding) on the Upstreams it discovers. */
+const ServiceSpec = Ignored(AnyValue, 'function discovery specs (REST, gRPC, gRPC-JSON transcoding) are not used: routes reach the Upstream as plain HTTP');
+const UInt = Type.Integer({ minimum: 0, maximum: 4_294_967_295 });
 
 /** Gloo's tcpKeepalive times: a duration, or whole seconds as Gloo's TCP keepalive guide writes them (`keepaliveTime: 60`). */
 const KeepaliveDuration = Type.Union([Duration, Type.Integer({ minimum: 0, maximum: 2_147_483 })]);
@@ -19,6 +23,8 @@ export const KubeUpstreamSpec = Strict({
   serviceNamespace: Type.Optional(Name),
   servicePort: Type.Integer({ minimum: 1, maximum: 65535 }),
   selector: Type.Optional(Type.Record(Type.String(), Type.String(), { description: "pods of the service with these labels (honoured with EndpointSlice resolution; through DNS every pod of the service is used)" })),
+  serviceSpec: Type.Optional(ServiceSpec),
+  subsetSpec: Type.Optional(Ignored(AnyValue, 'subsets are not supported: every endpoint of the service gets traffic, whatever the route\'s subset')),
 });
 export type KubeUpstreamSpec = Type.Static<typeof KubeUpstreamSpec>;
 
@@ -38,10 +44,14 @@ export const UpstreamSpec = Strict({
         port: Type.Integer({ minimum: 1, maximum: 65535 }),
         loadBalancingWeight: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000, description: 'share of the traffic relative to the other hosts (default 1)' })),
         sniAddr: Type.Optional(Type.String({ minLength: 1, maxLength: 253, description: 'TLS server name for this host (default: sslConfig.sni, then addr)' })),
+        healthCheckConfig: Type.Optional(Ignored(AnyValue, "a host's own health check path and method are not used: every host is checked with the Upstream's healthChecks")),
+        metadata: Type.Optional(Ignored(AnyValue, 'host metadata (subset matching) is not used')),
       }),
       { minItems: 1 },
     ),
     useTls: Type.Optional(Type.Boolean({ description: 'connect with TLS (SNI = addr); default: true for port 443 or with sslConfig' })),
+    serviceSpec: Type.Optional(ServiceSpec),
+    autoSniRewrite: Type.Optional(Ignored(Type.Boolean(), "the SNI is not taken from the request's Host: it is the host's sniAddr, sslConfig.sni, or its addr")),
   })),
   /**
    * Gloo's UpstreamSslConfig: TLS to the hosts, verified against `rootCa` (or the system's CAs);
@@ -133,9 +143,14 @@ export const UpstreamSpec = Strict({
     Strict({
       consecutive5xx: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, description: 'default 5' })),
       consecutiveGatewayFailure: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, description: '502/503/504 and connect failures in a row (default 5)' })),
-      interval: Type.Optional(Duration),
+      interval: Type.Optional(Ignored(Duration, 'hosts are ejected as the errors arrive, not at interval sweeps')),
       baseEjectionTime: Type.Optional(Duration),
       maxEjectionPercent: Type.Optional(Type.Integer({ minimum: 0, maximum: 100, description: 'default 10 (at least one host may always be ejected)' })),
+      // Envoy's other OutlierDetection fields, as Gloo's discovery and guides may write them: accepted, not applied.
+      ...Object.fromEntries(
+        (['enforcingConsecutive5xx', 'enforcingSuccessRate', 'successRateMinimumHosts', 'successRateRequestVolume', 'successRateStdevFactor', 'enforcingConsecutiveGatewayFailure', 'consecutiveLocalOriginFailure', 'enforcingConsecutiveLocalOriginFailure', 'enforcingLocalOriginSuccessRate'] as const).map((f) => [f, Type.Optional(Ignored(UInt, 'only consecutive5xx and consecutiveGatewayFailure eject hosts here, always enforced (100%); success-rate and local-origin detection are not implemented'))]),
+      ) as Record<'enforcingConsecutive5xx' | 'enforcingSuccessRate' | 'successRateMinimumHosts' | 'successRateRequestVolume' | 'successRateStdevFactor' | 'enforcingConsecutiveGatewayFailure' | 'consecutiveLocalOriginFailure' | 'enforcingConsecutiveLocalOriginFailure' | 'enforcingLocalOriginSuccessRate', Type.TOptional<Type.TInteger>>,
+      splitExternalLocalOriginErrors: Type.Optional(Ignored(Type.Boolean(), 'local-origin errors (connect failures) and upstream 5xx are counted together')),
     }),
   ),
   /** Gloo's (Envoy's) active health checks: HTTP, or gRPC's grpc.health.v1 Check (HTTP/2 Upstreams). */
@@ -148,12 +163,26 @@ export const UpstreamSpec = Strict({
           healthyThreshold: Type.Integer({ minimum: 1, maximum: 100 }),
           unhealthyThreshold: Type.Integer({ minimum: 1, maximum: 100 }),
           noTrafficInterval: Type.Optional({ ...Duration, description: 'accepted with a warning: hosts are checked every interval, traffic or not' }),
+          initialJitter: Type.Optional(Ignored(Duration, 'checks start at once, without jitter')),
+          intervalJitter: Type.Optional(Ignored(Duration, 'checks run every interval, without jitter')),
+          intervalJitterPercent: Type.Optional(Ignored(UInt, 'checks run every interval, without jitter')),
+          unhealthyInterval: Type.Optional(Ignored(Duration, 'unhealthy hosts are checked every interval')),
+          unhealthyEdgeInterval: Type.Optional(Ignored(Duration, 'a host that just turned unhealthy is checked every interval')),
+          healthyEdgeInterval: Type.Optional(Ignored(Duration, 'a host that just turned healthy is checked every interval')),
+          eventLogPath: Type.Optional(Ignored(Type.String(), 'health check events go to the gateway log, not to a file')),
+          alwaysLogHealthCheckFailures: Type.Optional(Ignored(Type.Boolean(), 'health check transitions are logged; single failures are not')),
           reuseConnection: Type.Optional(Type.Boolean({ description: 'checks go over the host pool connections (true); false is accepted with a warning' })),
           httpHealthCheck: Type.Optional(
             Strict({
               path: Type.String({ pattern: '^/' }),
               host: Type.Optional(Type.String({ minLength: 1 })),
               expectedStatuses: Type.Optional(Type.Array(Strict({ start: Type.Integer({ minimum: 100, maximum: 599 }), end: Type.Integer({ minimum: 101, maximum: 600 }) }), { maxItems: 16 })),
+              serviceName: Type.Optional(Ignored(Type.String(), 'the x-envoy-upstream-healthchecked-cluster check is not made')),
+              requestHeadersToAdd: Type.Optional(Ignored(AnyValue, 'health check requests carry no extra headers')),
+              requestHeadersToRemove: Type.Optional(Ignored(Type.Array(Type.String()), 'health check requests carry no extra headers to remove')),
+              useHttp2: Type.Optional(Ignored(Type.Boolean(), "checks speak the Upstream's protocol (useHttp2 on the Upstream)")),
+              responseAssertions: Type.Optional(Ignored(AnyValue, 'only the status is checked (expectedStatuses)')),
+              method: Type.Optional(Ignored(Type.String(), 'health checks are GET requests')),
             }),
           ),
           grpcHealthCheck: Type.Optional(
@@ -178,8 +207,16 @@ export const UpstreamSpec = Strict({
       maxPendingRequests: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000 })),
       maxRequests: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000, description: 'requests in flight to the Upstream at once (default 1024); beyond it 503 with x-envoy-overloaded' })),
       maxRetries: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000, description: 'retries in flight to the Upstream at once (default 3, as Envoy); beyond it the failure is returned unretried' })),
+      trackRemaining: Type.Optional(Ignored(Type.Boolean(), 'the remaining-capacity gauges are not published')),
     }),
   ),
+  // HTTP/2 and DNS settings Gloo's discovery copies from a Service's upstream_config annotation.
+  initialStreamWindowSize: Type.Optional(Ignored(UInt, "HTTP/2 windows to the hosts are Node's defaults")),
+  initialConnectionWindowSize: Type.Optional(Ignored(UInt, "HTTP/2 windows to the hosts are Node's defaults")),
+  maxConcurrentStreams: Type.Optional(Ignored(UInt, 'the HTTP/2 stream limit is the one each host announces')),
+  respectDnsTtl: Type.Optional(Ignored(Type.Boolean(), 'host names are resolved per connection by the system resolver')),
+  dnsRefreshRate: Type.Optional(Ignored(Duration, 'host names are resolved per connection by the system resolver')),
+  disableIstioAutoMtls: Type.Optional(Ignored(Type.Boolean(), 'there is no Istio integration')),
 }, exactlyOneOf(['static', 'kube']));
 export type UpstreamSpec = Type.Static<typeof UpstreamSpec>;
 

@@ -4,6 +4,15 @@ import { JwtRouteOptions, JwtVirtualHostOptions } from './jwt.ts';
 import { TransformationStages, Transformations } from '../../transform/schema.ts';
 import { RateLimitOptions } from '../../ratelimit/options-schema.ts';
 
+/**
+ * Gloo's DelegateOptionsRefs: VirtualHostOption (on a virtual host) or RouteOption (on a route)
+ * resources whose options apply where the inline ones leave a field unset, earlier refs first
+ * (config/options-refs.ts).
+ */
+export const OptionsConfigRefs = Strict({
+  delegateOptions: Type.Optional(Type.Array(ResourceRef, { maxItems: 64, description: 'a missing namespace is the referring resource\'s' })),
+});
+
 const HeaderMatcher = Strict({
   name: Type.String({ minLength: 1 }),
   value: Type.Optional(Type.String()),
@@ -115,7 +124,8 @@ const Faults = Strict({
 });
 export type FaultsSpec = Type.Static<typeof Faults>;
 
-const RouteOptions = Strict({
+/** Gloo's RouteOptions: inline on a route, or in a RouteOption resource. */
+export const RouteOptions = Strict({
   faults: Type.Optional(Faults),
   lbHash: Type.Optional(Strict({ hashPolicies: Type.Array(HashPolicy, { maxItems: 16 }) })),
   autoHostRewrite: Type.Optional(Type.Boolean()),
@@ -229,6 +239,7 @@ const Route = Strict(
     redirectAction: Type.Optional(RedirectAction),
     directResponseAction: Type.Optional(DirectResponseAction),
     options: Type.Optional(RouteOptions),
+    optionsConfigRefs: Type.Optional(OptionsConfigRefs),
   },
   exactlyOneOf(['routeAction', 'graphqlApiRef', 'redirectAction', 'directResponseAction', 'delegateAction']),
 );
@@ -260,6 +271,18 @@ export const SslConfig = Strict(
   exactlyOneOf(['secretRef', 'sslFiles']),
 );
 
+/** Gloo's VirtualHostOptions: inline on a virtual host, or in a VirtualHostOption resource. */
+export const VirtualHostOptions = Strict({
+  extauth: Type.Optional(ExtAuthOptions),
+  cors: Type.Optional(CorsPolicy),
+  headerManipulation: Type.Optional(HeaderManipulation),
+  retries: Type.Optional(RetryPolicySpec),
+  ...JwtVirtualHostOptions,
+  transformations: Type.Optional(Transformations),
+  stagedTransformations: Type.Optional(TransformationStages),
+  ...RateLimitOptions,
+});
+
 /** SPEC 3.2. */
 export const VirtualServiceSpec = Strict({
   // Gloo's display name (UI only): accepted, not used.
@@ -268,18 +291,8 @@ export const VirtualServiceSpec = Strict({
   virtualHost: Strict({
     domains: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { description: 'hosts this virtual host serves; none (or absent) means "*" (Gloo, Envoy)' })),
     routes: Type.Array(Route),
-    options: Type.Optional(
-      Strict({
-        extauth: Type.Optional(ExtAuthOptions),
-        cors: Type.Optional(CorsPolicy),
-        headerManipulation: Type.Optional(HeaderManipulation),
-        retries: Type.Optional(RetryPolicySpec),
-        ...JwtVirtualHostOptions,
-        transformations: Type.Optional(Transformations),
-        stagedTransformations: Type.Optional(TransformationStages),
-        ...RateLimitOptions,
-      }),
-    ),
+    options: Type.Optional(VirtualHostOptions),
+    optionsConfigRefs: Type.Optional(OptionsConfigRefs),
   }),
 });
 export type VirtualServiceSpec = Type.Static<typeof VirtualServiceSpec>;
@@ -297,6 +310,7 @@ export type DelegateActionSpec = NonNullable<RouteSpec['delegateAction']>;
 export type RouteSpec = VirtualServiceSpec['virtualHost']['routes'][number];
 export type MatcherSpec = NonNullable<RouteSpec['matchers']>[number];
 export type RouteOptionsSpec = NonNullable<RouteSpec['options']>;
+export type VirtualHostOptionsSpec = Type.Static<typeof VirtualHostOptions>;
 export type HeaderManipulationSpec = Type.Static<typeof HeaderManipulation>;
 export type CorsPolicySpec = Type.Static<typeof CorsPolicy>;
 export type ExtAuthOptionsSpec = Type.Static<typeof ExtAuthOptions>;
