@@ -261,6 +261,7 @@ export class AuthEngine {
     const options: StepBuildOptions = {
       ...this.build,
       namespace: resource.namespace,
+      failOnRedirect: (resource.spec.failOnRedirect ?? resource.spec.fail_on_redirect) === true,
       redact,
       resolveUpstream: (ref) => lookup(snapshot, 'Upstream', ref, resource.namespace)?.spec,
       secrets: secretSource(snapshot.resources),

@@ -55,7 +55,16 @@ export function sanitizeDecision(decision: AuthDecision, report?: SanitizeReport
         return forbidden();
       }
     }
-    return remove === decision.headersToRemove ? decision : { ...decision, headersToRemove: remove };
+    let response = decision.responseHeadersToAdd;
+    if (response && !response.every(isWritable)) {
+      response = response.filter((header) => {
+        const ok = isWritable(header) && header.key.toLowerCase() !== 'content-length';
+        if (!ok) report?.dropped.push(String(header.key).slice(0, 64));
+        return ok;
+      });
+    }
+    if (remove === decision.headersToRemove && response === decision.responseHeadersToAdd) return decision;
+    return { ...decision, headersToRemove: remove, ...(response ? { responseHeadersToAdd: response } : {}) };
   }
   let status = decision.status;
   if (!Number.isInteger(status) || status < 200 || status > 599) {

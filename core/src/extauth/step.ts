@@ -21,7 +21,14 @@ export interface HeaderToSet {
 
 /** Outcome of one step, or of a whole chain. */
 export type AuthDecision =
-  | { allowed: true; headersToSet: HeaderToSet[]; headersToRemove: string[]; state?: Record<string, unknown> }
+  | {
+      allowed: true;
+      headersToSet: HeaderToSet[];
+      headersToRemove: string[];
+      state?: Record<string, unknown>;
+      /** Headers added to the response the client gets (Envoy's OkHttpResponse `response_headers_to_add`): an OIDC step's refreshed session cookie. */
+      responseHeadersToAdd?: HeaderToSet[];
+    }
   | { allowed: false; status: number; headers: HeaderToSet[]; body: string };
 
 /** The plain deny (403, no headers, no body): a fresh object, since callers may add to it. */

@@ -242,6 +242,7 @@ export class Gateway {
         if (downstreamGone(res)) return;
         if (!decision.allowed) return sendDenial(res, route.destination.kind === 'graphql' ? graphqlDenial(req.headers.accept, decision) : decision, ctx.responseHeaders);
         applyAllowed(headers, decision);
+        if (decision.responseHeadersToAdd) addResponseHeaders(ctx, decision.responseHeadersToAdd);
         this.dispatch(req, res, ctx, route, upstreamPath);
       },
       (error: unknown) => {
@@ -281,6 +282,7 @@ export class Gateway {
           if (downstreamGone(res)) return;
           if (!decision.allowed) return sendDenial(res, route.destination.kind === 'graphql' ? graphqlDenial(req.headers.accept, decision) : decision, ctx.responseHeaders);
           applyAllowed(ctx.headers, decision);
+          if (decision.responseHeadersToAdd) addResponseHeaders(ctx, decision.responseHeadersToAdd);
           this.dispatch(req, res, ctx, route, upstreamPath);
         },
         (error: unknown) => {
@@ -438,6 +440,13 @@ function applyAllowed(headers: IncomingHttpHeaders, decision: Extract<AuthDecisi
     const existing = headers[name];
     headers[name] = append && existing !== undefined ? `${Array.isArray(existing) ? existing.join(',') : existing},${value}` : value;
   }
+}
+
+/** An allowing decision's response headers (a refreshed session cookie) join the gateway's own on whatever the client gets. */
+function addResponseHeaders(ctx: RequestContext, headers: readonly { key: string; value: string }[]): void {
+  const flat = [...(ctx.responseHeaders ?? [])];
+  for (const { key, value } of headers) flat.push(key, value);
+  ctx.responseHeaders = flat;
 }
 
 /**

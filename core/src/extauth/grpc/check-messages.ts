@@ -17,7 +17,7 @@ interface HeaderValueOptionMessage {
 export interface CheckResponseMessage {
   status?: { code?: number; message?: string };
   denied_response?: { status?: { code?: number | string }; headers?: HeaderValueOptionMessage[]; body?: string };
-  ok_response?: { headers?: HeaderValueOptionMessage[]; headers_to_remove?: string[] };
+  ok_response?: { headers?: HeaderValueOptionMessage[]; headers_to_remove?: string[]; response_headers_to_add?: HeaderValueOptionMessage[] };
 }
 
 interface HttpRequestMessage {
@@ -106,7 +106,11 @@ export function checkResponseToMessage(decision: AuthDecision): CheckResponseMes
   if (decision.allowed) {
     return {
       status: { code: OK },
-      ok_response: { headers: decision.headersToSet.map(headerOption), headers_to_remove: decision.headersToRemove },
+      ok_response: {
+        headers: decision.headersToSet.map(headerOption),
+        headers_to_remove: decision.headersToRemove,
+        ...(decision.responseHeadersToAdd ? { response_headers_to_add: decision.responseHeadersToAdd.map(headerOption) } : {}),
+      },
     };
   }
   return {
@@ -126,7 +130,9 @@ export function decisionFromMessage(message: CheckResponseMessage): AuthDecision
         append: o.append?.value === true,
       }));
   if ((message.status?.code ?? OK) === OK) {
-    return allow(toHeaders(message.ok_response?.headers), (message.ok_response?.headers_to_remove ?? []).map((h) => h.toLowerCase()));
+    const allowed = allow(toHeaders(message.ok_response?.headers), (message.ok_response?.headers_to_remove ?? []).map((h) => h.toLowerCase()));
+    const response = message.ok_response?.response_headers_to_add;
+    return response?.length ? { ...allowed, responseHeadersToAdd: toHeaders(response) } : allowed;
   }
   const denied = message.denied_response;
   const code = Number(denied?.status?.code);
