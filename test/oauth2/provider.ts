@@ -53,7 +53,8 @@ const page = (title: string, action: string, fields: string) =>
  * Starts the provider. `redirectUris`: the app's callback URLs; `postLogoutUris`: where logout may return;
  * `ttl`: seconds of ID and access tokens (default 300).
  */
-export async function startProvider(options: { redirectUris: string[]; postLogoutUris: string[]; ttl?: number; host?: string; port?: number; issuer?: string }): Promise<TestProvider> {
+export async function startProvider(options: { redirectUris: string[]; postLogoutUris: string[]; ttl?: number; host?: string; port?: number; issuer?: string; client?: { id: string; secret: string }; routes?: Record<string, string> }): Promise<TestProvider> {
+  const client = options.client ?? CLIENT;
   const server = createServer();
   await new Promise<void>((resolve, reject) => server.once('error', reject).listen(options.port ?? 0, options.host ?? '127.0.0.1', resolve));
   const issuer = options.issuer ?? `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -62,8 +63,8 @@ export async function startProvider(options: { redirectUris: string[]; postLogou
   const provider = new ProviderClass(issuer, {
     clients: [
       {
-        client_id: CLIENT.id,
-        client_secret: CLIENT.secret,
+        client_id: client.id,
+        client_secret: client.secret,
         redirect_uris: options.redirectUris,
         post_logout_redirect_uris: options.postLogoutUris,
         grant_types: ['authorization_code', 'refresh_token', 'client_credentials'],
@@ -75,6 +76,7 @@ export async function startProvider(options: { redirectUris: string[]; postLogou
     cookies: { keys: ['cookie-key-for-tests'] },
     claims: { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name'] },
     findAccount: (_ctx: unknown, id: string) => ({ accountId: id, claims: () => ({ sub: id, email: `${id}@example.com`, email_verified: true, name: `The ${id}` }) }),
+    ...(options.routes ? { routes: options.routes } : {}),
     interactions: { url: (_ctx: unknown, interaction: { uid: string }) => `/interaction/${interaction.uid}` },
     ttl: { IdToken: ttl, AccessToken: ttl, ClientCredentials: 300, Session: 3600, Grant: 3600, Interaction: 600, RefreshToken: 3600, AuthorizationCode: 60 },
     pkce: { required: () => true },
@@ -135,10 +137,11 @@ export async function startProvider(options: { redirectUris: string[]; postLogou
       return logins;
     },
     async clientCredentialsToken() {
-      const response = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/token`, {
+      const address = server.address() as AddressInfo;
+      const response = await fetch(`http://${address.address}:${address.port}/token`, {
         method: 'POST',
         body: new URLSearchParams({ grant_type: 'client_credentials' }),
-        headers: { authorization: `Basic ${Buffer.from(`${CLIENT.id}:${CLIENT.secret}`).toString('base64')}` },
+        headers: { authorization: `Basic ${Buffer.from(`${client.id}:${client.secret}`).toString('base64')}` },
       });
       const answer = (await response.json()) as { access_token?: string };
       if (!answer.access_token) throw new Error(`no token: ${JSON.stringify(answer)}`);

@@ -135,7 +135,10 @@ function secretValue(ref: SecretRef | undefined, key: string, namespace: string,
   const data = secrets({ name: ref.name, namespace: ns });
   // A missing Secret is reported by the reference check.
   if (!data) return undefined;
-  const value = data[key];
+  let value = data[key];
+  // Gloo's guides print the client Secret as the YAML of its older format (`clientSecret: <value>`).
+  const legacy = key === 'client-secret' && value !== undefined ? /^\s*client_?[sS]ecret:[ \t]*(\S[^\n]*?)\s*$/.exec(value) : null;
+  if (legacy) value = legacy[1];
   if (value === undefined) problems.push({ path, message: `Secret ${ns}/${ref.name} has no key "${key}" (it has: ${Object.keys(data).sort().join(', ') || 'none'})`, severity: 'error' });
   return value;
 }
