@@ -13,6 +13,7 @@ import { eventually, send } from '../support/http.ts';
 import { startEcho, type Echo, type TestServer } from '../support/upstream.ts';
 import { appFiles, login, oidcAuthConfig } from './app.ts';
 import { Browser, type Step } from './browser.ts';
+import { signingKey } from '../plugin-kit/oidc-provider.ts';
 import { CLIENT, startProvider, USER, type TestProvider } from './provider.ts';
 
 const APP = 'http://app.test';
@@ -172,5 +173,27 @@ describe('OIDC authorization code flow through gatehouse run', () => {
     expect(big.status).toBe(403);
     // The gateway still serves.
     expect((await send(gw.url, { path: '/x', headers: { host: 'app.test', cookie: sessionCookie } })).status).toBe(200);
+  });
+  it('verifies ID tokens signed with a rotated key: the JWKS is fetched again for an unknown kid (jwksCacheRefreshPolicy always)', { timeout: 60_000 }, async () => {
+    const rotating = await startProvider({ redirectUris: [`${APP}/callback`], postLogoutUris: [`${APP}/`] });
+    const rdir = await makeConfigDir(appFiles(echo.port, oidcAuthConfig(rotating.issuer, { jwksCacheRefreshPolicy: { always: {} } })));
+    const rgw = await startGatehouse('run', ['--config-dir', rdir.path, '--access-log', 'false', '--extauth-timeout', '5s']);
+    try {
+      const first = await login(new Browser({ 'app.test': rgw.url }), `${APP}/one`);
+      expect(first.steps[first.steps.length - 1]!.reply.status).toBe(200);
+      const fetched = rotating.hits.get('/jwks') ?? 0;
+      expect(fetched).toBeGreaterThan(0);
+      rotating.rotate([signingKey('provider-key-2'), signingKey('provider-key-1')]);
+      const second = await login(new Browser({ 'app.test': rgw.url }), `${APP}/two`);
+      const page = second.steps[second.steps.length - 1]!;
+      expect(page.reply.status, JSON.stringify(rgw.logs.filter((l) => String(l.code ?? '').startsWith('GH_')))).toBe(200);
+      const header = JSON.parse(Buffer.from((echoOf(page).headers['x-id-token'] as string).split('.')[0]!, 'base64url').toString());
+      expect(header.kid).toBe('provider-key-2');
+      expect(rotating.hits.get('/jwks')!).toBeGreaterThan(fetched);
+    } finally {
+      await rgw.stop();
+      await rdir.cleanup();
+      await rotating.close();
+    }
   });
 });

@@ -34,6 +34,8 @@ export interface TestProvider {
   readonly hits: Map<string, number>;
   /** Login forms submitted with the right password. */
   readonly logins: number;
+  /** Serves from a new provider instance signing with the first of `keys` (the others stay published). */
+  rotate(keys: Record<string, unknown>[]): void;
   /** A client_credentials access token (opaque) of the test client. */
   clientCredentialsToken(): Promise<string>;
   close(): Promise<void>;
@@ -60,7 +62,7 @@ export async function startProvider(options: { redirectUris: string[]; postLogou
   const issuer = options.issuer ?? `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const ttl = options.ttl ?? 300;
   const ProviderClass = Provider as unknown as new (issuer: string, config: Record<string, unknown>) => ProviderApi;
-  const provider = new ProviderClass(issuer, {
+  const make = (keys: Record<string, unknown>[]) => new ProviderClass(issuer, {
     clients: [
       {
         client_id: client.id,
@@ -72,7 +74,7 @@ export async function startProvider(options: { redirectUris: string[]; postLogou
         token_endpoint_auth_method: 'client_secret_basic',
       },
     ],
-    jwks: { keys: [signingKey('provider-key-1')] },
+    jwks: { keys },
     cookies: { keys: ['cookie-key-for-tests'] },
     claims: { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name'] },
     findAccount: (_ctx: unknown, id: string) => ({ accountId: id, claims: () => ({ sub: id, email: `${id}@example.com`, email_verified: true, name: `The ${id}` }) }),
@@ -92,7 +94,8 @@ export async function startProvider(options: { redirectUris: string[]; postLogou
       rpInitiatedLogout: { enabled: true },
     },
   });
-  const handle = provider.callback();
+  let provider = make([signingKey('provider-key-1')]);
+  let handle = provider.callback();
   const hits = new Map<string, number>();
   let logins = 0;
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
@@ -135,6 +138,11 @@ export async function startProvider(options: { redirectUris: string[]; postLogou
     hits,
     get logins() {
       return logins;
+    },
+    rotate(keys) {
+      // A new instance behind the same server and issuer (its in-memory sessions and grants start empty).
+      provider = make(keys);
+      handle = provider.callback();
     },
     async clientCredentialsToken() {
       const address = server.address() as AddressInfo;

@@ -2,7 +2,7 @@
  * JSON Web Key Sets for token verification with `jose`: a remote set fetched through the step's
  * bounded client, cached, refreshed on an interval, and re-fetched on an unknown `kid` only as
  * the refresh policy allows (Gloo's `jwksCacheRefreshPolicy`: never by default, always, or at most
- * N times per interval), so tokens signed with made-up key ids cannot make us hammer the provider.
+ * N times per interval; at most one fetch a second), so tokens with made-up key ids cannot make us hammer the provider.
  */
 import { createLocalJWKSet, errors as joseErrors, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose';
 import { GatehouseError } from '../../errors.ts';
@@ -55,14 +55,29 @@ export class RemoteJwks {
       return await keys(header, token);
     } catch (error) {
       if (!(error instanceof joseErrors.JWKSNoMatchingKey) || !this.mayFetchOnDemand(now)) throw error;
-      return (await this.load())(header, token);
+      return (await this.fetchOnDemand())(header, token);
     }
   };
 
+  /**
+   * A fetch for an unknown key: at most one a second. Checks that come sooner wait for the next
+   * one (all of them share it), so a key rotated in just after a fetch is still found, and tokens
+   * with made-up key ids cost the provider one request a second at most.
+   */
+  private fetchOnDemand(): Promise<JWTVerifyGetKey> {
+    const wait = 1_000 - (Date.now() - this.fetchedAt);
+    if (wait <= 0) return this.load();
+    this.onDemand ??= new Promise<void>((resolve) => setTimeout(resolve, wait).unref()).then(() => {
+      this.onDemand = undefined;
+      return this.load();
+    });
+    return this.onDemand;
+  }
+
+  private onDemand: Promise<JWTVerifyGetKey> | undefined;
+
   private mayFetchOnDemand(now: number): boolean {
     if (this.policy.kind === 'never') return false;
-    // Coalesced with a fetch in flight; at most once a second either way.
-    if (now - this.fetchedAt < 1_000) return false;
     if (this.policy.kind === 'always') return true;
     if (now - this.intervalStart > this.refreshMs) {
       this.intervalStart = now;
