@@ -5,7 +5,7 @@ import { ExtAuthCodes } from './codes.ts';
 import { evaluateBoolExpr, type BoolExpr } from './boolean-expr.ts';
 import { allow, applyAllowed, forbidden, withHeaders, type Allowed } from './decision.ts';
 import { sanitizeDecision, type SanitizeReport } from './sanitize-decision.ts';
-import type { AuthDecision, AuthStep, CheckRequest } from './step.ts';
+import type { AuthDecision, AuthStep, CheckRequest, HeaderToSet } from './step.ts';
 
 /**
  * The built steps of one AuthConfig version (SPEC 5): run in order, the first denial is
@@ -115,10 +115,12 @@ export class AuthChain {
     let last: Allowed | undefined;
     let state: Record<string, unknown> = {};
     const lastStep = this.steps[this.steps.length - 1];
+    const response: HeaderToSet[] = [];
     for (const step of this.steps) {
       const decision = await this.runStep(step, current, state);
       if (!decision.allowed) return decision;
       last = decision;
+      if (decision.responseHeadersToAdd) response.push(...decision.responseHeadersToAdd);
       // Gloo: an allowing step's State is what the next step receives.
       if (decision.state) state = decision.state;
       if (decision.headersToSet.length === 0 && decision.headersToRemove.length === 0) continue;
@@ -133,9 +135,9 @@ export class AuthChain {
     }
     // One step's own answer passes through unchanged, unless it sets and removes the same
     // header (whose outcome would depend on the order the gateway applies them).
-    if (changes === 0) return last ?? allow();
-    if (changes === 1 && !setsAndRemoves(changing!)) return changing!;
-    return netEffect(headers, touched, removed);
+    if (changes === 0) return withResponseHeaders(last ?? allow(), response);
+    if (changes === 1 && !setsAndRemoves(changing!)) return withResponseHeaders(changing!, response);
+    return withResponseHeaders(netEffect(headers, touched, removed), response);
   }
 
   /**
@@ -153,12 +155,14 @@ export class AuthChain {
     let state: Record<string, unknown> = {};
     let denial: Exclude<AuthDecision, Allowed> | undefined;
     let changed = false;
+    const response: HeaderToSet[] = [];
     const allowed = await evaluateBoolExpr(expr, async (name) => {
       const decision = await this.runStep(this.byName.get(name)!, current, state);
       if (!decision.allowed) {
         denial = decision;
         return false;
       }
+      if (decision.responseHeadersToAdd) response.push(...decision.responseHeadersToAdd);
       if (decision.state) state = decision.state;
       if (decision.headersToSet.length > 0 || decision.headersToRemove.length > 0) {
         changed = true;
@@ -170,8 +174,8 @@ export class AuthChain {
       return true;
     });
     if (!allowed) return denial ?? forbidden();
-    if (!changed) return allow();
-    return netEffect(headers, touched, removed);
+    if (!changed) return withResponseHeaders(allow(), response);
+    return withResponseHeaders(netEffect(headers, touched, removed), response);
   }
 
   private async runStep(step: AuthStep, request: CheckRequest, state: Record<string, unknown>): Promise<AuthDecision> {
@@ -238,6 +242,12 @@ function netEffect(headers: Record<string, string>, touched: ReadonlySet<string>
     [...touched].filter((name) => headers[name] !== undefined).map((name) => ({ key: name, value: headers[name]!, append: false })),
     [...removed].filter((name) => headers[name] === undefined),
   );
+}
+
+/** The allowing steps' response headers (an OIDC step's refreshed cookie) on the chain's answer, whichever step's answer it is. */
+function withResponseHeaders(decision: AuthDecision, response: HeaderToSet[]): AuthDecision {
+  if (response.length === 0 || !decision.allowed || decision.responseHeadersToAdd === response) return decision;
+  return { ...decision, responseHeadersToAdd: response };
 }
 
 function setsAndRemoves(decision: Allowed): boolean {
