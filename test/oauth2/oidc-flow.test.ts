@@ -93,6 +93,12 @@ describe('OIDC authorization code flow through gatehouse run', () => {
     expect(provider.hits.get('/token')! - tokenCalls).toBe(1);
     expect(refreshed.headers['set-cookie']?.some((c) => c.startsWith('__session='))).toBe(true);
     expect(browser.cookies('app.test').get('__session')).not.toBe(sealed);
+    // A request still carrying the old cookie (sent before the new one arrived) gets the refreshed session, without spending the rotated refresh token again.
+    const tokensAfter = provider.hits.get('/token');
+    const stale = await send(gw.url, { path: '/late', headers: { host: 'app.test', cookie: `__session=${sealed}` } });
+    expect(stale.status).toBe(200);
+    expect((JSON.parse(stale.body) as Echo).headers['x-id-token']).not.toBe(idToken);
+    expect(provider.hits.get('/token')).toBe(tokensAfter);
     // The refreshed cookie carries the rotated refresh token: it keeps working, still without a login.
     const loginsBefore = provider.logins;
     expect((await browser.request(`${APP}/still`)).status).toBe(200);

@@ -88,6 +88,8 @@ export class OidcStep implements AuthStep {
   private readonly usedStates = new LRUCache<string, true>({ max: 100_000, ttl: LOGIN_STATE_TTL_MS });
   /** Refreshes in flight by session: parallel requests of one browser share one. */
   private readonly refreshing = new Map<string, Promise<Session | undefined>>();
+  /** Cookie sessions refreshed in the last minute, by the cookie they replaced. */
+  private readonly recentlyRefreshed = new LRUCache<string, { session: Session; cookies: string[] }>({ max: 10_000, ttl: 60_000 });
   private readonly logLimit = new LogLimiter({ intervalMs: 10_000 });
 
   constructor(config: CompiledOidc, options: OidcStepOptions) {
@@ -143,6 +145,11 @@ export class OidcStep implements AuthStep {
     if (!loaded) return this.login(fullPath, cookie);
     let session = loaded.session;
     const setCookies: string[] = [];
+    const recent = this.recentlyRefreshed.get(loaded.raw);
+    if (recent && recent.session.exp - this.config.preExpiryBufferMs > Date.now()) {
+      // The browser still sends the cookie it had before a refresh answered: the new session (and cookie) again.
+      return this.allowed(recent.session, [...recent.cookies]);
+    }
     if (session.exp - this.config.preExpiryBufferMs <= Date.now()) {
       if (!this.config.allowRefreshing || !session.rt) return this.login(fullPath, cookie);
       const key = loaded.raw;
@@ -160,10 +167,14 @@ export class OidcStep implements AuthStep {
       session = refreshed;
       setCookies.push(...(await this.store.save(session, loaded, cookie)));
       this.decisions.delete(loaded.raw);
+      // With rotating refresh tokens the old cookie's token is spent: its requests in flight reuse this refresh.
+      if (setCookies.length) this.recentlyRefreshed.set(loaded.raw, { session, cookies: setCookies });
     }
     const decision = this.allowed(session, setCookies);
     if (setCookies.length === 0) {
-      const until = this.store.kind === 'redis' ? Math.min(session.exp - this.config.preExpiryBufferMs, Date.now() + REDIS_CACHE_MS) : session.exp - this.config.preExpiryBufferMs;
+      let until = session.exp - this.config.preExpiryBufferMs;
+      if (this.store.kind === 'redis') until = Math.min(until, Date.now() + REDIS_CACHE_MS);
+      else if (this.config.cookie.maxAge > 0) until = Math.min(until, session.iat + this.config.cookie.maxAge * 1000);
       this.decisions.set(loaded.raw, { decision, until });
     }
     return decision;
