@@ -83,7 +83,7 @@ export class OidcStep implements AuthStep {
   private readonly jwks: RemoteJwks;
   private readonly failOnRedirect: boolean;
   /** Allow decisions by session cookie value (or Redis id), until the tokens need refreshing. */
-  private readonly decisions = new LRUCache<string, { decision: Allowed; until: number }>({ max: DECISION_CACHE });
+  private readonly decisions = new LRUCache<string, { raw: string; decision: Allowed; until: number }>({ max: DECISION_CACHE });
   /** States already redeemed (a replayed callback is refused even with the state cookie). */
   private readonly usedStates = new LRUCache<string, true>({ max: 100_000, ttl: LOGIN_STATE_TTL_MS });
   /** Refreshes in flight by session: parallel requests of one browser share one. */
@@ -117,8 +117,9 @@ export class OidcStep implements AuthStep {
       if (this.config.targetDomain && !domainMatches(http.host || http.headers.host || '', this.config.targetDomain)) return deny(403);
       const raw = readCookie(cookie, this.config.sessionCookie);
       if (raw) {
-        const hit = this.decisions.get(raw);
-        if (hit && hit.until > Date.now()) return hit.decision;
+        const hit = this.decisions.get(cacheKey(raw));
+        // Keyed by the cookie's tail (hashing a 2 KB key per request cost more than the rest of the hit); the whole value must match.
+        if (hit && hit.raw === raw && hit.until > Date.now()) return hit.decision;
       }
       return await this.session(http.path, cookie);
     } catch (error) {
@@ -161,12 +162,12 @@ export class OidcStep implements AuthStep {
       const refreshed = await pending;
       if (!refreshed) {
         await this.store.clear(loaded, cookie).catch(() => []);
-        this.decisions.delete(loaded.raw);
+        this.decisions.delete(cacheKey(loaded.raw));
         return this.login(fullPath, cookie);
       }
       session = refreshed;
       setCookies.push(...(await this.store.save(session, loaded, cookie)));
-      this.decisions.delete(loaded.raw);
+      this.decisions.delete(cacheKey(loaded.raw));
       // With rotating refresh tokens the old cookie's token is spent: its requests in flight reuse this refresh.
       if (setCookies.length) this.recentlyRefreshed.set(loaded.raw, { session, cookies: setCookies });
     }
@@ -175,7 +176,7 @@ export class OidcStep implements AuthStep {
       let until = session.exp - this.config.preExpiryBufferMs;
       if (this.store.kind === 'redis') until = Math.min(until, Date.now() + REDIS_CACHE_MS);
       else if (this.config.cookie.maxAge > 0) until = Math.min(until, session.iat + this.config.cookie.maxAge * 1000);
-      this.decisions.set(loaded.raw, { decision, until });
+      this.decisions.set(cacheKey(loaded.raw), { raw: loaded.raw, decision, until });
     }
     return decision;
   }
@@ -287,7 +288,7 @@ export class OidcStep implements AuthStep {
     }
     const cleared = await this.store.clear(loaded, cookie).catch(() => [] as string[]);
     const raw = readCookie(cookie, this.config.sessionCookie);
-    if (raw) this.decisions.delete(raw);
+    if (raw) this.decisions.delete(cacheKey(raw));
     let location = this.config.afterLogoutUrl;
     let meta: ProviderMetadata | undefined;
     try {
@@ -390,6 +391,11 @@ export class OidcStep implements AuthStep {
     if (suppressed === undefined) return;
     this.logger[level]({ code, step: this.name, issuer: this.config.issuerUrl, ...(suppressed ? { repeated: suppressed } : {}) }, `oidc step ${this.name}: ${message}`);
   }
+}
+
+/** The decision cache's key of a cookie value: its last 48 characters (the GCM tag and IV-dependent bytes). */
+function cacheKey(raw: string): string {
+  return raw.length > 48 ? raw.slice(-48) : raw;
 }
 
 /** When tokens need refreshing: the earlier of the ID token's `exp` and the access token's `expires_in`. */
