@@ -264,8 +264,6 @@ export function compileOidc(spec: Obj, namespace: string, secrets: SecretLookup)
   }, problems);
   const method = get<Obj>(oidc, 'endSessionProperties')?.methodType;
   if (method === 'PostMethod' || method === 1) problems.push({ path: at('endSessionProperties', 'methodType'), message: 'accepted but not honoured: the end_session_endpoint is reached by a GET redirect', severity: 'warning' });
-  notHonoured(session, at('session'), {}, problems);
-  if (cookieSession) notHonoured(cookieSession, at('session', 'cookie'), {}, problems);
 
   const preExpiry = get<string>(redisSession, 'preExpiryBuffer');
   const targetDomain = (get<string>(redisSession, 'targetDomain') ?? get<string>(cookieSession, 'targetDomain')) || undefined;

@@ -91,6 +91,8 @@ export class OidcStep implements AuthStep {
   /** Cookie sessions refreshed in the last minute, by the cookie they replaced. */
   private readonly recentlyRefreshed = new LRUCache<string, { session: Session; cookies: string[] }>({ max: 10_000, ttl: 60_000 });
   private readonly logLimit = new LogLimiter({ intervalMs: 10_000 });
+  /** client_secret_basic unless the provider only takes client_secret_post (set from discovery at each token call). */
+  private basicAuth = true;
 
   constructor(config: CompiledOidc, options: OidcStepOptions) {
     this.config = config;
@@ -141,9 +143,9 @@ export class OidcStep implements AuthStep {
       this.log('warn', OAuth2Codes.SESSION_STORE, `the session store failed: ${(error as Error).message}`);
       // Gloo's failOnFetchFailure: deny; otherwise start a new login.
       if (this.config.failOnFetchFailure) return deny(503, [{ key: 'content-type', value: 'text/plain' }], 'session store unavailable\n');
-      return this.login(fullPath, cookie);
+      return this.login(fullPath);
     }
-    if (!loaded) return this.login(fullPath, cookie);
+    if (!loaded) return this.login(fullPath);
     let session = loaded.session;
     const setCookies: string[] = [];
     const recent = this.recentlyRefreshed.get(loaded.raw);
@@ -152,7 +154,7 @@ export class OidcStep implements AuthStep {
       return this.allowed(recent.session, [...recent.cookies]);
     }
     if (session.exp - this.config.preExpiryBufferMs <= Date.now()) {
-      if (!this.config.allowRefreshing || !session.rt) return this.login(fullPath, cookie);
+      if (!this.config.allowRefreshing || !session.rt) return this.login(fullPath);
       const key = loaded.raw;
       let pending = this.refreshing.get(key);
       if (!pending) {
@@ -163,7 +165,7 @@ export class OidcStep implements AuthStep {
       if (!refreshed) {
         await this.store.clear(loaded, cookie).catch(() => []);
         this.decisions.delete(cacheKey(loaded.raw));
-        return this.login(fullPath, cookie);
+        return this.login(fullPath);
       }
       session = refreshed;
       setCookies.push(...(await this.store.save(session, loaded, cookie)));
@@ -196,8 +198,7 @@ export class OidcStep implements AuthStep {
   }
 
   /** No usable session: 302 to the provider's login, or 401 with failOnRedirect. */
-  private async login(fullPath: string, cookie: string | undefined): Promise<Denied> {
-    void cookie;
+  private async login(fullPath: string): Promise<Denied> {
     if (this.failOnRedirect) return deny(401);
     const meta = await this.discovery.get();
     const state = b64url(24);
@@ -350,8 +351,6 @@ export class OidcStep implements AuthStep {
     if (!c.clientSecret) return { client_id: c.clientId };
     return this.basicAuth ? {} : { client_id: c.clientId, client_secret: c.clientSecret };
   }
-
-  private basicAuth = true;
 
   private async tokenRequest(form: Record<string, string>): Promise<Tokens> {
     const meta = await this.discovery.get();
