@@ -11,6 +11,7 @@ import { checkSecret, checkUpstreamFields, checkUpstreamTls } from './checks/sec
 import { checkRouteOption, checkRouteTable, checkVirtualHostOption, checkVirtualService } from './checks/virtual-service.ts';
 import { checkIgnoredFields } from './checks/ignored-fields.ts';
 import { domainsOf, type RouteSpec, type VirtualServiceSpec } from './schema/virtual-service.ts';
+import { oauth2SecretRefs } from './schema/oauth2.ts';
 
 /** Status of one resource (SPEC 2.4). */
 export interface ResourceStatus {
@@ -324,6 +325,7 @@ export function referencesOf(resource: AnyResource): Reference[] {
         out.push({ kind: 'Secret', ref, path: ['spec', 'configs', i, 'hmacAuth', step.hmacAuth!.secretRefs ? 'secretRefs' : 'secret_refs', hmacList!.secretRefs ? 'secretRefs' : 'secret_refs', j] });
       });
       step.opaAuth?.modules?.forEach((ref, j) => out.push({ kind: 'ConfigMap', ref, path: ['spec', 'configs', i, 'opaAuth', 'modules', j] }));
+      if (step.oauth2) for (const { ref, path } of oauth2SecretRefs(step.oauth2 as Record<string, unknown>)) out.push({ kind: 'Secret', ref, path: ['spec', 'configs', i, 'oauth2', ...path] });
       for (const [name, ref] of Object.entries(step.pluginAuth?.secretRefs ?? {})) {
         out.push({ kind: 'Secret', ref: { name: ref.name, ...(ref.namespace ? { namespace: ref.namespace } : {}) }, path: ['spec', 'configs', i, 'pluginAuth', 'secretRefs', name] });
       }

@@ -45,6 +45,10 @@ export interface StepBuildOptions {
   resolveConfigMap?: (ref: { name: string; namespace: string }) => Readonly<Record<string, string>> | undefined;
   /** Run plugin isolates on the process's plugin thread (./plugins/plugin-thread.ts) instead of the event loop. */
   pluginThread?: boolean;
+  /** The AuthConfig's `failOnRedirect` (set per AuthConfig by the engine): an OIDC step answers 401 instead of redirecting. */
+  failOnRedirect?: boolean;
+  /** Deadline of one call of an `oauth2` step to its identity provider (default 3 s). */
+  providerTimeoutMs?: number;
   /** The name of the AuthConfig being built: with its namespace, a plugin step's store identity. */
   configName?: string;
   /** The default `ctx.store` backend for steps without `pluginAuth.store`; default: the process's (`--plugin-store-redis-url`), else memory. */
@@ -120,7 +124,7 @@ const loadPluginFactory = lazyFactory(async () => (await import('./plugins/plugi
 const loadThreadFactory = lazyFactory(async () => (await import('./plugins/plugin-thread.ts')).createThreadedPluginStep, 'the plugin thread');
 
 /** The step kinds of an AuthConfig step (exactly one is set). */
-const STEP_TYPES = ['basicAuth', 'pluginAuth', 'apiKeyAuth', 'passThroughAuth', 'ldap', 'ldapInternal', 'hmacAuth', 'opaAuth', 'opaServerAuth', 'jwt'] as const;
+const STEP_TYPES = ['basicAuth', 'pluginAuth', 'apiKeyAuth', 'passThroughAuth', 'ldap', 'ldapInternal', 'hmacAuth', 'opaAuth', 'opaServerAuth', 'jwt', 'oauth2'] as const;
 
 /** The name of step `index` for logs and metrics: its `name`, or `<type>[<index>]`. */
 export function stepName(spec: AuthStepSpec, index: number): string {
@@ -199,6 +203,10 @@ export async function buildStep(spec: AuthStepSpec, index: number, options: Step
   if (spec.opaAuth || spec.opaServerAuth) {
     const { buildOpaStep } = await import('./opa/build-opa-step.ts');
     return buildOpaStep(spec, name, at, options);
+  }
+  if (spec.oauth2) {
+    const { buildOAuth2Step } = await import('./oauth2/build-oauth2-step.ts');
+    return buildOAuth2Step(spec, name, at, options);
   }
   throw new GatehouseError(ExtAuthCodes.STEP_BUILD, `${at()}: holds none of ${STEP_TYPES.join(', ')}`);
 }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { captureLogger, checkRequest } from '../../../test/extauth/support.ts';
+import { parseBoolExpr } from './boolean-expr.ts';
 import { AuthChain } from './chain.ts';
 import { allow, deny } from './decision.ts';
 import type { AuthDecision, AuthStep, CheckRequest } from './step.ts';
@@ -90,5 +91,21 @@ describe('AuthChain', () => {
     expect((await pending).allowed).toBe(true);
     await closing;
     expect(slow.closed).toBe(true);
+  });
+});
+
+describe("allowing steps' response headers", () => {
+  const cookie = { key: 'set-cookie', value: '__session=new; Path=/', append: true };
+  const step = (name: string, decision: AuthDecision): AuthStep => ({ type: 'test', name, authorize: async () => decision });
+  const quietLogger = { info() {}, warn() {}, error() {}, debug() {} } as never;
+  const req = { attributes: { request: { http: { method: 'GET', path: '/', host: 'h', scheme: 'http', headers: {} } }, context_extensions: {} } } as CheckRequest;
+
+  it('reach the answer of a chain whichever step set them, with booleanExpr too', async () => {
+    const refreshed: AuthDecision = { allowed: true, headersToSet: [], headersToRemove: [], responseHeaders: [cookie] };
+    const other: AuthDecision = { allowed: true, headersToSet: [{ key: 'x-user', value: 'a' }], headersToRemove: [] };
+    const chain = new AuthChain('ns.c', 'v', [step('oidc', refreshed), step('other', other)], quietLogger);
+    expect(await chain.run(req)).toMatchObject({ allowed: true, headersToSet: [{ key: 'x-user', value: 'a' }], responseHeaders: [cookie] });
+    const expr = new AuthChain('ns.c', 'v', [step('oidc', refreshed), step('other', other)], quietLogger, parseBoolExpr('oidc && other'));
+    expect(await expr.run(req)).toMatchObject({ allowed: true, responseHeaders: [cookie] });
   });
 });

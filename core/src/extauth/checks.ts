@@ -10,6 +10,7 @@ import { parseAddress } from './grpc/check-client.ts';
 import { compileHmacAuth } from './hmac/hmac-step.ts';
 import { compileLdap } from './ldap/ldap-step.ts';
 import { opaDataUrl } from './opa/opa-step.ts';
+import { checkOAuth2 } from './oauth2/check-oauth2.ts';
 
 /**
  * Load-time checks of an AuthConfig (the {@link ResourceChecks} hook): what can be known
@@ -75,6 +76,9 @@ export function checkAuthConfig(resource: Resource<'AuthConfig'>, ctx: CheckCont
       if (step.opaServerAuth && !opaDataUrl(step.opaServerAuth.serverAddr ?? step.opaServerAuth.server_addr, step.opaServerAuth.package, step.opaServerAuth.ruleName ?? step.opaServerAuth.rule_name)) {
         out.push(ctx.at([...at, 'opaServerAuth'], ExtAuthCodes.STEP_BUILD, 'serverAddr must be host:port or an http(s) URL, package dot-separated Rego names, ruleName slash-separated names'));
       }
+    }
+    if (step.oauth2) {
+      for (const problem of checkOAuth2(step.oauth2 as Record<string, unknown>, resource.namespace, ctx.resources)) out.push(ctx.at([...at, 'oauth2', ...problem.path], ExtAuthCodes.STEP_BUILD, problem.message, problem.severity));
     }
     const http = step.passThroughAuth?.http;
     if (http) {

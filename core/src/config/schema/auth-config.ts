@@ -1,5 +1,6 @@
 import Type from 'typebox';
 import { Duration, Name, ResourceRef, Strict, atMostOneOf, exactlyOneOf } from './common.ts';
+import { OAuth2 } from './oauth2.ts';
 
 const HashedUsers = Type.Record(
   Type.String({ minLength: 1 }),
@@ -287,8 +288,9 @@ const AuthStep = Strict(
     opaServerAuth: Type.Optional(OpaServerAuth),
     // Gloo's `jwt: {}`: allows when the JWT filter (jwtStaged.beforeExtAuth) verified a token (core/src/extauth/jwt).
     jwt: Type.Optional(Strict({})),
+    oauth2: Type.Optional(OAuth2),
   },
-  exactlyOneOf(['basicAuth', 'pluginAuth', 'passThroughAuth', 'apiKeyAuth', 'ldap', 'ldapInternal', 'hmacAuth', 'opaAuth', 'opaServerAuth', 'jwt']),
+  exactlyOneOf(['basicAuth', 'pluginAuth', 'passThroughAuth', 'apiKeyAuth', 'ldap', 'ldapInternal', 'hmacAuth', 'opaAuth', 'opaServerAuth', 'jwt', 'oauth2']),
 );
 
 /** SPEC 3.4: ordered auth steps. */
@@ -297,7 +299,9 @@ export const AuthConfigSpec = Strict({
   booleanExpr: Type.Optional(
     Type.String({ minLength: 1, maxLength: 4096, description: "Gloo's booleanExpr: which named steps must allow, e.g. `basic1 || (plugin2 && !plugin3)`; evaluated left to right with short-circuiting. Without it, every step must allow." }),
   ),
-});
+  failOnRedirect: Type.Optional(Type.Boolean({ description: "Gloo's failOnRedirect: an OIDC step answers 401 instead of redirecting to the provider's login" })),
+  fail_on_redirect: Type.Optional(Type.Boolean()),
+}, atMostOneOf(['failOnRedirect', 'fail_on_redirect']));
 export type AuthConfigSpec = Type.Static<typeof AuthConfigSpec>;
 export type AuthStepSpec = AuthConfigSpec['configs'][number];
 export type BasicAuthSpec = NonNullable<AuthStepSpec['basicAuth']>;
@@ -309,3 +313,4 @@ export type LdapInternalSpec = NonNullable<AuthStepSpec['ldapInternal']>;
 export type HmacAuthSpec = NonNullable<AuthStepSpec['hmacAuth']>;
 export type OpaAuthSpec = NonNullable<AuthStepSpec['opaAuth']>;
 export type OpaServerAuthSpec = NonNullable<AuthStepSpec['opaServerAuth']>;
+export type OAuth2Spec = NonNullable<AuthStepSpec['oauth2']>;
