@@ -10,6 +10,11 @@ const LOADERS: { [K in Kind]?: () => Promise<NonNullable<ResourceChecks[K]>> } =
   GraphQLApi: async () => (await import('./graphql/index.ts')).checkGraphQLApi,
   AuthConfig: async () => (await import('./extauth/checks.ts')).checkAuthConfig,
   RateLimitConfig: async () => (await import('./ratelimit/checks.ts')).checkRateLimitConfig,
+  // The per-route filters' option checks (transformations, JWT, rate limits…): the proxy's, not config's.
+  VirtualService: async () => (await import('./proxy/filters/checks.ts')).checkFilterOptions,
+  RouteTable: async () => (await import('./proxy/filters/checks.ts')).checkFilterOptions,
+  VirtualHostOption: async () => (await import('./proxy/filters/checks.ts')).checkFilterOptions,
+  RouteOption: async () => (await import('./proxy/filters/checks.ts')).checkFilterOptions,
 };
 
 /** The checks for the kinds present in a load. */

@@ -51,7 +51,7 @@ export function qualifyRefs<T>(value: T, schema: unknown, namespace: string): T 
     if (shapes.some((x) => x['x-gatehouse-ref']) && typeof object.name === 'string' && object.namespace === undefined) return { ...object, namespace };
     let copy: Record<string, unknown> | undefined;
     for (const [key, child] of Object.entries(object)) {
-      const field = shapes.find((x) => x.properties && Object.hasOwn(x.properties, key))?.properties![key] ?? shapes.map((x) => x.patternProperties && Object.values(x.patternProperties)[0]).find((x) => x !== undefined);
+      const field = shapes.find((x) => x.properties && Object.hasOwn(x.properties, key))?.properties?.[key] ?? shapes.map((x) => x.patternProperties && Object.values(x.patternProperties)[0]).find((x) => x !== undefined);
       const next = walk(child, field);
       if (next !== child) (copy ??= { ...object })[key] = next;
     }

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { METHODS, ServerResponse, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
+import { METHODS, ServerResponse, type IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { metrics } from '../admin/metrics.ts';

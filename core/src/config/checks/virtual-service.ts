@@ -8,8 +8,6 @@ import { RETRY_ON_TOKENS, type RouteOptionsSpec, type RouteSpec, type VirtualHos
 import { checkDelegatingRoute, checkTableDelegation, delegationLimits, flattenRoutes, routeTablesOf, type DelegationProblem } from '../delegation.ts';
 import { configLimits } from '../limits.ts';
 import { parseHeaderValue } from '../../proxy/header-ops.ts';
-import { FILTER_FACTORIES } from '../../proxy/filters/registry.ts';
-import type { PathSegment } from '../diagnostic.ts';
 import { PSEUDO_HEADERS } from '../../proxy/route-matcher.ts';
 
 const HOST_LABELS = /^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$/i;
@@ -38,18 +36,8 @@ export function checkVirtualService(resource: Resource<'VirtualService'>, ctx: C
     }
   });
   out.push(...checkVirtualHostOptionFields(vh.options, ['spec', 'virtualHost', 'options'], ctx));
-  out.push(...filterChecks(vh.options, ['spec', 'virtualHost', 'options'], ctx));
   out.push(...checkRoutes(vh.routes, ['spec', 'virtualHost', 'routes'], ctx));
   out.push(...checkDelegation(resource, ctx));
-  return out;
-}
-
-/** The load-time checks of every filter factory (proxy/filters/registry.ts) over one options object. */
-function filterChecks(options: object | undefined, path: PathSegment[], ctx: CheckContext): Diagnostic[] {
-  if (!options) return [];
-  const out: Diagnostic[] = [];
-  const at = (p: PathSegment[], code: string, message: string, severity?: 'error' | 'warning') => ctx.at(p, code, message, severity);
-  for (const factory of FILTER_FACTORIES) if (factory.check) out.push(...factory.check(options as Record<string, unknown>, at, path));
   return out;
 }
 
@@ -89,12 +77,11 @@ function fieldChecks(out: Diagnostic[], ctx: CheckContext) {
 /** The checks every route needs, in a VirtualService or a RouteTable (`base` is the path of its routes list). */
 export function checkRoutes(routes: readonly RouteSpec[], base: (string | number)[], ctx: CheckContext): Diagnostic[] {
   const out: Diagnostic[] = [];
-  const { regex, retryOn, headerValues } = fieldChecks(out, ctx);
+  const { regex, headerValues } = fieldChecks(out, ctx);
   routes.forEach((route, r) => {
     const at = [...base, r];
     for (const d of checkDelegatingRoute(route)) out.push(ctx.at([...at, ...d.path], ConfigCodes.DELEGATION, d.message));
     out.push(...checkRouteOptionFields(route.options, [...at, 'options'], ctx));
-    out.push(...filterChecks(route.options, [...at, 'options'], ctx));
     route.routeAction?.multi?.destinations.forEach((d, j) => headerValues(d.options?.headerManipulation, [...at, 'routeAction', 'multi', 'destinations', j, 'options']));
     route.matchers?.forEach((m, i) => {
       regex(m.regex, [...at, 'matchers', i, 'regex']);

@@ -2,10 +2,12 @@ import { describe, expect, test } from 'vitest';
 import { stringify } from 'yaml';
 import { parseManifests } from '../../config/manifest.ts';
 import { ConfigStore } from '../../config/store.ts';
+import { checkFilterOptions } from './checks.ts';
 
 /** The filter factories' load-time checks, through the config store as `gatehouse validate` and reloads run them. */
 function load(objects: object[]) {
-  const store = new ConfigStore({ apiGroupDomain: 'gatehouse.dev' });
+  // As core/src/resource-checks.ts registers them for the gateway and `gatehouse validate`.
+  const store = new ConfigStore({ apiGroupDomain: 'gatehouse.dev', checks: { VirtualService: checkFilterOptions, RouteTable: checkFilterOptions, VirtualHostOption: checkFilterOptions, RouteOption: checkFilterOptions } });
   const parsed = parseManifests('filters.yaml', objects.map((o) => stringify(o)).join('---\n'));
   return store.load(parsed.documents, parsed.diagnostics);
 }
