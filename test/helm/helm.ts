@@ -52,7 +52,7 @@ export interface Run {
 const NO_KUBECONFIG = join(tmpdir(), 'gatehouse-helm-test-no-kubeconfig');
 
 const run = (command: string, args: string[]): Run => {
-  const result = spawnSync(command, args, { encoding: 'utf8', cwd: ROOT, env: { ...process.env, KUBECONFIG: NO_KUBECONFIG } });
+  const result = spawnSync(command, args, { encoding: 'utf8', cwd: ROOT, maxBuffer: 64 * 1024 * 1024, env: { ...process.env, KUBECONFIG: NO_KUBECONFIG } });
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
 };
 

@@ -54,7 +54,7 @@ describeWithKube('gatehouse install render and the examples on a real kube-apise
   async function render(values: object): Promise<KubeObject[]> {
     const file = join(dir, `values-${Math.random().toString(36).slice(2)}.yaml`);
     await writeFile(file, stringify(values));
-    const result = spawnSync(process.execPath, [CLI, 'install', 'render', '--values', file], { encoding: 'utf8', cwd: ROOT });
+    const result = spawnSync(process.execPath, [CLI, 'install', 'render', '--values', file], { encoding: 'utf8', cwd: ROOT, maxBuffer: 64 * 1024 * 1024 });
     expect(result.stderr).toBe('');
     expect(result.status).toBe(0);
     return parseAllDocuments(result.stdout).map((d) => d.toJS() as KubeObject);

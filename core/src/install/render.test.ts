@@ -394,7 +394,7 @@ describe('gatehouse install render (process)', () => {
   afterAll(async () => {
     await rm(dir, { recursive: true, force: true });
   });
-  const render = (...args: string[]) => spawnSync(process.execPath, [join(root, 'core/bin/gatehouse.js'), 'install', ...args], { encoding: 'utf8', cwd: root });
+  const render = (...args: string[]) => spawnSync(process.execPath, [join(root, 'core/bin/gatehouse.js'), 'install', ...args], { encoding: 'utf8', cwd: root, maxBuffer: 64 * 1024 * 1024 });
 
   it('prints valid manifests for a values file', async () => {
     const file = join(dir, 'values.yaml');
