@@ -19,7 +19,8 @@ import { startChunkCollector } from '../proxy/chunk-collector.ts';
 import { Gateway } from '../proxy/gateway.ts';
 import type { PathNormalization } from '../proxy/normalize-path.ts';
 import { UpstreamRegistry } from '../proxy/upstream-cluster.ts';
-import { closeGracefully, listen, listenTls, type ListenerLimits } from './listen.ts';
+import { closeGracefully, listen, listenTls, type BindOptions, type ListenerLimits } from './listen.ts';
+import { createServer as createNetServer } from 'node:net';
 import { TlsContexts } from './tls-contexts.ts';
 import { installProcessGuards, startWatchdog } from './process-guards.ts';
 
@@ -89,7 +90,7 @@ export interface GatewayProcessOptions {
   watchdogMs?: number;
   /** Path normalisation before routing and auth (default: normalise, merge slashes, reject escaped slashes). */
   paths?: PathNormalization;
-  /** 1 = serve in this process; more = that many cluster workers share the port. */
+  /** 1 = serve in this process; more = that many cluster workers, each with its own SO_REUSEPORT socket on the port. */
   workers: number;
   apiGroupDomain: string;
   /** `--cross-namespace-secrets` (docs/tenancy.md; default granted). */
@@ -174,12 +175,16 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
       for (const worker of workers) if (worker.isConnected()) worker.send(message);
     });
     await loader.start();
-    // Let the kernel spread connections; round-robin through the primary costs a hop per connection.
-    cluster.schedulingPolicy = cluster.SCHED_NONE;
-    const ports = await Promise.all(Array.from({ length: options.workers }, () => forkWorker(() => loader.current!, workers)));
+    // Each worker binds the port itself with SO_REUSEPORT (SPEC 8): the primary holds no
+    // listening socket, and the kernel spreads connections over the workers' sockets. A port
+    // someone else listens on must still fail here, as it would without workers: a socket
+    // without SO_REUSEPORT cannot bind while any other listens.
+    await assertPortFree(options.port, options.host);
+    if (options.httpsPort !== undefined && !options.httpsOnDemand) await assertPortFree(options.httpsPort, options.host);
+    const ports = await Promise.all(Array.from({ length: options.workers }, () => forkWorker(() => loader.current!, workers, options)));
     port = ports[0]!.port;
     httpsPort = ports[0]!.httpsPort;
-    superviseWorkers(workers, () => loader.current!, logger, () => stopping);
+    superviseWorkers(workers, () => loader.current!, logger, () => stopping, options);
   }
 
   const admin = createAdminApp({
@@ -271,32 +276,69 @@ function processRuns(pid: number | undefined): boolean {
   }
 }
 
+/** Ports as workers bind them. */
+interface Ports {
+  port: number;
+  httpsPort?: number | undefined;
+}
+
 /**
- * The ports the first workers bound (what `--port 0` picked). Workers share the cluster's
- * listening handle by the arguments they listen with: while one that listened on `0` lives, a
- * replacement listens on `0` too and joins it; once every worker is gone the cluster closes it,
- * and `0` would pick another port than the one reported. From then on (`pinned`) every new
- * worker is told to bind the reported ports.
+ * What the first worker bound (what `--port 0` and `--https-port 0` picked). With SO_REUSEPORT
+ * every worker owns its socket, so `0` would give each its own port: the first worker binds the
+ * ports as the flags say, and every later one (replacements too) is told the ports it got.
  */
-const BOUND: { port?: number | undefined; httpsPort?: number | undefined; pinned?: boolean } = {};
+let firstBound: Promise<Ports> | undefined;
+
+/** The ports `worker` must bind, once known. */
+function portsFor(worker: Worker, options: GatewayProcessOptions): Promise<Ports> {
+  if (!firstBound) {
+    firstBound = new Promise((resolve) => {
+      const onMessage = (message: { type?: string; port?: number; httpsPort?: number }) => {
+        if (message.type !== 'gatehouse:listening') return;
+        worker.off('message', onMessage);
+        resolve({ port: message.port!, httpsPort: message.httpsPort });
+      };
+      worker.on('message', onMessage);
+    });
+    return Promise.resolve({ port: options.port, httpsPort: options.httpsPort });
+  }
+  return firstBound.then((bound) => ({
+    port: options.port === 0 ? bound.port : options.port,
+    // Not bound by the first worker (on demand, no TLS VirtualService yet): the flag's port.
+    httpsPort: options.httpsPort === 0 ? (bound.httpsPort ?? 0) : options.httpsPort,
+  }));
+}
+
+/**
+ * Fails like a plain `listen` would when another process listens on `port` (EADDRINUSE): a
+ * probe socket without SO_REUSEPORT binds and closes at once. Port 0 needs no probe.
+ */
+function assertPortFree(port: number, host: string): Promise<void> {
+  if (port === 0) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const probe = createNetServer();
+    probe.once('error', reject);
+    probe.listen({ port, host, exclusive: true }, () => probe.close(() => resolve()));
+  });
+}
 
 /** Workers that said they listen; readiness counts only them. */
 const LISTENING = new WeakSet<Worker>();
 
-function forkWorker(latest: () => ConfigSnapshot, workers: Worker[]): Promise<{ port: number; httpsPort?: number }> {
+function forkWorker(latest: () => ConfigSnapshot, workers: Worker[], options: GatewayProcessOptions): Promise<Ports> {
   return new Promise((resolve, reject) => {
     const worker = cluster.fork();
     workers.push(worker);
     worker.on('message', (message: { type?: string; port?: number; httpsPort?: number; error?: string }) => {
       // Sent once the worker listens for messages: anything sent earlier may have been lost.
-      if (message.type === 'gatehouse:ready' && BOUND.pinned && BOUND.port !== undefined) worker.send({ type: 'gatehouse:ports', port: BOUND.port, httpsPort: BOUND.httpsPort });
-      if (message.type === 'gatehouse:ready') worker.send(toMessage(latest()));
+      if (message.type === 'gatehouse:ready') {
+        worker.send(toMessage(latest()));
+        void portsFor(worker, options).then((ports) => worker.isConnected() && worker.send({ type: 'gatehouse:ports', ...ports }));
+      }
       if (message.type === 'gatehouse:listening') {
         LISTENING.add(worker);
-        BOUND.port ??= message.port;
-        if (message.httpsPort !== undefined) BOUND.httpsPort ??= message.httpsPort;
+        resolve({ port: message.port!, ...(message.httpsPort !== undefined ? { httpsPort: message.httpsPort } : {}) });
       }
-      if (message.type === 'gatehouse:listening') resolve({ port: message.port!, ...(message.httpsPort !== undefined ? { httpsPort: message.httpsPort } : {}) });
       if (message.type === 'gatehouse:failed') reject(new Error(`worker failed to start: ${message.error}`));
     });
     worker.once('exit', (code) => reject(new Error(`worker exited with code ${code} before listening`)));
@@ -308,7 +350,7 @@ function forkWorker(latest: () => ConfigSnapshot, workers: Worker[]): Promise<{ 
  * while /readyz said ready), with exponential backoff from 100 ms to 10 s, reset once a worker
  * has lived for 30 s. Readiness reports missing workers meanwhile.
  */
-function superviseWorkers(workers: Worker[], latest: () => ConfigSnapshot, logger: Logger, stopping: () => boolean): void {
+function superviseWorkers(workers: Worker[], latest: () => ConfigSnapshot, logger: Logger, stopping: () => boolean, options: GatewayProcessOptions): void {
   let failures = 0;
   const watch = (worker: Worker) => {
     const born = Date.now();
@@ -322,9 +364,8 @@ function superviseWorkers(workers: Worker[], latest: () => ConfigSnapshot, logge
       setTimeout(() => {
         if (stopping()) return;
         metrics.workerRestarts.inc();
-        if (!workers.some((w) => !w.isDead())) BOUND.pinned = true;
         // forkWorker adds the worker synchronously; one that dies before listening comes back here.
-        forkWorker(latest, workers).catch((error: unknown) => logger.error({ err: error, code: 'GH_WORKER_EXITED' }, 'a replacement worker failed to start'));
+        forkWorker(latest, workers, options).catch((error: unknown) => logger.error({ err: error, code: 'GH_WORKER_EXITED' }, 'a replacement worker failed to start'));
         watch(workers[workers.length - 1]!);
       }, delay).unref();
     });
@@ -372,9 +413,10 @@ async function runWorker(options: GatewayProcessOptions): Promise<void> {
   const contexts = tlsContextsFor(options.logger);
   startWatchdog({ stallMs: options.watchdogMs ?? DEFAULT_WATCHDOG_MS });
   let server: Server | undefined;
-  const https = new HttpsListener(options, gateway, contexts);
-  /** The ports earlier workers bound, when the primary knows them (`--port 0`). */
-  const ports: { port?: number; httpsPort?: number } = {};
+  const https = new HttpsListener(options, gateway, contexts, { reusePort: true });
+  /** The ports to bind, as the primary says (`--port 0`: what the first worker got). */
+  let givePorts!: (ports: Ports) => void;
+  const ports = new Promise<Ports>((resolve) => (givePorts = resolve));
   const apply = async (snapshot: ConfigSnapshot) => {
     // A broadcast may overtake the reply to `ready`: never go back to an older config.
     if (feed.current && snapshot.generation <= feed.current.generation) return;
@@ -384,7 +426,8 @@ async function runWorker(options: GatewayProcessOptions): Promise<void> {
     gateway.update(snapshot);
     if (!server) {
       try {
-        const listening = await listen(gateway.handle, ports.port ?? options.port, options.host, options.limits, gateway.handleUpgrade);
+        const bind = await ports;
+        const listening = await listen(gateway.handle, bind.port, options.host, options.limits, gateway.handleUpgrade, { reusePort: true });
         server = listening.server;
         const tlsPort = await https.sync();
         process.send!({ type: 'gatehouse:listening', port: listening.port, ...(tlsPort !== undefined ? { httpsPort: tlsPort } : {}) });
@@ -400,9 +443,9 @@ async function runWorker(options: GatewayProcessOptions): Promise<void> {
   let applying = Promise.resolve();
   process.on('message', async (message: { type?: string }) => {
     if (message.type === 'gatehouse:ports') {
-      const given = message as { port?: number; httpsPort?: number };
-      if (options.port === 0 && given.port !== undefined) ports.port = given.port;
-      if (options.httpsPort === 0 && given.httpsPort !== undefined) https.usePort(given.httpsPort);
+      const given = message as unknown as Ports;
+      if (given.httpsPort !== undefined) https.usePort(given.httpsPort);
+      givePorts(given);
     } else if (message.type === 'gatehouse:snapshot') {
       const snapshot = fromMessage(message as SnapshotMessage);
       // A snapshot that fails to apply is logged; it must not poison the chain for later ones.
@@ -437,11 +480,13 @@ class HttpsListener {
   private readonly options: GatewayProcessOptions;
   private readonly gateway: Gateway;
   private readonly contexts: TlsContexts;
+  private readonly bind: BindOptions;
 
-  constructor(options: GatewayProcessOptions, gateway: Gateway, contexts: TlsContexts) {
+  constructor(options: GatewayProcessOptions, gateway: Gateway, contexts: TlsContexts, bind: BindOptions = {}) {
     this.options = options;
     this.gateway = gateway;
     this.contexts = contexts;
+    this.bind = bind;
   }
 
   /** Binds or closes as the configuration needs; resolves with the bound port (undefined: not listening). */
@@ -450,7 +495,7 @@ class HttpsListener {
       const { options } = this;
       const wanted = !this.closed && options.httpsPort !== undefined && (!options.httpsOnDemand || this.contexts.size > 0);
       if (wanted && !this.server) {
-        const { server, port } = await listenTls(this.gateway.handle, this.wantedPort ?? options.httpsPort!, options.host, this.contexts, options.limits, this.gateway.handleUpgrade);
+        const { server, port } = await listenTls(this.gateway.handle, this.wantedPort ?? options.httpsPort!, options.host, this.contexts, options.limits, this.gateway.handleUpgrade, this.bind);
         this.server = server;
         this.port = port;
         if (options.httpsOnDemand) options.logger.info({ httpsPort: port }, 'HTTPS listener bound: a VirtualService has sslConfig');

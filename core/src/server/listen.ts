@@ -109,7 +109,7 @@ function serverOptions(l: ListenerLimits) {
  * not do it either): such a request is answered over HTTP/1.1. Resolves with the HTTP/1.1 server
  * (the one bound to the port) and the port (0 picks one).
  */
-export async function listen(handler: RequestListener, port: number, host: string, limits: Partial<ListenerLimits> = {}, onUpgrade?: UpgradeListener): Promise<{ server: Server; port: number }> {
+export async function listen(handler: RequestListener, port: number, host: string, limits: Partial<ListenerLimits> = {}, onUpgrade?: UpgradeListener, bind: BindOptions = {}): Promise<{ server: Server; port: number }> {
   const l = limitsOf(limits);
   const server = createServer(serverOptions(l), handler);
   applyHttp1Settings(server, l, onUpgrade);
@@ -130,7 +130,17 @@ export async function listen(handler: RequestListener, port: number, host: strin
       h2c.emit('connection', socket);
     }),
   );
-  return serve(server, l, port, host);
+  return serve(server, l, port, host, bind);
+}
+
+/** How a listener binds its port. */
+export interface BindOptions {
+  /**
+   * SO_REUSEPORT (SPEC 8): every worker binds the port with its own socket and the kernel spreads
+   * new connections over them; in a cluster worker this also bypasses the primary, which then
+   * holds no listening socket at all.
+   */
+  reusePort?: boolean;
 }
 
 /**
@@ -196,7 +206,7 @@ export type UpgradeListener = (req: IncomingMessage, socket: Duplex, head: Buffe
  * complete within the headers timeout closes the connection (counted in
  * `gatehouse_downstream_connections_refused_total`).
  */
-export async function listenTls(handler: RequestListener, port: number, host: string, contexts: TlsContexts, limits: Partial<ListenerLimits> = {}, onUpgrade?: UpgradeListener): Promise<{ server: Server; port: number }> {
+export async function listenTls(handler: RequestListener, port: number, host: string, contexts: TlsContexts, limits: Partial<ListenerLimits> = {}, onUpgrade?: UpgradeListener, bind: BindOptions = {}): Promise<{ server: Server; port: number }> {
   const l = limitsOf(limits);
   // Node's HTTP/2 secure server answers ALPN `h2` itself and hands `http/1.1` (or no ALPN)
   // connections to its HTTP/1.1 machinery, with the same options, events and timeouts.
@@ -259,7 +269,7 @@ export async function listenTls(handler: RequestListener, port: number, host: st
   server.on('tlsClientError', (_error, socket) => socket.destroy());
   const http = server as unknown as Server;
   SESSIONS.set(http, trackSessions(server as unknown as Http2Server, l));
-  return serve(http, l, port, host);
+  return serve(http, l, port, host, bind);
 }
 
 /** What {@link handOver} changes on Node's `tls.Server` for one synchronous call (public fields, and `_sharedCreds`: the context new connections are made from). */
@@ -364,7 +374,7 @@ function policyViolation(socket: TLSSocket, host: TlsHost): 'tls_client_certific
 }
 
 /** The connection limits and timeouts both listeners share, then `listen`. */
-async function serve(server: Server, l: ListenerLimits, port: number, host: string): Promise<{ server: Server; port: number }> {
+async function serve(server: Server, l: ListenerLimits, port: number, host: string, bind: BindOptions): Promise<{ server: Server; port: number }> {
   server.maxConnections = l.maxConnections;
   // One client address may hold a share of the connections only (issue 29 finding 5): checked
   // first, so a refused socket never reaches the HTTP/1.1, HTTP/2 or TLS machinery.
@@ -409,7 +419,7 @@ async function serve(server: Server, l: ListenerLimits, port: number, host: stri
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(port, host, () => {
+    server.listen({ port, host, ...(bind.reusePort ? { reusePort: true } : {}) }, () => {
       server.off('error', reject);
       resolve();
     });

@@ -62,6 +62,14 @@ export const scenarios: BenchScenario[] = [
       return { url: `http://127.0.0.1:${p.port}`, stop: p.stop };
     },
   },
+  {
+    group: 'proxy',
+    name: 'bare undici proxy (2 workers, reusePort)',
+    start: async (ctx) => {
+      const p = await node('bare-undici-proxy.ts', ctx.upstreamUrl, '2', 'reuseport');
+      return { url: `http://127.0.0.1:${p.port}`, stop: p.stop };
+    },
+  },
   { group: 'proxy', name: 'gatehouse (2 workers)', start: (ctx) => ctx.gatehouse(proxyConfig(ctx), ['--workers', '2']) },
 ];
 
@@ -72,4 +80,6 @@ export const goals: BenchModule['goals'] = [
   { row: 'hono request path proxy (1 worker)', against: 'bare undici proxy (1 worker)' },
   { row: 'gatehouse (1 worker, no access log)', against: 'bare undici proxy (1 worker)' },
   { row: 'bare undici proxy (1 worker)', against: 'bare undici proxy (1 worker, default Node flags)' },
+  // Each worker on its own SO_REUSEPORT socket (Gatehouse's design) against one shared accept socket.
+  { row: 'bare undici proxy (2 workers, reusePort)', against: 'bare undici proxy (2 workers)' },
 ];
