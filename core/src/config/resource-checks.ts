@@ -10,6 +10,7 @@ const LOADERS: { [K in Kind]?: () => Promise<NonNullable<ResourceChecks[K]>> } =
   GraphQLApi: async () => (await import('../graphql/index.ts')).checkGraphQLApi,
   AuthConfig: async () => (await import('../extauth/checks.ts')).checkAuthConfig,
   RateLimitConfig: async () => (await import('../ratelimit/checks.ts')).checkRateLimitConfig,
+  Gateway: async () => (await import('./checks/gateway.ts')).checkGateway,
 };
 
 /** The checks for the kinds present in a load. */

@@ -63,7 +63,7 @@ export interface CheckContext {
 export type ResourceChecks = { [K in Kind]?: (resource: Resource<K>, ctx: CheckContext) => Diagnostic[] };
 
 /** Dependency order: a kind is checked after the kinds it references. */
-const ORDER: readonly Kind[] = ['Secret', 'ConfigMap', 'Upstream', 'UpstreamGroup', 'AuthConfig', 'RateLimitConfig', 'GraphQLApi', 'RouteTable', 'VirtualService'];
+const ORDER: readonly Kind[] = ['Secret', 'ConfigMap', 'Upstream', 'UpstreamGroup', 'AuthConfig', 'RateLimitConfig', 'GraphQLApi', 'RouteTable', 'VirtualService', 'Gateway'];
 
 interface Candidate {
   key: string;

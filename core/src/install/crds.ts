@@ -35,6 +35,7 @@ export const SHORT_NAMES: Record<Kind, string[]> = {
   RouteTable: ['rt'],
   VirtualService: ['vs'],
   RateLimitConfig: ['rlc'],
+  Gateway: ['gw'],
 };
 
 /** `kubectl get` columns: the status the gateway writes (kube-status.ts), then the age. */

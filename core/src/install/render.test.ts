@@ -100,6 +100,7 @@ describe('renderInstall', () => {
       'CustomResourceDefinition/graphqlapis.graphql.gatehouse.dev',
       'CustomResourceDefinition/routetables.gateway.gatehouse.dev',
       'CustomResourceDefinition/virtualservices.gateway.gatehouse.dev',
+      'CustomResourceDefinition/gateways.gateway.gatehouse.dev',
       'CustomResourceDefinition/ratelimitconfigs.ratelimit.gatehouse.dev',
       // The kube source (the default) reads the API server: roles for both.
       'ServiceAccount/gatehouse-gateway',
@@ -292,7 +293,7 @@ describe('renderInstall', () => {
       ['gatehouse.example.org', 'gloo.solo.io', ['upstreams', 'upstreamgroups']],
       ['enterprise.example.org', 'enterprise.gloo.solo.io', ['authconfigs']],
       ['graphql.example.org', 'graphql.gloo.solo.io', ['graphqlapis']],
-      ['gateway.example.org', 'gateway.solo.io', ['routetables', 'virtualservices']],
+      ['gateway.example.org', 'gateway.solo.io', ['routetables', 'virtualservices', 'gateways']],
     ] as const;
     for (const [ours, gloo, plurals] of families) {
       for (const group of [ours, gloo]) {

@@ -23,6 +23,10 @@ import { closeGracefully, listen, listenTls, type BindOptions, type ListenerLimi
 import { createServer as createNetServer } from 'node:net';
 import { TlsContexts } from './tls-contexts.ts';
 import { installProcessGuards, startWatchdog } from './process-guards.ts';
+import { GatewayListeners, type GatewayListenersDeps } from './gateway-listeners.ts';
+import { DEFAULT_PROXY_NAME } from '../config/checks/gateway.ts';
+import { createAccessLog, type AccessLog } from '../log/access-log.ts';
+import { DEFAULT_PATH_NORMALIZATION } from '../proxy/normalize-path.ts';
 
 /** Default `--watchdog`: longer than any sound pause (a 20,000-route reload blocks ~2 s). */
 export const DEFAULT_WATCHDOG_MS = 10_000;
@@ -92,6 +96,8 @@ export interface GatewayProcessOptions {
   paths?: PathNormalization;
   /** 1 = serve in this process; more = that many cluster workers, each with its own SO_REUSEPORT socket on the port. */
   workers: number;
+  /** `--proxy-name`: Gateway resources for this proxy define the listeners (docs/gateway.md; default `gateway-proxy`). */
+  proxyName?: string | undefined;
   apiGroupDomain: string;
   /** `--cross-namespace-secrets` (docs/tenancy.md; default granted). */
   crossNamespaceSecrets?: CrossNamespaceSecrets;
@@ -141,28 +147,34 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
   const primary = await options.parts.primary?.({ logger, loader });
   let gateway: Gateway | undefined;
   let routesView: Gateway | undefined;
-  let server: Server | undefined;
-  let https: HttpsListener | undefined;
-  let port: number;
+  let flags: FlagListeners | undefined;
+  let listeners: GatewayListeners | undefined;
+  let port: number | undefined;
   let httpsPort: number | undefined;
   const workers: Worker[] = [];
   let stopping = false;
+  /** The Gateway listeners the first worker bound (for the `listening` line). */
+  let workerListeners: { gateway: string; address: string; port: number; ssl: boolean }[] | undefined;
 
   if (options.workers === 1) {
     const authorizer = primary?.authorizer ?? (await options.parts.authorizer?.({ logger, snapshots: loader }));
     gateway = createGateway(options, authorizer);
     loader.onSnapshot((snapshot) => gateway!.update(snapshot));
     const contexts = tlsContextsFor(options.logger);
-    https = new HttpsListener(options, gateway, contexts);
+    flags = new FlagListeners(options, gateway, new HttpsListener(options, gateway, contexts), {});
+    listeners = gatewayListeners(options, authorizer, {});
     loader.onSnapshot(async (snapshot) => {
       contexts.update(snapshot);
-      await https!.sync().catch((error: unknown) => logger.error({ err: error, code: 'GH_HTTPS_LISTEN' }, 'the HTTPS listener could not bind'));
+      await listeners!.update(snapshot);
+      await flags!.sync(!listeners!.defines(snapshot)).catch((error: unknown) => logger.error({ err: error, code: 'GH_HTTPS_LISTEN' }, 'a --port/--https-port listener could not bind'));
     });
     const first = await loader.start();
     contexts.update(first);
     gateway.update(first);
-    ({ server, port } = await listen(gateway.handle, options.port, options.host, options.limits, gateway.handleUpgrade));
-    httpsPort = await https.sync();
+    await listeners.update(first);
+    await flags.sync(!listeners.defines(first), options.port);
+    port = flags.port ?? listeners.describe()[0]?.port;
+    httpsPort = flags.httpsPort;
     startWatchdog({ stallMs: options.watchdogMs ?? DEFAULT_WATCHDOG_MS });
   } else {
     // The primary serves no traffic; this route table only answers `admin:/config`
@@ -184,6 +196,7 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
     const ports = await Promise.all(Array.from({ length: options.workers }, () => forkWorker(() => loader.current!, workers, options)));
     port = ports[0]!.port;
     httpsPort = ports[0]!.httpsPort;
+    if (ports[0]!.listeners?.length) workerListeners = ports[0]!.listeners;
     superviseWorkers(workers, () => loader.current!, logger, () => stopping, options);
   }
 
@@ -195,7 +208,7 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
       const alive = workers.filter((w) => LISTENING.has(w) && !w.isDead() && w.isConnected() && processRuns(w.process.pid)).length;
       return alive < options.workers ? `${alive} of ${options.workers} workers running (restarting the others)` : undefined;
     },
-    routes: () => (gateway ?? routesView)?.describeRoutes() ?? [],
+    routes: () => (listeners?.describe().length ? listeners.describeRoutes() : (gateway ?? routesView)?.describeRoutes()) ?? [],
     ...(kube ? { readyDetail: kube.readyDetail } : {}),
     metrics: async () => {
       if (workers.length === 0) return { contentType: registry.contentType, body: await registry.metrics() };
@@ -207,14 +220,15 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
   });
   kube?.afterFirstLoad(loader);
   const adminServer = await listen(getRequestListener(admin.fetch), options.adminPort, options.adminHost ?? '127.0.0.1');
-  logger.info({ port, ...(httpsPort !== undefined ? { httpsPort } : {}), adminPort: adminServer.port, workers: options.workers, ...primary?.listening }, 'listening');
+  const gatewayListeners_ = listeners?.describe() ?? workerListeners ?? [];
+  logger.info({ port, ...(httpsPort !== undefined ? { httpsPort } : {}), ...(gatewayListeners_.length ? { listeners: gatewayListeners_ } : {}), adminPort: adminServer.port, workers: options.workers, ...primary?.listening }, 'listening');
 
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'shutting down: draining in-flight requests');
     // Stop accepting at once (here and in the workers); drain while the loader stops.
-    const drained = Promise.all([server ? closeGracefully(server, options.shutdownGraceMs) : undefined, https?.close(), ...workers.map((w) => stopWorker(w))]);
+    const drained = Promise.all([flags?.close(), listeners?.close(), ...workers.map((w) => stopWorker(w))]);
     await kube?.close();
     await loader.close();
     await drained;
@@ -280,6 +294,8 @@ function processRuns(pid: number | undefined): boolean {
 interface Ports {
   port: number;
   httpsPort?: number | undefined;
+  /** The Gateway listeners a worker bound (reported, not assigned). */
+  listeners?: { gateway: string; address: string; port: number; ssl: boolean }[] | undefined;
 }
 
 /**
@@ -337,7 +353,8 @@ function forkWorker(latest: () => ConfigSnapshot, workers: Worker[], options: Ga
       }
       if (message.type === 'gatehouse:listening') {
         LISTENING.add(worker);
-        resolve({ port: message.port!, ...(message.httpsPort !== undefined ? { httpsPort: message.httpsPort } : {}) });
+        const listeners = (message as { listeners?: Ports['listeners'] }).listeners;
+        resolve({ port: message.port!, ...(message.httpsPort !== undefined ? { httpsPort: message.httpsPort } : {}), ...(listeners ? { listeners } : {}) });
       }
       if (message.type === 'gatehouse:failed') reject(new Error(`worker failed to start: ${message.error}`));
     });
@@ -412,8 +429,10 @@ async function runWorker(options: GatewayProcessOptions): Promise<void> {
   const gateway = createGateway(options, authorizer);
   const contexts = tlsContextsFor(options.logger);
   startWatchdog({ stallMs: options.watchdogMs ?? DEFAULT_WATCHDOG_MS });
-  let server: Server | undefined;
+  let started = false;
   const https = new HttpsListener(options, gateway, contexts, { reusePort: true });
+  const flags = new FlagListeners(options, gateway, https, { reusePort: true });
+  const gatewayListenerSet = gatewayListeners(options, authorizer, { reusePort: true });
   /** The ports to bind, as the primary says (`--port 0`: what the first worker got). */
   let givePorts!: (ports: Ports) => void;
   const ports = new Promise<Ports>((resolve) => (givePorts = resolve));
@@ -424,19 +443,21 @@ async function runWorker(options: GatewayProcessOptions): Promise<void> {
     for (const listener of listeners) await listener(snapshot);
     contexts.update(snapshot);
     gateway.update(snapshot);
-    if (!server) {
+    await gatewayListenerSet.update(snapshot);
+    const useFlags = !gatewayListenerSet.defines(snapshot);
+    if (!started) {
       try {
         const bind = await ports;
-        const listening = await listen(gateway.handle, bind.port, options.host, options.limits, gateway.handleUpgrade, { reusePort: true });
-        server = listening.server;
-        const tlsPort = await https.sync();
-        process.send!({ type: 'gatehouse:listening', port: listening.port, ...(tlsPort !== undefined ? { httpsPort: tlsPort } : {}) });
+        await flags.sync(useFlags, bind.port);
+        started = true;
+        const bound = gatewayListenerSet.describe();
+        process.send!({ type: 'gatehouse:listening', port: flags.port ?? bound[0]?.port ?? bind.port, ...(flags.httpsPort !== undefined ? { httpsPort: flags.httpsPort } : {}), ...(bound.length ? { listeners: bound } : {}) });
       } catch (error) {
         process.send!({ type: 'gatehouse:failed', error: (error as Error).message });
         process.exit(1);
       }
     } else {
-      await https.sync().catch((error: unknown) => options.logger.error({ err: error, code: 'GH_HTTPS_LISTEN' }, 'the HTTPS listener could not bind'));
+      await flags.sync(useFlags).catch((error: unknown) => options.logger.error({ err: error, code: 'GH_HTTPS_LISTEN' }, 'a --port/--https-port listener could not bind'));
     }
   };
   // Snapshots are applied one at a time, in order: listeners are async and must not interleave.
@@ -453,7 +474,7 @@ async function runWorker(options: GatewayProcessOptions): Promise<void> {
     } else if (message.type === 'gatehouse:metrics') {
       process.send!({ type: 'gatehouse:metrics', id: (message as { id?: number }).id, metrics: await registry.getMetricsAsJSON() });
     } else if (message.type === 'gatehouse:stop') {
-      await Promise.all([server ? closeGracefully(server, options.shutdownGraceMs) : undefined, https.close()]);
+      await Promise.all([flags.close(), gatewayListenerSet.close()]);
       await gateway.close();
       flushLogs();
       process.exit(0);
@@ -477,6 +498,8 @@ class HttpsListener {
   private wantedPort: number | undefined;
   private queue: Promise<unknown> = Promise.resolve();
   private closed = false;
+  /** Gateway resources define the listeners meanwhile (docs/gateway.md). */
+  private suspended = false;
   private readonly options: GatewayProcessOptions;
   private readonly gateway: Gateway;
   private readonly contexts: TlsContexts;
@@ -493,11 +516,13 @@ class HttpsListener {
   sync(): Promise<number | undefined> {
     const next = this.queue.then(async () => {
       const { options } = this;
-      const wanted = !this.closed && options.httpsPort !== undefined && (!options.httpsOnDemand || this.contexts.size > 0);
+      const wanted = !this.closed && !this.suspended && options.httpsPort !== undefined && (!options.httpsOnDemand || this.contexts.size > 0);
       if (wanted && !this.server) {
         const { server, port } = await listenTls(this.gateway.handle, this.wantedPort ?? options.httpsPort!, options.host, this.contexts, options.limits, this.gateway.handleUpgrade, this.bind);
         this.server = server;
         this.port = port;
+        // Bound again later (after Gateways went away): the same port, not another one `0` would pick.
+        this.wantedPort ??= port;
         if (options.httpsOnDemand) options.logger.info({ httpsPort: port }, 'HTTPS listener bound: a VirtualService has sslConfig');
       } else if (!wanted && this.server) {
         const server = this.server;
@@ -510,6 +535,12 @@ class HttpsListener {
     // One change at a time; a failed bind does not stop later ones.
     this.queue = next.catch(() => {});
     return next;
+  }
+
+  /** Closes (gracefully) while Gateway resources define the listeners, and binds again when they go. */
+  suspend(suspended: boolean): Promise<number | undefined> {
+    this.suspended = suspended;
+    return this.sync();
   }
 
   /** Binds `port` from now on (the one an earlier worker got for `--https-port 0`). */
@@ -527,4 +558,100 @@ class HttpsListener {
 /** The HTTPS listener's certificates; a certificate that stops loading is logged, and the one served before keeps serving. */
 function tlsContextsFor(logger: Logger): TlsContexts {
   return new TlsContexts((virtualService, message) => logger.error({ code: 'GH_CONFIG_BAD_TLS', virtualService }, `the new certificate of VirtualService ${virtualService} cannot be used (the previous one keeps serving): ${message}`));
+}
+
+/**
+ * The listeners of the flags (`--port`, `--https-port`), bound while no Gateway resource defines
+ * the listeners (docs/gateway.md) and closed gracefully while one does; bound again on the ports
+ * they had.
+ */
+class FlagListeners {
+  private server: Server | undefined;
+  /** The plain listener's port, once bound (kept across a close). */
+  port: number | undefined;
+  httpsPort: number | undefined;
+  private queue: Promise<unknown> = Promise.resolve();
+  private readonly options: GatewayProcessOptions;
+  private readonly gateway: Gateway;
+  private readonly https: HttpsListener;
+  private readonly bind: BindOptions;
+  /** The port to bind first (`--port`, or what the first worker got for `--port 0`). */
+  private wantedPort: number | undefined;
+  /** Whether the first sync (at start) is done. */
+  private synced = false;
+
+  constructor(options: GatewayProcessOptions, gateway: Gateway, https: HttpsListener, bind: BindOptions) {
+    this.options = options;
+    this.gateway = gateway;
+    this.https = https;
+    this.bind = bind;
+  }
+
+  /** Binds (`active`) or closes both listeners; `port` is the plain port to bind first. */
+  sync(active: boolean, port?: number): Promise<void> {
+    if (port !== undefined) this.wantedPort ??= port;
+    const next = this.queue.then(async () => {
+      const { options } = this;
+      if (active && !this.server) {
+        const bound = await listen(this.gateway.handle, this.port ?? this.wantedPort ?? options.port, options.host, options.limits, this.gateway.handleUpgrade, this.bind);
+        this.server = bound.server;
+        // The first bind is announced by the `listening` line; a later one (Gateways gone) here.
+        if (this.synced) options.logger.info({ port: bound.port }, 'the --port listener bound: no Gateway resource defines the listeners');
+        this.port = bound.port;
+      } else if (!active && this.server) {
+        const server = this.server;
+        this.server = undefined;
+        options.logger.info({ port: this.port }, 'the --port listener closed: Gateway resources define the listeners');
+        await closeGracefully(server, options.shutdownGraceMs);
+      }
+      const https = await this.https.suspend(!active);
+      if (https !== undefined) this.httpsPort = https;
+      this.synced = true;
+    });
+    this.queue = next.catch(() => {});
+    return next;
+  }
+
+  /** Stops both for good (graceful). */
+  async close(): Promise<void> {
+    await this.queue;
+    const server = this.server;
+    this.server = undefined;
+    await Promise.all([server ? closeGracefully(server, this.options.shutdownGraceMs) : undefined, this.https.close()]);
+  }
+}
+
+/** The Gateway-resource listeners of one traffic process; each listener gets its own proxy (route table, upstream pools). */
+function gatewayListeners(options: GatewayProcessOptions, authorizer: Authorizer | undefined, bind: BindOptions): GatewayListeners {
+  let defaultLog: AccessLog | undefined;
+  const makeGateway: GatewayListenersDeps['makeGateway'] = ({ paths, accessLog, limits }) => {
+    const upstreams = new UpstreamRegistry({ resolve: (host) => options.resolve.get(host), ...(options.maxPendingRequests ? { maxPendingRequests: options.maxPendingRequests } : {}) });
+    const graphql = options.parts.graphql?.({ upstreams, logger: options.logger });
+    if (!accessLog && options.accessLog) defaultLog ??= createAccessLog(options.logger.bindings().name ?? 'gateway');
+    const logTo = accessLog ?? (options.accessLog ? defaultLog : undefined);
+    const proxy = new Gateway({
+      logger: options.logger,
+      upstreams,
+      accessLog: logTo !== undefined,
+      ...(logTo ? { accessLogger: logTo } : {}),
+      kubeClusterDomain: options.kubeClusterDomain,
+      paths: { ...(options.paths ?? DEFAULT_PATH_NORMALIZATION), ...paths },
+      ...(limits.maxRequestHeaders !== undefined ? { maxRequestHeaders: limits.maxRequestHeaders } : {}),
+      ...(limits.idleTimeoutMs !== undefined ? { upgradeLimits: { idleTimeoutMs: limits.idleTimeoutMs } } : {}),
+      ...(graphql ? { graphql } : {}),
+      ...(authorizer ? { authorizer } : {}),
+    });
+    return {
+      handle: proxy.handle,
+      handleUpgrade: proxy.handleUpgrade,
+      update: (snapshot) => proxy.update(snapshot),
+      describeRoutes: () => proxy.describeRoutes(),
+      // The authorizer is the process's: closed with it, not with one listener.
+      release: async () => {
+        await graphql?.close();
+        await upstreams.close();
+      },
+    };
+  };
+  return new GatewayListeners({ proxyName: options.proxyName ?? DEFAULT_PROXY_NAME, limits: options.limits ?? {}, bind, graceMs: options.shutdownGraceMs, logger: options.logger, makeGateway });
 }

@@ -35,6 +35,10 @@ export interface ListenerLimits {
   maxRequestHeaders: number;
   /** HTTP/2 limits (streams, header list size, rapid-reset protection): ./http2.ts. */
   http2: Http2Limits;
+  /** A kept-alive HTTP/1.1 connection with no request is closed after this long (Envoy's `idle_timeout`; default 65 s). */
+  keepAliveTimeoutMs?: number | undefined;
+  /** Bytes of a request's header block (Envoy's `max_request_headers_kb`); undefined: Node's default (16 KiB) for HTTP/1.1, {@link Http2Limits.maxHeaderListSize} for HTTP/2. */
+  maxRequestHeaderBytes?: number | undefined;
 }
 
 export const DEFAULT_LISTENER_LIMITS: ListenerLimits = Object.freeze({
@@ -73,6 +77,7 @@ export function defaultMaxConnections(limitsFile = '/proc/self/limits'): number 
 function limitsOf(limits: Partial<ListenerLimits>): ListenerLimits {
   const l = { ...DEFAULT_LISTENER_LIMITS, ...limits };
   if (limits.maxRequestHeaders !== undefined && limits.http2?.maxHeaderListPairs === undefined) l.http2 = { ...l.http2, maxHeaderListPairs: limits.maxRequestHeaders + 4 };
+  if (limits.maxRequestHeaderBytes !== undefined && limits.http2?.maxHeaderListSize === undefined) l.http2 = { ...l.http2, maxHeaderListSize: limits.maxRequestHeaderBytes };
   return l;
 }
 
@@ -85,7 +90,7 @@ const SERVING = Symbol('gatehouse.serving');
  * which left `Upgrade: h2c` over TLS tunnelled (issue 29 finding 18) and its timeout checks at 30 s.
  */
 function applyHttp1Settings(server: Server, l: ListenerLimits, onUpgrade: UpgradeListener | undefined): void {
-  server.keepAliveTimeout = 65_000;
+  server.keepAliveTimeout = l.keepAliveTimeoutMs ?? 65_000;
   server.headersTimeout = l.requestHeadersTimeoutMs;
   server.requestTimeout = l.requestTimeoutMs;
   // One more than the limit, so a request over it is seen (and answered 431 by the gateway) without parsing thousands.
@@ -99,6 +104,8 @@ function serverOptions(l: ListenerLimits) {
   return {
     // How often Node checks the headers and request timeouts (its default, 30 s, let them overrun by as much).
     connectionsCheckingInterval: Math.max(250, Math.min(5_000, Math.floor(l.requestHeadersTimeoutMs / 4))),
+    // Over it, Node answers 431 itself.
+    ...(l.maxRequestHeaderBytes !== undefined ? { maxHeaderSize: l.maxRequestHeaderBytes } : {}),
   };
 }
 
