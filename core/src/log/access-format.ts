@@ -15,8 +15,11 @@ export interface FormatInput {
   readonly endMs: number;
 }
 
-/** A compiled format: a line of text (string formats end with what the format ends with). */
-export type LineFormatter = (input: FormatInput) => string;
+/**
+ * A compiled format: a line of text (string formats end with what the format ends with).
+ * `needsSocket`: it reads connection addresses, which must be read while the socket is open.
+ */
+export type LineFormatter = ((input: FormatInput) => string) & { needsSocket?: boolean };
 
 /** Why a format string cannot be compiled: the operator, and its offset in the string. */
 export class FormatError extends Error {
@@ -72,12 +75,17 @@ export function compileStringFormat(format: string, notes: FormatNotes = { unsup
     const text = parts[0];
     return () => text;
   }
-  return (input) => {
+  const formatter: LineFormatter = (input) => {
     let line = '';
     for (const part of parts) line += typeof part === 'string' ? part : text(part(input));
     return line;
   };
+  formatter.needsSocket = SOCKET_OPERATOR.test(format);
+  return formatter;
 }
+
+/** Operators that read the connection's addresses. */
+const SOCKET_OPERATOR = /%(DOWNSTREAM_(REMOTE|LOCAL)_(ADDRESS|PORT)|REQUESTED_SERVER_NAME)/;
 
 /**
  * Compiles a `json_format` (a protobuf Struct): every string value is a format string of its
@@ -86,7 +94,9 @@ export function compileStringFormat(format: string, notes: FormatNotes = { unsup
  */
 export function compileJsonFormat(format: Record<string, unknown>, notes: FormatNotes = { unsupported: [] }, path: (string | number)[] = []): LineFormatter {
   const build = compileJsonValue(format, notes, path) as (input: FormatInput) => unknown;
-  return (input) => `${JSON.stringify(build(input))}\n`;
+  const formatter: LineFormatter = (input) => `${JSON.stringify(build(input))}\n`;
+  formatter.needsSocket = SOCKET_OPERATOR.test(JSON.stringify(format));
+  return formatter;
 }
 
 function compileJsonValue(value: unknown, notes: FormatNotes, path: (string | number)[]): unknown {
@@ -123,6 +133,13 @@ function compileJsonValue(value: unknown, notes: FormatNotes, path: (string | nu
 
 const text = (value: string | number | undefined): string => (value === undefined || value === '' ? '-' : String(value));
 
+/**
+ * `%NAME%`, `%NAME(ARG)%`, `%NAME(ARG):MAX%` at one position (sticky). Names and arguments are
+ * bounded, so a format of any length is parsed in linear time; an argument may hold `)` when
+ * what follows it is not `%` or `:digits` (`%START_TIME(%H:%M)%`).
+ */
+const OPERATOR = /%([A-Z][A-Z0-9_]{0,63})(?:\(((?:[^)]|\)(?!%|:\d)){0,512})\))?(?::(\d{1,9}))?%/y;
+
 /** Splits a format string into literal text and operator functions. */
 function parseFormat(format: string, notes: FormatNotes): (string | Part)[] {
   const parts: (string | Part)[] = [];
@@ -141,7 +158,8 @@ function parseFormat(format: string, notes: FormatNotes): (string | Part)[] {
       i += 2;
       continue;
     }
-    const match = /^%([A-Z][A-Z0-9_]*)(?:\(((?:[^)]|\)(?!%|:\d))*)\))?(?::(\d+))?%/.exec(format.slice(i));
+    OPERATOR.lastIndex = i;
+    const match = OPERATOR.exec(format);
     if (!match) throw new FormatError(`"%" at offset ${i} does not start a command operator (%NAME%, %NAME(ARG)%, or %% for a percent sign)`, i);
     const [whole, name, argument, maxLength] = match as unknown as [string, string, string | undefined, string | undefined];
     if (literal) parts.push(literal);
@@ -261,10 +279,13 @@ function requestHeader(argument: string): Part {
   const b = fallback ? one(fallback) : undefined;
   return ({ entry }) => {
     const req = entry.req;
-    if (!req) return first === ':method' ? entry.method : first === ':path' ? entry.path : undefined;
+    if (!req) return fromEntry(entry, first) ?? (fallback ? fromEntry(entry, fallback) : undefined);
     return a(req) ?? b?.(req);
   };
 }
+
+/** `:method` and `:path` of an entry written without its request. */
+const fromEntry = (entry: AccessEntry, name: string): string | undefined => (name === ':method' ? entry.method : name === ':path' ? entry.path : undefined);
 
 function responseHeader(argument: string): Part {
   const [first, fallback] = argument.split('?').map((h) => h.trim().toLowerCase()) as [string, string | undefined];

@@ -319,6 +319,8 @@ export function createFormattedAccessLog(sinks: readonly FormattedSink[], option
   const { now = Date.now, batchEntries = 64, flushEveryMs = 250 } = options;
   const open = options.open ?? openSink;
   const writers = sinks.map((sink) => ({ format: sink.format, out: batchedWriter(open(sink.path)) }));
+  // Addresses are read when the entry is written: formatted later, a closed socket has none.
+  const touchSocket = sinks.some((sink) => sink.format.needsSocket);
   const entries: AccessEntry[] = [];
   const times: number[] = [];
   const encodeQueued = () => {
@@ -337,6 +339,11 @@ export function createFormattedAccessLog(sinks: readonly FormattedSink[], option
   process.once('exit', flush);
   return {
     write(entry) {
+      if (touchSocket) {
+        // Node caches a socket's addresses once read.
+        void entry.req?.socket.remoteAddress;
+        void entry.req?.socket.localAddress;
+      }
       entries.push(entry);
       times.push(now());
       if (entries.length >= batchEntries) encodeQueued();
