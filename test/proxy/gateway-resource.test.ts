@@ -211,3 +211,28 @@ describe('gatehouse validate with Gateways', () => {
     }
   });
 });
+
+describe('Gateway listeners with --workers 2', () => {
+  it('every worker binds the Gateway listener itself and serves on it', async () => {
+    const port = await freePort();
+    const echo = await startEcho('w');
+    const dir = await makeConfigDir({
+      'all.yaml': [manifests.upstream('w', [{ addr: '127.0.0.1', port: echo.port }]), manifests.virtualService('vw', { domains: ['*'], routes: [{ name: 'main', routeAction: { single: { upstream: { name: 'w' } } } }] }), gateway('gw', { bindAddress: '127.0.0.1', bindPort: port })],
+    });
+    const two = await startGatehouse('run', ['--config-dir', dir.path, '--workers', '2'], { timeoutMs: 30_000 });
+    try {
+      expect((two.listening.listeners as { port: number }[]).map((l) => l.port)).toEqual([port]);
+      // New connections until both workers have answered (the kernel spreads them over the two sockets).
+      const pids = await eventually(async () => {
+        await Promise.all(Array.from({ length: 10 }, () => send(`http://127.0.0.1:${port}`, { path: '/spread' }).then((r) => expect(r.headers['x-upstream']).toBe('w'))));
+        const seen = new Set(two.logs.filter((l) => l.msg === 'access' && l.path === '/spread').map((l) => l.pid));
+        return seen.size === 2 && seen;
+      }, 20_000);
+      expect(pids.has(two.listening.pid)).toBe(false);
+    } finally {
+      await two.stop();
+      await echo.close();
+      await dir.cleanup();
+    }
+  }, 60_000);
+});
