@@ -236,3 +236,28 @@ describe('Gateway listeners with --workers 2', () => {
     }
   }, 60_000);
 });
+
+describe('an access log file that cannot be opened', () => {
+  it('is logged, and the listener serves without access lines', async () => {
+    const port = await freePort();
+    const echo = await startEcho('n');
+    const dir = await makeConfigDir({
+      'all.yaml': [
+        manifests.upstream('n', [{ addr: '127.0.0.1', port: echo.port }]),
+        manifests.virtualService('vn', { domains: ['*'], routes: [{ name: 'main', routeAction: { single: { upstream: { name: 'n' } } } }] }),
+        gateway('gw', { bindAddress: '127.0.0.1', bindPort: port, options: { accessLoggingService: { accessLog: [{ fileSink: { path: '/nonexistent-gatehouse-dir/access.log', stringFormat: '%RESPONSE_CODE%' } }] } } }),
+      ],
+    });
+    const one = await startGatehouse('run', ['--config-dir', dir.path], { timeoutMs: 30_000 });
+    try {
+      expect((await send(`http://127.0.0.1:${port}`, { path: '/x' })).headers['x-upstream']).toBe('n');
+      const error = await one.waitForLog((l) => l.code === 'GH_ACCESS_LOG_OPEN');
+      expect(error.paths).toEqual(['/nonexistent-gatehouse-dir/access.log']);
+      expect(one.logs.some((l) => l.msg === 'access')).toBe(false);
+    } finally {
+      await one.stop();
+      await echo.close();
+      await dir.cleanup();
+    }
+  }, 60_000);
+});

@@ -212,9 +212,18 @@ function operator(name: string, argument: string | undefined, offset: number, no
       return ({ entry }) => Math.round(entry.durationMs);
     case 'START_TIME': {
       const strftime = argument === undefined || argument === '' ? undefined : compileStrftime(argument, offset);
+      if (strftime) return ({ entry, endMs }) => strftime(endMs - entry.durationMs);
+      // ISO 8601 with the part up to the second made once per second.
+      let second = -1;
+      let prefix = '';
       return ({ entry, endMs }) => {
-        const start = endMs - entry.durationMs;
-        return strftime ? strftime(start) : new Date(Math.floor(start)).toISOString();
+        const ms = Math.floor(endMs - entry.durationMs);
+        const s = Math.floor(ms / 1000);
+        if (s !== second) {
+          second = s;
+          prefix = new Date(s * 1000).toISOString().slice(0, 20);
+        }
+        return `${prefix}${String(ms - s * 1000).padStart(3, '0')}Z`;
       };
     }
     case 'PROTOCOL':

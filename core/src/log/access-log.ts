@@ -221,7 +221,7 @@ class ClockBytes {
  * every write to a shared stdout pipe is atomic and lines from different workers never
  * interleave.
  */
-export function batchedWriter(fd = 1, options: { batchBytes?: number; maxBufferedBytes?: number } = {}): LineSink & { flush(): void } {
+export function batchedWriter(fd = 1, options: { batchBytes?: number; maxBufferedBytes?: number } = {}): LineSink & { flush(): void; writeText(line: string): void } {
   const { batchBytes = defaultBatchBytes(fd), maxBufferedBytes = 4 * 1024 * 1024 } = options;
   /** Full batches waiting (only while stdout refuses writes). */
   const pending: Buffer[] = [];
@@ -265,8 +265,7 @@ export function batchedWriter(fd = 1, options: { batchBytes?: number; maxBuffere
     }
     drain();
   };
-  return {
-    write(line) {
+  const write = (line: Uint8Array): void => {
       if (buffered > maxBufferedBytes) {
         dropped++;
         return;
@@ -282,6 +281,18 @@ export function batchedWriter(fd = 1, options: { batchBytes?: number; maxBuffere
       }
       batch.set(line, used);
       used += length;
+  };
+  return {
+    write,
+    /** A line as text, encoded straight into the batch when it fits (no buffer per line). */
+    writeText(line) {
+      // UTF-8 takes at most 3 bytes per UTF-16 unit: a line this short surely fits.
+      if (buffered <= maxBufferedBytes && line.length * 3 <= batchBytes) {
+        if (used + line.length * 3 > batchBytes) seal();
+        used += batch.write(line, used, 'utf8');
+        return;
+      }
+      write(Buffer.from(line, 'utf8'));
     },
     flush,
   };
@@ -326,7 +337,7 @@ export function createFormattedAccessLog(sinks: readonly FormattedSink[], option
   const encodeQueued = () => {
     for (let i = 0; i < entries.length; i++) {
       const input = { entry: entries[i]!, endMs: times[i]! };
-      for (const w of writers) w.out.write(Buffer.from(w.format(input), 'utf8'));
+      for (const w of writers) w.out.writeText(w.format(input));
     }
     entries.length = 0;
     times.length = 0;
