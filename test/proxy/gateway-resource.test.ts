@@ -49,11 +49,11 @@ function gatewayA(format: string, port = portA) {
   });
 }
 
-function gatewayB(port: number) {
+function gatewayB(port: number, maxHeaders = 20) {
   return gateway('gw-b', {
     bind_address: '127.0.0.1',
     bind_port: port,
-    http_gateway: { virtual_services: [{ name: 'vb' }], options: { http_connection_manager_settings: { max_headers_count: 20, server_name: 'ignored' } } },
+    http_gateway: { virtual_services: [{ name: 'vb' }], options: { http_connection_manager_settings: { max_headers_count: maxHeaders, server_name: 'ignored' } } },
     options: { access_logging_service: { access_log: [{ file_sink: { path: join(config.path, '..', `${logName}-b.log`), json_format: { method: '%REQ(:METHOD)%', status: '%RESPONSE_CODE%', upstream: '%UPSTREAM_HOST%', nested: { path: '%REQ(:PATH)%', missing: '%REQ(X-NOPE)%' }, fixed: 7 } } }] } },
   });
 }
@@ -171,6 +171,32 @@ describe('Gateway resources', () => {
     });
   });
 
+  it('a changed connection setting on the same port rebinds beside the old socket: no request lost, the one in flight finishes', async () => {
+    const inFlight = send(`http://127.0.0.1:${portB}`, { path: '/slow', headers: { host: 'b.test' } });
+    let stop = false;
+    const failures: string[] = [];
+    let served = 0;
+    const loop = (async () => {
+      while (!stop) {
+        await send(`http://127.0.0.1:${portB}`, { headers: { host: 'b.test' } }).then(
+          (r) => (r.status === 200 ? served++ : failures.push(`status ${r.status}`)),
+          (error: Error) => failures.push(error.message),
+        );
+      }
+    })();
+    const binds = gw.logs.filter((l) => l.msg === 'Gateway listener bound').length;
+    await config.write('gw-b.yaml', gatewayB(portB, 10));
+    await gw.waitForLog((l) => l.msg === 'Gateway listener bound' && l.port === portB && gw.logs.filter((x) => x.msg === 'Gateway listener bound').length > binds, 15_000);
+    const reply = await inFlight;
+    stop = true;
+    await loop;
+    expect([reply.status, reply.body]).toEqual([200, 'slow done']);
+    expect(failures).toEqual([]);
+    expect(served).toBeGreaterThan(0);
+    const fifteen = Object.fromEntries(Array.from({ length: 15 }, (_, i) => [`x-h${i}`, 'v']));
+    await eventually(async () => (await send(`http://127.0.0.1:${portB}`, { headers: { host: 'b.test', ...fifteen } })).status === 431);
+  });
+
   it('a Gateway moved to another port binds it, finishes the request in flight on the old one, then closes it', async () => {
     const next = await freePort();
     const inFlight = send(`http://127.0.0.1:${portB}`, { path: '/slow', headers: { host: 'b.test' } });
@@ -258,6 +284,38 @@ describe('an access log file that cannot be opened', () => {
       await one.stop();
       await echo.close();
       await dir.cleanup();
+    }
+  }, 60_000);
+});
+
+describe('a Gateway port another process listens on', () => {
+  it('is not shared (SO_REUSEPORT): the bind fails with GH_GATEWAY_LISTEN and the other Gateways serve', async () => {
+    const { createServer } = await import('node:net');
+    const holder = createServer((socket) => socket.end('HTTP/1.1 418 Teapot\r\ncontent-length: 0\r\n\r\n'));
+    await new Promise<void>((r) => holder.listen(0, '127.0.0.1', r));
+    const taken = (holder.address() as { port: number }).port;
+    const free = await freePort();
+    const echo = await startEcho('t');
+    const dir = await makeConfigDir({
+      'all.yaml': [
+        manifests.upstream('t', [{ addr: '127.0.0.1', port: echo.port }]),
+        manifests.virtualService('vt', { domains: ['*'], routes: [{ name: 'main', routeAction: { single: { upstream: { name: 't' } } } }] }),
+        gateway('taken', { bindAddress: '127.0.0.1', bindPort: taken }),
+        gateway('free', { bindAddress: '127.0.0.1', bindPort: free }),
+      ],
+    });
+    const one = await startGatehouse('run', ['--config-dir', dir.path], { timeoutMs: 30_000 });
+    try {
+      const error = await one.waitForLog((l) => l.code === 'GH_GATEWAY_LISTEN');
+      expect([error.gateway, error.port]).toEqual(['default/taken', taken]);
+      expect((await send(`http://127.0.0.1:${free}`)).headers['x-upstream']).toBe('t');
+      // Every connection to the taken port still reaches its owner.
+      for (let i = 0; i < 5; i++) expect((await send(`http://127.0.0.1:${taken}`)).status).toBe(418);
+    } finally {
+      await one.stop();
+      await echo.close();
+      await dir.cleanup();
+      holder.close();
     }
   }, 60_000);
 });

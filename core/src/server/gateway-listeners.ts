@@ -8,7 +8,7 @@ import { compileJsonFormat, compileStringFormat, ENVOY_DEFAULT_FORMAT } from '..
 import { createFormattedAccessLog, type AccessEntry, type AccessLog, type FormattedSink } from '../log/access-log.ts';
 import type { Logger } from '../log/logger.ts';
 import type { PathNormalization } from '../proxy/normalize-path.ts';
-import { closeGracefully, listen, listenTls, type BindOptions, type ListenerLimits } from './listen.ts';
+import { assertPortFree, closeGracefully, listen, listenTls, type BindOptions, type ListenerLimits } from './listen.ts';
 import { TlsContexts } from './tls-contexts.ts';
 
 /** What one Gateway asks of its listener, as compiled from the snapshot. */
@@ -255,17 +255,13 @@ export class GatewayListeners {
         old.log.swap(plan.sinks);
         continue;
       }
-      // A changed bind: the old socket closes first only when the new one needs its port.
-      const samePort = old && old.plan.port === plan.port && old.plan.address === plan.address;
-      if (old && samePort && !this.deps.bind.reusePort) {
-        this.bound.delete(key);
-        await this.retire(old);
-      }
+      // A changed bind: the new socket is bound first (beside the old one on the same port, by
+      // SO_REUSEPORT), then the old one drains: no moment without a listener.
       try {
         const made = await this.bindOne(plan, bindKey, scoped);
         this.bound.set(key, made);
         logger.info({ gateway: key, address: plan.address, port: made.port, ssl: plan.ssl }, 'Gateway listener bound');
-        if (old && (!samePort || this.deps.bind.reusePort)) draining.push(this.retire(old));
+        if (old) draining.push(this.retire(old));
       } catch (error) {
         logger.error({ err: error, code: 'GH_GATEWAY_LISTEN', gateway: key, address: plan.address, port: plan.port }, 'a Gateway listener could not bind; retried with the next configuration');
       }
@@ -280,15 +276,25 @@ export class GatewayListeners {
     contexts.update(scoped);
     gateway.update(scoped);
     try {
+      // Every Gateway socket has SO_REUSEPORT, so that a rebind on the same port can overlap the
+      // old socket. A port this process does not hold yet is probed first (one process: workers
+      // bind beside each other), so a port someone else listens on still fails (EADDRINUSE).
+      if (!this.deps.bind.reusePort && !this.holds(plan.address, plan.port)) await assertPortFree(plan.port, plan.address);
+      const bind = { reusePort: true };
       const { server, port } = plan.ssl
-        ? await listenTls(gateway.handle, plan.port, plan.address, contexts, plan.limits, gateway.handleUpgrade, this.deps.bind)
-        : await listen(gateway.handle, plan.port, plan.address, plan.limits, gateway.handleUpgrade, this.deps.bind);
+        ? await listenTls(gateway.handle, plan.port, plan.address, contexts, plan.limits, gateway.handleUpgrade, bind)
+        : await listen(gateway.handle, plan.port, plan.address, plan.limits, gateway.handleUpgrade, bind);
       return { plan, bindKey, server, port, gateway, contexts, log };
     } catch (error) {
       log.close();
       await gateway.release();
       throw error;
     }
+  }
+
+  /** Whether a listener of this set is bound to `address:port` now. */
+  private holds(address: string, port: number): boolean {
+    return [...this.bound.values()].some((b) => b.port === port && b.plan.address === address);
   }
 
   private async retire(old: Bound): Promise<void> {

@@ -19,8 +19,7 @@ import { startChunkCollector } from '../proxy/chunk-collector.ts';
 import { Gateway } from '../proxy/gateway.ts';
 import type { PathNormalization } from '../proxy/normalize-path.ts';
 import { UpstreamRegistry } from '../proxy/upstream-cluster.ts';
-import { closeGracefully, listen, listenTls, type BindOptions, type ListenerLimits } from './listen.ts';
-import { createServer as createNetServer } from 'node:net';
+import { assertPortFree, closeGracefully, listen, listenTls, type BindOptions, type ListenerLimits } from './listen.ts';
 import { TlsContexts } from './tls-contexts.ts';
 import { installProcessGuards, startWatchdog } from './process-guards.ts';
 import { GatewayListeners, type GatewayListenersDeps } from './gateway-listeners.ts';
@@ -323,19 +322,6 @@ function portsFor(worker: Worker, options: GatewayProcessOptions): Promise<Ports
     // Not bound by the first worker (on demand, no TLS VirtualService yet): the flag's port.
     httpsPort: options.httpsPort === 0 ? (bound.httpsPort ?? 0) : options.httpsPort,
   }));
-}
-
-/**
- * Fails like a plain `listen` would when another process listens on `port` (EADDRINUSE): a
- * probe socket without SO_REUSEPORT binds and closes at once. Port 0 needs no probe.
- */
-function assertPortFree(port: number, host: string): Promise<void> {
-  if (port === 0) return Promise.resolve();
-  return new Promise((resolve, reject) => {
-    const probe = createNetServer();
-    probe.once('error', reject);
-    probe.listen({ port, host, exclusive: true }, () => probe.close(() => resolve()));
-  });
 }
 
 /** Workers that said they listen; readiness counts only them. */

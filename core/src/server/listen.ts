@@ -4,7 +4,7 @@ import type { SecureContext, TLSSocket } from 'node:tls';
 import { bindTlsConnection, DEFAULT_TLS_POLICY, PROTOCOL_ORDER, type TlsContexts, type TlsHost } from './tls-contexts.ts';
 import { MAX_CLIENT_HELLO_BYTES, parseClientHello } from './client-hello.ts';
 import { readFileSync } from 'node:fs';
-import type { AddressInfo, Socket } from 'node:net';
+import { createServer as createNetServer, type AddressInfo, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { metrics } from '../admin/metrics.ts';
 import { createH2cServer, DEFAULT_HTTP2_LIMITS, http2Settings, isHttp2Request, upgradeDecision, trackSessions, type Http2Limits, H2C_PREFACE } from './http2.ts';
@@ -456,4 +456,18 @@ export async function closeGracefully(server: Server, graceMs: number): Promise<
     clearInterval(idleSweep);
     clearTimeout(deadline);
   }
+}
+
+/**
+ * Fails like a plain `listen` would when another process listens on `port` (EADDRINUSE): a
+ * probe socket without SO_REUSEPORT binds and closes at once. Listeners bound with `reusePort`
+ * are probed first, so they never silently share a port with someone else's. Port 0 needs no probe.
+ */
+export function assertPortFree(port: number, host: string): Promise<void> {
+  if (port === 0) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const probe = createNetServer();
+    probe.once('error', reject);
+    probe.listen({ port, host, exclusive: true }, () => probe.close(() => resolve()));
+  });
 }
