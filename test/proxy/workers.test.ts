@@ -70,24 +70,34 @@ async function burstOverBothWorkers(path: string): Promise<{ upstreams: string[]
  * and each process's fd table): who owns the listener, as the kernel sees it.
  */
 async function listenerOwners(port: number, pids: number[]): Promise<number[]> {
-  const hexPort = `:${port.toString(16).toUpperCase().padStart(4, '0')} `;
-  const inodes = new Set(
-    (await readFile('/proc/net/tcp', 'utf8'))
-      .split('\n')
-      .map((line) => line.trim().split(/\s+/))
-      // local_address has the port; state 0A is LISTEN; the inode is the 10th column.
-      .filter((f) => f[1]?.endsWith(hexPort.trim()) && f[3] === '0A')
-      .map((f) => f[9]!),
-  );
-  const owners: number[] = [];
+  return (await listenerSockets(port, pids)).map((s) => s.pid).sort();
+}
+
+/** The listening sockets on `port` (inodes, from /proc/net/tcp) held by `pids`. */
+async function listenerSockets(port: number, pids: number[]): Promise<{ pid: number; inode: string }[]> {
+  const inodes = await listeningInodes(port);
+  const out: { pid: number; inode: string }[] = [];
   for (const pid of pids) {
     for (const fd of await readdir(`/proc/${pid}/fd`).catch(() => [])) {
       const target = await readlink(`/proc/${pid}/fd/${fd}`).catch(() => '');
       const inode = /^socket:\[(\d+)\]$/.exec(target)?.[1];
-      if (inode && inodes.has(inode)) owners.push(pid);
+      if (inode && inodes.has(inode)) out.push({ pid, inode });
     }
   }
-  return owners.sort();
+  return out;
+}
+
+/** Inodes of the sockets listening on `port`. */
+async function listeningInodes(port: number): Promise<Set<string>> {
+  const hexPort = `:${port.toString(16).toUpperCase().padStart(4, '0')}`;
+  return new Set(
+    (await readFile('/proc/net/tcp', 'utf8'))
+      .split('\n')
+      .map((line) => line.trim().split(/\s+/))
+      // local_address has the port; state 0A is LISTEN; the inode is the 10th column.
+      .filter((f) => f[1]?.endsWith(hexPort) && f[3] === '0A')
+      .map((f) => f[9]!),
+  );
 }
 
 /** The primary's children (the workers), as the kernel lists them. */
@@ -226,6 +236,7 @@ describe('--workers 2', () => {
   it('a worker that dies is forked again, and /readyz says so until it is back (issue 17 finding 6)', async () => {
     const { pids } = await burstOverBothWorkers('/before-kill');
     const victim = [...pids][0] as number;
+    const victimSocket = (await listenerSockets(gw.port, [victim]))[0]!.inode;
     process.kill(victim, 'SIGKILL');
     const notReady = await eventually(
       async () => {
@@ -236,11 +247,11 @@ describe('--workers 2', () => {
       10,
     );
     expect(notReady).toMatch(/^[01] of 2 workers running/);
-    // Once the kernel has closed the victim's socket (it is a zombie or gone), the other worker's
-    // socket takes every new connection while the victim is replaced. (Connections queued on the
-    // victim's own socket as it died are reset: docs/operations.md, tcp_migrate_req.)
-    const gone = async () => !(await readFile(`/proc/${victim}/stat`, 'latin1').then((s) => !/\) [ZX] /.test(s), () => false));
-    await eventually(gone, 5_000, 5);
+    // Once the kernel has closed the victim's socket (when its last thread is gone, which may be
+    // after its main thread is a zombie), the other worker's socket takes every new connection
+    // while the victim is replaced. (Connections queued on the victim's own socket as it died are
+    // reset: docs/operations.md, tcp_migrate_req.)
+    await eventually(async () => !(await listeningInodes(gw.port)).has(victimSocket), 5_000, 5);
     expect((await burst(10, '/during-restart')).length).toBe(10);
     await eventually(async () => (await send(gw.adminUrl, { path: '/readyz' })).status === 200, 15_000);
     const restarts = sample((await send(gw.adminUrl, { path: '/metrics' })).body, 'gatehouse_worker_restarts_total');
