@@ -319,3 +319,47 @@ describe('a Gateway port another process listens on', () => {
     }
   }, 60_000);
 });
+
+describe('an ssl Gateway', () => {
+  it('terminates TLS for the selected VirtualServices with sslConfig; the plain Gateway does not serve them', async () => {
+    const { execFileSync } = await import('node:child_process');
+    const { mkdtemp, rm } = await import('node:fs/promises');
+    const { tmpdir } = await import('node:os');
+    const { request: httpsRequest } = await import('node:https');
+    const certs = await mkdtemp(join(tmpdir(), 'gatehouse-gw-tls-'));
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', join(certs, 'tls.key'), '-out', join(certs, 'tls.crt'), '-subj', '/CN=secure.test', '-addext', 'subjectAltName=DNS:secure.test', '-days', '2'], { stdio: 'ignore' });
+    const [tlsPort, plainPort] = await Promise.all([freePort(), freePort()]);
+    const echo = await startEcho('s');
+    const secure = manifests.virtualService('secure', { domains: ['secure.test'], routes: [{ name: 'main', routeAction: { single: { upstream: { name: 's' } } } }] });
+    const dir = await makeConfigDir({
+      'all.yaml': [
+        manifests.upstream('s', [{ addr: '127.0.0.1', port: echo.port }]),
+        { ...secure, spec: { ...secure.spec, sslConfig: { sslFiles: { tlsCert: join(certs, 'tls.crt'), tlsKey: join(certs, 'tls.key') }, sniDomains: ['secure.test'] } } },
+        gateway('tls', { bindAddress: '127.0.0.1', bindPort: tlsPort, ssl: true }),
+        gateway('plain', { bindAddress: '127.0.0.1', bindPort: plainPort }),
+      ],
+    });
+    const one = await startGatehouse('run', ['--config-dir', dir.path], { timeoutMs: 30_000 });
+    try {
+      const ca = await readFile(join(certs, 'tls.crt'));
+      const reply = await new Promise<{ status: number; upstream: unknown; protocol: string }>((resolve, reject) => {
+        const req = httpsRequest({ host: '127.0.0.1', port: tlsPort, servername: 'secure.test', ca, headers: { host: 'secure.test' }, path: '/' }, (res) => {
+          const protocol = (res.socket as import('node:tls').TLSSocket).getProtocol() ?? '';
+          res.resume();
+          res.on('end', () => resolve({ status: res.statusCode!, upstream: res.headers['x-upstream'], protocol }));
+        });
+        req.on('error', reject);
+        req.end();
+      });
+      expect(reply.status).toBe(200);
+      expect(reply.upstream).toBe('s');
+      expect(reply.protocol).toMatch(/^TLSv1\.[23]$/);
+      expect((await send(`http://127.0.0.1:${plainPort}`, { headers: { host: 'secure.test' } })).status).toBe(404);
+    } finally {
+      await one.stop();
+      await echo.close();
+      await dir.cleanup();
+      await rm(certs, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
