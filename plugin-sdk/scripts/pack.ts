@@ -13,13 +13,13 @@ import { fileURLToPath } from 'node:url';
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const SDK = join(ROOT, 'plugin-sdk');
 
-type Manifest = Record<string, unknown> & { name: string; version: string; exports?: Record<string, string>; dependencies?: Record<string, string> };
+type Manifest = Record<string, unknown> & { name: string; version: string; exports?: Record<string, string | Record<string, string>>; dependencies?: Record<string, string> };
 
-/** `./src/x.ts` exports → `{ types, default }` on the compiled files. */
-function compiledExports(exports: Record<string, string>): Record<string, unknown> {
+/** `./src/x.ts` exports → `{ types, default }` on the compiled files; others (conditions, `.js`, `.d.ts`) as they are. */
+function compiledExports(exports: Record<string, string | Record<string, string>>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [key, target] of Object.entries(exports)) {
-    if (target.endsWith('.ts')) out[key] = { types: target.replace(/\.ts$/, '.d.ts'), default: target.replace(/\.ts$/, '.js') };
+    if (typeof target === 'string' && target.endsWith('.ts')) out[key] = { types: target.replace(/\.ts$/, '.d.ts'), default: target.replace(/\.ts$/, '.js') };
     else out[key] = target;
   }
   return out;
@@ -85,7 +85,8 @@ process.exitCode = await main(process.argv.slice(2));
     );
     const sdkManifest = JSON.parse(await readFile(join(SDK, 'package.json'), 'utf8')) as Manifest;
     delete sdkManifest.private;
-    sdkManifest.exports = { ...compiledExports(sdkManifest.exports ?? {}), './sandbox': { types: './types/sandbox.d.ts' } } as never;
+    // `./sandbox` (types only) is in the SDK's own package.json, so it resolves in the repository too.
+    sdkManifest.exports = compiledExports(sdkManifest.exports ?? {}) as never;
     await writeFile(join(sdk, 'package.json'), `${JSON.stringify({ ...sdkManifest, license: root.license }, null, 2)}\n`);
 
     // @gatehouse/core: the plugin host (and the rest of the gateway, as one package).

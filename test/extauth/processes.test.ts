@@ -27,12 +27,11 @@ const alice = htpasswdApr1('alice', 'wonderland');
 // into a 403; the 200 ms default and timeouts are tested on their own.
 const RELAXED = ['--extauth-timeout', '3s'];
 let dir: ConfigDir;
-let userServer: GuardedSetup['userServer'];
 let setup: GuardedSetup | undefined;
 
 beforeAll(async () => {
   setup = await startGuardedSetup(alice);
-  ({ dir, userServer } = setup);
+  ({ dir } = setup);
 });
 
 afterAll(async () => {

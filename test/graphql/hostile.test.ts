@@ -15,7 +15,7 @@ let hugeFinished: boolean | undefined;
 
 beforeAll(async () => {
   // 64 MB of JSON, written as fast as the gateway reads it.
-  huge = await startServer((req, res) => {
+  huge = await startServer((_req, res) => {
     hugeFinished = undefined;
     res.writeHead(200, { 'content-type': 'application/json' });
     const chunk = Buffer.from(`"${'x'.repeat(64 * 1024 - 3)}",`);

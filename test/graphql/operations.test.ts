@@ -110,7 +110,10 @@ describe('statPrefix and logSensitiveInfo', () => {
     await post('/plain', { query: BOOK, variables: { id: 'secret-plain' } });
     const line = await gateway.waitForLog((l) => l.msg === 'graphql operation' && JSON.stringify(l).includes('secret-apq'));
     expect(line).toMatchObject({ api: 'bookstore', query: BOOK, variables: { id: 'secret-apq' } });
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // A marker operation after the plain one: the log is one ordered stream, so once the marker's
+    // line is there, a line the plain operation wrote would be there too.
+    await post('/apq', { query: BOOK, variables: { id: 'marker-after-plain' } });
+    await gateway.waitForLog((l) => l.msg === 'graphql operation' && JSON.stringify(l).includes('marker-after-plain'));
     expect(gateway.logs.some((l) => JSON.stringify(l).includes('secret-plain'))).toBe(false);
   });
 });

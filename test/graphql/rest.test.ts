@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServer, type TestServer } from '../support/upstream.ts';
+import { startServer } from '../support/upstream.ts';
 import { manifests, serveGraphQL, type GraphQLServer } from './support.ts';
 
 /** A real REST API: users, companies, posts; it counts calls and in-flight requests. */

@@ -4,7 +4,7 @@
  * an API server restart on the same URL, and nothing left running after stop().
  */
 import { existsSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import * as k8s from '@kubernetes/client-node';
 import { eventually } from '../support/http.ts';
 import { LIMITED_USER, startKubeApiServer, type KubeApiServer } from './apiserver.ts';

@@ -105,6 +105,33 @@ describeWithKube('AuthConfig build results and Events against a real API server'
     expect((await send(`http://127.0.0.1:${extauth.adminPort}`, { path: '/readyz' })).body).toBe('ready\n');
   }, 120_000);
 
+  it('`gatehouse run --kube` (embedded extauth) reports build results too: status Failed with the reason and a BuildFailed Event', async () => {
+    const ns = `${NS}-run`;
+    await kube.apply({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
+    const guard = { ...authConfig('AlsoMissing'), metadata: { name: 'guard-run', namespace: ns } };
+    await kube.apply(guard);
+    await kube.apply({
+      apiVersion: 'gateway.gatehouse.dev/v1',
+      kind: 'VirtualService',
+      metadata: { name: 'app-run', namespace: ns },
+      spec: { virtualHost: { domains: ['run.test'], options: { extauth: { configRef: { name: 'guard-run' } } }, routes: [{ matchers: [{ prefix: '/' }], directResponseAction: { status: 200, body: 'ok' } }] } },
+    });
+    const run = await startGatehouse('run', ['--kube', '--kubeconfig', kube.kubeconfig, '--namespace', ns, '--plugin-dir', plugins.dir], { env: { POD_NAMESPACE: ns, POD_NAME: 'run-0' } });
+    try {
+      expect((await send(run.url, { headers: { host: 'run.test' } })).status).toBe(403);
+      const status = await eventually(async () => {
+        const s = await statusOf(guard);
+        return s?.extauth?.state === 'Failed' ? s : undefined;
+      }, 15_000);
+      expect(status.extauth!.reason).toContain('AlsoMissing');
+      const eventsIn = async () => (JSON.parse((await kube.request('GET', `/apis/events.k8s.io/v1/namespaces/${ns}/events`)).text) as { items: Event[] }).items;
+      const failed = await eventually(async () => (await eventsIn()).find((e) => e.reason === 'BuildFailed' && e.regarding.name === 'guard-run'), 15_000);
+      expect(failed).toMatchObject({ type: 'Warning', action: 'Build', reportingController: 'gatehouse.dev/extauth' });
+    } finally {
+      await run.stop();
+    }
+  }, 120_000);
+
   it('a VirtualService the gateway rejects gets a Warning Event with the reason', async () => {
     await kube.apply({
       apiVersion: 'gateway.gatehouse.dev/v1',

@@ -10,7 +10,7 @@ import { glob, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { parseAllDocuments, stringify } from 'yaml';
 import { KIND_NAMES } from '../../core/src/config/schema/kinds.ts';
 import { GATEWAY_VERSION } from '../../core/src/version.ts';

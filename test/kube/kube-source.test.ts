@@ -4,7 +4,7 @@
  * in `status`, deletes stop serving, Secret and EndpointSlice changes apply live, an API server
  * restart never stops serving, and of two replicas exactly one writes status.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { pluginDir } from '../../core/src/extauth/plugins/test-support.ts';
 import { renderCrds } from '../../core/src/install/crds.ts';
 import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';

@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { packPluginKit } from '../../plugin-sdk/scripts/pack.ts';
+import { importEveryExport } from './package-exports.ts';
 import { makeConfigDir, manifests, type ConfigDir } from '../support/config-dir.ts';
 import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
 import { startServer, type TestServer } from '../support/upstream.ts';
@@ -72,6 +73,18 @@ describe('a plugin project outside the repository [slow: ~15 s warm npm cache, m
     expect(tsconfig.compilerOptions).toMatchObject({ lib: ['es2023'], types: ['@gatehouse/plugin-sdk/sandbox'] });
     expect(await readFile(join(project, 'src/index.test.ts'), 'utf8')).toContain('describe.each(TEST_MODES)');
   });
+
+  it('imports every exports entry of both packed packages (@gatehouse/core ".", the SDK\'s subpaths; types-only ./sandbox: its file is there)', async (ctx) => {
+    if (installed === 'skipped') return ctx.skip();
+    const results = await importEveryExport(join(NODE_BIN, 'node'), project, ['@gatehouse/core', '@gatehouse/plugin-sdk']);
+    expect(results.filter((r) => r.outcome === 'error')).toEqual([]);
+    const by = new Map(results.map((r) => [r.specifier, r]));
+    expect(by.get('@gatehouse/core')).toMatchObject({ outcome: 'module' });
+    expect(by.get('@gatehouse/plugin-sdk/sandbox')).toMatchObject({ outcome: 'types' });
+    for (const subpath of ['', '/build', '/runtime', '/testkit', '/oci', '/version', '/errors', '/plugin-file', '/launch']) {
+      expect(by.get(`@gatehouse/plugin-sdk${subpath}`), subpath).toMatchObject({ outcome: 'module' });
+    }
+  }, 150_000);
 
   it('installs from the tarballs, and its own suite passes in both modes', async (ctx) => {
     if (installed === 'skipped') return ctx.skip();

@@ -190,7 +190,7 @@ async function startGrpcServer(): Promise<void> {
       seen.grpcHeld++;
       call.on('cancelled', () => seen.grpcCancelled.push(call.request.text));
     },
-    Late(call: grpc.ServerUnaryCall<Msg, Msg>, cb: grpc.sendUnaryData<Msg>) {
+    Late(_call: grpc.ServerUnaryCall<Msg, Msg>, cb: grpc.sendUnaryData<Msg>) {
       seen.lateStarted++;
       setTimeout(() => {
         seen.lateAnswered++;

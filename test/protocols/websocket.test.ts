@@ -111,7 +111,12 @@ describe('WebSocket through gatehouse run', () => {
     await once(ws, 'close');
     const entry = await gatehouse.waitForLog((l) => l.path === '/open/logged');
     expect(entry).toMatchObject({ status: 101, route: expect.any(String) });
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    // A marker connection opened and closed after it: once its line is logged, a second line for
+    // the first connection (at upgrade or at close) would have been logged before it.
+    const marker = (await connect('/open/logged-marker')) as WebSocket;
+    marker.close();
+    await once(marker, 'close');
+    await gatehouse.waitForLog((l) => l.path === '/open/logged-marker');
     expect(gatehouse.logs.filter((l) => l.path === '/open/logged')).toHaveLength(1);
   });
 });

@@ -1,5 +1,6 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { RequestCounter, RequestHistogram } from './request-metrics.ts';
+import { ConfigChannels, type ConfigLoadMessage, type ConfigResultMessage } from '../config/telemetry.ts';
 
 /**
  * Every Gatehouse metric (SPEC 8), in one registry per process. In multi-worker mode the
@@ -28,6 +29,13 @@ export const metrics = {
     help: 'Time from sending a request upstream to its response headers.',
     labelNames: ['upstream'],
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registry,
+  }),
+  requestDuration: new RequestHistogram({
+    name: 'gatehouse_request_duration_seconds',
+    help: 'Downstream request duration, from the request to the end of its response (or the client leaving), by virtual host, route and status class (2xx…5xx; "none": no response was sent).',
+    labelNames: ['virtual_host', 'route', 'status_class'],
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
     registry,
   }),
   authDecisions: new RequestCounter({
@@ -129,3 +137,14 @@ export const metrics = {
     registers: [registry],
   }),
 };
+
+// The config subsystem publishes its telemetry on diagnostics channels (config/telemetry.ts) instead
+// of importing this module; both processes that load configuration import this module first.
+ConfigChannels.load.subscribe((message) => {
+  const { result, rejectedByKind } = message as ConfigLoadMessage;
+  metrics.configReloads.inc({ result });
+  for (const [kind, count] of rejectedByKind) metrics.rejectedResources.set({ kind }, count);
+});
+ConfigChannels.kubeEvent.subscribe((message) => metrics.kubeEvents.inc({ result: (message as ConfigResultMessage).result }));
+ConfigChannels.kubeStatusWrite.subscribe((message) => metrics.kubeStatusWrites.inc({ result: (message as ConfigResultMessage).result }));
+ConfigChannels.kubeStatusLeader.subscribe((message) => metrics.kubeStatusLeader.set((message as { leading: boolean }).leading ? 1 : 0));

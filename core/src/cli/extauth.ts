@@ -1,5 +1,6 @@
 import { DEFAULT_API_GROUP_DOMAIN } from '../config/schema/kinds.ts';
 import { ErrorCodes, GatehouseError } from '../errors.ts';
+import { ExtAuthCodes } from '../extauth/codes.ts';
 import { configurePluginHost, DEFAULT_PLUGIN_HOST, type PluginHostOptions } from '../extauth/plugins/plugin-host-options.ts';
 import { startExtAuthServer } from '../extauth/server.ts';
 import { createLogger, flushLogs } from '../log/logger.ts';
@@ -76,7 +77,7 @@ export async function runExtAuth(argv: string[]): Promise<number | void> {
   let server: Awaited<ReturnType<typeof startExtAuthServer>> | undefined;
   const { startExtAuthAdmin } = await import('../admin/extauth-admin.ts');
   const admin = await startExtAuthAdmin({ ready: () => server?.engine.ready ?? false, buildReport: () => server?.engine.buildReport() ?? [] }, portValue(values, 'admin-port'), values['admin-host'] as string).catch((error: Error) => {
-    throw new GatehouseError('GH_EXTAUTH_LISTEN', `cannot listen on ${values['admin-host'] as string}:${values['admin-port'] as string} (--admin-port): ${error.message}`, { cause: error });
+    throw new GatehouseError(ExtAuthCodes.LISTEN, `cannot listen on ${values['admin-host'] as string}:${values['admin-port'] as string} (--admin-port): ${error.message}`, { cause: error });
   });
   server = await startExtAuthServer({
     ...(kube ? { kube } : { configDir: requiredValue(values, 'config-dir') }),

@@ -1,4 +1,4 @@
-import { resourceChecks } from '../config/resource-checks.ts';
+import { resourceChecks } from '../resource-checks.ts';
 import { lazyGraphQLEndpoints } from '../graphql/lazy-endpoints.ts';
 import { createLogger } from '../log/logger.ts';
 import { runGatewayProcess, type GatewayParts } from '../server/gateway-process.ts';

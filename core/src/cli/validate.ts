@@ -3,7 +3,8 @@ import type { ManifestDocument } from '../config/manifest.ts';
 import { readManifests } from '../config/source/directory.ts';
 import { ConfigStore } from '../config/store.ts';
 import { DEFAULT_API_GROUP_DOMAIN } from '../config/schema/kinds.ts';
-import { kindsOf, resourceChecks } from '../config/resource-checks.ts';
+import { kindsOf } from '../config/resource-checks.ts';
+import { resourceChecks } from '../resource-checks.ts';
 import { describeFlags, parseFlags, type FlagDef } from './flags.ts';
 import { SECRET_FLAGS, crossNamespaceSecretsValue } from './gateway-flags.ts';
 

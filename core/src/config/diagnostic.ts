@@ -70,6 +70,8 @@ export const ConfigCodes = {
   /** A field Gatehouse accepts but does not honour, or honours differently (warning). */
   IGNORED: 'GH_CONFIG_IGNORED',
   INVALID: 'GH_CONFIG_INVALID',
+  /** Reloading the configuration failed (log line); the last configuration keeps serving. */
+  RELOAD: 'GH_CONFIG_RELOAD',
   /** A delegateAction whose routes break Gloo's rules (a non-prefix delegating matcher, a child route outside the prefix). */
   DELEGATION: 'GH_CONFIG_DELEGATION',
   /** RouteTables that delegate to each other in a loop. */

@@ -1,4 +1,4 @@
-import { metrics } from '../admin/metrics.ts';
+import { ConfigChannels, type ConfigLoadMessage } from './telemetry.ts';
 import type { Logger } from '../log/logger.ts';
 import { formatDiagnostic } from './diagnostic.ts';
 import type { SourceRead } from './source/directory.ts';
@@ -98,8 +98,8 @@ export class ConfigLoader {
       },
       'configuration loaded',
     );
-    metrics.configReloads.inc({ result: errors.length > 0 ? 'rejected' : 'ok' });
-    for (const kind of KIND_NAMES) metrics.rejectedResources.set({ kind }, rejected.filter((s) => s.kind === kind).length);
+    // Metrics subscribe to this channel (admin/metrics.ts): config/ imports no other subsystem.
+    if (ConfigChannels.load.hasSubscribers) ConfigChannels.load.publish({ result: errors.length > 0 ? 'rejected' : 'ok', rejectedByKind: new Map(KIND_NAMES.map((kind) => [kind, rejected.filter((s) => s.kind === kind).length])) } satisfies ConfigLoadMessage);
   }
 
   async close(): Promise<void> {

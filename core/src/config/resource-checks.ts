@@ -1,27 +1,5 @@
-import type { Kind } from './schema/kinds.ts';
-import type { ResourceChecks } from './store.ts';
-
-/**
- * The load-time checks of every subsystem, gathered in one place so that the gateway,
- * the auth server and `gatehouse validate` reach the same verdicts. Each is imported only
- * when a document of its kind is present: the GraphQL engine alone costs ~17 MB of memory.
- */
-const LOADERS: { [K in Kind]?: () => Promise<NonNullable<ResourceChecks[K]>> } = {
-  GraphQLApi: async () => (await import('../graphql/index.ts')).checkGraphQLApi,
-  AuthConfig: async () => (await import('../extauth/checks.ts')).checkAuthConfig,
-  RateLimitConfig: async () => (await import('../ratelimit/checks.ts')).checkRateLimitConfig,
-  Gateway: async () => (await import('./checks/gateway.ts')).checkGateway,
-};
-
-/** The checks for the kinds present in a load. */
-export async function resourceChecks(kinds: Iterable<string>): Promise<ResourceChecks> {
-  const checks: Record<string, unknown> = {};
-  for (const kind of new Set(kinds)) {
-    const load = LOADERS[kind as Kind];
-    if (load) checks[kind] = await load();
-  }
-  return checks as ResourceChecks;
-}
+// The loaders of every subsystem's load-time checks are in ../resource-checks.ts (config/ imports
+// no other subsystem, not even lazily); this module keeps what the loader itself needs.
 
 /** Kinds named by a set of documents (whatever their validity). */
 export function kindsOf(documents: readonly { value: unknown }[]): Set<string> {

@@ -4,6 +4,7 @@ import type { ManifestDocument } from './manifest.ts';
 import { describeResource, refKey, type AnyResource, type Resource } from './resource.ts';
 import type { Kind } from './schema/kinds.ts';
 import type { ResourceRef } from './schema/common.ts';
+import type { CheckContext, ResourceChecks } from './check-context.ts';
 import { validateDocument } from './validate.ts';
 import type { ServiceEndpoints } from './source/kube.ts';
 import { checkSecret, checkUpstreamFields, checkUpstreamTls } from './checks/secret.ts';
@@ -37,30 +38,10 @@ export interface ConfigSnapshot {
   readonly endpoints?: ReadonlyMap<string, ServiceEndpoints> | undefined;
 }
 
-/** Looks up a served resource by reference, as seen from `fromNamespace`. */
-export function lookup<K extends Kind>(snapshot: Pick<ConfigSnapshot, 'resources'>, kind: K, ref: ResourceRef, fromNamespace: string): Resource<K> | undefined {
-  return snapshot.resources.get(refKey(kind, ref, fromNamespace)) as Resource<K> | undefined;
-}
-
-/** Context given to a kind-specific check. */
-export interface CheckContext {
-  /** Served resources so far (kinds are checked in dependency order). */
-  readonly resources: ReadonlyMap<string, AnyResource>;
-  /**
-   * Every RouteTable this load may serve (its new version, else its last accepted one), fixed for
-   * the whole load: RouteTables are checked against it, so their verdicts do not depend on the
-   * order they are checked in, and what is computed over it is computed once per load.
-   */
-  readonly routeTables?: ReadonlyMap<string, AnyResource>;
-  /** A diagnostic located at `path` inside the checked resource. */
-  at(path: readonly PathSegment[], code: string, message: string, severity?: 'error' | 'warning'): Diagnostic;
-}
-
-/**
- * Extra checks per kind, run at load time after schema and reference checks
- * (e.g. the GraphQL module compiles the schema; a failure rejects the resource).
- */
-export type ResourceChecks = { [K in Kind]?: (resource: Resource<K>, ctx: CheckContext) => Diagnostic[] };
+// `lookup`, `CheckContext` and `ResourceChecks` live in modules of their own, so the checks and
+// the TLS code import them without importing the store (which imports the checks).
+export { lookup } from './lookup.ts';
+export type { CheckContext, ResourceChecks } from './check-context.ts';
 
 /** Dependency order: a kind is checked after the kinds it references. */
 const ORDER: readonly Kind[] = ['Secret', 'ConfigMap', 'Upstream', 'UpstreamGroup', 'AuthConfig', 'RateLimitConfig', 'GraphQLApi', 'RouteTable', 'VirtualService', 'Gateway'];
@@ -290,6 +271,7 @@ export function referencesOf(resource: AnyResource): Reference[] {
     if (resource.spec.sslConfig?.secretRef) out.push({ kind: 'Secret', ref: resource.spec.sslConfig.secretRef, path: ['spec', 'sslConfig', 'secretRef'] });
     if (vh.options?.extauth?.configRef) out.push({ kind: 'AuthConfig', ref: vh.options.extauth.configRef, path: ['spec', 'virtualHost', 'options', 'extauth', 'configRef'] });
     headerSecretRefs(vh.options?.headerManipulation, ['spec', 'virtualHost', 'options'], out);
+    rateLimitConfigRefs(vh.options, ['spec', 'virtualHost', 'options'], out);
     routeReferences(vh.routes, ['spec', 'virtualHost', 'routes'], out);
   } else if (resource.kind === 'RouteTable') {
     // Tables it delegates to are not references here: they are resolved by the delegation walk (a missing one is a warning, as in Gloo).
@@ -349,6 +331,13 @@ function headerSecretRefs(manipulation: HeaderManipulation | undefined, at: Path
   }
 }
 
+/** The RateLimitConfigs rate-limit options name (docs/rate-limiting.md). */
+function rateLimitConfigRefs(options: { rateLimitConfigs?: { refs: ResourceRef[] } | undefined; rateLimitEarlyConfigs?: { refs: ResourceRef[] } | undefined; rateLimitRegularConfigs?: { refs: ResourceRef[] } | undefined } | undefined, at: PathSegment[], out: Reference[]): void {
+  for (const name of ['rateLimitConfigs', 'rateLimitEarlyConfigs', 'rateLimitRegularConfigs'] as const) {
+    options?.[name]?.refs.forEach((ref, j) => out.push({ kind: 'RateLimitConfig', ref, path: [...at, name, 'refs', j] }));
+  }
+}
+
 /** What the routes of a VirtualService or RouteTable reference (`base`: the path of the routes list). */
 function routeReferences(routes: readonly RouteSpec[], base: PathSegment[], out: Reference[]): void {
   routes.forEach((route, i) => {
@@ -362,5 +351,6 @@ function routeReferences(routes: readonly RouteSpec[], base: PathSegment[], out:
     });
     if (route.graphqlApiRef) out.push({ kind: 'GraphQLApi', ref: route.graphqlApiRef, path: [...at, 'graphqlApiRef'] });
     if (route.options?.extauth?.configRef) out.push({ kind: 'AuthConfig', ref: route.options.extauth.configRef, path: [...at, 'options', 'extauth', 'configRef'] });
+    rateLimitConfigRefs(route.options, [...at, 'options'], out);
   });
 }

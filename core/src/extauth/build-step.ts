@@ -7,6 +7,7 @@ import { ApiKeyAuthStep, compileApiKeyAuth, selectSecrets, type ApiKeySecretSour
 import { BasicAuthStep, compileBasicAuth } from './basic/basic-auth-step.ts';
 import { ExtAuthCodes } from './codes.ts';
 import { HmacAuthStep, compileHmacAuth } from './hmac/hmac-step.ts';
+import { JwtStep } from './jwt/jwt-step.ts';
 import { LdapStep, compileLdap } from './ldap/ldap-step.ts';
 import { HttpPassThroughStep } from './pass-through/http-pass-through-step.ts';
 import { PassThroughStep } from './pass-through/pass-through-step.ts';
@@ -65,7 +66,7 @@ const loadPluginFactory = lazyFactory(async () => (await import('./plugins/plugi
 const loadThreadFactory = lazyFactory(async () => (await import('./plugins/plugin-thread.ts')).createThreadedPluginStep, 'the plugin thread');
 
 /** The step kinds of an AuthConfig step (exactly one is set). */
-const STEP_TYPES = ['basicAuth', 'pluginAuth', 'apiKeyAuth', 'passThroughAuth', 'ldap', 'ldapInternal', 'hmacAuth', 'opaAuth', 'opaServerAuth'] as const;
+const STEP_TYPES = ['basicAuth', 'pluginAuth', 'apiKeyAuth', 'passThroughAuth', 'ldap', 'ldapInternal', 'hmacAuth', 'opaAuth', 'opaServerAuth', 'jwt'] as const;
 
 /** The name of step `index` for logs and metrics: its `name`, or `<type>[<index>]`. */
 export function stepName(spec: AuthStepSpec, index: number): string {
@@ -138,6 +139,7 @@ export async function buildStep(spec: AuthStepSpec, index: number, options: Step
     if (!compiled) throw new GatehouseError(ExtAuthCodes.STEP_BUILD, problems.map((p) => `${at('hmacAuth', ...p.path)}: ${p.message}`).join('; '));
     return new HmacAuthStep(compiled, { name });
   }
+  if (spec.jwt) return new JwtStep({ name });
   if (spec.opaAuth || spec.opaServerAuth) {
     const { buildOpaStep } = await import('./opa/build-opa-step.ts');
     return buildOpaStep(spec, name, at, options);

@@ -12,6 +12,8 @@ export const ExtAuthCodes = {
   CONFIG_UNAVAILABLE: 'GH_EXTAUTH_CONFIG_UNAVAILABLE',
   /** The ext_authz server could not be reached or answered with a gRPC error. */
   UNAVAILABLE: 'GH_EXTAUTH_UNAVAILABLE',
+  /** The auth server (or its admin API) cannot listen on its address: the port is taken or the address is not local. */
+  LISTEN: 'GH_EXTAUTH_LISTEN',
   /** A step's decision had headers or a status that cannot be sent; it was sanitised (SPEC 5). */
   BAD_DECISION: 'GH_EXTAUTH_BAD_DECISION',
   /** A Check call without the caller token the server requires (or: the server requires none on a public address). */

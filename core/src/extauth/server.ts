@@ -123,7 +123,7 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
   }
   const bound = await new Promise<number>((resolve, reject) => {
     server.bindAsync(`${host.includes(':') ? `[${host}]` : host}:${port}`, ServerCredentials.createInsecure(), (error, actual) =>
-      error ? reject(new GatehouseError('GH_EXTAUTH_LISTEN', `cannot listen on ${host}:${port}: ${error.message}`, { cause: error })) : resolve(actual),
+      error ? reject(new GatehouseError(ExtAuthCodes.LISTEN, `cannot listen on ${host}:${port}: ${error.message}`, { cause: error })) : resolve(actual),
     );
   });
 
@@ -150,6 +150,15 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
   });
   try {
     if (loader) {
+      // `gatehouse run --kube`: the shared loader reads the cluster, so build results go to the
+      // AuthConfigs' status and Events here too, as a separate `gatehouse extauth --kube` does (issue 27 item 1).
+      const shared = loader.source as Partial<import('../config/source/kube.ts').KubeSource>;
+      if (typeof shared.origin === 'function' && shared.config && typeof shared.identity === 'string') {
+        const { KubeBuildReporter } = await import('../config/source/kube-status.ts');
+        const buildReporter = new KubeBuildReporter({ config: shared.config, origins: shared as import('../config/source/kube.ts').KubeSource, logger, identity: shared.identity });
+        engine.onBuildReport((report) => buildReporter.report(report));
+        reporter = buildReporter;
+      }
       // A shared loader may not have loaded yet (the gateway starts it after building its parts).
       unsubscribe = loader.onSnapshot(apply);
       if (loader.current) await apply(loader.current);

@@ -80,7 +80,8 @@ export function compileApi(resource: Pick<Resource<'GraphQLApi'>, 'version' | 's
     const key = `${resource.version}|${subs.map((sub) => (sub ? `${sub.key}@${sub.version}` : '-')).join('|')}`;
     const hit = cache.get(key);
     if (hit) return hit;
-    const compiled = compileStitched(resource.version, stitched, subs, inputs);
+    // compileApi is handed over (not imported by ./stitch.ts): the two modules would import each other.
+    const compiled = compileStitched(resource.version, stitched, subs, inputs, compileApi);
     cache.set(key, compiled);
     if (cache.size > CACHE_LIMIT) cache.delete(cache.keys().next().value!);
     return compiled;

@@ -119,7 +119,7 @@ describe('renderCrds', () => {
     const text = JSON.stringify(crds);
     expect(text).not.toContain('x-gatehouse');
     const step = ((schemaOf('AuthConfig').properties as Record<string, Node>).spec!.properties as Record<string, Node>).configs!.items as Node;
-    expect(step.oneOf).toEqual(['basicAuth', 'pluginAuth', 'passThroughAuth', 'apiKeyAuth', 'ldap', 'ldapInternal', 'hmacAuth', 'opaAuth', 'opaServerAuth'].map((key) => ({ required: [key] })));
+    expect(step.oneOf).toEqual(['basicAuth', 'pluginAuth', 'passThroughAuth', 'apiKeyAuth', 'ldap', 'ldapInternal', 'hmacAuth', 'opaAuth', 'opaServerAuth', 'jwt'].map((key) => ({ required: [key] })));
   });
 
   it('the checker itself catches non-structural schemas', () => {

@@ -41,6 +41,7 @@ export function dashboardJson(): string {
       id: i + 1,
       type: 'timeseries',
       title: panel.title,
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: Grafana's dashboard variable, not a template literal.
       datasource: { type: 'prometheus', uid: '${datasource}' },
       gridPos: { h: 8, w: 12, x: (i % 2) * 12, y: Math.floor(i / 2) * 8 },
       fieldConfig: { defaults: { unit: panel.unit }, overrides: [] },

@@ -5,6 +5,8 @@ import { ErrorCodes } from '../errors.ts';
 import type { RequestContext } from './context.ts';
 import { HOP_BY_HOP, headerValue } from './header-ops.ts';
 import { GrpcStatus, grpcTimeoutMs, isGrpcRequest, MAX_TIMER_MS } from './grpc.ts';
+import { FilterCodes, responseBodyWanted, runResponseBodyFilters, runResponseHeaderFilters, sendFilterReply, type ChainRequest } from './filters/chain.ts';
+import type { LocalReply } from './filters/http-filter.ts';
 import { downstreamGone, sendLocalReply } from './local-reply.ts';
 import { hasRequestBody } from './request-body.ts';
 import type { CompiledRoute } from './route-table.ts';
@@ -41,14 +43,14 @@ export const CONTENDED_STALL_MS = 1_000;
  * response starts become 503 (refused/reset) or 504 (timeout); after it starts, the
  * downstream connection is cut, since a status can no longer be sent.
  */
-export function forward(req: IncomingMessage, res: ServerResponse, ctx: RequestContext, route: CompiledRoute, cluster: UpstreamCluster, path: string): void {
+export function forward(req: IncomingMessage, res: ServerResponse, ctx: RequestContext, route: CompiledRoute, cluster: UpstreamCluster, path: string, filters?: ChainRequest): void {
   const headers = ctx.headers;
   const hasBody = hasRequestBody(req, headers);
   // Only a request with no body can be replayed: a streamed body is consumed by the first try.
   const retries = route.retry && !hasBody && IDEMPOTENT.has(req.method!) ? route.retry.numRetries : 0;
   // A client that already left (during auth, say) gets no upstream request: its 'close' has fired.
   if (downstreamGone(res)) return;
-  const exchange: Exchange = { req, res, ctx, route, cluster, path, hasBody, current: undefined };
+  const exchange: Exchange = { req, res, ctx, route, cluster, path, hasBody, current: undefined, filters };
   // gRPC's own deadline (`grpc-timeout`), over the whole call, streaming included.
   const deadlineMs = isGrpcRequest(headers) ? grpcTimeoutMs(headers) : undefined;
   const deadline = deadlineMs === undefined ? undefined : setTimeout(() => deadlineExceeded(exchange), deadlineMs);
@@ -76,6 +78,15 @@ function deadlineExceeded(x: Exchange): void {
   res.end();
 }
 
+/** An upstream response held for `onResponseBody` filters. */
+interface HeldResponse {
+  readonly status: number;
+  readonly headers: string[];
+  readonly chunks: Buffer[];
+  size: number;
+  readonly max: number;
+}
+
 /** One downstream request and its (possibly retried) trip upstream. */
 interface Exchange {
   readonly req: IncomingMessage;
@@ -87,6 +98,8 @@ interface Exchange {
   readonly hasBody: boolean;
   /** The attempt that owns the response now. */
   current: ProxyAttempt | undefined;
+  /** The request as the route's filters saw it, for their response hooks (absent: the route has none). */
+  readonly filters: ChainRequest | undefined;
 }
 
 /** One try against one upstream host: an undici dispatch handler writing straight into the response. */
@@ -111,6 +124,8 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
   private onDrain: (() => void) | undefined;
   /** The upstream's answer was trailers-only (one HTTP/2 header block that ended its stream). */
   private trailersOnly = false;
+  /** The response held whole for a filter that rewrites bodies (absent: streamed). */
+  private held: HeldResponse | undefined;
   private readonly x: Exchange;
   private readonly retriesLeft: number;
   /** This try is a retry: it holds one of the cluster's `maxRetries` slots. */
@@ -290,7 +305,27 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
       return;
     }
     if (route.destination.kind === 'upstream') route.destination.latency.observe((performance.now() - this.sentAt) / 1000);
-    const flat = responseHeaders(headers, route, this.x.ctx, this.x.req);
+    const flat = responseHeaders(headers, route, this.x.req, this.x.ctx);
+    const filters = this.x.filters;
+    if (filters) {
+      const max = filters.chain.responseBody.length > 0 ? responseBodyWanted(filters, statusCode, flat) : undefined;
+      const status = runResponseHeaderFilters(filters, statusCode, flat);
+      if (typeof status !== 'number') return this.replaceResponse(controller, status);
+      statusCode = status;
+      if (max !== undefined) {
+        // A filter rewrites the body: it is held (bounded) and the head goes out with it.
+        this.held = { status: statusCode, headers: flat, chunks: [], size: 0, max };
+        return;
+      }
+    }
+    const extra = this.x.ctx.responseHeaders;
+    if (extra) for (let i = 0; i < extra.length; i++) flat.push(extra[i]!);
+    this.sendHead(controller, statusCode, flat, (controller as Dispatcher.DispatchController & { endStream?: boolean }).endStream === true);
+  }
+
+  /** The response's status line and headers, to the client; false when they could not be sent (the client then got 502 or a reset). */
+  private sendHead(controller: Dispatcher.DispatchController, statusCode: number, flat: string[], endStream: boolean): boolean {
+    const { res } = this.x;
     const stream = (res as ServerResponse & { stream?: ServerHttp2Stream }).stream;
     try {
       if (stream) {
@@ -302,9 +337,10 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
         // the stream: gRPC clients read a status that comes in headers followed by more frames
         // as INTERNAL.
         res.statusCode = statusCode;
-        this.trailersOnly = (controller as Dispatcher.DispatchController & { endStream?: boolean }).endStream === true;
+        this.trailersOnly = endStream;
         stream.respond(h2Headers(statusCode, flat), this.trailersOnly ? { endStream: true } : { waitForTrailers: true });
       } else res.writeHead(statusCode, flat);
+      return true;
     } catch (error) {
       // A header the client's protocol cannot carry, or a stream that closed meanwhile: the
       // response cannot start; the client gets 502 if it still can, else its stream is reset.
@@ -314,7 +350,37 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
       this.x.ctx.logger.warn({ reqId: this.x.ctx.requestId, upstream: this.host.origin, err: { code: (error as { code?: string }).code, message: (error as Error).message } }, 'upstream response headers could not be forwarded');
       if (!res.headersSent) sendLocalReply(res, 502, ErrorCodes.UPSTREAM_UNAVAILABLE, 'upstream response headers could not be forwarded', this.x.ctx.responseHeaders);
       else res.destroy();
+      return false;
     }
+  }
+
+  /** A filter answered in place of the upstream's response: the upstream request stops. */
+  private replaceResponse(controller: Dispatcher.DispatchController, reply: LocalReply): void {
+    this.abandoned = true;
+    this.finish();
+    this.clearStall();
+    controller.abort(new Error('response replaced by a filter'));
+    sendFilterReply(this.x.req, this.x.res, reply, this.x.ctx.responseHeaders ?? []);
+  }
+
+  /** The held response is complete: the filters rewrite it and it goes out whole. */
+  private releaseHeld(controller: Dispatcher.DispatchController, held: HeldResponse, trailers: IncomingHttpHeaders): void {
+    const filters = this.x.filters!;
+    const response = { status: held.status, headers: held.headers, body: held.chunks.length === 1 ? held.chunks[0]! : Buffer.concat(held.chunks, held.size) };
+    const reply = runResponseBodyFilters(filters, response);
+    if (reply) return sendFilterReply(this.x.req, this.x.res, reply, this.x.ctx.responseHeaders ?? []);
+    const flat = response.headers;
+    for (let i = flat.length - 2; i >= 0; i -= 2) {
+      const name = flat[i]!.toLowerCase();
+      if (name === 'content-length' || name === 'transfer-encoding') flat.splice(i, 2);
+    }
+    flat.push('content-length', String(response.body.length));
+    const extra = this.x.ctx.responseHeaders;
+    if (extra) for (let i = 0; i < extra.length; i++) flat.push(extra[i]!);
+    if (!this.sendHead(controller, response.status, flat, false)) return;
+    const forwarded = responseTrailers(trailers);
+    if (forwarded) this.x.res.addTrailers(forwarded);
+    this.x.res.end(response.body);
   }
 
   /**
@@ -338,6 +404,18 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
     if (this.abandoned) return controller.abort(new Error('abandoned'));
+    const held = this.held;
+    if (held) {
+      held.size += chunk.length;
+      if (held.size > held.max) {
+        // Envoy answers a response over a filter's buffer limit with 500 too.
+        this.x.ctx.logger.warn({ reqId: this.x.ctx.requestId, upstream: this.host.origin, limit: held.max }, 'upstream response body larger than a filter buffers');
+        this.held = undefined;
+        return this.replaceResponse(controller, { status: 500, code: FilterCodes.RESPONSE_TOO_LARGE, body: 'response payload too large' });
+      }
+      held.chunks.push(chunk);
+      return;
+    }
     const res = this.x.res;
     if (res.write(chunk)) return;
     // A destroyed response never drains: stop the upstream request instead of pausing it forever.
@@ -381,10 +459,15 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
     this.x.res.destroy();
   }
 
-  onResponseEnd(_controller: Dispatcher.DispatchController, trailers: IncomingHttpHeaders): void {
+  onResponseEnd(controller: Dispatcher.DispatchController, trailers: IncomingHttpHeaders): void {
     this.finish();
     this.clearStall();
     if (this.abandoned) return;
+    const held = this.held;
+    if (held) {
+      this.held = undefined;
+      return this.releaseHeld(controller, held, trailers);
+    }
     if (this.trailersOnly) {
       // The header block already ended the stream: only the compat response's state is left to close.
       this.x.res.end();
@@ -533,16 +616,15 @@ function upstreamHeaders(req: IncomingMessage, headers: IncomingHttpHeaders, rou
 }
 
 /**
- * The upstream's response headers minus hop-by-hop ones, with the route's manipulation
- * applied, then the gateway's own (CORS), which replace the upstream's same-named ones.
+ * The upstream's response headers minus hop-by-hop ones, with the route's manipulation applied.
+ * The route's filters see them next; the gateway's own (CORS) are appended last.
  */
-function responseHeaders(headers: IncomingHttpHeaders, route: CompiledRoute, ctx: RequestContext, req: IncomingMessage): string[] {
+function responseHeaders(headers: IncomingHttpHeaders, route: CompiledRoute, req: IncomingMessage, ctx: RequestContext): string[] {
   const out: string[] = [];
   const listed = connectionListed(headers);
   const remove = route.responseHeaders.remove;
-  const replaced = ctx.responseHeaders ? route.cors?.replaces : undefined;
   for (const name in headers) {
-    if (HOP_BY_HOP.has(name) || remove.has(name) || listed?.has(name) || replaced?.has(name)) continue;
+    if (HOP_BY_HOP.has(name) || remove.has(name) || listed?.has(name)) continue;
     const value = headers[name];
     if (value === undefined) continue;
     if (typeof value === 'string') out.push(name, value);
@@ -552,7 +634,6 @@ function responseHeaders(headers: IncomingHttpHeaders, route: CompiledRoute, ctx
     if (!add.append) removeAll(out, add.name);
     out.push(add.name, add.render ? headerValue(add, { req, headers: ctx.headers, start: ctx.start }) : add.value);
   }
-  if (ctx.responseHeaders) out.push(...ctx.responseHeaders);
   return out;
 }
 

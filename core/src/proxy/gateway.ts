@@ -6,23 +6,23 @@ import { metrics } from '../admin/metrics.ts';
 import type { ConfigSnapshot } from '../config/store.ts';
 import { ErrorCodes } from '../errors.ts';
 import type { Authorizer } from '../extauth/authorizer.ts';
-import { forbidden, type AuthDecision, type CheckRequest } from '../extauth/step.ts';
-import { graphqlDenial } from '../graphql/denial.ts';
 import { createAccessLog, type AccessLog } from '../log/access-log.ts';
 import type { Logger } from '../log/logger.ts';
 import type { RequestContext } from './context.ts';
-import { answerPreflight, isPreflight } from './cors.ts';
+import { ChainRequest, FilterCodes, isPending, runRequestFilters, sendFilterReply, type Rematch } from './filters/chain.ts';
+import type { FilterVerdict, FilterServices } from './filters/http-filter.ts';
+import type { GatewayRateLimiter } from '../ratelimit/gateway-limiter.ts';
 import type { GraphQLEndpoints } from './destinations.ts';
 import { forward } from './forward.ts';
 import { parseHostHeader } from './host-table.ts';
 import { isHttp2Request, upgradeDecision } from '../server/http2.ts';
 import { servesOnConnection, tlsBindingOf } from '../server/tls-contexts.ts';
-import { grpcReplyHeaders } from './grpc.ts';
-import { downstreamGone, isGrpcCall, sendConfiguredReply, sendLocalReply, sendTrailersOnly } from './local-reply.ts';
+import { downstreamGone, sendConfiguredReply, sendLocalReply } from './local-reply.ts';
 import { DEFAULT_PATH_NORMALIZATION, normalizePath, targetError, type PathNormalization } from './normalize-path.ts';
 import { sanitizeRequestHeaders } from './request-headers.ts';
-import { bufferRequestBody, drainAfterAnswer, hasRequestBody, refuseTooLarge } from './request-body.ts';
-import { compileRouteTable, matchRoute, redirectLocation, type CompiledRoute, type RouteAuth, type RouteTable } from './route-table.ts';
+import { hasRequestBody } from './request-body.ts';
+import type { CompiledMatcher } from './route-matcher.ts';
+import { compileRouteTable, matchRoute, redirectLocation, type CompiledRoute, type RouteTable } from './route-table.ts';
 import type { UpstreamRegistry } from './upstream-cluster.ts';
 import { DEFAULT_UPGRADE_LIMITS, forwardUpgrade, pendingUpgrade, UPGRADE, type PendingUpgrade, type UpgradeLimits } from './upgrade.ts';
 
@@ -44,7 +44,13 @@ export interface GatewayOptions {
   upgradeLimits?: Partial<UpgradeLimits>;
   /** Header fields an HTTP/1.1 request may have; more: 431 (default 100, Envoy's `max_headers_count`). */
   maxRequestHeaders?: number;
+  /** Services filters use besides the authorizer and the rate limiter, by name. */
+  filterServices?: FilterServices;
+  /** The gateway's rate limiter (route and virtual-host rate-limit options); without one they do not apply (a warning at load). */
+  rateLimiter?: GatewayRateLimiter;
 }
+
+export { buildCheckRequest } from './filters/extauth.ts';
 
 /** Methods the gateway serves: the ones Node's HTTP/1.1 parser accepts, all upper case (RFC 9110 9.1: methods are case-sensitive). */
 const KNOWN_METHODS: ReadonlySet<string> = new Set(METHODS);
@@ -74,12 +80,20 @@ export class Gateway {
     this.upgradeLimits = { ...DEFAULT_UPGRADE_LIMITS, ...options.upgradeLimits };
     this.maxRequestHeaders = options.maxRequestHeaders ?? 100;
     this.accessLogger = this.accessLog ? (options.accessLogger ?? createAccessLog(options.logger.bindings().name ?? 'gateway')) : undefined;
-    this.table = compileRouteTable(EMPTY_SNAPSHOT, options);
+    this.filterServices = { ...options.filterServices, authorizer: options.authorizer, ...(options.rateLimiter ? { ratelimit: options.rateLimiter } : {}) };
+    this.table = compileRouteTable(EMPTY_SNAPSHOT, this.tableOptions());
+  }
+
+  private readonly filterServices: FilterServices;
+
+  private tableOptions(): Parameters<typeof compileRouteTable>[1] {
+    return { upstreams: this.options.upstreams, logger: this.logger, filters: { services: this.filterServices, logger: this.logger }, ...(this.options.kubeClusterDomain ? { kubeClusterDomain: this.options.kubeClusterDomain } : {}) };
   }
 
   /** Switches to a new configuration. */
   update(snapshot: ConfigSnapshot): void {
-    const table = compileRouteTable(snapshot, { upstreams: this.options.upstreams, logger: this.logger, ...(this.options.kubeClusterDomain ? { kubeClusterDomain: this.options.kubeClusterDomain } : {}) });
+    this.options.rateLimiter?.update(snapshot);
+    const table = compileRouteTable(snapshot, this.tableOptions());
     this.options.graphql?.update(snapshot);
     this.table = table;
     const graphqlClusters = this.options.graphql?.clusters();
@@ -89,6 +103,7 @@ export class Gateway {
   /** Releases the destinations (upstream pools, GraphQL endpoints, authorizer) after traffic has drained. */
   async close(): Promise<void> {
     await this.options.authorizer?.close();
+    await this.options.rateLimiter?.close();
     await this.options.graphql?.close();
     await this.options.upstreams.close();
   }
@@ -217,81 +232,79 @@ export class Gateway {
     const ctx: RequestContext = { requestId, start, virtualHost: vhost.name, route: route.name, headers, logger: this.logger, upstream: undefined, responseHeaders: undefined };
     this.finish(req, res, start, vhost.name, route, ctx);
 
-    if (route.cors) {
-      const origin = headers.origin;
-      if (isPreflight(req)) return answerPreflight(route.cors, req, res);
-      if (typeof origin === 'string' && route.cors.allows(origin)) {
-        ctx.responseHeaders = route.cors.responseHeaders(origin);
-      }
-    }
-
     // A redirect's "path" is its location, built from the request as it came in.
     const upstreamPath =
       route.destination.kind === 'redirect'
-        ? redirectLocation(route.destination.redirect, { scheme: (req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http', host: headers.host ?? '', path, query: q === -1 ? '' : url.slice(q + 1) }, (prefix) => matcher.rewrite(path, prefix))
+        ? url
         : route.regexRewrite !== undefined
           ? path.replace(route.regexRewrite.pattern, route.regexRewrite.substitution) + (q === -1 ? '' : url.slice(q))
           : route.prefixRewrite === undefined
             ? url
             : matcher.rewrite(path, route.prefixRewrite) + (q === -1 ? '' : url.slice(q));
-    if (!route.auth) return this.dispatch(req, res, ctx, route, upstreamPath);
-    if (route.auth.body && hasRequestBody(req)) return this.authorizeWithBody(req, res, ctx, route, route.auth, upstreamPath);
-    this.authorize(req, ctx, route.auth).then(
-      (decision) => {
-        // The client left while auth ran: nothing to answer, and nothing to send upstream.
-        if (downstreamGone(res)) return;
-        if (!decision.allowed) return sendDenial(res, route.destination.kind === 'graphql' ? graphqlDenial(req.headers.accept, decision) : decision, ctx.responseHeaders);
-        applyAllowed(headers, decision);
-        this.dispatch(req, res, ctx, route, upstreamPath);
-      },
-      (error: unknown) => {
-        // Authorizers never throw by contract; if one does, fail closed.
-        this.logger.error({ reqId: requestId, err: error }, 'external auth failed');
-        sendLocalReply(res, 403, 'GH_EXTAUTH_ERROR', 'forbidden', ctx.responseHeaders);
-      },
-    );
+    const chain = route.chain;
+    if (chain === undefined) return this.dispatch(req, res, ctx, route, route.destination.kind === 'redirect' ? this.location(req, route, matcher, path, q === -1 ? '' : url.slice(q + 1)) : upstreamPath);
+    // An Upgrade request's body cannot be read (it is the new protocol's first bytes): refused
+    // before any filter could read it or ask auth about it as empty.
+    if (pendingUpgrade(req) && hasRequestBody(req)) return refuseUpgradeBody(res, ctx);
+    const request = new ChainRequest(req, res, ctx, upstreamPath, chain);
+    const routed = { route, matcher, path, query: q === -1 ? '' : url.slice(q + 1) };
+    const rematch: Rematch = (r) => {
+      const found = this.rematch(r, vhost.name);
+      if (!found) return 'no-route';
+      Object.assign(routed, found);
+      return found.route.chain;
+    };
+    const verdict = runRequestFilters(request, rematch);
+    if (isPending(verdict)) {
+      verdict.then((v) => this.afterFilters(request, routed, v)).catch((error: unknown) => {
+        // Never expected (the destination answers its own failures): the request is cut, the process keeps running.
+        this.logger.error({ reqId: requestId, code: FilterCodes.FAILED, err: error }, 'request failed after its filters');
+        if (!res.headersSent) sendLocalReply(res, 500, FilterCodes.FAILED, 'internal error', request.responseHeaders);
+        else res.destroy();
+      });
+      return;
+    }
+    this.afterFilters(request, routed, verdict);
   };
 
-  /**
-   * A route that sends the body to auth (SPEC 5.3 "Request body", Envoy's `with_request_body`):
-   * buffer up to maxRequestBytes (413 when larger and partial bodies are not allowed), check
-   * with the body, then hand the destination the request, whose stream still holds every byte.
-   */
-  private authorizeWithBody(req: IncomingMessage, res: ServerResponse, ctx: RequestContext, route: CompiledRoute, auth: RouteAuth, upstreamPath: string): void {
-    const settings = auth.body!;
-    if (pendingUpgrade(req)) return refuseUpgradeBody(res, ctx);
-    drainAfterAnswer(req, res);
-    bufferRequestBody(req, settings.maxBytes, settings.allowPartial).then((body) => {
-      if (body === 'aborted' || downstreamGone(res)) return;
-      if (body === 'too-large') {
-        return refuseTooLarge(req, res, `request body larger than ${settings.maxBytes} bytes (the route sends the body to auth: requestBody.maxRequestBytes)`, ctx.responseHeaders);
-      }
-      const check = buildCheckRequest(req, ctx, auth);
-      const http = check.attributes.request.http;
-      if (settings.packAsBytes) http.raw_body = body.forAuth.toString('base64');
-      else http.body = body.forAuth.toString('utf8');
-      // int64 in proto3 JSON is a decimal string.
-      if (body.size !== undefined) http.size = String(body.size);
-      // As Envoy: always set on a check with a body, so a client cannot send its own.
-      http.headers['x-envoy-auth-partial-body'] = body.partial ? 'true' : 'false';
-      const authorizer = this.options.authorizer;
-      const decided = authorizer ? authorizer.check(check) : this.authorize(req, ctx, auth);
-      decided.then(
-        (decision) => {
-          if (downstreamGone(res)) return;
-          if (!decision.allowed) return sendDenial(res, route.destination.kind === 'graphql' ? graphqlDenial(req.headers.accept, decision) : decision, ctx.responseHeaders);
-          applyAllowed(ctx.headers, decision);
-          this.dispatch(req, res, ctx, route, upstreamPath);
-        },
-        (error: unknown) => {
-          this.logger.error({ reqId: ctx.requestId, err: error }, 'external auth failed');
-          sendLocalReply(res, 403, 'GH_EXTAUTH_ERROR', 'forbidden', ctx.responseHeaders);
-        },
-      );
-    });
+  /** The chain's verdict: the reply it gave, or the destination (of the route matched last). */
+  private afterFilters(request: ChainRequest, routed: { route: CompiledRoute; matcher: CompiledMatcher; path: string; query: string }, verdict: FilterVerdict): void {
+    const { req, res, ctx } = request;
+    // The client left while a filter ran: nothing to answer, and nothing to send upstream.
+    if (downstreamGone(res)) return;
+    if (verdict !== undefined) return sendFilterReply(req, res, verdict, request.responseHeaders);
+    if (!request.commitBody()) return sendLocalReply(res, 500, FilterCodes.FAILED, 'internal error', request.responseHeaders);
+    const { route } = routed;
+    const path = route.destination.kind === 'redirect' ? this.location(req, route, routed.matcher, routed.path, routed.query) : request.path;
+    this.dispatch(req, res, ctx, route, path, request);
   }
 
-  private dispatch(req: IncomingMessage, res: ServerResponse, ctx: RequestContext, route: CompiledRoute, path: string): void {
+  /**
+   * The route for a request a filter changed (`clearRouteCache`): matched again on its path and
+   * headers as they are now, in the same virtual host; the new route's rewrites apply.
+   */
+  private rematch(request: ChainRequest, vhostName: string): { route: CompiledRoute; matcher: CompiledMatcher; path: string; query: string } | undefined {
+    const vhost = this.table.virtualHosts.find((v) => v.name === vhostName);
+    if (!vhost) return undefined;
+    const url = request.path;
+    const q = url.indexOf('?');
+    const path = q === -1 ? url : url.slice(0, q);
+    const query = q === -1 ? '' : url.slice(q + 1);
+    const found = matchRoute(vhost, { method: request.method, path, query, headers: request.ctx.headers });
+    if (!found) return undefined;
+    const { route, matcher } = found;
+    const rest = q === -1 ? '' : url.slice(q);
+    request.path = route.regexRewrite !== undefined ? path.replace(route.regexRewrite.pattern, route.regexRewrite.substitution) + rest : route.prefixRewrite === undefined ? url : matcher.rewrite(path, route.prefixRewrite) + rest;
+    (request.ctx as { route: string }).route = route.name;
+    return { route, matcher, path, query };
+  }
+
+  private location(req: IncomingMessage, route: CompiledRoute, matcher: CompiledMatcher, path: string, query: string): string {
+    if (route.destination.kind !== 'redirect') return path;
+    return redirectLocation(route.destination.redirect, { scheme: (req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http', host: req.headers.host ?? '', path, query }, (prefix) => matcher.rewrite(path, prefix));
+  }
+
+  private dispatch(req: IncomingMessage, res: ServerResponse, ctx: RequestContext, route: CompiledRoute, path: string, filters?: ChainRequest): void {
     let destination = route.destination;
     if (destination.kind === 'redirect') {
       req.resume();
@@ -316,7 +329,7 @@ export class Gateway {
       if (destination.kind !== 'upstream') return sendLocalReply(res, 400, ErrorCodes.BAD_REQUEST, `the route's destination does not take a ${upgrade.protocol} upgrade`, ctx.responseHeaders);
       return forwardUpgrade(req, res, upgrade, ctx, destination.cluster, path, this.upgradeLimits, () => res.emit('close'));
     }
-    if (destination.kind === 'upstream') return forward(req, res, ctx, route, destination.cluster, path);
+    if (destination.kind === 'upstream') return forward(req, res, ctx, route, destination.cluster, path, filters);
     if (destination.kind === 'unavailable') return sendLocalReply(res, 503, ErrorCodes.UPSTREAM_UNAVAILABLE, 'the route has no usable destination', ctx.responseHeaders);
     const graphql = this.options.graphql;
     if (!graphql) return sendLocalReply(res, 503, ErrorCodes.UPSTREAM_UNAVAILABLE, 'GraphQL is not available in this process', ctx.responseHeaders);
@@ -329,32 +342,30 @@ export class Gateway {
     });
   }
 
-  private authorize(req: IncomingMessage, ctx: RequestContext, auth: RouteAuth): Promise<AuthDecision> {
-    const authorizer = this.options.authorizer;
-    if (!authorizer) {
-      this.logger.error({ reqId: ctx.requestId, configId: auth.configId }, 'route requires external auth but no auth server is configured; denying');
-      return Promise.resolve(forbidden());
-    }
-    return authorizer.check(buildCheckRequest(req, ctx, auth));
-  }
-
   /** Access log and request metrics, once the response is done (or the client is gone). */
   private finish(req: IncomingMessage, res: ServerResponse, start: number, vhost: string | undefined, route: CompiledRoute | undefined, ctx?: RequestContext): void {
     res.once('close', () => {
       const status = pendingUpgrade(req)?.status ?? (res.headersSent ? res.statusCode : 0);
+      const seconds = (performance.now() - start) / 1000;
+      // Status classes, not statuses: the histogram's series stay bounded (routes × 6).
+      const cls = status >= 100 && status < 600 ? Math.floor(status / 100) : 0;
       if (route) {
         let counter = route.counters.get(status);
         if (!counter) route.counters.set(status, (counter = metrics.requests.labels(route.virtualHost, route.name, String(status))));
         counter.inc();
+        let duration = route.durations[cls];
+        if (!duration) route.durations[cls] = duration = metrics.requestDuration.labels(route.virtualHost, route.name, STATUS_CLASSES[cls]!);
+        duration.observe(seconds);
       } else {
         metrics.requests.labels(vhost ?? '', '', String(status)).inc();
+        metrics.requestDuration.labels(vhost ?? '', '', STATUS_CLASSES[cls]!).observe(seconds);
       }
       this.accessLogger?.write({
         reqId: ctx?.requestId,
         method: req.method,
         path: req.url,
         status,
-        durationMs: Math.round((performance.now() - start) * 1000) / 1000,
+        durationMs: Math.round(seconds * 1_000_000) / 1000,
         protocol: isHttp2Request(req) ? 'HTTP/2' : `HTTP/${req.httpVersion}`,
         virtualHost: vhost,
         route: route?.name,
@@ -368,6 +379,7 @@ export class Gateway {
 }
 
 const SLASH = 0x2f;
+const STATUS_CLASSES = ['none', '1xx', '2xx', '3xx', '4xx', '5xx'] as const;
 
 /** `http://host[:port]/path?query` → host and origin-form path; undefined when not such a URL. */
 export function parseAbsoluteTarget(target: string): { host: string; path: string } | undefined {
@@ -395,54 +407,6 @@ function hasDuplicateHost(raw: readonly string[]): boolean {
   return false;
 }
 
-/** The ext_authz CheckRequest for a downstream request (SPEC 4 step 2). */
-export function buildCheckRequest(req: IncomingMessage, ctx: RequestContext, auth: RouteAuth): CheckRequest {
-  const headers: Record<string, string> = {};
-  const from = ctx.headers;
-  // for…in, not Object.entries: no pair arrays per header on every check.
-  for (const name in from) {
-    const value = from[name];
-    if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(',') : value;
-  }
-  const url = req.url ?? '/';
-  const q = url.indexOf('?');
-  return {
-    attributes: {
-      source: { address: { socket_address: { address: req.socket.remoteAddress ?? '', port_value: req.socket.remotePort ?? 0 } } },
-      request: {
-        http: {
-          id: ctx.requestId,
-          method: req.method ?? 'GET',
-          path: url,
-          host: ctx.headers.host ?? '',
-          scheme: (req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http',
-          headers,
-          query: q === -1 ? '' : url.slice(q + 1),
-          // Envoy's names: HTTP/1.0, HTTP/1.1, HTTP/2.
-          protocol: isHttp2Request(req) ? 'HTTP/2' : `HTTP/${req.httpVersion}`,
-        },
-      },
-      context_extensions: { config_id: auth.configId, source_type: auth.sourceType, source_name: auth.sourceName },
-    },
-  };
-}
-
-
-/**
- * Applies an allowing decision to the request headers, in place: `headers_to_remove` first,
- * then the OK headers. In place because the headers object is this request's own (the check
- * took a copy), and the request context that holds it is the one the access log reads (a
- * copied context lost the upstream the forward recorded on it).
- */
-function applyAllowed(headers: IncomingHttpHeaders, decision: Extract<AuthDecision, { allowed: true }>): void {
-  for (const name of decision.headersToRemove) delete headers[name.toLowerCase()];
-  for (const { key, value, append } of decision.headersToSet) {
-    const name = key.toLowerCase();
-    const existing = headers[name];
-    headers[name] = append && existing !== undefined ? `${Array.isArray(existing) ? existing.join(',') : existing},${value}` : value;
-  }
-}
-
 /**
  * An Upgrade request that declares a body: Node hands everything after the header block to the
  * upgrade as the new protocol's first bytes, so the body can be neither read for auth (it was
@@ -451,36 +415,4 @@ function applyAllowed(headers: IncomingHttpHeaders, decision: Extract<AuthDecisi
  */
 function refuseUpgradeBody(res: ServerResponse, ctx: RequestContext): void {
   sendLocalReply(res, 400, ErrorCodes.BAD_REQUEST, 'bad request: an Upgrade request cannot carry a body', ctx.responseHeaders);
-}
-
-/** The denial's status, headers and body, as the client sees them (SPEC 4 step 2), plus the gateway's own headers (CORS). */
-function sendDenial(res: ServerResponse, decision: Extract<AuthDecision, { allowed: false }>, extraHeaders: readonly string[] = []): void {
-  if (isGrpcCall(res)) return sendGrpcDenial(res, decision, extraHeaders);
-  const flat: string[] = [];
-  for (const { key, value } of decision.headers) {
-    if (key.toLowerCase() !== 'content-length') flat.push(key, value);
-  }
-  flat.push('content-length', String(Buffer.byteLength(decision.body)), ...extraHeaders);
-  try {
-    res.writeHead(decision.status, flat);
-  } catch {
-    // Authorizers hand out sanitised decisions, so this is unreachable; if it ever is not, fail closed instead of crashing.
-    return sendLocalReply(res, 403, 'GH_EXTAUTH_BAD_DECISION', 'forbidden');
-  }
-  res.end(decision.body);
-}
-
-/** A denial of a gRPC call: UNAUTHENTICATED for 401, PERMISSION_DENIED for 403 (Envoy's mapping), the denial's headers kept, its body as the message. */
-function sendGrpcDenial(res: ServerResponse, decision: Extract<AuthDecision, { allowed: false }>, extraHeaders: readonly string[]): void {
-  const flat: string[] = [];
-  for (const { key, value } of decision.headers) {
-    const name = key.toLowerCase();
-    if (name !== 'content-length' && name !== 'content-type') flat.push(key, value);
-  }
-  const message = decision.body.trim() || (decision.status === 401 ? 'unauthenticated' : 'permission denied');
-  try {
-    sendTrailersOnly(res, [...grpcReplyHeaders(decision.status, ErrorCodes.EXTAUTH_DENIED, message), ...flat, ...extraHeaders]);
-  } catch {
-    return sendLocalReply(res, 403, 'GH_EXTAUTH_BAD_DECISION', 'forbidden');
-  }
 }

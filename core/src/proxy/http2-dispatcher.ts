@@ -236,7 +236,6 @@ export class Http2Dispatcher extends Dispatcher {
 /** One request on an HTTP/2 stream, with the controller undici's handlers expect. */
 class Http2Call implements Dispatcher.DispatchController {
   private stream: ClientHttp2Stream | undefined;
-  private pooled: PooledSession | undefined;
   private finished = false;
   private started = false;
   private trailers: IncomingHttpHeaders = {};
@@ -279,7 +278,6 @@ class Http2Call implements Dispatcher.DispatchController {
     }
     pooled.active++;
     this.pool.streamOpened(pooled);
-    this.pooled = pooled;
     this.stream = stream;
     stream.on('response', (headers, flags) => this.onResponse(headers, flags));
     // 1xx header blocks (103 Early Hints): passed on as undici passes them, before the final one.

@@ -87,16 +87,16 @@ export function bufferRequestBody(req: IncomingMessage, maxBytes: number, allowP
  * `connection: close`) with request bytes unread, and the client, still writing, would get a
  * reset in place of the 413.
  */
-export function refuseTooLarge(req: IncomingMessage, res: ServerResponse, message: string, extraHeaders: readonly string[] = [], lingerMs = LINGER_MS): void {
+export function refuseTooLarge(req: IncomingMessage, res: ServerResponse, message: string, extraHeaders: readonly string[] = [], lingerMs = LINGER_MS, code: string = ErrorCodes.BODY_TOO_LARGE): void {
   if (isGrpcCall(res)) {
     // A gRPC client reads only a gRPC status: RESOURCE_EXHAUSTED, trailers-only. Its stream
     // ends there (HTTP/2 resets just that stream); the rest of the body is discarded.
-    sendLocalReply(res, 413, ErrorCodes.BODY_TOO_LARGE, message, extraHeaders);
+    sendLocalReply(res, 413, code, message, extraHeaders);
     req.resume();
     return;
   }
   const body = `${message}\n`;
-  res.writeHead(413, ['content-type', 'text/plain; charset=utf-8', 'content-length', String(Buffer.byteLength(body)), 'x-gatehouse-error', ErrorCodes.BODY_TOO_LARGE, ...extraHeaders]);
+  res.writeHead(413, ['content-type', 'text/plain; charset=utf-8', 'content-length', String(Buffer.byteLength(body)), 'x-gatehouse-error', code, ...extraHeaders]);
   if (bodyComplete(req)) {
     res.end(body);
     return;

@@ -7,13 +7,17 @@ import type { ResourceRef } from '../config/schema/common.ts';
 import { domainsOf, type RouteSpec } from '../config/schema/virtual-service.ts';
 import { lookup, referencesOf, type ConfigSnapshot } from '../config/store.ts';
 import { flattenRoutes, routeTablesOf } from '../config/delegation.ts';
-import { compileCors, type CompiledCors } from './cors.ts';
+import { compileChain, type FilterChain } from './filters/chain.ts';
+import { routeAuthOf } from './filters/extauth.ts';
+import { FilterStage, type FilterBuildContext, type FilterServices, type HttpFilter, type HttpFilterFactory } from './filters/http-filter.ts';
+import { FILTER_FACTORIES } from './filters/registry.ts';
 import { compileHeaderOps, type HeaderOps } from './header-ops.ts';
 import { HostTable } from './host-table.ts';
 import { compileMatchers, firstSegment, type CompiledMatcher, type RequestLine } from './route-matcher.ts';
 import { regexSubstitution } from './re2.ts';
 import { compileHashPolicies, type HashKey } from './consistent-hash.ts';
 import { EndpointSliceResolver, KubeDnsResolver, type KubeServiceResolver } from './kube-resolver.ts';
+import { pino } from 'pino';
 import type { Logger } from '../log/logger.ts';
 import type { UpstreamCluster, UpstreamRegistry } from './upstream-cluster.ts';
 
@@ -81,10 +85,14 @@ export interface CompiledRoute {
   readonly regexRewrite: { readonly pattern: RegexSubstitution; readonly substitution: string } | undefined;
   readonly requestHeaders: HeaderOps;
   readonly responseHeaders: HeaderOps;
-  readonly cors: CompiledCors | undefined;
+  /** The route's filters (CORS, auth, rate limits, transformations…), compiled at load; undefined when it has none. */
+  readonly chain: FilterChain | undefined;
+  /** The AuthConfig the route uses (also in its chain), for `admin:/config`. */
   readonly auth: RouteAuth | undefined;
   /** Request counter children by status, bound lazily (label hashing off the hot path). */
   readonly counters: Map<number, CounterChild>;
+  /** Duration histogram children by status class (index 0: none, 1–5: 1xx–5xx), bound lazily. */
+  readonly durations: (HistogramChild | undefined)[];
   /** `options.lbHash`: the request's key for ring hash and Maglev Upstreams. */
   readonly hashKey: HashKey | undefined;
 }
@@ -145,6 +153,8 @@ export interface RouteTableOptions {
   kubeResolver?: KubeServiceResolver;
   /** Where a destination that cannot be built is reported. */
   logger?: Pick<Logger, 'error'>;
+  /** What filters are compiled with: the process's services and logger (default: none, and a logger that drops lines). */
+  filters?: { readonly services: FilterServices; readonly logger: Logger; readonly factories?: readonly HttpFilterFactory[] };
 }
 
 /** Finds the first route of a virtual host that matches, and which matcher matched. */
@@ -181,7 +191,7 @@ export function compileRouteTable(snapshot: ConfigSnapshot, given: RouteTableOpt
     const vhostName = `${vs.namespace}/${vs.name}`;
     // Delegated routes (RouteTables) in place of their delegating route; the store only serves a tree without cycles.
     const flat = flattenRoutes(vs, tables).routes;
-    const deps = dependenciesOf(snapshot, vs, flat, [endpoints, given.kubeResolver, given.kubeClusterDomain]);
+    const deps = dependenciesOf(snapshot, vs, flat, [endpoints, given.kubeResolver, given.kubeClusterDomain, given.filters?.services, given.filters?.factories]);
     const cached = cache.entries.get(vs.key);
     if (cached && sameDependencies(cached.deps, deps)) {
       used.set(vs.key, cached);
@@ -311,11 +321,23 @@ function compileRoute(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, 
   const name = spec.name ?? `${owner.namespace}/${owner.name}/${index}`;
   const o = spec.options ?? {};
   const secretOf = (ref: ResourceRef) => lookup(snapshot, 'Secret', ref, owner.namespace);
+  const destination = safeDestination(snapshot, owner, spec, { ...options, headerSpecs: [vh.options?.headerManipulation, o.headerManipulation], secretOf });
+  const filterContext: FilterBuildContext = {
+    routeOptions: spec.options as Record<string, unknown> | undefined,
+    virtualHostOptions: vh.options as Record<string, unknown> | undefined,
+    namespace: owner.namespace,
+    virtualHost: `${vs.namespace}/${vs.name}`,
+    route: name,
+    snapshot,
+    logger: options.filters?.logger ?? SILENT,
+    destinationKind: destination.kind,
+    services: options.filters?.services ?? {},
+  };
   return {
     name,
     virtualHost: `${vs.namespace}/${vs.name}`,
     matchers: compileMatchers(spec.matchers),
-    destination: safeDestination(snapshot, owner, spec, { ...options, headerSpecs: [vh.options?.headerManipulation, o.headerManipulation], secretOf }),
+    destination,
     timeoutMs: o.timeout ? durationMs(o.timeout) : DEFAULT_TIMEOUT_MS,
     // A route's retries replace the virtual host's (Gloo).
     retry: (o.retries ?? vh.options?.retries) ? compileRetry((o.retries ?? vh.options?.retries)!) : undefined,
@@ -326,9 +348,10 @@ function compileRoute(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, 
     regexRewrite: o.regexRewrite ? { pattern: regexSubstitution(o.regexRewrite.pattern.regex, o.regexRewrite.substitution), substitution: o.regexRewrite.substitution } : undefined,
     requestHeaders: compileHeaderOps([vh.options?.headerManipulation, o.headerManipulation], 'request', secretOf),
     responseHeaders: compileHeaderOps([vh.options?.headerManipulation, o.headerManipulation], 'response', secretOf),
-    cors: o.cors?.disableForRoute ? undefined : compileCors(o.cors ?? vh.options?.cors),
-    auth: effectiveAuth(vs, owner, spec, name),
+    chain: compileChain(compileFilters(filterContext, options.filters?.factories ?? FILTER_FACTORIES)),
+    auth: routeAuthOf(filterContext),
     counters: new Map(),
+    durations: [],
     hashKey: compileHashPolicies(o.lbHash?.hashPolicies),
   };
 }
@@ -470,22 +493,29 @@ function refKeyOf(kind: string, ref: ResourceRef, fromNamespace: string): string
 }
 
 /**
- * Route `configRef` overrides the virtual host's; route `disable` turns auth off; otherwise
- * inherit. `requestBody` likewise: the route's when it sets one, else the virtual host's.
+ * The filters every factory makes for one route. A factory that throws (a bug: its options
+ * passed its check) gives the route a filter answering 500: the route fails closed, never
+ * without a filter it should have (an auth filter skipped would open it).
  */
-function effectiveAuth(vs: Resource<'VirtualService'>, owner: RouteOwner, spec: RouteSpec, routeName: string): RouteAuth | undefined {
-  const routeAuth = spec.options?.extauth;
-  if (routeAuth?.disable) return undefined;
-  const hostAuth = vs.spec.virtualHost.options?.extauth;
-  const bodySpec = routeAuth?.requestBody ?? hostAuth?.requestBody;
-  const body = bodySpec ? { body: { maxBytes: bodySpec.maxRequestBytes, allowPartial: bodySpec.allowPartialMessage === true, packAsBytes: bodySpec.packAsBytes === true } } : {};
-  if (routeAuth?.configRef) {
-    return { configId: `${routeAuth.configRef.namespace ?? owner.namespace}.${routeAuth.configRef.name}`, sourceType: 'route', sourceName: routeName, ...body };
+function compileFilters(context: FilterBuildContext, factories: readonly HttpFilterFactory[]): HttpFilter[] {
+  const out: HttpFilter[] = [];
+  for (const factory of factories) {
+    let made: HttpFilter | readonly HttpFilter[] | undefined;
+    try {
+      made = factory.create(context);
+    } catch (error) {
+      context.logger.error({ code: 'GH_FILTER_BUILD', filter: factory.name, virtualService: context.virtualHost, route: context.route, err: error }, 'a filter could not be built; the route answers 500');
+      made = { name: factory.name, stage: FilterStage.fault, onRequest: () => ({ status: 500, code: 'GH_FILTER_BUILD', body: 'internal error' }) };
+    }
+    if (made === undefined) continue;
+    if (Array.isArray(made)) out.push(...(made as readonly HttpFilter[]));
+    else out.push(made as HttpFilter);
   }
-  const hostRef = hostAuth?.configRef;
-  if (hostRef) return { configId: `${hostRef.namespace ?? vs.namespace}.${hostRef.name}`, sourceType: 'virtual_host', sourceName: `${vs.namespace}.${vs.name}`, ...body };
-  return undefined;
+  return out;
 }
+
+/** A logger for route tables compiled without one (tests, the admin view): filters may log freely. */
+const SILENT: Logger = pino({ enabled: false });
 
 /** Envoy's retry semantics for Gloo's RetryPolicy (tokens checked at load: {@link RETRY_ON_TOKENS}). */
 function compileRetry(spec: NonNullable<NonNullable<RouteSpec['options']>['retries']>): RetryPolicy {

@@ -4,7 +4,6 @@ import { ErrorCodes } from '../errors.ts';
 import type { RequestContext } from './context.ts';
 import { HOP_BY_HOP } from './header-ops.ts';
 import { sendLocalReply } from './local-reply.ts';
-import type { CompiledRoute } from './route-table.ts';
 import type { UpstreamCluster } from './upstream-cluster.ts';
 
 /** What the listener's `upgrade` event handed over, kept on the request while it goes through routing and auth. */

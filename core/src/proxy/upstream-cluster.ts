@@ -1,13 +1,16 @@
 import { createHash } from 'node:crypto';
 import { isIP } from 'node:net';
-import { createSecureContext, type SecureVersion } from 'node:tls';
+import type { SecureVersion } from 'node:tls';
 import { buildConnector, Pool, type Dispatcher } from 'undici';
 import { Http2Dispatcher } from './http2-dispatcher.ts';
 import { KubeDnsResolver, type KubeServiceResolver } from './kube-resolver.ts';
 import { Maglev, RING_DEFAULT_MAX, RING_DEFAULT_MIN, RingHash, type HashTable } from './consistent-hash.ts';
-import { readManifestFile } from '../config/read-relative.ts';
+import { tlsParameters, upstreamTls, type UpstreamTls } from '../tls/upstream-tls.ts';
 import type { Resource } from '../config/resource.ts';
 import { durationMs } from '../config/schema/common.ts';
+
+// Upstream TLS material moved to ../tls/ (one version table with the listener); re-exported for importers.
+export { upstreamTls, type UpstreamTls } from '../tls/upstream-tls.ts';
 
 /** One upstream host with its connection pool and passive health state. */
 export interface UpstreamHost {
@@ -268,67 +271,6 @@ export class UpstreamCluster {
       }),
     );
   }
-}
-
-/** TLS to an upstream's hosts: verified against `ca` (or the system's CAs), with an optional client certificate. */
-export interface UpstreamTls {
-  ca?: string;
-  cert?: string;
-  key?: string;
-  /** Server name sent (SNI) and verified; default the host's addr. */
-  servername?: string;
-  /** `sslConfig.parameters`: OpenSSL cipher list, curves, protocol versions. */
-  ciphers?: string;
-  ecdhCurve?: string;
-  minVersion?: SecureVersion;
-  maxVersion?: SecureVersion;
-}
-
-const TLS_VERSIONS: Record<string, SecureVersion | undefined> = { TLSv1_0: 'TLSv1', TLSv1_1: 'TLSv1.1', TLSv1_2: 'TLSv1.2', TLSv1_3: 'TLSv1.3', TLS_AUTO: undefined };
-
-/**
- * Whether and how an Upstream dials TLS (SPEC 3.2.1, Gloo): `sslConfig` or `useTls: true` or
- * port 443 (unless `useTls: false`). Its material comes from the Secret (`tls.crt`, `tls.key`,
- * `ca.crt`) or files (relative to the manifest). Throws a plain message naming what is missing.
- */
-export function upstreamTls(upstream: Resource<'Upstream'>, secret: (ref: { name: string; namespace?: string }) => Resource<'Secret'> | undefined): UpstreamTls | undefined {
-  const spec = upstream.spec;
-  const ssl = spec.sslConfig;
-  const on = spec.static?.useTls ?? (ssl !== undefined || (spec.static ? spec.static.hosts.every((h) => h.port === 443) : spec.kube!.servicePort === 443));
-  if (!on) return undefined;
-  const out: UpstreamTls = {};
-  if (ssl?.sni) out.servername = ssl.sni;
-  const parameters = ssl?.parameters;
-  // Envoy (BoringSSL) writes equal-preference groups as `[A|B]`; OpenSSL takes the plain list.
-  if (parameters?.cipherSuites?.length) out.ciphers = parameters.cipherSuites.flatMap((c) => c.replace(/^\[|\]$/g, '').split('|')).join(':');
-  if (parameters?.ecdhCurves?.length) out.ecdhCurve = parameters.ecdhCurves.join(':');
-  const min = parameters?.minimumProtocolVersion ? TLS_VERSIONS[parameters.minimumProtocolVersion] : undefined;
-  const max = parameters?.maximumProtocolVersion ? TLS_VERSIONS[parameters.maximumProtocolVersion] : undefined;
-  if (min) out.minVersion = min;
-  if (max) out.maxVersion = max;
-  if (ssl?.secretRef) {
-    const found = secret(ssl.secretRef);
-    if (!found) throw new Error(`Secret ${ssl.secretRef.namespace ?? upstream.namespace}/${ssl.secretRef.name} is not served`);
-    const data = found.spec.data;
-    if (data['ca.crt']) out.ca = data['ca.crt'];
-    if (data['tls.crt'] || data['tls.key']) {
-      if (!data['tls.crt'] || !data['tls.key']) throw new Error(`Secret ${found.namespace}/${found.name} holds only one of tls.crt and tls.key`);
-      out.cert = data['tls.crt'];
-      out.key = data['tls.key'];
-    }
-  } else if (ssl?.sslFiles) {
-    const read = (field: string, path: string) => readManifestFile(upstream.source.file, `sslFiles.${field}`, path);
-    const files = ssl.sslFiles;
-    if (files.rootCa) out.ca = read('rootCa', files.rootCa);
-    if (files.tlsCert || files.tlsKey) {
-      if (!files.tlsCert || !files.tlsKey) throw new Error('sslFiles needs both tlsCert and tlsKey for a client certificate');
-      out.cert = read('tlsCert', files.tlsCert);
-      out.key = read('tlsKey', files.tlsKey);
-    }
-  }
-  // Loads (and pairs) the material now, so a bad one is a load-time error, not a failed request.
-  createSecureContext({ ...(out.ca ? { ca: out.ca } : {}), ...(out.cert ? { cert: out.cert, key: out.key } : {}), ...tlsParameters(out) });
-  return out;
 }
 
 /** A host that is neither ejected nor failing its health checks. */
@@ -624,11 +566,6 @@ function pinnedServername(options: Record<string, unknown>): buildConnector.conn
   const connect = buildConnector({ ...options, allowH2: false } as buildConnector.BuildOptions);
   const servername = options.servername as string | undefined;
   return (opts, callback) => connect({ ...opts, servername: servername as string }, callback);
-}
-
-/** The protocol and cipher settings of `sslConfig.parameters`, as Node TLS options. */
-function tlsParameters(tls: UpstreamTls): { ciphers?: string; ecdhCurve?: string; minVersion?: SecureVersion; maxVersion?: SecureVersion } {
-  return { ...(tls.ciphers ? { ciphers: tls.ciphers } : {}), ...(tls.ecdhCurve ? { ecdhCurve: tls.ecdhCurve } : {}), ...(tls.minVersion ? { minVersion: tls.minVersion } : {}), ...(tls.maxVersion ? { maxVersion: tls.maxVersion } : {}) };
 }
 
 /** undici's `connect` TLS options for a host. An IP address is not a server name: no SNI then, the certificate is checked against the IP. */

@@ -1,4 +1,4 @@
-import { fullMatcher, re2Problem } from '../proxy/re2.ts';
+import { fullMatcher, re2Problem } from '../regex/re2.ts';
 import { CONFIG_KEY, SET_DESCRIPTOR_VALUE, field, type CompileProblem } from './compile.ts';
 import type { DescriptorEntry, RequestDescriptor } from './engine.ts';
 

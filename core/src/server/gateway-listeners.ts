@@ -1,7 +1,7 @@
 import type { Server } from 'node:http';
 import type { ConfigSnapshot } from '../config/store.ts';
 import type { AnyResource, Resource } from '../config/resource.ts';
-import { bindOf, proxyNamesOf } from '../config/checks/gateway.ts';
+import { bindOf, proxyNamesOf } from './gateway-checks.ts';
 import { durationMs } from '../config/schema/common.ts';
 import { field, type GatewaySpec } from '../config/schema/gateway.ts';
 import { compileJsonFormat, compileStringFormat, ENVOY_DEFAULT_FORMAT } from '../log/access-format.ts';

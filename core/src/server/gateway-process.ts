@@ -12,6 +12,8 @@ import type { ServiceEndpoints } from '../config/source/kube.ts';
 import { startKubeSource } from './kube-source.ts';
 import type { AnyResource } from '../config/resource.ts';
 import type { ConfigSnapshot, ResourceChecks } from '../config/store.ts';
+import { GatewayRateLimiter } from '../ratelimit/gateway-limiter.ts';
+import { rateLimitOptionsFromEnv } from '../ratelimit/grpc-service.ts';
 import type { Authorizer } from '../extauth/authorizer.ts';
 import { flushLogs, type Logger } from '../log/logger.ts';
 import type { GraphQLEndpoints } from '../proxy/destinations.ts';
@@ -23,7 +25,7 @@ import { assertPortFree, closeGracefully, listen, listenTls, type BindOptions, t
 import { TlsContexts } from './tls-contexts.ts';
 import { installProcessGuards, startWatchdog } from './process-guards.ts';
 import { GatewayListeners, type GatewayListenersDeps } from './gateway-listeners.ts';
-import { DEFAULT_PROXY_NAME } from '../config/checks/gateway.ts';
+import { DEFAULT_PROXY_NAME } from './gateway-checks.ts';
 import { createAccessLog, type AccessLog } from '../log/access-log.ts';
 import { DEFAULT_PATH_NORMALIZATION } from '../proxy/normalize-path.ts';
 
@@ -259,7 +261,19 @@ function createGateway(options: GatewayProcessOptions, authorizer: Authorizer | 
     ...(options.limits?.idleTimeoutMs !== undefined ? { upgradeLimits: { idleTimeoutMs: options.limits.idleTimeoutMs } } : {}),
     ...(parts.graphql ? { graphql: parts.graphql({ upstreams, logger }) } : {}),
     ...(authorizer ? { authorizer } : {}),
+    rateLimiter: rateLimiterOf(logger),
   });
+}
+
+let processRateLimiter: GatewayRateLimiter | undefined;
+
+/**
+ * Route and virtual-host rate limits: counters in memory, or in Redis (GATEHOUSE_RATELIMIT_*,
+ * shared with the rate-limit server's settings). One per traffic process, shared by the
+ * `--port` listeners and every Gateway listener, so a limit counts across listeners.
+ */
+function rateLimiterOf(logger: Logger): GatewayRateLimiter {
+  return (processRateLimiter ??= new GatewayRateLimiter({ ...rateLimitOptionsFromEnv(), logger }));
 }
 
 function toMessage(snapshot: ConfigSnapshot): SnapshotMessage {
@@ -626,13 +640,14 @@ function gatewayListeners(options: GatewayProcessOptions, authorizer: Authorizer
       ...(limits.idleTimeoutMs !== undefined ? { upgradeLimits: { idleTimeoutMs: limits.idleTimeoutMs } } : {}),
       ...(graphql ? { graphql } : {}),
       ...(authorizer ? { authorizer } : {}),
+      rateLimiter: rateLimiterOf(options.logger),
     });
     return {
       handle: proxy.handle,
       handleUpgrade: proxy.handleUpgrade,
       update: (snapshot) => proxy.update(snapshot),
       describeRoutes: () => proxy.describeRoutes(),
-      // The authorizer is the process's: closed with it, not with one listener.
+      // The authorizer and the rate limiter are the process's: closed with it, not with one listener.
       release: async () => {
         await graphql?.close();
         await upstreams.close();

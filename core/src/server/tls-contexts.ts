@@ -1,7 +1,13 @@
-import { createSecureContext, type SecureContext, type SecureContextOptions, type SecureVersion, type TLSSocket } from 'node:tls';
-import { readManifestFile } from '../config/read-relative.ts';
+import { createSecureContext, type SecureContext, type SecureContextOptions, type TLSSocket } from 'node:tls';
 import type { Resource } from '../config/resource.ts';
-import { lookup, type ConfigSnapshot } from '../config/store.ts';
+import { lookup } from '../config/lookup.ts';
+import type { ConfigSnapshot } from '../config/store.ts';
+import { cipherSuiteNames, PROTOCOL_ORDER, tlsVersionName } from '../tls/policy.ts';
+import { secureContextOptions, tlsMaterial } from '../tls/material.ts';
+
+// The TLS policy and material code moved to ../tls/ (shared with upstreams); re-exported for the listener's importers.
+export { cipherSuiteNames, DEFAULT_TLS_POLICY, INTERMEDIATE_CURVES, INTERMEDIATE_TLS12_CIPHERS, isKnownCipher, isKnownCurve, PROTOCOL_ORDER, TLS13_CIPHERS, tlsVersionName } from '../tls/policy.ts';
+export { secureContextOf, secureContextOptions, tlsMaterial, type TlsMaterial } from '../tls/material.ts';
 
 /** A VirtualService's `sslConfig`, as compiled for the HTTPS listener. */
 export interface TlsHost {
@@ -25,118 +31,6 @@ export interface TlsHost {
    * as Gloo merges identical sslConfigs into one filter chain; any other pair may not (421).
    */
   readonly policy: string;
-}
-
-/**
- * Mozilla's "intermediate" server profile (v5.7): TLS 1.2 and 1.3, forward-secret AEAD suites
- * only, curves X25519, P-256, P-384. Its DHE suites are left out: they need Diffie-Hellman
- * parameters, which the gateway does not generate. The listener's default and each
- * VirtualService's unless `sslConfig.parameters` says otherwise.
- */
-export const INTERMEDIATE_TLS12_CIPHERS: readonly string[] = [
-  'ECDHE-ECDSA-AES128-GCM-SHA256',
-  'ECDHE-RSA-AES128-GCM-SHA256',
-  'ECDHE-ECDSA-AES256-GCM-SHA384',
-  'ECDHE-RSA-AES256-GCM-SHA384',
-  'ECDHE-ECDSA-CHACHA20-POLY1305',
-  'ECDHE-RSA-CHACHA20-POLY1305',
-];
-/** TLS 1.3's suites (all AEAD and forward-secret; Envoy does not make them configurable either). */
-export const TLS13_CIPHERS: readonly string[] = ['TLS_AES_128_GCM_SHA256', 'TLS_AES_256_GCM_SHA384', 'TLS_CHACHA20_POLY1305_SHA256'];
-export const INTERMEDIATE_CURVES: readonly string[] = ['X25519', 'prime256v1', 'secp384r1'];
-
-/** The HTTPS listener's own TLS options (Mozilla intermediate). */
-export const DEFAULT_TLS_POLICY = Object.freeze({
-  minVersion: 'TLSv1.2' as SecureVersion,
-  ciphers: [...TLS13_CIPHERS, ...INTERMEDIATE_TLS12_CIPHERS].join(':'),
-  ecdhCurve: INTERMEDIATE_CURVES.join(':'),
-});
-
-/** Gloo's cipher list entries as OpenSSL names: Envoy's equal-preference groups `[A|B]` flattened. */
-export function cipherSuiteNames(entries: readonly string[]): string[] {
-  return entries.flatMap((c) => c.replace(/^\[|\]$/g, '').split('|')).filter((c) => c !== '');
-}
-
-/** Whether OpenSSL knows cipher suite `name` (one name, not a cipher-string expression). */
-export function isKnownCipher(name: string): boolean {
-  if (!/^[A-Za-z0-9_-]+$/.test(name)) return false;
-  try {
-    createSecureContext({ ciphers: name });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** Whether OpenSSL knows curve (group) `name`: `X25519`, `P-256`, `prime256v1`… */
-export function isKnownCurve(name: string): boolean {
-  if (!/^[A-Za-z0-9_-]+$/.test(name)) return false;
-  try {
-    createSecureContext({ ecdhCurve: name });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** Node's name of a Gloo protocol version (`TLSv1_2` → `TLSv1.2`; `TLS_AUTO` and none → undefined). */
-export function tlsVersionName(version: string | undefined): SecureVersion | undefined {
-  return version ? VERSIONS[version] : undefined;
-}
-
-/** Protocol versions in order, as `TLSSocket.getProtocol()` names them. */
-export const PROTOCOL_ORDER: Readonly<Record<string, number>> = { TLSv1: 10, 'TLSv1.1': 11, 'TLSv1.2': 12, 'TLSv1.3': 13 };
-
-/** The PEM material of an `sslConfig`, or why it cannot be had. */
-export interface TlsMaterial {
-  cert: string;
-  key: string;
-  ca?: string;
-}
-
-const VERSIONS: Record<string, SecureVersion | undefined> = { TLSv1_0: 'TLSv1', TLSv1_1: 'TLSv1.1', TLSv1_2: 'TLSv1.2', TLSv1_3: 'TLSv1.3', TLS_AUTO: undefined };
-
-/**
- * Reads the certificate, key and root CA of `vs.spec.sslConfig`: a `kubernetes.io/tls` Secret
- * (`tls.crt`, `tls.key`, `ca.crt`) or files (relative paths from the manifest's directory).
- * Throws with a message naming what is missing.
- */
-export function tlsMaterial(vs: Resource<'VirtualService'>, secret: (ref: { name: string; namespace?: string }) => Resource<'Secret'> | undefined): TlsMaterial {
-  const ssl = vs.spec.sslConfig!;
-  if (ssl.secretRef) {
-    const found = secret(ssl.secretRef);
-    if (!found) throw new Error(`Secret ${ssl.secretRef.namespace ?? vs.namespace}/${ssl.secretRef.name} is not served`);
-    const data = found.spec.data;
-    const missing = ['tls.crt', 'tls.key'].filter((k) => !Object.hasOwn(data, k));
-    if (missing.length > 0) throw new Error(`Secret ${found.namespace}/${found.name} has no ${missing.join(' or ')} (a kubernetes.io/tls Secret holds both)`);
-    return { cert: data['tls.crt']!, key: data['tls.key']!, ...(data['ca.crt'] ? { ca: data['ca.crt'] } : {}) };
-  }
-  const files = ssl.sslFiles!;
-  const read = (field: string, path: string) => readManifestFile(vs.source.file, `sslFiles.${field}`, path);
-  return { cert: read('tlsCert', files.tlsCert), key: read('tlsKey', files.tlsKey), ...(files.rootCa ? { ca: read('rootCa', files.rootCa) } : {}) };
-}
-
-/** A SecureContext for `material` and the config's protocol bounds; throws Node's reason (a key that does not match, a bad PEM). */
-export function secureContextOf(vs: Resource<'VirtualService'>, material: TlsMaterial): SecureContext {
-  return createSecureContext(secureContextOptions(vs, material));
-}
-
-/** Node's options for `material` and the config's parameters (versions, suites, curves; Mozilla intermediate where unset). */
-export function secureContextOptions(vs: Resource<'VirtualService'>, material: TlsMaterial): SecureContextOptions {
-  const parameters = vs.spec.sslConfig!.parameters;
-  const min = tlsVersionName(parameters?.minimumProtocolVersion);
-  const max = tlsVersionName(parameters?.maximumProtocolVersion);
-  const suites = parameters?.cipherSuites?.length ? cipherSuiteNames(parameters.cipherSuites) : INTERMEDIATE_TLS12_CIPHERS;
-  const curves = parameters?.ecdhCurves?.length ? parameters.ecdhCurves : INTERMEDIATE_CURVES;
-  return {
-    cert: material.cert,
-    key: material.key,
-    ...(material.ca ? { ca: material.ca } : {}),
-    minVersion: min ?? 'TLSv1.2',
-    ...(max ? { maxVersion: max } : {}),
-    ciphers: [...TLS13_CIPHERS, ...suites].join(':'),
-    ecdhCurve: curves.join(':'),
-  };
 }
 
 const BINDING = Symbol('gatehouse.tlsBinding');

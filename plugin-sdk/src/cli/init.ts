@@ -9,7 +9,7 @@ import { GATEWAY_VERSION } from '../version.ts';
 export class InitError extends CodedError {
   override name = 'InitError';
 }
-export const InitCodes = {
+export const PluginInitCodes = {
   /** DIR exists and is not empty. */
   NOT_EMPTY: 'GH_PLUGIN_INIT_NOT_EMPTY',
   /** `--name` is not a usable identifier. */
@@ -214,8 +214,8 @@ Needs Node.js 24 or newer. Guide: docs/plugins.md of the Gatehouse repository.
 export async function initProject(options: InitOptions): Promise<{ dir: string; name: string; files: string[] }> {
   const dir = resolve(options.dir);
   const name = options.name ?? pascalCase(basename(dir));
-  if (!IDENTIFIER.test(name)) throw new InitError(InitCodes.BAD_NAME, `--name ${JSON.stringify(name)} is not usable: the plugin is exported under it, so use a JavaScript identifier such as MyPlugin`);
-  if (existsSync(dir) && (await readdir(dir)).length > 0) throw new InitError(InitCodes.NOT_EMPTY, `${dir} is not empty; pick a new directory (gatehouse-plugin init never overwrites files)`);
+  if (!IDENTIFIER.test(name)) throw new InitError(PluginInitCodes.BAD_NAME, `--name ${JSON.stringify(name)} is not usable: the plugin is exported under it, so use a JavaScript identifier such as MyPlugin`);
+  if (existsSync(dir) && (await readdir(dir)).length > 0) throw new InitError(PluginInitCodes.NOT_EMPTY, `${dir} is not empty; pick a new directory (gatehouse-plugin init never overwrites files)`);
   const packageName = basename(dir).toLowerCase().replace(/[^a-z0-9._-]+/g, '-').replace(/^[._-]+/, '') || 'gatehouse-plugin';
   const files = projectFiles({ name, sdk: options.sdk ?? `^${SDK_VERSION}`, host: options.host ?? `^${GATEWAY_VERSION}`, packageName });
   for (const [path, text] of Object.entries(files)) {

@@ -43,6 +43,11 @@ export interface CheckRequest {
     };
     /** Set by the gateway: `config_id` (`<namespace>.<name>`), `source_type`, `source_name`. */
     context_extensions: Record<string, string>;
+    /**
+     * Envoy's dynamic metadata of earlier filters, by filter name: `envoy.filters.http.jwt_authn`
+     * holds the claims the JWT filter verified, by provider name (absent when no filter left any).
+     */
+    metadata_context?: { filter_metadata?: Record<string, Record<string, unknown>> };
   };
 }
 

@@ -1,8 +1,8 @@
 import { createSecureContext } from 'node:tls';
 import { ConfigCodes, type Diagnostic } from '../diagnostic.ts';
 import type { Resource } from '../resource.ts';
-import type { CheckContext } from '../store.ts';
-import { upstreamTls } from '../../proxy/upstream-cluster.ts';
+import type { CheckContext } from '../check-context.ts';
+import { upstreamTls } from '../../tls/upstream-tls.ts';
 
 /**
  * A `kubernetes.io/tls` Secret must hold a certificate and a key that load together (Kubernetes

@@ -1,6 +1,6 @@
 import { ConfigCodes, type Diagnostic } from '../diagnostic.ts';
 import type { Resource } from '../resource.ts';
-import type { CheckContext } from '../store.ts';
+import type { CheckContext } from '../check-context.ts';
 
 /**
  * Gloo Upstream fields accepted but not (fully) honoured say so with a warning naming the field,

@@ -1,12 +1,15 @@
 import { ConfigCodes, type Diagnostic } from '../diagnostic.ts';
 import type { Resource } from '../resource.ts';
-import type { CheckContext } from '../store.ts';
-import { re2Problem, substitutionProblem } from '../../proxy/re2.ts';
-import { cipherSuiteNames, isKnownCipher, isKnownCurve, PROTOCOL_ORDER, secureContextOf, tlsMaterial, tlsVersionName } from '../../server/tls-contexts.ts';
+import type { CheckContext } from '../check-context.ts';
+import { re2Problem, substitutionProblem } from '../../regex/re2.ts';
+import { cipherSuiteNames, isKnownCipher, isKnownCurve, PROTOCOL_ORDER, tlsVersionName } from '../../tls/policy.ts';
+import { secureContextOf, tlsMaterial } from '../../tls/material.ts';
 import { RETRY_ON_TOKENS, type RouteSpec } from '../schema/virtual-service.ts';
 import { checkDelegatingRoute, checkTableDelegation, delegationLimits, flattenRoutes, routeTablesOf, type DelegationProblem } from '../delegation.ts';
 import { configLimits } from '../limits.ts';
 import { parseHeaderValue } from '../../proxy/header-ops.ts';
+import { FILTER_FACTORIES } from '../../proxy/filters/registry.ts';
+import type { PathSegment } from '../diagnostic.ts';
 
 const HOST_LABELS = /^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$/i;
 
@@ -37,8 +40,18 @@ export function checkVirtualService(resource: Resource<'VirtualService'>, ctx: C
   vh.options?.cors?.allowOriginRegex?.forEach((r, i) => regex(r, ['spec', 'virtualHost', 'options', 'cors', 'allowOriginRegex', i]));
   retryOn(vh.options?.retries, ['spec', 'virtualHost', 'options', 'retries']);
   headerValues(vh.options?.headerManipulation, ['spec', 'virtualHost', 'options']);
+  out.push(...filterChecks(vh.options, ['spec', 'virtualHost', 'options'], ctx));
   out.push(...checkRoutes(vh.routes, ['spec', 'virtualHost', 'routes'], ctx));
   out.push(...checkDelegation(resource, ctx));
+  return out;
+}
+
+/** The load-time checks of every filter factory (proxy/filters/registry.ts) over one options object. */
+function filterChecks(options: object | undefined, path: PathSegment[], ctx: CheckContext): Diagnostic[] {
+  if (!options) return [];
+  const out: Diagnostic[] = [];
+  const at = (p: PathSegment[], code: string, message: string, severity?: 'error' | 'warning') => ctx.at(p, code, message, severity);
+  for (const factory of FILTER_FACTORIES) if (factory.check) out.push(...factory.check(options as Record<string, unknown>, at, path));
   return out;
 }
 
@@ -84,6 +97,7 @@ export function checkRoutes(routes: readonly RouteSpec[], base: (string | number
     for (const d of checkDelegatingRoute(route, false)) out.push(ctx.at([...at, ...d.path], ConfigCodes.DELEGATION, d.message));
     retryOn(route.options?.retries, [...at, 'options', 'retries']);
     headerValues(route.options?.headerManipulation, [...at, 'options']);
+    out.push(...filterChecks(route.options, [...at, 'options'], ctx));
     route.routeAction?.multi?.destinations.forEach((d, j) => headerValues(d.options?.headerManipulation, [...at, 'routeAction', 'multi', 'destinations', j, 'options']));
     route.options?.lbHash?.hashPolicies.forEach((policy, j) => {
       if (policy.cookie?.ttl !== undefined) {

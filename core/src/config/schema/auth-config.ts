@@ -251,8 +251,10 @@ const AuthStep = Strict(
     hmacAuth: Type.Optional(HmacAuth),
     opaAuth: Type.Optional(OpaAuth),
     opaServerAuth: Type.Optional(OpaServerAuth),
+    // Gloo's `jwt: {}`: allows when the JWT filter (jwtStaged.beforeExtAuth) verified a token (core/src/extauth/jwt).
+    jwt: Type.Optional(Strict({})),
   },
-  exactlyOneOf(['basicAuth', 'pluginAuth', 'passThroughAuth', 'apiKeyAuth', 'ldap', 'ldapInternal', 'hmacAuth', 'opaAuth', 'opaServerAuth']),
+  exactlyOneOf(['basicAuth', 'pluginAuth', 'passThroughAuth', 'apiKeyAuth', 'ldap', 'ldapInternal', 'hmacAuth', 'opaAuth', 'opaServerAuth', 'jwt']),
 );
 
 /** SPEC 3.4: ordered auth steps. */

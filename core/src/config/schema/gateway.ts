@@ -6,7 +6,7 @@ import { Duration, ResourceRef, Strict } from './common.ts';
  * listener (bind address and port, TLS or not), which VirtualServices it serves, its access logs
  * and HTTP connection-manager settings. Field names are Gloo's JSON names (camelCase) and, as
  * Gloo's protojson accepts them, the proto names (snake_case). docs/gateway.md says what is
- * honoured; every other Gloo field loads with a Warning naming it (./../checks/gateway.ts).
+ * honoured; every other Gloo field loads with a Warning naming it (server/gateway-checks.ts).
  */
 
 /** `props` with each camelCase field also accepted under its proto (snake_case) name. */
@@ -33,9 +33,6 @@ export function field<T>(object: object | undefined, camel: string): T | undefin
 
 /** A Gloo field Gatehouse accepts without honouring it (a Warning names it). */
 const Accepted = Type.Unknown();
-
-/** google.protobuf wrappers are written as the bare value in JSON. */
-const UInt32 = Type.Integer({ minimum: 0, maximum: 4294967295 });
 
 /** `als.options.gloo.solo.io.FileSink`. */
 export const FileSink = Strict(

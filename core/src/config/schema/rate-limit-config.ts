@@ -129,7 +129,7 @@ export const RateLimitAction = Strict(
   pairsOf([['sourceCluster', 'source_cluster'], ['destinationCluster', 'destination_cluster'], ['requestHeaders', 'request_headers'], ['remoteAddress', 'remote_address'], ['genericKey', 'generic_key'], ['headerValueMatch', 'header_value_match']]),
 );
 
-const RateLimitActions = Strict(
+export const RateLimitActions = Strict(
   {
     actions: Type.Optional(Type.Array(RateLimitAction, { maxItems: 32 })),
     ...both('setActions', 'set_actions', Type.Optional(Type.Array(RateLimitAction, { maxItems: 32 }))),

@@ -1,5 +1,8 @@
 import Type from 'typebox';
 import { Duration, Name, ResourceRef, Strict, atMostOneOf, exactlyOneOf } from './common.ts';
+import { JwtRouteOptions, JwtVirtualHostOptions } from './jwt.ts';
+import { TransformationStages, Transformations } from '../../transform/schema.ts';
+import { RateLimitOptions } from '../../ratelimit/options-schema.ts';
 
 const HeaderMatcher = Strict({
   name: Type.String({ minLength: 1 }),
@@ -105,7 +108,15 @@ const HashPolicy = Strict(
   exactlyOneOf(['header', 'cookie', 'sourceIp']),
 );
 
+/** Gloo's RouteFaults (`faultinjection.options.gloo.solo.io`): abort and/or delay a percentage of requests. */
+const Faults = Strict({
+  abort: Type.Optional(Strict({ percentage: Type.Optional(Type.Number({ minimum: 0, maximum: 100 })), httpStatus: Type.Optional(Type.Integer({ minimum: 200, maximum: 599 })) })),
+  delay: Type.Optional(Strict({ percentage: Type.Optional(Type.Number({ minimum: 0, maximum: 100 })), fixedDelay: Type.Optional(Duration) })),
+});
+export type FaultsSpec = Type.Static<typeof Faults>;
+
 const RouteOptions = Strict({
+  faults: Type.Optional(Faults),
   lbHash: Type.Optional(Strict({ hashPolicies: Type.Array(HashPolicy, { maxItems: 16 }) })),
   autoHostRewrite: Type.Optional(Type.Boolean()),
   hostRewrite: Type.Optional(Type.String({ minLength: 1, maxLength: 255, description: 'the Host sent upstream' })),
@@ -125,6 +136,11 @@ const RouteOptions = Strict({
   headerManipulation: Type.Optional(HeaderManipulation),
   cors: Type.Optional(CorsPolicy),
   extauth: Type.Optional(ExtAuthOptions),
+  // Gloo Enterprise's JWT filter and RBAC on claims (core/src/jwt).
+  ...JwtRouteOptions,
+  transformations: Type.Optional(Transformations),
+  stagedTransformations: Type.Optional(TransformationStages),
+  ...RateLimitOptions,
 });
 
 const Destination = Strict(
@@ -258,6 +274,10 @@ export const VirtualServiceSpec = Strict({
         cors: Type.Optional(CorsPolicy),
         headerManipulation: Type.Optional(HeaderManipulation),
         retries: Type.Optional(RetryPolicySpec),
+        ...JwtVirtualHostOptions,
+        transformations: Type.Optional(Transformations),
+        stagedTransformations: Type.Optional(TransformationStages),
+        ...RateLimitOptions,
       }),
     ),
   }),

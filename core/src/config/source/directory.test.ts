@@ -1,7 +1,7 @@
 import { mkdir, mkdtemp, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, test } from 'vitest';
+import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest';
 import { DirectoryWatcher, readManifests, type SourceRead } from './directory.ts';
 
 const UPSTREAM = (name: string) => `apiVersion: gatehouse.gatehouse.dev/v1\nkind: Upstream\nmetadata: {name: ${name}}\nspec: {static: {hosts: [{addr: a, port: 1}]}}\n`;
@@ -70,10 +70,12 @@ describe('DirectoryWatcher', () => {
     watcher.start();
     let version = 0;
     const writer = setInterval(() => void writeFile(join(dir, 'a.yaml'), UPSTREAM(`v${++version}`)), 10);
-    await new Promise((r) => setTimeout(r, 1_500));
-    clearInterval(writer);
-    // Without the maximum wait the debounce never settled while writes went on: no read at all.
-    expect(reads.length).toBeGreaterThanOrEqual(2);
+    try {
+      // Without the maximum wait the debounce never settled while writes went on: no read at all.
+      await vi.waitFor(() => expect(reads.length).toBeGreaterThanOrEqual(2), { timeout: 10_000, interval: 50 });
+    } finally {
+      clearInterval(writer);
+    }
     await watcher.close();
   });
 

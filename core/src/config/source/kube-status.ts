@@ -1,5 +1,5 @@
 import type * as k8s from '@kubernetes/client-node';
-import { metrics } from '../../admin/metrics.ts';
+import { ConfigChannels } from '../telemetry.ts';
 import type { Logger } from '../../log/logger.ts';
 import { formatDiagnostic } from '../diagnostic.ts';
 import { isCoreKind } from '../schema/kinds.ts';
@@ -100,10 +100,10 @@ export async function postEvent(
   };
   const answer = await kubeRequest(config, 'POST', `/apis/events.k8s.io/v1/namespaces/${encodeURIComponent(origin.namespace)}/events`, body).catch((error: unknown) => ({ status: 0, text: (error as Error).message }));
   if (answer.status !== 201 && answer.status !== 200) {
-    metrics.kubeEvents.inc({ result: 'error' });
+    ConfigChannels.kubeEvent.publish({ result: 'error' });
     logger.warn({ code: KubeCodes.STATUS, resource: `${kind}/${origin.namespace}/${origin.name}`, status: answer.status, body: answer.text.slice(0, 300) }, 'posting a Kubernetes Event failed');
   } else {
-    metrics.kubeEvents.inc({ result: 'ok' });
+    ConfigChannels.kubeEvent.publish({ result: 'ok' });
   }
 }
 
@@ -264,7 +264,7 @@ export class KubeStatusWriter {
         this.written.set(key, json);
         const previous = this.verdicts.get(key);
         this.verdicts.set(key, body);
-        metrics.kubeStatusWrites.inc({ result: 'ok' });
+        ConfigChannels.kubeStatusWrite.publish({ result: 'ok' });
         // The object as patched holds extauth's report too (after a restart, the first news of it).
         let seen: unknown;
         try {
@@ -291,7 +291,7 @@ export class KubeStatusWriter {
         // Deleted meanwhile: the next snapshot drops it.
         this.written.delete(key);
       } else {
-        metrics.kubeStatusWrites.inc({ result: 'error' });
+        ConfigChannels.kubeStatusWrite.publish({ result: 'error' });
         this.options.logger.warn({ code: KubeCodes.STATUS, resource: cut(key, 512), status: answer.status, body: answer.text.slice(0, 300) }, 'writing status failed');
       }
     }
@@ -306,7 +306,7 @@ export class KubeStatusWriter {
   private setLeading(leading: boolean): void {
     if (leading === this.leading) return;
     this.leading = leading;
-    metrics.kubeStatusLeader.set(leading ? 1 : 0);
+    ConfigChannels.kubeStatusLeader.publish({ leading });
     this.options.logger.info({ identity: this.options.identity, lease: this.leasePath }, leading ? 'leading: this replica writes resource status' : 'not leading: another replica writes resource status');
     if (leading) {
       this.written.clear();
@@ -371,7 +371,7 @@ export class KubeStatusWriter {
     await this.writing;
     if (!this.leading) return;
     this.leading = false;
-    metrics.kubeStatusLeader.set(0);
+    ConfigChannels.kubeStatusLeader.publish({ leading: false });
     try {
       const got = await kubeRequest(this.options.config, 'GET', this.leasePath);
       if (got.status !== 200) return;
@@ -434,7 +434,7 @@ export class KubeBuildReporter {
       const answer = await kubeRequest(this.options.config, 'PATCH', path, { status: { extauth: body } }, 'application/merge-patch+json');
       if (answer.status === 200) {
         this.reported.set(key, json);
-        metrics.kubeStatusWrites.inc({ result: 'ok' });
+        ConfigChannels.kubeStatusWrite.publish({ result: 'ok' });
         if (result.failure) {
           await postEvent(this.options.config, this.options.logger, origin, 'AuthConfig', {
             type: 'Warning',
@@ -446,7 +446,7 @@ export class KubeBuildReporter {
           });
         }
       } else if (answer.status !== 404) {
-        metrics.kubeStatusWrites.inc({ result: 'error' });
+        ConfigChannels.kubeStatusWrite.publish({ result: 'error' });
         this.options.logger.warn({ code: KubeCodes.STATUS, resource: cut(key, 512), status: answer.status, body: answer.text.slice(0, 300) }, 'writing the AuthConfig build result failed');
       }
     }

@@ -1,4 +1,5 @@
 import { DirectoryWatcher, readManifests, type ParseCache, type SourceRead } from './directory.ts';
+import { ConfigCodes } from '../diagnostic.ts';
 import type { Logger } from '../../log/logger.ts';
 
 export type { SourceRead } from './directory.ts';
@@ -35,7 +36,7 @@ export class DirectorySource implements ConfigSource {
   watch(listener: (read: SourceRead) => Promise<void>): void {
     this.watcher = new DirectoryWatcher(this.dir, listener, {
       cache: this.cache,
-      onError: (error) => this.logger.error({ err: error, code: 'GH_CONFIG_RELOAD' }, 'reloading configuration failed; the last configuration keeps serving'),
+      onError: (error) => this.logger.error({ err: error, code: ConfigCodes.RELOAD }, 'reloading configuration failed; the last configuration keeps serving'),
     });
     this.watcher.start();
   }

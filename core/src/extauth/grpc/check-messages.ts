@@ -1,5 +1,6 @@
 import type { AuthDecision, CheckRequest, HeaderToSet } from '../step.ts';
 import { allow, deny } from '../decision.ts';
+import { fromStruct, toStruct } from '../pass-through/struct.ts';
 
 /** gRPC status codes used in `CheckResponse.status` (google.rpc.Code). */
 const OK = 0;
@@ -42,6 +43,8 @@ export interface CheckRequestMessage {
     destination?: { address?: unknown };
     request?: { http?: HttpRequestMessage };
     context_extensions?: Record<string, string>;
+    /** Envoy's `config.core.v3.Metadata`: filter name → Struct. */
+    metadata_context?: { filter_metadata?: Record<string, unknown> };
   };
 }
 
@@ -83,12 +86,28 @@ export function checkRequestFromMessage(message: CheckRequestMessage): CheckRequ
       ...(attributes.destination ? { destination: attributes.destination } : {}),
       request: { http: out },
       context_extensions: attributes.context_extensions ?? {},
+      ...filterMetadataFromMessage(attributes.metadata_context?.filter_metadata),
     },
   };
 }
 
+/** Envoy's filter metadata (Structs) as JSON, for steps that read it (the `jwt` step). */
+function filterMetadataFromMessage(filterMetadata: Record<string, unknown> | undefined): Pick<CheckRequest['attributes'], 'metadata_context'> {
+  if (!filterMetadata || typeof filterMetadata !== 'object') return {};
+  const out: Record<string, Record<string, unknown>> = {};
+  for (const [name, struct] of Object.entries(filterMetadata)) out[name] = fromStruct(struct);
+  return Object.keys(out).length > 0 ? { metadata_context: { filter_metadata: out } } : {};
+}
+
 /** The CheckRequest to send over gRPC (it already uses proto field names). */
 export function checkRequestToMessage(request: CheckRequest): CheckRequestMessage {
+  const filterMetadata = request.attributes.metadata_context?.filter_metadata;
+  if (filterMetadata) {
+    // JSON values → Structs, as the wire carries them.
+    const structs: Record<string, unknown> = {};
+    for (const [name, value] of Object.entries(filterMetadata)) structs[name] = toStruct(value);
+    request = { ...request, attributes: { ...request.attributes, metadata_context: { filter_metadata: structs } } } as CheckRequest;
+  }
   const http = request.attributes.request.http;
   if (typeof http.raw_body !== 'string') return request as CheckRequestMessage;
   // The JSON form carries bytes as base64; the wire wants the bytes.

@@ -42,3 +42,22 @@ function toValue(value: unknown): ValueMessage | undefined {
       return undefined;
   }
 }
+
+/** A Struct as decoded by @grpc/proto-loader (`oneofs: true` adds a `kind` naming the set field) back to JSON. */
+export function fromStruct(struct: unknown): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  const fields = (struct as { fields?: Record<string, unknown> } | undefined)?.fields;
+  if (fields && typeof fields === 'object') for (const [key, value] of Object.entries(fields)) out[key] = fromValue(value);
+  return out;
+}
+
+function fromValue(value: unknown): unknown {
+  if (!value || typeof value !== 'object') return null;
+  const v = value as Record<string, unknown>;
+  if (v.stringValue !== undefined) return v.stringValue;
+  if (v.numberValue !== undefined) return v.numberValue;
+  if (v.boolValue !== undefined) return v.boolValue;
+  if (v.structValue !== undefined) return fromStruct(v.structValue);
+  if (v.listValue !== undefined) return ((v.listValue as { values?: unknown[] }).values ?? []).map(fromValue);
+  return null;
+}

@@ -1,9 +1,9 @@
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { AuthDecision } from '../step.ts';
 import { PluginCodes } from './codes.ts';
-import { createPluginStep, type PluginStep, type PluginStepOptions } from './plugin-step.ts';
+import { createPluginStep, type PluginStepOptions } from './plugin-step.ts';
 import { pluginDir, recordingLogger, request, watchLoopGaps } from './test-support.ts';
 
 // SPEC 5.3: timers, fetch to declared egress, the per-call wall deadline, in a real isolate
@@ -160,8 +160,8 @@ describe('secrets and ctx.store', () => {
       { pluginDir: plugins.dir, logger, namespace: 'team', resolveSecret: (ref) => (ref.name === 'keys' && ref.namespace === 'team' && ref.key === 'api-key' ? 's3cr3t-value' : undefined) },
     );
     expect(headers(await s.authorize(request()))).toMatchObject({ 'x-secret-length': '12', 'x-secret-names': 'ApiKey' });
-    await new Promise((resolve) => setTimeout(resolve, 30)); // log callbacks are asynchronous
-    const line = logger.lines.find((l) => l.fields.source === 'plugin');
+    // Log callbacks are asynchronous.
+    const line = await vi.waitFor(() => logger.lines.find((l) => l.fields.source === 'plugin') ?? expect.fail('no plugin log line yet'), { timeout: 5_000, interval: 10 });
     expect(line?.message).toBe('the key is [secret]');
     expect(JSON.stringify(logger.lines)).not.toContain('s3cr3t-value');
     await s.close();

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { AuthDecision } from '../step.ts';
 import { PluginCodes } from './codes.ts';
 import { createPluginStep, type PluginStep } from './plugin-step.ts';
@@ -232,7 +232,8 @@ describe.each([
     const { step, logger } = hostile('LogFlood');
     const s = await step;
     expect(await s.authorize(request())).toEqual(FORBIDDEN);
-    await new Promise((resolve) => setTimeout(resolve, 50)); // Log callbacks are asynchronous.
+    // Log callbacks are asynchronous: wait for the bound to be reached, then check it held.
+    await vi.waitFor(() => expect(logger.lines.filter((line) => line.fields.source === 'plugin').length).toBeGreaterThanOrEqual(50), { timeout: 5_000, interval: 10 });
     const pluginLines = logger.lines.filter((line) => line.fields.source === 'plugin');
     expect(pluginLines.length).toBe(50);
     expect(pluginLines[0]).toMatchObject({ message: 'line 0', fields: { plugin: 'Hostile', fields: { i: 0 } } });

@@ -6,7 +6,7 @@ import type { UpstreamCluster } from '../../proxy/upstream-cluster.ts';
 import { FieldErrorCodes } from '../errors.ts';
 import type { RequestParams } from '../http.ts';
 import { LimitCodes } from '../limits.ts';
-import { maskResult } from '../remote.ts';
+import { maskResult } from '../mask-errors.ts';
 
 /**
  * The remote executor's subscriptions over graphql-ws (`executor.remote.subscriptionProtocol:

@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import type { ConfigSnapshot } from '../../config/store.ts';
+import type { Authorizer } from '../../extauth/authorizer.ts';
 import type { Diagnostic, PathSegment } from '../../config/diagnostic.ts';
 import type { Logger } from '../../log/logger.ts';
 import type { RequestContext } from '../context.ts';
@@ -49,6 +50,12 @@ export interface LocalReply {
   readonly body?: string;
   /** Extra response headers, flat `[name, value, …]` (`www-authenticate`, `retry-after`, …). */
   readonly headers?: readonly string[];
+  /**
+   * Send status, headers and body exactly as given (an auth server's denial, a CORS preflight
+   * answer): no `x-gatehouse-error`, no added content-type or newline. A gRPC call still gets a
+   * gRPC status (401 → UNAUTHENTICATED, 403 → PERMISSION_DENIED, Envoy's mapping) with `code`.
+   */
+  readonly verbatim?: boolean;
 }
 
 /** What a request filter decides: `undefined` lets the next filter run; a {@link LocalReply} answers and ends the chain. */
@@ -59,6 +66,7 @@ export interface FilterRequest {
   readonly req: IncomingMessage;
   /** Request id, timing, names, and the header map sent upstream (`ctx.headers`, lowercase names, mutable). */
   readonly ctx: RequestContext;
+  /** The request method (a transformation may change it: the destination reads it from `req.method`). */
   readonly method: string;
   /** Path and query as they go upstream (after rewrites); a filter may replace it. */
   path: string;
@@ -75,8 +83,23 @@ export interface FilterRequest {
    * a filter that replaces the body assigns here and the destination sends this instead.
    */
   body: Buffer | undefined;
-  /** Buffers the request body (at most `maxBytes`; `'too-large'` beyond); later calls return the same buffer. */
-  readBody(maxBytes: number): Promise<Buffer | 'too-large' | 'aborted'>;
+  /**
+   * Buffers the request body (at most `maxBytes`; `'too-large'` beyond); later calls return the
+   * same buffer. With `allowPartial`, a larger body resolves with its first `maxBytes` bytes and
+   * {@link FilterRequest.bodyPartial} is set (ext_authz's `allowPartialMessage`); the rest stays
+   * in the socket until the destination reads it.
+   */
+  readBody(maxBytes: number, options?: { readonly allowPartial?: boolean }): Promise<Buffer | 'too-large' | 'aborted'>;
+  /** After `readBody(…, {allowPartial})`: true when the buffer is only the start of a larger body. */
+  readonly bodyPartial: boolean;
+  /**
+   * Asks for the route to be matched again once this filter returns (Envoy's `clearRouteCache`,
+   * after a transformation changed the path or headers): later filters and the destination are
+   * the new route's; a request that no route matches any more gets 404.
+   */
+  clearRouteCache(): void;
+  /** Aborted when the client goes away before its response is complete (a filter that waits stops waiting). */
+  readonly signal: AbortSignal;
   /** Headers added to whatever response the client gets (flat list); filters push onto it. */
   readonly responseHeaders: string[];
 }
@@ -91,8 +114,38 @@ export interface HttpFilter {
   /**
    * Runs on the upstream response's status and headers (flat `[name, value, …]`, editable in
    * place) before they go to the client, in reverse stage order. Local replies do not pass here.
+   * A number returned replaces the status; a {@link LocalReply} replaces the response. Runs
+   * after `wantsResponseBody` was asked.
    */
-  onResponseHeaders?(request: FilterRequest, status: number, headers: string[]): void;
+  onResponseHeaders?(request: FilterRequest, status: number, headers: string[]): void | number | LocalReply;
+  /**
+   * Whether this filter needs the whole upstream response body for this response (decided from
+   * the status and headers): the gateway then buffers it (bounded by `maxBytes`) and calls
+   * {@link HttpFilter.onResponseBody} before anything goes to the client. Undefined: streamed.
+   */
+  wantsResponseBody?(request: FilterRequest, status: number, headers: readonly string[]): { readonly maxBytes: number } | undefined;
+  /**
+   * With the response buffered (see `wantsResponseBody`): may change `response.status`,
+   * `response.headers` (flat, in place) and `response.body`; a {@link LocalReply} replaces the
+   * response. Runs after every `onResponseHeaders`, in reverse stage order.
+   */
+  onResponseBody?(request: FilterRequest, response: FilterResponse): LocalReply | undefined;
+}
+
+/** An upstream response held whole for {@link HttpFilter.onResponseBody}. */
+export interface FilterResponse {
+  status: number;
+  /** Flat `[name, value, …]`; `content-length` is set from `body` when the response is sent. */
+  readonly headers: string[];
+  body: Buffer;
+}
+
+/** The process's services filters call at request time (absent: not available in this process). */
+export interface FilterServices {
+  /** The ext_authz client (`gatehouse run`: the auth server of this process). */
+  readonly authorizer?: Authorizer | undefined;
+  /** Anything a filter module registers for itself, by name (e.g. `ratelimit`: the gateway's limiter). */
+  readonly [name: string]: unknown;
 }
 
 /** What a factory gets when it compiles a filter for one route. */
@@ -109,6 +162,9 @@ export interface FilterBuildContext {
   /** Every resource of this configuration, for references (Secrets, Upstreams, RateLimitConfigs). */
   readonly snapshot: ConfigSnapshot;
   readonly logger: Logger;
+  /** What the route's destination is (`upstream`, `graphql`, `redirect`, `direct`, …): GraphQL routes answer denials in GraphQL's form. */
+  readonly destinationKind: string;
+  readonly services: FilterServices;
 }
 
 /**

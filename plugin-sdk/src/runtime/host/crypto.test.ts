@@ -1,5 +1,5 @@
 import { constants, generateKeyPairSync, sign, verify, type KeyObject } from 'node:crypto';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { createHostCrypto, p1363ToDer } from './crypto.ts';
 
 describe('p1363ToDer (ECDSA signatures handed to OpenSSL as DER)', () => {
@@ -64,8 +64,7 @@ describe('verifyHandle (the host half of crypto.subtle.verify)', () => {
     const good = host('verifyHandle', imported.value.handle, 'ECDSA|SHA-256||P-256', signature, data) as { job: number };
     const bad = host('verifyHandle', imported.value.handle, 'ECDSA|SHA-256||P-256', signature, new Uint8Array(Buffer.from('other'))) as { job: number };
     expect([good.job, bad.job]).toEqual([1, 2]);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    expect([finished.get(1), finished.get(2)]).toEqual([true, false]);
+    await vi.waitFor(() => expect([finished.get(1), finished.get(2)]).toEqual([true, false]), { timeout: 5_000, interval: 10 });
     const secret = host('importKey', { format: 'raw', keyData: new Uint8Array(32), algorithm: { name: 'HMAC', hash: 'SHA-256' }, usages: ['verify'] }) as { value: { handle: number } };
     expect(host('verifyHandle', secret.value.handle, 'HMAC|||', new Uint8Array(32), data)).toBe(false);
     expect(started).toHaveLength(2);

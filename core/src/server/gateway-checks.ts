@@ -1,8 +1,8 @@
-import { compileJsonFormat, compileStringFormat, FormatError, type FormatNotes } from '../../log/access-format.ts';
-import { ConfigCodes, type Diagnostic, type PathSegment } from '../diagnostic.ts';
-import type { Resource } from '../resource.ts';
-import { field, HONOURED_HCM_FIELDS, protoName, type GatewaySpec } from '../schema/gateway.ts';
-import type { CheckContext } from '../store.ts';
+import { compileJsonFormat, compileStringFormat, FormatError, type FormatNotes } from '../log/access-format.ts';
+import { ConfigCodes, type Diagnostic, type PathSegment } from '../config/diagnostic.ts';
+import type { Resource } from '../config/resource.ts';
+import { field, HONOURED_HCM_FIELDS, protoName, type GatewaySpec } from '../config/schema/gateway.ts';
+import type { CheckContext } from '../config/check-context.ts';
 
 /** Gloo's default `proxyNames` (gateway.proto). */
 export const DEFAULT_PROXY_NAME = 'gateway-proxy';

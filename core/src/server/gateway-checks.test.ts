@@ -1,10 +1,10 @@
 import { describe, expect, test } from 'vitest';
 import { stringify } from 'yaml';
-import { parseManifests } from '../manifest.ts';
+import { parseManifests } from '../config/manifest.ts';
 import { resourceChecks } from '../resource-checks.ts';
-import { ConfigStore } from '../store.ts';
-import type { Resource } from '../resource.ts';
-import { gatewaysFor, planOf, snapshotFor } from '../../server/gateway-listeners.ts';
+import { ConfigStore } from '../config/store.ts';
+import type { Resource } from '../config/resource.ts';
+import { gatewaysFor, planOf, snapshotFor } from './gateway-listeners.ts';
 
 const gateway = (name: string, spec: object, apiVersion = 'gateway.solo.io/v1') => ({ apiVersion, kind: 'Gateway', metadata: { name, namespace: 'gloo-system' }, spec });
 const vs = (name: string, namespace: string, labels: Record<string, string>, extra: object = {}) => ({
