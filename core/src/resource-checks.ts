@@ -15,6 +15,7 @@ const LOADERS: { [K in Kind]?: () => Promise<NonNullable<ResourceChecks[K]>> } =
   RouteTable: async () => (await import('./proxy/filters/checks.ts')).checkFilterOptions,
   VirtualHostOption: async () => (await import('./proxy/filters/checks.ts')).checkFilterOptions,
   RouteOption: async () => (await import('./proxy/filters/checks.ts')).checkFilterOptions,
+  Gateway: async () => (await import('./server/gateway-checks.ts')).checkGateway,
 };
 
 /** The checks for the kinds present in a load. */

@@ -21,6 +21,7 @@ describe('gatewayFlagValues', () => {
       adminPort: 9901,
       host: '0.0.0.0',
       workers: 1,
+      proxyName: 'gateway-proxy',
       apiGroupDomain: 'gatehouse.dev',
       crossNamespaceSecrets: 'granted',
       kubeClusterDomain: 'cluster.local',

@@ -59,6 +59,10 @@ export const ConfigCodes = {
   /** A reference to a Secret of another namespace that does not grant the referring one (docs/tenancy.md). */
   CROSS_NAMESPACE_REF: 'GH_CONFIG_CROSS_NAMESPACE_REF',
   DOMAIN_CONFLICT: 'GH_CONFIG_DOMAIN_CONFLICT',
+  /** A Gateway access-log format string with an unknown command operator or bad syntax (docs/gateway.md). */
+  BAD_ACCESS_LOG_FORMAT: 'GH_CONFIG_BAD_ACCESS_LOG_FORMAT',
+  /** Two Gateways of the same proxy bind the same address and port. */
+  LISTENER_CONFLICT: 'GH_CONFIG_LISTENER_CONFLICT',
   BAD_DOMAIN: 'GH_CONFIG_BAD_DOMAIN',
   BAD_REGEX: 'GH_CONFIG_BAD_REGEX',
   /** A VirtualService's sslConfig certificate or key that cannot be loaded (unreadable, bad PEM, a key that does not match). */

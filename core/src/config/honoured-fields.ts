@@ -965,6 +965,8 @@ export const HONOURED_FIELDS: { readonly [K in CrdKind]: Readonly<Record<string,
     'raw.setDescriptors[]': 'core/src/ratelimit/compile.ts',
     'raw.set_descriptors[]': 'core/src/ratelimit/compile.ts',
   },
+  // Filled from core/src/server (gateway-listeners, gateway-checks) and core/src/log (access-format).
+  Gateway: {},
   VirtualHostOption: {
     'options.cors.allowCredentials': 'core/src/proxy/cors.ts',
     'options.cors.allowHeaders[]': 'core/src/proxy/cors.ts',

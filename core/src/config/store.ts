@@ -46,7 +46,7 @@ export { lookup } from './lookup.ts';
 export type { CheckContext, ResourceChecks } from './check-context.ts';
 
 /** Dependency order: a kind is checked after the kinds it references. */
-const ORDER: readonly Kind[] = ['Secret', 'ConfigMap', 'Upstream', 'UpstreamGroup', 'AuthConfig', 'RateLimitConfig', 'GraphQLApi', 'VirtualHostOption', 'RouteOption', 'RouteTable', 'VirtualService'];
+const ORDER: readonly Kind[] = ['Secret', 'ConfigMap', 'Upstream', 'UpstreamGroup', 'AuthConfig', 'RateLimitConfig', 'GraphQLApi', 'VirtualHostOption', 'RouteOption', 'RouteTable', 'VirtualService', 'Gateway'];
 
 interface Candidate {
   key: string;

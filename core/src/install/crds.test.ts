@@ -81,7 +81,7 @@ const schemaOf = (kind: string) => {
 
 describe('renderCrds', () => {
   it('renders one CRD per kind, named plural.group, valid against the apiextensions.k8s.io/v1 API schema', () => {
-    expect(crds.map((c) => c.metadata?.name)).toEqual(['upstreams.gatehouse.gatehouse.dev', 'upstreamgroups.gatehouse.gatehouse.dev', 'authconfigs.enterprise.gatehouse.dev', 'graphqlapis.graphql.gatehouse.dev', 'routetables.gateway.gatehouse.dev', 'virtualservices.gateway.gatehouse.dev', 'ratelimitconfigs.ratelimit.gatehouse.dev', 'virtualhostoptions.gateway.gatehouse.dev', 'routeoptions.gateway.gatehouse.dev']);
+    expect(crds.map((c) => c.metadata?.name)).toEqual(['upstreams.gatehouse.gatehouse.dev', 'upstreamgroups.gatehouse.gatehouse.dev', 'authconfigs.enterprise.gatehouse.dev', 'graphqlapis.graphql.gatehouse.dev', 'routetables.gateway.gatehouse.dev', 'virtualservices.gateway.gatehouse.dev', 'gateways.gateway.gatehouse.dev', 'ratelimitconfigs.ratelimit.gatehouse.dev', 'virtualhostoptions.gateway.gatehouse.dev', 'routeoptions.gateway.gatehouse.dev']);
     for (const crd of crds) {
       expect(() => new CustomResourceDefinition(crd).validate()).not.toThrow();
       expect(crd.spec.versions).toHaveLength(1);
@@ -101,6 +101,7 @@ describe('renderCrds', () => {
       ratelimitconfigs: ['rlc'],
       virtualhostoptions: ['vho', 'vhopts'],
       routeoptions: ['rto', 'rtopts'],
+      gateways: ['gw'],
     });
     for (const crd of crds) {
       expect(crd.spec.versions[0]!.additionalPrinterColumns!.map((c) => [c.name, c.jsonPath])).toEqual([

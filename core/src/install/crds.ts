@@ -37,6 +37,7 @@ export const SHORT_NAMES: Record<Kind, string[]> = {
   RateLimitConfig: ['rlc'],
   VirtualHostOption: ['vho', 'vhopts'],
   RouteOption: ['rto', 'rtopts'],
+  Gateway: ['gw'],
 };
 
 /** `kubectl get` columns: the status the gateway writes (kube-status.ts), then the age. */

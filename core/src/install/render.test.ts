@@ -100,6 +100,7 @@ describe('renderInstall', () => {
       'CustomResourceDefinition/graphqlapis.graphql.gatehouse.dev',
       'CustomResourceDefinition/routetables.gateway.gatehouse.dev',
       'CustomResourceDefinition/virtualservices.gateway.gatehouse.dev',
+      'CustomResourceDefinition/gateways.gateway.gatehouse.dev',
       'CustomResourceDefinition/ratelimitconfigs.ratelimit.gatehouse.dev',
       'CustomResourceDefinition/virtualhostoptions.gateway.gatehouse.dev',
       'CustomResourceDefinition/routeoptions.gateway.gatehouse.dev',
@@ -294,7 +295,7 @@ describe('renderInstall', () => {
       ['gatehouse.example.org', 'gloo.solo.io', ['upstreams', 'upstreamgroups']],
       ['enterprise.example.org', 'enterprise.gloo.solo.io', ['authconfigs']],
       ['graphql.example.org', 'graphql.gloo.solo.io', ['graphqlapis']],
-      ['gateway.example.org', 'gateway.solo.io', ['routetables', 'virtualservices']],
+      ['gateway.example.org', 'gateway.solo.io', ['routetables', 'virtualservices', 'gateways']],
     ] as const;
     for (const [ours, gloo, plurals] of families) {
       for (const group of [ours, gloo]) {

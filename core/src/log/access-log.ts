@@ -1,4 +1,6 @@
-import { fstatSync, writeSync } from 'node:fs';
+import { fstatSync, openSync, writeSync } from 'node:fs';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { LineFormatter } from './access-format.ts';
 
 /** One access log entry (SPEC 8): what was asked, what was answered, by whom. */
 export interface AccessEntry {
@@ -12,6 +14,13 @@ export interface AccessEntry {
   virtualHost: string | undefined;
   route: string | undefined;
   upstream: string | undefined;
+  /** The request and response, for format strings that read headers or addresses (./access-format.ts). */
+  req?: IncomingMessage | undefined;
+  res?: ServerResponse | undefined;
+  /** Response body bytes, when the listener counted them (`%BYTES_SENT%`). */
+  bytesSent?: number | undefined;
+  /** Request body bytes, when the listener counted them (`%BYTES_RECEIVED%`). */
+  bytesReceived?: number | undefined;
 }
 
 /** Writes one access line per request. */
@@ -212,7 +221,7 @@ class ClockBytes {
  * every write to a shared stdout pipe is atomic and lines from different workers never
  * interleave.
  */
-export function batchedWriter(fd = 1, options: { batchBytes?: number; maxBufferedBytes?: number } = {}): LineSink & { flush(): void } {
+export function batchedWriter(fd = 1, options: { batchBytes?: number; maxBufferedBytes?: number } = {}): LineSink & { flush(): void; writeText(line: string): void } {
   const { batchBytes = defaultBatchBytes(fd), maxBufferedBytes = 4 * 1024 * 1024 } = options;
   /** Full batches waiting (only while stdout refuses writes). */
   const pending: Buffer[] = [];
@@ -256,8 +265,7 @@ export function batchedWriter(fd = 1, options: { batchBytes?: number; maxBuffere
     }
     drain();
   };
-  return {
-    write(line) {
+  const write = (line: Uint8Array): void => {
       if (buffered > maxBufferedBytes) {
         dropped++;
         return;
@@ -273,6 +281,18 @@ export function batchedWriter(fd = 1, options: { batchBytes?: number; maxBuffere
       }
       batch.set(line, used);
       used += length;
+  };
+  return {
+    write,
+    /** A line as text, encoded straight into the batch when it fits (no buffer per line). */
+    writeText(line) {
+      // UTF-8 takes at most 3 bytes per UTF-16 unit: a line this short surely fits.
+      if (buffered <= maxBufferedBytes && line.length * 3 <= batchBytes) {
+        if (used + line.length * 3 > batchBytes) seal();
+        used += batch.write(line, used, 'utf8');
+        return;
+      }
+      write(Buffer.from(line, 'utf8'));
     },
     flush,
   };
@@ -291,4 +311,69 @@ function defaultBatchBytes(fd: number): number {
   } catch {
     return 4096;
   }
+}
+
+/** One Gloo `fileSink`: where its lines go, and its compiled format. */
+export interface FormattedSink {
+  /** `/dev/stdout`, `/dev/stderr`, or a file appended to. */
+  readonly path: string;
+  readonly format: LineFormatter;
+}
+
+/**
+ * Access lines in Envoy format strings (Gloo's `accessLoggingService`, docs/gateway.md), one
+ * per sink and request. Like {@link createAccessLog}, entries are queued and formatted in runs,
+ * so a request pays for a push, not for formatting; `/dev/stdout` shares the batched writer's
+ * atomic-write rule with the default log.
+ */
+export function createFormattedAccessLog(sinks: readonly FormattedSink[], options: { now?: () => number; batchEntries?: number; flushEveryMs?: number; open?: (path: string) => number } = {}): AccessLog & { close(): void } {
+  const { now = Date.now, batchEntries = 64, flushEveryMs = 250 } = options;
+  const open = options.open ?? openSink;
+  const writers = sinks.map((sink) => ({ format: sink.format, out: batchedWriter(open(sink.path)) }));
+  // Addresses are read when the entry is written: formatted later, a closed socket has none.
+  const touchSocket = sinks.some((sink) => sink.format.needsSocket);
+  const entries: AccessEntry[] = [];
+  const times: number[] = [];
+  const encodeQueued = () => {
+    for (let i = 0; i < entries.length; i++) {
+      const input = { entry: entries[i]!, endMs: times[i]! };
+      for (const w of writers) w.out.writeText(w.format(input));
+    }
+    entries.length = 0;
+    times.length = 0;
+  };
+  const flush = () => {
+    encodeQueued();
+    for (const w of writers) w.out.flush();
+  };
+  const timer = setInterval(flush, flushEveryMs).unref();
+  process.once('exit', flush);
+  return {
+    write(entry) {
+      if (touchSocket) {
+        // Node caches a socket's addresses once read.
+        void entry.req?.socket.remoteAddress;
+        void entry.req?.socket.localAddress;
+      }
+      entries.push(entry);
+      times.push(now());
+      if (entries.length >= batchEntries) encodeQueued();
+    },
+    flush,
+    close() {
+      flush();
+      clearInterval(timer);
+      process.off('exit', flush);
+    },
+  };
+}
+
+/** The fd of a sink path; files stay open for the process's life (one per distinct path). */
+const SINK_FDS = new Map<string, number>();
+function openSink(path: string): number {
+  if (path === '/dev/stdout') return 1;
+  if (path === '/dev/stderr') return 2;
+  let fd = SINK_FDS.get(path);
+  if (fd === undefined) SINK_FDS.set(path, (fd = openSync(path, 'a')));
+  return fd;
 }

@@ -370,6 +370,9 @@ export class Gateway {
         virtualHost: vhost,
         route: route?.name,
         upstream: ctx?.upstream,
+        // For access-log format strings (%REQ(X)%, %RESP(X)%, addresses): read only by them.
+        req,
+        res,
       });
     });
   }

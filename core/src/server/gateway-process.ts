@@ -21,9 +21,13 @@ import { startChunkCollector } from '../proxy/chunk-collector.ts';
 import { Gateway } from '../proxy/gateway.ts';
 import type { PathNormalization } from '../proxy/normalize-path.ts';
 import { UpstreamRegistry } from '../proxy/upstream-cluster.ts';
-import { closeGracefully, listen, listenTls, type ListenerLimits } from './listen.ts';
+import { assertPortFree, closeGracefully, listen, listenTls, type BindOptions, type ListenerLimits } from './listen.ts';
 import { TlsContexts } from './tls-contexts.ts';
 import { installProcessGuards, startWatchdog } from './process-guards.ts';
+import { GatewayListeners, type GatewayListenersDeps } from './gateway-listeners.ts';
+import { DEFAULT_PROXY_NAME } from './gateway-checks.ts';
+import { createAccessLog, type AccessLog } from '../log/access-log.ts';
+import { DEFAULT_PATH_NORMALIZATION } from '../proxy/normalize-path.ts';
 
 /** Default `--watchdog`: longer than any sound pause (a 20,000-route reload blocks ~2 s). */
 export const DEFAULT_WATCHDOG_MS = 10_000;
@@ -91,8 +95,10 @@ export interface GatewayProcessOptions {
   watchdogMs?: number;
   /** Path normalisation before routing and auth (default: normalise, merge slashes, reject escaped slashes). */
   paths?: PathNormalization;
-  /** 1 = serve in this process; more = that many cluster workers share the port. */
+  /** 1 = serve in this process; more = that many cluster workers, each with its own SO_REUSEPORT socket on the port. */
   workers: number;
+  /** `--proxy-name`: Gateway resources for this proxy define the listeners (docs/gateway.md; default `gateway-proxy`). */
+  proxyName?: string | undefined;
   apiGroupDomain: string;
   /** `--cross-namespace-secrets` (docs/tenancy.md; default granted). */
   crossNamespaceSecrets?: CrossNamespaceSecrets;
@@ -142,28 +148,34 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
   const primary = await options.parts.primary?.({ logger, loader });
   let gateway: Gateway | undefined;
   let routesView: Gateway | undefined;
-  let server: Server | undefined;
-  let https: HttpsListener | undefined;
-  let port: number;
+  let flags: FlagListeners | undefined;
+  let listeners: GatewayListeners | undefined;
+  let port: number | undefined;
   let httpsPort: number | undefined;
   const workers: Worker[] = [];
   let stopping = false;
+  /** The Gateway listeners the first worker bound (for the `listening` line). */
+  let workerListeners: { gateway: string; address: string; port: number; ssl: boolean }[] | undefined;
 
   if (options.workers === 1) {
     const authorizer = primary?.authorizer ?? (await options.parts.authorizer?.({ logger, snapshots: loader }));
     gateway = createGateway(options, authorizer);
     loader.onSnapshot((snapshot) => gateway!.update(snapshot));
     const contexts = tlsContextsFor(options.logger);
-    https = new HttpsListener(options, gateway, contexts);
+    flags = new FlagListeners(options, gateway, new HttpsListener(options, gateway, contexts), {});
+    listeners = gatewayListeners(options, authorizer, {});
     loader.onSnapshot(async (snapshot) => {
       contexts.update(snapshot);
-      await https!.sync().catch((error: unknown) => logger.error({ err: error, code: 'GH_HTTPS_LISTEN' }, 'the HTTPS listener could not bind'));
+      await listeners!.update(snapshot);
+      await flags!.sync(!listeners!.defines(snapshot)).catch((error: unknown) => logger.error({ err: error, code: 'GH_HTTPS_LISTEN' }, 'a --port/--https-port listener could not bind'));
     });
     const first = await loader.start();
     contexts.update(first);
     gateway.update(first);
-    ({ server, port } = await listen(gateway.handle, options.port, options.host, options.limits, gateway.handleUpgrade));
-    httpsPort = await https.sync();
+    await listeners.update(first);
+    await flags.sync(!listeners.defines(first), options.port);
+    port = flags.port ?? listeners.describe()[0]?.port;
+    httpsPort = flags.httpsPort;
     startWatchdog({ stallMs: options.watchdogMs ?? DEFAULT_WATCHDOG_MS });
   } else {
     // The primary serves no traffic; this route table only answers `admin:/config`
@@ -176,12 +188,17 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
       for (const worker of workers) if (worker.isConnected()) worker.send(message);
     });
     await loader.start();
-    // Let the kernel spread connections; round-robin through the primary costs a hop per connection.
-    cluster.schedulingPolicy = cluster.SCHED_NONE;
-    const ports = await Promise.all(Array.from({ length: options.workers }, () => forkWorker(() => loader.current!, workers)));
+    // Each worker binds the port itself with SO_REUSEPORT (SPEC 8): the primary holds no
+    // listening socket, and the kernel spreads connections over the workers' sockets. A port
+    // someone else listens on must still fail here, as it would without workers: a socket
+    // without SO_REUSEPORT cannot bind while any other listens.
+    await assertPortFree(options.port, options.host);
+    if (options.httpsPort !== undefined && !options.httpsOnDemand) await assertPortFree(options.httpsPort, options.host);
+    const ports = await Promise.all(Array.from({ length: options.workers }, () => forkWorker(() => loader.current!, workers, options)));
     port = ports[0]!.port;
     httpsPort = ports[0]!.httpsPort;
-    superviseWorkers(workers, () => loader.current!, logger, () => stopping);
+    if (ports[0]!.listeners?.length) workerListeners = ports[0]!.listeners;
+    superviseWorkers(workers, () => loader.current!, logger, () => stopping, options);
   }
 
   const admin = createAdminApp({
@@ -192,7 +209,7 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
       const alive = workers.filter((w) => LISTENING.has(w) && !w.isDead() && w.isConnected() && processRuns(w.process.pid)).length;
       return alive < options.workers ? `${alive} of ${options.workers} workers running (restarting the others)` : undefined;
     },
-    routes: () => (gateway ?? routesView)?.describeRoutes() ?? [],
+    routes: () => (listeners?.describe().length ? listeners.describeRoutes() : (gateway ?? routesView)?.describeRoutes()) ?? [],
     ...(kube ? { readyDetail: kube.readyDetail } : {}),
     metrics: async () => {
       if (workers.length === 0) return { contentType: registry.contentType, body: await registry.metrics() };
@@ -204,14 +221,15 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
   });
   kube?.afterFirstLoad(loader);
   const adminServer = await listen(getRequestListener(admin.fetch), options.adminPort, options.adminHost ?? '127.0.0.1');
-  logger.info({ port, ...(httpsPort !== undefined ? { httpsPort } : {}), adminPort: adminServer.port, workers: options.workers, ...primary?.listening }, 'listening');
+  const gatewayListeners_ = listeners?.describe() ?? workerListeners ?? [];
+  logger.info({ port, ...(httpsPort !== undefined ? { httpsPort } : {}), ...(gatewayListeners_.length ? { listeners: gatewayListeners_ } : {}), adminPort: adminServer.port, workers: options.workers, ...primary?.listening }, 'listening');
 
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'shutting down: draining in-flight requests');
     // Stop accepting at once (here and in the workers); drain while the loader stops.
-    const drained = Promise.all([server ? closeGracefully(server, options.shutdownGraceMs) : undefined, https?.close(), ...workers.map((w) => stopWorker(w))]);
+    const drained = Promise.all([flags?.close(), listeners?.close(), ...workers.map((w) => stopWorker(w))]);
     await kube?.close();
     await loader.close();
     await drained;
@@ -243,9 +261,19 @@ function createGateway(options: GatewayProcessOptions, authorizer: Authorizer | 
     ...(options.limits?.idleTimeoutMs !== undefined ? { upgradeLimits: { idleTimeoutMs: options.limits.idleTimeoutMs } } : {}),
     ...(parts.graphql ? { graphql: parts.graphql({ upstreams, logger }) } : {}),
     ...(authorizer ? { authorizer } : {}),
-    // Route and virtual-host rate limits: counters in memory, or in Redis (GATEHOUSE_RATELIMIT_*, shared with the rate-limit server's settings).
-    rateLimiter: new GatewayRateLimiter({ ...rateLimitOptionsFromEnv(), logger }),
+    rateLimiter: rateLimiterOf(logger),
   });
+}
+
+let processRateLimiter: GatewayRateLimiter | undefined;
+
+/**
+ * Route and virtual-host rate limits: counters in memory, or in Redis (GATEHOUSE_RATELIMIT_*,
+ * shared with the rate-limit server's settings). One per traffic process, shared by the
+ * `--port` listeners and every Gateway listener, so a limit counts across listeners.
+ */
+function rateLimiterOf(logger: Logger): GatewayRateLimiter {
+  return (processRateLimiter ??= new GatewayRateLimiter({ ...rateLimitOptionsFromEnv(), logger }));
 }
 
 function toMessage(snapshot: ConfigSnapshot): SnapshotMessage {
@@ -275,32 +303,59 @@ function processRuns(pid: number | undefined): boolean {
   }
 }
 
+/** Ports as workers bind them. */
+interface Ports {
+  port: number;
+  httpsPort?: number | undefined;
+  /** The Gateway listeners a worker bound (reported, not assigned). */
+  listeners?: { gateway: string; address: string; port: number; ssl: boolean }[] | undefined;
+}
+
 /**
- * The ports the first workers bound (what `--port 0` picked). Workers share the cluster's
- * listening handle by the arguments they listen with: while one that listened on `0` lives, a
- * replacement listens on `0` too and joins it; once every worker is gone the cluster closes it,
- * and `0` would pick another port than the one reported. From then on (`pinned`) every new
- * worker is told to bind the reported ports.
+ * What the first worker bound (what `--port 0` and `--https-port 0` picked). With SO_REUSEPORT
+ * every worker owns its socket, so `0` would give each its own port: the first worker binds the
+ * ports as the flags say, and every later one (replacements too) is told the ports it got.
  */
-const BOUND: { port?: number | undefined; httpsPort?: number | undefined; pinned?: boolean } = {};
+let firstBound: Promise<Ports> | undefined;
+
+/** The ports `worker` must bind, once known. */
+function portsFor(worker: Worker, options: GatewayProcessOptions): Promise<Ports> {
+  if (!firstBound) {
+    firstBound = new Promise((resolve) => {
+      const onMessage = (message: { type?: string; port?: number; httpsPort?: number }) => {
+        if (message.type !== 'gatehouse:listening') return;
+        worker.off('message', onMessage);
+        resolve({ port: message.port!, httpsPort: message.httpsPort });
+      };
+      worker.on('message', onMessage);
+    });
+    return Promise.resolve({ port: options.port, httpsPort: options.httpsPort });
+  }
+  return firstBound.then((bound) => ({
+    port: options.port === 0 ? bound.port : options.port,
+    // Not bound by the first worker (on demand, no TLS VirtualService yet): the flag's port.
+    httpsPort: options.httpsPort === 0 ? (bound.httpsPort ?? 0) : options.httpsPort,
+  }));
+}
 
 /** Workers that said they listen; readiness counts only them. */
 const LISTENING = new WeakSet<Worker>();
 
-function forkWorker(latest: () => ConfigSnapshot, workers: Worker[]): Promise<{ port: number; httpsPort?: number }> {
+function forkWorker(latest: () => ConfigSnapshot, workers: Worker[], options: GatewayProcessOptions): Promise<Ports> {
   return new Promise((resolve, reject) => {
     const worker = cluster.fork();
     workers.push(worker);
     worker.on('message', (message: { type?: string; port?: number; httpsPort?: number; error?: string }) => {
       // Sent once the worker listens for messages: anything sent earlier may have been lost.
-      if (message.type === 'gatehouse:ready' && BOUND.pinned && BOUND.port !== undefined) worker.send({ type: 'gatehouse:ports', port: BOUND.port, httpsPort: BOUND.httpsPort });
-      if (message.type === 'gatehouse:ready') worker.send(toMessage(latest()));
+      if (message.type === 'gatehouse:ready') {
+        worker.send(toMessage(latest()));
+        void portsFor(worker, options).then((ports) => worker.isConnected() && worker.send({ type: 'gatehouse:ports', ...ports }));
+      }
       if (message.type === 'gatehouse:listening') {
         LISTENING.add(worker);
-        BOUND.port ??= message.port;
-        if (message.httpsPort !== undefined) BOUND.httpsPort ??= message.httpsPort;
+        const listeners = (message as { listeners?: Ports['listeners'] }).listeners;
+        resolve({ port: message.port!, ...(message.httpsPort !== undefined ? { httpsPort: message.httpsPort } : {}), ...(listeners ? { listeners } : {}) });
       }
-      if (message.type === 'gatehouse:listening') resolve({ port: message.port!, ...(message.httpsPort !== undefined ? { httpsPort: message.httpsPort } : {}) });
       if (message.type === 'gatehouse:failed') reject(new Error(`worker failed to start: ${message.error}`));
     });
     worker.once('exit', (code) => reject(new Error(`worker exited with code ${code} before listening`)));
@@ -312,7 +367,7 @@ function forkWorker(latest: () => ConfigSnapshot, workers: Worker[]): Promise<{ 
  * while /readyz said ready), with exponential backoff from 100 ms to 10 s, reset once a worker
  * has lived for 30 s. Readiness reports missing workers meanwhile.
  */
-function superviseWorkers(workers: Worker[], latest: () => ConfigSnapshot, logger: Logger, stopping: () => boolean): void {
+function superviseWorkers(workers: Worker[], latest: () => ConfigSnapshot, logger: Logger, stopping: () => boolean, options: GatewayProcessOptions): void {
   let failures = 0;
   const watch = (worker: Worker) => {
     const born = Date.now();
@@ -326,9 +381,8 @@ function superviseWorkers(workers: Worker[], latest: () => ConfigSnapshot, logge
       setTimeout(() => {
         if (stopping()) return;
         metrics.workerRestarts.inc();
-        if (!workers.some((w) => !w.isDead())) BOUND.pinned = true;
         // forkWorker adds the worker synchronously; one that dies before listening comes back here.
-        forkWorker(latest, workers).catch((error: unknown) => logger.error({ err: error, code: 'GH_WORKER_EXITED' }, 'a replacement worker failed to start'));
+        forkWorker(latest, workers, options).catch((error: unknown) => logger.error({ err: error, code: 'GH_WORKER_EXITED' }, 'a replacement worker failed to start'));
         watch(workers[workers.length - 1]!);
       }, delay).unref();
     });
@@ -375,10 +429,13 @@ async function runWorker(options: GatewayProcessOptions): Promise<void> {
   const gateway = createGateway(options, authorizer);
   const contexts = tlsContextsFor(options.logger);
   startWatchdog({ stallMs: options.watchdogMs ?? DEFAULT_WATCHDOG_MS });
-  let server: Server | undefined;
-  const https = new HttpsListener(options, gateway, contexts);
-  /** The ports earlier workers bound, when the primary knows them (`--port 0`). */
-  const ports: { port?: number; httpsPort?: number } = {};
+  let started = false;
+  const https = new HttpsListener(options, gateway, contexts, { reusePort: true });
+  const flags = new FlagListeners(options, gateway, https, { reusePort: true });
+  const gatewayListenerSet = gatewayListeners(options, authorizer, { reusePort: true });
+  /** The ports to bind, as the primary says (`--port 0`: what the first worker got). */
+  let givePorts!: (ports: Ports) => void;
+  const ports = new Promise<Ports>((resolve) => (givePorts = resolve));
   const apply = async (snapshot: ConfigSnapshot) => {
     // A broadcast may overtake the reply to `ready`: never go back to an older config.
     if (feed.current && snapshot.generation <= feed.current.generation) return;
@@ -386,27 +443,30 @@ async function runWorker(options: GatewayProcessOptions): Promise<void> {
     for (const listener of listeners) await listener(snapshot);
     contexts.update(snapshot);
     gateway.update(snapshot);
-    if (!server) {
+    await gatewayListenerSet.update(snapshot);
+    const useFlags = !gatewayListenerSet.defines(snapshot);
+    if (!started) {
       try {
-        const listening = await listen(gateway.handle, ports.port ?? options.port, options.host, options.limits, gateway.handleUpgrade);
-        server = listening.server;
-        const tlsPort = await https.sync();
-        process.send!({ type: 'gatehouse:listening', port: listening.port, ...(tlsPort !== undefined ? { httpsPort: tlsPort } : {}) });
+        const bind = await ports;
+        await flags.sync(useFlags, bind.port);
+        started = true;
+        const bound = gatewayListenerSet.describe();
+        process.send!({ type: 'gatehouse:listening', port: flags.port ?? bound[0]?.port ?? bind.port, ...(flags.httpsPort !== undefined ? { httpsPort: flags.httpsPort } : {}), ...(bound.length ? { listeners: bound } : {}) });
       } catch (error) {
         process.send!({ type: 'gatehouse:failed', error: (error as Error).message });
         process.exit(1);
       }
     } else {
-      await https.sync().catch((error: unknown) => options.logger.error({ err: error, code: 'GH_HTTPS_LISTEN' }, 'the HTTPS listener could not bind'));
+      await flags.sync(useFlags).catch((error: unknown) => options.logger.error({ err: error, code: 'GH_HTTPS_LISTEN' }, 'a --port/--https-port listener could not bind'));
     }
   };
   // Snapshots are applied one at a time, in order: listeners are async and must not interleave.
   let applying = Promise.resolve();
   process.on('message', async (message: { type?: string }) => {
     if (message.type === 'gatehouse:ports') {
-      const given = message as { port?: number; httpsPort?: number };
-      if (options.port === 0 && given.port !== undefined) ports.port = given.port;
-      if (options.httpsPort === 0 && given.httpsPort !== undefined) https.usePort(given.httpsPort);
+      const given = message as unknown as Ports;
+      if (given.httpsPort !== undefined) https.usePort(given.httpsPort);
+      givePorts(given);
     } else if (message.type === 'gatehouse:snapshot') {
       const snapshot = fromMessage(message as SnapshotMessage);
       // A snapshot that fails to apply is logged; it must not poison the chain for later ones.
@@ -414,7 +474,7 @@ async function runWorker(options: GatewayProcessOptions): Promise<void> {
     } else if (message.type === 'gatehouse:metrics') {
       process.send!({ type: 'gatehouse:metrics', id: (message as { id?: number }).id, metrics: await registry.getMetricsAsJSON() });
     } else if (message.type === 'gatehouse:stop') {
-      await Promise.all([server ? closeGracefully(server, options.shutdownGraceMs) : undefined, https.close()]);
+      await Promise.all([flags.close(), gatewayListenerSet.close()]);
       await gateway.close();
       flushLogs();
       process.exit(0);
@@ -438,25 +498,31 @@ class HttpsListener {
   private wantedPort: number | undefined;
   private queue: Promise<unknown> = Promise.resolve();
   private closed = false;
+  /** Gateway resources define the listeners meanwhile (docs/gateway.md). */
+  private suspended = false;
   private readonly options: GatewayProcessOptions;
   private readonly gateway: Gateway;
   private readonly contexts: TlsContexts;
+  private readonly bind: BindOptions;
 
-  constructor(options: GatewayProcessOptions, gateway: Gateway, contexts: TlsContexts) {
+  constructor(options: GatewayProcessOptions, gateway: Gateway, contexts: TlsContexts, bind: BindOptions = {}) {
     this.options = options;
     this.gateway = gateway;
     this.contexts = contexts;
+    this.bind = bind;
   }
 
   /** Binds or closes as the configuration needs; resolves with the bound port (undefined: not listening). */
   sync(): Promise<number | undefined> {
     const next = this.queue.then(async () => {
       const { options } = this;
-      const wanted = !this.closed && options.httpsPort !== undefined && (!options.httpsOnDemand || this.contexts.size > 0);
+      const wanted = !this.closed && !this.suspended && options.httpsPort !== undefined && (!options.httpsOnDemand || this.contexts.size > 0);
       if (wanted && !this.server) {
-        const { server, port } = await listenTls(this.gateway.handle, this.wantedPort ?? options.httpsPort!, options.host, this.contexts, options.limits, this.gateway.handleUpgrade);
+        const { server, port } = await listenTls(this.gateway.handle, this.wantedPort ?? options.httpsPort!, options.host, this.contexts, options.limits, this.gateway.handleUpgrade, this.bind);
         this.server = server;
         this.port = port;
+        // Bound again later (after Gateways went away): the same port, not another one `0` would pick.
+        this.wantedPort ??= port;
         if (options.httpsOnDemand) options.logger.info({ httpsPort: port }, 'HTTPS listener bound: a VirtualService has sslConfig');
       } else if (!wanted && this.server) {
         const server = this.server;
@@ -469,6 +535,12 @@ class HttpsListener {
     // One change at a time; a failed bind does not stop later ones.
     this.queue = next.catch(() => {});
     return next;
+  }
+
+  /** Closes (gracefully) while Gateway resources define the listeners, and binds again when they go. */
+  suspend(suspended: boolean): Promise<number | undefined> {
+    this.suspended = suspended;
+    return this.sync();
   }
 
   /** Binds `port` from now on (the one an earlier worker got for `--https-port 0`). */
@@ -486,4 +558,101 @@ class HttpsListener {
 /** The HTTPS listener's certificates; a certificate that stops loading is logged, and the one served before keeps serving. */
 function tlsContextsFor(logger: Logger): TlsContexts {
   return new TlsContexts((virtualService, message) => logger.error({ code: 'GH_CONFIG_BAD_TLS', virtualService }, `the new certificate of VirtualService ${virtualService} cannot be used (the previous one keeps serving): ${message}`));
+}
+
+/**
+ * The listeners of the flags (`--port`, `--https-port`), bound while no Gateway resource defines
+ * the listeners (docs/gateway.md) and closed gracefully while one does; bound again on the ports
+ * they had.
+ */
+class FlagListeners {
+  private server: Server | undefined;
+  /** The plain listener's port, once bound (kept across a close). */
+  port: number | undefined;
+  httpsPort: number | undefined;
+  private queue: Promise<unknown> = Promise.resolve();
+  private readonly options: GatewayProcessOptions;
+  private readonly gateway: Gateway;
+  private readonly https: HttpsListener;
+  private readonly bind: BindOptions;
+  /** The port to bind first (`--port`, or what the first worker got for `--port 0`). */
+  private wantedPort: number | undefined;
+  /** Whether the first sync (at start) is done. */
+  private synced = false;
+
+  constructor(options: GatewayProcessOptions, gateway: Gateway, https: HttpsListener, bind: BindOptions) {
+    this.options = options;
+    this.gateway = gateway;
+    this.https = https;
+    this.bind = bind;
+  }
+
+  /** Binds (`active`) or closes both listeners; `port` is the plain port to bind first. */
+  sync(active: boolean, port?: number): Promise<void> {
+    if (port !== undefined) this.wantedPort ??= port;
+    const next = this.queue.then(async () => {
+      const { options } = this;
+      if (active && !this.server) {
+        const bound = await listen(this.gateway.handle, this.port ?? this.wantedPort ?? options.port, options.host, options.limits, this.gateway.handleUpgrade, this.bind);
+        this.server = bound.server;
+        // The first bind is announced by the `listening` line; a later one (Gateways gone) here.
+        if (this.synced) options.logger.info({ port: bound.port }, 'the --port listener bound: no Gateway resource defines the listeners');
+        this.port = bound.port;
+      } else if (!active && this.server) {
+        const server = this.server;
+        this.server = undefined;
+        options.logger.info({ port: this.port }, 'the --port listener closed: Gateway resources define the listeners');
+        await closeGracefully(server, options.shutdownGraceMs);
+      }
+      const https = await this.https.suspend(!active);
+      if (https !== undefined) this.httpsPort = https;
+      this.synced = true;
+    });
+    this.queue = next.catch(() => {});
+    return next;
+  }
+
+  /** Stops both for good (graceful). */
+  async close(): Promise<void> {
+    await this.queue;
+    const server = this.server;
+    this.server = undefined;
+    await Promise.all([server ? closeGracefully(server, this.options.shutdownGraceMs) : undefined, this.https.close()]);
+  }
+}
+
+/** The Gateway-resource listeners of one traffic process; each listener gets its own proxy (route table, upstream pools). */
+function gatewayListeners(options: GatewayProcessOptions, authorizer: Authorizer | undefined, bind: BindOptions): GatewayListeners {
+  let defaultLog: AccessLog | undefined;
+  const makeGateway: GatewayListenersDeps['makeGateway'] = ({ paths, accessLog, limits }) => {
+    const upstreams = new UpstreamRegistry({ resolve: (host) => options.resolve.get(host), ...(options.maxPendingRequests ? { maxPendingRequests: options.maxPendingRequests } : {}) });
+    const graphql = options.parts.graphql?.({ upstreams, logger: options.logger });
+    if (!accessLog && options.accessLog) defaultLog ??= createAccessLog(options.logger.bindings().name ?? 'gateway');
+    const logTo = accessLog ?? (options.accessLog ? defaultLog : undefined);
+    const proxy = new Gateway({
+      logger: options.logger,
+      upstreams,
+      accessLog: logTo !== undefined,
+      ...(logTo ? { accessLogger: logTo } : {}),
+      kubeClusterDomain: options.kubeClusterDomain,
+      paths: { ...(options.paths ?? DEFAULT_PATH_NORMALIZATION), ...paths },
+      ...(limits.maxRequestHeaders !== undefined ? { maxRequestHeaders: limits.maxRequestHeaders } : {}),
+      ...(limits.idleTimeoutMs !== undefined ? { upgradeLimits: { idleTimeoutMs: limits.idleTimeoutMs } } : {}),
+      ...(graphql ? { graphql } : {}),
+      ...(authorizer ? { authorizer } : {}),
+      rateLimiter: rateLimiterOf(options.logger),
+    });
+    return {
+      handle: proxy.handle,
+      handleUpgrade: proxy.handleUpgrade,
+      update: (snapshot) => proxy.update(snapshot),
+      describeRoutes: () => proxy.describeRoutes(),
+      // The authorizer and the rate limiter are the process's: closed with it, not with one listener.
+      release: async () => {
+        await graphql?.close();
+        await upstreams.close();
+      },
+    };
+  };
+  return new GatewayListeners({ proxyName: options.proxyName ?? DEFAULT_PROXY_NAME, limits: options.limits ?? {}, bind, graceMs: options.shutdownGraceMs, logger: options.logger, makeGateway });
 }

@@ -4,7 +4,7 @@ import type { SecureContext, TLSSocket } from 'node:tls';
 import { bindTlsConnection, DEFAULT_TLS_POLICY, PROTOCOL_ORDER, type TlsContexts, type TlsHost } from './tls-contexts.ts';
 import { MAX_CLIENT_HELLO_BYTES, parseClientHello } from './client-hello.ts';
 import { readFileSync } from 'node:fs';
-import type { AddressInfo, Socket } from 'node:net';
+import { createServer as createNetServer, type AddressInfo, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { metrics } from '../admin/metrics.ts';
 import { createH2cServer, DEFAULT_HTTP2_LIMITS, http2Settings, isHttp2Request, upgradeDecision, trackSessions, type Http2Limits, H2C_PREFACE } from './http2.ts';
@@ -35,6 +35,10 @@ export interface ListenerLimits {
   maxRequestHeaders: number;
   /** HTTP/2 limits (streams, header list size, rapid-reset protection): ./http2.ts. */
   http2: Http2Limits;
+  /** A kept-alive HTTP/1.1 connection with no request is closed after this long (Envoy's `idle_timeout`; default 65 s). */
+  keepAliveTimeoutMs?: number | undefined;
+  /** Bytes of a request's header block (Envoy's `max_request_headers_kb`); undefined: Node's default (16 KiB) for HTTP/1.1, {@link Http2Limits.maxHeaderListSize} for HTTP/2. */
+  maxRequestHeaderBytes?: number | undefined;
 }
 
 export const DEFAULT_LISTENER_LIMITS: ListenerLimits = Object.freeze({
@@ -73,6 +77,7 @@ export function defaultMaxConnections(limitsFile = '/proc/self/limits'): number 
 function limitsOf(limits: Partial<ListenerLimits>): ListenerLimits {
   const l = { ...DEFAULT_LISTENER_LIMITS, ...limits };
   if (limits.maxRequestHeaders !== undefined && limits.http2?.maxHeaderListPairs === undefined) l.http2 = { ...l.http2, maxHeaderListPairs: limits.maxRequestHeaders + 4 };
+  if (limits.maxRequestHeaderBytes !== undefined && limits.http2?.maxHeaderListSize === undefined) l.http2 = { ...l.http2, maxHeaderListSize: limits.maxRequestHeaderBytes };
   return l;
 }
 
@@ -85,7 +90,7 @@ const SERVING = Symbol('gatehouse.serving');
  * which left `Upgrade: h2c` over TLS tunnelled (issue 29 finding 18) and its timeout checks at 30 s.
  */
 function applyHttp1Settings(server: Server, l: ListenerLimits, onUpgrade: UpgradeListener | undefined): void {
-  server.keepAliveTimeout = 65_000;
+  server.keepAliveTimeout = l.keepAliveTimeoutMs ?? 65_000;
   server.headersTimeout = l.requestHeadersTimeoutMs;
   server.requestTimeout = l.requestTimeoutMs;
   // One more than the limit, so a request over it is seen (and answered 431 by the gateway) without parsing thousands.
@@ -99,6 +104,8 @@ function serverOptions(l: ListenerLimits) {
   return {
     // How often Node checks the headers and request timeouts (its default, 30 s, let them overrun by as much).
     connectionsCheckingInterval: Math.max(250, Math.min(5_000, Math.floor(l.requestHeadersTimeoutMs / 4))),
+    // Over it, Node answers 431 itself.
+    ...(l.maxRequestHeaderBytes !== undefined ? { maxHeaderSize: l.maxRequestHeaderBytes } : {}),
   };
 }
 
@@ -109,7 +116,7 @@ function serverOptions(l: ListenerLimits) {
  * not do it either): such a request is answered over HTTP/1.1. Resolves with the HTTP/1.1 server
  * (the one bound to the port) and the port (0 picks one).
  */
-export async function listen(handler: RequestListener, port: number, host: string, limits: Partial<ListenerLimits> = {}, onUpgrade?: UpgradeListener): Promise<{ server: Server; port: number }> {
+export async function listen(handler: RequestListener, port: number, host: string, limits: Partial<ListenerLimits> = {}, onUpgrade?: UpgradeListener, bind: BindOptions = {}): Promise<{ server: Server; port: number }> {
   const l = limitsOf(limits);
   const server = createServer(serverOptions(l), handler);
   applyHttp1Settings(server, l, onUpgrade);
@@ -130,7 +137,17 @@ export async function listen(handler: RequestListener, port: number, host: strin
       h2c.emit('connection', socket);
     }),
   );
-  return serve(server, l, port, host);
+  return serve(server, l, port, host, bind);
+}
+
+/** How a listener binds its port. */
+export interface BindOptions {
+  /**
+   * SO_REUSEPORT (SPEC 8): every worker binds the port with its own socket and the kernel spreads
+   * new connections over them; in a cluster worker this also bypasses the primary, which then
+   * holds no listening socket at all.
+   */
+  reusePort?: boolean;
 }
 
 /**
@@ -196,7 +213,7 @@ export type UpgradeListener = (req: IncomingMessage, socket: Duplex, head: Buffe
  * complete within the headers timeout closes the connection (counted in
  * `gatehouse_downstream_connections_refused_total`).
  */
-export async function listenTls(handler: RequestListener, port: number, host: string, contexts: TlsContexts, limits: Partial<ListenerLimits> = {}, onUpgrade?: UpgradeListener): Promise<{ server: Server; port: number }> {
+export async function listenTls(handler: RequestListener, port: number, host: string, contexts: TlsContexts, limits: Partial<ListenerLimits> = {}, onUpgrade?: UpgradeListener, bind: BindOptions = {}): Promise<{ server: Server; port: number }> {
   const l = limitsOf(limits);
   // Node's HTTP/2 secure server answers ALPN `h2` itself and hands `http/1.1` (or no ALPN)
   // connections to its HTTP/1.1 machinery, with the same options, events and timeouts.
@@ -259,7 +276,7 @@ export async function listenTls(handler: RequestListener, port: number, host: st
   server.on('tlsClientError', (_error, socket) => socket.destroy());
   const http = server as unknown as Server;
   SESSIONS.set(http, trackSessions(server as unknown as Http2Server, l));
-  return serve(http, l, port, host);
+  return serve(http, l, port, host, bind);
 }
 
 /** What {@link handOver} changes on Node's `tls.Server` for one synchronous call (public fields, and `_sharedCreds`: the context new connections are made from). */
@@ -364,7 +381,7 @@ function policyViolation(socket: TLSSocket, host: TlsHost): 'tls_client_certific
 }
 
 /** The connection limits and timeouts both listeners share, then `listen`. */
-async function serve(server: Server, l: ListenerLimits, port: number, host: string): Promise<{ server: Server; port: number }> {
+async function serve(server: Server, l: ListenerLimits, port: number, host: string, bind: BindOptions): Promise<{ server: Server; port: number }> {
   server.maxConnections = l.maxConnections;
   // One client address may hold a share of the connections only (issue 29 finding 5): checked
   // first, so a refused socket never reaches the HTTP/1.1, HTTP/2 or TLS machinery.
@@ -409,7 +426,7 @@ async function serve(server: Server, l: ListenerLimits, port: number, host: stri
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(port, host, () => {
+    server.listen({ port, host, ...(bind.reusePort ? { reusePort: true } : {}) }, () => {
       server.off('error', reject);
       resolve();
     });
@@ -439,4 +456,18 @@ export async function closeGracefully(server: Server, graceMs: number): Promise<
     clearInterval(idleSweep);
     clearTimeout(deadline);
   }
+}
+
+/**
+ * Fails like a plain `listen` would when another process listens on `port` (EADDRINUSE): a
+ * probe socket without SO_REUSEPORT binds and closes at once. Listeners bound with `reusePort`
+ * are probed first, so they never silently share a port with someone else's. Port 0 needs no probe.
+ */
+export function assertPortFree(port: number, host: string): Promise<void> {
+  if (port === 0) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const probe = createNetServer();
+    probe.once('error', reject);
+    probe.listen({ port, host, exclusive: true }, () => probe.close(() => resolve()));
+  });
 }

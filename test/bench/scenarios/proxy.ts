@@ -17,6 +17,22 @@ function proxyConfig(ctx: BenchContext) {
  */
 const node = (file: string, ...args: string[]) => startListening(process.execPath, [...NODE_FLAGS, script(file), ...args], NODE_ENV_DEFAULTS);
 
+/** A Gateway on port 0 with Envoy's usual fields as a custom format (the default JSON line has about as many). */
+const formatGateway = {
+  apiVersion: 'gateway.solo.io/v1',
+  kind: 'Gateway',
+  metadata: { name: 'bench' },
+  spec: {
+    bindAddress: '127.0.0.1',
+    bindPort: 0,
+    options: {
+      accessLoggingService: {
+        accessLog: [{ fileSink: { path: '/dev/stdout', stringFormat: '[%START_TIME%] "%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)% %PROTOCOL%" %RESPONSE_CODE% %BYTES_SENT% %DURATION% "%REQ(X-REQUEST-ID)%" "%REQ(:AUTHORITY)%" "%UPSTREAM_HOST%" %ROUTE_NAME%\n' } }],
+      },
+    },
+  },
+};
+
 export const scenarios: BenchScenario[] = [
   { group: 'proxy', name: 'direct to upstream', start: async (ctx) => ({ url: ctx.upstreamUrl, stop: async () => {} }) },
   {
@@ -54,11 +70,21 @@ export const scenarios: BenchScenario[] = [
   },
   { group: 'proxy', name: 'gatehouse (1 worker)', start: (ctx) => ctx.gatehouse(proxyConfig(ctx)) },
   { group: 'proxy', name: 'gatehouse (1 worker, no access log)', start: (ctx) => ctx.gatehouse(proxyConfig(ctx), ['--access-log', 'false']) },
+  // The listener from a Gloo Gateway whose access log is an Envoy format string (docs/gateway.md), written where the default log goes.
+  { group: 'proxy', name: 'gatehouse (1 worker, Gateway access log format)', start: (ctx) => ctx.gatehouse({ ...proxyConfig(ctx), 'gateway.yaml': [formatGateway] }) },
   {
     group: 'proxy',
     name: 'bare undici proxy (2 workers)',
     start: async (ctx) => {
       const p = await node('bare-undici-proxy.ts', ctx.upstreamUrl, '2');
+      return { url: `http://127.0.0.1:${p.port}`, stop: p.stop };
+    },
+  },
+  {
+    group: 'proxy',
+    name: 'bare undici proxy (2 workers, reusePort)',
+    start: async (ctx) => {
+      const p = await node('bare-undici-proxy.ts', ctx.upstreamUrl, '2', 'reuseport');
       return { url: `http://127.0.0.1:${p.port}`, stop: p.stop };
     },
   },
@@ -71,5 +97,9 @@ export const goals: BenchModule['goals'] = [
   // What Hono's Request/Response path costs a proxy (why the proxy path is raw node:http).
   { row: 'hono request path proxy (1 worker)', against: 'bare undici proxy (1 worker)' },
   { row: 'gatehouse (1 worker, no access log)', against: 'bare undici proxy (1 worker)' },
+  // issue 31: an access log with a custom format string costs no more than the default log.
+  { row: 'gatehouse (1 worker, Gateway access log format)', against: 'gatehouse (1 worker)', minThroughputRatio: 0.95 },
   { row: 'bare undici proxy (1 worker)', against: 'bare undici proxy (1 worker, default Node flags)' },
+  // Each worker on its own SO_REUSEPORT socket (Gatehouse's design) against one shared accept socket.
+  { row: 'bare undici proxy (2 workers, reusePort)', against: 'bare undici proxy (2 workers)' },
 ];

@@ -8,6 +8,7 @@ import { ConfigMapManifest, ConfigMapSpec } from './config-map.ts';
 import { RouteTableSpec, VirtualServiceSpec } from './virtual-service.ts';
 import { RateLimitConfigSpec } from './rate-limit-config.ts';
 import { RouteOptionSpec, VirtualHostOptionSpec } from './option-resources.ts';
+import { GatewaySpec } from './gateway.ts';
 
 /** The custom resource kinds (SPEC 2.2). `group` is prefixed to `--api-group-domain`. */
 export const CRD_KINDS = {
@@ -17,6 +18,8 @@ export const CRD_KINDS = {
   GraphQLApi: { group: 'graphql', glooGroup: 'graphql.gloo.solo.io', version: 'v1beta1', plural: 'graphqlapis', spec: GraphQLApiSpec },
   RouteTable: { group: 'gateway', glooGroup: 'gateway.solo.io', version: 'v1', plural: 'routetables', spec: RouteTableSpec },
   VirtualService: { group: 'gateway', glooGroup: 'gateway.solo.io', version: 'v1', plural: 'virtualservices', spec: VirtualServiceSpec },
+  // Gloo's listener resource (gateway.proto); see docs/gateway.md.
+  Gateway: { group: 'gateway', glooGroup: 'gateway.solo.io', version: 'v1', plural: 'gateways', spec: GatewaySpec },
   // Gloo Enterprise's rate-limit policy (solo-apis ratelimit.solo.io/v1alpha1); see docs/rate-limiting.md.
   RateLimitConfig: { group: 'ratelimit', glooGroup: 'ratelimit.solo.io', version: 'v1alpha1', plural: 'ratelimitconfigs', spec: RateLimitConfigSpec },
   // Options shared by reference (optionsConfigRefs); see docs/virtual-service.md.

@@ -1,0 +1,395 @@
+import { hostname } from 'node:os';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AccessEntry } from './access-log.ts';
+
+/**
+ * Envoy's access-log format strings (`%REQ(X)%`, `%RESPONSE_CODE%`, …), as Gloo's
+ * `accessLoggingService.accessLog[].fileSink` takes them (`stringFormat`, `jsonFormat`). A format
+ * is compiled once, at config load, into an array of parts, and each line is one pass over it.
+ */
+
+/** One access-log line's inputs: the entry, stamped with when it was written. */
+export interface FormatInput {
+  readonly entry: AccessEntry;
+  /** When the response finished (ms since the epoch). */
+  readonly endMs: number;
+}
+
+/**
+ * A compiled format: a line of text (string formats end with what the format ends with).
+ * `needsSocket`: it reads connection addresses, which must be read while the socket is open.
+ */
+export type LineFormatter = ((input: FormatInput) => string) & { needsSocket?: boolean };
+
+/** Why a format string cannot be compiled: the operator, and its offset in the string. */
+export class FormatError extends Error {
+  readonly offset: number;
+  constructor(message: string, offset: number) {
+    super(message);
+    this.offset = offset;
+    this.name = 'FormatError';
+  }
+}
+
+/** What a compiled format found that is Envoy's but not served by Gatehouse (rendered `-`). */
+export interface FormatNotes {
+  /** Envoy operators that always print `-` here (named in a Warning). */
+  readonly unsupported: string[];
+}
+
+/** Envoy's default format when a file sink gives none (docs: "Default format string"). */
+export const ENVOY_DEFAULT_FORMAT =
+  '[%START_TIME%] "%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)% %PROTOCOL%" %RESPONSE_CODE% %RESPONSE_FLAGS% %BYTES_RECEIVED% %BYTES_SENT% %DURATION% %RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)% "%REQ(X-FORWARDED-FOR)%" "%REQ(USER-AGENT)%" "%REQ(X-REQUEST-ID)%" "%REQ(:AUTHORITY)%" "%UPSTREAM_HOST%"\n';
+
+type Part = (input: FormatInput) => string | number | undefined;
+
+/**
+ * Envoy command operators that Gatehouse has no value for: accepted (a Gloo config loads
+ * unchanged) and printed as `-`, with a Warning naming them.
+ */
+const ENVOY_ONLY = new Set([
+  'REQUEST_HEADERS_BYTES', 'RESPONSE_HEADERS_BYTES', 'RESPONSE_TRAILERS_BYTES', 'UPSTREAM_PROTOCOL', 'RESPONSE_CODE_DETAILS', 'CONNECTION_TERMINATION_DETAILS',
+  'UPSTREAM_WIRE_BYTES_SENT', 'UPSTREAM_WIRE_BYTES_RECEIVED', 'UPSTREAM_HEADER_BYTES_SENT', 'UPSTREAM_HEADER_BYTES_RECEIVED', 'DOWNSTREAM_WIRE_BYTES_SENT',
+  'DOWNSTREAM_WIRE_BYTES_RECEIVED', 'DOWNSTREAM_HEADER_BYTES_SENT', 'DOWNSTREAM_HEADER_BYTES_RECEIVED', 'REQUEST_DURATION', 'REQUEST_TX_DURATION',
+  'RESPONSE_DURATION', 'RESPONSE_TX_DURATION', 'DOWNSTREAM_HANDSHAKE_DURATION', 'ROUNDTRIP_DURATION', 'RESPONSE_FLAGS_LONG', 'UPSTREAM_CLUSTER_RAW',
+  'UPSTREAM_LOCAL_ADDRESS', 'UPSTREAM_LOCAL_ADDRESS_WITHOUT_PORT', 'UPSTREAM_LOCAL_PORT', 'UPSTREAM_REMOTE_ADDRESS', 'UPSTREAM_REMOTE_ADDRESS_WITHOUT_PORT',
+  'UPSTREAM_REMOTE_PORT', 'UPSTREAM_REQUEST_ATTEMPT_COUNT', 'UPSTREAM_TRANSPORT_FAILURE_REASON', 'UPSTREAM_CONNECTION_ID', 'DOWNSTREAM_DIRECT_REMOTE_ADDRESS',
+  'DOWNSTREAM_DIRECT_REMOTE_ADDRESS_WITHOUT_PORT', 'DOWNSTREAM_DIRECT_REMOTE_PORT', 'DOWNSTREAM_TRANSPORT_FAILURE_REASON', 'CONNECTION_ID', 'GRPC_STATUS',
+  'GRPC_STATUS_NUMBER', 'TRAILER', 'DYNAMIC_METADATA', 'CLUSTER_METADATA', 'UPSTREAM_METADATA', 'FILTER_STATE', 'UPSTREAM_FILTER_STATE', 'VIRTUAL_CLUSTER_NAME',
+  'LOCAL_REPLY_BODY', 'FILTER_CHAIN_NAME', 'STREAM_ID', 'UNIQUE_ID', 'TRACE_ID', 'CUSTOM_FLAGS', 'DOWNSTREAM_PEER_URI_SAN', 'DOWNSTREAM_PEER_DNS_SAN',
+  'DOWNSTREAM_PEER_IP_SAN', 'DOWNSTREAM_LOCAL_URI_SAN', 'DOWNSTREAM_LOCAL_DNS_SAN', 'DOWNSTREAM_LOCAL_IP_SAN', 'DOWNSTREAM_PEER_SUBJECT', 'DOWNSTREAM_PEER_ISSUER',
+  'DOWNSTREAM_LOCAL_SUBJECT', 'DOWNSTREAM_TLS_SESSION_ID', 'DOWNSTREAM_TLS_CIPHER', 'DOWNSTREAM_TLS_VERSION', 'DOWNSTREAM_PEER_FINGERPRINT_256',
+  'DOWNSTREAM_PEER_FINGERPRINT_1', 'DOWNSTREAM_PEER_SERIAL', 'DOWNSTREAM_PEER_CERT', 'DOWNSTREAM_PEER_CERT_V_START', 'DOWNSTREAM_PEER_CERT_V_END',
+  'UPSTREAM_PEER_SUBJECT', 'UPSTREAM_PEER_ISSUER', 'UPSTREAM_TLS_SESSION_ID', 'UPSTREAM_TLS_CIPHER', 'UPSTREAM_TLS_VERSION', 'UPSTREAM_PEER_CERT',
+  'UPSTREAM_PEER_URI_SAN', 'UPSTREAM_PEER_DNS_SAN', 'UPSTREAM_PEER_IP_SAN', 'UPSTREAM_LOCAL_URI_SAN', 'UPSTREAM_LOCAL_DNS_SAN', 'UPSTREAM_LOCAL_IP_SAN',
+  'ACCESS_LOG_TYPE', 'COMMON_DURATION', 'DOWNSTREAM_TRANSPORT_FAILURE_REASON', 'REQ_WITHOUT_QUERY_RAW', 'QUERY_PARAM', 'PATH',
+]);
+
+/** Operators that take `(ARG)` (and an optional `:MAX_LENGTH`). */
+const WITH_ARGUMENT = new Set(['REQ', 'RESP', 'REQ_WITHOUT_QUERY', 'START_TIME', 'ENVIRONMENT', 'TRAILER', 'DYNAMIC_METADATA', 'CLUSTER_METADATA', 'UPSTREAM_METADATA', 'FILTER_STATE', 'UPSTREAM_FILTER_STATE', 'QUERY_PARAM', 'PATH', 'GRPC_STATUS', 'DOWNSTREAM_PEER_CERT_V_START', 'DOWNSTREAM_PEER_CERT_V_END', 'COMMON_DURATION']);
+
+/** Compiles an Envoy `string_format`; throws {@link FormatError} on what Envoy would refuse too. */
+export function compileStringFormat(format: string, notes: FormatNotes = { unsupported: [] }): LineFormatter {
+  const parts = parseFormat(format, notes);
+  if (parts.length === 1 && typeof parts[0] === 'string') {
+    const text = parts[0];
+    return () => text;
+  }
+  const formatter: LineFormatter = (input) => {
+    let line = '';
+    for (const part of parts) line += typeof part === 'string' ? part : text(part(input));
+    return line;
+  };
+  formatter.needsSocket = SOCKET_OPERATOR.test(format);
+  return formatter;
+}
+
+/** Operators that read the connection's addresses. */
+const SOCKET_OPERATOR = /%(DOWNSTREAM_(REMOTE|LOCAL)_(ADDRESS|PORT)|REQUESTED_SERVER_NAME)/;
+
+/**
+ * Compiles a `json_format` (a protobuf Struct): every string value is a format string of its
+ * own; a value that is exactly one operator keeps its type (numbers stay numbers, as Envoy does);
+ * nested objects nest. One JSON object per line.
+ */
+export function compileJsonFormat(format: Record<string, unknown>, notes: FormatNotes = { unsupported: [] }, path: (string | number)[] = []): LineFormatter {
+  const build = compileJsonValue(format, notes, path) as (input: FormatInput) => unknown;
+  const formatter: LineFormatter = (input) => `${JSON.stringify(build(input))}\n`;
+  formatter.needsSocket = SOCKET_OPERATOR.test(JSON.stringify(format));
+  return formatter;
+}
+
+function compileJsonValue(value: unknown, notes: FormatNotes, path: (string | number)[]): unknown {
+  if (typeof value === 'string') {
+    let parts: (string | Part)[];
+    try {
+      parts = parseFormat(value, notes);
+    } catch (error) {
+      if (error instanceof FormatError) throw Object.assign(error, { path });
+      throw error;
+    }
+    if (parts.length === 1 && typeof parts[0] !== 'string') {
+      const only = parts[0]!;
+      // A lone operator keeps its value's type; a missing value is null (Envoy).
+      return (input: FormatInput) => only(input) ?? null;
+    }
+    return (input: FormatInput) => {
+      let out = '';
+      for (const part of parts) out += typeof part === 'string' ? part : text(part(input));
+      return out;
+    };
+  }
+  if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
+    const fields = Object.entries(value).map(([key, v]) => [key, compileJsonValue(v, notes, [...path, key])] as const);
+    return (input: FormatInput) => {
+      const out: Record<string, unknown> = {};
+      for (const [key, v] of fields) out[key] = typeof v === 'function' ? (v as (i: FormatInput) => unknown)(input) : v;
+      return out;
+    };
+  }
+  // Numbers, booleans, null and lists are written as given.
+  return value;
+}
+
+const text = (value: string | number | undefined): string => (value === undefined || value === '' ? '-' : String(value));
+
+/**
+ * `%NAME%`, `%NAME(ARG)%`, `%NAME(ARG):MAX%` at one position (sticky). Names and arguments are
+ * bounded, so a format of any length is parsed in linear time; an argument may hold `)` when
+ * what follows it is not `%` or `:digits` (`%START_TIME(%H:%M)%`).
+ */
+const OPERATOR = /%([A-Z][A-Z0-9_]{0,63})(?:\(((?:[^)]|\)(?!%|:\d)){0,512})\))?(?::(\d{1,9}))?%/y;
+
+/** Splits a format string into literal text and operator functions. */
+function parseFormat(format: string, notes: FormatNotes): (string | Part)[] {
+  const parts: (string | Part)[] = [];
+  let literal = '';
+  let i = 0;
+  while (i < format.length) {
+    const c = format[i]!;
+    if (c !== '%') {
+      literal += c;
+      i++;
+      continue;
+    }
+    // `%%` is a literal percent sign.
+    if (format[i + 1] === '%') {
+      literal += '%';
+      i += 2;
+      continue;
+    }
+    OPERATOR.lastIndex = i;
+    const match = OPERATOR.exec(format);
+    if (!match) throw new FormatError(`"%" at offset ${i} does not start a command operator (%NAME%, %NAME(ARG)%, or %% for a percent sign)`, i);
+    const [whole, name, argument, maxLength] = match as unknown as [string, string, string | undefined, string | undefined];
+    if (literal) parts.push(literal);
+    literal = '';
+    let part = operator(name!, argument, i, notes);
+    if (maxLength !== undefined) {
+      const max = Number(maxLength);
+      const inner = part;
+      part = (input) => {
+        const v = inner(input);
+        return typeof v === 'string' && v.length > max ? v.slice(0, max) : v;
+      };
+    }
+    parts.push(part);
+    i += whole.length;
+  }
+  if (literal) parts.push(literal);
+  return parts;
+}
+
+function operator(name: string, argument: string | undefined, offset: number, notes: FormatNotes): Part {
+  const needsArgument = (what: string) => {
+    if (argument === undefined || argument === '') throw new FormatError(`%${name}% needs ${what} in parentheses, e.g. %${name}(${name === 'START_TIME' ? '%s' : 'X'})%`, offset);
+    return argument;
+  };
+  if (argument !== undefined && !WITH_ARGUMENT.has(name) && !ENVOY_ONLY.has(name)) {
+    if (!KNOWN.has(name)) throw new FormatError(`unknown command operator %${name}(…)%`, offset);
+    throw new FormatError(`%${name}% takes no argument`, offset);
+  }
+  switch (name) {
+    case 'REQ':
+      return requestHeader(needsArgument('a header name'));
+    case 'REQ_WITHOUT_QUERY': {
+      const header = requestHeader(needsArgument('a header name'));
+      return (input) => {
+        const v = header(input);
+        if (typeof v !== 'string') return v;
+        const q = v.indexOf('?');
+        return q === -1 ? v : v.slice(0, q);
+      };
+    }
+    case 'RESP':
+      return responseHeader(needsArgument('a header name'));
+    case 'RESPONSE_CODE':
+      return ({ entry }) => entry.status;
+    case 'RESPONSE_FLAGS':
+      // Envoy's flags for failures (UF, UT, NR, …): Gatehouse says why in x-gatehouse-error instead.
+      return () => undefined;
+    case 'DURATION':
+      return ({ entry }) => Math.round(entry.durationMs);
+    case 'START_TIME': {
+      const strftime = argument === undefined || argument === '' ? undefined : compileStrftime(argument, offset);
+      if (strftime) return ({ entry, endMs }) => strftime(endMs - entry.durationMs);
+      // ISO 8601 with the part up to the second made once per second.
+      let second = -1;
+      let prefix = '';
+      return ({ entry, endMs }) => {
+        const ms = Math.floor(endMs - entry.durationMs);
+        const s = Math.floor(ms / 1000);
+        if (s !== second) {
+          second = s;
+          prefix = new Date(s * 1000).toISOString().slice(0, 20);
+        }
+        return `${prefix}${String(ms - s * 1000).padStart(3, '0')}Z`;
+      };
+    }
+    case 'PROTOCOL':
+      return ({ entry }) => entry.protocol;
+    case 'BYTES_RECEIVED':
+      return ({ entry }) => entry.bytesReceived ?? contentLength(entry.req?.headers['content-length']);
+    case 'BYTES_SENT':
+      return ({ entry }) => entry.bytesSent ?? contentLength(responseHeaderValue(entry.res, 'content-length'));
+    case 'UPSTREAM_HOST':
+      return ({ entry }) => hostOf(entry.upstream);
+    case 'UPSTREAM_CLUSTER':
+      return ({ entry }) => entry.upstream;
+    case 'ROUTE_NAME':
+      return ({ entry }) => entry.route;
+    case 'VIRTUAL_HOST_NAME':
+      return ({ entry }) => entry.virtualHost;
+    case 'DOWNSTREAM_REMOTE_ADDRESS':
+      return ({ entry }) => address(entry.req?.socket.remoteAddress, entry.req?.socket.remotePort);
+    case 'DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT':
+      return ({ entry }) => entry.req?.socket.remoteAddress;
+    case 'DOWNSTREAM_REMOTE_PORT':
+      return ({ entry }) => entry.req?.socket.remotePort;
+    case 'DOWNSTREAM_LOCAL_ADDRESS':
+      return ({ entry }) => address(entry.req?.socket.localAddress, entry.req?.socket.localPort);
+    case 'DOWNSTREAM_LOCAL_ADDRESS_WITHOUT_PORT':
+      return ({ entry }) => entry.req?.socket.localAddress;
+    case 'DOWNSTREAM_LOCAL_PORT':
+      return ({ entry }) => entry.req?.socket.localPort;
+    case 'REQUESTED_SERVER_NAME':
+      return ({ entry }) => (entry.req?.socket as { servername?: string | false } | undefined)?.servername || undefined;
+    case 'HOSTNAME': {
+      const host = hostname();
+      return () => host;
+    }
+    case 'ENVIRONMENT': {
+      const value = process.env[needsArgument('an environment variable name')];
+      return () => value;
+    }
+    default:
+      if (ENVOY_ONLY.has(name)) {
+        if (!notes.unsupported.includes(name)) notes.unsupported.push(name);
+        return () => undefined;
+      }
+      throw new FormatError(`unknown command operator %${name}%`, offset);
+  }
+}
+
+/** Operators compiled above (the `default` branch covers {@link ENVOY_ONLY}). */
+const KNOWN = new Set(['REQ', 'REQ_WITHOUT_QUERY', 'RESP', 'RESPONSE_CODE', 'RESPONSE_FLAGS', 'DURATION', 'START_TIME', 'PROTOCOL', 'BYTES_RECEIVED', 'BYTES_SENT', 'UPSTREAM_HOST', 'UPSTREAM_CLUSTER', 'ROUTE_NAME', 'VIRTUAL_HOST_NAME', 'DOWNSTREAM_REMOTE_ADDRESS', 'DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT', 'DOWNSTREAM_REMOTE_PORT', 'DOWNSTREAM_LOCAL_ADDRESS', 'DOWNSTREAM_LOCAL_ADDRESS_WITHOUT_PORT', 'DOWNSTREAM_LOCAL_PORT', 'REQUESTED_SERVER_NAME', 'HOSTNAME', 'ENVIRONMENT']);
+
+/** `%REQ(X?Y)%`: header X, else Y; `:METHOD`, `:PATH`, `:AUTHORITY`, `:SCHEME` are the request's pseudo-headers as Envoy sees them. */
+function requestHeader(argument: string): Part {
+  const [first, fallback] = argument.split('?').map((h) => h.trim().toLowerCase()) as [string, string | undefined];
+  const one = (name: string): ((req: IncomingMessage) => string | undefined) => {
+    if (name === ':method') return (req) => req.method;
+    if (name === ':path') return (req) => req.url;
+    if (name === ':authority') return (req) => headerText(req.headers[':authority'] ?? req.headers.host);
+    if (name === ':scheme') return (req) => ((req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http');
+    return (req) => headerText(req.headers[name]);
+  };
+  const a = one(first);
+  const b = fallback ? one(fallback) : undefined;
+  return ({ entry }) => {
+    const req = entry.req;
+    if (!req) return fromEntry(entry, first) ?? (fallback ? fromEntry(entry, fallback) : undefined);
+    return a(req) ?? b?.(req);
+  };
+}
+
+/** `:method` and `:path` of an entry written without its request. */
+const fromEntry = (entry: AccessEntry, name: string): string | undefined => (name === ':method' ? entry.method : name === ':path' ? entry.path : undefined);
+
+function responseHeader(argument: string): Part {
+  const [first, fallback] = argument.split('?').map((h) => h.trim().toLowerCase()) as [string, string | undefined];
+  return ({ entry }) => responseHeaderValue(entry.res, first) ?? (fallback ? responseHeaderValue(entry.res, fallback) : undefined);
+}
+
+const headerText = (value: string | string[] | undefined): string | undefined => (Array.isArray(value) ? value.join(',') : value);
+
+/**
+ * A header of the response as sent. The proxy writes upstream headers as a raw list (HTTP/1.1:
+ * `writeHead(status, list)`; HTTP/2: `stream.respond`), which `getHeader` does not see, so the
+ * header block that was sent is read: `_header` (HTTP/1.1) or the stream's `sentHeaders`.
+ */
+function responseHeaderValue(res: ServerResponse | undefined, name: string): string | undefined {
+  if (!res) return undefined;
+  const set = res.getHeader(name);
+  if (set !== undefined) return Array.isArray(set) ? set.join(',') : String(set);
+  const stream = (res as { stream?: { sentHeaders?: Record<string, string | string[]> } }).stream;
+  if (stream?.sentHeaders) return headerText(stream.sentHeaders[name]);
+  const block = (res as { _header?: string | null })._header;
+  if (!block) return undefined;
+  const values: string[] = [];
+  for (const line of block.split('\r\n').slice(1)) {
+    const colon = line.indexOf(':');
+    if (colon > 0 && line.slice(0, colon).trim().toLowerCase() === name) values.push(line.slice(colon + 1).trim());
+  }
+  return values.length ? values.join(',') : undefined;
+}
+
+function contentLength(value: string | string[] | undefined): number | undefined {
+  const n = Number(Array.isArray(value) ? value[0] : value);
+  return value !== undefined && Number.isFinite(n) ? n : undefined;
+}
+
+/** `http://10.0.0.1:8080` → `10.0.0.1:8080` (Envoy prints the upstream host's address). */
+function hostOf(origin: string | undefined): string | undefined {
+  if (origin === undefined) return undefined;
+  const scheme = origin.indexOf('://');
+  return scheme === -1 ? origin : origin.slice(scheme + 3);
+}
+
+const address = (ip: string | undefined, port: number | undefined): string | undefined => (ip === undefined ? undefined : ip.includes(':') ? `[${ip}]:${port}` : `${ip}:${port}`);
+
+/**
+ * `%START_TIME(...)%`'s strftime subset: `%Y %m %d %H %M %S %z %s %e %b %a %j`, `%f` / `%3f`,
+ * `%6f`, `%9f` (fractions of a second), `%%`. Times are UTC (Envoy's too). Others are refused.
+ */
+function compileStrftime(pattern: string, offset: number): (ms: number) => string {
+  const pieces: ((d: Date, ms: number) => string)[] = [];
+  const pad = (n: number, w = 2) => String(n).padStart(w, '0');
+  const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+  const DAYS = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'];
+  for (let i = 0; i < pattern.length; i++) {
+    const c = pattern[i]!;
+    if (c !== '%') {
+      pieces.push(() => c);
+      continue;
+    }
+    let spec = pattern[++i];
+    let digits = 3;
+    if (spec !== undefined && /[1-9]/.test(spec) && pattern[i + 1] === 'f') {
+      digits = Number(spec);
+      spec = pattern[++i];
+    }
+    switch (spec) {
+      case 'Y': pieces.push((d) => String(d.getUTCFullYear())); break;
+      case 'm': pieces.push((d) => pad(d.getUTCMonth() + 1)); break;
+      case 'd': pieces.push((d) => pad(d.getUTCDate())); break;
+      case 'e': pieces.push((d) => String(d.getUTCDate()).padStart(2, ' ')); break;
+      case 'H': pieces.push((d) => pad(d.getUTCHours())); break;
+      case 'M': pieces.push((d) => pad(d.getUTCMinutes())); break;
+      case 'S': pieces.push((d) => pad(d.getUTCSeconds())); break;
+      case 'z': pieces.push(() => '+0000'); break;
+      case 'Z': pieces.push(() => 'UTC'); break;
+      case 's': pieces.push((_d, ms) => String(Math.floor(ms / 1000))); break;
+      case 'b': pieces.push((d) => MONTHS[d.getUTCMonth()]!); break;
+      case 'a': pieces.push((d) => DAYS[d.getUTCDay()]!); break;
+      case 'j': pieces.push((d) => pad(Math.floor((d.getTime() - Date.UTC(d.getUTCFullYear(), 0, 1)) / 86_400_000) + 1, 3)); break;
+      case 'f': {
+        const n = digits;
+        pieces.push((_d, ms) => {
+          const fraction = String(Math.floor((ms % 1000) * 1000)).padStart(6, '0') + '000';
+          return fraction.slice(0, n);
+        });
+        break;
+      }
+      case '%': pieces.push(() => '%'); break;
+      default:
+        throw new FormatError(`%START_TIME(…)% does not support the time field "%${spec ?? ''}"`, offset);
+    }
+  }
+  return (ms) => {
+    const d = new Date(Math.floor(ms));
+    let out = '';
+    for (const piece of pieces) out += piece(d, ms);
+    return out;
+  };
+}

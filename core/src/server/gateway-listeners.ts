@@ -1,0 +1,357 @@
+import type { Server } from 'node:http';
+import type { ConfigSnapshot } from '../config/store.ts';
+import type { AnyResource, Resource } from '../config/resource.ts';
+import { bindOf, proxyNamesOf } from './gateway-checks.ts';
+import { durationMs } from '../config/schema/common.ts';
+import { field, type GatewaySpec } from '../config/schema/gateway.ts';
+import { compileJsonFormat, compileStringFormat, ENVOY_DEFAULT_FORMAT } from '../log/access-format.ts';
+import { createFormattedAccessLog, type AccessEntry, type AccessLog, type FormattedSink } from '../log/access-log.ts';
+import type { Logger } from '../log/logger.ts';
+import type { PathNormalization } from '../proxy/normalize-path.ts';
+import { assertPortFree, closeGracefully, listen, listenTls, type BindOptions, type ListenerLimits } from './listen.ts';
+import { TlsContexts } from './tls-contexts.ts';
+
+/** What one Gateway asks of its listener, as compiled from the snapshot. */
+export interface ListenerPlan {
+  /** `namespace/name` of the Gateway. */
+  readonly gateway: string;
+  readonly address: string;
+  readonly port: number;
+  readonly ssl: boolean;
+  /** Connection limits from `httpConnectionManagerSettings` (over the process's). */
+  readonly limits: Partial<ListenerLimits>;
+  /** Path normalisation from `httpConnectionManagerSettings`, when it sets any. */
+  readonly paths: Partial<PathNormalization> | undefined;
+  /** The Gateway's file sinks; undefined: the process's default access log. */
+  readonly sinks: PlannedSink[] | undefined;
+  /** Whether a VirtualService is served on this listener. */
+  readonly selects: (vs: AnyResource) => boolean;
+}
+
+/** A file sink with the text its format was compiled from (what a reload compares). */
+export interface PlannedSink extends FormattedSink {
+  readonly source: string;
+}
+
+/** The Gateways of `snapshot` for the proxy `proxyName` that bind an HTTP listener, in a stable order. */
+export function gatewaysFor(snapshot: ConfigSnapshot, proxyName: string): Resource<'Gateway'>[] {
+  const out: Resource<'Gateway'>[] = [];
+  for (const resource of snapshot.resources.values()) {
+    if (resource.kind !== 'Gateway') continue;
+    const gw = resource as Resource<'Gateway'>;
+    if (field(gw.spec, 'tcpGateway') !== undefined || field(gw.spec, 'hybridGateway') !== undefined) continue;
+    if (proxyNamesOf(gw.spec).includes(proxyName)) out.push(gw);
+  }
+  return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+}
+
+/** Compiles a served Gateway (its checks passed) into a listener plan. */
+export function planOf(gw: Resource<'Gateway'>, base: Partial<ListenerLimits>): ListenerPlan {
+  const spec = gw.spec;
+  const { address, port } = bindOf(spec);
+  const http = field<NonNullable<GatewaySpec['httpGateway']>>(spec, 'httpGateway');
+  const hcm = field<Record<string, unknown>>(field<object>(http, 'options'), 'httpConnectionManagerSettings');
+  const limits: Partial<ListenerLimits> = { ...base };
+  const ms = (name: string) => {
+    const value = field<string>(hcm, name);
+    return value === undefined ? undefined : durationMs(value);
+  };
+  const requestTimeout = ms('requestTimeout');
+  if (requestTimeout !== undefined) limits.requestTimeoutMs = requestTimeout;
+  const headersTimeout = ms('requestHeadersTimeout');
+  if (headersTimeout !== undefined) limits.requestHeadersTimeoutMs = headersTimeout;
+  // Envoy's stream idle timeout is the gateway's idle limit of a connection with a request in flight.
+  const streamIdle = ms('streamIdleTimeout');
+  if (streamIdle !== undefined) limits.idleTimeoutMs = streamIdle;
+  const idle = ms('idleTimeout');
+  if (idle !== undefined) limits.keepAliveTimeoutMs = idle;
+  const headersCount = field<number>(hcm, 'maxHeadersCount');
+  if (headersCount !== undefined) limits.maxRequestHeaders = headersCount;
+  const headersKb = field<number>(hcm, 'maxRequestHeadersKb');
+  if (headersKb !== undefined) limits.maxRequestHeaderBytes = headersKb * 1024;
+  let paths: Partial<PathNormalization> | undefined;
+  const normalize = field<boolean>(hcm, 'normalizePath');
+  const merge = field<boolean>(hcm, 'mergeSlashes');
+  const escaped = field<string | number>(hcm, 'pathWithEscapedSlashesAction');
+  if (normalize !== undefined || merge !== undefined || escaped !== undefined) {
+    paths = {};
+    if (normalize !== undefined) paths.normalize = normalize;
+    if (merge !== undefined) paths.mergeSlashes = merge;
+    const action = typeof escaped === 'number' ? ['IMPLEMENTATION_SPECIFIC_DEFAULT', 'KEEP_UNCHANGED', 'REJECT_REQUEST', 'UNESCAPE_AND_REDIRECT', 'UNESCAPE_AND_FORWARD'][escaped] : escaped;
+    if (action === 'KEEP_UNCHANGED') paths.escapedSlashes = 'keep';
+    else if (action === 'REJECT_REQUEST') paths.escapedSlashes = 'reject';
+    else if (action === 'UNESCAPE_AND_FORWARD' || action === 'UNESCAPE_AND_REDIRECT') paths.escapedSlashes = 'unescape';
+  }
+  const als = field<object>(field<object>(spec, 'options'), 'accessLoggingService');
+  const logs = field<object[]>(als, 'accessLog');
+  let sinks: PlannedSink[] | undefined;
+  if (logs?.length) {
+    sinks = [];
+    for (const log of logs) {
+      const sink = field<object>(log, 'fileSink');
+      if (!sink) continue;
+      const json = field<Record<string, unknown>>(sink, 'jsonFormat');
+      const text = field<string>(sink, 'stringFormat');
+      // One entry, one line: a format without a final newline gets one (Envoy would run the entries together).
+      const source = json !== undefined ? JSON.stringify(json) : text ? (text.endsWith('\n') ? text : `${text}\n`) : ENVOY_DEFAULT_FORMAT;
+      sinks.push({ path: field<string>(sink, 'path')!, source, format: json !== undefined ? compileJsonFormat(json) : compileStringFormat(source) });
+    }
+  }
+  return { gateway: `${gw.namespace}/${gw.name}`, address, port, ssl: field<boolean>(spec, 'ssl') === true, limits, paths, sinks, selects: selector(gw) };
+}
+
+/**
+ * Gloo's VirtualService selection (gateway.proto, HttpGateway): the listed `virtualServices`;
+ * else those matching `virtualServiceSelector` labels and `virtualServiceExpressions`; else all;
+ * always within `virtualServiceNamespaces` (empty or `*`: every namespace). An `ssl` Gateway
+ * serves the VirtualServices with sslConfig, a plain one those without (Gloo).
+ */
+function selector(gw: Resource<'Gateway'>): (vs: AnyResource) => boolean {
+  const http = field<NonNullable<GatewaySpec['httpGateway']>>(gw.spec, 'httpGateway');
+  const ssl = field<boolean>(gw.spec, 'ssl') === true;
+  const refs = field<{ name: string; namespace?: string }[]>(http, 'virtualServices');
+  const labels = field<Record<string, string>>(http, 'virtualServiceSelector');
+  const expressions = field<{ expressions?: { key: string; operator?: string; values?: string[] }[] }>(http, 'virtualServiceExpressions')?.expressions;
+  const namespaces = field<string[]>(http, 'virtualServiceNamespaces');
+  const anyNamespace = !namespaces?.length || namespaces.includes('*');
+  const listed = refs?.length ? new Set(refs.map((r) => `${r.namespace ?? gw.namespace}/${r.name}`)) : undefined;
+  return (vs) => {
+    if (vs.kind !== 'VirtualService') return false;
+    if ((vs as Resource<'VirtualService'>).spec.sslConfig !== undefined !== ssl) return false;
+    if (listed) return listed.has(`${vs.namespace}/${vs.name}`);
+    if (!anyNamespace && !namespaces!.includes(vs.namespace)) return false;
+    const own = vs.labels ?? {};
+    if (labels && !Object.entries(labels).every(([k, v]) => own[k] === v)) return false;
+    return (expressions ?? []).every((e) => matchesExpression(own, e));
+  };
+}
+
+function matchesExpression(labels: Record<string, string>, e: { key: string; operator?: string; values?: string[] }): boolean {
+  const value = labels[e.key];
+  const values = e.values ?? [];
+  switch (e.operator ?? 'Equals') {
+    case 'Equals':
+    case 'DoubleEquals':
+      return value !== undefined && value === values[0];
+    case 'NotEquals':
+      return value !== values[0];
+    case 'In':
+      return value !== undefined && values.includes(value);
+    case 'NotIn':
+      return value === undefined || !values.includes(value);
+    case 'Exists':
+      return value !== undefined;
+    case 'DoesNotExist':
+      return value === undefined;
+    case 'GreaterThan':
+      return value !== undefined && Number(value) > Number(values[0]);
+    case 'LessThan':
+      return value !== undefined && Number(value) < Number(values[0]);
+    default:
+      return false;
+  }
+}
+
+/** `snapshot` with only the VirtualServices `plan` serves (everything else unchanged). */
+export function snapshotFor(snapshot: ConfigSnapshot, plan: ListenerPlan): ConfigSnapshot {
+  const resources = new Map<string, AnyResource>();
+  for (const [key, resource] of snapshot.resources) if (resource.kind !== 'VirtualService' || plan.selects(resource)) resources.set(key, resource);
+  return { ...snapshot, resources };
+}
+
+/** The parts of a listener a traffic process makes for each Gateway (its own route table, pools and access log). */
+export interface ListenerGateway {
+  readonly handle: (req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse) => void;
+  readonly handleUpgrade: (req: import('node:http').IncomingMessage, socket: import('node:stream').Duplex, head: Buffer) => void;
+  update(snapshot: ConfigSnapshot): void;
+  describeRoutes(): unknown[];
+  /** Releases its upstream pools (the authorizer is the process's, closed with it). */
+  release(): Promise<void>;
+}
+
+/** What {@link GatewayListeners} needs of its traffic process. */
+export interface GatewayListenersDeps {
+  /** This process's proxy name (`--proxy-name`): Gateways whose `proxyNames` hold it are served. */
+  proxyName: string;
+  /** The process's listener limits, under each Gateway's connection-manager settings. */
+  limits: Partial<ListenerLimits>;
+  bind: BindOptions;
+  graceMs: number;
+  logger: Logger;
+  /** A proxy for one listener, with its paths and access log (undefined: the process's default log). */
+  makeGateway(options: { paths: Partial<PathNormalization> | undefined; accessLog: AccessLog | undefined; limits: Partial<ListenerLimits> }): ListenerGateway;
+}
+
+interface Bound {
+  plan: ListenerPlan;
+  /** What forces a new socket when it changes: address, port, TLS, limits, paths. */
+  bindKey: string;
+  server: Server;
+  port: number;
+  gateway: ListenerGateway;
+  contexts: TlsContexts;
+  log: SwappableAccessLog;
+}
+
+/**
+ * The listeners Gateway resources define (docs/gateway.md), kept in step with each snapshot:
+ * a new Gateway binds, a removed one closes gracefully, a changed address, port, TLS flag,
+ * limit or path setting binds the new socket first and then drains the old one (in-flight
+ * requests finish on it); a changed VirtualService selection or access-log format is swapped in
+ * place. A Gateway that cannot bind is logged and retried with the next snapshot.
+ */
+export class GatewayListeners {
+  private readonly bound = new Map<string, Bound>();
+  private queue: Promise<unknown> = Promise.resolve();
+  private closed = false;
+
+  private readonly deps: GatewayListenersDeps;
+
+  constructor(deps: GatewayListenersDeps) {
+    this.deps = deps;
+  }
+
+  /** Whether `snapshot` has Gateways for this proxy (then the `--port` listeners are not bound). */
+  defines(snapshot: ConfigSnapshot): boolean {
+    return gatewaysFor(snapshot, this.deps.proxyName).length > 0;
+  }
+
+  /** The listeners bound now, for the `listening` line and `admin:/config`. */
+  describe(): { gateway: string; address: string; port: number; ssl: boolean }[] {
+    return [...this.bound.values()].map((b) => ({ gateway: b.plan.gateway, address: b.plan.address, port: b.port, ssl: b.plan.ssl }));
+  }
+
+  /** Routes of every listener, for `admin:/config`. */
+  describeRoutes(): unknown[] {
+    return [...this.bound.values()].flatMap((b) => b.gateway.describeRoutes().map((r) => ({ ...(r as object), gateway: b.plan.gateway })));
+  }
+
+  /** Binds, rebinds and closes to match `snapshot`; one update at a time. */
+  update(snapshot: ConfigSnapshot): Promise<void> {
+    const next = this.queue.then(() => this.apply(snapshot));
+    this.queue = next.catch(() => {});
+    return next;
+  }
+
+  private async apply(snapshot: ConfigSnapshot): Promise<void> {
+    if (this.closed) return;
+    const { logger } = this.deps;
+    const wanted = new Map(gatewaysFor(snapshot, this.deps.proxyName).map((gw) => [`${gw.namespace}/${gw.name}`, planOf(gw, this.deps.limits)]));
+    const draining: Promise<void>[] = [];
+    for (const [key, old] of this.bound) {
+      if (wanted.has(key)) continue;
+      this.bound.delete(key);
+      logger.info({ gateway: key, port: old.port }, 'Gateway listener closed');
+      draining.push(this.retire(old));
+    }
+    for (const [key, plan] of wanted) {
+      const old = this.bound.get(key);
+      const bindKey = JSON.stringify([plan.address, plan.port, plan.ssl, plan.limits, plan.paths ?? null]);
+      const scoped = snapshotFor(snapshot, plan);
+      if (old && old.bindKey === bindKey) {
+        old.plan = plan;
+        old.contexts.update(scoped);
+        old.gateway.update(scoped);
+        old.log.swap(plan.sinks);
+        continue;
+      }
+      // A changed bind: the new socket is bound first (beside the old one on the same port, by
+      // SO_REUSEPORT), then the old one drains: no moment without a listener.
+      try {
+        const made = await this.bindOne(plan, bindKey, scoped);
+        this.bound.set(key, made);
+        logger.info({ gateway: key, address: plan.address, port: made.port, ssl: plan.ssl }, 'Gateway listener bound');
+        if (old) draining.push(this.retire(old));
+      } catch (error) {
+        logger.error({ err: error, code: 'GH_GATEWAY_LISTEN', gateway: key, address: plan.address, port: plan.port }, 'a Gateway listener could not bind; retried with the next configuration');
+      }
+    }
+    await Promise.all(draining);
+  }
+
+  private async bindOne(plan: ListenerPlan, bindKey: string, scoped: ConfigSnapshot): Promise<Bound> {
+    const log = new SwappableAccessLog(plan.sinks, this.deps.logger);
+    const gateway = this.deps.makeGateway({ paths: plan.paths, accessLog: plan.sinks ? log : undefined, limits: plan.limits });
+    const contexts = new TlsContexts((virtualService, message) => this.deps.logger.error({ code: 'GH_CONFIG_BAD_TLS', virtualService }, `the new certificate of VirtualService ${virtualService} cannot be used (the previous one keeps serving): ${message}`));
+    contexts.update(scoped);
+    gateway.update(scoped);
+    try {
+      // Every Gateway socket has SO_REUSEPORT, so that a rebind on the same port can overlap the
+      // old socket. A port this process does not hold yet is probed first (one process: workers
+      // bind beside each other), so a port someone else listens on still fails (EADDRINUSE).
+      if (!this.deps.bind.reusePort && !this.holds(plan.address, plan.port)) await assertPortFree(plan.port, plan.address);
+      const bind = { reusePort: true };
+      const { server, port } = plan.ssl
+        ? await listenTls(gateway.handle, plan.port, plan.address, contexts, plan.limits, gateway.handleUpgrade, bind)
+        : await listen(gateway.handle, plan.port, plan.address, plan.limits, gateway.handleUpgrade, bind);
+      return { plan, bindKey, server, port, gateway, contexts, log };
+    } catch (error) {
+      log.close();
+      await gateway.release();
+      throw error;
+    }
+  }
+
+  /** Whether a listener of this set is bound to `address:port` now. */
+  private holds(address: string, port: number): boolean {
+    return [...this.bound.values()].some((b) => b.port === port && b.plan.address === address);
+  }
+
+  private async retire(old: Bound): Promise<void> {
+    await closeGracefully(old.server, this.deps.graceMs);
+    old.log.close();
+    await old.gateway.release();
+  }
+
+  /** Stops every listener gracefully. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.queue;
+    const all = [...this.bound.values()];
+    this.bound.clear();
+    await Promise.all(all.map((b) => this.retire(b)));
+  }
+}
+
+/**
+ * A listener's access log, whose format changes with its Gateway without a new proxy: entries go
+ * to the current sinks; the previous ones are flushed and closed on a swap.
+ */
+class SwappableAccessLog implements AccessLog {
+  private current: (AccessLog & { close(): void }) | undefined;
+  private key: string | undefined;
+  private readonly logger: Logger;
+
+  constructor(sinks: PlannedSink[] | undefined, logger: Logger) {
+    this.logger = logger;
+    this.swap(sinks);
+  }
+
+  /** Takes `sinks` from now on (kept as they are when their paths and format texts did not change). */
+  swap(sinks: PlannedSink[] | undefined): void {
+    const key = sinks ? JSON.stringify(sinks.map((s) => [s.path, s.source])) : undefined;
+    if (key === this.key) return;
+    this.current?.close();
+    this.current = undefined;
+    this.key = key;
+    if (!sinks?.length) return;
+    try {
+      this.current = createFormattedAccessLog(sinks);
+    } catch (error) {
+      this.logger.error({ err: error, code: 'GH_ACCESS_LOG_OPEN', paths: sinks.map((s) => s.path) }, 'an access log file cannot be opened; this listener logs no access lines');
+    }
+  }
+
+  write(entry: AccessEntry): void {
+    this.current?.write(entry);
+  }
+
+  flush(): void {
+    this.current?.flush();
+  }
+
+  close(): void {
+    this.current?.close();
+    this.current = undefined;
+  }
+}
