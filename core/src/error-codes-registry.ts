@@ -10,6 +10,9 @@ import { RateLimitCodes } from './ratelimit/codes.ts';
 import { RedisCodes } from './redis/client.ts';
 import { InjaCodes } from './transform/inja.ts';
 import { TransformCodes } from './transform/compile.ts';
+import { JwtCodes } from './jwt/codes.ts';
+import { OAuth2Codes } from './extauth/oauth2/codes.ts';
+import { FilterCodes } from './proxy/filters/chain.ts';
 // Type only (erased): the registry shape is the SDK's, the lowest package.
 import type { ErrorRegistry } from '../../plugin-sdk/src/error-registry.ts';
 
@@ -63,10 +66,17 @@ export const CORE_ERRORS: ErrorRegistry = {
     { name: 'CheckCodes', file: 'core/src/cli/check.ts', codes: CheckCodes, where: 'CLI message (`gatehouse check`)' },
     { name: 'ExtAuthCodes', file: 'core/src/extauth/codes.ts', codes: ExtAuthCodes, where: 'log line; AuthConfig status reason (step build); HTTP header `x-gatehouse-error` (denials)' },
     { name: 'PluginCodes', file: 'core/src/extauth/plugins/codes.ts', codes: PluginCodes, where: 'log line; AuthConfig status reason (plugin load); the test kit\'s errors' },
+    { name: 'JwtCodes', file: 'core/src/jwt/codes.ts', codes: JwtCodes, where: `HTTP header \`x-gatehouse-error\` (401, 403); ${STATUS}` },
+    { name: 'OAuth2Codes', file: 'core/src/extauth/oauth2/codes.ts', codes: OAuth2Codes, where: 'log line (the denial or redirect the client gets names no cause)' },
+    { name: 'FilterCodes', file: 'core/src/proxy/filters/chain.ts', codes: FilterCodes, where: 'HTTP header `x-gatehouse-error` (500), log line, `gatehouse_filter_failures_total`' },
   ],
   literals: [
-    { code: 'GH_EXTAUTH_ERROR', files: ['core/src/proxy/gateway.ts'], where: 'HTTP header `x-gatehouse-error` (403)', description: 'The auth check failed (the auth server errored or could not be asked): the request is denied.' },
+    { code: 'GH_EXTAUTH_ERROR', files: ['core/src/proxy/filters/extauth.ts'], where: 'HTTP header `x-gatehouse-error` (403)', description: 'The auth check failed (the auth server errored or could not be asked): the request is denied.' },
     { code: 'GH_GRAPHQL_INTERNAL', files: ['core/src/proxy/gateway.ts'], where: 'HTTP header `x-gatehouse-error` (500)', description: 'The GraphQL endpoint failed unexpectedly while serving a request.' },
+    { code: 'GH_FILTER_BUILD', files: ['core/src/proxy/route-table.ts'], where: 'HTTP header `x-gatehouse-error` (500), log line', description: 'A route\'s filter could not be built from options that passed their checks (a bug): the route answers 500, never runs without the filter.' },
+    { code: 'GH_CLIENT_GONE', files: ['core/src/proxy/filters/chain.ts'], where: 'access log (status 499)', description: 'The client left while a filter ran (auth, a body read): nothing is answered or sent upstream.' },
+    { code: 'GH_CORS_PREFLIGHT', files: ['core/src/proxy/filters/cors.ts'], where: 'access log', description: 'A CORS preflight answered by the gateway (not an error: the code marks the local reply).' },
+    { code: 'GH_FAULT_ABORT', files: ['core/src/proxy/filters/fault.ts'], where: 'HTTP header `x-gatehouse-error` (the configured status)', description: 'The route\'s `faults.abort` answered the request, as configured.' },
     { code: 'GH_ROUTE_DESTINATION', files: ['core/src/proxy/route-table.ts'], where: 'log line', description: 'A route\'s destination could not be built from the served config; the route answers as unavailable.' },
     { code: 'GH_HTTPS_LISTEN', files: ['core/src/server/gateway-process.ts'], where: 'log line', description: 'The `--port` or `--https-port` listener could not bind its port (after Gateway resources went away, or the HTTPS listener on demand).' },
     { code: 'GH_GATEWAY_LISTEN', files: ['core/src/server/gateway-listeners.ts'], where: 'log line', description: 'A Gateway resource\'s listener could not bind (port taken, bad address); tried again with the next configuration (docs/gateway.md).' },

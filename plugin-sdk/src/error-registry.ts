@@ -1,4 +1,5 @@
 import { BuildCodes } from './build/errors.ts';
+import { DevCodes } from './cli/dev.ts';
 import { PluginInitCodes } from './cli/init.ts';
 import { NODE_VERSION_CODE } from './node-version.ts';
 import { OciCodes } from './oci/errors.ts';
@@ -45,6 +46,7 @@ export const SDK_ERRORS: ErrorRegistry = {
     { name: 'OciCodes', file: 'plugin-sdk/src/oci/errors.ts', codes: OciCodes, where: 'CLI message (`gatehouse-plugin image …`), thrown errors\' `code`; gatehouse-init\'s messages' },
     { name: 'BuildCodes', file: 'plugin-sdk/src/build/errors.ts', codes: BuildCodes, where: 'CLI message (`gatehouse-plugin build`), thrown errors\' `code`' },
     { name: 'PluginInitCodes', file: 'plugin-sdk/src/cli/init.ts', codes: PluginInitCodes, where: 'CLI message (`gatehouse-plugin init`)' },
+    { name: 'DevCodes', file: 'plugin-sdk/src/cli/dev.ts', codes: DevCodes, where: 'CLI message (`gatehouse-plugin dev`)' },
   ],
   literals: [
     { code: NODE_VERSION_CODE, files: ['plugin-sdk/src/node-version.ts'], where: 'CLI message, the test kit\'s errors', description: 'Node.js is older than 24, which the SDK and the plugin host need.' },
