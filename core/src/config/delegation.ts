@@ -654,8 +654,8 @@ export function selectTables(delegate: DelegateActionSpec, fromNamespace: string
   return picked.length > 0 ? { tables: picked, ties } : { tables: [], missing: 'the selector matches no accepted RouteTable', ties };
 }
 
-/** Gloo's RouteTableSelector.Expression (Kubernetes label requirements). */
-function expressionHolds(e: { key: string; operator?: string | undefined; values?: readonly string[] | undefined }, labels: Readonly<Record<string, string>>): boolean {
+/** Gloo's selector expressions (RouteTableSelector, Gateway virtualServiceExpressions: Kubernetes label requirements). */
+export function expressionHolds(e: { key: string; operator?: string | undefined; values?: readonly string[] | undefined }, labels: Readonly<Record<string, string>>): boolean {
   const value = labels[e.key];
   const values = e.values ?? [];
   switch (e.operator ?? 'Equals') {

@@ -1,3 +1,4 @@
+import { expressionHolds } from '../config/delegation.ts';
 import type { Server } from 'node:http';
 import type { ConfigSnapshot } from '../config/store.ts';
 import type { AnyResource, Resource } from '../config/resource.ts';
@@ -122,34 +123,8 @@ function selector(gw: Resource<'Gateway'>): (vs: AnyResource) => boolean {
     if (!anyNamespace && !namespaces!.includes(vs.namespace)) return false;
     const own = vs.labels ?? {};
     if (labels && !Object.entries(labels).every(([k, v]) => own[k] === v)) return false;
-    return (expressions ?? []).every((e) => matchesExpression(own, e));
+    return (expressions ?? []).every((e) => expressionHolds(e, own));
   };
-}
-
-function matchesExpression(labels: Record<string, string>, e: { key: string; operator?: string; values?: string[] }): boolean {
-  const value = labels[e.key];
-  const values = e.values ?? [];
-  switch (e.operator ?? 'Equals') {
-    case 'Equals':
-    case 'DoubleEquals':
-      return value !== undefined && value === values[0];
-    case 'NotEquals':
-      return value !== values[0];
-    case 'In':
-      return value !== undefined && values.includes(value);
-    case 'NotIn':
-      return value === undefined || !values.includes(value);
-    case 'Exists':
-      return value !== undefined;
-    case 'DoesNotExist':
-      return value === undefined;
-    case 'GreaterThan':
-      return value !== undefined && Number(value) > Number(values[0]);
-    case 'LessThan':
-      return value !== undefined && Number(value) < Number(values[0]);
-    default:
-      return false;
-  }
 }
 
 /** `snapshot` with only the VirtualServices `plan` serves (everything else unchanged). */
