@@ -116,7 +116,10 @@ describe('Gateway resources', () => {
     expect((await send(`http://127.0.0.1:${portA}`, { headers: { host: 'a.test', ...many } })).status).toBe(200);
     const status = await statusOf('Gateway', 'gw-b');
     expect(status.state).toBe('Warning');
-    expect(status.reasons.map((r) => r.path)).toContain('spec.http_gateway.options.http_connection_manager_settings.server_name');
+    // gw-b is written with proto names: the warning is at the JSON-name path (config/proto-names.ts renames them), naming the field.
+    const reason = status.reasons.find((r) => r.path === 'spec.httpGateway.options.httpConnectionManagerSettings.serverName');
+    expect(reason?.code).toBe('GH_CONFIG_IGNORED');
+    expect(reason?.message).toMatch(/^serverName is not applied: /);
   });
 
   it('writes the custom string format line by line, and warns about the Envoy operator it has no value for', async () => {

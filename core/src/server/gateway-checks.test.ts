@@ -32,6 +32,45 @@ describe('Gateway checks', () => {
     expect(state('proto')?.state).toBe('Accepted');
     expect(state('typo')?.state).toBe('Rejected');
     expect(state('typo')?.reasons.map((r) => r.path)).toContain('spec.httpGateway.virtualServiceSelectors');
+    // The proto spelling is the same resource: renamed to JSON names, so every check and the listener read one spelling.
+    const specOf = (name: string) => [...snapshot.resources.values()].find((r) => r.name === name)!.spec;
+    expect(specOf('proto')).toEqual({ bindAddress: '::', bindPort: 8081, httpGateway: { virtualServiceNamespaces: ['*'] }, proxyNames: ['gateway-proxy'] });
+    expect(planOf(gatewaysFor(snapshot, 'gateway-proxy').find((g) => g.name === 'proto')!, {})).toMatchObject({ address: '0.0.0.0', port: 8081 });
+  });
+
+  test('a snake_case Gateway: honoured settings apply, fields not applied are Warnings at their JSON-name path, both spellings of one field are an error', async () => {
+    const snapshot = await load([
+      gateway('snake', {
+        bind_port: 8090,
+        use_proxy_proto: true,
+        tcp_gateway: {},
+        options: { access_logging_service: { access_log: [{ file_sink: { path: '/dev/stdout', json_format: { code: '%RESPONSE_CODE%' } }, grpc_service: { log_name: 'x' } }] } },
+        http_gateway: { options: { grpc_web: {}, http_connection_manager_settings: { server_name: 'gh', xff_num_trusted_hops: 1, max_request_headers_kb: 16, path_with_escaped_slashes_action: 'REJECT_REQUEST' } } },
+      }),
+      gateway('twice', { bindPort: 8091, bind_port: 8092 }),
+    ]);
+    const status = snapshot.statuses.find((s) => s.name === 'snake')!;
+    expect(status.state).toBe('Warning');
+    expect(status.reasons.map((r) => [r.path, r.message]).sort()).toEqual(
+      [
+        ['spec.useProxyProto', 'useProxyProto is not applied: the PROXY protocol header is not read: connections are taken as they come'],
+        ['spec.tcpGateway', 'tcpGateway is not applied: Gatehouse binds HTTP gateways only: this Gateway binds no listener'],
+        ['spec.options.accessLoggingService.accessLog[0].grpcService', 'grpcService is not applied: gRPC access log services are not sent to (fileSink is written)'],
+        ['spec.httpGateway.options.grpcWeb', "grpcWeb is not applied: this listener-level option of Gloo's HTTP filters is not applied by Gatehouse"],
+        ['spec.httpGateway.options.httpConnectionManagerSettings.serverName', 'serverName is not applied: this connection-manager setting is not applied by Gatehouse (docs/gateway.md lists those it honours)'],
+        ['spec.httpGateway.options.httpConnectionManagerSettings.xffNumTrustedHops', 'xffNumTrustedHops is not applied: this connection-manager setting is not applied by Gatehouse (docs/gateway.md lists those it honours)'],
+      ].sort(),
+    );
+    expect(status.reasons.every((r) => r.severity === 'warning' && r.code === 'GH_CONFIG_IGNORED')).toBe(true);
+    // A tcpGateway binds nothing; the settings of an HTTP one written in snake_case are applied.
+    expect(gatewaysFor(snapshot, 'gateway-proxy').map((g) => g.name)).not.toContain('snake');
+    const plain = await load([gateway('snake', { bind_port: 8090, options: { access_logging_service: { access_log: [{ file_sink: { path: '/dev/stdout', json_format: { code: '%RESPONSE_CODE%' } } }] } }, http_gateway: { options: { http_connection_manager_settings: { max_request_headers_kb: 16, path_with_escaped_slashes_action: 'REJECT_REQUEST' } } } })]);
+    expect(plain.statuses.find((s) => s.name === 'snake')?.state).toBe('Accepted');
+    const plan = planOf(gatewaysFor(plain, 'gateway-proxy')[0]!, {});
+    expect([plan.port, plan.limits.maxRequestHeaderBytes, plan.paths, plan.sinks?.map((s) => [s.path, s.source])]).toEqual([8090, 16 * 1024, { escapedSlashes: 'reject' }, [['/dev/stdout', '{"code":"%RESPONSE_CODE%"}']]]);
+    const twice = snapshot.statuses.find((s) => s.name === 'twice')!;
+    expect(twice.state).toBe('Rejected');
+    expect(twice.reasons.map((r) => r.path)).toEqual(['spec.bind_port']);
   });
 
   test('every Gloo field accepted but not honoured is a Warning naming it', async () => {
@@ -66,7 +105,8 @@ describe('Gateway checks', () => {
       gateway('both', { bindPort: 8082, options: { accessLoggingService: { accessLog: [{ fileSink: { path: '/dev/stdout', jsonFormat: {}, stringFormat: 'x' } }] } } }),
     ]);
     const reasons = (name: string) => snapshot.statuses.find((s) => s.name === name)!.reasons.filter((r) => r.severity === 'error');
-    expect(reasons('text').map((r) => [r.code, r.path])).toEqual([['GH_CONFIG_BAD_ACCESS_LOG_FORMAT', 'spec.options.access_logging_service.access_log[0].file_sink.string_format']]);
+    // Proto names are renamed to JSON names before validation (config/proto-names.ts): the path is the JSON names'.
+    expect(reasons('text').map((r) => [r.code, r.path])).toEqual([['GH_CONFIG_BAD_ACCESS_LOG_FORMAT', 'spec.options.accessLoggingService.accessLog[0].fileSink.stringFormat']]);
     expect(reasons('text')[0]!.message).toContain('%BOGUS%');
     expect(reasons('json').map((r) => r.path)).toEqual(['spec.options.accessLoggingService.accessLog[0].fileSink.jsonFormat.a.b']);
     expect(reasons('both').map((r) => r.code)).toEqual(['GH_CONFIG_INVALID']);

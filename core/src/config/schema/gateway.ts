@@ -1,134 +1,85 @@
-import Type, { type TProperties, type TSchema } from 'typebox';
-import { Duration, ResourceRef, Strict } from './common.ts';
+import Type from 'typebox';
+import { Duration, Ignored, ResourceRef, Strict } from './common.ts';
 
 /**
  * Gloo Edge's `Gateway` (`gateway.solo.io/v1`, projects/gateway/api/v1/gateway.proto): one
  * listener (bind address and port, TLS or not), which VirtualServices it serves, its access logs
- * and HTTP connection-manager settings. Field names are Gloo's JSON names (camelCase) and, as
- * Gloo's protojson accepts them, the proto names (snake_case). docs/gateway.md says what is
- * honoured; every other Gloo field loads with a Warning naming it (server/gateway-checks.ts).
+ * and HTTP connection-manager settings. Field names are Gloo's JSON names (camelCase); the proto
+ * names (snake_case) Gloo's protojson also takes are renamed to them before validation
+ * (config/proto-names.ts). docs/gateway.md says what is honoured; every other Gloo field is
+ * marked `Ignored` and loads with a Warning naming it (config/checks/ignored-fields.ts).
  */
 
-/** `props` with each camelCase field also accepted under its proto (snake_case) name. */
-export function camelAndProto<P extends TProperties>(props: P): P {
-  const out: TProperties = { ...props };
-  for (const [key, schema] of Object.entries(props)) {
-    const snake = protoName(key);
-    if (snake !== key) out[snake] = schema as TSchema;
-  }
-  return out as P;
+/** A field of a resource (the spec is validated with JSON names only, so one spelling). */
+export function field<T>(object: object | undefined, name: string): T | undefined {
+  return object === undefined ? undefined : ((object as Record<string, unknown>)[name] as T | undefined);
 }
 
-/** `bindAddress` → `bind_address`. */
-export function protoName(camel: string): string {
-  return camel.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
-}
+/** A Gloo field Gatehouse accepts without applying: setting it gives a Warning naming it with `reason`. */
+const NotApplied = (reason: string) => Type.Optional(Ignored(Type.Unknown(), reason));
 
-/** A field by its JSON name, or its proto name. */
-export function field<T>(object: object | undefined, camel: string): T | undefined {
-  if (!object) return undefined;
-  const o = object as Record<string, unknown>;
-  return (o[camel] ?? o[protoName(camel)]) as T | undefined;
+/** Each of `names` as {@link NotApplied} with one reason. */
+function notApplied<const K extends string>(names: readonly K[], reason: string): Record<K, ReturnType<typeof NotApplied>> {
+  return Object.fromEntries(names.map((name) => [name, NotApplied(reason)])) as Record<K, ReturnType<typeof NotApplied>>;
 }
-
-/** A Gloo field Gatehouse accepts without honouring it (a Warning names it). */
-const Accepted = Type.Unknown();
 
 /** `als.options.gloo.solo.io.FileSink`. */
-export const FileSink = Strict(
-  camelAndProto({
-    path: Type.String({ minLength: 1 }),
-    stringFormat: Type.Optional(Type.String()),
-    jsonFormat: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
-  }),
-);
+export const FileSink = Strict({
+  path: Type.String({ minLength: 1 }),
+  stringFormat: Type.Optional(Type.String()),
+  jsonFormat: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+});
 
 /** `als.options.gloo.solo.io.AccessLog`. */
-export const AccessLog = Strict(
-  camelAndProto({
-    fileSink: Type.Optional(FileSink),
-    grpcService: Type.Optional(Accepted),
-    openTelemetryService: Type.Optional(Accepted),
-    filter: Type.Optional(Accepted),
-  }),
-);
+export const AccessLog = Strict({
+  fileSink: Type.Optional(FileSink),
+  grpcService: NotApplied('gRPC access log services are not sent to (fileSink is written)'),
+  openTelemetryService: NotApplied('OpenTelemetry access log services are not sent to (fileSink is written)'),
+  filter: NotApplied('access log filters are not applied: every request is logged'),
+});
 
 /** `als.options.gloo.solo.io.AccessLoggingService`. */
-export const AccessLoggingService = Strict(camelAndProto({ accessLog: Type.Optional(Type.Array(AccessLog)) }));
+export const AccessLoggingService = Strict({ accessLog: Type.Optional(Type.Array(AccessLog)) });
 
 /** `gloo.solo.io.ListenerOptions`. */
-export const ListenerOptions = Strict(
-  camelAndProto({
-    accessLoggingService: Type.Optional(AccessLoggingService),
-    extensions: Type.Optional(Accepted),
-    perConnectionBufferLimitBytes: Type.Optional(Accepted),
-    socketOptions: Type.Optional(Accepted),
-    proxyProtocol: Type.Optional(Accepted),
-    connectionBalanceConfig: Type.Optional(Accepted),
-    listenerAccessLoggingService: Type.Optional(Accepted),
-    tcpStats: Type.Optional(Accepted),
-  }),
-);
+export const ListenerOptions = Strict({
+  accessLoggingService: Type.Optional(AccessLoggingService),
+  extensions: NotApplied('Gloo listener extensions are not run'),
+  perConnectionBufferLimitBytes: NotApplied("connection buffers are Node's defaults"),
+  socketOptions: NotApplied('no socket options are set on the listener'),
+  proxyProtocol: NotApplied('the PROXY protocol header is not read: connections are taken as they come'),
+  connectionBalanceConfig: NotApplied('connections are not balanced across workers beyond what the kernel does'),
+  listenerAccessLoggingService: NotApplied('listener (connection) access logs are not written; accessLoggingService is'),
+  tcpStats: NotApplied('TCP statistics are not collected'),
+});
 
-/** The HCM settings Gatehouse honours (docs/gateway.md); the rest of hcm.proto is accepted with a Warning. */
-export const HONOURED_HCM_FIELDS = ['requestTimeout', 'requestHeadersTimeout', 'streamIdleTimeout', 'idleTimeout', 'maxHeadersCount', 'maxRequestHeadersKb', 'normalizePath', 'mergeSlashes', 'pathWithEscapedSlashesAction'] as const;
+const HCM_NOT_APPLIED = 'this connection-manager setting is not applied by Gatehouse (docs/gateway.md lists those it honours)';
 
-/** `hcm.options.gloo.solo.io.HttpConnectionManagerSettings`. */
-export const HttpConnectionManagerSettings = Strict(
-  camelAndProto({
-    requestTimeout: Type.Optional(Duration),
-    requestHeadersTimeout: Type.Optional(Duration),
-    streamIdleTimeout: Type.Optional(Duration),
-    idleTimeout: Type.Optional(Duration),
-    maxHeadersCount: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000 })),
-    maxRequestHeadersKb: Type.Optional(Type.Integer({ minimum: 1, maximum: 8192 })),
-    normalizePath: Type.Optional(Type.Boolean()),
-    mergeSlashes: Type.Optional(Type.Boolean()),
-    pathWithEscapedSlashesAction: Type.Optional(Type.Union([Type.Literal('IMPLEMENTATION_SPECIFIC_DEFAULT'), Type.Literal('KEEP_UNCHANGED'), Type.Literal('REJECT_REQUEST'), Type.Literal('UNESCAPE_AND_REDIRECT'), Type.Literal('UNESCAPE_AND_FORWARD'), Type.Integer({ minimum: 0, maximum: 4 })])),
-    skipXffAppend: Type.Optional(Accepted),
-    via: Type.Optional(Accepted),
-    xffNumTrustedHops: Type.Optional(Accepted),
-    useRemoteAddress: Type.Optional(Accepted),
-    generateRequestId: Type.Optional(Accepted),
-    proxy100Continue: Type.Optional(Accepted),
-    drainTimeout: Type.Optional(Accepted),
-    delayedCloseTimeout: Type.Optional(Accepted),
-    serverName: Type.Optional(Accepted),
-    stripAnyHostPort: Type.Optional(Accepted),
-    acceptHttp10: Type.Optional(Accepted),
-    defaultHostForHttp10: Type.Optional(Accepted),
-    allowChunkedLength: Type.Optional(Accepted),
-    enableTrailers: Type.Optional(Accepted),
-    properCaseHeaderKeyFormat: Type.Optional(Accepted),
-    preserveCaseHeaderKeyFormat: Type.Optional(Accepted),
-    tracing: Type.Optional(Accepted),
-    forwardClientCertDetails: Type.Optional(Accepted),
-    setCurrentClientCertDetails: Type.Optional(Accepted),
-    preserveExternalRequestId: Type.Optional(Accepted),
-    upgrades: Type.Optional(Accepted),
-    maxConnectionDuration: Type.Optional(Accepted),
-    maxStreamDuration: Type.Optional(Accepted),
-    headersWithUnderscoresAction: Type.Optional(Accepted),
-    maxRequestsPerConnection: Type.Optional(Accepted),
-    serverHeaderTransformation: Type.Optional(Accepted),
-    codecType: Type.Optional(Accepted),
-    uuidRequestIdConfig: Type.Optional(Accepted),
-    http2ProtocolOptions: Type.Optional(Accepted),
-    internalAddressConfig: Type.Optional(Accepted),
-    appendXForwardedPort: Type.Optional(Accepted),
-    earlyHeaderManipulation: Type.Optional(Accepted),
-  }),
-);
+/** `hcm.options.gloo.solo.io.HttpConnectionManagerSettings`: the settings docs/gateway.md lists are honoured, the rest of hcm.proto is accepted with a Warning. */
+export const HttpConnectionManagerSettings = Strict({
+  requestTimeout: Type.Optional(Duration),
+  requestHeadersTimeout: Type.Optional(Duration),
+  streamIdleTimeout: Type.Optional(Duration),
+  idleTimeout: Type.Optional(Duration),
+  maxHeadersCount: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000 })),
+  maxRequestHeadersKb: Type.Optional(Type.Integer({ minimum: 1, maximum: 8192 })),
+  normalizePath: Type.Optional(Type.Boolean()),
+  mergeSlashes: Type.Optional(Type.Boolean()),
+  pathWithEscapedSlashesAction: Type.Optional(Type.Union([Type.Literal('IMPLEMENTATION_SPECIFIC_DEFAULT'), Type.Literal('KEEP_UNCHANGED'), Type.Literal('REJECT_REQUEST'), Type.Literal('UNESCAPE_AND_REDIRECT'), Type.Literal('UNESCAPE_AND_FORWARD'), Type.Integer({ minimum: 0, maximum: 4 })])),
+  ...notApplied(
+    ['skipXffAppend', 'via', 'xffNumTrustedHops', 'useRemoteAddress', 'generateRequestId', 'proxy100Continue', 'drainTimeout', 'delayedCloseTimeout', 'serverName', 'stripAnyHostPort', 'acceptHttp10', 'defaultHostForHttp10', 'allowChunkedLength', 'enableTrailers', 'properCaseHeaderKeyFormat', 'preserveCaseHeaderKeyFormat', 'tracing', 'forwardClientCertDetails', 'setCurrentClientCertDetails', 'preserveExternalRequestId', 'upgrades', 'maxConnectionDuration', 'maxStreamDuration', 'headersWithUnderscoresAction', 'maxRequestsPerConnection', 'serverHeaderTransformation', 'codecType', 'uuidRequestIdConfig', 'http2ProtocolOptions', 'internalAddressConfig', 'appendXForwardedPort', 'earlyHeaderManipulation'],
+    HCM_NOT_APPLIED,
+  ),
+});
 
 /** `gloo.solo.io.HttpListenerOptions`: the connection-manager settings, and Gloo's other HTTP filters (accepted, warned). */
-export const HttpListenerOptions = Strict(
-  camelAndProto({
-    httpConnectionManagerSettings: Type.Optional(HttpConnectionManagerSettings),
-    ...Object.fromEntries(
-      ['grpcWeb', 'healthCheck', 'extensions', 'waf', 'dlp', 'wasm', 'extauth', 'ratelimitServer', 'caching', 'disableExtProcEarly', 'extProcEarly', 'disableExtProc', 'extProc', 'disableExtProcLate', 'extProcLate', 'gzip', 'proxyLatency', 'buffer', 'csrf', 'grpcJsonTranscoder', 'sanitizeClusterHeader', 'leftmostXffAddress', 'dynamicForwardProxy', 'connectionLimit', 'networkLocalRatelimit', 'httpLocalRatelimit', 'router', 'tap', 'statefulSession', 'headerValidationSettings'].map((name) => [name, Type.Optional(Accepted)]),
-    ),
-  }),
-);
+export const HttpListenerOptions = Strict({
+  httpConnectionManagerSettings: Type.Optional(HttpConnectionManagerSettings),
+  ...notApplied(
+    ['grpcWeb', 'healthCheck', 'extensions', 'waf', 'dlp', 'wasm', 'extauth', 'ratelimitServer', 'caching', 'disableExtProcEarly', 'extProcEarly', 'disableExtProc', 'extProc', 'disableExtProcLate', 'extProcLate', 'gzip', 'proxyLatency', 'buffer', 'csrf', 'grpcJsonTranscoder', 'sanitizeClusterHeader', 'leftmostXffAddress', 'dynamicForwardProxy', 'connectionLimit', 'networkLocalRatelimit', 'httpLocalRatelimit', 'router', 'tap', 'statefulSession', 'headerValidationSettings'],
+    "this listener-level option of Gloo's HTTP filters is not applied by Gatehouse",
+  ),
+});
 
 /** `VirtualServiceSelectorExpressions.Expression` (Kubernetes-style label expressions). */
 export const SelectorExpression = Strict({
@@ -138,31 +89,29 @@ export const SelectorExpression = Strict({
 });
 
 /** `gateway.solo.io.HttpGateway`. */
-export const HttpGateway = Strict(
-  camelAndProto({
-    virtualServices: Type.Optional(Type.Array(ResourceRef)),
-    virtualServiceSelector: Type.Optional(Type.Record(Type.String(), Type.String())),
-    virtualServiceExpressions: Type.Optional(Strict({ expressions: Type.Optional(Type.Array(SelectorExpression)) })),
-    virtualServiceNamespaces: Type.Optional(Type.Array(Type.String())),
-    options: Type.Optional(HttpListenerOptions),
-  }),
-);
+export const HttpGateway = Strict({
+  virtualServices: Type.Optional(Type.Array(ResourceRef)),
+  virtualServiceSelector: Type.Optional(Type.Record(Type.String(), Type.String())),
+  virtualServiceExpressions: Type.Optional(Strict({ expressions: Type.Optional(Type.Array(SelectorExpression)) })),
+  virtualServiceNamespaces: Type.Optional(Type.Array(Type.String())),
+  options: Type.Optional(HttpListenerOptions),
+});
+
+const NOT_HTTP = 'Gatehouse binds HTTP gateways only: this Gateway binds no listener';
 
 /** The Gateway spec (gateway.proto). */
-export const GatewaySpec = Strict(
-  camelAndProto({
-    ssl: Type.Optional(Type.Boolean()),
-    bindAddress: Type.Optional(Type.String()),
-    bindPort: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535 })),
-    options: Type.Optional(ListenerOptions),
-    useProxyProto: Type.Optional(Accepted),
-    httpGateway: Type.Optional(HttpGateway),
-    tcpGateway: Type.Optional(Accepted),
-    hybridGateway: Type.Optional(Accepted),
-    proxyNames: Type.Optional(Type.Array(Type.String())),
-    routeOptions: Type.Optional(Accepted),
-    // Written by Gloo's controller, ignored when read back (as `status`).
-    namespacedStatuses: Type.Optional(Accepted),
-  }),
-);
+export const GatewaySpec = Strict({
+  ssl: Type.Optional(Type.Boolean()),
+  bindAddress: Type.Optional(Type.String()),
+  bindPort: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535 })),
+  options: Type.Optional(ListenerOptions),
+  useProxyProto: NotApplied('the PROXY protocol header is not read: connections are taken as they come'),
+  httpGateway: Type.Optional(HttpGateway),
+  tcpGateway: NotApplied(NOT_HTTP),
+  hybridGateway: NotApplied(NOT_HTTP),
+  proxyNames: Type.Optional(Type.Array(Type.String())),
+  routeOptions: NotApplied('Gateway-level route configuration options are not applied'),
+  // Written by Gloo's controller; Gatehouse reports status itself and does not read it back.
+  namespacedStatuses: NotApplied("Gloo's controller writes it; Gatehouse reports each resource's status itself"),
+});
 export type GatewaySpec = Type.Static<typeof GatewaySpec>;
