@@ -10,7 +10,7 @@ import { GATEWAY_VERSION } from '../../core/src/version.ts';
 import { CHART_DIR, committedChartFiles, generatedChartFiles } from './chart-files.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const gatehouse = (...args: string[]) => spawnSync(process.execPath, [join(ROOT, 'core/bin/gatehouse.js'), ...args], { encoding: 'utf8', cwd: ROOT });
+const gatehouse = (...args: string[]) => spawnSync(process.execPath, [join(ROOT, 'core/bin/gatehouse.js'), ...args], { encoding: 'utf8', cwd: ROOT, maxBuffer: 64 * 1024 * 1024 });
 
 // No helm binary needed: what the chart shares with the code, checked so that it cannot drift.
 describe('the Helm chart (core/helm/gatehouse)', () => {

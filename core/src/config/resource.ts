@@ -8,6 +8,7 @@ import type { RouteTableSpec, VirtualServiceSpec } from './schema/virtual-servic
 import type { ResourceRef } from './schema/common.ts';
 import type { RateLimitConfigSpec } from './schema/rate-limit-config.ts';
 import type { RouteOptionSpec, VirtualHostOptionSpec } from './schema/option-resources.ts';
+import type { GatewaySpec } from './schema/gateway.ts';
 
 export type SpecOf<K extends Kind> = K extends 'Upstream'
   ? UpstreamSpec
@@ -31,7 +32,9 @@ export type SpecOf<K extends Kind> = K extends 'Upstream'
                 ? VirtualHostOptionSpec
                 : K extends 'RouteOption'
                   ? RouteOptionSpec
-                  : never;
+                  : K extends 'Gateway'
+                    ? GatewaySpec
+                    : never;
 
 /**
  * A validated resource. Plain data (no functions) so it can cross a worker boundary;

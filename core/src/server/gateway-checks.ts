@@ -29,7 +29,7 @@ export function bindOf(spec: GatewaySpec): { address: string; port: number } {
 export function checkGateway(resource: Resource<'Gateway'>, ctx: CheckContext): Diagnostic[] {
   const out: Diagnostic[] = [];
   // config/resource.ts's SpecOf has no Gateway entry yet (it maps the kind to never).
-  const spec = resource.spec as GatewaySpec;
+  const spec = resource.spec;
 
   spec.options?.accessLoggingService?.accessLog?.forEach((log, i) => {
     const sink = log.fileSink;
@@ -73,7 +73,7 @@ export function checkGateway(resource: Resource<'Gateway'>, ctx: CheckContext): 
   const proxies = new Set(proxyNamesOf(spec));
   for (const other of ctx.resources.values()) {
     if (other.kind !== 'Gateway' || other.key === resource.key) continue;
-    const otherSpec = (other as Resource<'Gateway'>).spec as GatewaySpec;
+    const otherSpec = (other as Resource<'Gateway'>).spec;
     const otherBind = bindOf(otherSpec);
     if (otherBind.port !== bind.port || otherBind.address !== bind.address || bind.port === 0) continue;
     if (!proxyNamesOf(otherSpec).some((p) => proxies.has(p))) continue;
