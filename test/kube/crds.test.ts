@@ -67,7 +67,7 @@ describeWithKube('gatehouse install render and the examples on a real kube-apise
    */
   async function acceptAll(objects: KubeObject[]): Promise<KubeObject[]> {
     const crds = objects.filter((o) => o.kind === 'CustomResourceDefinition');
-    expect(crds.length).toBe(9);
+    expect(crds.length).toBe(10);
     for (const crd of crds) await kube.apply(crd);
     for (const crd of crds) await kube.waitForCrd(crd.metadata!.name!);
     const namespaces = new Set(objects.filter((o) => o.kind === 'Namespace').map((o) => o.metadata!.name!));

@@ -230,10 +230,13 @@ export class GatewayListeners {
         old.log.swap(plan.sinks);
         continue;
       }
-      // A changed bind: the new socket is bound first (beside the old one on the same port, by
-      // SO_REUSEPORT), then the old one drains: no moment without a listener.
+      // A changed bind: the new server listens first, then the old one drains its connections:
+      // no moment without a listener.
       try {
-        const made = await this.bindOne(plan, bindKey, scoped);
+        // Same address, port and protocol: the new server accepts on the old one's socket, so no
+        // connection waiting in the old socket's queue is reset; otherwise a new socket binds.
+        const sameSocket = old && old.plan.address === plan.address && old.port === plan.port && plan.port !== 0 && old.plan.ssl === plan.ssl ? old.server : undefined;
+        const made = await this.bindOne(plan, bindKey, scoped, sameSocket);
         this.bound.set(key, made);
         logger.info({ gateway: key, address: plan.address, port: made.port, ssl: plan.ssl }, 'Gateway listener bound');
         if (old) draining.push(this.retire(old));
@@ -244,7 +247,7 @@ export class GatewayListeners {
     await Promise.all(draining);
   }
 
-  private async bindOne(plan: ListenerPlan, bindKey: string, scoped: ConfigSnapshot): Promise<Bound> {
+  private async bindOne(plan: ListenerPlan, bindKey: string, scoped: ConfigSnapshot, takeOver?: Bound['server']): Promise<Bound> {
     const log = new SwappableAccessLog(plan.sinks, this.deps.logger);
     const gateway = this.deps.makeGateway({ paths: plan.paths, accessLog: plan.sinks ? log : undefined, limits: plan.limits });
     const contexts = new TlsContexts((virtualService, message) => this.deps.logger.error({ code: 'GH_CONFIG_BAD_TLS', virtualService }, `the new certificate of VirtualService ${virtualService} cannot be used (the previous one keeps serving): ${message}`));
@@ -255,7 +258,7 @@ export class GatewayListeners {
       // old socket. A port this process does not hold yet is probed first (one process: workers
       // bind beside each other), so a port someone else listens on still fails (EADDRINUSE).
       if (!this.deps.bind.reusePort && !this.holds(plan.address, plan.port)) await assertPortFree(plan.port, plan.address);
-      const bind = { reusePort: true };
+      const bind = { reusePort: true, takeOver };
       const { server, port } = plan.ssl
         ? await listenTls(gateway.handle, plan.port, plan.address, contexts, plan.limits, gateway.handleUpgrade, bind)
         : await listen(gateway.handle, plan.port, plan.address, plan.limits, gateway.handleUpgrade, bind);

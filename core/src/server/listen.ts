@@ -148,6 +148,13 @@ export interface BindOptions {
    * holds no listening socket at all.
    */
   reusePort?: boolean;
+  /**
+   * The server this one replaces on the same address and port: the new server accepts on its
+   * listening socket, and the old one keeps only its open connections (closed gracefully by its
+   * owner). Closing the old socket instead would reset the connections the kernel had queued on
+   * it (with SO_REUSEPORT, new connections are spread over both sockets until one closes).
+   */
+  takeOver?: Server | undefined;
 }
 
 /**
@@ -424,13 +431,20 @@ async function serve(server: Server, l: ListenerLimits, port: number, host: stri
     socket.on('error', () => {});
     socket.end(CONNECT_REFUSED);
   });
+  // Node's net.Server takes over another server's listening handle (`listen(server)`); the old
+  // server must then forget it, or closing it would close the socket both now share.
+  const previous = bind.takeOver as (Server & { _handle?: unknown }) | undefined;
+  const handOver = previous?._handle ? previous : undefined;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen({ port, host, ...(bind.reusePort ? { reusePort: true } : {}) }, () => {
+    const listening = () => {
       server.off('error', reject);
       resolve();
-    });
+    };
+    if (handOver) server.listen(handOver, listening);
+    else server.listen({ port, host, ...(bind.reusePort ? { reusePort: true } : {}) }, listening);
   });
+  if (handOver) handOver._handle = null;
   return { server, port: (server.address() as AddressInfo).port };
 }
 
