@@ -300,8 +300,7 @@ export const AuthConfigSpec = Strict({
     Type.String({ minLength: 1, maxLength: 4096, description: "Gloo's booleanExpr: which named steps must allow, e.g. `basic1 || (plugin2 && !plugin3)`; evaluated left to right with short-circuiting. Without it, every step must allow." }),
   ),
   failOnRedirect: Type.Optional(Type.Boolean({ description: "Gloo's failOnRedirect: an OIDC step answers 401 instead of redirecting to the provider's login" })),
-  fail_on_redirect: Type.Optional(Type.Boolean()),
-}, atMostOneOf(['failOnRedirect', 'fail_on_redirect']));
+});
 export type AuthConfigSpec = Type.Static<typeof AuthConfigSpec>;
 export type AuthStepSpec = AuthConfigSpec['configs'][number];
 export type BasicAuthSpec = NonNullable<AuthStepSpec['basicAuth']>;
