@@ -107,7 +107,6 @@ const TRANSFORMATION: Fields = {
     'mergeJsonKeys.jsonKeys.*.tmpl.text': TRANSFORM,
     'parseBodyBehavior': TRANSFORM,
     'passthrough': TRANSFORM,
-    'spanTransformer.name.text': TRANSFORM,
   }),
 };
 
