@@ -54,7 +54,8 @@ stringData: { username: k, password: s }
       disable_group_checking: false
 `);
   expect(both.code).toBe(1);
-  expect(both.out).toMatch(/spec\.configs\[0\]\.ldap: at most one of "disableGroupChecking", "disable_group_checking"/);
+  // config/proto-names.ts rejects the second spelling, at the proto name.
+  expect(both.out).toMatch(/spec\.configs\[0\]\.ldap\.disable_group_checking.*"disable_group_checking" and "disableGroupChecking" are the same field/);
 });
 
 it('warnings name every accepted-but-not-honoured field; bad templates, addresses and Secrets are errors', { timeout: 60_000 }, async () => {
@@ -75,7 +76,7 @@ it('warnings name every accepted-but-not-honoured field; bad templates, addresse
   expect(warn.out).toMatch(/warning: .*spec\.configs\[0\]\.ldap\.allowedGroups: is empty/);
   expect(warn.out).toMatch(/warning: .*spec\.configs\[0\]\.ldap\.pool\.initialSize: accepted but not honoured/);
   expect(warn.out).toMatch(/warning: .*spec\.configs\[1\]\.ldapInternal\.groupLookupSettings\.password: the service account password is written in the AuthConfig/);
-  expect(warn.out).toMatch(/warning: .*spec\.configs\[2\]\.opaServerAuth\.options\.return_decision_reason: accepted but not honoured/);
+  expect(warn.out).toMatch(/warning: .*spec\.configs\[2\]\.opaServerAuth\.options\.returnDecisionReason: accepted but not honoured/);
 
   const bad = await validate(`${head('bad')}  - ldap:
       address: "ldap://user:pw@ldap.example:389/dc=x"

@@ -317,12 +317,12 @@ export function referencesOf(resource: AnyResource): Reference[] {
       ] as const) {
         refs?.forEach((ref, j) => out.push({ kind: 'Secret', ref, path: ['spec', 'configs', i, 'apiKeyAuth', ...path, j] }));
       }
-      const lookup = step.ldap?.groupLookupSettings ?? step.ldap?.group_lookup_settings;
-      const credentials = lookup?.credentialsSecretRef ?? lookup?.credentials_secret_ref;
-      if (credentials) out.push({ kind: 'Secret', ref: credentials, path: ['spec', 'configs', i, 'ldap', step.ldap!.groupLookupSettings ? 'groupLookupSettings' : 'group_lookup_settings', lookup!.credentialsSecretRef ? 'credentialsSecretRef' : 'credentials_secret_ref'] });
-      const hmacList = step.hmacAuth?.secretRefs ?? step.hmacAuth?.secret_refs;
-      (hmacList?.secretRefs ?? hmacList?.secret_refs)?.forEach((ref, j) => {
-        out.push({ kind: 'Secret', ref, path: ['spec', 'configs', i, 'hmacAuth', step.hmacAuth!.secretRefs ? 'secretRefs' : 'secret_refs', hmacList!.secretRefs ? 'secretRefs' : 'secret_refs', j] });
+      const lookup = step.ldap?.groupLookupSettings;
+      const credentials = lookup?.credentialsSecretRef;
+      if (credentials) out.push({ kind: 'Secret', ref: credentials, path: ['spec', 'configs', i, 'ldap', 'groupLookupSettings', 'credentialsSecretRef'] });
+      const hmacList = step.hmacAuth?.secretRefs;
+      hmacList?.secretRefs.forEach((ref, j) => {
+        out.push({ kind: 'Secret', ref, path: ['spec', 'configs', i, 'hmacAuth', 'secretRefs', 'secretRefs', j] });
       });
       step.opaAuth?.modules?.forEach((ref, j) => out.push({ kind: 'ConfigMap', ref, path: ['spec', 'configs', i, 'opaAuth', 'modules', j] }));
       if (step.oauth2) for (const { ref, path } of oauth2SecretRefs(step.oauth2 as Record<string, unknown>)) out.push({ kind: 'Secret', ref, path: ['spec', 'configs', i, 'oauth2', ...path] });

@@ -213,14 +213,14 @@ export async function buildStep(spec: AuthStepSpec, index: number, options: Step
 
 /** The service account of `ldap.groupLookupSettings.credentialsSecretRef` (a Gloo credentials Secret: `username`, `password`). */
 function ldapSecretCredentials(spec: NonNullable<AuthStepSpec['ldap']>, options: StepBuildOptions): { username: string; password: string } | undefined {
-  const lookup = spec.groupLookupSettings ?? spec.group_lookup_settings;
-  const ref = lookup?.credentialsSecretRef ?? lookup?.credentials_secret_ref;
+  const lookup = spec.groupLookupSettings;
+  const ref = lookup?.credentialsSecretRef;
   if (!ref) return undefined;
   const data = options.secrets?.byRef({ name: ref.name, namespace: ref.namespace ?? options.namespace ?? 'default' })?.data;
   return data?.username && data.password ? { username: data.username, password: data.password } : undefined;
 }
 
 function inlineCredentials(spec: NonNullable<AuthStepSpec['ldapInternal']>): { username: string; password: string } | undefined {
-  const lookup = spec.groupLookupSettings ?? spec.group_lookup_settings;
+  const lookup = spec.groupLookupSettings;
   return lookup ? { username: lookup.username, password: lookup.password } : undefined;
 }

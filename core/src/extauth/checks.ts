@@ -42,8 +42,8 @@ export function checkAuthConfig(resource: Resource<'AuthConfig'>, ctx: CheckCont
     const ldapSpec = step.ldap ?? step.ldapInternal;
     if (ldapSpec) {
       const kind = step.ldap ? 'ldap' : 'ldapInternal';
-      const lookup = step.ldap ? (step.ldap.groupLookupSettings ?? step.ldap.group_lookup_settings) : undefined;
-      const ref = lookup?.credentialsSecretRef ?? lookup?.credentials_secret_ref;
+      const lookup = step.ldap?.groupLookupSettings;
+      const ref = lookup?.credentialsSecretRef;
       let credentials: { username: string; password: string } | undefined;
       if (ref) {
         const secret = ctx.resources.get(refKey('Secret', ref, resource.namespace)) as Resource<'Secret'> | undefined;
@@ -53,7 +53,7 @@ export function checkAuthConfig(resource: Resource<'AuthConfig'>, ctx: CheckCont
         } else if (secret) credentials = { username: secret.spec.data.username!, password: secret.spec.data.password! };
         else credentials = { username: '-', password: '-' };
       } else if (step.ldapInternal) {
-        const inline = step.ldapInternal.groupLookupSettings ?? step.ldapInternal.group_lookup_settings;
+        const inline = step.ldapInternal.groupLookupSettings;
         if (inline) {
           credentials = inline;
           out.push(ctx.at([...at, 'ldapInternal', 'groupLookupSettings', 'password'], ExtAuthCodes.STEP_BUILD, 'the service account password is written in the AuthConfig; prefer ldap with groupLookupSettings.credentialsSecretRef (a Secret)', 'warning'));
@@ -70,10 +70,10 @@ export function checkAuthConfig(resource: Resource<'AuthConfig'>, ctx: CheckCont
     const opa = step.opaAuth ?? step.opaServerAuth;
     if (opa) {
       const kind = step.opaAuth ? 'opaAuth' : 'opaServerAuth';
-      if (opa.options?.returnDecisionReason ?? opa.options?.return_decision_reason) {
-        out.push(ctx.at([...at, kind, 'options', opa.options.returnDecisionReason !== undefined ? 'returnDecisionReason' : 'return_decision_reason'], ExtAuthCodes.STEP_BUILD, 'accepted but not honoured: the decision reason is not written to dynamic metadata (Gloo deprecates it too)', 'warning'));
+      if (opa.options?.returnDecisionReason) {
+        out.push(ctx.at([...at, kind, 'options', 'returnDecisionReason'], ExtAuthCodes.STEP_BUILD, 'accepted but not honoured: the decision reason is not written to dynamic metadata (Gloo deprecates it too)', 'warning'));
       }
-      if (step.opaServerAuth && !opaDataUrl(step.opaServerAuth.serverAddr ?? step.opaServerAuth.server_addr, step.opaServerAuth.package, step.opaServerAuth.ruleName ?? step.opaServerAuth.rule_name)) {
+      if (step.opaServerAuth && !opaDataUrl(step.opaServerAuth.serverAddr, step.opaServerAuth.package, step.opaServerAuth.ruleName)) {
         out.push(ctx.at([...at, 'opaServerAuth'], ExtAuthCodes.STEP_BUILD, 'serverAddr must be host:port or an http(s) URL, package dot-separated Rego names, ruleName slash-separated names'));
       }
     }

@@ -262,7 +262,7 @@ export class AuthEngine {
       ...this.build,
       namespace: resource.namespace,
       configName: resource.name,
-      failOnRedirect: (resource.spec.failOnRedirect ?? resource.spec.fail_on_redirect) === true,
+      failOnRedirect: resource.spec.failOnRedirect === true,
       redact,
       resolveUpstream: (ref) => lookup(snapshot, 'Upstream', ref, resource.namespace)?.spec,
       secrets: secretSource(snapshot.resources),

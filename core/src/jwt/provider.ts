@@ -86,8 +86,7 @@ export function providerProblems(spec: Record<string, unknown>): ProviderProblem
       out.push({ path: ['jwks', 'remote', 'url'], message: 'must be an absolute http(s) URL without credentials (the JWKS location; with upstreamRef, its path and Host)', severity: 'error' });
     }
   }
-  const attach = field<string>(spec, 'attachFailedStatusToMetadata');
-  if (attach) out.push({ path: [fieldName(spec, 'attachFailedStatusToMetadata')], message: 'accepted but not honoured: the failure status is in the access log and the x-gatehouse-error header, not in dynamic metadata', severity: 'warning' });
+  // attachFailedStatusToMetadata is marked Ignored in the schema: the store warns when it is set.
   (field<{ header: string }[]>(spec, 'claimsToHeaders') ?? []).forEach((c, i) => {
     if (!/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/.test(c.header)) out.push({ path: [fieldName(spec, 'claimsToHeaders'), i, 'header'], message: 'is not a valid HTTP header name', severity: 'error' });
   });

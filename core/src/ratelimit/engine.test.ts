@@ -219,7 +219,7 @@ describe('RateLimitConfig: what is rejected at load', () => {
 
   test('unknown fields, both spellings of one field, bad units, reserved keys, duplicates, unusable actions', () => {
     expect(rejection({ descriptors: [{ key: 'k', rateLimit: { requestsPerUnit: 1, unit: 'MINUTE' }, color: 'red' }] })).toMatch(/color/);
-    expect(rejection({ descriptors: [{ key: 'k', rateLimit: { requestsPerUnit: 1, unit: 'MINUTE' }, rate_limit: { requestsPerUnit: 1, unit: 'MINUTE' } }] })).toMatch(/rateLimit or rate_limit/);
+    expect(rejection({ descriptors: [{ key: 'k', rateLimit: { requestsPerUnit: 1, unit: 'MINUTE' }, rate_limit: { requestsPerUnit: 1, unit: 'MINUTE' } }] })).toMatch(/^spec\.raw\.descriptors\[0\]\.rate_limit "rate_limit" and "rateLimit" are the same field/);
     expect(rejection({ descriptors: [{ key: 'k', rateLimit: { requestsPerUnit: 1, unit: 'FORTNIGHT' } }] })).toMatch(/unit/);
     expect(rejection({ descriptors: [{ key: 'k', rateLimit: { requestsPerUnit: 1, unit: 'UNKNOWN' } }] })).toMatch(/unit/);
     expect(rejection({ descriptors: [{ key: 'k', rateLimit: { requestsPerUnit: -1, unit: 'MINUTE' } }] })).toMatch(/requestsPerUnit/);

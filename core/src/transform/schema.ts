@@ -1,5 +1,5 @@
 import Type from 'typebox';
-import { Strict, atMostOneOf } from '../config/schema/common.ts';
+import { Ignored, Strict, atMostOneOf } from '../config/schema/common.ts';
 
 /**
  * Gloo's transformation options (`transformation.options.gloo.solo.io`, the proto
@@ -94,7 +94,8 @@ export const TransformationTemplate = Strict(
       ),
     ),
     escapeCharacters: Type.Optional(Type.Boolean({ description: 'print strings JSON-escaped (without quotes)' })),
-    spanTransformer: Type.Optional(Strict({ name: Type.Optional(InjaTemplate) })),
+    // Checked and compiled (./compile.ts), but the rendered name does not reach a tracing span yet.
+    spanTransformer: Type.Optional(Ignored(Strict({ name: Type.Optional(InjaTemplate) }), 'the rendered span name is not applied to tracing spans yet')),
   },
   // Gloo's `oneof body_transformation`.
   atMostOneOf(['body', 'passthrough', 'mergeExtractorsToBody', 'mergeJsonKeys']),

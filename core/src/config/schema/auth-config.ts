@@ -1,5 +1,5 @@
 import Type from 'typebox';
-import { Duration, Name, ResourceRef, Strict, atMostOneOf, exactlyOneOf } from './common.ts';
+import { Duration, Name, ResourceRef, Strict, exactlyOneOf } from './common.ts';
 import { OAuth2 } from './oauth2.ts';
 
 const HashedUsers = Type.Record(
@@ -156,9 +156,9 @@ const ApiKeyAuth = Strict({
 });
 
 /*
- * Gloo's protojson accepts a field's JSON name (camelCase) and its proto name (snake_case): both
- * are declared where they differ, at most one of the pair may be set, and the step compilers
- * read either (core/src/extauth/proto-names.ts).
+ * Gloo's protojson accepts a field's JSON name (camelCase) and its proto name (snake_case): fields
+ * are declared by their JSON names, and proto names are renamed to them before validation
+ * (../proto-names.ts), which rejects a field given in both spellings.
  */
 
 /** Gloo's `Ldap.ConnectionPool` (the proto's own names are camelCase). */
@@ -178,81 +178,49 @@ const ldapFields = {
   pool: Type.Optional(LdapPool),
   searchFilter: Type.Optional(Type.String({ maxLength: 1024, description: 'the filter of the base-scope search of the user entry (default (uid=*))' })),
   disableGroupChecking: Type.Optional(Type.Boolean()),
-  disable_group_checking: Type.Optional(Type.Boolean()),
 };
 
 /** Gloo's `LdapServiceAccount`: the service account's credentials in a Secret (`username`, `password`). */
-const LdapServiceAccount = Strict(
-  {
-    credentialsSecretRef: Type.Optional(ResourceRef),
-    credentials_secret_ref: Type.Optional(ResourceRef),
-    checkGroupsWithServiceAccount: Type.Optional(Type.Boolean()),
-    check_groups_with_service_account: Type.Optional(Type.Boolean()),
-  },
-  { allOf: [atMostOneOf(['credentialsSecretRef', 'credentials_secret_ref']), atMostOneOf(['checkGroupsWithServiceAccount', 'check_groups_with_service_account'])] },
-);
+const LdapServiceAccount = Strict({
+  credentialsSecretRef: Type.Optional(ResourceRef),
+  checkGroupsWithServiceAccount: Type.Optional(Type.Boolean()),
+});
 
 /** Gloo's internal `LdapServiceAccountConfig`: the credentials inline. */
-const LdapServiceAccountInline = Strict(
-  {
-    username: Type.String({ minLength: 1, maxLength: 1024 }),
-    password: Type.String({ minLength: 1, maxLength: 1024 }),
-    checkGroupsWithServiceAccount: Type.Optional(Type.Boolean()),
-    check_groups_with_service_account: Type.Optional(Type.Boolean()),
-  },
-  atMostOneOf(['checkGroupsWithServiceAccount', 'check_groups_with_service_account']),
-);
+const LdapServiceAccountInline = Strict({
+  username: Type.String({ minLength: 1, maxLength: 1024 }),
+  password: Type.String({ minLength: 1, maxLength: 1024 }),
+  checkGroupsWithServiceAccount: Type.Optional(Type.Boolean()),
+});
 
 /** Gloo's `Ldap`: Basic credentials checked by binding to an LDAP server, then group membership. */
-const Ldap = Strict(
-  {
-    ...ldapFields,
-    groupLookupSettings: Type.Optional(LdapServiceAccount),
-    group_lookup_settings: Type.Optional(LdapServiceAccount),
-  },
-  { allOf: [atMostOneOf(['disableGroupChecking', 'disable_group_checking']), atMostOneOf(['groupLookupSettings', 'group_lookup_settings'])] },
-);
+const Ldap = Strict({
+  ...ldapFields,
+  groupLookupSettings: Type.Optional(LdapServiceAccount),
+});
 
 /** Gloo's `ExtAuthConfig.LdapConfig` (`ldapInternal`): as `ldap`, with the service account's credentials inline. */
-const LdapInternal = Strict(
-  {
-    ...ldapFields,
-    groupLookupSettings: Type.Optional(LdapServiceAccountInline),
-    group_lookup_settings: Type.Optional(LdapServiceAccountInline),
-  },
-  { allOf: [atMostOneOf(['disableGroupChecking', 'disable_group_checking']), atMostOneOf(['groupLookupSettings', 'group_lookup_settings'])] },
-);
+const LdapInternal = Strict({
+  ...ldapFields,
+  groupLookupSettings: Type.Optional(LdapServiceAccountInline),
+});
 
 /** Gloo's `SecretRefList`. */
-const SecretRefList = Strict(
-  {
-    secretRefs: Type.Optional(Type.Array(ResourceRef, { minItems: 1, maxItems: 1024 })),
-    secret_refs: Type.Optional(Type.Array(ResourceRef, { minItems: 1, maxItems: 1024 })),
-  },
-  exactlyOneOf(['secretRefs', 'secret_refs']),
-);
+const SecretRefList = Strict({
+  secretRefs: Type.Array(ResourceRef, { minItems: 1, maxItems: 1024 }),
+});
 
 /** Gloo's `HmacAuth`: request signatures (draft-cavage HTTP signatures, HMAC) with keys from credentials Secrets. */
-const HmacAuth = Strict(
-  {
-    secretRefs: Type.Optional(SecretRefList),
-    secret_refs: Type.Optional(SecretRefList),
-    parametersInHeaders: Type.Optional(Strict({})),
-    parameters_in_headers: Type.Optional(Strict({})),
-  },
-  { allOf: [exactlyOneOf(['secretRefs', 'secret_refs']), atMostOneOf(['parametersInHeaders', 'parameters_in_headers'])] },
-);
+const HmacAuth = Strict({
+  secretRefs: SecretRefList,
+  parametersInHeaders: Type.Optional(Strict({})),
+});
 
 /** Gloo's `OpaAuthOptions`. */
-const OpaAuthOptions = Strict(
-  {
-    fastInputConversion: Type.Optional(Type.Boolean()),
-    fast_input_conversion: Type.Optional(Type.Boolean()),
-    returnDecisionReason: Type.Optional(Type.Boolean()),
-    return_decision_reason: Type.Optional(Type.Boolean()),
-  },
-  { allOf: [atMostOneOf(['fastInputConversion', 'fast_input_conversion']), atMostOneOf(['returnDecisionReason', 'return_decision_reason'])] },
-);
+const OpaAuthOptions = Strict({
+  fastInputConversion: Type.Optional(Type.Boolean()),
+  returnDecisionReason: Type.Optional(Type.Boolean()),
+});
 
 /** Gloo's `OpaAuth`: Rego modules from ConfigMaps, evaluated in the auth server. */
 const OpaAuth = Strict({
@@ -262,17 +230,12 @@ const OpaAuth = Strict({
 });
 
 /** Gloo's `OpaServerAuth`: a decision from an OPA server's Data API. */
-const OpaServerAuth = Strict(
-  {
-    package: Type.String({ minLength: 1, maxLength: 1024, description: 'the Rego package, e.g. test or authz.http' }),
-    ruleName: Type.Optional(Type.String({ maxLength: 1024 })),
-    rule_name: Type.Optional(Type.String({ maxLength: 1024 })),
-    serverAddr: Type.Optional(Type.String({ maxLength: 2048, description: 'host:port or an http(s) URL of the OPA server (default http://localhost:8181, the sidecar)' })),
-    server_addr: Type.Optional(Type.String({ maxLength: 2048 })),
-    options: Type.Optional(OpaAuthOptions),
-  },
-  { allOf: [atMostOneOf(['ruleName', 'rule_name']), atMostOneOf(['serverAddr', 'server_addr'])] },
-);
+const OpaServerAuth = Strict({
+  package: Type.String({ minLength: 1, maxLength: 1024, description: 'the Rego package, e.g. test or authz.http' }),
+  ruleName: Type.Optional(Type.String({ maxLength: 1024 })),
+  serverAddr: Type.Optional(Type.String({ maxLength: 2048, description: 'host:port or an http(s) URL of the OPA server (default http://localhost:8181, the sidecar)' })),
+  options: Type.Optional(OpaAuthOptions),
+});
 
 const AuthStep = Strict(
   {
@@ -300,8 +263,7 @@ export const AuthConfigSpec = Strict({
     Type.String({ minLength: 1, maxLength: 4096, description: "Gloo's booleanExpr: which named steps must allow, e.g. `basic1 || (plugin2 && !plugin3)`; evaluated left to right with short-circuiting. Without it, every step must allow." }),
   ),
   failOnRedirect: Type.Optional(Type.Boolean({ description: "Gloo's failOnRedirect: an OIDC step answers 401 instead of redirecting to the provider's login" })),
-  fail_on_redirect: Type.Optional(Type.Boolean()),
-}, atMostOneOf(['failOnRedirect', 'fail_on_redirect']));
+});
 export type AuthConfigSpec = Type.Static<typeof AuthConfigSpec>;
 export type AuthStepSpec = AuthConfigSpec['configs'][number];
 export type BasicAuthSpec = NonNullable<AuthStepSpec['basicAuth']>;

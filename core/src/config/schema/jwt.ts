@@ -1,16 +1,15 @@
 import Type, { type TProperties, type TSchema } from 'typebox';
-import { Duration, ResourceRef, Strict } from './common.ts';
+import { Duration, Ignored, ResourceRef, Strict } from './common.ts';
 
 /**
  * Gloo Enterprise's JWT and RBAC options (`jwt.options.gloo.solo.io`, `rbac.options.gloo.solo.io`)
- * as Gloo's protojson accepts them: every multi-word field in its camelCase and its proto
- * snake_case name (the compiler in core/src/jwt reads either).
+ * by their JSON names; a manifest's proto names (`claims_to_headers`) are renamed to these before
+ * validation (../proto-names.ts), so each field is declared once.
  */
 
-/** `camel` and its proto name, both optional. */
-function both<S extends TSchema>(camel: string, schema: S): TProperties {
-  const snake = camel.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
-  return snake === camel ? { [camel]: Type.Optional(schema) } : { [camel]: Type.Optional(schema), [snake]: Type.Optional(schema) };
+/** `camel`, optional. */
+function opt<S extends TSchema>(camel: string, schema: S): TProperties {
+  return { [camel]: Type.Optional(schema) };
 }
 
 /** A protojson enum, by name (as manifests write them). */
@@ -20,9 +19,9 @@ function protoEnum(names: readonly string[]) {
 
 const RemoteJwks = Strict({
   url: Type.Optional(Type.String({ minLength: 1, maxLength: 2048, description: 'where the JWKS is fetched; with upstreamRef, its path and Host' })),
-  ...both('upstreamRef', ResourceRef),
-  ...both('cacheDuration', Duration),
-  ...both('asyncFetch', Strict({ ...both('fastListener', Type.Boolean()) })),
+  ...opt('upstreamRef', ResourceRef),
+  ...opt('cacheDuration', Duration),
+  ...opt('asyncFetch', Strict({ ...opt('fastListener', Ignored(Type.Boolean(), 'the listener never waits for the first JWKS fetch (as fastListener: true)')) })),
 });
 
 const Jwks = Strict({
@@ -32,7 +31,7 @@ const Jwks = Strict({
 
 const TokenSource = Strict({
   headers: Type.Optional(Type.Array(Strict({ header: Type.String({ minLength: 1, maxLength: 256 }), prefix: Type.Optional(Type.String({ maxLength: 256 })) }), { maxItems: 32 })),
-  ...both('queryParams', Type.Array(Type.String({ minLength: 1, maxLength: 256 }), { maxItems: 32 })),
+  ...opt('queryParams', Type.Array(Type.String({ minLength: 1, maxLength: 256 }), { maxItems: 32 })),
 });
 
 const ClaimToHeader = Strict({
@@ -46,28 +45,28 @@ export const JwtProvider = Strict({
   jwks: Jwks,
   audiences: Type.Optional(Type.Array(Type.String(), { maxItems: 256 })),
   issuer: Type.Optional(Type.String()),
-  ...both('tokenSource', TokenSource),
-  ...both('keepToken', Type.Boolean()),
-  ...both('claimsToHeaders', Type.Array(ClaimToHeader, { maxItems: 64 })),
-  ...both('clockSkewSeconds', Type.Integer({ minimum: 0, maximum: 4_294_967_295 })),
-  ...both('attachFailedStatusToMetadata', Type.String()),
+  ...opt('tokenSource', TokenSource),
+  ...opt('keepToken', Type.Boolean()),
+  ...opt('claimsToHeaders', Type.Array(ClaimToHeader, { maxItems: 64 })),
+  ...opt('clockSkewSeconds', Type.Integer({ minimum: 0, maximum: 4_294_967_295 })),
+  ...opt('attachFailedStatusToMetadata', Ignored(Type.String(), 'the failure status is in the access log and the x-gatehouse-error header, not in dynamic metadata')),
 });
 
 /** Gloo's `VhostExtension`: named providers (any one may verify the request) and what a request without a valid token gets. */
 export const JwtVhostExtension = Strict({
   providers: Type.Optional(Type.Record(Type.String({ minLength: 1, maxLength: 253 }), JwtProvider, { maxProperties: 64 })),
-  ...both('allowMissingOrFailedJwt', Type.Boolean()),
-  ...both('validationPolicy', protoEnum(['REQUIRE_VALID', 'ALLOW_MISSING', 'ALLOW_MISSING_OR_FAILED'])),
+  ...opt('allowMissingOrFailedJwt', Type.Boolean()),
+  ...opt('validationPolicy', protoEnum(['REQUIRE_VALID', 'ALLOW_MISSING', 'ALLOW_MISSING_OR_FAILED'])),
 });
 
 /** Gloo's route `RouteExtension`: `disable` turns the virtual host's JWT check off for the route. */
 export const JwtRouteExtension = Strict({ disable: Type.Optional(Type.Boolean()) });
 
-export const JwtStagedVhostExtension = Strict({ ...both('beforeExtAuth', JwtVhostExtension), ...both('afterExtAuth', JwtVhostExtension) });
-export const JwtStagedRouteExtension = Strict({ ...both('beforeExtAuth', JwtRouteExtension), ...both('afterExtAuth', JwtRouteExtension) });
+export const JwtStagedVhostExtension = Strict({ ...opt('beforeExtAuth', JwtVhostExtension), ...opt('afterExtAuth', JwtVhostExtension) });
+export const JwtStagedRouteExtension = Strict({ ...opt('beforeExtAuth', JwtRouteExtension), ...opt('afterExtAuth', JwtRouteExtension) });
 
 const Principal = Strict({
-  ...both(
+  ...opt(
     'jwtPrincipal',
     Strict({
       claims: Type.Optional(Type.Record(Type.String({ minLength: 1, maxLength: 256 }), Type.String({ maxLength: 4096 }), { maxProperties: 64 })),
@@ -85,8 +84,8 @@ export const RbacSettings = Strict({
       Type.String({ minLength: 1, maxLength: 253 }),
       Strict({
         principals: Type.Optional(Type.Array(Principal, { maxItems: 256 })),
-        permissions: Type.Optional(Strict({ ...both('pathPrefix', Type.String()), methods: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { maxItems: 32 })) })),
-        ...both('nestedClaimDelimiter', Type.String({ maxLength: 8 })),
+        permissions: Type.Optional(Strict({ ...opt('pathPrefix', Type.String()), methods: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { maxItems: 32 })) })),
+        ...opt('nestedClaimDelimiter', Type.String({ maxLength: 8 })),
       }),
       { maxProperties: 256 },
     ),
@@ -97,16 +96,13 @@ export const RbacSettings = Strict({
 export const JwtVirtualHostOptions = {
   jwt: Type.Optional(JwtVhostExtension),
   jwtStaged: Type.Optional(JwtStagedVhostExtension),
-  jwt_staged: Type.Optional(JwtStagedVhostExtension),
   rbac: Type.Optional(RbacSettings),
 };
 /** The route options (`jwt`, `jwtStaged`, `jwtProvidersStaged`, `rbac`). */
 export const JwtRouteOptions = {
   jwt: Type.Optional(JwtRouteExtension),
   jwtStaged: Type.Optional(JwtStagedRouteExtension),
-  jwt_staged: Type.Optional(JwtStagedRouteExtension),
   jwtProvidersStaged: Type.Optional(JwtStagedVhostExtension),
-  jwt_providers_staged: Type.Optional(JwtStagedVhostExtension),
   rbac: Type.Optional(RbacSettings),
 };
 

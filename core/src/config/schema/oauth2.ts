@@ -1,13 +1,13 @@
 import Type, { type TSchema } from 'typebox';
-import { Duration, ResourceRef, Strict } from './common.ts';
+import { Duration, Ignored, ResourceRef, Strict } from './common.ts';
 
 /*
  * Gloo's `OAuth2` AuthConfig step (extauth.proto: OidcAuthorizationCode, AccessTokenValidation,
- * UserSession, RedisOptions, HeaderConfiguration, DiscoveryOverride, ClaimToHeader, ...). Every
- * field is accepted under both spellings Gloo's protojson reads, the JSON name (camelCase) and the
- * proto name (snake_case), at most one of the two at a time; core/src/extauth/oauth2/spec.ts reads
- * them through one helper. Fields Gatehouse does not honour are accepted and warned about
- * (core/src/extauth/oauth2/compile.ts).
+ * UserSession, RedisOptions, HeaderConfiguration, DiscoveryOverride, ClaimToHeader, ...). Fields
+ * are declared by their JSON names (camelCase); a manifest's proto names (snake_case), which Gloo's
+ * protojson also reads, are renamed to them before validation (../proto-names.ts), which also
+ * rejects a field given in both spellings. Fields Gatehouse does not honour are marked `Ignored`: setting one gives a
+ * warning naming it (../checks/ignored-fields.ts).
  */
 
 /** `fooBar` → `foo_bar`. */
@@ -15,25 +15,11 @@ export function protoName(jsonName: string): string {
   return jsonName.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 }
 
-/** A closed object whose fields are accepted as JSON name or proto name (at most one of each pair). */
+/** A closed object of optional fields, by their JSON names. */
 function Proto(fields: Record<string, TSchema>, description?: string): TSchema {
   const props: Record<string, TSchema> = {};
-  const pairs: string[][] = [];
-  for (const [name, schema] of Object.entries(fields)) {
-    const optional = Type.Optional(schema);
-    props[name] = optional;
-    const snake = protoName(name);
-    if (snake !== name) {
-      props[snake] = optional;
-      pairs.push([name, snake]);
-    }
-  }
-  const options: Record<string, unknown> = description ? { description } : {};
-  if (pairs.length > 0) {
-    options.not = { anyOf: pairs.map((pair) => ({ required: pair })) };
-    options['x-gatehouse-message'] = `set each field once: ${pairs.map(([a, b]) => `${a} or ${b}`).join(', ')}`;
-  }
-  return Strict(props, options);
+  for (const [name, schema] of Object.entries(fields)) props[name] = Type.Optional(schema);
+  return Strict(props, description ? { description } : {});
 }
 
 const Url = Type.String({ maxLength: 2048 });
@@ -53,7 +39,7 @@ const RedisOptions = Proto({
   host: Type.String({ minLength: 1, maxLength: 1024, description: 'host:port of the Redis server' }),
   db: Type.Integer({ minimum: 0, maximum: 15 }),
   poolSize: Type.Integer({ minimum: 0, maximum: 1024 }),
-  tlsCertMountPath: Text,
+  tlsCertMountPath: Ignored(Text, 'TLS to Redis is verified against the system trust store'),
   socketType: Type.Union([Type.Literal('TCP'), Type.Literal('TLS'), Type.Integer({ minimum: 0, maximum: 1 })]),
 });
 
@@ -78,7 +64,7 @@ const UserSession = Proto({
     allowRefreshing: Type.Boolean(),
     preExpiryBuffer: Duration,
     targetDomain: Type.String({ maxLength: 253 }),
-    headerName: HeaderName,
+    headerName: Ignored(HeaderName, 'the session id is not sent to the token endpoint'),
   }),
   cipherConfig: Proto({ keyRef: ResourceRef }),
 });
@@ -91,17 +77,17 @@ const DiscoveryOverride = Proto({
   authEndpoint: Url,
   tokenEndpoint: Url,
   jwksUri: Url,
-  scopes: Strings,
-  responseTypes: Strings,
-  subjects: Strings,
-  idTokenAlgs: Strings,
+  scopes: Ignored(Strings, 'informational'),
+  responseTypes: Ignored(Strings, 'informational'),
+  subjects: Ignored(Strings, 'informational'),
+  idTokenAlgs: Ignored(Strings, 'ID tokens are verified with the algorithms of the JWKS keys'),
   authMethods: Strings,
-  claims: Strings,
+  claims: Ignored(Strings, 'informational'),
   revocationEndpoint: Url,
   endSessionEndpoint: Url,
 });
 
-const Azure = Proto({ clientId: Text, tenantId: Text, clientSecret: ResourceRef, claimsCachingOptions: RedisOptions });
+const Azure = Ignored(Proto({ clientId: Text, tenantId: Text, clientSecret: ResourceRef, claimsCachingOptions: RedisOptions }), 'Microsoft Entra distributed claims are not fetched');
 
 /** Gloo's `OidcAuthorizationCode`. */
 export const OidcAuthorizationCode = Proto({
@@ -120,11 +106,11 @@ export const OidcAuthorizationCode = Proto({
   discoveryOverride: DiscoveryOverride,
   discoveryPollInterval: Duration,
   jwksCacheRefreshPolicy: Proto({ never: Empty, always: Empty, maxIdpReqPerPollingInterval: UInt32 }),
-  sessionIdHeaderName: HeaderName,
-  parseCallbackPathAsRegex: Type.Boolean(),
-  autoMapFromMetadata: Proto({ namespace: Text }),
+  sessionIdHeaderName: Ignored(HeaderName, 'the session id is not sent to the token endpoint'),
+  parseCallbackPathAsRegex: Ignored(Type.Boolean(), 'callbackPath is matched exactly'),
+  autoMapFromMetadata: Ignored(Proto({ namespace: Text }), 'Gatehouse has no dynamic metadata'),
   endSessionProperties: Strict({ methodType: Type.Optional(Type.Union([Type.Literal('GetMethod'), Type.Literal('PostMethod'), Type.Integer({ minimum: 0, maximum: 1 })])) }),
-  dynamicMetadataFromClaims: Params,
+  dynamicMetadataFromClaims: Ignored(Params, 'Gatehouse has no dynamic metadata; use identityToken.claimsToHeaders'),
   disableClientSecret: Type.Boolean(),
   accessToken: Proto({ claimsToHeaders: ClaimsToHeaders }),
   identityToken: Proto({ claimsToHeaders: ClaimsToHeaders }),
@@ -134,7 +120,7 @@ export const OidcAuthorizationCode = Proto({
   }),
   default: Empty,
   azure: Azure,
-  frontChannelLogout: Proto({ path: Type.String({ maxLength: 1024 }) }),
+  frontChannelLogout: Ignored(Proto({ path: Type.String({ maxLength: 1024 }) }), 'front-channel logout is not served; use logoutPath'),
 });
 
 /** Gloo's `AccessTokenValidation`. */
@@ -150,7 +136,7 @@ export const AccessTokenValidation = Proto({
   userinfoUrl: Url,
   cacheTimeout: Duration,
   requiredScopes: Strict({ scope: Type.Optional(Strings) }),
-  dynamicMetadataFromClaims: Params,
+  dynamicMetadataFromClaims: Ignored(Params, 'Gatehouse has no dynamic metadata; use claimsToHeaders'),
   claimsToHeaders: ClaimsToHeaders,
   default: Empty,
   azure: Azure,

@@ -42,20 +42,17 @@ export interface CompiledHmacAuth {
   readonly keys: ReadonlyMap<string, Buffer>;
 }
 
-/** The credentials Secrets of the step (either spelling of `secretRefs.secretRefs`). */
+/** The credentials Secrets of the step (`secretRefs.secretRefs`). */
 export function hmacSecretRefs(spec: HmacAuthSpec): ResourceRef[] {
-  const list = spec.secretRefs ?? spec.secret_refs;
-  return list?.secretRefs ?? list?.secret_refs ?? [];
+  return spec.secretRefs.secretRefs;
 }
 
 /** Reads the key id and secret of each referenced Secret (`username`, `password`), or says what is missing. */
 export function compileHmacAuth(spec: HmacAuthSpec, namespace: string, byRef: (ref: { name: string; namespace: string }) => Readonly<Record<string, string>> | undefined): { compiled?: CompiledHmacAuth; problems: HmacProblem[] } {
   const keys = new Map<string, Buffer>();
   const problems: HmacProblem[] = [];
-  const listKey = spec.secretRefs ? 'secretRefs' : 'secret_refs';
-  const inner = (spec.secretRefs ?? spec.secret_refs)?.secretRefs ? 'secretRefs' : 'secret_refs';
   hmacSecretRefs(spec).forEach((ref, i) => {
-    const at = [listKey, inner, i];
+    const at = ['secretRefs', 'secretRefs', i];
     const data = byRef({ name: ref.name, namespace: ref.namespace ?? namespace });
     if (!data) return problems.push({ path: at, message: `Secret ${ref.namespace ?? namespace}/${ref.name} is not served` });
     const username = data.username;

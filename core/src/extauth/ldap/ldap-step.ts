@@ -70,9 +70,9 @@ export function compileLdap(spec: AnyLdapSpec, credentials: { username: string; 
   if (!url) problems.push({ path: ['address'], message: 'must be host:port or an ldap:// or ldaps:// URL without credentials or path', severity: 'error' });
   const template = spec.userDnTemplate ?? '';
   if (template.split('%s').length !== 2) problems.push({ path: ['userDnTemplate'], message: 'must contain "%s" exactly once (e.g. uid=%s,ou=people,dc=solo,dc=io)', severity: 'error' });
-  const disableGroupChecking = spec.disableGroupChecking ?? spec.disable_group_checking ?? false;
-  const lookup = spec.groupLookupSettings ?? spec.group_lookup_settings;
-  const withServiceAccount = lookup?.checkGroupsWithServiceAccount ?? lookup?.check_groups_with_service_account ?? false;
+  const disableGroupChecking = spec.disableGroupChecking ?? false;
+  const lookup = spec.groupLookupSettings;
+  const withServiceAccount = lookup?.checkGroupsWithServiceAccount ?? false;
   if (withServiceAccount && !credentials) problems.push({ path: ['groupLookupSettings'], message: 'checkGroupsWithServiceAccount needs the service account\'s credentials (a Secret with "username" and "password")', severity: 'error' });
   if (!disableGroupChecking && (spec.allowedGroups ?? []).length === 0) {
     problems.push({ path: ['allowedGroups'], message: 'is empty, so every request with valid credentials is denied (403); list the allowed group DNs, or set disableGroupChecking', severity: 'warning' });

@@ -1,7 +1,8 @@
 /**
  * Compiles Gloo's `oauth2` step once per AuthConfig version: both field spellings read, defaults
- * applied (Gloo's), secrets looked up, and every field Gatehouse accepts but does not honour
- * reported as a warning naming it (status and `gatehouse validate`).
+ * applied (Gloo's), secrets looked up. The fields Gatehouse accepts but does not honour are marked
+ * `Ignored` in the schema (config/schema/oauth2.ts), which the store warns about; a value not
+ * honoured (`methodType: PostMethod`) is warned about here.
  */
 import { createHash, hkdfSync } from 'node:crypto';
 import type { JWTVerifyGetKey } from 'jose';
@@ -121,14 +122,6 @@ function claimsToHeaders(list: unknown, path: (string | number)[], problems: OAu
   return out;
 }
 
-/** Warns about each set field of `o` named in `fields` (accepted, not honoured). */
-function notHonoured(o: unknown, path: (string | number)[], fields: Record<string, string>, problems: OAuth2Problem[]): void {
-  for (const [name, why] of Object.entries(fields)) {
-    const { value, key } = field(o, name);
-    if (value !== undefined) problems.push({ path: [...path, key], message: `accepted but not honoured: ${why}`, severity: 'warning' });
-  }
-}
-
 function secretValue(ref: SecretRef | undefined, key: string, namespace: string, secrets: SecretLookup, path: (string | number)[], problems: OAuth2Problem[]): string | undefined {
   if (!ref) return undefined;
   const ns = ref.namespace ?? namespace;
@@ -210,14 +203,12 @@ export function compileOidc(spec: Obj, namespace: string, secrets: SecretLookup)
     const host = get<string>(options, 'host') ?? '';
     if (!host || host.startsWith('unix://')) problems.push({ path: at('session', 'redis', 'options', 'host'), message: 'must be host:port (unix sockets are not supported)', severity: 'error' });
     const socket = get(options, 'socketType');
-    notHonoured(options, at('session', 'redis', 'options'), { tlsCertMountPath: 'TLS to Redis is verified against the system trust store' }, problems);
     redis = {
       url: `redis://${host}/${Number(get(options, 'db') ?? 0)}`,
       tls: socket === 'TLS' || socket === 1,
       poolSize: Math.min(Math.max(Number(get(options, 'poolSize') ?? 1), 1), 16),
       keyPrefix: get<string>(redisSession, 'keyPrefix') ?? 'gatehouse-oidc:',
     };
-    notHonoured(redisSession, at('session', 'redis'), { headerName: 'the session id is not sent to the token endpoint' }, problems);
   }
   const keyPrefix = get<string>(cookieSession, 'keyPrefix');
   const sessionCookie = redisSession ? get<string>(redisSession, 'cookieName') || '__session' : keyPrefix ? `${keyPrefix}___session` : '__session';
@@ -250,18 +241,10 @@ export function compileOidc(spec: Obj, namespace: string, secrets: SecretLookup)
     const value = get(override, name);
     if (value && !absoluteHttpUrl(value)) problems.push({ path: at('discoveryOverride', name), message: 'must be an absolute http(s) URL', severity: 'error' });
   }
-  notHonoured(override, at('discoveryOverride'), { scopes: 'informational', responseTypes: 'informational', subjects: 'informational', idTokenAlgs: 'ID tokens are verified with the algorithms of the JWKS keys', claims: 'informational' }, problems);
   const policy = get<Obj>(oidc, 'jwksCacheRefreshPolicy');
   const maxReq = get(policy, 'maxIdpReqPerPollingInterval');
   const jwksPolicy: JwksRefreshPolicy = policy && get(policy, 'always') !== undefined ? { kind: 'always' } : maxReq !== undefined ? { kind: 'max', perInterval: Number(maxReq) } : { kind: 'never' };
-  notHonoured(oidc, at(), {
-    sessionIdHeaderName: 'the session id is not sent to the token endpoint',
-    parseCallbackPathAsRegex: 'callbackPath is matched exactly',
-    autoMapFromMetadata: 'Gatehouse has no dynamic metadata',
-    dynamicMetadataFromClaims: 'Gatehouse has no dynamic metadata; use identityToken.claimsToHeaders',
-    azure: 'Microsoft Entra distributed claims are not fetched',
-    frontChannelLogout: 'front-channel logout is not served; use logoutPath',
-  }, problems);
+  // The fields not honoured at all are marked Ignored in the schema (warned by the store); this one only for a value.
   const method = get<Obj>(oidc, 'endSessionProperties')?.methodType;
   if (method === 'PostMethod' || method === 1) problems.push({ path: at('endSessionProperties', 'methodType'), message: 'accepted but not honoured: the end_session_endpoint is reached by a GET redirect', severity: 'warning' });
 
@@ -363,7 +346,6 @@ export function compileAccessTokenValidation(spec: Obj, namespace: string, secre
   }
   const userinfo = get<string>(atv, 'userinfoUrl');
   if (userinfo && !absoluteHttpUrl(userinfo)) problems.push({ path: at('userinfoUrl'), message: 'must be an absolute http(s) URL', severity: 'error' });
-  notHonoured(atv, at(), { dynamicMetadataFromClaims: 'Gatehouse has no dynamic metadata; use claimsToHeaders', azure: 'Microsoft Entra distributed claims are not fetched' }, problems);
   const claims = claimsToHeaders(get(atv, 'claimsToHeaders'), at('claimsToHeaders'), problems);
   if (problems.some((p) => p.severity === 'error')) return { problems };
   const cache = get<string>(atv, 'cacheTimeout');

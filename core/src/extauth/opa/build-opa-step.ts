@@ -14,9 +14,9 @@ import { OpaAuthStep, OpaServerAuthStep, opaDataUrl } from './opa-step.ts';
 export async function buildOpaStep(spec: AuthStepSpec, name: string, at: (...path: (string | number)[]) => string, options: StepBuildOptions): Promise<AuthStep> {
   if (spec.opaServerAuth) {
     const server = spec.opaServerAuth;
-    const url = opaDataUrl(server.serverAddr ?? server.server_addr, server.package, server.ruleName ?? server.rule_name);
+    const url = opaDataUrl(server.serverAddr, server.package, server.ruleName);
     if (!url) throw new GatehouseError(ExtAuthCodes.STEP_BUILD, `${at('opaServerAuth')}: serverAddr must be host:port or an http(s) URL, package dot-separated Rego names, ruleName slash-separated names`);
-    const fast = server.options?.fastInputConversion ?? server.options?.fast_input_conversion ?? false;
+    const fast = server.options?.fastInputConversion ?? false;
     return new OpaServerAuthStep(url, { name, fastInputConversion: fast, ...(options.resolveHost ? { resolveHost: options.resolveHost } : {}) });
   }
   const opa = spec.opaAuth!;
@@ -34,7 +34,7 @@ export async function buildOpaStep(spec: AuthStepSpec, name: string, at: (...pat
   if (bytes > MAX_REGO_BYTES) throw new GatehouseError(ExtAuthCodes.STEP_BUILD, `${at('opaAuth', 'modules')}: more than ${MAX_REGO_BYTES} bytes of Rego`);
   try {
     const policy = await compileOpaWasm(modules, opa.query);
-    const fast = opa.options?.fastInputConversion ?? opa.options?.fast_input_conversion ?? false;
+    const fast = opa.options?.fastInputConversion ?? false;
     return new OpaAuthStep(policy, { name, fastInputConversion: fast });
   } catch (error) {
     throw new GatehouseError(ExtAuthCodes.STEP_BUILD, `${at('opaAuth')}: ${(error as Error).message}`, { cause: error });
