@@ -115,12 +115,12 @@ EndpointSlices. (dict "root" $ "writeStatus" true)
   (dict "group" (printf "gatehouse.%s" $d) "resources" (list "upstreams" "upstreamgroups"))
   (dict "group" (printf "enterprise.%s" $d) "resources" (list "authconfigs"))
   (dict "group" (printf "graphql.%s" $d) "resources" (list "graphqlapis"))
-  (dict "group" (printf "gateway.%s" $d) "resources" (list "routetables" "virtualservices" "virtualhostoptions" "routeoptions" "gateways"))
+  (dict "group" (printf "gateway.%s" $d) "resources" (list "routetables" "virtualservices" "gateways" "virtualhostoptions" "routeoptions"))
   (dict "group" (printf "ratelimit.%s" $d) "resources" (list "ratelimitconfigs"))
   (dict "group" "gloo.solo.io" "resources" (list "upstreams" "upstreamgroups"))
   (dict "group" "enterprise.gloo.solo.io" "resources" (list "authconfigs"))
   (dict "group" "graphql.gloo.solo.io" "resources" (list "graphqlapis"))
-  (dict "group" "gateway.solo.io" "resources" (list "routetables" "virtualservices" "virtualhostoptions" "routeoptions" "gateways"))
+  (dict "group" "gateway.solo.io" "resources" (list "routetables" "virtualservices" "gateways" "virtualhostoptions" "routeoptions"))
   (dict "group" "ratelimit.solo.io" "resources" (list "ratelimitconfigs")) }}
 {{- range $groups }}
 - apiGroups: [{{ .group | toJson }}]
