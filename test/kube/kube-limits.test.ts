@@ -74,7 +74,9 @@ describeWithKube('limits on resources from the Kubernetes API (issue 24 finding 
       return status?.state === 'Rejected' ? status : undefined;
     }, 20_000);
     expect(rejected.reason).toContain('AuthConfig gatehouse-limits/deep: the document is nested deeper than 64 levels [GH_CONFIG_LIMITS]');
-    await eventually(async () => (await statusOf(shallow))?.state === 'Accepted', 20_000);
+    await eventually(async () => (await statusOf(shallow))?.state === 'Accepted', 20_000).catch(async (error: Error) => {
+      throw new Error(`${error.message}; status: ${JSON.stringify(await statusOf(shallow))}`);
+    });
     // Fail closed: the route that needs the rejected AuthConfig is denied, not served without auth.
     await eventually(async () => (await send(gatehouse!.url, { headers: { host: 'deep.test' } })).status === 403, 20_000);
     // A resource applied afterwards is applied.
