@@ -131,7 +131,10 @@ describeWithRedis('RateLimit and the plugin store through gatehouse run', 'test/
     let run: GatehouseProcess;
     beforeAll(async () => {
       run = await startGatehouse('run', ['--config-dir', config.path, '--plugin-dir', plugin.dir, '--extauth-timeout', '3s', '--workers', '2']);
-      await run.waitForLog((line) => line.msg === 'received new auth configuration' && line.pid !== run.child.pid, 150_000);
+      // Both workers have their auth configuration (and so listen): a burst right after one was
+      // ready could land on it alone (SO_REUSEPORT spreads connections over the bound sockets).
+      const first = await run.waitForLog((line) => line.msg === 'received new auth configuration' && line.pid !== run.child.pid, 150_000);
+      await run.waitForLog((line) => line.msg === 'received new auth configuration' && line.pid !== run.child.pid && line.pid !== first.pid, 150_000);
     }, 200_000);
     afterAll(async () => {
       await run?.stop();
