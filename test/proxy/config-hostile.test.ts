@@ -135,6 +135,10 @@ describe('a 20,000-route reload (issue 17 finding 15)', () => {
   it('keeps the event loop answering while the file is parsed, and serves the new routes', async () => {
     const routes = Array.from({ length: 20_000 }, (_, i) => ({ matchers: [{ prefix: `/r${i}/` }], routeAction: { single: { upstream: { name: 'good' } } } }));
     const started = gw.logs.filter((l) => l.msg === 'configuration loaded').length;
+    // The gateway's own event-loop delay (prom-client's monitorEventLoopDelay, reset by every
+    // scrape): what the reload blocked in the gateway, not the test runner's or other files' load.
+    const lagMax = async () => Number(/^gatehouse_process_nodejs_eventloop_lag_max_seconds (\S+)$/m.exec((await send(gw.adminUrl, { path: '/metrics' })).body)?.[1]);
+    await lagMax();
     let worst = 0;
     let pinging = true;
     const pinger = (async () => {
@@ -150,10 +154,14 @@ describe('a 20,000-route reload (issue 17 finding 15)', () => {
     await eventually(async () => (await send(gw.url, { path: '/r19999/x', headers: { host: 'many.test' } })).status === 200, 20_000);
     pinging = false;
     await pinger;
+    const blocked = await lagMax();
     // The parse (1.3 s of the ~1.9 s the reload blocked before) runs on a worker thread; what is
     // left on the event loop is validation and the route table.
-    // Measured here: worst ping 184 ms with the worker, 1,565 ms with the parse on the event loop.
-    expect(worst).toBeLessThan(800);
+    // Measured here: worst ping 184 ms with the worker, 1,565 ms with the parse on the event loop;
+    // on a quiet 2-core machine the gateway's longest block was 0.2–0.4 s.
+    console.log(`20,000-route reload: the gateway's event loop blocked at most ${Math.round(blocked * 1000)} ms; worst client ping ${Math.round(worst)} ms`);
+    expect(blocked).toBeGreaterThan(0);
+    expect(blocked).toBeLessThan(0.8);
   });
 });
 
