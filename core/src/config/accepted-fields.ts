@@ -1,12 +1,4 @@
-import { IGNORED_KEYWORD } from './checks/ignored-fields.ts';
-
-interface SchemaNode {
-  readonly properties?: Record<string, SchemaNode>;
-  readonly patternProperties?: Record<string, SchemaNode>;
-  readonly items?: SchemaNode;
-  readonly anyOf?: readonly SchemaNode[];
-  readonly [IGNORED_KEYWORD]?: string;
-}
+import { IGNORED_KEYWORD, type SchemaNode } from './checks/ignored-fields.ts';
 
 /** One field a schema accepts: its path under `spec` (`virtualHost.routes[].options.timeout`; `*` for a map's values). */
 export interface AcceptedField {

@@ -6,7 +6,8 @@ import { isCoreKind, KINDS } from '../schema/kinds.ts';
 /** The schema keyword that marks a field accepted but not applied (schema/common.ts `Ignored`). */
 export const IGNORED_KEYWORD = 'x-gatehouse-ignored';
 
-interface SchemaNode {
+/** The parts of a JSON schema the accepted-field walkers read. */
+export interface SchemaNode {
   readonly properties?: Record<string, SchemaNode>;
   readonly patternProperties?: Record<string, SchemaNode>;
   readonly items?: SchemaNode;
