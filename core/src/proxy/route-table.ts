@@ -204,8 +204,10 @@ export function compileRouteTable(snapshot: ConfigSnapshot, given: RouteTableOpt
       continue;
     }
     const own = new Set<UpstreamCluster>();
+    // The virtual host's options with its VirtualHostOptions merged in (config/options-refs.ts): once per virtual host.
+    const hostOptions = effectiveVirtualHostOptions(vs, lookupIn(snapshot.resources));
     const routes = flat.map(({ spec, owner, index }) => {
-      const route = compileRoute(snapshot, vs, owner, spec, index, options);
+      const route = compileRoute(snapshot, vs, owner, spec, index, options, hostOptions);
       if (route.destination.kind === 'upstream') own.add(route.destination.cluster);
       if (route.destination.kind === 'weighted') for (const choice of route.destination.choices) own.add(choice.cluster);
       return route;
@@ -319,9 +321,8 @@ function sameDependencies(a: readonly unknown[], b: readonly unknown[]): boolean
  * One route of `vs`, held by `owner` (the VirtualService itself or a RouteTable it delegates to):
  * the route's own references resolve in the owner's namespace, the virtual host's in the VirtualService's.
  */
-function compileRoute(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, owner: Resource<'VirtualService'> | Resource<'RouteTable'>, spec: RouteSpec, index: number, options: RouteTableOptions): CompiledRoute {
-  // The virtual host's options with its VirtualHostOptions merged in (config/options-refs.ts).
-  const vh = { options: effectiveVirtualHostOptions(vs, lookupIn(snapshot.resources)) };
+function compileRoute(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, owner: Resource<'VirtualService'> | Resource<'RouteTable'>, spec: RouteSpec, index: number, options: RouteTableOptions, hostOptions: ReturnType<typeof effectiveVirtualHostOptions>): CompiledRoute {
+  const vh = { options: hostOptions };
   const name = spec.name ?? `${owner.namespace}/${owner.name}/${index}`;
   const o = spec.options ?? {};
   const secretOf = (ref: ResourceRef) => lookup(snapshot, 'Secret', ref, owner.namespace);
