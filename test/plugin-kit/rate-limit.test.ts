@@ -1,7 +1,7 @@
 import { request as httpRequest } from 'node:http';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { makeConfigDir, manifests, type ConfigDir } from '../support/config-dir.ts';
 import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
 import { startServer, type TestServer } from '../support/upstream.ts';
@@ -144,9 +144,14 @@ describeWithRedis('RateLimit and the plugin store through gatehouse run', 'test/
       const statuses = await burst([run.url], '/memory/x', 'workers-memory');
       expect(allowedOf(statuses)).toBe(10);
       expect(statuses.slice(10)).toEqual(Array(10).fill(429));
-      // Both workers served (new connections, spread by the kernel), so the count was shared.
-      const pids = new Set(run.logs.filter((line) => line.msg === 'access' && line.path === '/memory/x').map((line) => line.pid));
-      expect(pids.size).toBe(2);
+      // Both workers served (new connections, spread by the kernel), so the count was shared. The
+      // access log is written in batches: wait until all 20 lines are out before reading their pids.
+      const lines = await vi.waitFor(() => {
+        const found = run.logs.filter((line) => line.msg === 'access' && line.path === '/memory/x');
+        if (found.length < 20) throw new Error(`${found.length} of 20 access lines written`);
+        return found;
+      }, { timeout: 10_000, interval: 50 });
+      expect(new Set(lines.map((line) => line.pid)).size).toBe(2);
     });
 
     it('shares one Redis between the workers too: exactly 10 of 20', async () => {
