@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 
 export interface TestServer {
   readonly server: Server;
@@ -54,11 +54,21 @@ export function startEcho(name = 'echo'): Promise<TestServer> {
   });
 }
 
-/** A port that refuses connections (bound, then closed). */
+/**
+ * A port on 127.0.0.1 that refuses connections: a privileged one nothing listens on. Never an
+ * ephemeral port that was bound and closed: a test running beside this one could be handed it
+ * by a `listen(0)` and accept (a fresh-clone CI run failed on that).
+ */
 export async function refusedPort(): Promise<number> {
-  const s = await startServer(() => {});
-  await s.close();
-  return s.port;
+  for (let port = 1; port < 1024; port++) {
+    const refused = await new Promise<boolean>((resolve) => {
+      const socket = connect({ host: '127.0.0.1', port });
+      socket.once('connect', () => (socket.destroy(), resolve(false)));
+      socket.once('error', (error: NodeJS.ErrnoException) => resolve(error.code === 'ECONNREFUSED'));
+    });
+    if (refused) return port;
+  }
+  throw new Error('no privileged port on 127.0.0.1 refuses connections');
 }
 
 /** What a body recorder saw: the request line, headers, and the body by size and SHA-256. */
