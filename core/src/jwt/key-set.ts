@@ -1,5 +1,6 @@
 import { createPublicKey } from 'node:crypto';
-import { importJWK, type JWK } from 'jose';
+import type { JWK } from 'jose';
+import { jose } from './jose.ts';
 
 /** The JWS algorithms Envoy's jwt_authn verifies (its filter documentation); `none` never. */
 export const SUPPORTED_ALGS: readonly string[] = ['ES256', 'ES384', 'ES512', 'HS256', 'HS384', 'HS512', 'RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'EdDSA'];
@@ -54,7 +55,7 @@ export class KeySet {
   static key(entry: KeyEntry, alg: string): Promise<VerifyKey> {
     let key = entry.imported.get(alg);
     if (!key) {
-      key = importJWK({ ...entry.jwk, alg } as JWK, alg) as Promise<VerifyKey>;
+      key = jose().then((j) => j.importJWK({ ...entry.jwk, alg } as JWK, alg)) as Promise<VerifyKey>;
       // A key that fails to import for this alg is left out of later attempts (the promise stays rejected).
       key.catch(() => undefined);
       entry.imported.set(alg, key);

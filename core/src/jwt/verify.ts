@@ -1,4 +1,4 @@
-import { compactVerify } from 'jose';
+import { jose } from './jose.ts';
 import { deepFreeze } from '../config/resource.ts';
 import { KeySet, SUPPORTED_ALGS, type KeyEntry } from './key-set.ts';
 import { normalizeAudience, type CompiledProvider } from './provider.ts';
@@ -117,7 +117,7 @@ async function signatureVerifies(token: string, entry: KeyEntry, alg: string): P
   try {
     const key = await KeySet.key(entry, alg);
     // The payload checked above is the one these bytes sign: compactVerify covers header.payload exactly.
-    await compactVerify(token, key, { algorithms: [alg] });
+    await (await jose()).compactVerify(token, key, { algorithms: [alg] });
     return true;
   } catch {
     return false;

@@ -4,7 +4,8 @@
  * the refresh policy allows (Gloo's `jwksCacheRefreshPolicy`: never by default, always, or at most
  * N times per interval; at most one fetch a second), so tokens with made-up key ids cannot make us hammer the provider.
  */
-import { createLocalJWKSet, errors as joseErrors, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose';
+import type { JSONWebKeySet, JWTVerifyGetKey } from 'jose';
+import { jose } from '../../jwt/jose.ts';
 import { GatehouseError } from '../../errors.ts';
 import { OAuth2Codes } from './codes.ts';
 import type { ProviderHttp } from './provider-http.ts';
@@ -22,7 +23,13 @@ export function signingKeys(document: unknown): JSONWebKeySet {
 
 /** A local (inline) JWKS as a jose key resolver; throws when the document is not a JWKS. */
 export function localKeys(inline: string): JWTVerifyGetKey {
-  return createLocalJWKSet(signingKeys(JSON.parse(inline)));
+  return localSet(signingKeys(JSON.parse(inline)));
+}
+
+/** jose's resolver for `set`, made on the first token: jose (~15 MB resident) loads only when a token is verified. */
+function localSet(set: JSONWebKeySet): JWTVerifyGetKey {
+  let resolver: JWTVerifyGetKey | undefined;
+  return async (header, token) => (resolver ??= (await jose()).createLocalJWKSet(set))(header, token);
 }
 
 /** A remote JWKS, cached. */
@@ -54,7 +61,7 @@ export class RemoteJwks {
     try {
       return await keys(header, token);
     } catch (error) {
-      if (!(error instanceof joseErrors.JWKSNoMatchingKey) || !this.mayFetchOnDemand(now)) throw error;
+      if (!(error instanceof (await jose()).errors.JWKSNoMatchingKey) || !this.mayFetchOnDemand(now)) throw error;
       return (await this.fetchOnDemand())(header, token);
     }
   };
@@ -98,7 +105,7 @@ export class RemoteJwks {
         } catch (error) {
           throw new GatehouseError(OAuth2Codes.PROVIDER, `the JWKS at ${url} is unusable: ${(error as Error).message}`);
         }
-        this.keys = createLocalJWKSet(set);
+        this.keys = localSet(set);
         this.fetchedAt = Date.now();
         return this.keys;
       } finally {
