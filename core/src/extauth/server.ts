@@ -18,6 +18,7 @@ import { metrics } from '../admin/metrics.ts';
 import { AuthEngine } from './engine.ts';
 import { checkRequestFromMessage, checkResponseToMessage, type CheckRequestMessage, type CheckResponseMessage } from './grpc/check-messages.ts';
 import { AUTHORIZATION_SERVICE, authorizationPackage } from './grpc/protos.ts';
+import { loadRedisDriver } from '../redis/client.ts';
 import { attachRateLimitService, rateLimitChecks, rateLimitOptionsFromEnv } from '../ratelimit/grpc-service.ts';
 
 /** The auth server's default gRPC port (SPEC 1). */
@@ -114,7 +115,9 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
   };
   server.addService(authorizationPackage()[AUTHORIZATION_SERVICE] as ServiceDefinition, { Check: check } as UntypedServiceImplementation);
   // Envoy's rate-limit service on the same port (docs/rate-limiting.md).
-  const rateLimit = attachRateLimitService(server, { ...rateLimitOptionsFromEnv(), logger });
+  const rateLimitOptions = rateLimitOptionsFromEnv();
+  if (rateLimitOptions.backend?.type === 'redis') await loadRedisDriver();
+  const rateLimit = attachRateLimitService(server, { ...rateLimitOptions, logger });
   health.addToServer(server);
 
   const host = options.host ?? '0.0.0.0';
