@@ -89,7 +89,7 @@ async function h2cGet(port: number, header: Buffer, path: string): Promise<Echo>
 }
 
 /** A TLS request (HTTP/1.1, or h2 with `alpn`) on a connection that first writes `header`. */
-async function tlsGet(port: number, header: Buffer, path: string, alpn: 'http/1.1' | 'h2'): Promise<{ echo: Echo; alpn: string | false }> {
+async function tlsGet(port: number, header: Buffer, path: string, alpn: 'http/1.1' | 'h2'): Promise<{ echo: Echo; alpn: string | false | null }> {
   const raw = connect(port, '127.0.0.1');
   await new Promise((resolve) => raw.once('connect', resolve));
   raw.write(header);
@@ -280,7 +280,8 @@ describe('--proxy-protocol true: the --port and --https-port listeners', () => {
     });
 
     it('send-proxy-v2 in front of the TLS listener (TLS passes through HAProxy)', async () => {
-      const tls = tlsConnect({ host: '127.0.0.2', port: haproxy.ports.tls!, localAddress: '127.0.0.5', servername: 'app.test', rejectUnauthorized: false, ALPNProtocols: ['http/1.1'] });
+      const raw = connect({ host: '127.0.0.2', port: haproxy.ports.tls!, localAddress: '127.0.0.5' });
+      const tls = tlsConnect({ socket: raw, servername: 'app.test', rejectUnauthorized: false, ALPNProtocols: ['http/1.1'] });
       await new Promise((resolve, reject) => (tls.once('secureConnect', resolve), tls.once('error', reject)));
       tls.write(get('/via-tls'));
       let text = '';

@@ -43,14 +43,12 @@ type Result = 'proxied' | 'no_route' | 'connect_failure' | 'tls_handshake' | 'he
 export class TcpProxyListener {
   private routes: TcpRoutes;
   private readonly settings: TcpListenerSettings;
-  private readonly logger: Logger;
   private readonly server: Server;
   private readonly open = new Set<Socket>();
 
-  private constructor(routes: TcpRoutes, settings: TcpListenerSettings, logger: Logger) {
+  private constructor(routes: TcpRoutes, settings: TcpListenerSettings) {
     this.routes = routes;
     this.settings = settings;
-    this.logger = logger;
     // Half-open on both sides: a client's FIN is passed upstream and the answer still comes back.
     this.server = createServer({ allowHalfOpen: true }, (socket) => this.accept(socket));
     this.server.maxConnections = settings.maxConnections;
@@ -59,7 +57,7 @@ export class TcpProxyListener {
 
   /** Binds a listener (`reusePort`: beside the one it replaces, or another worker's). */
   static async listen(routes: TcpRoutes, settings: TcpListenerSettings, logger: Logger, bind: { reusePort?: boolean } = {}): Promise<TcpProxyListener> {
-    const listener = new TcpProxyListener(routes, settings, logger);
+    const listener = new TcpProxyListener(routes, settings);
     await new Promise<void>((resolve, reject) => {
       listener.server.once('error', reject);
       listener.server.listen({ port: settings.port, host: settings.address, ...(bind.reusePort ? { reusePort: true } : {}) }, () => {
