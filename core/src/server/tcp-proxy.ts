@@ -181,16 +181,22 @@ export class TcpProxyListener {
     // The TLS socket takes over the connection and reads the ClientHello that was put back first.
     const tls = new TLSSocket(socket, { isServer: true, secureContext: context, requestCert: requireClientCert, rejectUnauthorized: requireClientCert });
     const handshake = setTimeout(() => fail(), this.settings.helloTimeoutMs);
+    let secure = false;
     const fail = (): void => {
       clearTimeout(handshake);
       this.count(route.name, 'tls_handshake');
       tls.destroy();
       socket.destroy();
     };
-    tls.once('error', fail);
+    // For the connection's whole life (an alert while the upstream is dialled included): never unhandled.
+    tls.on('error', () => {
+      if (!secure) return fail();
+      tls.destroy();
+      socket.destroy();
+    });
     tls.once('secure', () => {
+      secure = true;
       clearTimeout(handshake);
-      tls.removeListener('error', fail);
       if (requireClientCert && !tls.authorized) return fail();
       this.dial(socket, tls, route, servername);
     });
