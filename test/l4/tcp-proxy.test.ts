@@ -110,13 +110,17 @@ let tlsB: Awaited<ReturnType<typeof tlsBackend>>;
 let config: ConfigDir;
 let gh: GatehouseProcess;
 const port: Record<string, number> = {};
+let clientPair: { cert: string; key: string };
+let strangerPair: { cert: string; key: string };
 
 const gateway = (name: string, bindPort: number, tcpGateway: object, extra: object = {}) => ({ apiVersion: 'gateway.solo.io/v1', kind: 'Gateway', metadata: { name, namespace: 'default' }, spec: { bindAddress: '127.0.0.1', bindPort, tcpGateway, ...extra } });
 const to = (upstream: string) => ({ single: { upstream: { name: upstream } } });
 
 beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), 'gatehouse-l4-tcp-'));
-  const [pairA, pairB, pairTerm] = await Promise.all([selfSignedCert(work, 'a', ['a.test']), selfSignedCert(work, 'b', ['b.test', '*.b.test']), selfSignedCert(work, 'term', ['term.test'])]);
+  const [pairA, pairB, pairTerm, client] = await Promise.all([selfSignedCert(work, 'a', ['a.test']), selfSignedCert(work, 'b', ['b.test', '*.b.test']), selfSignedCert(work, 'term', ['term.test', 'mtls.test']), selfSignedCert(work, 'client', ['client.test'])]);
+  clientPair = client;
+  strangerPair = await selfSignedCert(work, 'stranger', ['client.test']);
   [a, b, big, tlsA, tlsB] = await Promise.all([tcpEcho('A'), tcpEcho('B'), mirror(), tlsBackend('TLS-A', pairA), tlsBackend('TLS-B', pairB)]);
   for (const name of ['plain', 'sni', 'multi', 'refused', 'idle', 'limit', 'proxied', 'proxiedsni']) port[name] = await freePort();
   const refused = await refusedPort();
@@ -138,6 +142,7 @@ beforeAll(async () => {
           { name: 'b', sslConfig: { sniDomains: ['b.test', '*.b.test'] }, destination: to('tls-b') },
           { name: 'term', sslConfig: { sniDomains: ['term.test'], sslFiles: { tlsCert: pairTerm.certFile, tlsKey: pairTerm.keyFile } }, destination: to('tcp-a') },
           { name: 'by-cluster', sslConfig: { sniDomains: ['tls-b_default'] }, destination: { forwardSniClusterName: {} } },
+          { name: 'mtls', sslConfig: { sniDomains: ['mtls.test'], sslFiles: { tlsCert: pairTerm.certFile, tlsKey: pairTerm.keyFile, rootCa: client.certFile } }, destination: to('tcp-b') },
         ],
       }),
       gateway('multi', port.multi!, { tcpHosts: [{ name: 'split', destination: { multi: { destinations: [{ weight: 1, destination: { upstream: { name: 'tcp-a' } } }, { weight: 1, destination: { upstream: { name: 'tcp-b' } } }, { weight: 0, destination: { upstream: { name: 'nothing' } } }] } } }] }),
@@ -213,6 +218,33 @@ describe('tcpGateway', () => {
 
   it('terminates TLS for a host with a certificate and forwards the plaintext', async () => {
     expect(await tlsTalk(port.sni!, 'term.test', 'plain please')).toEqual({ cn: 'term.test', answer: 'A:plain please' });
+  });
+
+  it('termination with a root CA requires a client certificate signed by it; a failed handshake is counted', async () => {
+    const withCert = await new Promise<string>((resolve, reject) => {
+      const socket = tlsConnect({ port: port.sni!, host: '127.0.0.1', servername: 'mtls.test', rejectUnauthorized: false, cert: clientPair.cert, key: clientPair.key });
+      socket.once('error', reject);
+      socket.once('secureConnect', () => socket.once('data', (d) => (resolve(d.toString()), socket.end())).write('with cert'));
+    });
+    expect(withCert).toBe('B:with cert');
+    const metricLine = 'gatehouse_tcp_connections_total{gateway="default/sni",host="mtls",result="tls_handshake"}';
+    const before = await metric(gh, metricLine);
+    // No certificate, and one the root CA did not sign: closed, nothing reaches the upstream.
+    expect(await tlsTalk(port.sni!, 'mtls.test')).toHaveProperty('error');
+    const stranger = await new Promise<string>((resolve) => {
+      const socket = tlsConnect({ port: port.sni!, host: '127.0.0.1', servername: 'mtls.test', rejectUnauthorized: false, cert: strangerPair.cert, key: strangerPair.key });
+      let got = '';
+      socket.on('data', (d) => (got += d.toString()));
+      socket.on('error', () => {});
+      socket.once('secureConnect', () => socket.write('no'));
+      socket.once('close', () => resolve(got));
+    });
+    expect(stranger).toBe('');
+    await eventually(async () => (await metric(gh, metricLine)) === before + 2);
+    // A TLS record of garbage after the ClientHello's first bytes: the handshake fails, nothing else does.
+    const garbage = Buffer.concat([Buffer.from([0x16, 0x03, 0x01, 0x00, 0x30, 0x01, 0x00, 0x00, 0x2c, 0x03, 0x03]), Buffer.alloc(42, 7)]);
+    expect(await talk(port.sni!, garbage)).toMatchObject({ text: '', closed: true });
+    expect(await metric(gh, 'gatehouse_unhandled_errors_total')).toBe(0);
   });
 
   it('forwardSniClusterName: the SNI names the Upstream (`name_namespace`)', async () => {

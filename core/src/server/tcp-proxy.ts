@@ -197,7 +197,9 @@ export class TcpProxyListener {
     tls.once('secure', () => {
       secure = true;
       clearTimeout(handshake);
-      if (requireClientCert && !tls.authorized) return fail();
+      // OpenSSL refused a missing certificate already; one not signed by the root CA is seen here
+      // (what tls.Server does for its own sockets: Node verifies after the handshake, not in it).
+      if (requireClientCert && !verified(tls)) return fail();
       this.dial(socket, tls, route, servername);
     });
   }
@@ -267,4 +269,11 @@ export class TcpProxyListener {
     client.pipe(upstream);
     upstream.pipe(client);
   }
+}
+
+/** Whether a server-side TLS socket's client certificate verified against its context's CA (a socket Node cannot tell about: no). */
+function verified(tls: TLSSocket): boolean {
+  const handle = (tls as unknown as { _handle?: { verifyError?: () => Error | null } })._handle;
+  if (typeof handle?.verifyError !== 'function') return false;
+  return handle.verifyError() === null && Object.keys(tls.getPeerCertificate()).length > 0;
 }
