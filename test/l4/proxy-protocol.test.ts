@@ -159,7 +159,7 @@ describe('--proxy-protocol true: the --port and --https-port listeners', () => {
         { ...manifests.virtualService('tls', { domains: ['app.test'], routes: [{ matchers: [{ prefix: '/' }], routeAction: { single: { upstream: { name: 'echo' } } } }] }), spec: { sslConfig: { sslFiles: { tlsCert: pair.certFile, tlsKey: pair.keyFile } }, virtualHost: { domains: ['app.test'], routes: [{ matchers: [{ prefix: '/' }], routeAction: { single: { upstream: { name: 'echo' } } } }] } } },
       ],
     });
-    gh = await startGatehouse('run', ['--config-dir', config.path, '--proxy-protocol', 'true', '--request-headers-timeout', '1s']);
+    gh = await startGatehouse('run', ['--config-dir', config.path, '--proxy-protocol', 'true', '--request-headers-timeout', '1s', '--max-connections-per-client', '4']);
     httpsPort = gh.listening.httpsPort as number;
   });
   afterAll(async () => {
@@ -197,6 +197,26 @@ describe('--proxy-protocol true: the --port and --https-port listeners', () => {
     expect([await hit('10.1.1.1'), await hit('10.1.1.1'), await hit('10.1.1.1')]).toEqual([200, 200, 429]);
     // Another client behind the same balancer (the same TCP peer, 127.0.0.1) has its own budget.
     expect(await hit('10.2.2.2')).toBe(200);
+  });
+
+  it('the per-client connection cap counts the PROXY address, not the balancer', async () => {
+    // Four kept-alive connections of one client, each answered (so admitted), all from the same TCP peer.
+    const held: Socket[] = [];
+    for (let i = 0; i < 4; i++) {
+      const socket = connect(gh.port, '127.0.0.1');
+      socket.on('error', () => {});
+      await new Promise<void>((resolve) => {
+        socket.once('data', () => resolve());
+        socket.write(Buffer.concat([v1('192.0.2.50'), Buffer.from('GET /held HTTP/1.1\r\nhost: app.test\r\n\r\n')]));
+      });
+      held.push(socket);
+    }
+    const before = await refused(gh, 'per_client_limit');
+    expect(await exchange(gh.port, [v1('192.0.2.50'), get('/fifth')])).toEqual({ text: '', closed: true });
+    expect(await refused(gh, 'per_client_limit')).toBe(before + 1);
+    // Another client behind the same balancer is not held back.
+    expect(echoOf((await exchange(gh.port, [v1('192.0.2.51'), get('/other')])).text).headers['x-forwarded-for']).toBe('192.0.2.51');
+    for (const socket of held) socket.destroy();
   });
 
   it('v2 LOCAL (a health check) and v1 UNKNOWN are served with the connection address', async () => {
