@@ -319,7 +319,14 @@ export class GatewayListeners {
     }
     for (const [key, gw] of wanted) {
       const settings = tcpSettingsOf(gw, this.deps.limits);
-      const routes = compileTcpRoutes(gw, snapshot);
+      let routes: ReturnType<typeof compileTcpRoutes>;
+      try {
+        routes = compileTcpRoutes(gw, snapshot);
+      } catch (error) {
+        // Not expected (the checks passed): the listener keeps the routes it has, a new one is not bound.
+        logger.error({ err: error, code: 'GH_TCP_PROXY', gateway: key }, 'a TCP Gateway could not be compiled; its listener keeps its previous routes');
+        continue;
+      }
       for (const route of routes.routes) if (route.broken) logger.error({ code: 'GH_TCP_PROXY', gateway: key, tcpHost: route.name, cause: route.broken }, 'a TCP host cannot forward: its connections are closed');
       const bindKey = JSON.stringify(settings);
       const old = this.tcp.get(key);
