@@ -122,7 +122,7 @@ beforeAll(async () => {
   clientPair = client;
   strangerPair = await selfSignedCert(work, 'stranger', ['client.test']);
   [a, b, big, tlsA, tlsB] = await Promise.all([tcpEcho('A'), tcpEcho('B'), mirror(), tlsBackend('TLS-A', pairA), tlsBackend('TLS-B', pairB)]);
-  for (const name of ['plain', 'sni', 'multi', 'refused', 'idle', 'limit', 'proxied', 'proxiedsni']) port[name] = await freePort();
+  for (const name of ['plain', 'sni', 'multi', 'refused', 'idle', 'limit', 'proxied', 'proxiedsni', 'kube']) port[name] = await freePort();
   const refused = await refusedPort();
   config = await makeConfigDir({
     'upstreams.yaml': [
@@ -150,10 +150,11 @@ beforeAll(async () => {
       gateway('idle', port.idle!, { tcpHosts: [{ name: 'slow', destination: to('tcp-a') }], options: { tcpProxySettings: { idleTimeout: '1s' } } }),
       gateway('limit', port.limit!, { tcpHosts: [{ name: 'few', destination: to('tcp-a') }], options: { connectionLimit: { maxActiveConnections: 2 } } }),
       gateway('proxied', port.proxied!, { tcpHosts: [{ name: 'pp', destination: to('tcp-b') }] }, { useProxyProto: true }),
+      gateway('kube', port.kube!, { tcpHosts: [{ name: 'svc', destination: { single: { kube: { ref: { name: 'tcp-echo', namespace: 'apps' }, port: a.port } } } }] }),
       gateway('proxiedsni', port.proxiedsni!, { tcpHosts: [{ name: 'a', sslConfig: { sniDomains: ['a.test'] }, destination: to('tls-a') }] }, { options: { proxyProtocol: {} } }),
     ],
   });
-  gh = await startGatehouse('run', ['--config-dir', config.path, '--request-headers-timeout', '1s']);
+  gh = await startGatehouse('run', ['--config-dir', config.path, '--request-headers-timeout', '1s', '--resolve', 'tcp-echo.apps.svc.cluster.local=127.0.0.1']);
   for (const name of Object.keys(port)) await gh.waitForLog((l) => l.msg === 'Gateway listener bound' && l.gateway === `default/${name}`);
 });
 
@@ -249,6 +250,10 @@ describe('tcpGateway', () => {
 
   it('forwardSniClusterName: the SNI names the Upstream (`name_namespace`)', async () => {
     expect(await tlsTalk(port.sni!, 'tls-b_default')).toEqual({ cn: 'b.test', answer: 'TLS-B:hi' });
+  });
+
+  it('a kube destination is the service name under the cluster domain (here --resolve to the echo server)', async () => {
+    expect(await talk(port.kube!, 'k8s')).toEqual({ text: 'A:k8sA:bye', fin: true, closed: true });
   });
 
   it('multi: connections are spread by weight (weight 0 never chosen)', async () => {

@@ -14,6 +14,7 @@ import { TlsContexts } from './tls-contexts.ts';
 import type { ProxyProtocolPolicy } from './proxy-protocol.ts';
 import { DEFAULT_TCP_CONNECT_TIMEOUT_MS, DEFAULT_TCP_IDLE_TIMEOUT_MS, TcpProxyListener, type TcpListenerSettings } from './tcp-proxy.ts';
 import { compileTcpRoutes } from './tcp-routes.ts';
+import { KubeDnsResolver } from '../proxy/kube-resolver.ts';
 
 /** What one Gateway asks of its listener, as compiled from the snapshot. */
 export interface ListenerPlan {
@@ -200,6 +201,10 @@ export interface GatewayListenersDeps {
   bind: BindOptions;
   graceMs: number;
   logger: Logger;
+  /** `--resolve`: the address to dial for an upstream host name (TCP proxy listeners; HTTP ones resolve in their proxy). */
+  resolve?: ((host: string) => string | undefined) | undefined;
+  /** Kubernetes cluster domain of `kube` destinations of TCP proxy listeners (default cluster.local). */
+  kubeClusterDomain?: string | undefined;
   /** A proxy for one listener, with its paths and access log (undefined: the process's default log). */
   makeGateway(options: { paths: Partial<PathNormalization> | undefined; accessLog: AccessLog | undefined; limits: Partial<ListenerLimits> }): ListenerGateway;
 }
@@ -233,6 +238,7 @@ interface Bound {
 export class GatewayListeners {
   private readonly bound = new Map<string, Bound>();
   private readonly tcp = new Map<string, BoundTcp>();
+  private readonly kube: KubeDnsResolver;
   private queue: Promise<unknown> = Promise.resolve();
   private closed = false;
 
@@ -240,6 +246,7 @@ export class GatewayListeners {
 
   constructor(deps: GatewayListenersDeps) {
     this.deps = deps;
+    this.kube = new KubeDnsResolver(deps.kubeClusterDomain);
   }
 
   /** Whether `snapshot` has Gateways for this proxy (then the `--port` listeners are not bound). */
@@ -321,7 +328,7 @@ export class GatewayListeners {
       const settings = tcpSettingsOf(gw, this.deps.limits);
       let routes: ReturnType<typeof compileTcpRoutes>;
       try {
-        routes = compileTcpRoutes(gw, snapshot);
+        routes = compileTcpRoutes(gw, snapshot, { resolve: this.deps.resolve, kubeResolver: this.kube });
       } catch (error) {
         // Not expected (the checks passed): the listener keeps the routes it has, a new one is not bound.
         logger.error({ err: error, code: 'GH_TCP_PROXY', gateway: key }, 'a TCP Gateway could not be compiled; its listener keeps its previous routes');

@@ -54,6 +54,8 @@ export interface TcpRoutes {
 /** What compiling needs besides the Gateway and its snapshot. */
 export interface TcpRoutesOptions {
   readonly kubeResolver?: KubeServiceResolver | undefined;
+  /** `--resolve HOST=ADDR`: the address to dial for a host name. */
+  readonly resolve?: ((host: string) => string | undefined) | undefined;
 }
 
 const DNS = new KubeDnsResolver();
@@ -61,7 +63,7 @@ const DNS = new KubeDnsResolver();
 /** Compiles `gw`'s `tcpGateway` against `snapshot`. A host whose Upstream or certificate is missing is compiled as broken (its connections close); the load-time checks warn about it. */
 export function compileTcpRoutes(gw: Resource<'Gateway'>, snapshot: ConfigSnapshot, options: TcpRoutesOptions = {}): TcpRoutes {
   const tcp = field<TcpGatewaySpec>(gw.spec, 'tcpGateway');
-  const routes = (tcp?.tcpHosts ?? []).map((host) => compileHost(gw, host, snapshot, options.kubeResolver ?? DNS));
+  const routes = (tcp?.tcpHosts ?? []).map((host) => compileHost(gw, host, snapshot, options.kubeResolver ?? DNS, options.resolve));
   const inspectsHello = routes.some((r) => r.tls.kind !== 'none' || r.sniDomains !== undefined);
   const exact = new Map<string, TcpRoute>();
   const wildcards: { suffix: string; route: TcpRoute }[] = [];
@@ -91,7 +93,7 @@ export function compileTcpRoutes(gw: Resource<'Gateway'>, snapshot: ConfigSnapsh
   };
 }
 
-function compileHost(gw: Resource<'Gateway'>, host: TcpHostSpec, snapshot: ConfigSnapshot, kube: KubeServiceResolver): TcpRoute {
+function compileHost(gw: Resource<'Gateway'>, host: TcpHostSpec, snapshot: ConfigSnapshot, kube: KubeServiceResolver, resolve: TcpRoutesOptions['resolve']): TcpRoute {
   const ssl = host.sslConfig;
   const sniDomains = ssl?.sniDomains?.length ? ssl.sniDomains.map((d) => d.toLowerCase().replace(/\.$/, '')) : undefined;
   let tls: TcpTls = ssl === undefined ? { kind: 'none' } : { kind: 'passthrough' };
@@ -114,7 +116,7 @@ function compileHost(gw: Resource<'Gateway'>, host: TcpHostSpec, snapshot: Confi
     sniDomains,
     tls,
     broken,
-    targets: typeof pick === 'string' ? () => [] : pick,
+    targets: typeof pick === 'string' ? () => [] : resolve ? (name, attempts) => pick(name, attempts).map((t) => ({ addr: resolve(t.addr.toLowerCase()) ?? t.addr, port: t.port })) : pick,
   };
 }
 
