@@ -204,6 +204,49 @@ describe('tcpGateway', () => {
     expect(await metric(gh, 'gatehouse_tcp_bytes_total{gateway="default/plain",host="one",direction="sent"}')).toBeGreaterThanOrEqual(size);
   });
 
+  it('a client that does not read holds the upstream back (backpressure), then gets every byte', async () => {
+    // An upstream that writes 256 MiB as fast as the connection takes it.
+    const total = 256 * 1024 * 1024;
+    const chunk = Buffer.alloc(1024 * 1024, 9);
+    let written = 0;
+    const producer = createServer((socket) => {
+      socket.on('error', () => {});
+      const pump = (): void => {
+        while (written < total) {
+          written += chunk.length;
+          if (!socket.write(chunk)) return void socket.once('drain', pump);
+        }
+        socket.end();
+      };
+      pump();
+    });
+    await new Promise<void>((resolve) => producer.listen(0, '127.0.0.1', () => resolve()));
+    const gwPort = await freePort();
+    await config.write('producer.yaml', [manifests.upstream('producer', [{ addr: '127.0.0.1', port: (producer.address() as AddressInfo).port }]), gateway('producer', gwPort, { tcpHosts: [{ name: 'p', destination: to('producer') }] })]);
+    await gh.waitForLog((l) => l.msg === 'Gateway listener bound' && l.gateway === 'default/producer');
+    const client = connect(gwPort, '127.0.0.1');
+    client.pause();
+    await new Promise((resolve) => client.once('connect', resolve));
+    // The upstream stalls once the buffers between it and the client are full: it is not drained into the gateway's memory.
+    let last = -1;
+    await eventually(async () => {
+      const stable = written > 0 && written === last;
+      last = written;
+      return stable;
+    }, 20_000, 500);
+    expect(written).toBeLessThan(64 * 1024 * 1024);
+    // Reading now: every byte arrives.
+    let read = 0;
+    await new Promise<void>((resolve) => {
+      client.on('data', (c: Buffer) => (read += c.length));
+      client.on('end', () => resolve());
+      client.resume();
+    });
+    expect(read).toBe(total);
+    producer.close();
+    await config.remove('producer.yaml');
+  });
+
   it('routes TLS by SNI to two backends without terminating it: the client sees each backend certificate', async () => {
     expect(await tlsTalk(port.sni!, 'a.test')).toEqual({ cn: 'a.test', answer: 'TLS-A:hi' });
     expect(await tlsTalk(port.sni!, 'b.test')).toEqual({ cn: 'b.test', answer: 'TLS-B:hi' });
