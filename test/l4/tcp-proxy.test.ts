@@ -133,6 +133,7 @@ beforeAll(async () => {
       manifests.upstream('tls-b', [{ addr: '127.0.0.1', port: tlsB.port }]),
       manifests.upstream('nothing', [{ addr: '127.0.0.1', port: refused }]),
     ],
+    'secret.yaml': { apiVersion: 'v1', kind: 'Secret', type: 'kubernetes.io/tls', metadata: { name: 'term-tls', namespace: 'default' }, data: { 'tls.crt': Buffer.from(pairTerm.cert).toString('base64'), 'tls.key': Buffer.from(pairTerm.key).toString('base64') } },
     'gateways.yaml': [
       // Gloo's TCP proxy guide, with a free port and the echo upstream.
       gateway('plain', port.plain!, { tcpHosts: [{ name: 'one', destination: { single: { upstream: { name: 'mirror', namespace: 'default' } } } }] }, { useProxyProto: false }),
@@ -142,6 +143,7 @@ beforeAll(async () => {
           { name: 'b', sslConfig: { sniDomains: ['b.test', '*.b.test'] }, destination: to('tls-b') },
           { name: 'term', sslConfig: { sniDomains: ['term.test'], sslFiles: { tlsCert: pairTerm.certFile, tlsKey: pairTerm.keyFile } }, destination: to('tcp-a') },
           { name: 'by-cluster', sslConfig: { sniDomains: ['tls-b_default'] }, destination: { forwardSniClusterName: {} } },
+          { name: 'by-secret', sslConfig: { sniDomains: ['secret.test'], secretRef: { name: 'term-tls', namespace: 'default' } }, destination: to('tcp-b') },
           { name: 'mtls', sslConfig: { sniDomains: ['mtls.test'], sslFiles: { tlsCert: pairTerm.certFile, tlsKey: pairTerm.keyFile, rootCa: client.certFile } }, destination: to('tcp-b') },
         ],
       }),
@@ -262,6 +264,8 @@ describe('tcpGateway', () => {
 
   it('terminates TLS for a host with a certificate and forwards the plaintext', async () => {
     expect(await tlsTalk(port.sni!, 'term.test', 'plain please')).toEqual({ cn: 'term.test', answer: 'A:plain please' });
+    // The certificate from a kubernetes.io/tls Secret, as a VirtualService's sslConfig takes it.
+    expect(await tlsTalk(port.sni!, 'secret.test', 'from secret')).toEqual({ cn: 'term.test', answer: 'B:from secret' });
   });
 
   it('termination with a root CA requires a client certificate signed by it; a failed handshake is counted', async () => {
