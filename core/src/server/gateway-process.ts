@@ -668,5 +668,5 @@ function gatewayListeners(options: GatewayProcessOptions, authorizer: Authorizer
       },
     };
   };
-  return new GatewayListeners({ proxyName: options.proxyName ?? DEFAULT_PROXY_NAME, limits: options.limits ?? {}, bind, graceMs: options.shutdownGraceMs, logger: options.logger, makeGateway });
+  return new GatewayListeners({ proxyName: options.proxyName ?? DEFAULT_PROXY_NAME, limits: options.limits ?? {}, bind, graceMs: options.shutdownGraceMs, logger: options.logger, makeGateway, resolve: (host) => options.resolve.get(host), kubeClusterDomain: options.kubeClusterDomain });
 }

@@ -153,7 +153,8 @@ export const RouteOptions = Strict({
   ...RateLimitOptions,
 });
 
-const Destination = Strict(
+/** Gloo's Destination: an Upstream, or a Kubernetes service port. */
+export const Destination = Strict(
   {
     upstream: Type.Optional(ResourceRef),
     kube: Type.Optional(
