@@ -104,15 +104,17 @@
         width: width - 16,
         height: Math.max(60, height - TITLE - legendHeight - 10),
         legend: { show: false },
+        // Room on the right for the last time label, which uPlot centres on its tick.
+        padding: [10, 28, 0, 0],
         cursor: { show: false },
         scales: {
           x: { time: true },
           // Counts, rates, latencies and bytes are never negative: keep 0 in view, as Grafana's soft min does for them.
-          y: { range: (u, min, max) => uPlot.rangeNum(Math.min(0, min), max === min ? max + 1 : max, 0.1, true) },
+          y: { range: (_u, min, max) => uPlot.rangeNum(Math.min(0, min), max === min ? max + 1 : max, 0.1, true) },
         },
         axes: [
-          { ...axis, size: 28, space: 90, values: (u, splits) => splits.map((t) => clock(t, model.range.end - model.range.start <= 900)) },
-          { ...axis, size: 76, ...(panel.unit === 'bytes' ? { incrs: binaryIncrements() } : {}), values: (u, splits, _i, _space, incr) => splits.map((v) => formatValue(panel.unit, v, incr)) },
+          { ...axis, size: 28, space: 90, values: (_u, splits) => splits.map((t) => clock(t, model.range.end - model.range.start <= 900)) },
+          { ...axis, size: 76, ...(panel.unit === 'bytes' ? { incrs: binaryIncrements() } : {}), values: (_u, splits, _i, _space, incr) => splits.map((v) => formatValue(panel.unit, v, incr)) },
         ],
         series: [{}, ...series.map((s, i) => ({ label: s.name, stroke: palette[i % palette.length], width: 1.5, points: { show: false }, spanGaps: false }))],
       },

@@ -26,10 +26,11 @@ try {
   const start = Date.now() / 1000;
   console.error(`driving traffic for ${seconds} s through ${stack.gateway.url}`);
   const counts = await driveTraffic(stack.gateway.url, seconds, { onProgress: (f) => stack.setPaymentsFailureRate(f > 1 / 3 && f < 2 / 3 ? 0.6 : 0.2) });
+  const end = Date.now() / 1000;
   console.error(`statuses: ${JSON.stringify(counts)}`);
-  // Two more scrapes, so that the last requests are in Prometheus.
+  // Two more scrapes, so that the last requests are in Prometheus; the range ends with the traffic.
   await new Promise((r) => setTimeout(r, 2_500 * SCRAPE_INTERVAL));
-  const range = grafanaRange(start - 10, Date.now() / 1000, PAGE_WIDTH / 2, SCRAPE_INTERVAL);
+  const range = grafanaRange(start - 5, end, PAGE_WIDTH / 2, SCRAPE_INTERVAL);
   const results = await queryDashboard(dashboard, stack.prometheusUrl, range);
   for (const [panel, targets] of results) for (const t of targets) if (!t.series.some(hasData)) console.error(`no data: "${panel.title}" ${t.target.refId}: ${t.query}`);
   const html = await dashboardHtml(dashboard, results, range, 'Rendered by test/observability/render-dashboard.ts (uPlot, headless Chromium) from core/helm/gatehouse/dashboards/gatehouse.json, each panel queried from a real Prometheus that scraped a real gatehouse gateway + extauth under test traffic. Not a Grafana screenshot.');

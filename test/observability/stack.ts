@@ -12,7 +12,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import { makeConfigDir, manifests, type ConfigDir } from '../support/config-dir.ts';
+import { makeConfigDir, manifests } from '../support/config-dir.ts';
 import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
 import { eventually } from '../support/http.ts';
 import { freePort } from '../support/ports.ts';
