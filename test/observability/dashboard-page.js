@@ -6,7 +6,7 @@
   const model = window.dashboardModel;
   // Grafana's dark theme and its default ("classic") series palette.
   const theme = { page: '#111217', panel: '#181b1f', border: 'rgba(204, 204, 220, 0.12)', text: '#ccccdc', weak: 'rgba(204, 204, 220, 0.65)', grid: 'rgba(240, 250, 255, 0.09)' };
-  const palette = ['#73BF69', '#F2CC0C', '#8AB8FF', '#FF780A', '#F2495C', '#5794F2', '#B877D9', '#705DA0', '#37872D', '#FADE2A'];
+  const palette = ['#73BF69', '#F2CC0C', '#8AB8FF', '#FF780A', '#F2495C', '#5794F2', '#B877D9', '#705DA0', '#37872D', '#FADE2A', '#447EBC', '#C15C17', '#890F02', '#0A437C', '#6D1F62', '#584477'];
   const font = '"Inter", "Helvetica Neue", Arial, "DejaVu Sans", sans-serif';
   const CELL = 30;
   const GAP = 8;
