@@ -1,30 +1,34 @@
 /**
  * The chart's Grafana dashboard against real metrics (issue 27, Visibility): Prometheus (built from
- * its Go module, install-prometheus.sh) scrapes a real `gatehouse gateway` + `gatehouse extauth`
- * while traffic runs (allowed, 401, 403, 5xx, slow), and every target of every panel must return
+ * its Go module, install-prometheus.sh) scrapes a real `gatehouse gateway --kube` + `gatehouse extauth
+ * --kube` (configuration applied to a real kube-apiserver, test/kube) while traffic runs (allowed, 401, 403, 5xx, slow), and every target of every panel must return
  * at least one series with data: a panel naming a metric or label that does not exist fails here.
  * Then the dashboard renders in headless Chromium (render-dashboard.ts) without console errors.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dashboardHtml, grafanaRange, hasData, loadDashboard, PAGE_WIDTH, queryDashboard, screenshotHtml, type Dashboard, type Panel, type Range, type TargetResult } from './render-dashboard.ts';
 import { driveTraffic, findChromium, findPrometheus, SCRAPE_INTERVAL, startStack, type Stack, type StatusCounts } from './stack.ts';
+import { findKube } from '../kube/apiserver.ts';
 import { eventually } from '../support/http.ts';
 
 const prometheus = findPrometheus();
 const chromium = findChromium();
-const missing = [prometheus, chromium].filter((p): p is Error => p instanceof Error);
+const kube = findKube();
+const missing = [prometheus, chromium, kube ? kube : process.env.CI === 'true' ? new Error('etcd or kube-apiserver not found: run test/kube/install-kube.sh') : undefined].filter((p): p is Error => p instanceof Error);
 
 if (missing.length > 0) {
   describe('the dashboard against real metrics', () => {
-    it('needs prometheus and chromium-headless-shell on CI', () => {
+    it('needs prometheus, chromium-headless-shell, etcd and kube-apiserver on CI', () => {
       throw new Error(missing.map((e) => e.message).join('; '));
     });
   });
 } else {
-  if (!prometheus || !chromium) {
-    console.warn(`\n*** SKIPPED test/observability/dashboard.test.ts: ${[!prometheus && 'prometheus (test/observability/install-prometheus.sh)', !chromium && 'chromium-headless-shell (test/graphql/install-chromium.sh)'].filter(Boolean).join(' and ')} not found ***\n`);
+  if (!prometheus || !chromium || !kube) {
+    const absent = [!prometheus && 'prometheus (test/observability/install-prometheus.sh)', !chromium && 'chromium-headless-shell (test/graphql/install-chromium.sh)', !kube && 'etcd or kube-apiserver (test/kube/install-kube.sh)'];
+    console.warn(`\n*** SKIPPED test/observability/dashboard.test.ts: ${absent.filter(Boolean).join(' and ')} not found ***\n`);
   }
-  describe.skipIf(!prometheus || !chromium)('the dashboard against real metrics', () => {
+  // The gateway and extauth read a real kube-apiserver (`--kube`), as the chart's default config.source runs them.
+  describe.skipIf(!prometheus || !chromium || !kube)('the dashboard against real metrics', () => {
     let stack: Stack;
     let dashboard: Dashboard;
     let counts: StatusCounts;
@@ -32,10 +36,10 @@ if (missing.length > 0) {
 
     beforeAll(async () => {
       dashboard = await loadDashboard();
-      stack = await startStack(prometheus as string);
+      stack = await startStack(prometheus as string, { kube: kube! });
       trafficStart = Date.now() / 1000;
       counts = await driveTraffic(stack.gateway.url, 15);
-    }, 120_000);
+    }, 180_000);
     afterAll(async () => {
       await stack?.close();
     });
@@ -68,7 +72,9 @@ if (missing.length > 0) {
       const series = (title: string) => [...results.entries()].find(([p]) => p.title === title)?.[1].flatMap((t) => t.series.filter(hasData)) ?? [];
       expect(series('Requests by status').map((s) => s.labels.status).sort()).toEqual(expect.arrayContaining(['200', '401', '403', '503']));
       expect(series('Auth decisions by result').map((s) => s.labels.result)).toEqual(expect.arrayContaining(['allow', 'deny']));
-      expect(series('AuthConfigs extauth cannot build').map((s) => s.labels.config)).toEqual(['default.partner-plugin']);
+      expect(series('AuthConfigs extauth cannot build').map((s) => s.labels.config)).toEqual(['shop.partner-plugin']);
+      // Both processes watch the API server, and say so (extauth's gauge read 0 while connected before).
+      expect(series('Kubernetes API connected').map((s) => [s.labels.pod, s.points.at(-1)![1]]).sort()).toEqual([['extauth', 1], ['gateway', 1]]);
       // Every kind has a series (0 when nothing of it is rejected); only the VirtualService routing to a missing Upstream is above 0.
       const rejected = series('Rejected resources by kind').filter((s) => s.points.some(([, v]) => v > 0));
       expect(rejected.map((s) => [s.labels.kind, s.points.at(-1)![1]])).toEqual([['VirtualService', 1]]);

@@ -3,15 +3,21 @@
  * Prometheus) runs the traffic mix for `--seconds` (default 180), with the payments upstream failing
  * more in the middle third (an incident, so the 5xx line moves), and render-dashboard.ts draws the
  * chart's dashboard from what Prometheus scraped. Not Grafana: see docs/operations.md.
- *   node_modules/.bin/node test/observability/screenshot.ts [--seconds 180] [--out docs/images/dashboard.png]
+ * The gateway and extauth read their configuration from a real kube-apiserver (`--kube`, the chart's
+ * default source; test/kube/install-kube.sh), unless `--no-kube`.
+ *   node_modules/.bin/node test/observability/screenshot.ts [--seconds 180] [--out docs/images/dashboard.png] [--no-kube]
  */
 import { writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { dashboardHtml, grafanaRange, hasData, loadDashboard, PAGE_WIDTH, queryDashboard, screenshotHtml } from './render-dashboard.ts';
 import { driveTraffic, findChromium, findPrometheus, SCRAPE_INTERVAL, startStack } from './stack.ts';
+import { findKube } from '../kube/apiserver.ts';
 
-const { values } = parseArgs({ options: { seconds: { type: 'string', default: '180' }, out: { type: 'string', default: fileURLToPath(new URL('../../docs/images/dashboard.png', import.meta.url)) } } });
+const { values } = parseArgs({
+  allowNegative: true,
+  options: { seconds: { type: 'string', default: '180' }, out: { type: 'string', default: fileURLToPath(new URL('../../docs/images/dashboard.png', import.meta.url)) }, kube: { type: 'boolean', default: true } },
+});
 const prometheus = findPrometheus();
 const chromium = findChromium();
 if (typeof prometheus !== 'string' || typeof chromium !== 'string') {
@@ -19,8 +25,15 @@ if (typeof prometheus !== 'string' || typeof chromium !== 'string') {
   process.exit(1);
 }
 
+// With --kube (the default) the processes read a real kube-apiserver, as the chart's default config.source does.
+const kube = values.kube ? findKube() : undefined;
+if (values.kube && !kube) {
+  console.error('needs etcd and kube-apiserver (test/kube/install-kube.sh), or --no-kube');
+  process.exit(1);
+}
+
 const dashboard = await loadDashboard();
-const stack = await startStack(prometheus);
+const stack = await startStack(prometheus, kube ? { kube } : {});
 try {
   const seconds = Number(values.seconds);
   const start = Date.now() / 1000;

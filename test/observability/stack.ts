@@ -12,6 +12,8 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
+import { renderCrds } from '../../core/src/install/crds.ts';
+import { startKubeApiServer, type KubeBinaries, type KubeObject } from '../kube/apiserver.ts';
 import { makeConfigDir, manifests } from '../support/config-dir.ts';
 import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
 import { eventually } from '../support/http.ts';
@@ -57,8 +59,16 @@ export interface Stack {
 
 const b64 = (text: string) => Buffer.from(text).toString('base64');
 
-/** Starts upstreams, extauth, the gateway and Prometheus; resolves once Prometheus scrapes both admin ports. */
-export async function startStack(prometheus: string): Promise<Stack> {
+/** The namespace of the configuration with `kube`. */
+const NAMESPACE = 'shop';
+
+/**
+ * Starts upstreams, extauth, the gateway and Prometheus; resolves once Prometheus scrapes both admin
+ * ports. With `kube` (etcd and kube-apiserver, test/kube/install-kube.sh) the configuration is applied
+ * to a real API server and both processes run with `--kube`, as the chart's default
+ * `config.source: kube` runs them; without it they read a config directory.
+ */
+export async function startStack(prometheus: string, options: { kube?: KubeBinaries } = {}): Promise<Stack> {
   const closers: (() => Promise<unknown>)[] = [];
   const close = async () => {
     for (const closer of closers.reverse()) await closer().catch(() => {});
@@ -87,13 +97,29 @@ export async function startStack(prometheus: string): Promise<Stack> {
     });
     closers.push(() => reports.close());
 
-    const dir = await makeConfigDir(configFiles({ orders, payments, reports }));
+    const files = configFiles({ orders, payments, reports });
+    const dir = await makeConfigDir(options.kube ? {} : files);
     closers.push(() => dir.cleanup());
-    const extauth = await startGatehouse('extauth', ['--config-dir', dir.path, '--host', '127.0.0.1', '--plugin-dir', join(dir.path, 'no-plugins')]);
+    let source = ['--config-dir', dir.path];
+    const env = (pod: string) => ({ env: { POD_NAME: pod, POD_NAMESPACE: NAMESPACE } });
+    if (options.kube) {
+      const kube = await startKubeApiServer({ binaries: options.kube });
+      closers.push(() => kube.stop());
+      await kube.apply({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: NAMESPACE } });
+      for (const crd of renderCrds('gatehouse.dev', {})) {
+        await kube.apply(crd as unknown as KubeObject);
+        await kube.waitForCrd(crd.metadata!.name!);
+      }
+      for (const object of Object.values(files).flat() as KubeObject[]) await kube.apply({ ...object, metadata: { ...object.metadata, namespace: NAMESPACE } });
+      source = ['--kube', '--kubeconfig', kube.kubeconfig, '--namespace', NAMESPACE];
+    }
+    const extauth = await startGatehouse('extauth', [...source, '--host', '127.0.0.1', '--plugin-dir', join(dir.path, 'no-plugins')], env('extauth'));
     closers.push(() => extauth.stop());
     // A relaxed auth timeout: a loaded machine must not turn the picture's allowed requests into 403s.
-    const gateway = await startGatehouse('gateway', ['--config-dir', dir.path, '--access-log', 'false', '--extauth-address', `127.0.0.1:${extauth.port}`, '--extauth-timeout', '2s']);
+    const gateway = await startGatehouse('gateway', [...source, '--access-log', 'false', '--extauth-address', `127.0.0.1:${extauth.port}`, '--extauth-timeout', '2s'], env('gateway'));
     closers.push(() => gateway.stop());
+    // Both serve their first configuration (with --kube, once the API server's lists arrived).
+    for (const process of [extauth, gateway]) await eventually(async () => (await fetch(`${process.adminUrl}/readyz`)).ok, 60_000, 100);
 
     const prom = await startPrometheus(prometheus, [
       { job: 'gateway-admin', port: gateway.adminPort!, pod: 'gateway', container: 'gateway' },
