@@ -68,6 +68,14 @@ if (missing.length > 0) {
       expect(results.size).toBe(dashboard.panels.length);
     });
 
+    it('a panel whose PromQL Prometheus refuses fails the render with the query and the reason', async () => {
+      const broken: Dashboard = { title: 'broken', panels: [{ id: 1, type: 'timeseries', title: 'Typo', gridPos: { h: 8, w: 12, x: 0, y: 0 }, targets: [{ refId: 'A', expr: 'sum by (status (rate(gatehouse_requests_total[$__rate_interval]))' }] }] };
+      await expect(queryDashboard(broken, stack.prometheusUrl, range)).rejects.toThrow(/Prometheus refused "sum by \(status \(rate\(gatehouse_requests_total\[4000ms\]\)\)": .*parse error/);
+      // A metric that does not exist is no error to Prometheus: an empty result, which the test above catches.
+      const unknown = await queryDashboard({ ...broken, panels: [{ ...broken.panels[0]!, targets: [{ refId: 'A', expr: 'gatehouse_no_such_metric' }] }] }, stack.prometheusUrl, range);
+      expect([...unknown.values()][0]![0]!.series).toEqual([]);
+    });
+
     it('the series carry what the traffic did', () => {
       const series = (title: string) => [...results.entries()].find(([p]) => p.title === title)?.[1].flatMap((t) => t.series.filter(hasData)) ?? [];
       expect(series('Requests by status').map((s) => s.labels.status).sort()).toEqual(expect.arrayContaining(['200', '401', '403', '503']));
