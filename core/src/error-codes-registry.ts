@@ -4,7 +4,7 @@ import { KubeCodes } from './config/source/kube.ts';
 import { ErrorCodes } from './errors.ts';
 import { ExtAuthCodes } from './extauth/codes.ts';
 import { PluginCodes } from './extauth/plugins/codes.ts';
-import { GraphQLConfigCodes } from './graphql/errors.ts';
+import { GraphQLConfigCodes } from './graphql/compile/errors.ts';
 import { InstallCodes } from './install/values.ts';
 import { RateLimitCodes } from './ratelimit/codes.ts';
 import { RedisCodes } from './redis/client.ts';
@@ -59,7 +59,7 @@ export const CORE_ERRORS: ErrorRegistry = {
     },
     { name: 'RedisCodes', file: 'core/src/redis/client.ts', codes: RedisCodes, where: 'log line; in the message of a rate-limit backend failure' },
     { name: 'RateLimitCodes', file: 'core/src/ratelimit/codes.ts', codes: RateLimitCodes, where: `${STATUS}; RateLimitService answers` },
-    { name: 'GraphQLConfigCodes', file: 'core/src/graphql/errors.ts', codes: GraphQLConfigCodes, where: STATUS },
+    { name: 'GraphQLConfigCodes', file: 'core/src/graphql/compile/errors.ts', codes: GraphQLConfigCodes, where: STATUS },
     { name: 'InstallCodes', file: 'core/src/install/values.ts', codes: InstallCodes, where: 'CLI message (`gatehouse install`)' },
     { name: 'InjaCodes', file: 'core/src/transform/inja.ts', codes: InjaCodes, where: `${STATUS}; HTTP header \`x-gatehouse-error\` (400)` },
     { name: 'TransformCodes', file: 'core/src/transform/compile.ts', codes: TransformCodes, where: `${STATUS}; HTTP header \`x-gatehouse-error\` (400, 413)` },
