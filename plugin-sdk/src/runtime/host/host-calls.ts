@@ -1,5 +1,12 @@
 import type { HostAnswer } from '../sandbox-runtime.ts';
 
+/**
+ * The sandbox's default limits (SPEC 5.2, 5.3), one table for the gateway's plugin host and the
+ * test kit: isolate heap, CPU per call, wall deadline per call (fetch and timers included),
+ * fetches in flight and timers waiting per isolate.
+ */
+export const SANDBOX_DEFAULTS = { memoryLimitMb: 64, cpuTimeoutMs: 50, wallTimeoutMs: 1000, maxFetches: 16, maxTimers: 1024 } as const;
+
 /** Where fetches go: the gateway's egress rules (core/src/extauth/plugins/egress.ts), in the gateway and in the test kit alike. */
 export interface HostEgress {
   fetch(value: unknown, cancel: AbortSignal): Promise<HostAnswer>;
