@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { ServerHttp2Stream } from 'node:http2';
+import type { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { ErrorCodes } from '../errors.ts';
 import type { RequestContext } from './context.ts';
@@ -11,6 +12,9 @@ import { downstreamGone, sendLocalReply } from './local-reply.ts';
 import { hasRequestBody } from './request-body.ts';
 import type { CompiledRoute } from './route-table.ts';
 import { isConnectFailure, type UpstreamCluster, type UpstreamHost } from './upstream-cluster.ts';
+import { upstreamAuthority } from './host-rewrite.ts';
+import { SHADOW_TIMEOUT_MS, startShadow } from './shadow.ts';
+import { metrics } from '../admin/metrics.ts';
 
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
 const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
@@ -50,7 +54,11 @@ export function forward(req: IncomingMessage, res: ServerResponse, ctx: RequestC
   const retries = route.retry && !hasBody && IDEMPOTENT.has(req.method!) ? route.retry.numRetries : 0;
   // A client that already left (during auth, say) gets no upstream request: its 'close' has fired.
   if (downstreamGone(res)) return;
-  const exchange: Exchange = { req, res, ctx, route, cluster, path, hasBody, current: undefined, filters };
+  // options.shadowing: a copy goes to the shadow Upstream, fire and forget; a body is copied as the primary reads it.
+  const shadowBody = route.shadow
+    ? startShadow(route.shadow, req, hasBody, { method: req.method!, path, headers: (host) => upstreamHeaders(req, headers, route, host, ctx.start), timeoutMs: route.timeoutMs > 0 ? Math.min(route.timeoutMs, MAX_TIMER_MS) : SHADOW_TIMEOUT_MS, logger: ctx.logger, requestId: ctx.requestId })
+    : undefined;
+  const exchange: Exchange = { req, res, ctx, route, cluster, path, hasBody, body: shadowBody ?? req, current: undefined, filters };
   // gRPC's own deadline (`grpc-timeout`), over the whole call, streaming included.
   const deadlineMs = isGrpcRequest(headers) ? grpcTimeoutMs(headers) : undefined;
   const deadline = deadlineMs === undefined ? undefined : setTimeout(() => deadlineExceeded(exchange), deadlineMs);
@@ -96,6 +104,8 @@ interface Exchange {
   readonly cluster: UpstreamCluster;
   readonly path: string;
   readonly hasBody: boolean;
+  /** What the request body is read from: `req`, or the shadow's copying stream (shadow.ts). */
+  readonly body: Readable;
   /** The attempt that owns the response now. */
   current: ProxyAttempt | undefined;
   /** The request as the route's filters saw it, for their response hooks (absent: the route has none). */
@@ -170,7 +180,7 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
         path: this.x.path,
         method: req.method as Dispatcher.HttpMethod,
         headers: upstreamHeaders(req, ctx.headers, route, this.host, ctx.start),
-        body: this.x.hasBody ? req : null,
+        body: this.x.hasBody ? this.x.body : null,
         ...(this.host.servername !== undefined ? { servername: this.host.servername } : {}),
         headersTimeout: route.retry?.perTryTimeoutMs ?? route.timeoutMs,
         bodyTimeout: route.timeoutMs,
@@ -600,8 +610,16 @@ function upstreamHeaders(req: IncomingMessage, headers: IncomingHttpHeaders, rou
     if (typeof value === 'string') out.push(name, value);
     else for (const v of value) out.push(name, v);
   }
-  const authority = route.hostRewrite ?? (route.autoHostRewrite ? host.addr : headers.host);
-  if (authority) out.push('host', authority);
+  // Host rewrites (host-rewrite.ts) see the request's own path, before path rewrites (Envoy).
+  const url = req.url ?? '/';
+  const q = url.indexOf('?');
+  const rewritten = upstreamAuthority(route.hostRewriter, headers, q === -1 ? url : url.slice(0, q), host.addr);
+  if (rewritten.invalid) metrics.hostRewriteInvalid.labels(route.name).inc();
+  if (rewritten.authority) out.push('host', rewritten.authority);
+  if (rewritten.forwardedHost !== undefined) {
+    removeAll(out, 'x-forwarded-host');
+    out.push('x-forwarded-host', rewritten.forwardedHost);
+  }
   const client = req.socket.remoteAddress ?? '';
   const xff = headers['x-forwarded-for'];
   const proto = (req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http';

@@ -10,8 +10,8 @@ import { re2Problem, regexSubstitution, substitutionProblem } from './re2.ts';
  * (`hostRewriteHeader`), or a regex substitution on the path (`hostRewritePathRegex`); with
  * `appendXForwardedHost`, a rewrite appends the original Host to `x-forwarded-host`.
  *
- * Not wired yet: RouteOptions takes {@link HostRewriteFields} and forward.ts calls
- * {@link upstreamAuthority} where it picks the authority (see the gloo-config branch report).
+ * RouteOptions takes {@link HostRewriteFields} (config/schema/virtual-service.ts), route-table.ts
+ * compiles them and forward.ts calls {@link upstreamAuthority} where it builds the upstream headers.
  */
 export const HostRewriteFields = {
   hostRewriteHeader: Type.Optional(Type.String({ minLength: 1, pattern: '^[^:]', description: 'the Host sent upstream is this request header\'s value (unchanged when the header is absent or empty); not a pseudo-header' })),
@@ -73,11 +73,23 @@ export function compileHostRewrite(spec: HostRewriteSpec): CompiledHostRewrite |
 }
 
 /**
+ * A Host value taken from the request (a header, the path): the characters an HTTP/2 `:authority`
+ * may hold (nghttp2's check, which Envoy's authorityIsValid uses), nothing else. A value outside
+ * it (a path's `/`, spaces, controls) is not sent upstream: the original Host is kept.
+ */
+const VALID_AUTHORITY = /^[A-Za-z0-9\-._~!$&'()*+,;=:%@[\]]+$/;
+
+/** Whether `value` may be sent as a Host (see {@link VALID_AUTHORITY}). */
+export function isValidAuthority(value: string): boolean {
+  return VALID_AUTHORITY.test(value);
+}
+
+/**
  * The Host sent upstream and, with `appendXForwardedHost`, the `x-forwarded-host` value (Envoy:
  * the original Host appended unless it is already the last value). `path` is the request path
  * without its query; `hostAddr` the chosen upstream host's address (for `autoHostRewrite`).
  */
-export function upstreamAuthority(rewrite: CompiledHostRewrite | undefined, headers: IncomingHttpHeaders, path: string, hostAddr: string): { authority: string | undefined; forwardedHost?: string } {
+export function upstreamAuthority(rewrite: CompiledHostRewrite | undefined, headers: IncomingHttpHeaders, path: string, hostAddr: string): { authority: string | undefined; forwardedHost?: string; invalid?: true } {
   const original = headers.host;
   if (!rewrite) return { authority: original };
   let authority: string | undefined;
@@ -86,11 +98,17 @@ export function upstreamAuthority(rewrite: CompiledHostRewrite | undefined, head
   else if (rewrite.header !== undefined) {
     const value = headers[rewrite.header];
     const first = Array.isArray(value) ? value[0] : value;
-    // Envoy: an absent or empty header leaves the Host intact.
-    if (first) authority = first;
+    // Envoy: an absent or empty header leaves the Host intact; so does a value that is no host.
+    if (first) {
+      if (!isValidAuthority(first)) return { authority: original, invalid: true };
+      authority = first;
+    }
   } else if (rewrite.pathRegex) {
     const replaced = path.replace(rewrite.pathRegex.pattern as unknown as RegExp, rewrite.pathRegex.substitution);
-    if (replaced !== '') authority = replaced;
+    if (replaced !== '') {
+      if (!isValidAuthority(replaced)) return { authority: original, invalid: true };
+      authority = replaced;
+    }
   }
   if (authority === undefined || authority === original) return { authority: original };
   if (!rewrite.appendXForwardedHost || original === undefined) return { authority };

@@ -9,6 +9,7 @@ import { checkDelegatingRoute, checkTableDelegation, delegationLimits, flattenRo
 import { configLimits } from '../limits.ts';
 import { parseHeaderValue } from '../../proxy/header-ops.ts';
 import { PSEUDO_HEADERS } from '../../proxy/route-matcher.ts';
+import { hostRewriteProblems } from '../../proxy/host-rewrite.ts';
 
 const HOST_LABELS = /^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$/i;
 
@@ -120,6 +121,8 @@ function checkRouteOptionFields(options: RouteOptionsSpec | undefined, at: (stri
   if (options.regexRewrite && options.prefixRewrite !== undefined) {
     out.push(ctx.at([...at, 'regexRewrite'], ConfigCodes.INVALID, 'set regexRewrite or prefixRewrite, not both (Envoy)'));
   }
+  // Gloo's host_rewrite_type oneof, and hostRewritePathRegex's RE2 (program size bounded as every regex).
+  for (const problem of hostRewriteProblems(options)) out.push(ctx.at([...at, ...problem.field], problem.field[0] === 'hostRewritePathRegex' ? ConfigCodes.BAD_REGEX : ConfigCodes.INVALID, problem.message));
   options.cors?.allowOriginRegex?.forEach((x, i) => regex(x, [...at, 'cors', 'allowOriginRegex', i]));
   if (options.extauth?.disable === false) {
     out.push(ctx.at([...at, 'extauth', 'disable'], ConfigCodes.INVALID, '"disable: false" has no effect; remove it to inherit the virtual host\'s auth', 'warning'));

@@ -3,6 +3,7 @@ import { Duration, Name, ResourceRef, Strict, atMostOneOf, exactlyOneOf } from '
 import { JwtRouteOptions, JwtVirtualHostOptions } from './jwt.ts';
 import { TransformationStages, Transformations } from '../../transform/schema.ts';
 import { RateLimitOptions } from '../../ratelimit/options-schema.ts';
+import { HostRewriteFields } from '../../proxy/host-rewrite.ts';
 
 /**
  * Gloo's DelegateOptionsRefs: VirtualHostOption (on a virtual host) or RouteOption (on a route)
@@ -124,12 +125,20 @@ const Faults = Strict({
 });
 export type FaultsSpec = Type.Static<typeof Faults>;
 
+/** Gloo's RouteShadowing (`shadowing.options.gloo.solo.io`): a copy of a percentage of the requests to another Upstream, fire and forget (proxy/shadow.ts). */
+const Shadowing = Strict({
+  upstream: ResourceRef,
+  percentage: Type.Optional(Type.Number({ minimum: 0, maximum: 100, description: 'percent of requests copied (default 0, as Gloo)' })),
+});
+
 /** Gloo's RouteOptions: inline on a route, or in a RouteOption resource. */
 export const RouteOptions = Strict({
   faults: Type.Optional(Faults),
   lbHash: Type.Optional(Strict({ hashPolicies: Type.Array(HashPolicy, { maxItems: 16 }) })),
   autoHostRewrite: Type.Optional(Type.Boolean()),
   hostRewrite: Type.Optional(Type.String({ minLength: 1, maxLength: 255, description: 'the Host sent upstream' })),
+  ...HostRewriteFields,
+  shadowing: Type.Optional(Shadowing),
   prefixRewrite: Type.Optional(Type.String()),
   regexRewrite: Type.Optional(
     Strict({
