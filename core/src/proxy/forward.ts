@@ -68,6 +68,8 @@ export function forward(req: IncomingMessage, res: ServerResponse, ctx: RequestC
     // HTTP/2 RST_STREAM or GOAWAY): the upstream request stops at once, one path for both.
     // `writableEnded`, not `writableFinished`: a reset HTTP/2 stream counts as finished.
     if (!res.writableEnded) exchange.current?.abort();
+    // The exchange is over: a body copy the primary never read whole is given up (no-op once sent).
+    shadowBody?.destroy();
   });
   new ProxyAttempt(exchange, retries, false).start();
 }

@@ -18,7 +18,8 @@ import type { UpstreamCluster, UpstreamHost } from './upstream-cluster.ts';
  * {@link SHADOW_BUFFER_BUDGET}. Every copy is counted in `gatehouse_shadow_requests_total` by
  * result: `ok` (the shadow answered, any status), `failed` (refused, reset, timed out),
  * `body_too_large`, `overloaded` (the in-flight cap or the buffer budget) and `abandoned` (the
- * primary request stopped before its body was read: a body copy is sent once the body is whole).
+ * primary request ended before its body was read whole: a body copy is sent once the body is
+ * whole; forward.ts destroys the copying stream when the exchange ends).
  */
 
 /** A route's compiled `shadowing`. */
@@ -90,12 +91,16 @@ export function startShadow(shadow: CompiledShadow, req: IncomingMessage, hasBod
   // The slot is taken while the body is copied, so held bodies stay within the cap too.
   inFlight++;
   const tee = new ShadowTee(shadow, request);
+  // Its errors are the primary's (undici listens once it sends the body); never an uncaught one before that.
+  tee.on('error', noop);
   req.pipe(tee);
   // A client that goes away mid-body: the primary's body stream ends in error too (pipe does not forward errors).
   req.once('error', (error: Error) => tee.destroy(error));
   req.once('aborted', () => tee.destroy(new Error('request aborted')));
   return tee;
 }
+
+function noop(): void {}
 
 /** The primary request's body: passed through untouched, copied for the shadow while within the limits. */
 class ShadowTee extends Transform {
