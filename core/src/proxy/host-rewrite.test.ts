@@ -40,6 +40,9 @@ describe('Host rewrites (Gloo host_rewrite_type, Envoy host_rewrite_specifier)',
     expect(hostRewriteProblems({ hostRewritePathRegex: { pattern: { regex: '(?=x)' }, substitution: '' } })[0]!.field).toEqual(['hostRewritePathRegex', 'pattern', 'regex']);
     expect(hostRewriteProblems({ hostRewritePathRegex: { pattern: { regex: '^/(a)$' }, substitution: '\\2' } })[0]!.field).toEqual(['hostRewritePathRegex', 'substitution']);
     expect(hostRewriteProblems({ hostRewriteHeader: 'x', autoHostRewrite: false })).toEqual([]);
+    // Accepted before the oneof was checked (hostRewrite wins): a warning, not a rejection.
+    expect(hostRewriteProblems({ hostRewrite: 'a', autoHostRewrite: true })).toEqual([{ field: ['autoHostRewrite'], message: expect.stringContaining('is not applied'), warning: true }]);
+    expect(hostRewriteProblems({ hostRewrite: 'a', autoHostRewrite: true, hostRewriteHeader: 'x' })[0]!.warning).toBeUndefined();
     expect(compileHostRewrite({ autoHostRewrite: false })).toBeUndefined();
   });
 });

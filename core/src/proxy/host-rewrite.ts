@@ -33,11 +33,16 @@ export interface HostRewriteSpec {
   readonly appendXForwardedHost?: boolean | undefined;
 }
 
-/** Load-time problems (field name relative to the options object, message): Gloo's oneof, RE2 syntax, substitution groups. */
-export function hostRewriteProblems(spec: HostRewriteSpec): { field: string[]; message: string }[] {
-  const out: { field: string[]; message: string }[] = [];
+/**
+ * Load-time problems (field name relative to the options object, message): Gloo's oneof, RE2
+ * syntax, substitution groups. `warning`: accepted, not applied (hostRewrite with autoHostRewrite
+ * was accepted before the oneof was checked, hostRewrite winning; it stays so, with a warning).
+ */
+export function hostRewriteProblems(spec: HostRewriteSpec): { field: string[]; message: string; warning?: true }[] {
+  const out: { field: string[]; message: string; warning?: true }[] = [];
   const set = (['hostRewrite', 'autoHostRewrite', 'hostRewriteHeader', 'hostRewritePathRegex'] as const).filter((k) => spec[k] !== undefined && spec[k] !== false);
-  if (set.length > 1) out.push({ field: [set[1]!], message: `set one of hostRewrite, autoHostRewrite, hostRewriteHeader, hostRewritePathRegex (Gloo's host_rewrite_type), not ${set.join(' and ')}` });
+  if (set.length === 2 && set[0] === 'hostRewrite' && set[1] === 'autoHostRewrite') out.push({ field: ['autoHostRewrite'], message: 'autoHostRewrite is not applied: hostRewrite is set too and wins (Gloo\'s host_rewrite_type takes one of them)', warning: true });
+  else if (set.length > 1) out.push({ field: [set[1]!], message: `set one of hostRewrite, autoHostRewrite, hostRewriteHeader, hostRewritePathRegex (Gloo's host_rewrite_type), not ${set.join(' and ')}` });
   const regex = spec.hostRewritePathRegex;
   if (regex) {
     const problem = re2Problem(regex.pattern.regex, { maxProgramSize: regex.pattern.googleRe2?.maxProgramSize });

@@ -122,7 +122,10 @@ function checkRouteOptionFields(options: RouteOptionsSpec | undefined, at: (stri
     out.push(ctx.at([...at, 'regexRewrite'], ConfigCodes.INVALID, 'set regexRewrite or prefixRewrite, not both (Envoy)'));
   }
   // Gloo's host_rewrite_type oneof, and hostRewritePathRegex's RE2 (program size bounded as every regex).
-  for (const problem of hostRewriteProblems(options)) out.push(ctx.at([...at, ...problem.field], problem.field[0] === 'hostRewritePathRegex' ? ConfigCodes.BAD_REGEX : ConfigCodes.INVALID, problem.message));
+  for (const problem of hostRewriteProblems(options)) {
+    if (problem.warning) out.push(ctx.at([...at, ...problem.field], ConfigCodes.IGNORED, problem.message, 'warning'));
+    else out.push(ctx.at([...at, ...problem.field], problem.field[0] === 'hostRewritePathRegex' ? ConfigCodes.BAD_REGEX : ConfigCodes.INVALID, problem.message));
+  }
   options.cors?.allowOriginRegex?.forEach((x, i) => regex(x, [...at, 'cors', 'allowOriginRegex', i]));
   if (options.extauth?.disable === false) {
     out.push(ctx.at([...at, 'extauth', 'disable'], ConfigCodes.INVALID, '"disable: false" has no effect; remove it to inherit the virtual host\'s auth', 'warning'));
