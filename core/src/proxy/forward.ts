@@ -159,7 +159,7 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
       return sendLocalReply(res, 503, ErrorCodes.UPSTREAM_OVERFLOW, 'upstream overloaded: too many requests in flight', ['x-envoy-overloaded', 'true', ...(ctx.responseHeaders ?? [])]);
     }
     // The route's hash key (options.lbHash) for ring hash / Maglev Upstreams; other policies ignore it.
-    this.host = cluster.pick(undefined, route.hashKey?.(req, ctx.headers));
+    this.host = cluster.pick(undefined, cluster.hashing ? route.hashKey?.(req, ctx.headers, (cookie) => addSetCookie(ctx, cookie)) : undefined);
     ctx.upstream = this.host.origin;
     const host = this.host;
     if (host.inFlight >= host.maxInFlight) {
@@ -538,6 +538,13 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
       new ProxyAttempt(this.x, this.retriesLeft - 1, true).start();
     }, wait);
   }
+}
+
+/** A generated hash cookie (lbHash cookie with ttl) goes on the response, once (a retry generates the same one). */
+function addSetCookie(ctx: RequestContext, cookie: string): void {
+  const extra = ctx.responseHeaders ?? [];
+  for (let i = 0; i < extra.length; i += 2) if (extra[i] === 'set-cookie' && extra[i + 1] === cookie) return;
+  ctx.responseHeaders = [...extra, 'set-cookie', cookie];
 }
 
 function stallTimedOut(attempt: ProxyAttempt): void {

@@ -149,6 +149,11 @@ export class UpstreamCluster {
     this.hashTable = hosts.length < 2 ? undefined : policy.kind === 'ring-hash' ? new RingHash(keys, weights, policy.minimumRingSize, policy.maximumRingSize) : policy.kind === 'maglev' ? new Maglev(keys, weights) : undefined;
   }
 
+  /** Ring hash or Maglev: picks take the route's hash key (Envoy computes it, and generates hash cookies, only then). */
+  get hashing(): boolean {
+    return this.policy.kind === 'ring-hash' || this.policy.kind === 'maglev';
+  }
+
   /**
    * The next host to use (per the load-balancing policy), skipping ejected hosts while any is
    * healthy. `hash` is the request's key for ring hash and Maglev (the route's hash policies);

@@ -109,11 +109,6 @@ function checkRouteOptionFields(options: RouteOptionsSpec | undefined, at: (stri
   const { regex, retryOn, headerValues } = fieldChecks(out, ctx);
   retryOn(options.retries, [...at, 'retries']);
   headerValues(options.headerManipulation, at);
-  options.lbHash?.hashPolicies.forEach((policy, j) => {
-    if (policy.cookie?.ttl !== undefined) {
-      out.push(ctx.at([...at, 'lbHash', 'hashPolicies', j, 'cookie', 'ttl'], ConfigCodes.IGNORED, 'the cookie is not generated: requests without it get no key from this policy (Envoy sets the cookie when ttl is given)', 'warning'));
-    }
-  });
   const rewrite = options.regexRewrite;
   regex(rewrite?.pattern.regex, [...at, 'regexRewrite', 'pattern', 'regex'], rewrite?.pattern.googleRe2?.maxProgramSize);
   const substitution = rewrite && !re2Problem(rewrite.pattern.regex) ? substitutionProblem(rewrite.pattern.regex, rewrite.substitution) : undefined;
