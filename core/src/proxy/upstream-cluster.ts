@@ -3,6 +3,7 @@ import { isIP } from 'node:net';
 import type { SecureVersion } from 'node:tls';
 import { buildConnector, Pool, type Dispatcher } from 'undici';
 import { Http2Dispatcher } from './http2-dispatcher.ts';
+import { payloadBytes, tcpHealthProbe, type TcpHealthCheck } from './tcp-health-check.ts';
 import { KubeDnsResolver, type KubeServiceResolver } from './kube-resolver.ts';
 import { Maglev, RING_DEFAULT_MAX, RING_DEFAULT_MIN, RingHash, type HashTable } from './consistent-hash.ts';
 import { tlsParameters, upstreamTls, type UpstreamTls } from '../tls/upstream-tls.ts';
@@ -240,7 +241,7 @@ export class UpstreamCluster {
     const streak = new Map<UpstreamHost, number>();
     const probe = (host: UpstreamHost) => {
       const signal = AbortSignal.timeout(check.timeoutMs);
-      (check.grpc ? grpcHealthProbe(host, check.grpc, signal) : httpHealthProbe(host, check, signal))
+      (check.grpc ? grpcHealthProbe(host, check.grpc, signal) : check.tcp ? tcpHealthProbe(host, check.tcp, signal) : httpHealthProbe(host, check, signal))
         .catch(() => false)
         .then((ok) => {
           const previous = streak.get(host) ?? 0;
@@ -365,10 +366,11 @@ function varint(n: number): Buffer {
   return Buffer.from(bytes);
 }
 
-/** An active health check: HTTP (`path`) or gRPC (`grpc`). */
+/** An active health check: HTTP (`path`), gRPC (`grpc`) or TCP (`tcp`). */
 export interface HealthCheck {
   path?: string;
   grpc?: { serviceName: string; authority?: string | undefined };
+  tcp?: TcpHealthCheck;
   host?: string;
   intervalMs: number;
   timeoutMs: number;
@@ -641,6 +643,7 @@ function healthCheckOf(spec: NonNullable<Resource<'Upstream'>['spec']['healthChe
     ...(http ? { path: http.path } : {}),
     ...(http?.host ? { host: http.host } : {}),
     ...(spec.grpcHealthCheck ? { grpc: { serviceName: spec.grpcHealthCheck.serviceName ?? '', authority: spec.grpcHealthCheck.authority } } : {}),
+    ...(spec.tcpHealthCheck ? { tcp: { send: spec.tcpHealthCheck.send ? payloadBytes(spec.tcpHealthCheck.send) : undefined, receive: (spec.tcpHealthCheck.receive ?? []).map(payloadBytes) } } : {}),
     intervalMs: durationMs(spec.interval),
     timeoutMs: durationMs(spec.timeout),
     healthyThreshold: spec.healthyThreshold,

@@ -11,6 +11,15 @@ const KeepaliveDuration = Type.Union([Duration, Type.Integer({ minimum: 0, maxim
 /** A uint64 field: proto3 JSON writes these as strings (`maximumRingSize: "200"`, as Gloo's session-affinity guide does). */
 const RingSize = Type.Union([Type.Integer({ minimum: 1, maximum: 8_388_608 }), Type.String({ pattern: '^[0-9]{1,7}$' })]);
 
+/** Envoy's health check Payload: `text` in hex, or `binary` (proto3 JSON bytes: base64). */
+const Payload = Strict(
+  {
+    text: Type.Optional(Type.String({ pattern: '^([0-9A-Fa-f]{2})*$', maxLength: 8192, description: 'bytes in hex' })),
+    binary: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9+/]*={0,2}$', maxLength: 8192, description: 'bytes in base64' })),
+  },
+  exactlyOneOf(['text', 'binary']),
+);
+
 const TlsVersion = Type.Union([Type.Literal('TLS_AUTO'), Type.Literal('TLSv1_0'), Type.Literal('TLSv1_1'), Type.Literal('TLSv1_2'), Type.Literal('TLSv1_3')]);
 
 /**
@@ -191,10 +200,17 @@ export const UpstreamSpec = Strict({
               authority: Type.Optional(Type.String({ minLength: 1, description: ':authority of the check (default: the host addr)' })),
             }),
           ),
+          /** Envoy's TcpHealthCheck (proxy/tcp-health-check.ts): connect, send, expect bytes back. */
+          tcpHealthCheck: Type.Optional(
+            Strict({
+              send: Type.Optional(Payload),
+              receive: Type.Optional(Type.Array(Payload, { maxItems: 16, description: 'each expected in order (anything between); none: a connection that opens passes' })),
+            }),
+          ),
         },
-        exactlyOneOf(['httpHealthCheck', 'grpcHealthCheck']),
+        exactlyOneOf(['httpHealthCheck', 'grpcHealthCheck', 'tcpHealthCheck']),
       ),
-      { maxItems: 1, description: 'one health check, HTTP or gRPC (Gatehouse runs one per Upstream)' },
+      { maxItems: 1, description: 'one health check, HTTP, gRPC or TCP (Gatehouse runs one per Upstream)' },
     ),
   ),
   /**
@@ -217,6 +233,7 @@ export const UpstreamSpec = Strict({
   respectDnsTtl: Type.Optional(Ignored(Type.Boolean(), 'host names are resolved per connection by the system resolver')),
   dnsRefreshRate: Type.Optional(Ignored(Duration, 'host names are resolved per connection by the system resolver')),
   disableIstioAutoMtls: Type.Optional(Ignored(Type.Boolean(), 'there is no Istio integration')),
+  failover: Type.Optional(Ignored(AnyValue, "failover localities are not used: traffic goes to the Upstream's own hosts only (outlier detection and health checks still skip failing ones)")),
 }, exactlyOneOf(['static', 'kube']));
 export type UpstreamSpec = Type.Static<typeof UpstreamSpec>;
 
