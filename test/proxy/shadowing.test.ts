@@ -50,6 +50,7 @@ beforeAll(async () => {
         domains: ['*'],
         routes: [
           { name: 'down', matchers: [{ prefix: '/down' }], routeAction: to, options: shadowing('shadow-down', 100) },
+          { name: 'rewritten', matchers: [{ prefix: '/rewritten' }], routeAction: to, options: { hostRewriteHeader: 'x-target', ...shadowing('shadow', 100) } },
           { name: 'none', matchers: [{ prefix: '/none' }], routeAction: to, options: shadowing('shadow', 0) },
           { name: 'half', matchers: [{ prefix: '/half' }], routeAction: to, options: shadowing('shadow', 50) },
           // A short route timeout: the hanging shadow is cut after it.
@@ -89,6 +90,16 @@ describe('shadowing through gatehouse run', () => {
     expect(copy.method).toBe('GET');
     expect(copy.headers).toMatchObject({ host: 'shop.example-shadow:8080', 'x-client': 'c1', 'x-added': 'by-route', 'x-request-id': primary.seen.at(-1)!.headers['x-request-id'] });
     await eventually(async () => (await shadowCount('shadow', 'ok')) >= 1);
+  });
+
+  it('the copy carries the route\'s Host rewrite, suffixed (Envoy copies the request as finalized); an invalid value is counted once', async () => {
+    await send(gatehouse.url, { path: '/rewritten/1', headers: { host: 'shop.example', 'x-target': 'orders.internal:81' } });
+    expect(primary.seen.at(-1)!.headers.host).toBe('orders.internal:81');
+    expect((await eventually(async () => shadowOf('/rewritten/1'))).headers.host).toBe('orders.internal-shadow:81');
+    await send(gatehouse.url, { path: '/rewritten/2', headers: { host: 'shop.example', 'x-target': 'bad/host' } });
+    expect((await eventually(async () => shadowOf('/rewritten/2'))).headers.host).toBe('shop.example-shadow');
+    const text = await (await fetch(`${gatehouse.adminUrl}/metrics`)).text();
+    expect(text).toContain('gatehouse_host_rewrite_invalid_total{route="rewritten"} 1');
   });
 
   it('mirrors a request body byte for byte; the primary gets it whole too', async () => {

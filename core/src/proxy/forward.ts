@@ -56,7 +56,7 @@ export function forward(req: IncomingMessage, res: ServerResponse, ctx: RequestC
   if (downstreamGone(res)) return;
   // options.shadowing: a copy goes to the shadow Upstream, fire and forget; a body is copied as the primary reads it.
   const shadowBody = route.shadow
-    ? startShadow(route.shadow, req, hasBody, { method: req.method!, path, headers: (host) => upstreamHeaders(req, headers, route, host, ctx.start), timeoutMs: route.timeoutMs > 0 ? Math.min(route.timeoutMs, MAX_TIMER_MS) : SHADOW_TIMEOUT_MS, logger: ctx.logger, requestId: ctx.requestId })
+    ? startShadow(route.shadow, req, hasBody, { method: req.method!, path, headers: (host) => upstreamHeaders(req, headers, route, host, ctx.start, false), timeoutMs: route.timeoutMs > 0 ? Math.min(route.timeoutMs, MAX_TIMER_MS) : SHADOW_TIMEOUT_MS, logger: ctx.logger, requestId: ctx.requestId })
     : undefined;
   const exchange: Exchange = { req, res, ctx, route, cluster, path, hasBody, body: shadowBody ?? req, current: undefined, filters };
   // gRPC's own deadline (`grpc-timeout`), over the whole call, streaming included.
@@ -606,8 +606,8 @@ function responseTrailers(trailers: IncomingHttpHeaders | undefined): Record<str
   return out;
 }
 
-/** The request headers sent upstream, as a flat `[name, value, …]` list (undici's cheapest form). */
-function upstreamHeaders(req: IncomingMessage, headers: IncomingHttpHeaders, route: CompiledRoute, host: UpstreamHost, start: number): string[] {
+/** The request headers sent upstream, as a flat `[name, value, …]` list (undici's cheapest form); `count`: an invalid Host rewrite is counted (not again for a shadow copy). */
+function upstreamHeaders(req: IncomingMessage, headers: IncomingHttpHeaders, route: CompiledRoute, host: UpstreamHost, start: number, count = true): string[] {
   const out: string[] = [];
   // Names listed in the request's Connection were dropped before auth (sanitizeRequestHeaders):
   // dropping them here again would let a client strip headers an auth step set.
@@ -619,15 +619,20 @@ function upstreamHeaders(req: IncomingMessage, headers: IncomingHttpHeaders, rou
     if (typeof value === 'string') out.push(name, value);
     else for (const v of value) out.push(name, v);
   }
-  // Host rewrites (host-rewrite.ts) see the request's own path, before path rewrites (Envoy).
-  const url = req.url ?? '/';
-  const q = url.indexOf('?');
-  const rewritten = upstreamAuthority(route.hostRewriter, headers, q === -1 ? url : url.slice(0, q), host.addr);
-  if (rewritten.invalid) metrics.hostRewriteInvalid.labels(route.name).inc();
-  if (rewritten.authority) out.push('host', rewritten.authority);
-  if (rewritten.forwardedHost !== undefined) {
-    removeAll(out, 'x-forwarded-host');
-    out.push('x-forwarded-host', rewritten.forwardedHost);
+  const rewriter = route.hostRewriter;
+  if (rewriter === undefined) {
+    if (headers.host) out.push('host', headers.host);
+  } else {
+    // Host rewrites (host-rewrite.ts); a path regex sees the request's own path, before path rewrites (Envoy).
+    const url = rewriter.pathRegex ? (req.url ?? '/') : '';
+    const q = url.indexOf('?');
+    const rewritten = upstreamAuthority(rewriter, headers, q === -1 ? url : url.slice(0, q), host.addr);
+    if (rewritten.invalid && count) metrics.hostRewriteInvalid.labels(route.name).inc();
+    if (rewritten.authority) out.push('host', rewritten.authority);
+    if (rewritten.forwardedHost !== undefined) {
+      removeAll(out, 'x-forwarded-host');
+      out.push('x-forwarded-host', rewritten.forwardedHost);
+    }
   }
   const client = req.socket.remoteAddress ?? '';
   const xff = headers['x-forwarded-for'];
