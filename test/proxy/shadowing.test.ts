@@ -5,7 +5,7 @@
  * down); a body above the limit is not copied; percentages 0 and 50; counted on /metrics.
  */
 import { createHash } from 'node:crypto';
-import type { ServerResponse } from 'node:http';
+import { request as httpRequest, type ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeConfigDir, manifests, type ConfigDir } from '../support/config-dir.ts';
 import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
@@ -148,6 +148,23 @@ describe('shadowing through gatehouse run', () => {
     }
     await eventually(async () => (await shadowCount('shadow-down', 'failed')) === 5);
     await eventually(async () => (await shadowCount('shadow', 'failed')) >= 6);
+  });
+
+  it('a client that leaves mid-body: no copy is sent, the slot is freed (counted abandoned), the gateway serves on', async () => {
+    const before = await shadowCount('shadow', 'abandoned');
+    const req = httpRequest({ host: '127.0.0.1', port: gatehouse.port, method: 'POST', path: '/leaves-mid-body', headers: { host: 'shop.example', 'content-length': '200000' }, agent: false });
+    req.on('error', () => {});
+    // The client goes once the primary upstream has the request (its body being copied on the way).
+    const arrived = new Promise<void>((resolve) => {
+      const onRequest = (r: { url?: string }) => r.url === '/leaves-mid-body' && (primary.server.off('request', onRequest), resolve());
+      primary.server.on('request', onRequest);
+    });
+    req.write(Buffer.alloc(20_000, 1));
+    await arrived;
+    req.destroy();
+    await eventually(async () => (await shadowCount('shadow', 'abandoned')) === before + 1);
+    expect(shadowOf('/leaves-mid-body')).toBeUndefined();
+    expect((await send(gatehouse.url, { path: '/still-serving', headers: { host: 'shop.example' } })).body).toBe('primary answer');
   });
 
   it('percentage 0 copies nothing; 50 copies about half', async () => {
