@@ -5,6 +5,7 @@
  * down); a body above the limit is not copied; percentages 0 and 50; counted on /metrics.
  */
 import { createHash } from 'node:crypto';
+import { connect as h2connect } from 'node:http2';
 import { request as httpRequest, type ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeConfigDir, manifests, type ConfigDir } from '../support/config-dir.ts';
@@ -110,6 +111,25 @@ describe('shadowing through gatehouse run', () => {
     expect(primary.seen.at(-1)).toMatchObject({ method: 'POST', bytes: body.length, sha256: sha(body) });
     const copy = await eventually(async () => shadowOf('/upload'));
     expect(copy).toMatchObject({ method: 'POST', bytes: body.length, sha256: sha(body), headers: { host: 'shop.example-shadow' } });
+  });
+
+  it('an HTTP/2 (h2c) request and its body are mirrored too, :authority suffixed', async () => {
+    const body = Buffer.alloc(100_000, 5);
+    const session = h2connect(gatehouse.url);
+    try {
+      const status = await new Promise<number>((resolve, reject) => {
+        const stream = session.request({ ':method': 'PUT', ':path': '/h2-upload', ':authority': 'shop.example' });
+        stream.on('response', (h) => resolve(Number(h[':status'])));
+        stream.on('error', reject);
+        stream.resume();
+        stream.end(body);
+      });
+      expect(status).toBe(200);
+    } finally {
+      session.close();
+    }
+    const copy = await eventually(async () => shadowOf('/h2-upload'));
+    expect(copy).toMatchObject({ method: 'PUT', bytes: body.length, sha256: sha(body), headers: { host: 'shop.example-shadow' } });
   });
 
   it('a body above the shadow limit (1 MiB) reaches the primary whole and is not shadowed, counted body_too_large', async () => {
