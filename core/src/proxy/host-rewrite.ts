@@ -1,6 +1,4 @@
-import Type from 'typebox';
 import type { IncomingHttpHeaders } from 'node:http';
-import { Strict } from '../config/schema/common.ts';
 import { re2Problem, regexSubstitution, substitutionProblem } from './re2.ts';
 
 /**
@@ -10,20 +8,9 @@ import { re2Problem, regexSubstitution, substitutionProblem } from './re2.ts';
  * (`hostRewriteHeader`), or a regex substitution on the path (`hostRewritePathRegex`); with
  * `appendXForwardedHost`, a rewrite appends the original Host to `x-forwarded-host`.
  *
- * RouteOptions takes {@link HostRewriteFields} (config/schema/virtual-service.ts), route-table.ts
+ * RouteOptions takes the fields (`HostRewriteFields` in config/schema/virtual-service.ts), route-table.ts
  * compiles them and forward.ts calls {@link upstreamAuthority} where it builds the upstream headers.
  */
-export const HostRewriteFields = {
-  hostRewriteHeader: Type.Optional(Type.String({ minLength: 1, pattern: '^[^:]', description: 'the Host sent upstream is this request header\'s value (unchanged when the header is absent or empty); not a pseudo-header' })),
-  hostRewritePathRegex: Type.Optional(
-    Strict({
-      pattern: Strict({ regex: Type.String({ minLength: 1, description: 'RE2 syntax' }), googleRe2: Type.Optional(Strict({ maxProgramSize: Type.Optional(Type.Integer({ minimum: 1 })) })) }),
-      substitution: Type.String({ description: 'the Host sent upstream: the path (without query) with this substitution; \\1 … \\9 insert groups' }),
-    }),
-  ),
-  appendXForwardedHost: Type.Optional(Type.Boolean({ description: 'a Host rewrite appends the original Host to x-forwarded-host' })),
-};
-
 /** The options a Host rewrite reads. */
 export interface HostRewriteSpec {
   readonly hostRewrite?: string | undefined;

@@ -3,7 +3,6 @@ import { Duration, Name, ResourceRef, Strict, atMostOneOf, exactlyOneOf } from '
 import { JwtRouteOptions, JwtVirtualHostOptions } from './jwt.ts';
 import { TransformationStages, Transformations } from '../../transform/schema.ts';
 import { RateLimitOptions } from '../../ratelimit/options-schema.ts';
-import { HostRewriteFields } from '../../proxy/host-rewrite.ts';
 
 /**
  * Gloo's DelegateOptionsRefs: VirtualHostOption (on a virtual host) or RouteOption (on a route)
@@ -124,6 +123,22 @@ const Faults = Strict({
   delay: Type.Optional(Strict({ percentage: Type.Optional(Type.Number({ minimum: 0, maximum: 100 })), fixedDelay: Type.Optional(Duration) })),
 });
 export type FaultsSpec = Type.Static<typeof Faults>;
+
+/**
+ * Gloo's RouteOptions `host_rewrite_type` oneof (beyond `hostRewrite`/`autoHostRewrite`) and
+ * `appendXForwardedHost` (Envoy's host_rewrite_specifier and append_x_forwarded_host), applied by
+ * proxy/host-rewrite.ts.
+ */
+const HostRewriteFields = {
+  hostRewriteHeader: Type.Optional(Type.String({ minLength: 1, pattern: '^[^:]', description: 'the Host sent upstream is this request header\'s value (unchanged when the header is absent or empty); not a pseudo-header' })),
+  hostRewritePathRegex: Type.Optional(
+    Strict({
+      pattern: Strict({ regex: Type.String({ minLength: 1, description: 'RE2 syntax' }), googleRe2: Type.Optional(Strict({ maxProgramSize: Type.Optional(Type.Integer({ minimum: 1 })) })) }),
+      substitution: Type.String({ description: 'the Host sent upstream: the path (without query) with this substitution; \\1 … \\9 insert groups' }),
+    }),
+  ),
+  appendXForwardedHost: Type.Optional(Type.Boolean({ description: 'a Host rewrite appends the original Host to x-forwarded-host' })),
+};
 
 /** Gloo's RouteShadowing (`shadowing.options.gloo.solo.io`): a copy of a percentage of the requests to another Upstream, fire and forget (proxy/shadow.ts). */
 const Shadowing = Strict({
