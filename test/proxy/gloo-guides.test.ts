@@ -28,14 +28,15 @@ const ASSUMED = [
   ['gloo-system', 'default-petstore-8080'],
   ['gloo-system', 'default-myservice-v1-8080'],
   ['gloo-system', 'default-myservice-v2-8080'],
+  // The shadowing guide's primary and shadow.
+  ['gloo-system', 'petstore'],
+  ['gloo-system', 'petstore-v2'],
   ['a', 'foo-upstream'],
   ['a', 'bar-upstream'],
   ['b', 'baz-upstream'],
   ['c', 'qux-upstream'],
   ['gloo-system', 'default-echo-8080'],
   ['gloo-system', 'httpbin-httpbin-8000'],
-  ['gloo-system', 'petstore'],
-  ['gloo-system', 'petstore-v2'],
 ] as const;
 
 /** Kubernetes services the guides' kube Upstreams name, each served on its own loopback address and the service's port. */
