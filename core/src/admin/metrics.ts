@@ -154,6 +154,18 @@ export const metrics = {
     labelNames: ['result'] as const,
     registers: [registry],
   }),
+  shadowRequests: new Counter({
+    name: 'gatehouse_shadow_requests_total',
+    help: 'Shadow copies of requests (route shadowing) by shadow Upstream and result (ok, failed, body_too_large, overloaded, abandoned).',
+    labelNames: ['upstream', 'result'] as const,
+    registers: [registry],
+  }),
+  hostRewriteInvalid: new Counter({
+    name: 'gatehouse_host_rewrite_invalid_total',
+    help: 'Host rewrites (hostRewriteHeader, hostRewritePathRegex) whose value was not a valid host: the original Host was sent, by route.',
+    labelNames: ['route'] as const,
+    registers: [registry],
+  }),
 };
 
 // The config subsystem publishes its telemetry on diagnostics channels (config/telemetry.ts) instead

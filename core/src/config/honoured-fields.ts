@@ -213,6 +213,20 @@ const ROUTE_FILTER_OPTIONS: Fields = {
   'faults.delay.percentage': FAULT_FILTER,
 };
 
+const HOST_REWRITE = 'core/src/proxy/host-rewrite.ts';
+
+/** Route options applied on the way upstream: Host rewrites and shadowing (issue 31 item 4). */
+const ROUTE_TRAFFIC_OPTIONS: Fields = {
+  'appendXForwardedHost': HOST_REWRITE,
+  'hostRewriteHeader': HOST_REWRITE,
+  'hostRewritePathRegex.pattern.googleRe2.maxProgramSize': HOST_REWRITE,
+  'hostRewritePathRegex.pattern.regex': HOST_REWRITE,
+  'hostRewritePathRegex.substitution': HOST_REWRITE,
+  'shadowing.percentage': 'core/src/proxy/route-table.ts',
+  'shadowing.upstream.name': 'core/src/proxy/route-table.ts',
+  'shadowing.upstream.namespace': 'core/src/proxy/route-table.ts',
+};
+
 /**
  * Where each field the custom kinds accept is honoured: the module that applies it (or, for a few,
  * warns about the values it cannot apply). Paths are under `spec`, `[]` for list items, `*` for map
@@ -244,6 +258,16 @@ export const HONOURED_FIELDS: { readonly [K in CrdKind]: Fields } = {
     'connectionConfig.tcpKeepalive.keepaliveTime': 'core/src/proxy/upstream-cluster.ts',
     'discoveryMetadata.labels': ["core/src/config/schema/upstream.ts", "Gloo discovery's own bookkeeping: no behaviour in Gloo's data plane either"],
     'healthChecks[].grpcHealthCheck.authority': 'core/src/proxy/upstream-cluster.ts',
+    'failover.prioritizedLocalities[].localityEndpoints[].lbEndpoints[].address': 'core/src/proxy/upstream-cluster.ts',
+    'failover.prioritizedLocalities[].localityEndpoints[].lbEndpoints[].loadBalancingWeight': 'core/src/proxy/upstream-cluster.ts',
+    'failover.prioritizedLocalities[].localityEndpoints[].lbEndpoints[].port': 'core/src/proxy/upstream-cluster.ts',
+    'failover.prioritizedLocalities[].localityEndpoints[].locality.region': ['core/src/proxy/upstream-cluster.ts', 'a locality names a group of endpoints; Envoy uses it only for zone-aware and locality-weighted balancing, which Gatehouse does not accept'],
+    'failover.prioritizedLocalities[].localityEndpoints[].locality.subZone': ['core/src/proxy/upstream-cluster.ts', 'a locality names a group of endpoints; Envoy uses it only for zone-aware and locality-weighted balancing, which Gatehouse does not accept'],
+    'failover.prioritizedLocalities[].localityEndpoints[].locality.zone': ['core/src/proxy/upstream-cluster.ts', 'a locality names a group of endpoints; Envoy uses it only for zone-aware and locality-weighted balancing, which Gatehouse does not accept'],
+    'healthChecks[].tcpHealthCheck.receive[].binary': 'core/src/proxy/tcp-health-check.ts',
+    'healthChecks[].tcpHealthCheck.receive[].text': 'core/src/proxy/tcp-health-check.ts',
+    'healthChecks[].tcpHealthCheck.send.binary': 'core/src/proxy/tcp-health-check.ts',
+    'healthChecks[].tcpHealthCheck.send.text': 'core/src/proxy/tcp-health-check.ts',
     'healthChecks[].grpcHealthCheck.serviceName': 'core/src/proxy/upstream-cluster.ts',
     'healthChecks[].healthyThreshold': 'core/src/proxy/upstream-cluster.ts',
     'healthChecks[].httpHealthCheck.expectedStatuses[].end': 'core/src/proxy/upstream-cluster.ts',
@@ -540,6 +564,7 @@ export const HONOURED_FIELDS: { readonly [K in CrdKind]: Fields } = {
   },
   RouteTable: {
     ...under('routes[].options.', ROUTE_FILTER_OPTIONS),
+    ...under('routes[].options.', ROUTE_TRAFFIC_OPTIONS),
     'routes[].delegateAction.name': 'core/src/config/checks/virtual-service.ts',
     'routes[].delegateAction.namespace': 'core/src/config/checks/virtual-service.ts',
     'routes[].delegateAction.ref.name': 'core/src/config/delegation.ts',
@@ -596,8 +621,8 @@ export const HONOURED_FIELDS: { readonly [K in CrdKind]: Fields } = {
     'routes[].options.headerManipulation.responseHeadersToRemove[]': 'core/src/proxy/header-ops.ts',
     'routes[].options.hostRewrite': 'core/src/proxy/route-table.ts',
     'routes[].options.lbHash.hashPolicies[].cookie.name': 'core/src/proxy/consistent-hash.ts',
-    'routes[].options.lbHash.hashPolicies[].cookie.path': ['core/src/config/checks/virtual-service.ts', 'Envoy uses it only when it generates the cookie (with ttl), which the ttl warning says is not done'],
-    'routes[].options.lbHash.hashPolicies[].cookie.ttl': 'core/src/config/checks/virtual-service.ts',
+    'routes[].options.lbHash.hashPolicies[].cookie.path': 'core/src/proxy/consistent-hash.ts',
+    'routes[].options.lbHash.hashPolicies[].cookie.ttl': 'core/src/proxy/consistent-hash.ts',
     'routes[].options.lbHash.hashPolicies[].header': 'core/src/proxy/consistent-hash.ts',
     'routes[].options.lbHash.hashPolicies[].sourceIp': 'core/src/proxy/consistent-hash.ts',
     'routes[].options.lbHash.hashPolicies[].terminal': 'core/src/proxy/consistent-hash.ts',
@@ -651,6 +676,7 @@ export const HONOURED_FIELDS: { readonly [K in CrdKind]: Fields } = {
   VirtualService: {
     ...under('virtualHost.options.', VHOST_FILTER_OPTIONS),
     ...under('virtualHost.routes[].options.', ROUTE_FILTER_OPTIONS),
+    ...under('virtualHost.routes[].options.', ROUTE_TRAFFIC_OPTIONS),
     'displayName': ["core/src/config/schema/virtual-service.ts", "a UI label in Gloo too: no behaviour to apply"],
     'sslConfig.oneWayTls': 'core/src/server/tls-contexts.ts',
     'sslConfig.parameters.cipherSuites[]': 'core/src/server/tls-contexts.ts',
@@ -754,8 +780,8 @@ export const HONOURED_FIELDS: { readonly [K in CrdKind]: Fields } = {
     'virtualHost.routes[].options.headerManipulation.responseHeadersToRemove[]': 'core/src/proxy/header-ops.ts',
     'virtualHost.routes[].options.hostRewrite': 'core/src/proxy/route-table.ts',
     'virtualHost.routes[].options.lbHash.hashPolicies[].cookie.name': 'core/src/proxy/consistent-hash.ts',
-    'virtualHost.routes[].options.lbHash.hashPolicies[].cookie.path': ['core/src/config/checks/virtual-service.ts', 'Envoy uses it only when it generates the cookie (with ttl), which the ttl warning says is not done'],
-    'virtualHost.routes[].options.lbHash.hashPolicies[].cookie.ttl': 'core/src/config/checks/virtual-service.ts',
+    'virtualHost.routes[].options.lbHash.hashPolicies[].cookie.path': 'core/src/proxy/consistent-hash.ts',
+    'virtualHost.routes[].options.lbHash.hashPolicies[].cookie.ttl': 'core/src/proxy/consistent-hash.ts',
     'virtualHost.routes[].options.lbHash.hashPolicies[].header': 'core/src/proxy/consistent-hash.ts',
     'virtualHost.routes[].options.lbHash.hashPolicies[].sourceIp': 'core/src/proxy/consistent-hash.ts',
     'virtualHost.routes[].options.lbHash.hashPolicies[].terminal': 'core/src/proxy/consistent-hash.ts',
@@ -915,7 +941,8 @@ export const HONOURED_FIELDS: { readonly [K in CrdKind]: Fields } = {
   },
   RouteOption: {
     ...under('options.', ROUTE_FILTER_OPTIONS),
-    'options.autoHostRewrite': 'core/src/proxy/forward.ts',
+    ...under('options.', ROUTE_TRAFFIC_OPTIONS),
+    'options.autoHostRewrite': 'core/src/proxy/host-rewrite.ts',
     'options.cors.allowCredentials': 'core/src/proxy/cors.ts',
     'options.cors.allowHeaders[]': 'core/src/proxy/cors.ts',
     'options.cors.allowMethods[]': 'core/src/proxy/cors.ts',
@@ -942,10 +969,10 @@ export const HONOURED_FIELDS: { readonly [K in CrdKind]: Fields } = {
     'options.headerManipulation.responseHeadersToAdd[].headerSecretRef.name': 'core/src/config/store.ts',
     'options.headerManipulation.responseHeadersToAdd[].headerSecretRef.namespace': 'core/src/config/store.ts',
     'options.headerManipulation.responseHeadersToRemove[]': 'core/src/proxy/header-ops.ts',
-    'options.hostRewrite': 'core/src/proxy/forward.ts',
+    'options.hostRewrite': 'core/src/proxy/host-rewrite.ts',
     'options.lbHash.hashPolicies[].cookie.name': 'core/src/proxy/consistent-hash.ts',
-    'options.lbHash.hashPolicies[].cookie.path': ['core/src/config/checks/virtual-service.ts', 'Envoy uses it only when it generates the cookie (with ttl), which the ttl warning says is not done'],
-    'options.lbHash.hashPolicies[].cookie.ttl': 'core/src/config/checks/virtual-service.ts',
+    'options.lbHash.hashPolicies[].cookie.path': 'core/src/proxy/consistent-hash.ts',
+    'options.lbHash.hashPolicies[].cookie.ttl': 'core/src/proxy/consistent-hash.ts',
     'options.lbHash.hashPolicies[].header': 'core/src/proxy/consistent-hash.ts',
     'options.lbHash.hashPolicies[].sourceIp': 'core/src/proxy/consistent-hash.ts',
     'options.lbHash.hashPolicies[].terminal': 'core/src/proxy/consistent-hash.ts',

@@ -300,6 +300,8 @@ export function referencesOf(resource: AnyResource): Reference[] {
     const options = resource.spec.options;
     if (options?.extauth?.configRef) out.push({ kind: 'AuthConfig', ref: options.extauth.configRef, path: ['spec', 'options', 'extauth', 'configRef'] });
     headerSecretRefs(options?.headerManipulation, ['spec', 'options'], out);
+    const shadow = resource.kind === 'RouteOption' ? resource.spec.options?.shadowing?.upstream : undefined;
+    if (shadow) out.push({ kind: 'Upstream', ref: shadow, path: ['spec', 'options', 'shadowing', 'upstream'] });
   } else if (resource.kind === 'RouteTable') {
     // Tables it delegates to are not references here: they are resolved by the delegation walk (a missing one is a warning, as in Gloo).
     routeReferences(resource.spec.routes, ['spec', 'routes'], out);
@@ -393,6 +395,7 @@ function routeReferences(routes: readonly RouteSpec[], base: PathSegment[], out:
       headerSecretRefs(d.options?.headerManipulation, [...at, 'routeAction', 'multi', 'destinations', j, 'options'], out);
     });
     if (route.graphqlApiRef) out.push({ kind: 'GraphQLApi', ref: route.graphqlApiRef, path: [...at, 'graphqlApiRef'] });
+    if (route.options?.shadowing) out.push({ kind: 'Upstream', ref: route.options.shadowing.upstream, path: [...at, 'options', 'shadowing', 'upstream'] });
     if (route.options?.extauth?.configRef) out.push({ kind: 'AuthConfig', ref: route.options.extauth.configRef, path: [...at, 'options', 'extauth', 'configRef'] });
     rateLimitConfigRefs(route.options, [...at, 'options'], out);
 
