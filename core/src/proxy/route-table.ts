@@ -21,6 +21,7 @@ import { EndpointSliceResolver, KubeDnsResolver, type KubeServiceResolver } from
 import { pino } from 'pino';
 import type { Logger } from '../log/logger.ts';
 import type { UpstreamCluster, UpstreamRegistry } from './upstream-cluster.ts';
+import type { RouteTracingSpec } from '../tracing/schema.ts';
 
 /** `regexRewrite` on RE2: a `String.prototype.replace` pattern doing Envoy's substitution itself. */
 export type RegexSubstitution = ReturnType<typeof regexSubstitution>;
@@ -96,6 +97,8 @@ export interface CompiledRoute {
   readonly durations: (HistogramChild | undefined)[];
   /** `options.lbHash`: the request's key for ring hash and Maglev Upstreams. */
   readonly hashKey: HashKey | undefined;
+  /** `options.tracing` (core/src/tracing): span name, sampling and propagation of the route's requests. */
+  readonly tracing?: RouteTracingSpec | undefined;
 }
 
 export interface CompiledVirtualHost {
@@ -358,6 +361,7 @@ function compileRoute(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, 
     counters: new Map(),
     durations: [],
     hashKey: compileHashPolicies(o.lbHash?.hashPolicies),
+    tracing: o.tracing,
   };
 }
 

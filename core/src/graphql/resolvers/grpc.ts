@@ -8,7 +8,7 @@ import { findMethod, messageToJson, type MethodTypes } from '../grpc/descriptors
 import { reflectDescriptors } from '../grpc/reflection.ts';
 import { JsonTemplate, TemplateSyntaxError, type TemplateSource } from '../template.ts';
 import type { OperationBudget } from '../limits.ts';
-import type { TraceHeaders } from '../trace.ts';
+import { resolverSpan, type TraceHeaders } from '../trace.ts';
 import { dedupe, type FieldResolver, type OperationContext, type ResolverMetrics } from './types.ts';
 
 /** Default `grpcResolver.timeout`, the same as the REST resolver's. */
@@ -137,11 +137,14 @@ export function grpcResolver(compiled: CompiledGrpc, cluster: UpstreamCluster, c
   return async function resolveGrpc(parent: unknown, args: Record<string, unknown>, ctx: OperationContext): Promise<unknown> {
     const value = staticMessage ?? compiled.message.value({ parent, args, headers: ctx.headers });
     const key = `grpc ${cluster.name} ${full} ${JSON.stringify(value)}`;
+    const span = resolverSpan(ctx.trace, `graphql.grpc ${full}`, { 'upstream_cluster': cluster.name, 'rpc.method': full });
     try {
-      const result = await dedupe(ctx, key, async () => call(cluster, await resolveMethod(cluster), value, ctx.budget, ctx.trace));
+      const result = await dedupe(ctx, key, async () => call(cluster, await resolveMethod(cluster), value, ctx.budget, span ? { ...ctx.trace!, traceparent: span.traceparent } : ctx.trace));
+      span?.end();
       metrics.ok();
       return result;
     } catch (error) {
+      span?.end((error as Error).message);
       metrics.error();
       throw error;
     }

@@ -7,6 +7,8 @@ import { getPath, parsePath, type Segment } from '../path.ts';
 import type { OperationBudget } from '../limits.ts';
 import { DotPathSegmentError, EmptyPathSegmentError, JsonTemplate, Template, TemplateSyntaxError, type TemplateScope, type TemplateSource } from '../template.ts';
 import { dedupe, type FieldResolver, type OperationContext, type ResolverMetrics } from './types.ts';
+import { resolverSpan } from '../trace.ts';
+import type { SpanHandle } from '../../tracing/tracing.ts';
 
 /** Default `restResolver.timeout` (SPEC 3.3). */
 export const DEFAULT_REST_TIMEOUT_MS = 1_000;
@@ -149,11 +151,15 @@ export function restResolver(rest: CompiledRest, cluster: UpstreamCluster, metri
     const prefix = cluster.name + method + path + '\n' + headerKey;
     const key = body === undefined ? prefix : prefix + body;
     let json: unknown;
+    let span: SpanHandle | undefined;
     try {
       // Trace headers after the key: they differ per request, not per call. A resolution's own header wins.
-      const sent = ctx.trace ? { ...ctx.trace, ...headers } : headers;
+      span = resolverSpan(ctx.trace, `graphql.rest ${cluster.name}`, { 'upstream_cluster': cluster.name, 'http.method': method, 'url.path': path.split('?', 1)[0]! });
+      const sent = ctx.trace ? { ...ctx.trace, ...span?.traceHeaders, ...headers } : headers;
       json = await dedupe(ctx, key, () => send(cluster, rest, path, sent, body, ctx.budget));
+      span?.end();
     } catch (e) {
+      span?.end((e as Error).message);
       metrics.error();
       throw e;
     }
