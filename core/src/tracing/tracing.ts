@@ -289,7 +289,8 @@ export class RequestTracer {
       span.setAttribute('http.status_code', status);
       span.setAttribute('route_name', ctx.route);
       if (cluster !== undefined) span.setAttribute('upstream_cluster', cluster);
-      if (ctx.upstream !== undefined) span.setAttribute('upstream_address', ctx.upstream);
+      // Envoy's upstream_address is host:port (ctx.upstream is the origin).
+      if (ctx.upstream !== undefined) span.setAttribute('upstream_address', ctx.upstream.replace(/^[a-z]+:\/\//, ''));
       const error = (res.getHeader('x-gatehouse-error') as string | undefined) ?? undefined;
       if (error !== undefined) span.setAttribute('gatehouse.error', error);
       if (settings.verbose) span.event(res.writableFinished ? 'response_sent' : 'downstream_closed');
