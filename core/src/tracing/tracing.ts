@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ConfigSnapshot } from '../config/store.ts';
 import type { Logger } from '../log/logger.ts';
@@ -238,6 +239,8 @@ export function spanOf(ctx: RequestContext): SpanHandle | undefined {
 export class RequestTracer {
   readonly settings: ListenerTracing;
   private readonly logger: Logger;
+  /** The collector's runtime once loaded (looked up by key until then). */
+  private runtime: TracingRuntime | undefined;
 
   constructor(settings: ListenerTracing, logger: Logger) {
     this.settings = settings;
@@ -247,23 +250,32 @@ export class RequestTracer {
 
   /** Starts the request's span and sets the trace headers the upstream gets (in `ctx.headers`). */
   start(req: IncomingMessage, res: ServerResponse, ctx: RequestContext, route: TracedRoute): void {
-    const runtime = runtimeFor(this.settings.collector);
+    const runtime = (this.runtime ??= runtimeFor(this.settings.collector));
     if (!runtime) return;
     const options = route.tracing;
     const headers = ctx.headers;
-    const span = runtime.start(options?.routeDescriptor || route.name, 'server', undefined, headers, this.sampled(options, headers));
+    const incoming = headers.traceparent;
+    const parent = typeof incoming === 'string' ? parseTraceparent(incoming) : undefined;
+    const propagate = options?.propagate !== false;
+    if (parent ? !parent.sampled : !this.sampled(options, headers)) {
+      // Not sampled (the caller's decision, or ours): nothing is recorded, so no SDK object is
+      // made; the upstream still gets a context (the caller's trace, or a new one) with this hop's id.
+      if (!propagate) return dropTraceContext(headers);
+      headers.traceparent = `00-${parent ? parent.traceId : newTraceId()}-${newSpanId()}-00`;
+      // A caller's tracestate goes on with its trace; a malformed traceparent's does not.
+      if (!parent && headers.tracestate !== undefined) delete headers.tracestate;
+      return;
+    }
+    const span = runtime.start(options?.routeDescriptor || route.name, 'server', undefined, parent ? headers : undefined, true);
     spans.set(ctx, span);
-    if (options?.propagate === false) {
-      // Gloo's `propagate: false`: the upstream gets no trace context (neither ours nor the caller's).
-      delete headers.traceparent;
-      delete headers.tracestate;
+    if (!propagate) {
+      dropTraceContext(headers);
     } else {
       const trace = span.traceHeaders;
       headers.traceparent = trace.traceparent;
       if (trace.tracestate !== undefined) headers.tracestate = trace.tracestate;
-      else delete headers.tracestate;
+      else if (headers.tracestate !== undefined) delete headers.tracestate;
     }
-    if (!span.recording) return;
     const settings = this.settings;
     const encrypted = (req.socket as { encrypted?: boolean }).encrypted === true;
     span.setAttribute('component', 'proxy');
@@ -305,6 +317,39 @@ export class RequestTracer {
     if (!(Math.random() * 100 < first)) return false;
     return p.overall >= 100 || Math.random() * 100 < p.overall;
   }
+}
+
+/** Gloo's `propagate: false`: the upstream gets no trace context (neither ours nor the caller's). */
+function dropTraceContext(headers: IncomingMessage['headers']): void {
+  if (headers.traceparent !== undefined) delete headers.traceparent;
+  if (headers.tracestate !== undefined) delete headers.tracestate;
+}
+
+/** W3C `traceparent` (level 1, lower-case hex; a later version's extra fields are allowed). */
+const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-|$)/;
+const ZERO_TRACE = '0'.repeat(32);
+const ZERO_SPAN = '0'.repeat(16);
+
+/** A caller's trace context, or undefined when its `traceparent` is malformed (a new trace starts). */
+function parseTraceparent(value: string): { traceId: string; sampled: boolean } | undefined {
+  if (value.length > 512) return undefined;
+  const match = TRACEPARENT.exec(value.trim());
+  if (!match || match[1] === 'ff' || match[2] === ZERO_TRACE || match[3] === ZERO_SPAN) return undefined;
+  // Version 00 is exactly 55 characters; a later version may append fields.
+  if (match[1] === '00' && value.trim().length !== 55) return undefined;
+  return { traceId: match[2]!, sampled: (Number.parseInt(match[4]!, 16) & 1) === 1 };
+}
+
+/** 32 random hex digits (randomUUID draws from a cached pool; its fixed version and variant nibbles leave 122 random bits). */
+function newTraceId(): string {
+  const u = randomUUID();
+  return u.slice(0, 8) + u.slice(9, 13) + u.slice(14, 18) + u.slice(19, 23) + u.slice(24);
+}
+
+/** 16 random hex digits. */
+function newSpanId(): string {
+  const u = randomUUID();
+  return u.slice(0, 8) + u.slice(24, 32);
 }
 
 /**
