@@ -256,3 +256,51 @@ describeWithCollector('tracing configured by a Gateway resource', 'test/tracing/
 function byIdOf(spans: ReceivedSpan[], id: string): ReceivedSpan | undefined {
   return spans.find((s) => s.spanId === id);
 }
+
+describeWithCollector('tracing across a separate gatehouse extauth', 'test/tracing/tracing.test.ts', () => {
+  let collector: Collector;
+  let echo: TestServer;
+  let dir: ConfigDir;
+  let extauth: GatehouseProcess;
+  let gateway: GatehouseProcess;
+
+  beforeAll(async () => {
+    collector = await startCollector();
+    echo = await startEcho('echo');
+    dir = await makeConfigDir({
+      'upstream.yaml': manifests.upstream('echo', [{ addr: '127.0.0.1', port: echo.port }]),
+      'auth.yaml': manifests.authConfig('basic', [{ basicAuth: { realm: 'shop', apr: { users: { alice: { salt: alice.salt, hashedPassword: alice.hashedPassword } } } } }]),
+      'vs.yaml': manifests.virtualService('shop', { domains: ['*'], options: { extauth: { configRef: { name: 'basic' } } }, routes: [{ matchers: [{ prefix: '/' }], routeAction: { single: { upstream: { name: 'echo' } } } }] }),
+    });
+    const env = (service: string) => ({ OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${collector.grpcPort}`, OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_SERVICE_NAME: service, OTEL_BSP_SCHEDULE_DELAY: '100' });
+    extauth = await startGatehouse('extauth', ['--config-dir', dir.path, '--host', '127.0.0.1'], { env: env('auth') });
+    gateway = await startGatehouse('gateway', ['--config-dir', dir.path, '--extauth-address', `127.0.0.1:${extauth.port}`, '--extauth-timeout', '5s'], { env: env('edge') });
+  }, 90_000);
+
+  afterAll(async () => {
+    await gateway?.stop();
+    await extauth?.stop();
+    await echo?.close();
+    await dir?.cleanup();
+    await collector?.stop();
+  });
+
+  it("the auth server's step spans are children of the gateway's ext_authz span (gRPC metadata)", async () => {
+    // Sent until the gateway traces (its SDK loads on the first request): the upstream then sees a new parent.
+    let traceId = '';
+    for (let i = 0; i < 100; i++) {
+      traceId = hex(16);
+      const caller = hex(8);
+      const reply = await send(gateway.url, { path: '/', headers: { authorization: basic('alice', 'wonderland'), traceparent: `00-${traceId}-${caller}-01` } });
+      expect(reply.status).toBe(200);
+      if (!String((JSON.parse(reply.body) as Echo).headers.traceparent).includes(caller)) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const spans = await collector.waitFor((all) => all.some((s) => s.traceId === traceId && s.name.startsWith('auth step ')) && all.some((s) => s.traceId === traceId && s.name === 'ext_authz'));
+    const step = spans.find((s) => s.traceId === traceId && s.name.startsWith('auth step '))!;
+    const ext = spans.find((s) => s.traceId === traceId && s.name === 'ext_authz')!;
+    expect(ext.service).toBe('edge');
+    expect(step).toMatchObject({ service: 'auth', parentSpanId: ext.spanId });
+    expect(step.attributes).toMatchObject({ 'auth.allowed': true });
+  });
+});
