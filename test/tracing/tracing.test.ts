@@ -304,3 +304,34 @@ describeWithCollector('tracing across a separate gatehouse extauth', 'test/traci
     expect(step.attributes).toMatchObject({ 'auth.allowed': true });
   });
 });
+
+describeWithCollector('spans queued at shutdown', 'test/tracing/tracing.test.ts', () => {
+  it('are exported when the gateway stops (SIGTERM), not lost with the batch timer', async () => {
+    const collector = await startCollector();
+    const echo = await startEcho('echo');
+    const dir = await makeConfigDir({
+      'upstream.yaml': manifests.upstream('echo', [{ addr: '127.0.0.1', port: echo.port }]),
+      'vs.yaml': manifests.virtualService('shop', { domains: ['*'], routes: [{ matchers: [{ prefix: '/' }], routeAction: { single: { upstream: { name: 'echo' } } } }] }),
+    });
+    // A batch timer far longer than the test: only the shutdown flush can send the span.
+    const gatehouse = await startGatehouse('run', ['--config-dir', dir.path], { env: { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${collector.httpPort}`, OTEL_BSP_SCHEDULE_DELAY: '600000' } });
+    try {
+      let spanId: string | undefined;
+      for (let i = 0; i < 100 && spanId === undefined; i++) {
+        const reply = await send(gatehouse.url, { path: '/last' });
+        const match = TRACEPARENT.exec(String((JSON.parse(reply.body) as Echo).headers.traceparent ?? ''));
+        if (match?.[3] === '01') spanId = match[2];
+        else await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(spanId).toBeDefined();
+      expect(collector.spans.some((s) => s.spanId === spanId)).toBe(false);
+      expect(await gatehouse.stop('SIGTERM')).toBe(0);
+      await collector.waitFor((all) => all.some((s) => s.spanId === spanId));
+    } finally {
+      await gatehouse.stop();
+      await echo.close();
+      await dir.cleanup();
+      await collector.stop();
+    }
+  }, 60_000);
+});

@@ -123,9 +123,17 @@ function anyRuntime(): TracingRuntime | undefined {
   return env ? runtimeFor(env) : undefined;
 }
 
-/** Exports what is queued (shutdown: spans of the last requests are not lost). */
-export async function flushTracing(): Promise<void> {
-  await Promise.all([...runtimes.values()].map((r) => (typeof r === 'object' ? r.shutdown() : undefined)));
+/**
+ * Exports what is queued and stops the exporters (shutdown: the spans of the last requests are
+ * sent), waiting at most `timeoutMs` for a collector that does not answer. Nothing to do when
+ * nothing traced.
+ */
+export async function flushTracing(timeoutMs = 2000): Promise<void> {
+  const loaded = [...runtimes.values()].filter((r): r is TracingRuntime => typeof r === 'object');
+  if (loaded.length === 0) return;
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([Promise.all(loaded.map((r) => r.shutdown())), new Promise((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
+  clearTimeout(timer);
 }
 
 /** Where a runtime that fails to load is reported (once per collector). */
