@@ -41,6 +41,8 @@ describeWithCollector('tracing to an OpenTelemetry Collector', 'test/tracing/tra
           route('/secure', { extauth: { configRef: { name: 'basic' } } }),
           { matchers: [{ prefix: '/graphql' }], graphqlApiRef: { name: 'api' } },
           route('/never', { tracing: { tracePercentages: { randomSamplePercentage: 0 } } }),
+          route('/client', { tracing: { tracePercentages: { randomSamplePercentage: 0, clientSamplePercentage: 100 } } }),
+          route('/overall', { tracing: { tracePercentages: { overallSamplePercentage: 0 } } }),
           route('/quiet', { tracing: { propagate: false } }),
           route('/', { tracing: { routeDescriptor: 'echo-route' } }),
         ],
@@ -164,6 +166,17 @@ describeWithCollector('tracing to an OpenTelemetry Collector', 'test/tracing/tra
     const spans = await collector.waitFor((all) => byId(all, marker) !== undefined && byId(all, gatewaySpan) !== undefined);
     expect(spans.filter((s) => unsampled.has(s.traceId))).toEqual([]);
     expect(byId(spans, gatewaySpan)!.traceId).toBe(forced);
+  });
+
+  it("Envoy's percentages: x-client-trace-id takes the client percentage, the overall one applies on top", async () => {
+    await tracedGet('/');
+    const flagsOf = async (path: string, headers: Record<string, string> = {}) => TRACEPARENT.exec(String((await get(path, headers)).echo!.headers.traceparent))![3];
+    for (let i = 0; i < 10; i++) {
+      expect(await flagsOf('/client', { 'x-client-trace-id': `c-${i}` })).toBe('01');
+      expect(await flagsOf('/client')).toBe('00');
+      expect(await flagsOf('/overall', { 'x-client-trace-id': `c-${i}` })).toBe('00');
+      expect(await flagsOf('/overall')).toBe('00');
+    }
   });
 
   it('propagate: false sends the upstream no trace context, and still records the span', async () => {
