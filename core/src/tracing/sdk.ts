@@ -48,7 +48,7 @@ export async function createRuntime(collector: Collector): Promise<TracingRuntim
       const remote = trace.getSpanContext(parent);
       if (!remote && sampled === false) {
         // Not sampled and no caller's decision: a span that records nothing, whose ids still propagate.
-        return new Handle(tracer, trace.wrapSpanContext({ traceId: ids.generateTraceId(), spanId: ids.generateSpanId(), traceFlags: TraceFlags.NONE }), ROOT_CONTEXT);
+        return new Handle(tracer, trace.wrapSpanContext({ traceId: ids.generateTraceId(), spanId: ids.generateSpanId(), traceFlags: TraceFlags.NONE }));
       }
       return startHandle(tracer, name, KINDS[kind], attributes, parent);
     },
@@ -63,7 +63,7 @@ export async function createRuntime(collector: Collector): Promise<TracingRuntim
 
 function startHandle(tracer: Tracer, name: string, kind: SpanKind, attributes: Attributes | undefined, parent: Context): Handle {
   const span = tracer.startSpan(name, attributes ? { kind, attributes } : { kind }, parent);
-  return new Handle(tracer, span, parent);
+  return new Handle(tracer, span);
 }
 
 class Handle implements SpanHandle {
@@ -73,7 +73,7 @@ class Handle implements SpanHandle {
   private headers: Record<string, string> | undefined;
   private ended = false;
 
-  constructor(tracer: Tracer, span: Span, _parent: Context) {
+  constructor(tracer: Tracer, span: Span) {
     this.tracer = tracer;
     this.span = span;
     this.recording = span.isRecording();

@@ -78,42 +78,45 @@ const ALL: Percentages = { client: 100, random: 100, overall: 100 };
 // ---------------------------------------------------------------------------------------------
 // Runtimes: one per collector, loaded on first use.
 
-const runtimes = new Map<string, TracingRuntime | 'loading' | 'failed'>();
+/** Loaded runtimes by collector; `loading` entries are the pending imports (awaited by {@link loadRuntime}). */
+const runtimes = new Map<string, TracingRuntime | 'failed'>();
+const loading = new Map<string, Promise<TracingRuntime | undefined>>();
 let loadError: ((error: unknown, collector: Collector) => void) | undefined;
 
-/** The runtime of `collector`, or undefined while the SDK loads (the first call starts it). */
+function runtimeKeyOf(collector: Collector): string {
+  return `${collector.protocol} ${collector.url} ${collector.serviceName} ${collector.flushMs ?? ''}`;
+}
+
+/** The runtime of `collector`, or undefined while the SDK loads (the first call starts it) or when it failed to. */
 export function runtimeFor(collector: Collector): TracingRuntime | undefined {
-  const key = `${collector.protocol} ${collector.url} ${collector.serviceName} ${collector.flushMs ?? ''}`;
+  const key = runtimeKeyOf(collector);
   const found = runtimes.get(key);
-  if (typeof found === 'object') return found;
-  if (found === undefined) {
-    runtimes.set(key, 'loading');
-    import('./sdk.ts')
-      .then((sdk) => sdk.createRuntime(collector))
-      .then(
-        (runtime) => runtimes.set(key, runtime),
-        (error: unknown) => {
-          runtimes.set(key, 'failed');
-          loadError?.(error, collector);
-        },
-      );
+  if (found !== undefined) return found === 'failed' ? undefined : found;
+  if (!loading.has(key)) {
+    loading.set(
+      key,
+      import('./sdk.ts')
+        .then((sdk) => sdk.createRuntime(collector))
+        .then(
+          (runtime) => {
+            runtimes.set(key, runtime);
+            return runtime;
+          },
+          (error: unknown) => {
+            runtimes.set(key, 'failed');
+            loadError?.(error, collector);
+            return undefined;
+          },
+        )
+        .finally(() => loading.delete(key)),
+    );
   }
   return undefined;
 }
 
 /** Loads the runtime of `collector` now (a process that knows it traces: the extauth server). */
 export async function loadRuntime(collector: Collector): Promise<TracingRuntime | undefined> {
-  runtimeFor(collector);
-  for (let i = 0; i < 200; i++) {
-    const runtime = runtimeFor(collector);
-    if (runtime || runtimes.get(runtimeKeyOf(collector)) === 'failed') return runtime;
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  return undefined;
-}
-
-function runtimeKeyOf(collector: Collector): string {
-  return `${collector.protocol} ${collector.url} ${collector.serviceName} ${collector.flushMs ?? ''}`;
+  return runtimeFor(collector) ?? (await loading.get(runtimeKeyOf(collector))) ?? runtimeFor(collector);
 }
 
 /** Any loaded runtime (steps of the auth engine trace to the process's collector). */
