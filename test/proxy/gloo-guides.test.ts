@@ -34,6 +34,7 @@ const ASSUMED = [
   ['c', 'qux-upstream'],
   ['gloo-system', 'default-echo-8080'],
   ['gloo-system', 'httpbin-httpbin-8000'],
+  ['gloo-system', 'gloo-system-tcp-echo-1025'],
 ] as const;
 
 /** Kubernetes services the guides' kube Upstreams name, each served on its own loopback address and the service's port. */
@@ -232,6 +233,8 @@ const BEHAVIOUR: Record<string, ((gw: GatehouseProcess) => Promise<void>) | unde
   },
   '23-health-check-custom-path.yaml': undefined,
   '24-tcp-keepalive.yaml': undefined,
+  // Binds 0.0.0.0:8000 as printed: validated here; run on a free port by test/l4/tcp-proxy.test.ts.
+  '34-tcp-proxy.yaml': undefined,
   '25-buffering.yaml': undefined,
   '26-session-affinity.yaml': undefined,
   '27-cors.yaml': async (gw) => {

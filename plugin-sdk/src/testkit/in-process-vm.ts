@@ -13,7 +13,8 @@ import { hostUrl } from '../runtime/host/url.ts';
 import { toCheckRequest } from './check-request.ts';
 import { realClock } from './clock.ts';
 import { withFailure, type PluginHarness, type TestFailure, type TestLogLine } from './harness.ts';
-import { loadEgress, TestHostCalls } from './host-calls.ts';
+import { HostCalls } from '../runtime/host/host-calls.ts';
+import { loadEgress } from './host-calls.ts';
 import { PluginStartError } from './in-process.ts';
 import { bridge, copyInto, realmOf } from './realm.ts';
 import type { SandboxOptions } from './sandbox.ts';
@@ -79,7 +80,8 @@ export async function runEntryInProcess(options: SandboxOptions): Promise<Plugin
     return mapped === undefined ? message : `${withLocation(message, mapped)}\n${mapped}`;
   };
   const egress = options.egress?.length ? await loadEgress(options.egress, wallTimeoutMs) : undefined;
-  const calls = new TestHostCalls(egress, clock, { deadlineMs: wallTimeoutMs, maxFetches: 16, maxTimers: 1024 });
+  // The gateway's own host calls, on the test's clock: the same limits and messages in both modes.
+  const calls = new HostCalls(egress, { deadlineMs: wallTimeoutMs, maxFetches: 16, maxTimers: 1024 }, clock);
   const hostCrypto = createHostCrypto();
   calls.subtle = hostCrypto.subtle;
   const secrets = Object.freeze({ ...(options.secrets ?? {}) });

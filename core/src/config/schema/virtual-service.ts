@@ -155,7 +155,8 @@ export const RouteOptions = Strict({
   tracing: Type.Optional(RouteTracingSettings),
 });
 
-const Destination = Strict(
+/** Gloo's Destination: an Upstream, or a Kubernetes service port. */
+export const Destination = Strict(
   {
     upstream: Type.Optional(ResourceRef),
     kube: Type.Optional(

@@ -9,6 +9,7 @@ import { loadPluginFile } from './plugin-file.ts';
 import { Egress, upstreamOrigin, type EgressRule } from './egress.ts';
 import { PluginCallError, PluginInstance, RETRY, type BatchResult, type PluginGrants, type PluginHostLogger, type SandboxLimits } from './plugin-instance.ts';
 import type { UpstreamSpec } from '../../config/schema/upstream.ts';
+import { loadRedisDriver } from '../../redis/client.ts';
 import { createStepStore, type StepStore, type StepStoreLimits, type StoreSettings } from './step-store.ts';
 import type { MemoryRoute } from './store-hub.ts';
 
@@ -144,6 +145,7 @@ export async function createPluginStep(spec: PluginAuthSpec, options: PluginStep
   // One store per step, kept by the step: it outlives every isolate rebuild; its memory data
   // lives in the hub under the step's identity, so it outlives reloads and rebuilds too.
   const settings = options.store ?? { kind: 'memory', identity: `anonymous/${++anonymousSteps}/${spec.name}` };
+  if (settings.kind === 'redis') await loadRedisDriver();
   const store = createStepStore(settings, { limits: options.storeLimits, wallTimeoutMs: limits.wallTimeoutMs ?? 1000, route: options.memoryRoute });
   const grants: PluginGrants = {
     ...(spec.egress?.length ? { egress: buildEgress(spec, options, limits.wallTimeoutMs ?? 1000) } : {}),
