@@ -198,9 +198,15 @@ const VHOST_FILTER_OPTIONS: Fields = {
 
 const FAULT_FILTER = 'core/src/proxy/filters/fault.ts';
 
+const TRACING = 'core/src/tracing/tracing.ts';
+const TRACE_PERCENTAGES: Fields = { clientSamplePercentage: TRACING, overallSamplePercentage: TRACING, randomSamplePercentage: TRACING };
+
 /** The options run by the per-route filter chain, on a route. */
 const ROUTE_FILTER_OPTIONS: Fields = {
   ...TRANSFORMATION_OPTIONS,
+  'tracing.propagate': TRACING,
+  'tracing.routeDescriptor': TRACING,
+  ...under('tracing.tracePercentages.', TRACE_PERCENTAGES),
   ...RATE_LIMIT_OPTIONS,
   'jwt.disable': JWT_FILTER,
   'jwtStaged.afterExtAuth.disable': JWT_FILTER,
@@ -504,7 +510,7 @@ export const HONOURED_FIELDS: { readonly [K in CrdKind]: Fields } = {
     'executableSchema.executor.local.resolutions.*.grpcResolver.requestTransform.outgoingMessageJson': 'core/src/graphql/resolvers/grpc.ts',
     'executableSchema.executor.local.resolutions.*.grpcResolver.requestTransform.requestMetadata': 'core/src/graphql/resolvers/grpc.ts',
     'executableSchema.executor.local.resolutions.*.grpcResolver.requestTransform.serviceName': 'core/src/graphql/resolvers/grpc.ts',
-    'executableSchema.executor.local.resolutions.*.grpcResolver.spanName': 'core/src/graphql/compile/schema.ts',
+    'executableSchema.executor.local.resolutions.*.grpcResolver.spanName': 'core/src/graphql/resolvers/grpc.ts',
     'executableSchema.executor.local.resolutions.*.grpcResolver.timeout': 'core/src/graphql/resolvers/grpc.ts',
     'executableSchema.executor.local.resolutions.*.grpcResolver.upstreamRef.name': 'core/src/graphql/discovery/grpc.ts',
     'executableSchema.executor.local.resolutions.*.grpcResolver.upstreamRef.namespace': 'core/src/graphql/discovery/grpc.ts',
@@ -515,7 +521,7 @@ export const HONOURED_FIELDS: { readonly [K in CrdKind]: Fields } = {
     'executableSchema.executor.local.resolutions.*.restResolver.request.queryParams': 'core/src/graphql/discovery/openapi.ts',
     'executableSchema.executor.local.resolutions.*.restResolver.response.resultRoot': 'core/src/graphql/resolvers/rest.ts',
     'executableSchema.executor.local.resolutions.*.restResolver.response.setters': 'core/src/graphql/resolvers/rest.ts',
-    'executableSchema.executor.local.resolutions.*.restResolver.spanName': 'core/src/graphql/compile/schema.ts',
+    'executableSchema.executor.local.resolutions.*.restResolver.spanName': 'core/src/graphql/resolvers/rest.ts',
     'executableSchema.executor.local.resolutions.*.restResolver.timeout': 'core/src/graphql/resolvers/rest.ts',
     'executableSchema.executor.local.resolutions.*.restResolver.upstreamRef.name': 'core/src/graphql/discovery/openapi.ts',
     'executableSchema.executor.local.resolutions.*.restResolver.upstreamRef.namespace': 'core/src/graphql/discovery/openapi.ts',
@@ -860,6 +866,19 @@ export const HONOURED_FIELDS: { readonly [K in CrdKind]: Fields } = {
     'httpGateway.options.httpConnectionManagerSettings.requestHeadersTimeout': 'core/src/server/gateway-listeners.ts',
     'httpGateway.options.httpConnectionManagerSettings.requestTimeout': 'core/src/server/gateway-listeners.ts',
     'httpGateway.options.httpConnectionManagerSettings.streamIdleTimeout': 'core/src/server/gateway-listeners.ts',
+    ...under('httpGateway.options.httpConnectionManagerSettings.tracing.', {
+      'environmentVariablesForTags[].defaultValue': TRACING,
+      'environmentVariablesForTags[].name': TRACING,
+      'environmentVariablesForTags[].tag': TRACING,
+      'literalsForTags[].tag': TRACING,
+      'literalsForTags[].value': TRACING,
+      'openTelemetryConfig.collectorUpstreamRef.name': TRACING,
+      'openTelemetryConfig.collectorUpstreamRef.namespace': TRACING,
+      'openTelemetryConfig.serviceName': TRACING,
+      'requestHeadersForTags[]': TRACING,
+      verbose: TRACING,
+      ...under('tracePercentages.', TRACE_PERCENTAGES),
+    }),
     'httpGateway.virtualServiceExpressions.expressions[].key': 'core/src/server/gateway-listeners.ts',
     'httpGateway.virtualServiceExpressions.expressions[].operator': 'core/src/server/gateway-listeners.ts',
     'httpGateway.virtualServiceExpressions.expressions[].values[]': 'core/src/server/gateway-listeners.ts',

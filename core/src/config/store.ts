@@ -38,6 +38,8 @@ export interface ConfigSnapshot {
   readonly diagnostics: readonly Diagnostic[];
   /** Ready endpoints of Kubernetes Services by `namespace/name` (the kube source's EndpointSlices); absent: resolve through DNS. */
   readonly endpoints?: ReadonlyMap<string, ServiceEndpoints> | undefined;
+  /** The listener this snapshot was scoped to (`namespace/name` of its Gateway; server/gateway-listeners.ts), for per-listener settings (tracing). */
+  readonly listener?: string | undefined;
 }
 
 // `lookup`, `CheckContext` and `ResourceChecks` live in modules of their own, so the checks and

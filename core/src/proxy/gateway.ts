@@ -24,6 +24,7 @@ import { hasRequestBody } from './request-body.ts';
 import type { CompiledMatcher } from './route-matcher.ts';
 import { compileRouteTable, matchRoute, redirectLocation, type CompiledRoute, type RouteTable } from './route-table.ts';
 import type { UpstreamRegistry } from './upstream-cluster.ts';
+import { listenerTracingOf, RequestTracer } from '../tracing/tracing.ts';
 import { DEFAULT_UPGRADE_LIMITS, forwardUpgrade, pendingUpgrade, UPGRADE, type PendingUpgrade, type UpgradeLimits } from './upgrade.ts';
 
 export interface GatewayOptions {
@@ -85,6 +86,8 @@ export class Gateway {
   }
 
   private readonly filterServices: FilterServices;
+  /** This listener's tracing (core/src/tracing); undefined: nothing traced, nothing allocated. */
+  private tracer: RequestTracer | undefined;
 
   private tableOptions(): Parameters<typeof compileRouteTable>[1] {
     return { upstreams: this.options.upstreams, logger: this.logger, filters: { services: this.filterServices, logger: this.logger }, ...(this.options.kubeClusterDomain ? { kubeClusterDomain: this.options.kubeClusterDomain } : {}) };
@@ -96,6 +99,8 @@ export class Gateway {
     const table = compileRouteTable(snapshot, this.tableOptions());
     this.options.graphql?.update(snapshot);
     this.table = table;
+    const tracing = listenerTracingOf(snapshot, snapshot.listener);
+    this.tracer = tracing ? new RequestTracer(tracing, this.logger) : undefined;
     const graphqlClusters = this.options.graphql?.clusters();
     this.options.upstreams.retainOnly(graphqlClusters?.size ? new Set([...table.clusters, ...graphqlClusters]) : table.clusters);
   }
@@ -231,6 +236,7 @@ export class Gateway {
     if (typeof requestId !== 'string' || requestId === '') headers['x-request-id'] = requestId = randomUUID();
     const ctx: RequestContext = { requestId, start, virtualHost: vhost.name, route: route.name, headers, logger: this.logger, upstream: undefined, responseHeaders: undefined };
     this.finish(req, res, start, vhost.name, route, ctx);
+    this.tracer?.start(req, res, ctx, route);
 
     // A redirect's "path" is its location, built from the request as it came in.
     const upstreamPath =

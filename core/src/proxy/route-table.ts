@@ -23,6 +23,7 @@ import { EndpointSliceResolver, KubeDnsResolver, type KubeServiceResolver } from
 import { pino } from 'pino';
 import type { Logger } from '../log/logger.ts';
 import type { UpstreamCluster, UpstreamRegistry } from './upstream-cluster.ts';
+import type { RouteTracingSpec } from '../tracing/schema.ts';
 
 /** `regexRewrite` on RE2: a `String.prototype.replace` pattern doing Envoy's substitution itself. */
 export type RegexSubstitution = ReturnType<typeof regexSubstitution>;
@@ -102,6 +103,8 @@ export interface CompiledRoute {
   readonly hostRewriter?: CompiledHostRewrite | undefined;
   /** `options.shadowing`: where a copy of the requests goes (proxy/shadow.ts). */
   readonly shadow?: CompiledShadow | undefined;
+  /** `options.tracing` (core/src/tracing): span name, sampling and propagation of the route's requests. */
+  readonly tracing?: RouteTracingSpec | undefined;
 }
 
 export interface CompiledVirtualHost {
@@ -367,6 +370,7 @@ function compileRoute(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, 
     hashKey: compileHashPolicies(o.lbHash?.hashPolicies),
     hostRewriter: compileHostRewrite(o),
     shadow: compileShadow(snapshot, owner, o.shadowing, options),
+    tracing: o.tracing,
   };
 }
 

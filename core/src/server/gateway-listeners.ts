@@ -179,7 +179,7 @@ function selector(gw: Resource<'Gateway'>): (vs: AnyResource) => boolean {
 export function snapshotFor(snapshot: ConfigSnapshot, plan: ListenerPlan): ConfigSnapshot {
   const resources = new Map<string, AnyResource>();
   for (const [key, resource] of snapshot.resources) if (resource.kind !== 'VirtualService' || plan.selects(resource)) resources.set(key, resource);
-  return { ...snapshot, resources };
+  return { ...snapshot, resources, listener: plan.gateway };
 }
 
 /** The parts of a listener a traffic process makes for each Gateway (its own route table, pools and access log). */

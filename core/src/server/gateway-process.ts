@@ -1,3 +1,4 @@
+import { flushTracing } from '../tracing/tracing.ts';
 import cluster, { type Worker } from 'node:cluster';
 import { existsSync, readFileSync } from 'node:fs';
 import type { CrossNamespaceSecrets } from '../config/secret-grants.ts';
@@ -245,6 +246,7 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
     await routesView?.close();
     await primary?.close();
     await closeGracefully(adminServer.server, 1_000);
+    await flushTracing();
     logger.info('stopped');
     flushLogs();
     process.exit(0);
@@ -490,6 +492,7 @@ async function runWorker(options: GatewayProcessOptions): Promise<void> {
     } else if (message.type === 'gatehouse:stop') {
       await Promise.all([flags.close(), gatewayListenerSet.close()]);
       await gateway.close();
+      await flushTracing();
       flushLogs();
       process.exit(0);
     }

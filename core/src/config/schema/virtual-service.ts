@@ -3,6 +3,7 @@ import { Duration, Name, ResourceRef, Strict, atMostOneOf, exactlyOneOf } from '
 import { JwtRouteOptions, JwtVirtualHostOptions } from './jwt.ts';
 import { TransformationStages, Transformations } from '../../transform/schema.ts';
 import { RateLimitOptions } from '../../ratelimit/options-schema.ts';
+import { RouteTracingSettings } from '../../tracing/schema.ts';
 
 /**
  * Gloo's DelegateOptionsRefs: VirtualHostOption (on a virtual host) or RouteOption (on a route)
@@ -175,6 +176,7 @@ export const RouteOptions = Strict({
   transformations: Type.Optional(Transformations),
   stagedTransformations: Type.Optional(TransformationStages),
   ...RateLimitOptions,
+  tracing: Type.Optional(RouteTracingSettings),
 });
 
 /** Gloo's Destination: an Upstream, or a Kubernetes service port. */
