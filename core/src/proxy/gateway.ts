@@ -13,19 +13,19 @@ import { ChainRequest, FilterCodes, isPending, runRequestFilters, sendFilterRepl
 import type { FilterVerdict, FilterServices } from './filters/http-filter.ts';
 import type { GatewayRateLimiter } from '../ratelimit/gateway-limiter.ts';
 import type { GraphQLEndpoints } from './destinations.ts';
-import { forward } from './forward.ts';
-import { parseHostHeader } from './host-table.ts';
+import { forward } from './request/forward.ts';
+import { parseHostHeader } from './routing/host-table.ts';
 import { isHttp2Request, upgradeDecision } from '../server/http2.ts';
 import { servesOnConnection, tlsBindingOf } from '../server/tls-contexts.ts';
-import { downstreamGone, sendConfiguredReply, sendLocalReply } from './local-reply.ts';
-import { DEFAULT_PATH_NORMALIZATION, normalizePath, targetError, type PathNormalization } from './normalize-path.ts';
-import { sanitizeRequestHeaders } from './request-headers.ts';
-import { hasRequestBody } from './request-body.ts';
-import type { CompiledMatcher } from './route-matcher.ts';
-import { compileRouteTable, matchRoute, redirectLocation, type CompiledRoute, type RouteTable } from './route-table.ts';
-import type { UpstreamRegistry } from './upstream-cluster.ts';
+import { downstreamGone, sendConfiguredReply, sendLocalReply } from './request/local-reply.ts';
+import { DEFAULT_PATH_NORMALIZATION, normalizePath, targetError, type PathNormalization } from './routing/normalize-path.ts';
+import { sanitizeRequestHeaders } from './request/request-headers.ts';
+import { hasRequestBody } from './request/request-body.ts';
+import type { CompiledMatcher } from './routing/route-matcher.ts';
+import { compileRouteTable, matchRoute, redirectLocation, type CompiledRoute, type RouteTable } from './routing/route-table.ts';
+import type { UpstreamRegistry } from './upstream/upstream-cluster.ts';
 import { listenerTracingOf, RequestTracer } from '../tracing/tracing.ts';
-import { DEFAULT_UPGRADE_LIMITS, forwardUpgrade, pendingUpgrade, UPGRADE, type PendingUpgrade, type UpgradeLimits } from './upgrade.ts';
+import { DEFAULT_UPGRADE_LIMITS, forwardUpgrade, pendingUpgrade, UPGRADE, type PendingUpgrade, type UpgradeLimits } from './request/upgrade.ts';
 
 export interface GatewayOptions {
   logger: Logger;

@@ -128,7 +128,7 @@ export type FaultsSpec = Type.Static<typeof Faults>;
 /**
  * Gloo's RouteOptions `host_rewrite_type` oneof (beyond `hostRewrite`/`autoHostRewrite`) and
  * `appendXForwardedHost` (Envoy's host_rewrite_specifier and append_x_forwarded_host), applied by
- * proxy/host-rewrite.ts.
+ * proxy/request/host-rewrite.ts.
  */
 const HostRewriteFields = {
   hostRewriteHeader: Type.Optional(Type.String({ minLength: 1, pattern: '^[^:]', description: 'the Host sent upstream is this request header\'s value (unchanged when the header is absent or empty); not a pseudo-header' })),
@@ -141,7 +141,7 @@ const HostRewriteFields = {
   appendXForwardedHost: Type.Optional(Type.Boolean({ description: 'a Host rewrite appends the original Host to x-forwarded-host' })),
 };
 
-/** Gloo's RouteShadowing (`shadowing.options.gloo.solo.io`): a copy of a percentage of the requests to another Upstream, fire and forget (proxy/shadow.ts). */
+/** Gloo's RouteShadowing (`shadowing.options.gloo.solo.io`): a copy of a percentage of the requests to another Upstream, fire and forget (proxy/request/shadow.ts). */
 const Shadowing = Strict({
   upstream: ResourceRef,
   percentage: Type.Optional(Type.Number({ minimum: 0, maximum: 100, description: 'percent of requests copied (default 0, as Gloo)' })),

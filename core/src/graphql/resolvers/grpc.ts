@@ -2,7 +2,7 @@ import * as grpc from '@grpc/grpc-js';
 import type protobuf from 'protobufjs';
 import type { GrpcResolverSpec } from '../../config/schema/graphql-api.ts';
 import { durationMs } from '../../config/schema/common.ts';
-import type { UpstreamCluster, UpstreamHost } from '../../proxy/upstream-cluster.ts';
+import type { UpstreamCluster, UpstreamHost } from '../../proxy/upstream/upstream-cluster.ts';
 import { FieldErrorCodes, GraphQLConfigCodes, fieldError, type Problem } from '../compile/errors.ts';
 import { findMethod, messageToJson, type MethodTypes } from '../grpc/descriptors.ts';
 import { reflectDescriptors } from '../grpc/reflection.ts';

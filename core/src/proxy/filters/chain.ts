@@ -3,9 +3,9 @@ import { Counter } from 'prom-client';
 import { registry } from '../../admin/metrics.ts';
 import { ErrorCodes } from '../../errors.ts';
 import type { RequestContext } from '../context.ts';
-import { grpcReplyHeaders } from '../grpc.ts';
-import { downstreamGone, isGrpcCall, sendLocalReply, sendTrailersOnly } from '../local-reply.ts';
-import { bufferRequestBody, drainAfterAnswer, hasRequestBody, refuseTooLarge } from '../request-body.ts';
+import { grpcReplyHeaders } from '../request/grpc.ts';
+import { downstreamGone, isGrpcCall, sendLocalReply, sendTrailersOnly } from '../request/local-reply.ts';
+import { bufferRequestBody, drainAfterAnswer, hasRequestBody, refuseTooLarge } from '../request/request-body.ts';
 import type { FilterRequest, FilterResponse, FilterVerdict, HttpFilter, LocalReply } from './http-filter.ts';
 
 /**

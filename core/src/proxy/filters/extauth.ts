@@ -8,9 +8,9 @@ import { graphqlDenial } from '../../graphql/execute/denial.ts';
 import { JWT_METADATA } from '../../jwt/jwt-filter.ts';
 import { isHttp2Request } from '../../server/http2.ts';
 import type { RequestContext } from '../context.ts';
-import { hasRequestBody } from '../request-body.ts';
+import { hasRequestBody } from '../request/request-body.ts';
 import { childSpan } from '../../tracing/tracing.ts';
-import type { RouteAuth } from '../route-table.ts';
+import type { RouteAuth } from '../routing/route-table.ts';
 import { GONE } from './chain.ts';
 import { FilterStage, type FilterBuildContext, type FilterRequest, type FilterVerdict, type HttpFilter, type HttpFilterFactory, type LocalReply } from './http-filter.ts';
 
