@@ -23,7 +23,7 @@ import { sanitizeRequestHeaders } from './request/request-headers.ts';
 import { hasRequestBody } from './request/request-body.ts';
 import type { CompiledMatcher } from './routing/route-matcher.ts';
 import { compileRouteTable, matchRoute, redirectLocation, type CompiledRoute, type RouteTable } from './routing/route-table.ts';
-import type { UpstreamRegistry } from './upstream/upstream-cluster.ts';
+import type { UpstreamRegistry } from './upstream/upstream-registry.ts';
 import { listenerTracingOf, RequestTracer } from '../tracing/tracing.ts';
 import { DEFAULT_UPGRADE_LIMITS, forwardUpgrade, pendingUpgrade, UPGRADE, type PendingUpgrade, type UpgradeLimits } from './request/upgrade.ts';
 

@@ -23,7 +23,7 @@ import type { GraphQLEndpoints } from '../proxy/destinations.ts';
 import { startChunkCollector } from '../proxy/request/chunk-collector.ts';
 import { Gateway } from '../proxy/gateway.ts';
 import type { PathNormalization } from '../proxy/routing/normalize-path.ts';
-import { UpstreamRegistry } from '../proxy/upstream/upstream-cluster.ts';
+import { UpstreamRegistry } from '../proxy/upstream/upstream-registry.ts';
 import { assertPortFree, closeGracefully, listen, listenTls, type BindOptions, type ListenerLimits } from './listen.ts';
 import { TlsContexts } from './tls-contexts.ts';
 import { installProcessGuards, startWatchdog } from './process-guards.ts';

@@ -4,7 +4,7 @@ import type { Resource } from '../config/resource.ts';
 import type { ConfigSnapshot } from '../config/store.ts';
 import { field, type GatewaySpec } from '../config/schema/gateway.ts';
 import { KubeDnsResolver, type KubeServiceResolver } from '../proxy/upstream/kube-resolver.ts';
-import { hostsOf } from '../proxy/upstream/upstream-cluster.ts';
+import { hostsOf } from '../proxy/upstream/upstream-registry.ts';
 import { secureContextOptions, tlsMaterial } from '../tls/material.ts';
 
 type TcpGatewaySpec = NonNullable<GatewaySpec['tcpGateway']>;

@@ -3,7 +3,7 @@ import { stringify } from 'yaml';
 import { parseManifests } from '../../config/manifest.ts';
 import { ConfigStore, type ConfigSnapshot } from '../../config/store.ts';
 import { DEFAULT_TIMEOUT_MS, compileRouteTable, matchRoute, type CompiledVirtualHost } from './route-table.ts';
-import { UpstreamRegistry } from '../upstream/upstream-cluster.ts';
+import { UpstreamRegistry } from '../upstream/upstream-registry.ts';
 
 const upstream = (name: string, port = 9000, namespace?: string) => ({
   apiVersion: 'gatehouse.gatehouse.dev/v1',

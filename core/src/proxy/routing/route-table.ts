@@ -22,7 +22,8 @@ import type { CompiledShadow } from '../request/shadow.ts';
 import { EndpointSliceResolver, KubeDnsResolver, type KubeServiceResolver } from '../upstream/kube-resolver.ts';
 import { pino } from 'pino';
 import type { Logger } from '../../log/logger.ts';
-import type { UpstreamCluster, UpstreamRegistry } from '../upstream/upstream-cluster.ts';
+import type { UpstreamCluster } from '../upstream/upstream-cluster.ts';
+import type { UpstreamRegistry } from '../upstream/upstream-registry.ts';
 import type { RouteTracingSpec } from '../../tracing/schema.ts';
 
 /** `regexRewrite` on RE2: a `String.prototype.replace` pattern doing Envoy's substitution itself. */

@@ -4,7 +4,8 @@ import { stringify } from 'yaml';
 import { parseManifests } from '../../config/manifest.ts';
 import type { Resource } from '../../config/resource.ts';
 import { ConfigStore } from '../../config/store.ts';
-import { EJECTION_MS, UpstreamCluster, UpstreamRegistry, isConnectFailure } from './upstream-cluster.ts';
+import { EJECTION_MS, UpstreamCluster, isConnectFailure } from './upstream-cluster.ts';
+import { UpstreamRegistry } from './upstream-registry.ts';
 import { KubeDnsResolver } from './kube-resolver.ts';
 
 function upstreamResource(name: string, ports: number[], extra: object = {}): Resource<'Upstream'> {
