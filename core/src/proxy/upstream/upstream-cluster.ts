@@ -1,15 +1,12 @@
-import { createHash } from 'node:crypto';
+
 import { isIP } from 'node:net';
 import type { SecureVersion } from 'node:tls';
 import { buildConnector, Pool, type Dispatcher } from 'undici';
 import { Http2Dispatcher } from './http2-dispatcher.ts';
-import { payloadBytes, tcpHealthProbe } from './tcp-health-check.ts';
+import { tcpHealthProbe } from './tcp-health-check.ts';
 import { grpcHealthProbe, httpHealthProbe, type HealthCheck } from './health-check.ts';
-import { KubeDnsResolver, type KubeServiceResolver } from './kube-resolver.ts';
-import { Maglev, RING_DEFAULT_MAX, RING_DEFAULT_MIN, RingHash, type HashTable } from './consistent-hash.ts';
-import { tlsParameters, upstreamTls, type UpstreamTls } from '../../tls/upstream-tls.ts';
-import type { Resource } from '../../config/resource.ts';
-import { durationMs } from '../../config/schema/common.ts';
+import { Maglev, RingHash, type HashTable } from './consistent-hash.ts';
+import { tlsParameters, type UpstreamTls } from '../../tls/upstream-tls.ts';
 
 // Upstream TLS material moved to ../tls/ (one version table with the listener); re-exported for importers.
 export { upstreamTls, type UpstreamTls } from '../../tls/upstream-tls.ts';
