@@ -1,4 +1,3 @@
-
 import { isIP } from 'node:net';
 import type { SecureVersion } from 'node:tls';
 import { buildConnector, Pool, type Dispatcher } from 'undici';
