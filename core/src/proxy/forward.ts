@@ -7,6 +7,7 @@ import { HOP_BY_HOP, headerValue } from './header-ops.ts';
 import { GrpcStatus, grpcTimeoutMs, isGrpcRequest, MAX_TIMER_MS } from './grpc.ts';
 import { FilterCodes, responseBodyWanted, runResponseBodyFilters, runResponseHeaderFilters, sendFilterReply, type ChainRequest } from './filters/chain.ts';
 import type { LocalReply } from './filters/http-filter.ts';
+import { EncodedBody } from './filters/response-encoder.ts';
 import { downstreamGone, sendLocalReply } from './local-reply.ts';
 import { hasRequestBody } from './request-body.ts';
 import type { CompiledRoute } from './route-table.ts';
@@ -126,6 +127,8 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
   private trailersOnly = false;
   /** The response held whole for a filter that rewrites bodies (absent: streamed). */
   private held: HeldResponse | undefined;
+  /** The body's way through the encoders filters asked for (compression, gRPC-Web); absent: written as it comes. */
+  private encoded: EncodedBody | undefined;
   private readonly x: Exchange;
   private readonly retriesLeft: number;
   /** This try is a retry: it holds one of the cluster's `maxRetries` slots. */
@@ -170,7 +173,7 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
         path: this.x.path,
         method: req.method as Dispatcher.HttpMethod,
         headers: upstreamHeaders(req, ctx.headers, route, this.host, ctx.start),
-        body: this.x.hasBody ? req : null,
+        body: this.x.hasBody ? (this.x.filters?.requestBodyStream ?? req) : null,
         ...(this.host.servername !== undefined ? { servername: this.host.servername } : {}),
         headersTimeout: route.retry?.perTryTimeoutMs ?? route.timeoutMs,
         bodyTimeout: route.timeoutMs,
@@ -320,7 +323,19 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
     }
     const extra = this.x.ctx.responseHeaders;
     if (extra) for (let i = 0; i < extra.length; i++) flat.push(extra[i]!);
+    const encoders = filters?.encoders;
+    if (encoders) {
+      // Re-encoded (./filters/response-encoder.ts): never a header block that ends the stream, as the encoders have bytes to send.
+      if (this.sendHead(controller, statusCode, flat, false)) this.encoded = new EncodedBody(encoders, res, (error) => this.encoderFailed(error));
+      return;
+    }
     this.sendHead(controller, statusCode, flat, (controller as Dispatcher.DispatchController & { endStream?: boolean }).endStream === true);
+  }
+
+  /** An encoder of the body failed (the response was cut): the upstream request stops. */
+  private encoderFailed(error: Error): void {
+    this.x.ctx.logger.warn({ reqId: this.x.ctx.requestId, upstream: this.host.origin, err: { message: error.message } }, 'response body encoding failed; response cut');
+    this.abort();
   }
 
   /** The response's status line and headers, to the client; false when they could not be sent (the client then got 502 or a reset). */
@@ -374,10 +389,18 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
       const name = flat[i]!.toLowerCase();
       if (name === 'content-length' || name === 'transfer-encoding') flat.splice(i, 2);
     }
-    flat.push('content-length', String(response.body.length));
+    const encoders = filters.encoders;
+    // Re-encoded bodies have no length known in advance (chunked, or HTTP/2 frames).
+    if (!encoders) flat.push('content-length', String(response.body.length));
     const extra = this.x.ctx.responseHeaders;
     if (extra) for (let i = 0; i < extra.length; i++) flat.push(extra[i]!);
     if (!this.sendHead(controller, response.status, flat, false)) return;
+    if (encoders) {
+      const encoded = (this.encoded = new EncodedBody(encoders, this.x.res, (error) => this.encoderFailed(error)));
+      encoded.write(response.body);
+      encoded.end(responseTrailers(trailers));
+      return;
+    }
     const forwarded = responseTrailers(trailers);
     if (forwarded) this.x.res.addTrailers(forwarded);
     this.x.res.end(response.body);
@@ -417,7 +440,8 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
       return;
     }
     const res = this.x.res;
-    if (res.write(chunk)) return;
+    const out = this.encoded ?? res;
+    if (out.write(chunk)) return;
     // A destroyed response never drains: stop the upstream request instead of pausing it forever.
     if (downstreamGone(res)) return this.abort();
     // The client reads slower than the upstream sends: pause the upstream (backpressure, never
@@ -425,7 +449,7 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
     // connection (and with enough of them, the whole pool) as long as it liked.
     controller.pause();
     // Made on the first pause only: requests whose clients keep up allocate nothing for this.
-    res.once('drain', (this.onDrain ??= () => this.drained()));
+    out.once('drain', (this.onDrain ??= () => this.drained()));
     this.clearStall();
     this.stalledSince = performance.now();
     this.stallTimer = setTimeout(stallTimedOut, Math.min(this.stallLimit(), CONTENDED_STALL_MS), this);
@@ -468,6 +492,7 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
       this.held = undefined;
       return this.releaseHeld(controller, held, trailers);
     }
+    if (this.encoded) return this.encoded.end(responseTrailers(trailers));
     if (this.trailersOnly) {
       // The header block already ended the stream: only the compat response's state is left to close.
       this.x.res.end();

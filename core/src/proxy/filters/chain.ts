@@ -6,7 +6,8 @@ import type { RequestContext } from '../context.ts';
 import { grpcReplyHeaders } from '../grpc.ts';
 import { downstreamGone, isGrpcCall, sendLocalReply, sendTrailersOnly } from '../local-reply.ts';
 import { bufferRequestBody, drainAfterAnswer, hasRequestBody, refuseTooLarge } from '../request-body.ts';
-import type { FilterRequest, FilterResponse, FilterVerdict, HttpFilter, LocalReply } from './http-filter.ts';
+import type { Readable } from 'node:stream';
+import type { FilterRequest, FilterResponse, FilterVerdict, HttpFilter, LocalReply, ResponseBodyEncoder } from './http-filter.ts';
 
 /**
  * The chain runner: runs a route's compiled filters over one request (./http-filter.ts), and
@@ -73,6 +74,9 @@ export class ChainRequest implements FilterRequest {
   chain: FilterChain;
   /** Set by `clearRouteCache()`, read by the runner after the filter returns. */
   routeCleared = false;
+  /** What `onResponseHeaders` hooks asked to re-encode the response body with, innermost first (./response-encoder.ts). */
+  encoders: ResponseBodyEncoder[] | undefined = undefined;
+  requestBodyStream: Readable | undefined = undefined;
   #metadata: Map<string, unknown> | undefined;
   /** The whole body as read from the client (a filter's replacement differs from it). */
   #read: Buffer | undefined;
@@ -116,6 +120,10 @@ export class ChainRequest implements FilterRequest {
 
   clearRouteCache(): void {
     this.routeCleared = true;
+  }
+
+  encodeResponseBody(encoder: ResponseBodyEncoder): void {
+    (this.encoders ??= []).push(encoder);
   }
 
   async readBody(maxBytes: number, options?: { readonly allowPartial?: boolean }): Promise<Buffer | 'too-large' | 'aborted'> {
