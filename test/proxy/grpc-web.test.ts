@@ -113,7 +113,6 @@ function client(onPort = port) {
   return createClient(EchoService, createGrpcWebTransport({ baseUrl: `http://127.0.0.1:${onPort}`, httpVersion: '1.1' }));
 }
 
-// biome-ignore lint/suspicious/noExplicitAny: the client is typed from a runtime descriptor.
 type AnyClient = any;
 
 async function expectAlive(): Promise<void> {
