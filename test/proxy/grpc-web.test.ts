@@ -17,6 +17,7 @@ import { makeConfigDir, type ConfigDir } from '../support/config-dir.ts';
 import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
 import { eventually } from '../support/http.ts';
 import { freePort } from '../support/ports.ts';
+import { refusedPort } from '../support/upstream.ts';
 
 const PROTO = fileURLToPath(new URL('./fixtures/grpc-web-echo.proto', import.meta.url));
 const definition = loadSync(PROTO, { keepCase: false, defaults: true });
@@ -81,10 +82,14 @@ beforeAll(async () => {
     },
   });
   const grpcPort = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (error, p) => (error ? reject(error) : resolve(p))));
+  const downPort = await refusedPort();
   [port, plainPort] = await Promise.all([freePort(), freePort()]);
   const gateway = (name: string, bindPort: number, options: object) => ({ apiVersion: 'gateway.solo.io/v1', kind: 'Gateway', metadata: { name, namespace: 'default' }, spec: { bindAddress: '127.0.0.1', bindPort, httpGateway: { options } } });
   config = await makeConfigDir({
-    'upstream.yaml': { apiVersion: 'gloo.solo.io/v1', kind: 'Upstream', metadata: { name: 'echo', namespace: 'default' }, spec: { useHttp2: true, static: { hosts: [{ addr: '127.0.0.1', port: grpcPort }] } } },
+    'upstream.yaml': [
+      { apiVersion: 'gloo.solo.io/v1', kind: 'Upstream', metadata: { name: 'echo', namespace: 'default' }, spec: { useHttp2: true, static: { hosts: [{ addr: '127.0.0.1', port: grpcPort }] } } },
+      { apiVersion: 'gloo.solo.io/v1', kind: 'Upstream', metadata: { name: 'down', namespace: 'default' }, spec: { useHttp2: true, static: { hosts: [{ addr: '127.0.0.1', port: downPort }] } } },
+    ],
     'vs.yaml': {
       apiVersion: 'gateway.solo.io/v1',
       kind: 'VirtualService',
@@ -93,7 +98,10 @@ beforeAll(async () => {
         virtualHost: {
           domains: ['*'],
           options: { cors: { allowOrigin: ['https://app.example'], allowHeaders: ['content-type', 'x-grpc-web', 'x-user-agent', 'grpc-timeout'], allowMethods: ['POST'], exposeHeaders: ['grpc-status', 'grpc-message'], maxAge: '600' } },
-          routes: [{ matchers: [{ prefix: '/' }], routeAction: { single: { upstream: { name: 'echo', namespace: 'default' } } } }],
+          routes: [
+            { matchers: [{ prefix: '/', headers: [{ name: 'x-target', value: 'down' }] }], routeAction: { single: { upstream: { name: 'down', namespace: 'default' } } } },
+            { matchers: [{ prefix: '/' }], routeAction: { single: { upstream: { name: 'echo', namespace: 'default' } } } },
+          ],
         },
       },
     },
@@ -202,6 +210,16 @@ describe('gRPC-Web (Envoy grpc_web, on by default as in Gloo)', () => {
     );
     expect(got).toEqual([0, 1, 2]);
     expect((streamed as ConnectError).code).toBe(Code.ResourceExhausted);
+  });
+
+  it('the gateway\'s own answers (upstream down) are gRPC-Web too: the client reads UNAVAILABLE', async () => {
+    const error = await (client() as AnyClient).say({ text: 'x' }, { headers: { 'x-target': 'down' } }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect((error as ConnectError).code).toBe(Code.Unavailable);
+    const raw = await post('/gatehouse.test.Echo/Say', { 'content-type': 'application/grpc-web-text', 'x-target': 'down' }, frame(0, message({ text: 'x' })).toString('base64'));
+    expect([raw.headers['content-type'], raw.headers['grpc-status']]).toEqual(['application/grpc-web-text+proto', '14']);
   });
 
   it('the wire format: binary and base64 text bodies, content types and the trailer frame', async () => {

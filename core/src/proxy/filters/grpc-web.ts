@@ -1,4 +1,5 @@
 import { PassThrough, Transform, type TransformCallback } from 'node:stream';
+import { GRPC_WEB_REPLY_TYPE } from '../grpc.ts';
 import type { FilterRequest, HttpFilter, HttpFilterFactory } from './http-filter.ts';
 import { FilterStage } from './http-filter.ts';
 
@@ -126,6 +127,8 @@ export function grpcWebHttpFilter(): HttpFilter {
       const accept = headers.accept;
       const text = parsed.text || (typeof accept === 'string' && accept.toLowerCase().includes('application/grpc-web-text'));
       request.metadata.set(STATE, { text, suffix: parsed.suffix } satisfies CallState);
+      // The gateway's own answers to this call (503, 413, denials) are gRPC-Web too (../local-reply.ts).
+      (request.req as unknown as Record<symbol, string>)[GRPC_WEB_REPLY_TYPE] = text ? 'application/grpc-web-text+proto' : `application/grpc-web${parsed.suffix}`;
       headers['content-type'] = `application/grpc${parsed.suffix}`;
       headers.te = 'trailers';
       if (parsed.text && request.encodeResponseBody !== undefined) {
