@@ -6,6 +6,9 @@
 // setting reloads.
 import { randomBytes, createHash } from 'node:crypto';
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
+import { readFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import { parseAllDocuments } from 'yaml';
 import { brotliDecompressSync, createGunzip, gunzipSync, gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeConfigDir, manifests, type ConfigDir } from '../support/config-dir.ts';
@@ -278,5 +281,47 @@ describe('gzip (Gateway httpGateway.options.gzip)', () => {
     const reply = await fetchRaw('/json', { 'accept-encoding': 'gzip' });
     expect(gunzipSync(reply.body).toString()).toBe(JSON_BODY);
     await config.write('gw.yaml', gateway({ compressionLevel: 'SPEED' }));
+  });
+});
+
+describe("Gloo's gzip guide (installation/advanced_configuration/gzip.md), as printed", () => {
+  const GUIDE = fileURLToPath(new URL('./fixtures/compression/gloo-gzip-guide.yaml', import.meta.url));
+  const HELLO = "Hello, world! It's me. I've been wondering if after all these years you'd like to meet.";
+
+  it('a direct response is plain text before the Gateway has gzip, and gzip after', async () => {
+    const [gatewayDoc, vsDoc] = parseAllDocuments(await readFile(GUIDE, 'utf8')).map((d) => d.toJS() as { spec: Record<string, unknown> });
+    const guidePort = await freePort();
+    // The one change: a free port in place of 8080.
+    const printed = { ...gatewayDoc!, spec: { ...gatewayDoc!.spec, bindPort: guidePort } };
+    const before = { ...printed, spec: { ...printed.spec, httpGateway: {} } };
+    const curl = async () => {
+      const reply = await new Promise<Raw>((resolve, reject) => {
+        const req = httpRequest({ host: '127.0.0.1', port: guidePort, path: '/helloworld', headers: { 'accept-encoding': 'gzip' }, agent: false }, (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks) }));
+        });
+        req.on('error', reject);
+        req.end();
+      });
+      return reply;
+    };
+    await config.write('guide.yaml', [before, vsDoc!]);
+    const plain = await eventually(async () => {
+      const r = await curl().catch(() => undefined);
+      return r?.status === 200 ? r : undefined;
+    });
+    expect(plain.headers['content-encoding']).toBeUndefined();
+    expect(plain.body.toString()).toBe(HELLO);
+    await config.write('guide.yaml', [printed, vsDoc!]);
+    const compressed = await eventually(async () => {
+      const r = await curl();
+      return r.headers['content-encoding'] === 'gzip' ? r : undefined;
+    });
+    expect(gunzipSync(compressed.body).toString()).toBe(HELLO);
+    // The guide's Gateway loads with a warning for what it sets that Gatehouse does not apply (useProxyProto), nothing rejected.
+    const all = JSON.parse((await send(gw.adminUrl, { path: '/config' })).body) as { resources: { kind: string; name: string; state: string }[] };
+    expect(all.resources.find((r) => r.kind === 'Gateway' && r.name === 'gateway-proxy')?.state).not.toBe('Rejected');
+    await config.remove('guide.yaml');
   });
 });

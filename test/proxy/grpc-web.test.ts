@@ -5,7 +5,9 @@
 // `grpcWeb.disable`, and hostile input (truncated and oversized frames, bad base64, a client
 // that cancels mid-stream): the gateway answers and keeps serving (SPEC 4.1).
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
+import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
+import { parse } from 'yaml';
 import { create, createFileRegistry, fromBinary, toBinary, type DescMessage, type DescService } from '@bufbuild/protobuf';
 import { FileDescriptorProtoSchema } from '@bufbuild/protobuf/wkt';
 import { Code, ConnectError, createClient } from '@connectrpc/connect';
@@ -19,7 +21,8 @@ import { eventually } from '../support/http.ts';
 import { freePort } from '../support/ports.ts';
 import { refusedPort } from '../support/upstream.ts';
 
-const PROTO = fileURLToPath(new URL('./fixtures/grpc-web-echo.proto', import.meta.url));
+const PROTO = fileURLToPath(new URL('./fixtures/grpc-web/echo.proto', import.meta.url));
+const GUIDE = fileURLToPath(new URL('./fixtures/grpc-web/gloo-grpc-web-guide.yaml', import.meta.url));
 const definition = loadSync(PROTO, { keepCase: false, defaults: true });
 // The client's descriptors come from the same .proto: proto-loader keeps the compiled FileDescriptorProto.
 const fileProto = fromBinary(FileDescriptorProtoSchema, (definition['gatehouse.test.EchoRequest'] as unknown as { fileDescriptorProtos: Buffer[] }).fileDescriptorProtos[0]!);
@@ -84,6 +87,7 @@ beforeAll(async () => {
   const grpcPort = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (error, p) => (error ? reject(error) : resolve(p))));
   const downPort = await refusedPort();
   [port, plainPort] = await Promise.all([freePort(), freePort()]);
+  const guide = parse(await readFile(GUIDE, 'utf8')) as { spec: object };
   const gateway = (name: string, bindPort: number, options: object) => ({ apiVersion: 'gateway.solo.io/v1', kind: 'Gateway', metadata: { name, namespace: 'default' }, spec: { bindAddress: '127.0.0.1', bindPort, httpGateway: { options } } });
   config = await makeConfigDir({
     'upstream.yaml': [
@@ -105,8 +109,8 @@ beforeAll(async () => {
         },
       },
     },
-    // Gloo's default (grpcWeb on) on one listener, `disable` on the other.
-    'gw.yaml': [gateway('web', port, {}), gateway('plain', plainPort, { grpcWeb: { disable: true } })],
+    // Gloo's default (grpcWeb on) on one listener, `disable` on the other: the Gateway of Gloo's gRPC-Web guide, on a free port.
+    'gw.yaml': [gateway('web', port, {}), { ...guide, spec: { ...guide.spec, bindPort: plainPort } }],
   });
   gw = await startGatehouse('run', ['--config-dir', config.path], { timeoutMs: 30_000 });
 });
@@ -268,7 +272,7 @@ describe('gRPC-Web (Envoy grpc_web, on by default as in Gloo)', () => {
     expect(call.headers['access-control-expose-headers']).toContain('grpc-status');
   });
 
-  it('a Gateway with grpcWeb.disable passes gRPC-Web through untranslated (the gRPC server refuses it)', async () => {
+  it('the Gateway of Gloo\'s gRPC-Web guide (grpcWeb.disable) passes gRPC-Web through untranslated (the gRPC server refuses it)', async () => {
     const error = await (client(plainPort) as AnyClient).say({ text: 'off' }).then(
       () => undefined,
       (e: unknown) => e,

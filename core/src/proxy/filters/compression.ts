@@ -151,33 +151,37 @@ export function compressionHttpFilter(plan: CompressionPlan): HttpFilter {
       if (plan.removeAcceptEncoding) delete request.ctx.headers['accept-encoding'];
       return undefined;
     },
-    onResponseHeaders(request, status, headers) {
-      if (!compressible(plan, request.method, status, headers)) return;
-      // A cache must key this response on the request's Accept-Encoding whichever coding this client got.
-      addVary(headers);
-      const coding = request.metadata.get(CODING) as Coding | undefined;
-      if (coding === undefined || request.encodeResponseBody === undefined) return;
-      const etag = valueOf(headers, 'etag');
-      // A strong validator names these exact bytes, which compression changes; a weak one stays (Envoy).
-      if (etag !== undefined && !etag.trimStart().startsWith('W/')) removeAll(headers, 'etag');
-      const length = valueOf(headers, 'content-length');
-      removeAll(headers, 'content-length');
-      removeAll(headers, 'content-encoding');
-      headers.push('content-encoding', coding);
-      if (coding === 'gzip') {
-        request.encodeResponseBody({ stream: createGzip(plan.gzip) });
-      } else {
-        const type = valueOf(headers, 'content-type');
-        const params: Record<number, number> = {
-          [constants.BROTLI_PARAM_QUALITY]: plan.brotliQuality,
-          [constants.BROTLI_PARAM_LGWIN]: plan.brotliWindow,
-          [constants.BROTLI_PARAM_MODE]: type !== undefined && !mediaType(type).startsWith('image/') ? constants.BROTLI_MODE_TEXT : constants.BROTLI_MODE_GENERIC,
-        };
-        if (length !== undefined && Number(length) > 0) params[constants.BROTLI_PARAM_SIZE_HINT] = Number(length);
-        request.encodeResponseBody({ stream: createBrotliCompress({ params }) });
-      }
-    },
+    onResponseHeaders: encodeIfAllowed,
+    // Envoy's compressor sees direct responses too (the Gloo gzip guide compresses one).
+    onDirectResponse: encodeIfAllowed,
   };
+
+  function encodeIfAllowed(request: FilterRequest, status: number, headers: string[]): void {
+    if (!compressible(plan, request.method, status, headers)) return;
+    // A cache must key this response on the request's Accept-Encoding whichever coding this client got.
+    addVary(headers);
+    const coding = request.metadata.get(CODING) as Coding | undefined;
+    if (coding === undefined || request.encodeResponseBody === undefined) return;
+    const etag = valueOf(headers, 'etag');
+    // A strong validator names these exact bytes, which compression changes; a weak one stays (Envoy).
+    if (etag !== undefined && !etag.trimStart().startsWith('W/')) removeAll(headers, 'etag');
+    const length = valueOf(headers, 'content-length');
+    removeAll(headers, 'content-length');
+    removeAll(headers, 'content-encoding');
+    headers.push('content-encoding', coding);
+    if (coding === 'gzip') {
+      request.encodeResponseBody({ stream: createGzip(plan.gzip) });
+    } else {
+      const type = valueOf(headers, 'content-type');
+      const params: Record<number, number> = {
+        [constants.BROTLI_PARAM_QUALITY]: plan.brotliQuality,
+        [constants.BROTLI_PARAM_LGWIN]: plan.brotliWindow,
+        [constants.BROTLI_PARAM_MODE]: type !== undefined && !mediaType(type).startsWith('image/') ? constants.BROTLI_MODE_TEXT : constants.BROTLI_MODE_GENERIC,
+      };
+      if (length !== undefined && Number(length) > 0) params[constants.BROTLI_PARAM_SIZE_HINT] = Number(length);
+      request.encodeResponseBody({ stream: createBrotliCompress({ params }) });
+    }
+  }
 }
 
 /** `httpGateway.options.gzip` of the Gateway serving the route: every route of that listener compresses. */
@@ -186,8 +190,8 @@ export const compressionFilter: HttpFilterFactory = {
   create(context) {
     const gzip = context.listenerOptions?.gzip as Readonly<Record<string, unknown>> | undefined;
     if (gzip === undefined || gzip === null) return undefined;
-    // GraphQL, redirect and direct responses do not pass the response hooks (./README.md).
-    if (context.destinationKind !== 'upstream' && context.destinationKind !== 'weighted') return undefined;
+    // GraphQL answers and redirects do not pass the response hooks (./README.md); direct responses do (`onDirectResponse`).
+    if (context.destinationKind !== 'upstream' && context.destinationKind !== 'weighted' && context.destinationKind !== 'direct') return undefined;
     return compressionHttpFilter(compressionPlan(gzip));
   },
 };

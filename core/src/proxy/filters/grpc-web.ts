@@ -144,7 +144,8 @@ export function grpcWebHttpFilter(): HttpFilter {
       return undefined;
     },
     onResponseHeaders(request, _status, headers) {
-      if (request.metadata.size === 0) return;
+      // gRPC calls that are not gRPC-Web (most on these routes) stop here, allocating nothing.
+      if ((request.req as unknown as Record<symbol, string | undefined>)[GRPC_WEB_REPLY_TYPE] === undefined) return;
       const state = request.metadata.get(STATE) as CallState | undefined;
       if (state === undefined) return;
       const at = find(headers, 'content-type');

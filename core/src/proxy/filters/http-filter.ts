@@ -149,6 +149,12 @@ export interface HttpFilter {
    */
   onResponseHeaders?(request: FilterRequest, status: number, headers: string[]): void | number | LocalReply;
   /**
+   * Runs on a `directResponseAction` answer's status and headers (flat, editable in place) before
+   * it is sent; only filters that define it (compression: Envoy's encoder filters see direct
+   * responses). Other response hooks stay upstream-only.
+   */
+  onDirectResponse?(request: FilterRequest, status: number, headers: string[]): void;
+  /**
    * Whether this filter needs the whole upstream response body for this response (decided from
    * the status and headers): the gateway then buffers it (bounded by `maxBytes`) and calls
    * {@link HttpFilter.onResponseBody} before anything goes to the client. Undefined: streamed.
