@@ -6,6 +6,7 @@
 // setting reloads.
 import { randomBytes, createHash } from 'node:crypto';
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
+import { connect } from 'node:http2';
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
@@ -71,6 +72,10 @@ beforeAll(async () => {
       res.writeHead(200, { 'content-type': 'application/json', etag: 'W/"v1"', vary: 'Origin' });
       return res.end(JSON_BODY);
     }
+    if (url === '/transformed') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      return res.end('{"replaced":"by the template"}');
+    }
     if (url === '/text') {
       res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' });
       return res.end('plain text '.repeat(500));
@@ -129,7 +134,16 @@ beforeAll(async () => {
   port = await freePort();
   config = await makeConfigDir({
     'upstreams.yaml': [manifests.upstream('app', [{ addr: '127.0.0.1', port: upstream.port }])],
-    'vs.yaml': [manifests.virtualService('app', { domains: ['app.test'], routes: [{ routeAction: { single: { upstream: { name: 'app' } } } }] })],
+    'vs.yaml': [
+      manifests.virtualService('app', {
+        domains: ['app.test'],
+        routes: [
+          // A response body template: the response is held whole for it, then compressed.
+          { matchers: [{ prefix: '/transformed' }], options: { transformations: { responseTransformation: { transformationTemplate: { headers: { 'content-type': { text: 'text/plain' } }, body: { text: '{% for i in range(200) %}line {{ i }} of the transformed body\n{% endfor %}' } } } } }, routeAction: { single: { upstream: { name: 'app' } } } },
+          { routeAction: { single: { upstream: { name: 'app' } } } },
+        ],
+      }),
+    ],
     'gw.yaml': gateway({ compressionLevel: 'SPEED' }),
   });
   gw = await startGatehouse('run', ['--config-dir', config.path], { timeoutMs: 30_000 });
@@ -192,6 +206,37 @@ describe('gzip (Gateway httpGateway.options.gzip)', () => {
     expect([noTransform.headers['content-encoding'], noTransform.body.toString()]).toEqual([undefined, JSON_BODY]);
     const small = await fetchRaw('/small', accept);
     expect([small.headers['content-encoding'], small.body.toString()]).toEqual([undefined, '0123456789']);
+  });
+
+  it('compresses a body a response transformation rewrote (held whole, then encoded)', async () => {
+    const reply = await fetchRaw('/transformed', { 'accept-encoding': 'gzip' });
+    expect(reply.status).toBe(200);
+    expect(reply.headers['content-encoding']).toBe('gzip');
+    expect(reply.headers['content-length']).toBeUndefined();
+    const text = gunzipSync(reply.body).toString();
+    expect(text.split('\n').filter(Boolean)).toHaveLength(200);
+    expect(text).toContain('line 199 of the transformed body');
+  });
+
+  it('over HTTP/2 (h2c) too: brotli frames that decompress to the document', async () => {
+    const session = connect(`http://127.0.0.1:${port}`);
+    try {
+      const { headers, body } = await new Promise<{ headers: Record<string, unknown>; body: Buffer }>((resolve, reject) => {
+        const stream = session.request({ ':path': '/json', ':authority': 'app.test', 'accept-encoding': 'br' });
+        let head: Record<string, unknown> = {};
+        const chunks: Buffer[] = [];
+        stream.on('response', (h) => (head = h));
+        stream.on('data', (c: Buffer) => chunks.push(c));
+        stream.on('end', () => resolve({ headers: head, body: Buffer.concat(chunks) }));
+        stream.on('error', reject);
+        stream.end();
+      });
+      expect(headers[':status']).toBe(200);
+      expect(headers['content-encoding']).toBe('br');
+      expect(brotliDecompressSync(body).toString()).toBe(JSON_BODY);
+    } finally {
+      session.close();
+    }
   });
 
   it('streams: the client decompresses the start of a response before the upstream has sent its end', async () => {
