@@ -34,6 +34,8 @@ let produced = 0;
 /** Ends `/slow` when called (set per request). */
 let finishSlow: (() => void) | undefined;
 let slowEnded = false;
+/** `/noise` responses whose connection closed before the body was complete. */
+let noiseCutShort = 0;
 
 function gateway(gzip: object) {
   return { apiVersion: 'gateway.solo.io/v1', kind: 'Gateway', metadata: { name: 'gw', namespace: 'default' }, spec: { bindAddress: '127.0.0.1', bindPort: port, httpGateway: { options: { gzip } } } };
@@ -117,6 +119,9 @@ beforeAll(async () => {
     }
     if (url === '/noise') {
       produced = 0;
+      res.once('close', () => {
+        if (!res.writableFinished) noiseCutShort++;
+      });
       res.writeHead(200, { 'content-type': 'text/plain' });
       const pump = () => {
         while (produced < STREAM_TOTAL) {
@@ -306,6 +311,30 @@ describe('gzip (Gateway httpGateway.options.gzip)', () => {
     for (let n = 0; n < STREAM_TOTAL; n += NOISE.length) expected.update(NOISE);
     expect(digest.digest('hex')).toBe(expected.digest('hex'));
   }, 60_000);
+
+  it('a client that leaves mid-download: the upstream response is cut too, and the gateway goes on serving', async () => {
+    const before = noiseCutShort;
+    await new Promise<void>((resolve, reject) => {
+      const req = httpRequest({ host: '127.0.0.1', port, path: '/noise', headers: { host: 'app.test', 'accept-encoding': 'br' }, agent: false }, (res) => {
+        let got = 0;
+        res.on('data', (c: Buffer) => {
+          got += c.length;
+          // Some compressed bytes in: leave.
+          if (got > 256 * 1024) {
+            req.destroy();
+            resolve();
+          }
+        });
+        res.on('error', () => {});
+      });
+      req.on('error', () => {});
+      req.once('error', reject);
+      req.end();
+    });
+    await eventually(async () => noiseCutShort > before, 15_000);
+    const reply = await fetchRaw('/json', { 'accept-encoding': 'gzip' });
+    expect(gunzipSync(reply.body).toString()).toBe(JSON_BODY);
+  });
 
   it('takes a changed gzip setting on reload (contentType), and the route stops compressing what is no longer listed', async () => {
     expect((await fetchRaw('/text', { 'accept-encoding': 'gzip' })).headers['content-encoding']).toBe('gzip');
