@@ -104,6 +104,8 @@ beforeAll(async () => {
           options: { cors: { allowOrigin: ['https://app.example'], allowHeaders: ['content-type', 'x-grpc-web', 'x-user-agent', 'grpc-timeout'], allowMethods: ['POST'], exposeHeaders: ['grpc-status', 'grpc-message'], maxAge: '600' } },
           routes: [
             { matchers: [{ prefix: '/', headers: [{ name: 'x-target', value: 'down' }] }], routeAction: { single: { upstream: { name: 'down', namespace: 'default' } } } },
+            // The body read whole first (Envoy's buffer filter), then decoded from base64 for a text call.
+            { matchers: [{ prefix: '/', headers: [{ name: 'x-buffered', value: 'yes' }] }], options: { bufferPerRoute: { buffer: { maxRequestBytes: 100_000 } } }, routeAction: { single: { upstream: { name: 'echo', namespace: 'default' } } } },
             { matchers: [{ prefix: '/' }], routeAction: { single: { upstream: { name: 'echo', namespace: 'default' } } } },
           ],
         },
@@ -245,6 +247,15 @@ describe('gRPC-Web (Envoy grpc_web, on by default as in Gloo)', () => {
     const decoded = parseFrames(Buffer.from(text.body.toString('latin1'), 'base64'));
     expect(fromBinary(EchoReply, decoded.messages[0]!)).toMatchObject({ text: 'hello raw' });
     expect(decoded.trailers).toMatch(/grpc-status: 0\r\n/);
+
+    // The same text call on a route that buffers the body first: the decoder reads it after the buffer filter.
+    const buffered = await post('/gatehouse.test.Echo/Say', { 'content-type': 'application/grpc-web-text', 'x-buffered': 'yes' }, encoded);
+    expect(fromBinary(EchoReply, parseFrames(Buffer.from(buffered.body.toString('latin1'), 'base64')).messages[0]!)).toMatchObject({ text: 'hello raw' });
+    const over = await post('/gatehouse.test.Echo/Say', { 'content-type': 'application/grpc-web-text', 'x-buffered': 'yes' }, Buffer.alloc(150_000, 'A'));
+    // Over the buffer limit: the gateway's 413 as a gRPC-Web status (RESOURCE_EXHAUSTED or the 413's mapping), never a hang.
+    expect(over.headers['content-type']).toBe('application/grpc-web-text+proto');
+    expect(over.headers['grpc-status']).toBeDefined();
+    expect(over.headers['grpc-status']).not.toBe('0');
 
     // Server streaming in text.
     const stream = await post('/gatehouse.test.Echo/Count', { 'content-type': 'application/grpc-web-text+proto' }, frame(0, message({ text: 't', count: 20 })).toString('base64'));

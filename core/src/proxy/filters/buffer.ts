@@ -39,8 +39,8 @@ export function bufferHttpFilter(maxBytes: number): HttpFilter {
         if (body === 'too-large') return TOO_LARGE;
         // 'aborted': the client left; the runner sends nothing for a request nobody waits on.
         if (body === 'aborted') return undefined;
-        // Envoy's buffer filter sets the length of a body that came chunked.
-        if (request.ctx.headers['content-length'] === undefined && body.length > 0) request.ctx.headers['content-length'] = String(body.length);
+        // Envoy's buffer filter sets the length of a body that came chunked (not of one a filter decodes on the way: gRPC-Web text).
+        if (request.ctx.headers['content-length'] === undefined && body.length > 0 && request.requestBodyStream === undefined) request.ctx.headers['content-length'] = String(body.length);
         return undefined;
       });
     },

@@ -1,4 +1,4 @@
-import { PassThrough, Transform, type TransformCallback } from 'node:stream';
+import { PassThrough, Readable, Transform, type TransformCallback } from 'node:stream';
 import { GRPC_WEB_REPLY_TYPE } from '../grpc.ts';
 import type { FilterRequest, HttpFilter, HttpFilterFactory } from './http-filter.ts';
 import { FilterStage } from './http-filter.ts';
@@ -72,6 +72,44 @@ export class Base64Decoder extends Transform {
   }
 }
 
+/**
+ * A gRPC-Web text request's body, decoded: it starts reading the request only when the
+ * destination reads it, so a later filter that buffers the body (`bufferPerRoute`) reads the
+ * client's bytes first (and puts them back) instead of racing the decoder for them.
+ */
+export class DecodedBody extends Readable {
+  private readonly source: Readable;
+  private decoder: Base64Decoder | undefined;
+
+  constructor(source: Readable) {
+    super();
+    this.source = source;
+  }
+
+  override _read(): void {
+    if (this.decoder) {
+      this.decoder.resume();
+      return;
+    }
+    const decoder = (this.decoder = new Base64Decoder());
+    decoder.on('data', (chunk: Buffer) => {
+      if (!this.push(chunk)) decoder.pause();
+    });
+    decoder.once('end', () => this.push(null));
+    decoder.once('error', (error) => this.destroy(error));
+    this.source.once('error', (error) => decoder.destroy(error));
+    this.source.pipe(decoder);
+  }
+
+  override _destroy(error: Error | null, done: (error?: Error | null) => void): void {
+    if (this.decoder) {
+      this.source.unpipe(this.decoder);
+      this.decoder.destroy();
+    }
+    done(error);
+  }
+}
+
 /** Encodes a response body as one base64 stream (3-byte groups; the rest padded at the end). */
 export class Base64Encoder extends Transform {
   private carry: Buffer = Buffer.alloc(0);
@@ -136,10 +174,9 @@ export function grpcWebHttpFilter(): HttpFilter {
         // (`transfer-encoding` only tells the gateway there is a body; hop-by-hop, never sent).
         delete headers['content-length'];
         headers['transfer-encoding'] = 'chunked';
-        const decoder = new Base64Decoder();
-        request.req.on('error', (error) => decoder.destroy(error));
-        decoder.once('error', (error) => request.ctx.logger.warn({ reqId: request.ctx.requestId, code: GRPC_WEB_BAD_BODY, err: { message: error.message } }, 'gRPC-Web text request body does not decode; the upstream call is cancelled'));
-        request.requestBodyStream = request.req.pipe(decoder);
+        const body = new DecodedBody(request.req);
+        body.once('error', (error) => request.ctx.logger.warn({ reqId: request.ctx.requestId, code: GRPC_WEB_BAD_BODY, err: { message: error.message } }, 'gRPC-Web text request body does not decode; the upstream call is cancelled'));
+        request.requestBodyStream = body;
       }
       return undefined;
     },
