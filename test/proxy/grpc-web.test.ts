@@ -5,6 +5,7 @@
 // `grpcWeb.disable`, and hostile input (truncated and oversized frames, bad base64, a client
 // that cancels mid-stream): the gateway answers and keeps serving (SPEC 4.1).
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
+import { connect } from 'node:http2';
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
@@ -261,6 +262,28 @@ describe('gRPC-Web (Envoy grpc_web, on by default as in Gloo)', () => {
     const stream = await post('/gatehouse.test.Echo/Count', { 'content-type': 'application/grpc-web-text+proto' }, frame(0, message({ text: 't', count: 20 })).toString('base64'));
     const streamed = parseFrames(Buffer.from(stream.body.toString('latin1'), 'base64'));
     expect(streamed.messages.map((m) => (fromBinary(EchoReply, m) as unknown as { index: number }).index)).toEqual(Array.from({ length: 20 }, (_, i) => i));
+  });
+
+  it('over HTTP/2 (h2c) as well: the messages, then the trailer frame, in DATA frames', async () => {
+    const session = connect(`http://127.0.0.1:${port}`);
+    try {
+      const { headers, body } = await new Promise<{ headers: Record<string, unknown>; body: Buffer }>((resolve, reject) => {
+        const stream = session.request({ ':method': 'POST', ':path': '/gatehouse.test.Echo/Count', 'content-type': 'application/grpc-web+proto', 'x-grpc-web': '1' });
+        let head: Record<string, unknown> = {};
+        const chunks: Buffer[] = [];
+        stream.on('response', (h) => (head = h));
+        stream.on('data', (c: Buffer) => chunks.push(c));
+        stream.on('end', () => resolve({ headers: head, body: Buffer.concat(chunks) }));
+        stream.on('error', reject);
+        stream.end(frame(0, message({ text: 'h2', count: 5 })));
+      });
+      expect([headers[':status'], headers['content-type']]).toEqual([200, 'application/grpc-web+proto']);
+      const frames = parseFrames(body);
+      expect(frames.messages.map((m) => (fromBinary(EchoReply, m) as unknown as { text: string }).text)).toEqual(['h2 0', 'h2 1', 'h2 2', 'h2 3', 'h2 4']);
+      expect(frames.trailers).toMatch(/grpc-status: 0\r\n/);
+    } finally {
+      session.close();
+    }
   });
 
   it('a CORS preflight for a gRPC-Web call is answered by the CORS filter', async () => {
