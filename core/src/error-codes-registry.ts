@@ -4,7 +4,7 @@ import { KubeCodes } from './config/source/kube.ts';
 import { ErrorCodes } from './errors.ts';
 import { ExtAuthCodes } from './extauth/codes.ts';
 import { PluginCodes } from './extauth/plugins/codes.ts';
-import { GraphQLConfigCodes } from './graphql/errors.ts';
+import { GraphQLConfigCodes } from './graphql/compile/errors.ts';
 import { InstallCodes } from './install/values.ts';
 import { RateLimitCodes } from './ratelimit/codes.ts';
 import { RedisCodes } from './redis/client.ts';
@@ -59,7 +59,7 @@ export const CORE_ERRORS: ErrorRegistry = {
     },
     { name: 'RedisCodes', file: 'core/src/redis/client.ts', codes: RedisCodes, where: 'log line; in the message of a rate-limit backend failure' },
     { name: 'RateLimitCodes', file: 'core/src/ratelimit/codes.ts', codes: RateLimitCodes, where: `${STATUS}; RateLimitService answers` },
-    { name: 'GraphQLConfigCodes', file: 'core/src/graphql/errors.ts', codes: GraphQLConfigCodes, where: STATUS },
+    { name: 'GraphQLConfigCodes', file: 'core/src/graphql/compile/errors.ts', codes: GraphQLConfigCodes, where: STATUS },
     { name: 'InstallCodes', file: 'core/src/install/values.ts', codes: InstallCodes, where: 'CLI message (`gatehouse install`)' },
     { name: 'InjaCodes', file: 'core/src/transform/inja.ts', codes: InjaCodes, where: `${STATUS}; HTTP header \`x-gatehouse-error\` (400)` },
     { name: 'TransformCodes', file: 'core/src/transform/compile.ts', codes: TransformCodes, where: `${STATUS}; HTTP header \`x-gatehouse-error\` (400, 413)` },
@@ -83,6 +83,7 @@ export const CORE_ERRORS: ErrorRegistry = {
     { code: 'GH_HTTPS_LISTEN', files: ['core/src/server/gateway-process.ts'], where: 'log line', description: 'The `--port` or `--https-port` listener could not bind its port (after Gateway resources went away, or the HTTPS listener on demand).' },
     { code: 'GH_GATEWAY_LISTEN', files: ['core/src/server/gateway-listeners.ts'], where: 'log line', description: 'A Gateway resource\'s listener could not bind (port taken, bad address); tried again with the next configuration (docs/gateway.md).' },
     { code: 'GH_ACCESS_LOG_OPEN', files: ['core/src/server/gateway-listeners.ts'], where: 'log line', description: 'A Gateway access-log file sink cannot be opened; that listener serves without access lines (docs/gateway.md).' },
+    { code: 'GH_TCP_PROXY', files: ['core/src/server/gateway-listeners.ts', 'core/src/server/tcp-proxy.ts'], where: 'log line', description: 'A tcpGateway host cannot forward (its certificate cannot be used, its Upstream has no hosts) and closes its connections, or a TCP proxy listener failed to accept (docs/tcp-proxy.md).' },
     { code: 'GH_WORKER_EXITED', files: ['core/src/server/gateway-process.ts'], where: 'log line', description: 'A traffic worker process died (or its replacement failed to start); a new one is forked.' },
     { code: 'GH_UNHANDLED', files: ['core/src/server/process-guards.ts'], where: 'log line', description: 'An unhandled error or rejection, logged and survived (too many in a minute: the process exits to be restarted).' },
     { code: 'GH_PLUGIN_CATASTROPHIC', files: ['core/src/server/process-guards.ts'], where: 'log line (stderr, fatal)', description: 'A plugin isolate failed catastrophically: the process is killed to be restarted.' },

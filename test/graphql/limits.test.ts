@@ -148,15 +148,15 @@ async function post(path: string, body: unknown, headers: Record<string, string>
 
 const query = (path: string, q: string, variables?: object, headers?: Record<string, string>) => post(path, { query: q, ...(variables ? { variables } : {}) }, headers);
 
-/** The process is alive and answers a normal query (generous deadline: the machine is shared). */
+/** The process is alive and answers a normal query within issue 25's 2 s. */
 async function expectAlive(): Promise<void> {
   const started = performance.now();
   const reply = await query('/graphql', '{ hello }');
   expect(reply.status).toBe(200);
   expect(reply.body).toEqual({ data: { hello: 'world' } });
   expect(gatehouse.child.exitCode).toBeNull();
-  // Issue 25's acceptance: a normal query within 2 s of a hostile one (4x headroom on a loaded machine).
-  expect(performance.now() - started).toBeLessThan(8_000);
+  // Issue 25's acceptance: a normal query within 2 s of a hostile one.
+  expect(performance.now() - started).toBeLessThan(2_000);
 }
 
 /** Sends `hostile` while pinging `{ hello }`; returns its reply and the slowest ping. */

@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
 import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
-import { send, type Reply } from '../support/http.ts';
+import { eventually, send, type Reply } from '../support/http.ts';
 import { refusedPort, startEcho, type Echo, type TestServer } from '../support/upstream.ts';
 import { createServer, type Server } from 'node:http';
 
@@ -28,12 +28,16 @@ const ASSUMED = [
   ['gloo-system', 'default-petstore-8080'],
   ['gloo-system', 'default-myservice-v1-8080'],
   ['gloo-system', 'default-myservice-v2-8080'],
+  // The shadowing guide's primary and shadow.
+  ['gloo-system', 'petstore'],
+  ['gloo-system', 'petstore-v2'],
   ['a', 'foo-upstream'],
   ['a', 'bar-upstream'],
   ['b', 'baz-upstream'],
   ['c', 'qux-upstream'],
   ['gloo-system', 'default-echo-8080'],
   ['gloo-system', 'httpbin-httpbin-8000'],
+  ['gloo-system', 'gloo-system-tcp-echo-1025'],
 ] as const;
 
 /** Kubernetes services the guides' kube Upstreams name, each served on its own loopback address and the service's port. */
@@ -232,6 +236,8 @@ const BEHAVIOUR: Record<string, ((gw: GatehouseProcess) => Promise<void>) | unde
   },
   '23-health-check-custom-path.yaml': undefined,
   '24-tcp-keepalive.yaml': undefined,
+  // Binds 0.0.0.0:8000 as printed: validated here; run on a free port by test/l4/tcp-proxy.test.ts.
+  '34-tcp-proxy.yaml': undefined,
   '25-buffering.yaml': undefined,
   '26-session-affinity.yaml': undefined,
   '27-cors.yaml': async (gw) => {
@@ -294,6 +300,28 @@ const BEHAVIOUR: Record<string, ((gw: GatehouseProcess) => Promise<void>) | unde
     expect(cors.headers['access-control-allow-origin']).toBe('https://app.example');
     expect(cors.headers['access-control-expose-headers']).toBe('x-route-option');
     expect((await send(gw.url, { path: '/pets/1', headers: { host: 'route-options.example', origin: 'https://evil.example' } })).headers['access-control-allow-origin']).toBeUndefined();
+  },
+  '40-faults.yaml': async (gw) => {
+    // 2.5% aborted with 503, 5.3% delayed 5s: 40 requests at once, each answered by the upstream or by the fault filter's 503.
+    const replies = await Promise.all(Array.from({ length: 40 }, (_, i) => send(gw.url, { path: `/petstore/${i}`, headers: { host: 'foo' }, timeoutMs: 20_000 })));
+    for (const r of replies) {
+      if (r.status === 503) expect([r.headers['x-gatehouse-error'], r.body]).toEqual(['GH_FAULT_ABORT', 'fault filter abort\n']);
+      else expect(echo(r).upstream).toBe('default-petstore-8080');
+    }
+    expect(replies.filter((r) => r.status === 200).length).toBeGreaterThan(30);
+  },
+  '41-shadowing.yaml': async (gw) => {
+    const copies: { url: string; host: string | undefined }[] = [];
+    const record = (req: { url?: string; headers: { host?: string } }) => copies.push({ url: req.url!, host: req.headers.host });
+    echoes.get('petstore-v2')!.server.on('request', record);
+    try {
+      // The client gets petstore's answer; petstore-v2 gets the copy, its Host suffixed -shadow (as the guide says).
+      expect(echo(await get(gw, '/petstore/pets?x=1'))).toMatchObject({ upstream: 'petstore', url: '/petstore/pets?x=1' });
+      await eventually(async () => copies.length === 1);
+      expect(copies[0]).toEqual({ url: '/petstore/pets?x=1', host: 'foo-shadow' });
+    } finally {
+      echoes.get('petstore-v2')!.server.off('request', record);
+    }
   },
 };
 

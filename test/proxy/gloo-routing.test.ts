@@ -242,9 +242,21 @@ describe('ring hash and Maglev (loadBalancerConfig + route options.lbHash)', () 
     for (let u = 0; u < 10; u++) expect(await upstreamOf('/maglev', { cookie: 'session=s-1', 'x-user': `user-${u}` })).toBe(byCookie);
   });
 
-  it('a cookie ttl (Envoy generates the cookie) is accepted with a warning naming it', async () => {
-    const status = await statusOf('hashing');
-    expect(status.state).toBe('Warning');
-    expect(status.reasons).toContainEqual(expect.objectContaining({ code: 'GH_CONFIG_IGNORED', path: 'spec.virtualHost.routes[3].options.lbHash.hashPolicies[0].cookie.ttl' }));
+  it('a cookie policy with ttl: a request without the cookie gets one generated (Envoy), and requests carrying it stick to one host', async () => {
+    expect((await statusOf('hashing')).state).toBe('Accepted');
+    const first = await send(gw.url, { path: '/generated', headers: { host: 'hash.test' } });
+    const cookie = first.headers['set-cookie'];
+    expect(cookie).toHaveLength(1);
+    const [, value] = /^session="([0-9a-f]{16})"; Max-Age=3600; HttpOnly$/.exec(cookie![0]!) ?? [];
+    expect(value).toBeDefined();
+    // The client sends it back (quoted as set, or bare): every request reaches the host the first one did.
+    for (const sent of [`session="${value}"`, `session=${value}`]) {
+      for (let i = 0; i < 5; i++) {
+        const r = await send(gw.url, { path: '/generated', headers: { host: 'hash.test', cookie: sent } });
+        expect(r.headers['x-upstream']).toBe(first.headers['x-upstream']);
+        // A request carrying the cookie gets none set.
+        expect(r.headers['set-cookie']).toBeUndefined();
+      }
+    }
   });
 });

@@ -7,9 +7,12 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import { createRedisClient, redisCredentialsFromSecret, redisOptions, RedisCodes, type RedisClient } from '../../core/src/redis/client.ts';
+import { createRedisClient, loadRedisDriver, redisCredentialsFromSecret, redisOptions, RedisCodes, type RedisClient } from '../../core/src/redis/client.ts';
 import { RedisCounters } from '../../core/src/ratelimit/redis-backend.ts';
 import { describeWithRedis, startRedis, type RedisServer } from './redis.ts';
+
+// The driver loads on demand (processes without Redis never hold it); these tests use the client directly.
+await loadRedisDriver();
 
 const secret = (data: Record<string, string>) => ({ namespace: 'ops', name: 'redis', spec: { type: 'Opaque', data } });
 const codeOf = (fn: () => unknown) => {

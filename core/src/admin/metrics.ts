@@ -87,8 +87,26 @@ export const metrics = {
   }),
   refusedConnections: new Counter({
     name: 'gatehouse_downstream_connections_refused_total',
-    help: 'Downstream connections closed by the listener before serving them, by reason (per_client_limit, tls_client_hello, tls_client_hello_timeout, tls_sni_mismatch, tls_client_certificate, tls_version, tls_cipher).',
+    help: 'Downstream connections closed by the listener before serving them, by reason (per_client_limit, tls_client_hello, tls_client_hello_timeout, tls_sni_mismatch, tls_client_certificate, tls_version, tls_cipher, proxy_protocol_invalid, proxy_protocol_missing, proxy_protocol_timeout).',
     labelNames: ['reason'] as const,
+    registers: [registry],
+  }),
+  tcpConnections: new Counter({
+    name: 'gatehouse_tcp_connections_total',
+    help: 'Connections of TCP proxy (tcpGateway) listeners by Gateway, TCP host and result (proxied, no_route, connect_failure, tls_handshake, hello_invalid, hello_timeout, connection_limit; host "-" before one is chosen).',
+    labelNames: ['gateway', 'host', 'result'] as const,
+    registers: [registry],
+  }),
+  tcpActiveConnections: new Gauge({
+    name: 'gatehouse_tcp_active_connections',
+    help: 'Connections open now on TCP proxy (tcpGateway) listeners, by Gateway.',
+    labelNames: ['gateway'] as const,
+    registers: [registry],
+  }),
+  tcpBytes: new Counter({
+    name: 'gatehouse_tcp_bytes_total',
+    help: 'Bytes a TCP proxy (tcpGateway) listener forwarded, by Gateway, TCP host and direction (received: client to upstream; sent: upstream to client), counted when a connection closes.',
+    labelNames: ['gateway', 'host', 'direction'] as const,
     registers: [registry],
   }),
   rejectedResources: new Gauge({
@@ -134,6 +152,18 @@ export const metrics = {
     name: 'gatehouse_kube_status_writes_total',
     help: 'Resource status writes to the Kubernetes API, by result (ok, error).',
     labelNames: ['result'] as const,
+    registers: [registry],
+  }),
+  shadowRequests: new Counter({
+    name: 'gatehouse_shadow_requests_total',
+    help: 'Shadow copies of requests (route shadowing) by shadow Upstream and result (ok, failed, body_too_large, overloaded, abandoned).',
+    labelNames: ['upstream', 'result'] as const,
+    registers: [registry],
+  }),
+  hostRewriteInvalid: new Counter({
+    name: 'gatehouse_host_rewrite_invalid_total',
+    help: 'Host rewrites (hostRewriteHeader, hostRewritePathRegex) whose value was not a valid host: the original Host was sent, by route.',
+    labelNames: ['route'] as const,
     registers: [registry],
   }),
 };

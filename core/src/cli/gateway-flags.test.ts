@@ -55,6 +55,14 @@ describe('gatewayFlagValues', () => {
     expect(() => values(['--config-dir', '/c', '--https-port', 'x'])).toThrow(/--https-port must be a port number/);
   });
 
+  test('--proxy-protocol: true requires a PROXY header, optional allows none, false (the default) reads none', () => {
+    expect(values(['--config-dir', '/c']).limits?.proxyProtocol).toBeUndefined();
+    expect(values(['--config-dir', '/c', '--proxy-protocol', 'true']).limits?.proxyProtocol).toEqual({});
+    expect(values(['--config-dir', '/c', '--proxy-protocol', 'optional']).limits?.proxyProtocol).toEqual({ allowWithout: true });
+    expect(values(['--config-dir', '/c', '--proxy-protocol', 'off']).limits?.proxyProtocol).toBeUndefined();
+    expect(() => values(['--config-dir', '/c', '--proxy-protocol', 'v2'])).toThrow(/--proxy-protocol takes true, optional or false/);
+  });
+
   test('every value parsed, from flags or GATEHOUSE_* variables', () => {
     const parsed = values(['--port', '0', '--workers', '3', '--resolve', 'Echo.Demo.svc.cluster.local=127.0.0.1', '--access-log', 'false', '--shutdown-grace', '250ms'], {
       GATEHOUSE_CONFIG_DIR: '/env',

@@ -5,7 +5,7 @@ import { DEFAULT_API_GROUP_DOMAIN } from '../config/schema/kinds.ts';
 import { durationMs } from '../config/schema/common.ts';
 import { parseWorkers, type GatewayProcessOptions } from '../server/gateway-process.ts';
 import type { PathNormalization } from '../proxy/normalize-path.ts';
-import { DEFAULT_LISTENER_LIMITS } from '../server/listen.ts';
+import { DEFAULT_LISTENER_LIMITS, type ListenerLimits } from '../server/listen.ts';
 
 /** The HTTPS listener's port when `--https-port` is not given (bound only while a VirtualService has sslConfig). */
 export const DEFAULT_HTTPS_PORT = 8443;
@@ -85,6 +85,7 @@ export const GATEWAY_FLAGS: readonly FlagDef[] = [
   { name: 'idle-timeout', type: 'string', default: '5m', description: 'a request with no bytes either way for this long is cut (Envoy stream_idle_timeout)' },
   { name: 'max-connections', type: 'string', default: 'auto', description: 'downstream connections open at once; auto = half the open-file limit (Envoy max_active_downstream_connections)' },
   { name: 'max-connections-per-client', type: 'string', default: 'auto', description: 'downstream connections open at once from one client address; auto = a quarter of --max-connections' },
+  { name: 'proxy-protocol', type: 'string', default: 'false', description: 'the --port/--https-port listeners read a PROXY protocol v1/v2 header first and take its client address: true (required) | optional (connections without one are served too) | false (docs/proxy-protocol.md)' },
   { name: 'max-request-headers', type: 'string', default: '100', description: 'header fields per request; more get 431 (Envoy max_headers_count)' },
   { name: 'max-pending-requests', type: 'string', default: '1024', description: 'requests waiting for a connection per upstream host; more get 503 (Envoy max_pending_requests)' },
   { name: 'watchdog', type: 'string', default: '10s', description: 'kill (for restart) a traffic process whose event loop is stalled this long; 0 turns it off' },
@@ -132,6 +133,7 @@ export function gatewayFlagValues(values: FlagValues): GatewayFlagValues {
       maxConnections: values['max-connections'] === 'auto' ? DEFAULT_LISTENER_LIMITS.maxConnections : positiveInteger(values, 'max-connections'),
       ...(values['max-connections-per-client'] === 'auto' ? {} : { maxConnectionsPerClient: positiveInteger(values, 'max-connections-per-client') }),
       maxRequestHeaders: positiveInteger(values, 'max-request-headers'),
+      ...proxyProtocolValue(values),
     },
     maxPendingRequests: positiveInteger(values, 'max-pending-requests'),
     watchdogMs: String(values.watchdog) === '0' ? 0 : duration(values, 'watchdog'),
@@ -166,4 +168,13 @@ export function duration(values: FlagValues, name: string): number {
   } catch {
     throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, `--${name} must be a duration such as 30s or 200ms, got "${values[name]}"`);
   }
+}
+
+/** `--proxy-protocol`: true, optional or false. */
+function proxyProtocolValue(values: FlagValues): Pick<ListenerLimits, 'proxyProtocol'> {
+  const value = String(values['proxy-protocol']).toLowerCase();
+  if (/^(1|true|yes|on)$/.test(value)) return { proxyProtocol: {} };
+  if (value === 'optional') return { proxyProtocol: { allowWithout: true } };
+  if (/^(0|false|no|off)$/.test(value)) return {};
+  throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, `--proxy-protocol takes true, optional or false, got "${value}"`);
 }

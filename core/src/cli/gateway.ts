@@ -1,5 +1,5 @@
 import { resourceChecks } from '../resource-checks.ts';
-import { lazyGraphQLEndpoints } from '../graphql/lazy-endpoints.ts';
+import { lazyGraphQLEndpoints } from '../graphql/execute/lazy-endpoints.ts';
 import { createLogger } from '../log/logger.ts';
 import { runGatewayProcess, type GatewayParts } from '../server/gateway-process.ts';
 import { describeFlags, parseFlags, type FlagDef } from './flags.ts';

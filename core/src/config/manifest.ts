@@ -1,6 +1,7 @@
 import { LineCounter, parseAllDocuments, isMap, isScalar, isSeq, type Document } from 'yaml';
 import { ConfigCodes, type Diagnostic, type PathSegment } from './diagnostic.ts';
 import { jsonName } from './proto-names.ts';
+import type { SchemaVerdict } from './validate.ts';
 
 /** One YAML/JSON document read from a file, with a way back to its source lines. */
 export interface ManifestDocument {
@@ -18,6 +19,8 @@ export interface ManifestDocument {
    * accepted version keeps serving).
    */
   readonly refused?: string;
+  /** The schema half of validation when the source computed it already (the parse worker, for large files); its `value` is the document's. */
+  readonly verdict?: SchemaVerdict | undefined;
 }
 
 /** Limits on one manifest file (documented in docs/configuration.md). */

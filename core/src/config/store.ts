@@ -302,9 +302,21 @@ export function referencesOf(resource: AnyResource): Reference[] {
     const options = resource.spec.options;
     if (options?.extauth?.configRef) out.push({ kind: 'AuthConfig', ref: options.extauth.configRef, path: ['spec', 'options', 'extauth', 'configRef'] });
     headerSecretRefs(options?.headerManipulation, ['spec', 'options'], out);
+    const shadow = resource.kind === 'RouteOption' ? resource.spec.options?.shadowing?.upstream : undefined;
+    if (shadow) out.push({ kind: 'Upstream', ref: shadow, path: ['spec', 'options', 'shadowing', 'upstream'] });
   } else if (resource.kind === 'RouteTable') {
     // Tables it delegates to are not references here: they are resolved by the delegation walk (a missing one is a warning, as in Gloo).
     routeReferences(resource.spec.routes, ['spec', 'routes'], out);
+  } else if (resource.kind === 'Gateway') {
+    // A TCP proxy's hosts (server/tcp-routes.ts): their certificates and upstreams.
+    resource.spec.tcpGateway?.tcpHosts?.forEach((host, i) => {
+      const at = ['spec', 'tcpGateway', 'tcpHosts', i];
+      if (host.sslConfig?.secretRef) out.push({ kind: 'Secret', ref: host.sslConfig.secretRef, path: [...at, 'sslConfig', 'secretRef'] });
+      const d = host.destination;
+      if (d.single?.upstream) out.push({ kind: 'Upstream', ref: d.single.upstream, path: [...at, 'destination', 'single', 'upstream'] });
+      d.multi?.destinations.forEach((w, j) => w.destination.upstream && out.push({ kind: 'Upstream', ref: w.destination.upstream, path: [...at, 'destination', 'multi', 'destinations', j, 'destination', 'upstream'] }));
+      if (d.upstreamGroup) out.push({ kind: 'UpstreamGroup', ref: d.upstreamGroup, path: [...at, 'destination', 'upstreamGroup'] });
+    });
   } else if (resource.kind === 'UpstreamGroup') {
     resource.spec.destinations.forEach((d, j) => out.push({ kind: 'Upstream', ref: d.destination.upstream, path: ['spec', 'destinations', j, 'destination', 'upstream'] }));
   } else if (resource.kind === 'AuthConfig') {
@@ -385,6 +397,7 @@ function routeReferences(routes: readonly RouteSpec[], base: PathSegment[], out:
       headerSecretRefs(d.options?.headerManipulation, [...at, 'routeAction', 'multi', 'destinations', j, 'options'], out);
     });
     if (route.graphqlApiRef) out.push({ kind: 'GraphQLApi', ref: route.graphqlApiRef, path: [...at, 'graphqlApiRef'] });
+    if (route.options?.shadowing) out.push({ kind: 'Upstream', ref: route.options.shadowing.upstream, path: [...at, 'options', 'shadowing', 'upstream'] });
     if (route.options?.extauth?.configRef) out.push({ kind: 'AuthConfig', ref: route.options.extauth.configRef, path: [...at, 'options', 'extauth', 'configRef'] });
     rateLimitConfigRefs(route.options, [...at, 'options'], out);
 

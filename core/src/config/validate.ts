@@ -9,7 +9,61 @@ import { normalizeProtoNames } from './proto-names.ts';
 import { MAX_SECRET_BYTES, type SecretSpec } from './schema/secret.ts';
 import { MAX_CONFIG_MAP_BYTES, type ConfigMapSpec } from './schema/config-map.ts';
 
-const validators = new Map(KIND_NAMES.map((kind) => [kind, { schema: manifestSchema(kind), check: Schema.Compile(manifestSchema(kind)) }]));
+/** Compiled schema checks by kind, compiled on first use (compiling all of them cost ~0.4 s and memory at every start). */
+const validators = new Map<Kind, { schema: unknown; check: ReturnType<typeof Schema.Compile> }>();
+
+function validatorOf(kind: Kind): { schema: unknown; check: ReturnType<typeof Schema.Compile> } {
+  let validator = validators.get(kind);
+  if (!validator) {
+    const schema = manifestSchema(kind);
+    validators.set(kind, (validator = { schema, check: Schema.Compile(schema) }));
+  }
+  return validator;
+}
+
+/** A schema problem, located by field path (lines are found by the caller, which has the document). */
+export interface SchemaProblem {
+  readonly path: PathSegment[];
+  readonly code: string;
+  readonly message: string;
+}
+
+/**
+ * The half of validation that depends on the document alone, not on gateway settings: proto
+ * field names renamed, the kind's schema checked, the spec hashed. The parse worker computes it
+ * for large files (./source/parse-worker.ts), so a 20,000-route reload does not spend it on the event loop.
+ */
+export interface SchemaVerdict {
+  /** The document, proto field names renamed (the same object when nothing was renamed). */
+  readonly value: Record<string, unknown>;
+  readonly problems: readonly SchemaProblem[];
+  /** Content hash of the spec: set when there are no problems and the spec is kept as written (not Secrets and ConfigMaps). */
+  readonly version?: string | undefined;
+}
+
+/** {@link SchemaVerdict} of one document of a known kind. */
+export function schemaVerdict(kind: Kind, value: Record<string, unknown>): SchemaVerdict {
+  const problems: SchemaProblem[] = [];
+  // Gloo's protojson takes proto field names too (`retriable_status_codes`): renamed here, once, for every kind.
+  let normalized: Record<string, unknown> = value;
+  if (!isCoreKind(kind) && value.spec !== null && typeof value.spec === 'object') {
+    const renamed = normalizeProtoNames(value.spec, KINDS[kind].spec, ['spec']);
+    for (const c of renamed.conflicts) problems.push({ path: c.path, code: ConfigCodes.SCHEMA, message: c.message });
+    if (renamed.value !== value.spec) normalized = { ...value, spec: renamed.value };
+  }
+  const { schema, check } = validatorOf(kind);
+  if (!check.Check(normalized)) {
+    const [, errors] = check.Errors(normalized);
+    problems.push(...explainSchemaErrors(schema, errors));
+  }
+  const keepsSpec = kind !== 'Secret' && kind !== 'ConfigMap';
+  return { value: normalized, problems, version: problems.length === 0 && keepsSpec ? specVersion(normalized.spec) : undefined };
+}
+
+/** The content hash of a spec (key order does not count). */
+function specVersion(spec: unknown): string {
+  return createHash('sha256').update(stableJson(spec)).digest('hex').slice(0, 16);
+}
 
 export interface ValidationResult {
   resource?: AnyResource;
@@ -56,18 +110,10 @@ export function validateDocument(doc: ManifestDocument, apiGroupDomain: string, 
   if (!versions.includes(value.apiVersion as string)) {
     diagnostics.push(at(['apiVersion'], ConfigCodes.API_VERSION, `apiVersion ${JSON.stringify(value.apiVersion)} is not served for ${kind}; use ${versions.join(' or ')}`, label));
   }
-  const { schema, check } = validators.get(kind as Kind)!;
-  // Gloo's protojson takes proto field names too (`retriable_status_codes`): renamed here, once, for every kind.
-  let normalized: Record<string, unknown> = value;
-  if (!isCoreKind(kind as Kind) && value.spec !== null && typeof value.spec === 'object') {
-    const renamed = normalizeProtoNames(value.spec, KINDS[kind as Kind].spec, ['spec']);
-    for (const c of renamed.conflicts) diagnostics.push(at(c.path, ConfigCodes.SCHEMA, c.message, label));
-    if (renamed.value !== value.spec) normalized = { ...value, spec: renamed.value };
-  }
-  if (!check.Check(normalized)) {
-    const [, errors] = check.Errors(normalized);
-    for (const d of explainSchemaErrors(schema, errors)) diagnostics.push(at(d.path, d.code, d.message, label));
-  }
+  // Computed by the parse worker for large files; here otherwise.
+  const verdict = doc.verdict ?? schemaVerdict(kind as Kind, value);
+  for (const p of verdict.problems) diagnostics.push(at(p.path, p.code, p.message, label));
+  const normalized = verdict.value;
   const key = typeof metadata.name === 'string' ? resourceKey(kind as Kind, namespace, name) : undefined;
   if (diagnostics.length > 0) return { ...(key ? { key } : {}), diagnostics: dedupe(diagnostics) };
 
@@ -88,7 +134,7 @@ export function validateDocument(doc: ManifestDocument, apiGroupDomain: string, 
     name,
     namespace,
     key,
-    version: createHash('sha256').update(stableJson(spec)).digest('hex').slice(0, 16),
+    version: verdict.version ?? specVersion(spec),
     labels: (metadata.labels ?? {}) as Record<string, string>,
     spec,
     source: { file: doc.file, line: doc.line, index: doc.index },

@@ -14,10 +14,11 @@ import { forbidden } from './decision.ts';
 import { LogLimiter } from './log-limit.ts';
 import { bound as boundText } from './redact.ts';
 import { ExtAuthCodes } from './codes.ts';
-import { metrics } from '../admin/metrics.ts';
+import { metrics, setKubeConnectedProbe } from '../admin/metrics.ts';
 import { AuthEngine } from './engine.ts';
 import { checkRequestFromMessage, checkResponseToMessage, type CheckRequestMessage, type CheckResponseMessage } from './grpc/check-messages.ts';
 import { AUTHORIZATION_SERVICE, authorizationPackage } from './grpc/protos.ts';
+import { loadRedisDriver } from '../redis/client.ts';
 import { attachRateLimitService, rateLimitChecks, rateLimitOptionsFromEnv } from '../ratelimit/grpc-service.ts';
 
 /** The auth server's default gRPC port (SPEC 1). */
@@ -114,7 +115,9 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
   };
   server.addService(authorizationPackage()[AUTHORIZATION_SERVICE] as ServiceDefinition, { Check: check } as UntypedServiceImplementation);
   // Envoy's rate-limit service on the same port (docs/rate-limiting.md).
-  const rateLimit = attachRateLimitService(server, { ...rateLimitOptionsFromEnv(), logger });
+  const rateLimitOptions = rateLimitOptionsFromEnv();
+  if (rateLimitOptions.backend?.type === 'redis') await loadRedisDriver();
+  const rateLimit = attachRateLimitService(server, { ...rateLimitOptions, logger });
   health.addToServer(server);
 
   const host = options.host ?? '0.0.0.0';
@@ -176,6 +179,8 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
         const buildReporter = new KubeBuildReporter({ config: source.config, origins: source, logger, identity: source.identity });
         engine.onBuildReport((report) => buildReporter.report(report));
         reporter = buildReporter;
+        // `gatehouse extauth --kube` reports its own watches in gatehouse_kube_connected, as the gateway does (it read 0 while connected).
+        setKubeConnectedProbe(() => source.health().connected);
       }
       loader = new ConfigLoader({ ...(source ? { source } : { dir: options.configDir! }), apiGroupDomain: options.apiGroupDomain ?? DEFAULT_API_GROUP_DOMAIN, crossNamespaceSecrets: options.crossNamespaceSecrets, checks: { ...extAuthChecks, ...rateLimitChecks }, logger, watch: options.watch ?? true });
       unsubscribe = loader.onSnapshot(apply);
@@ -209,6 +214,7 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
         stopReports();
         pluginWatcher?.close();
         await ownLoader?.close();
+        if (ownLoader && options.kube) setKubeConnectedProbe(undefined);
         await reporter?.close();
         await shutdown(server, 5_000);
         await engine.close();

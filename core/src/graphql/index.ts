@@ -6,12 +6,12 @@
 import type { Diagnostic } from '../config/diagnostic.ts';
 import type { Resource } from '../config/resource.ts';
 import type { CheckContext } from '../config/store.ts';
-import { GraphQLConfigCodes } from './errors.ts';
-import { compileApi } from './schema.ts';
+import { GraphQLConfigCodes } from './compile/errors.ts';
+import { compileApi } from './compile/schema.ts';
 
-export { createGraphQLEndpoints, type GraphQLEndpointsOptions } from './endpoints.ts';
-export { GraphQLConfigCodes, FieldErrorCodes } from './errors.ts';
-export type { ExecutionEngine } from './endpoint.ts';
+export { createGraphQLEndpoints, type GraphQLEndpointsOptions } from './execute/endpoints.ts';
+export { GraphQLConfigCodes, FieldErrorCodes } from './compile/errors.ts';
+export type { ExecutionEngine } from './execute/endpoint.ts';
 
 /** The load-time check of a GraphQLApi (`ResourceChecks.GraphQLApi`): the schema builds, resolvers exist, templates and paths parse. */
 export function checkGraphQLApi(resource: Resource<'GraphQLApi'>, ctx: CheckContext): Diagnostic[] {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { boundaryOf, MultipartParser } from './incremental.ts';
-import { EventStreamParser } from './remote.ts';
+import { boundaryOf, MultipartParser } from './execute/incremental.ts';
+import { EventStreamParser } from './execute/remote.ts';
 
 /** Feeds `text` in chunks of `size` bytes (1: every byte on its own) and collects what the parser completes. */
 function feed<T>(push: (chunk: Buffer) => T[] | undefined | Error, text: string, size: number): T[] | 'too large' {

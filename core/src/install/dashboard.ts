@@ -24,7 +24,8 @@ const PANELS: Panel[] = [
   { title: 'AuthConfigs extauth cannot build', expr: ['sum by (config) (gatehouse_extauth_config_unavailable)'], unit: 'short', legend: ['{{config}}'] },
   { title: 'Rejected resources by kind', expr: ['max by (kind) (gatehouse_config_rejected_resources)'], unit: 'short', legend: ['{{kind}}'] },
   { title: 'Kubernetes API connected', expr: ['min by (pod) (gatehouse_kube_connected)'], unit: 'short', legend: ['{{pod}}'] },
-  { title: 'Process memory (RSS)', expr: ['sum by (pod) (gatehouse_process_resident_memory_bytes)'], unit: 'bytes', legend: ['{{pod}}'] },
+  // prom-client's default metrics keep their own `process_` prefix after ours (admin/metrics.ts).
+  { title: 'Process memory (RSS)', expr: ['sum by (pod) (gatehouse_process_process_resident_memory_bytes)'], unit: 'bytes', legend: ['{{pod}}'] },
 ];
 
 /** The dashboard as Grafana's JSON model (schemaVersion 39), with a Prometheus data source variable. */

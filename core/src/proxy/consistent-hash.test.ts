@@ -80,6 +80,27 @@ describe('hash policies (Envoy)', () => {
     expect(cookieValue('a=1;b=2', 'c')).toBeUndefined();
   });
 
+  test('a cookie policy with ttl generates the cookie when absent (Envoy): one value per client connection, Max-Age, Path, HttpOnly', () => {
+    const conn = (remoteAddress: string, remotePort: number) => ({ socket: { remoteAddress, remotePort } }) as unknown as IncomingMessage;
+    const policy = compileHashPolicies([{ cookie: { name: 'sticky', ttl: '30m', path: '/app' } }])!;
+    const set: string[] = [];
+    const key = policy(conn('10.0.0.1', 40000), {}, (c) => set.push(c));
+    expect(set).toHaveLength(1);
+    const value = /^sticky="([0-9a-f]{16})"; Max-Age=1800; Path=\/app; HttpOnly$/.exec(set[0]!)![1]!;
+    expect(key).toBe(hashString(value));
+    // The same connection gets the same value; the cookie sent back (quoted or bare) gives the same key and sets nothing.
+    policy(conn('10.0.0.1', 40000), {}, (c) => set.push(c));
+    expect(set[1]).toBe(set[0]);
+    expect(policy(conn('10.0.0.9', 1), { cookie: `sticky="${value}"` }, (c) => set.push(c))).toBe(key);
+    expect(policy(conn('10.0.0.9', 1), { cookie: `sticky=${value}` }, (c) => set.push(c))).toBe(key);
+    expect(set).toHaveLength(2);
+    // ttl 0s: a session cookie (no Max-Age); no callback (a policy evaluated for no response): no key, nothing generated.
+    const session: string[] = [];
+    compileHashPolicies([{ cookie: { name: 's', ttl: '0s' } }])!(conn('10.0.0.1', 1), {}, (c) => session.push(c));
+    expect(session[0]).toMatch(/^s="[0-9a-f]{16}"; HttpOnly$/);
+    expect(policy(conn('10.0.0.1', 40000), {})).toBeUndefined();
+  });
+
   test('a ring hash cluster sends one key to one host, and keyless requests anywhere', async () => {
     const cluster = new UpstreamCluster('c', [1, 2, 3].map((port) => ({ addr: '127.0.0.1', port })), { loadBalancing: { kind: 'ring-hash', minimumRingSize: 1024, maximumRingSize: 8_388_608 } });
     const key = hashString('ann');

@@ -1,4 +1,6 @@
+import { createHash } from 'node:crypto';
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import { durationMs } from '../config/schema/common.ts';
 
 /**
  * Consistent hashing for Gloo's `loadBalancerConfig.ringHash` / `maglev` with a route's
@@ -153,8 +155,23 @@ export interface HashPolicySpec {
   terminal?: boolean | undefined;
 }
 
-/** A route's hash key: undefined when no policy produced one (the host is then picked at random, as Envoy does). */
-export type HashKey = (req: IncomingMessage, headers: IncomingHttpHeaders) => number | undefined;
+/**
+ * A route's hash key: undefined when no policy produced one (the host is then picked at random, as
+ * Envoy does). `setCookie` receives a `Set-Cookie` value for the response when a cookie policy with
+ * `ttl` generated its cookie.
+ */
+export type HashKey = (req: IncomingMessage, headers: IncomingHttpHeaders, setCookie?: (value: string) => void) => number | undefined;
+
+/**
+ * Envoy's generated hash cookie (a cookie policy with `ttl`, the request without the cookie): the
+ * value is a hash of the client's address and port, the same for every request of a connection;
+ * `Max-Age` is the ttl in seconds (none for 0s: a session cookie), `Path` the policy's, HttpOnly.
+ */
+function generatedCookie(req: IncomingMessage, name: string, ttl: string, path: string | undefined): { value: string; header: string } {
+  const value = createHash('sha256').update(`${req.socket.remoteAddress ?? ''}:${req.socket.remotePort ?? ''}`).digest('hex').slice(0, 16);
+  const seconds = Math.floor(durationMs(ttl) / 1000);
+  return { value, header: `${name}="${value}"${seconds > 0 ? `; Max-Age=${seconds}` : ''}${path ? `; Path=${path}` : ''}; HttpOnly` };
+}
 
 /**
  * Envoy's hash policy evaluation: each policy that finds its value is folded into the key
@@ -169,16 +186,26 @@ export function compileHashPolicies(policies: readonly HashPolicySpec[] | undefi
       return { terminal, value: (_req: IncomingMessage, headers: IncomingHttpHeaders) => { const v = headers[name]; return v === undefined ? undefined : Array.isArray(v) ? v.join(',') : v; } };
     }
     if (p.cookie) {
-      const name = p.cookie.name;
-      return { terminal, value: (_req: IncomingMessage, headers: IncomingHttpHeaders) => cookieValue(headers.cookie, name) };
+      const { name, ttl, path } = p.cookie;
+      if (ttl === undefined) return { terminal, value: (_req: IncomingMessage, headers: IncomingHttpHeaders) => cookieValue(headers.cookie, name) };
+      return {
+        terminal,
+        value: (req: IncomingMessage, headers: IncomingHttpHeaders, setCookie?: (value: string) => void) => {
+          const found = cookieValue(headers.cookie, name);
+          if (found !== undefined || !setCookie) return found;
+          const cookie = generatedCookie(req, name, ttl, path);
+          setCookie(cookie.header);
+          return cookie.value;
+        },
+      };
     }
     if (p.sourceIp) return { terminal, value: (req: IncomingMessage) => req.socket.remoteAddress };
     return { terminal, value: () => undefined };
   });
-  return (req, headers) => {
+  return (req, headers, setCookie) => {
     let key: number | undefined;
     for (const part of parts) {
-      const value = part.value(req, headers);
+      const value = part.value(req, headers, setCookie);
       if (value !== undefined) {
         const h = hashString(value);
         key = key === undefined ? h : (((key << 1) | (key >>> 31)) ^ h) >>> 0;
@@ -194,7 +221,10 @@ export function cookieValue(header: string | undefined, name: string): string | 
   if (!header) return undefined;
   for (const pair of header.split(';')) {
     const eq = pair.indexOf('=');
-    if (eq !== -1 && pair.slice(0, eq).trim() === name) return pair.slice(eq + 1).trim();
+    if (eq === -1 || pair.slice(0, eq).trim() !== name) continue;
+    const value = pair.slice(eq + 1).trim();
+    // A quoted value is its content (RFC 6265; Envoy strips the quotes, and generates quoted cookies).
+    return value.length >= 2 && value.charCodeAt(0) === 0x22 && value.charCodeAt(value.length - 1) === 0x22 ? value.slice(1, -1) : value;
   }
   return undefined;
 }

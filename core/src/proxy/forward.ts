@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { ServerHttp2Stream } from 'node:http2';
+import type { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { ErrorCodes } from '../errors.ts';
 import type { RequestContext } from './context.ts';
@@ -12,6 +13,9 @@ import { downstreamGone, sendLocalReply } from './local-reply.ts';
 import { hasRequestBody } from './request-body.ts';
 import type { CompiledRoute } from './route-table.ts';
 import { isConnectFailure, type UpstreamCluster, type UpstreamHost } from './upstream-cluster.ts';
+import { upstreamAuthority } from './host-rewrite.ts';
+import { SHADOW_TIMEOUT_MS, startShadow } from './shadow.ts';
+import { metrics } from '../admin/metrics.ts';
 
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
 const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
@@ -51,7 +55,11 @@ export function forward(req: IncomingMessage, res: ServerResponse, ctx: RequestC
   const retries = route.retry && !hasBody && IDEMPOTENT.has(req.method!) ? route.retry.numRetries : 0;
   // A client that already left (during auth, say) gets no upstream request: its 'close' has fired.
   if (downstreamGone(res)) return;
-  const exchange: Exchange = { req, res, ctx, route, cluster, path, hasBody, current: undefined, filters };
+  // options.shadowing: a copy goes to the shadow Upstream, fire and forget; a body is copied as the primary reads it.
+  const shadowBody = route.shadow
+    ? startShadow(route.shadow, req, hasBody, { method: req.method!, path, headers: (host) => upstreamHeaders(req, headers, route, host, ctx.start, false), timeoutMs: route.timeoutMs > 0 ? Math.min(route.timeoutMs, MAX_TIMER_MS) : SHADOW_TIMEOUT_MS, logger: ctx.logger, requestId: ctx.requestId })
+    : undefined;
+  const exchange: Exchange = { req, res, ctx, route, cluster, path, hasBody, body: shadowBody ?? filters?.requestBodyStream ?? req, current: undefined, filters };
   // gRPC's own deadline (`grpc-timeout`), over the whole call, streaming included.
   const deadlineMs = isGrpcRequest(headers) ? grpcTimeoutMs(headers) : undefined;
   const deadline = deadlineMs === undefined ? undefined : setTimeout(() => deadlineExceeded(exchange), deadlineMs);
@@ -61,6 +69,8 @@ export function forward(req: IncomingMessage, res: ServerResponse, ctx: RequestC
     // HTTP/2 RST_STREAM or GOAWAY): the upstream request stops at once, one path for both.
     // `writableEnded`, not `writableFinished`: a reset HTTP/2 stream counts as finished.
     if (!res.writableEnded) exchange.current?.abort();
+    // The exchange is over: a body copy the primary never read whole is given up (no-op once sent).
+    shadowBody?.destroy();
   });
   new ProxyAttempt(exchange, retries, false).start();
 }
@@ -97,6 +107,8 @@ interface Exchange {
   readonly cluster: UpstreamCluster;
   readonly path: string;
   readonly hasBody: boolean;
+  /** What the request body is read from: `req`, a filter's decoded stream (gRPC-Web text), or the shadow's copying stream (shadow.ts). */
+  readonly body: Readable;
   /** The attempt that owns the response now. */
   current: ProxyAttempt | undefined;
   /** The request as the route's filters saw it, for their response hooks (absent: the route has none). */
@@ -150,7 +162,7 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
       return sendLocalReply(res, 503, ErrorCodes.UPSTREAM_OVERFLOW, 'upstream overloaded: too many requests in flight', ['x-envoy-overloaded', 'true', ...(ctx.responseHeaders ?? [])]);
     }
     // The route's hash key (options.lbHash) for ring hash / Maglev Upstreams; other policies ignore it.
-    this.host = cluster.pick(undefined, route.hashKey?.(req, ctx.headers));
+    this.host = cluster.pick(undefined, cluster.hashing ? route.hashKey?.(req, ctx.headers, (cookie) => addSetCookie(ctx, cookie)) : undefined);
     ctx.upstream = this.host.origin;
     const host = this.host;
     if (host.inFlight >= host.maxInFlight) {
@@ -173,7 +185,7 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
         path: this.x.path,
         method: req.method as Dispatcher.HttpMethod,
         headers: upstreamHeaders(req, ctx.headers, route, this.host, ctx.start),
-        body: this.x.hasBody ? (this.x.filters?.requestBodyStream ?? req) : null,
+        body: this.x.hasBody ? this.x.body : null,
         ...(this.host.servername !== undefined ? { servername: this.host.servername } : {}),
         headersTimeout: route.retry?.perTryTimeoutMs ?? route.timeoutMs,
         bodyTimeout: route.timeoutMs,
@@ -553,6 +565,13 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
   }
 }
 
+/** A generated hash cookie (lbHash cookie with ttl) goes on the response, once (a retry generates the same one). */
+function addSetCookie(ctx: RequestContext, cookie: string): void {
+  const extra = ctx.responseHeaders ?? [];
+  for (let i = 0; i < extra.length; i += 2) if (extra[i] === 'set-cookie' && extra[i + 1] === cookie) return;
+  ctx.responseHeaders = [...extra, 'set-cookie', cookie];
+}
+
 function stallTimedOut(attempt: ProxyAttempt): void {
   attempt.stalled();
 }
@@ -612,8 +631,8 @@ function responseTrailers(trailers: IncomingHttpHeaders | undefined): Record<str
   return out;
 }
 
-/** The request headers sent upstream, as a flat `[name, value, …]` list (undici's cheapest form). */
-function upstreamHeaders(req: IncomingMessage, headers: IncomingHttpHeaders, route: CompiledRoute, host: UpstreamHost, start: number): string[] {
+/** The request headers sent upstream, as a flat `[name, value, …]` list (undici's cheapest form); `count`: an invalid Host rewrite is counted (not again for a shadow copy). */
+function upstreamHeaders(req: IncomingMessage, headers: IncomingHttpHeaders, route: CompiledRoute, host: UpstreamHost, start: number, count = true): string[] {
   const out: string[] = [];
   // Names listed in the request's Connection were dropped before auth (sanitizeRequestHeaders):
   // dropping them here again would let a client strip headers an auth step set.
@@ -625,8 +644,21 @@ function upstreamHeaders(req: IncomingMessage, headers: IncomingHttpHeaders, rou
     if (typeof value === 'string') out.push(name, value);
     else for (const v of value) out.push(name, v);
   }
-  const authority = route.hostRewrite ?? (route.autoHostRewrite ? host.addr : headers.host);
-  if (authority) out.push('host', authority);
+  const rewriter = route.hostRewriter;
+  if (rewriter === undefined) {
+    if (headers.host) out.push('host', headers.host);
+  } else {
+    // Host rewrites (host-rewrite.ts); a path regex sees the request's own path, before path rewrites (Envoy).
+    const url = rewriter.pathRegex ? (req.url ?? '/') : '';
+    const q = url.indexOf('?');
+    const rewritten = upstreamAuthority(rewriter, headers, q === -1 ? url : url.slice(0, q), host.addr);
+    if (rewritten.invalid && count) metrics.hostRewriteInvalid.labels(route.name).inc();
+    if (rewritten.authority) out.push('host', rewritten.authority);
+    if (rewritten.forwardedHost !== undefined) {
+      removeAll(out, 'x-forwarded-host');
+      out.push('x-forwarded-host', rewritten.forwardedHost);
+    }
+  }
   const client = req.socket.remoteAddress ?? '';
   const xff = headers['x-forwarded-for'];
   const proto = (req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http';

@@ -12,8 +12,17 @@ describe('Host rewrites (Gloo host_rewrite_type, Envoy host_rewrite_specifier)',
   test('hostRewritePathRegex: a substitution on the path (Envoy\'s example: /foo/bar → foo)', () => {
     const r = compileHostRewrite({ hostRewritePathRegex: { pattern: { regex: '^/(.+)/.+$' }, substitution: '\\1' } });
     expect(upstreamAuthority(r, { host: 'gw.example' }, '/foo/bar', 'x')).toEqual({ authority: 'foo' });
-    // No match: the substitution leaves the path as it is, and that becomes the Host (Envoy's replaceAll on the path).
-    expect(upstreamAuthority(r, { host: 'gw.example' }, '/single', 'x').authority).toBe('/single');
+    // No match: the substitution leaves the path as it is, which is no host: the original is kept, and said so.
+    expect(upstreamAuthority(r, { host: 'gw.example' }, '/single', 'x')).toEqual({ authority: 'gw.example', invalid: true });
+  });
+
+  test('hostile values: a header value that is not a host keeps the original Host, flagged to be counted', () => {
+    const r = compileHostRewrite({ hostRewriteHeader: 'x-target-host', appendXForwardedHost: true });
+    for (const bad of ['evil.example/path', 'a b', 'x\ty', 'café.example', 'a"b', 'host?q', 'h#f'])
+      expect(upstreamAuthority(r, { host: 'gw.example', 'x-target-host': bad }, '/', 'x')).toEqual({ authority: 'gw.example', invalid: true });
+    // The first value of a repeated header is the one used.
+    expect(upstreamAuthority(r, { host: 'gw.example', 'x-target-host': ['svc:8080', 'other'] } as never, '/', 'x')).toEqual({ authority: 'svc:8080', forwardedHost: 'gw.example' });
+    expect(upstreamAuthority(r, { host: 'gw.example', 'x-target-host': '[::1]:8080' }, '/', 'x').authority).toBe('[::1]:8080');
   });
 
   test('appendXForwardedHost: a rewrite appends the original Host unless it is already the last value', () => {
@@ -31,6 +40,9 @@ describe('Host rewrites (Gloo host_rewrite_type, Envoy host_rewrite_specifier)',
     expect(hostRewriteProblems({ hostRewritePathRegex: { pattern: { regex: '(?=x)' }, substitution: '' } })[0]!.field).toEqual(['hostRewritePathRegex', 'pattern', 'regex']);
     expect(hostRewriteProblems({ hostRewritePathRegex: { pattern: { regex: '^/(a)$' }, substitution: '\\2' } })[0]!.field).toEqual(['hostRewritePathRegex', 'substitution']);
     expect(hostRewriteProblems({ hostRewriteHeader: 'x', autoHostRewrite: false })).toEqual([]);
+    // Accepted before the oneof was checked (hostRewrite wins): a warning, not a rejection.
+    expect(hostRewriteProblems({ hostRewrite: 'a', autoHostRewrite: true })).toEqual([{ field: ['autoHostRewrite'], message: expect.stringContaining('is not applied'), warning: true }]);
+    expect(hostRewriteProblems({ hostRewrite: 'a', autoHostRewrite: true, hostRewriteHeader: 'x' })[0]!.warning).toBeUndefined();
     expect(compileHostRewrite({ autoHostRewrite: false })).toBeUndefined();
   });
 });

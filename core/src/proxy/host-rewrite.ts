@@ -1,6 +1,4 @@
-import Type from 'typebox';
 import type { IncomingHttpHeaders } from 'node:http';
-import { Strict } from '../config/schema/common.ts';
 import { re2Problem, regexSubstitution, substitutionProblem } from './re2.ts';
 
 /**
@@ -10,20 +8,9 @@ import { re2Problem, regexSubstitution, substitutionProblem } from './re2.ts';
  * (`hostRewriteHeader`), or a regex substitution on the path (`hostRewritePathRegex`); with
  * `appendXForwardedHost`, a rewrite appends the original Host to `x-forwarded-host`.
  *
- * Not wired yet: RouteOptions takes {@link HostRewriteFields} and forward.ts calls
- * {@link upstreamAuthority} where it picks the authority (see the gloo-config branch report).
+ * RouteOptions takes the fields (`HostRewriteFields` in config/schema/virtual-service.ts), route-table.ts
+ * compiles them and forward.ts calls {@link upstreamAuthority} where it builds the upstream headers.
  */
-export const HostRewriteFields = {
-  hostRewriteHeader: Type.Optional(Type.String({ minLength: 1, pattern: '^[^:]', description: 'the Host sent upstream is this request header\'s value (unchanged when the header is absent or empty); not a pseudo-header' })),
-  hostRewritePathRegex: Type.Optional(
-    Strict({
-      pattern: Strict({ regex: Type.String({ minLength: 1, description: 'RE2 syntax' }), googleRe2: Type.Optional(Strict({ maxProgramSize: Type.Optional(Type.Integer({ minimum: 1 })) })) }),
-      substitution: Type.String({ description: 'the Host sent upstream: the path (without query) with this substitution; \\1 … \\9 insert groups' }),
-    }),
-  ),
-  appendXForwardedHost: Type.Optional(Type.Boolean({ description: 'a Host rewrite appends the original Host to x-forwarded-host' })),
-};
-
 /** The options a Host rewrite reads. */
 export interface HostRewriteSpec {
   readonly hostRewrite?: string | undefined;
@@ -33,11 +20,16 @@ export interface HostRewriteSpec {
   readonly appendXForwardedHost?: boolean | undefined;
 }
 
-/** Load-time problems (field name relative to the options object, message): Gloo's oneof, RE2 syntax, substitution groups. */
-export function hostRewriteProblems(spec: HostRewriteSpec): { field: string[]; message: string }[] {
-  const out: { field: string[]; message: string }[] = [];
+/**
+ * Load-time problems (field name relative to the options object, message): Gloo's oneof, RE2
+ * syntax, substitution groups. `warning`: accepted, not applied (hostRewrite with autoHostRewrite
+ * was accepted before the oneof was checked, hostRewrite winning; it stays so, with a warning).
+ */
+export function hostRewriteProblems(spec: HostRewriteSpec): { field: string[]; message: string; warning?: true }[] {
+  const out: { field: string[]; message: string; warning?: true }[] = [];
   const set = (['hostRewrite', 'autoHostRewrite', 'hostRewriteHeader', 'hostRewritePathRegex'] as const).filter((k) => spec[k] !== undefined && spec[k] !== false);
-  if (set.length > 1) out.push({ field: [set[1]!], message: `set one of hostRewrite, autoHostRewrite, hostRewriteHeader, hostRewritePathRegex (Gloo's host_rewrite_type), not ${set.join(' and ')}` });
+  if (set.length === 2 && set[0] === 'hostRewrite' && set[1] === 'autoHostRewrite') out.push({ field: ['autoHostRewrite'], message: 'autoHostRewrite is not applied: hostRewrite is set too and wins (Gloo\'s host_rewrite_type takes one of them)', warning: true });
+  else if (set.length > 1) out.push({ field: [set[1]!], message: `set one of hostRewrite, autoHostRewrite, hostRewriteHeader, hostRewritePathRegex (Gloo's host_rewrite_type), not ${set.join(' and ')}` });
   const regex = spec.hostRewritePathRegex;
   if (regex) {
     const problem = re2Problem(regex.pattern.regex, { maxProgramSize: regex.pattern.googleRe2?.maxProgramSize });
@@ -73,11 +65,23 @@ export function compileHostRewrite(spec: HostRewriteSpec): CompiledHostRewrite |
 }
 
 /**
+ * A Host value taken from the request (a header, the path): the characters an HTTP/2 `:authority`
+ * may hold (nghttp2's check, which Envoy's authorityIsValid uses), nothing else. A value outside
+ * it (a path's `/`, spaces, controls) is not sent upstream: the original Host is kept.
+ */
+const VALID_AUTHORITY = /^[A-Za-z0-9\-._~!$&'()*+,;=:%@[\]]+$/;
+
+/** Whether `value` may be sent as a Host (see {@link VALID_AUTHORITY}). */
+export function isValidAuthority(value: string): boolean {
+  return VALID_AUTHORITY.test(value);
+}
+
+/**
  * The Host sent upstream and, with `appendXForwardedHost`, the `x-forwarded-host` value (Envoy:
  * the original Host appended unless it is already the last value). `path` is the request path
  * without its query; `hostAddr` the chosen upstream host's address (for `autoHostRewrite`).
  */
-export function upstreamAuthority(rewrite: CompiledHostRewrite | undefined, headers: IncomingHttpHeaders, path: string, hostAddr: string): { authority: string | undefined; forwardedHost?: string } {
+export function upstreamAuthority(rewrite: CompiledHostRewrite | undefined, headers: IncomingHttpHeaders, path: string, hostAddr: string): { authority: string | undefined; forwardedHost?: string; invalid?: true } {
   const original = headers.host;
   if (!rewrite) return { authority: original };
   let authority: string | undefined;
@@ -86,11 +90,17 @@ export function upstreamAuthority(rewrite: CompiledHostRewrite | undefined, head
   else if (rewrite.header !== undefined) {
     const value = headers[rewrite.header];
     const first = Array.isArray(value) ? value[0] : value;
-    // Envoy: an absent or empty header leaves the Host intact.
-    if (first) authority = first;
+    // Envoy: an absent or empty header leaves the Host intact; so does a value that is no host.
+    if (first) {
+      if (!isValidAuthority(first)) return { authority: original, invalid: true };
+      authority = first;
+    }
   } else if (rewrite.pathRegex) {
     const replaced = path.replace(rewrite.pathRegex.pattern as unknown as RegExp, rewrite.pathRegex.substitution);
-    if (replaced !== '') authority = replaced;
+    if (replaced !== '') {
+      if (!isValidAuthority(replaced)) return { authority: original, invalid: true };
+      authority = replaced;
+    }
   }
   if (authority === undefined || authority === original) return { authority: original };
   if (!rewrite.appendXForwardedHost || original === undefined) return { authority };

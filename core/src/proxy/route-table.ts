@@ -4,7 +4,7 @@ import { metrics } from '../admin/metrics.ts';
 import type { AnyResource, Resource } from '../config/resource.ts';
 import { durationMs } from '../config/schema/common.ts';
 import type { ResourceRef } from '../config/schema/common.ts';
-import { domainsOf, type RouteSpec } from '../config/schema/virtual-service.ts';
+import { domainsOf, type RouteOptionsSpec, type RouteSpec } from '../config/schema/virtual-service.ts';
 import { lookup, referencesOf, type ConfigSnapshot } from '../config/store.ts';
 import { flattenRoutes, routeTablesOf } from '../config/delegation.ts';
 import { compileChain, type FilterChain } from './filters/chain.ts';
@@ -17,6 +17,8 @@ import { HostTable } from './host-table.ts';
 import { compileMatchers, firstSegment, type CompiledMatcher, type RequestLine } from './route-matcher.ts';
 import { regexSubstitution } from './re2.ts';
 import { compileHashPolicies, type HashKey } from './consistent-hash.ts';
+import { compileHostRewrite, type CompiledHostRewrite } from './host-rewrite.ts';
+import type { CompiledShadow } from './shadow.ts';
 import { EndpointSliceResolver, KubeDnsResolver, type KubeServiceResolver } from './kube-resolver.ts';
 import { pino } from 'pino';
 import type { Logger } from '../log/logger.ts';
@@ -96,6 +98,10 @@ export interface CompiledRoute {
   readonly durations: (HistogramChild | undefined)[];
   /** `options.lbHash`: the request's key for ring hash and Maglev Upstreams. */
   readonly hashKey: HashKey | undefined;
+  /** Every Host rewrite option (`hostRewrite`, `autoHostRewrite`, `hostRewriteHeader`, `hostRewritePathRegex`, `appendXForwardedHost`), compiled; undefined: the Host is passed on. */
+  readonly hostRewriter?: CompiledHostRewrite | undefined;
+  /** `options.shadowing`: where a copy of the requests goes (proxy/shadow.ts). */
+  readonly shadow?: CompiledShadow | undefined;
 }
 
 export interface CompiledVirtualHost {
@@ -210,6 +216,7 @@ export function compileRouteTable(snapshot: ConfigSnapshot, given: RouteTableOpt
       const route = compileRoute(snapshot, vs, owner, spec, index, options, hostOptions);
       if (route.destination.kind === 'upstream') own.add(route.destination.cluster);
       if (route.destination.kind === 'weighted') for (const choice of route.destination.choices) own.add(choice.cluster);
+      if (route.shadow) own.add(route.shadow.cluster);
       return route;
     });
     for (const c of own) clusters.add(c);
@@ -365,7 +372,26 @@ function compileRoute(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, 
     counters: new Map(),
     durations: [],
     hashKey: compileHashPolicies(o.lbHash?.hashPolicies),
+    hostRewriter: compileHostRewrite(o),
+    shadow: compileShadow(snapshot, owner, o.shadowing, options),
   };
+}
+
+/**
+ * `options.shadowing` (the shadow Upstream resolves in the route owner's namespace); undefined
+ * when nothing is copied or the Upstream cannot be used (logged: the route itself still serves).
+ */
+function compileShadow(snapshot: ConfigSnapshot, owner: RouteOwner, spec: RouteOptionsSpec['shadowing'], options: RouteTableOptions): CompiledShadow | undefined {
+  if (!spec || !(spec.percentage! > 0)) return undefined;
+  try {
+    const upstream = lookup(snapshot, 'Upstream', spec.upstream, owner.namespace);
+    if (!upstream) throw new Error(`Upstream ${spec.upstream.namespace ?? owner.namespace}/${spec.upstream.name} is not served`);
+    const cluster = options.upstreams.forUpstream(upstream, (ref) => lookup(snapshot, 'Secret', ref, upstream.namespace), kubeResolverOf(options));
+    return { cluster, fraction: Math.min(spec.percentage!, 100) / 100 };
+  } catch (error) {
+    options.logger?.error({ code: 'GH_ROUTE_DESTINATION', [owner.kind === 'RouteTable' ? 'routeTable' : 'virtualService']: `${owner.namespace}/${owner.name}`, cause: error instanceof Error ? error.message : String(error) }, 'route shadowing Upstream could not be used; requests are not shadowed');
+    return undefined;
+  }
 }
 
 /**

@@ -130,3 +130,43 @@ describe('UpstreamRegistry', () => {
     await registry.close();
   });
 });
+
+describe('failover (Gloo, Envoy priorities)', () => {
+  test('a lower priority takes requests only while no host above is usable; ejections and outcomes go to the owning priority', async () => {
+    const cluster = new UpstreamCluster('c', [{ addr: '10.0.0.1', port: 80 }], {
+      outlier: { consecutive5xx: 1, consecutiveGateway: 1, baseEjectionMs: 1000, maxEjectionPercent: 100 },
+      failover: [[{ addr: '10.0.1.1', port: 80 }, { addr: '10.0.1.2', port: 80 }], [{ addr: '10.0.2.1', port: 80 }]],
+    });
+    const now = 1_000_000;
+    const primary = cluster.pick(now);
+    expect(primary.addr).toBe('10.0.0.1');
+    primary.healthy = false;
+    // Priority 1 round-robins over its own hosts.
+    const firstLevel = new Set([cluster.pick(now).addr, cluster.pick(now).addr]);
+    expect(firstLevel).toEqual(new Set(['10.0.1.1', '10.0.1.2']));
+    // Ejected through the parent (as forward.ts does): the host of priority 1 is skipped.
+    for (const host of [cluster.pick(now), cluster.pick(now)]) cluster.eject(host, now);
+    expect(cluster.pick(now).addr).toBe('10.0.2.1');
+    // Priority 1 back (ejection over): it takes requests again; the primary back: it takes them all.
+    expect(cluster.pick(now + EJECTION_MS + 1).addr).toMatch(/^10\.0\.1\./);
+    primary.healthy = true;
+    expect(cluster.pick(now).addr).toBe('10.0.0.1');
+    // Every priority down: the primary's hosts are tried (Envoy's panic mode).
+    primary.healthy = false;
+    const low = cluster.pick(now);
+    cluster.observe(low, 503, now);
+    expect(low.ejectedUntil).toBeGreaterThan(now);
+    expect(cluster.pick(now).addr).toBe('10.0.0.1');
+    await cluster.close();
+  });
+
+  test('an Upstream\'s failover localities become its priorities, endpoints of a priority together', async () => {
+    const registry = new UpstreamRegistry();
+    // Hosts on 127.0.0.x: upstreamResource's static host is 127.0.0.1.
+    const upstream = upstreamResource('u', [80], { failover: { prioritizedLocalities: [{ localityEndpoints: [{ locality: { region: 'us-east-1' }, lbEndpoints: [{ address: '127.0.0.2', port: 81 }] }, { lbEndpoints: [{ address: '127.0.0.3', port: 82 }] }] }] } });
+    const cluster = registry.forUpstream(upstream);
+    cluster.hosts[0]!.healthy = false;
+    expect(new Set([cluster.pick().origin, cluster.pick().origin])).toEqual(new Set(['http://127.0.0.2:81', 'http://127.0.0.3:82']));
+    await registry.close();
+  });
+});

@@ -3,6 +3,7 @@ import { isIP } from 'node:net';
 import type { SecureVersion } from 'node:tls';
 import { buildConnector, Pool, type Dispatcher } from 'undici';
 import { Http2Dispatcher } from './http2-dispatcher.ts';
+import { payloadBytes, tcpHealthProbe, type TcpHealthCheck } from './tcp-health-check.ts';
 import { KubeDnsResolver, type KubeServiceResolver } from './kube-resolver.ts';
 import { Maglev, RING_DEFAULT_MAX, RING_DEFAULT_MIN, RingHash, type HashTable } from './consistent-hash.ts';
 import { tlsParameters, upstreamTls, type UpstreamTls } from '../tls/upstream-tls.ts';
@@ -141,12 +142,19 @@ export class UpstreamCluster {
     });
     this.outlier = options.outlier;
     if (options.healthCheck) this.startHealthChecks(options.healthCheck);
+    // Each failover priority is a cluster of its own (its pools, health checks, outlier detection), with the same settings.
+    this.failover = options.failover?.map((level, i) => new UpstreamCluster(`${name} failover ${i + 1}`, [...level], { ...options, failover: undefined }));
     const weights = hosts.map((h) => h.loadBalancingWeight ?? 1);
     this.schedule = weights.some((w) => w !== 1) ? interleave(weights) : undefined;
     // Hosts are placed by their address, so the same host keeps its keys whatever its position in the list.
     const keys = hosts.map((h) => `${h.addr}:${h.port}`);
     const policy = this.policy;
     this.hashTable = hosts.length < 2 ? undefined : policy.kind === 'ring-hash' ? new RingHash(keys, weights, policy.minimumRingSize, policy.maximumRingSize) : policy.kind === 'maglev' ? new Maglev(keys, weights) : undefined;
+  }
+
+  /** Ring hash or Maglev: picks take the route's hash key (Envoy computes it, and generates hash cookies, only then). */
+  get hashing(): boolean {
+    return this.policy.kind === 'ring-hash' || this.policy.kind === 'maglev';
   }
 
   /**
@@ -156,6 +164,11 @@ export class UpstreamCluster {
    */
   pick(now: number = Date.now(), hash?: number): UpstreamHost {
     const hosts = this.hosts;
+    if (this.failover && !hosts.some((h) => usable(h, now))) {
+      // Envoy's priorities: no usable host here, the first lower priority that has one takes the request.
+      const level = this.failover.find((c) => c.hosts.some((h) => usable(h, now)));
+      if (level) return level.pick(now, hash);
+    }
     if (hosts.length === 1) return hosts[0]!;
     if (this.hashTable) {
       const key = hash ?? Math.floor(Math.random() * 0x100000000);
@@ -195,12 +208,22 @@ export class UpstreamCluster {
 
   /** Records a connection failure: the host is skipped for a while. */
   eject(host: UpstreamHost, now: number = Date.now()): void {
+    const owner = this.ownerOf(host);
+    if (owner !== this) return owner.eject(host, now);
     host.ejectedUntil = now + EJECTION_MS;
     this.observe(host, 503, now);
   }
 
   private readonly outlier: OutlierDetection | undefined;
   private healthTimer: NodeJS.Timeout | undefined;
+  /** `failover` priorities below this one (undefined: none). */
+  private readonly failover: readonly UpstreamCluster[] | undefined;
+
+  /** The cluster (this one or a failover priority) a host belongs to. */
+  private ownerOf(host: UpstreamHost): UpstreamCluster {
+    if (!this.failover || this.hosts.includes(host)) return this;
+    return this.failover.find((c) => c.hosts.includes(host)) ?? this;
+  }
 
   /**
    * Outlier detection (Envoy): a host that answers `consecutive5xx` 5xx (or
@@ -209,6 +232,8 @@ export class UpstreamCluster {
    * already are (one host may always be). Any other answer resets its counts.
    */
   observe(host: UpstreamHost, status: number, now: number = Date.now()): void {
+    const owner = this.ownerOf(host);
+    if (owner !== this) return owner.observe(host, status, now);
     const o = this.outlier;
     if (!o) return;
     if (status < 500) {
@@ -235,7 +260,7 @@ export class UpstreamCluster {
     const streak = new Map<UpstreamHost, number>();
     const probe = (host: UpstreamHost) => {
       const signal = AbortSignal.timeout(check.timeoutMs);
-      (check.grpc ? grpcHealthProbe(host, check.grpc, signal) : httpHealthProbe(host, check, signal))
+      (check.grpc ? grpcHealthProbe(host, check.grpc, signal) : check.tcp ? tcpHealthProbe(host, check.tcp, signal) : httpHealthProbe(host, check, signal))
         .catch(() => false)
         .then((ok) => {
           const previous = streak.get(host) ?? 0;
@@ -259,8 +284,9 @@ export class UpstreamCluster {
    */
   async close(graceMs?: number): Promise<void> {
     clearInterval(this.healthTimer);
-    await Promise.all(
-      this.hosts.map((h) => {
+    await Promise.all([
+      ...(this.failover ?? []).map((c) => c.close(graceMs)),
+      ...this.hosts.map((h) => {
         const closed = h.dispatcher.close();
         if (graceMs === undefined) return closed;
         let timer: NodeJS.Timeout | undefined;
@@ -269,7 +295,7 @@ export class UpstreamCluster {
         });
         return Promise.race([closed, cut]).finally(() => clearTimeout(timer));
       }),
-    );
+    ]);
   }
 }
 
@@ -360,10 +386,11 @@ function varint(n: number): Buffer {
   return Buffer.from(bytes);
 }
 
-/** An active health check: HTTP (`path`) or gRPC (`grpc`). */
+/** An active health check: HTTP (`path`), gRPC (`grpc`) or TCP (`tcp`). */
 export interface HealthCheck {
   path?: string;
   grpc?: { serviceName: string; authority?: string | undefined };
+  tcp?: TcpHealthCheck;
   host?: string;
   intervalMs: number;
   timeoutMs: number;
@@ -412,6 +439,8 @@ export interface UpstreamOptions {
   loadBalancing?: LoadBalancing;
   outlier?: OutlierDetection;
   healthCheck?: HealthCheck;
+  /** Gloo's `failover`: the hosts of each lower priority, in order (used when no host of the levels above is usable). */
+  failover?: readonly (readonly { addr: string; port: number; loadBalancingWeight?: number | undefined }[])[];
   /** Dial TLS: `true` (system CAs, SNI = addr) or the material to use. */
   tls?: boolean | UpstreamTls;
   /** Speak HTTP/2 to the hosts (Gloo's `useHttp2`; gRPC upstreams need it). */
@@ -494,6 +523,8 @@ export class UpstreamRegistry {
         ...(this.maxPendingRequests ? { maxPendingRequests: this.maxPendingRequests } : {}),
         ...(spec.outlierDetection ? { outlier: outlierOf(spec.outlierDetection) } : {}),
         ...(spec.healthChecks?.[0] ? { healthCheck: healthCheckOf(spec.healthChecks[0]) } : {}),
+        // Gloo's failover: each prioritized locality list is one lower priority (its localities' endpoints together).
+        ...(spec.failover?.prioritizedLocalities.length ? { failover: spec.failover.prioritizedLocalities.map((p) => p.localityEndpoints.flatMap((l) => l.lbEndpoints.map((e) => ({ addr: e.address, port: e.port, loadBalancingWeight: e.loadBalancingWeight })))) } : {}),
         // circuitBreakers (Envoy's thresholds, per host) win over the process-wide defaults: connections in the pool, requests waiting for one.
         ...(breakers?.maxConnections !== undefined ? { connections: breakers.maxConnections } : {}),
         ...(breakers?.maxPendingRequests !== undefined ? { maxPendingRequests: breakers.maxPendingRequests } : {}),
@@ -636,6 +667,7 @@ function healthCheckOf(spec: NonNullable<Resource<'Upstream'>['spec']['healthChe
     ...(http ? { path: http.path } : {}),
     ...(http?.host ? { host: http.host } : {}),
     ...(spec.grpcHealthCheck ? { grpc: { serviceName: spec.grpcHealthCheck.serviceName ?? '', authority: spec.grpcHealthCheck.authority } } : {}),
+    ...(spec.tcpHealthCheck ? { tcp: { send: spec.tcpHealthCheck.send ? payloadBytes(spec.tcpHealthCheck.send) : undefined, receive: (spec.tcpHealthCheck.receive ?? []).map(payloadBytes) } } : {}),
     intervalMs: durationMs(spec.interval),
     timeoutMs: durationMs(spec.timeout),
     healthyThreshold: spec.healthyThreshold,

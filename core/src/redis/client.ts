@@ -1,4 +1,4 @@
-import { Redis, type RedisOptions } from 'ioredis';
+import type { Redis, RedisOptions } from 'ioredis';
 import type { Resource } from '../config/resource.ts';
 import { GatehouseError } from '../errors.ts';
 import type { Logger } from '../log/logger.ts';
@@ -8,6 +8,16 @@ import type { Logger } from '../log/logger.ts';
  * and OIDC sessions will (SPEC 5.3, issue 28). One place decides how Gatehouse connects
  * (URL, credentials from a Secret, TLS), how much it may queue, and how long a call may wait.
  */
+
+let driver: { Redis: typeof import('ioredis').Redis } | undefined;
+
+/**
+ * Loads the Redis driver (ioredis, ~10 MB resident) once: a process whose configuration uses no
+ * Redis never holds it. Await it before {@link createRedisClient}.
+ */
+export async function loadRedisDriver(): Promise<void> {
+  driver ??= { Redis: (await import('ioredis')).Redis };
+}
 
 /** Stable error codes of Redis calls. */
 export const RedisCodes = {
@@ -91,6 +101,8 @@ function redact(url: string): string {
 
 /** Creates the client (connections start at once, reconnect on their own). */
 export function createRedisClient(settings: RedisSettings, options: { logger?: Logger | undefined; name?: string } = {}): RedisClient {
+  if (!driver) throw new GatehouseError(RedisCodes.SETTINGS, 'internal: the Redis driver is not loaded (await loadRedisDriver() first)');
+  const { Redis } = driver;
   const base = redisOptions(settings);
   const poolSize = settings.poolSize ?? 1;
   if (!Number.isInteger(poolSize) || poolSize < 1 || poolSize > 16) throw new GatehouseError(RedisCodes.SETTINGS, `poolSize must be 1 to 16, not ${settings.poolSize}`);

@@ -43,7 +43,7 @@ describe('Gateway checks', () => {
       gateway('snake', {
         bind_port: 8090,
         use_proxy_proto: true,
-        tcp_gateway: {},
+        hybrid_gateway: {},
         options: { access_logging_service: { access_log: [{ file_sink: { path: '/dev/stdout', json_format: { code: '%RESPONSE_CODE%' } }, grpc_service: { log_name: 'x' } }] } },
         http_gateway: { options: { grpc_web: {}, http_connection_manager_settings: { server_name: 'gh', xff_num_trusted_hops: 1, max_request_headers_kb: 16, path_with_escaped_slashes_action: 'REJECT_REQUEST' } } },
       }),
@@ -53,8 +53,7 @@ describe('Gateway checks', () => {
     expect(status.state).toBe('Warning');
     expect(status.reasons.map((r) => [r.path, r.message]).sort()).toEqual(
       [
-        ['spec.useProxyProto', 'useProxyProto is not applied: the PROXY protocol header is not read: connections are taken as they come'],
-        ['spec.tcpGateway', 'tcpGateway is not applied: Gatehouse binds HTTP gateways only: this Gateway binds no listener'],
+        ['spec.hybridGateway', 'hybridGateway is not applied: Gatehouse binds HTTP and TCP gateways only: this Gateway binds no listener'],
         ['spec.options.accessLoggingService.accessLog[0].grpcService', 'grpcService is not applied: gRPC access log services are not sent to (fileSink is written)'],
         ['spec.httpGateway.options.grpcWeb', "grpcWeb is not applied: this listener-level option of Gloo's HTTP filters is not applied by Gatehouse"],
         ['spec.httpGateway.options.httpConnectionManagerSettings.serverName', 'serverName is not applied: this connection-manager setting is not applied by Gatehouse (docs/gateway.md lists those it honours)'],
@@ -62,7 +61,7 @@ describe('Gateway checks', () => {
       ].sort(),
     );
     expect(status.reasons.every((r) => r.severity === 'warning' && r.code === 'GH_CONFIG_IGNORED')).toBe(true);
-    // A tcpGateway binds nothing; the settings of an HTTP one written in snake_case are applied.
+    // A hybridGateway binds nothing; the settings of an HTTP one written in snake_case are applied.
     expect(gatewaysFor(snapshot, 'gateway-proxy').map((g) => g.name)).not.toContain('snake');
     const plain = await load([gateway('snake', { bind_port: 8090, options: { access_logging_service: { access_log: [{ file_sink: { path: '/dev/stdout', json_format: { code: '%RESPONSE_CODE%' } } }] } }, http_gateway: { options: { http_connection_manager_settings: { max_request_headers_kb: 16, path_with_escaped_slashes_action: 'REJECT_REQUEST' } } } })]);
     expect(plain.statuses.find((s) => s.name === 'snake')?.state).toBe('Accepted');
@@ -86,7 +85,6 @@ describe('Gateway checks', () => {
     expect(status.state).toBe('Warning');
     expect(status.reasons.map((r) => r.path).sort()).toEqual(
       [
-        'spec.useProxyProto',
         'spec.options.socketOptions',
         'spec.options.accessLoggingService.accessLog[0].grpcService',
         'spec.options.accessLoggingService.accessLog[1].filter',
@@ -96,6 +94,8 @@ describe('Gateway checks', () => {
       ].sort(),
     );
     expect(status.reasons.every((r) => r.severity === 'warning' && r.code === 'GH_CONFIG_IGNORED')).toBe(true);
+    // useProxyProto is honoured (docs/proxy-protocol.md); the process's --proxy-protocol never reaches a Gateway listener.
+    expect(planOf(gatewaysFor(snapshot, 'gateway-proxy')[0]!, { proxyProtocol: { allowWithout: true } }).limits.proxyProtocol).toEqual({});
   });
 
   test('a bad format string rejects the Gateway with the path of the format (JSON formats: of the key)', async () => {

@@ -68,6 +68,8 @@ export function checkGateway(resource: Resource<'Gateway'>, ctx: CheckContext): 
     }
   });
 
+  out.push(...checkTcpGateway(resource, ctx));
+
   // One listener per address and port and proxy: a second Gateway binding the same one is rejected.
   const bind = bindOf(spec);
   const proxies = new Set(proxyNamesOf(spec));
@@ -79,5 +81,43 @@ export function checkGateway(resource: Resource<'Gateway'>, ctx: CheckContext): 
     if (!proxyNamesOf(otherSpec).some((p) => proxies.has(p))) continue;
     out.push(ctx.at(['spec', 'bindPort'], ConfigCodes.LISTENER_CONFLICT, `${bind.address}:${bind.port} is already bound by Gateway ${other.namespace}/${other.name} for the same proxy`));
   }
+  return out;
+}
+
+/**
+ * A `tcpGateway`'s hosts (docs/tcp-proxy.md): one kind of listener per Gateway; each SNI name,
+ * and the catch-all hosts (no sslConfig; sslConfig without sniDomains), once per listener (as
+ * Envoy refuses filter chains with the same match). Its Secrets and Upstreams are references
+ * the store resolves (config/store.ts referencesOf), as a VirtualService's are.
+ */
+function checkTcpGateway(resource: Resource<'Gateway'>, ctx: CheckContext): Diagnostic[] {
+  const out: Diagnostic[] = [];
+  const spec = resource.spec;
+  const tcp = spec.tcpGateway;
+  if (!tcp) return out;
+  if (spec.httpGateway !== undefined) out.push(ctx.at(['spec', 'tcpGateway'], ConfigCodes.INVALID, 'a Gateway is an httpGateway or a tcpGateway, not both'));
+  const seen = new Map<string, number>();
+  let plain: number | undefined;
+  let anyTls: number | undefined;
+  tcp.tcpHosts?.forEach((host, i) => {
+    const at: PathSegment[] = ['spec', 'tcpGateway', 'tcpHosts', i];
+    const ssl = host.sslConfig;
+    if (!ssl || !ssl.sniDomains?.length) {
+      const which = ssl ? 'an sslConfig without sniDomains' : 'no sslConfig';
+      const earlier = ssl ? anyTls : plain;
+      if (earlier !== undefined) out.push(ctx.at(at, ConfigCodes.INVALID, `tcpHosts[${earlier}] already has ${which}: only one host of a listener can match every ${ssl ? 'TLS ' : ''}connection`));
+      if (ssl) anyTls ??= i;
+      else plain ??= i;
+    }
+    ssl?.sniDomains?.forEach((domain, j) => {
+      const name = domain.toLowerCase().replace(/\.$/, '');
+      const earlier = seen.get(name);
+      if (earlier !== undefined && earlier !== i) out.push(ctx.at([...at, 'sslConfig', 'sniDomains', j], ConfigCodes.INVALID, `SNI name ${domain} is already routed by tcpHosts[${earlier}]`));
+      else seen.set(name, i);
+    });
+    const d = host.destination;
+    const kinds = ['single', 'multi', 'upstreamGroup', 'forwardSniClusterName'].filter((k) => (d as Record<string, unknown>)[k] !== undefined);
+    if (kinds.length !== 1) out.push(ctx.at([...at, 'destination'], ConfigCodes.INVALID, kinds.length ? `give one of single, multi, upstreamGroup, forwardSniClusterName, not ${kinds.join(' and ')}` : 'give one of single, multi, upstreamGroup, forwardSniClusterName'));
+  });
   return out;
 }

@@ -9,8 +9,12 @@ import { compileJsonFormat, compileStringFormat, ENVOY_DEFAULT_FORMAT } from '..
 import { createFormattedAccessLog, type AccessEntry, type AccessLog, type FormattedSink } from '../log/access-log.ts';
 import type { Logger } from '../log/logger.ts';
 import type { PathNormalization } from '../proxy/normalize-path.ts';
-import { assertPortFree, closeGracefully, listen, listenTls, type BindOptions, type ListenerLimits } from './listen.ts';
+import { assertPortFree, closeGracefully, DEFAULT_LISTENER_LIMITS, listen, listenTls, type BindOptions, type ListenerLimits } from './listen.ts';
 import { TlsContexts } from './tls-contexts.ts';
+import type { ProxyProtocolPolicy } from './proxy-protocol.ts';
+import { DEFAULT_TCP_CONNECT_TIMEOUT_MS, DEFAULT_TCP_IDLE_TIMEOUT_MS, TcpProxyListener, type TcpListenerSettings } from './tcp-proxy.ts';
+import { compileTcpRoutes } from './tcp-routes.ts';
+import { KubeDnsResolver } from '../proxy/kube-resolver.ts';
 
 /** What one Gateway asks of its listener, as compiled from the snapshot. */
 export interface ListenerPlan {
@@ -48,6 +52,46 @@ export function gatewaysFor(snapshot: ConfigSnapshot, proxyName: string): Resour
   return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
 }
 
+/** The `tcpGateway` Gateways of `snapshot` for the proxy `proxyName` (TCP proxy listeners, docs/tcp-proxy.md). */
+export function tcpGatewaysFor(snapshot: ConfigSnapshot, proxyName: string): Resource<'Gateway'>[] {
+  const out: Resource<'Gateway'>[] = [];
+  for (const resource of snapshot.resources.values()) {
+    if (resource.kind !== 'Gateway') continue;
+    const gw = resource as Resource<'Gateway'>;
+    if (field(gw.spec, 'tcpGateway') !== undefined && field(gw.spec, 'hybridGateway') === undefined && proxyNamesOf(gw.spec).includes(proxyName)) out.push(gw);
+  }
+  return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+}
+
+/**
+ * A Gateway's PROXY protocol setting: `options.proxyProtocol` (its
+ * `allowRequestsWithoutProxyProtocol` honoured) or `useProxyProto: true`, as Gloo turns either
+ * into Envoy's proxy_protocol listener filter; undefined: not read.
+ */
+export function proxyProtocolOf(spec: GatewaySpec): ProxyProtocolPolicy | undefined {
+  const options = field<{ allowRequestsWithoutProxyProtocol?: boolean }>(field<object>(spec, 'options'), 'proxyProtocol');
+  if (options !== undefined) return options.allowRequestsWithoutProxyProtocol === true ? { allowWithout: true } : {};
+  return field<boolean>(spec, 'useProxyProto') === true ? {} : undefined;
+}
+
+/** A `tcpGateway` Gateway's listener settings over the process's limits. */
+export function tcpSettingsOf(gw: Resource<'Gateway'>, base: Partial<ListenerLimits>): TcpListenerSettings {
+  const { address, port } = bindOf(gw.spec);
+  const options = field<NonNullable<NonNullable<GatewaySpec['tcpGateway']>['options']>>(field<object>(gw.spec, 'tcpGateway'), 'options');
+  const idle = options?.tcpProxySettings?.idleTimeout;
+  return {
+    gateway: `${gw.namespace}/${gw.name}`,
+    address,
+    port,
+    proxyProtocol: proxyProtocolOf(gw.spec),
+    maxConnections: options?.connectionLimit?.maxActiveConnections ?? base.maxConnections ?? DEFAULT_LISTENER_LIMITS.maxConnections,
+    idleTimeoutMs: idle !== undefined ? durationMs(idle) : DEFAULT_TCP_IDLE_TIMEOUT_MS,
+    helloTimeoutMs: base.requestHeadersTimeoutMs ?? DEFAULT_LISTENER_LIMITS.requestHeadersTimeoutMs,
+    maxConnectAttempts: options?.tcpProxySettings?.maxConnectAttempts ?? 1,
+    connectTimeoutMs: DEFAULT_TCP_CONNECT_TIMEOUT_MS,
+  };
+}
+
 /** Compiles a served Gateway (its checks passed) into a listener plan. */
 export function planOf(gw: Resource<'Gateway'>, base: Partial<ListenerLimits>): ListenerPlan {
   const spec = gw.spec;
@@ -55,6 +99,10 @@ export function planOf(gw: Resource<'Gateway'>, base: Partial<ListenerLimits>): 
   const http = field<NonNullable<GatewaySpec['httpGateway']>>(spec, 'httpGateway');
   const hcm = field<Record<string, unknown>>(field<object>(http, 'options'), 'httpConnectionManagerSettings');
   const limits: Partial<ListenerLimits> = { ...base };
+  // The Gateway's own setting, never the --proxy-protocol flag's (that one is for the flags' listeners).
+  const proxyProtocol = proxyProtocolOf(spec);
+  if (proxyProtocol) limits.proxyProtocol = proxyProtocol;
+  else delete limits.proxyProtocol;
   const ms = (name: string) => {
     const value = field<string>(hcm, name);
     return value === undefined ? undefined : durationMs(value);
@@ -157,8 +205,20 @@ export interface GatewayListenersDeps {
   bind: BindOptions;
   graceMs: number;
   logger: Logger;
+  /** `--resolve`: the address to dial for an upstream host name (TCP proxy listeners; HTTP ones resolve in their proxy). */
+  resolve?: ((host: string) => string | undefined) | undefined;
+  /** Kubernetes cluster domain of `kube` destinations of TCP proxy listeners (default cluster.local). */
+  kubeClusterDomain?: string | undefined;
   /** A proxy for one listener, with its paths and access log (undefined: the process's default log). */
   makeGateway(options: { paths: Partial<PathNormalization> | undefined; accessLog: AccessLog | undefined; limits: Partial<ListenerLimits> }): ListenerGateway;
+}
+
+interface BoundTcp {
+  gateway: string;
+  address: string;
+  /** What forces a new socket when it changes (every setting). */
+  bindKey: string;
+  listener: TcpProxyListener;
 }
 
 interface Bound {
@@ -181,6 +241,8 @@ interface Bound {
  */
 export class GatewayListeners {
   private readonly bound = new Map<string, Bound>();
+  private readonly tcp = new Map<string, BoundTcp>();
+  private readonly kube: KubeDnsResolver;
   private queue: Promise<unknown> = Promise.resolve();
   private closed = false;
 
@@ -188,6 +250,7 @@ export class GatewayListeners {
 
   constructor(deps: GatewayListenersDeps) {
     this.deps = deps;
+    this.kube = new KubeDnsResolver(deps.kubeClusterDomain);
   }
 
   /** Whether `snapshot` has Gateways for this proxy (then the `--port` listeners are not bound). */
@@ -196,8 +259,11 @@ export class GatewayListeners {
   }
 
   /** The listeners bound now, for the `listening` line and `admin:/config`. */
-  describe(): { gateway: string; address: string; port: number; ssl: boolean }[] {
-    return [...this.bound.values()].map((b) => ({ gateway: b.plan.gateway, address: b.plan.address, port: b.port, ssl: b.plan.ssl }));
+  describe(): { gateway: string; address: string; port: number; ssl: boolean; tcp?: true }[] {
+    return [
+      ...[...this.bound.values()].map((b) => ({ gateway: b.plan.gateway, address: b.plan.address, port: b.port, ssl: b.plan.ssl })),
+      ...[...this.tcp.values()].map((t) => ({ gateway: t.gateway, address: t.address, port: t.listener.port, ssl: false, tcp: true as const })),
+    ];
   }
 
   /** Routes of every listener, for `admin:/config`. */
@@ -248,7 +314,47 @@ export class GatewayListeners {
         logger.error({ err: error, code: 'GH_GATEWAY_LISTEN', gateway: key, address: plan.address, port: plan.port }, 'a Gateway listener could not bind; retried with the next configuration');
       }
     }
+    await this.applyTcp(snapshot, draining);
     await Promise.all(draining);
+  }
+
+  /** The TCP proxy listeners of `snapshot`: routes swapped in place, a changed setting binds anew (as HTTP listeners). */
+  private async applyTcp(snapshot: ConfigSnapshot, draining: Promise<void>[]): Promise<void> {
+    const { logger, graceMs } = this.deps;
+    const wanted = new Map(tcpGatewaysFor(snapshot, this.deps.proxyName).map((gw) => [`${gw.namespace}/${gw.name}`, gw]));
+    for (const [key, old] of this.tcp) {
+      if (wanted.has(key)) continue;
+      this.tcp.delete(key);
+      logger.info({ gateway: key, port: old.listener.port }, 'Gateway listener closed');
+      draining.push(old.listener.close(graceMs));
+    }
+    for (const [key, gw] of wanted) {
+      const settings = tcpSettingsOf(gw, this.deps.limits);
+      let routes: ReturnType<typeof compileTcpRoutes>;
+      try {
+        routes = compileTcpRoutes(gw, snapshot, { resolve: this.deps.resolve, kubeResolver: this.kube });
+      } catch (error) {
+        // Not expected (the checks passed): the listener keeps the routes it has, a new one is not bound.
+        logger.error({ err: error, code: 'GH_TCP_PROXY', gateway: key }, 'a TCP Gateway could not be compiled; its listener keeps its previous routes');
+        continue;
+      }
+      for (const route of routes.routes) if (route.broken) logger.error({ code: 'GH_TCP_PROXY', gateway: key, tcpHost: route.name, cause: route.broken }, 'a TCP host cannot forward: its connections are closed');
+      const bindKey = JSON.stringify(settings);
+      const old = this.tcp.get(key);
+      if (old && old.bindKey === bindKey) {
+        old.listener.update(routes);
+        continue;
+      }
+      try {
+        if (!this.deps.bind.reusePort && !this.holds(settings.address, settings.port)) await assertPortFree(settings.port, settings.address);
+        const listener = await TcpProxyListener.listen(routes, settings, logger, { reusePort: true });
+        this.tcp.set(key, { gateway: key, address: settings.address, bindKey, listener });
+        logger.info({ gateway: key, address: settings.address, port: listener.port, tcp: true }, 'Gateway listener bound');
+        if (old) draining.push(old.listener.close(graceMs));
+      } catch (error) {
+        logger.error({ err: error, code: 'GH_GATEWAY_LISTEN', gateway: key, address: settings.address, port: settings.port }, 'a Gateway listener could not bind; retried with the next configuration');
+      }
+    }
   }
 
   private async bindOne(plan: ListenerPlan, bindKey: string, scoped: ConfigSnapshot, takeOver?: Bound['server']): Promise<Bound> {
@@ -276,7 +382,7 @@ export class GatewayListeners {
 
   /** Whether a listener of this set is bound to `address:port` now. */
   private holds(address: string, port: number): boolean {
-    return [...this.bound.values()].some((b) => b.port === port && b.plan.address === address);
+    return [...this.bound.values()].some((b) => b.port === port && b.plan.address === address) || [...this.tcp.values()].some((t) => t.listener.port === port && t.address === address);
   }
 
   private async retire(old: Bound): Promise<void> {
@@ -290,8 +396,10 @@ export class GatewayListeners {
     this.closed = true;
     await this.queue;
     const all = [...this.bound.values()];
+    const tcp = [...this.tcp.values()];
     this.bound.clear();
-    await Promise.all(all.map((b) => this.retire(b)));
+    this.tcp.clear();
+    await Promise.all([...all.map((b) => this.retire(b)), ...tcp.map((t) => t.listener.close(this.deps.graceMs))]);
   }
 }
 

@@ -3,6 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import type { CrossNamespaceSecrets } from '../config/secret-grants.ts';
 import type { Server } from 'node:http';
 import { availableParallelism } from 'node:os';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { getRequestListener } from '@hono/node-server';
 import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import { createAdminApp } from '../admin/admin-app.ts';
@@ -14,6 +15,7 @@ import type { AnyResource } from '../config/resource.ts';
 import type { ConfigSnapshot, ResourceChecks } from '../config/store.ts';
 import { GatewayRateLimiter } from '../ratelimit/gateway-limiter.ts';
 import { rateLimitOptionsFromEnv } from '../ratelimit/grpc-service.ts';
+import { loadRedisDriver } from '../redis/client.ts';
 import type { Authorizer } from '../extauth/authorizer.ts';
 import { flushLogs, type Logger } from '../log/logger.ts';
 import type { GraphQLEndpoints } from '../proxy/destinations.ts';
@@ -133,6 +135,7 @@ interface SnapshotMessage {
  * last-accepted fallbacks).
  */
 export async function runGatewayProcess(options: GatewayProcessOptions): Promise<void> {
+  await loadDriversFor();
   installProcessGuards(options.logger);
   if (cluster.isWorker) return runWorker(options);
   const { logger } = options;
@@ -160,7 +163,12 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
   if (options.workers === 1) {
     const authorizer = primary?.authorizer ?? (await options.parts.authorizer?.({ logger, snapshots: loader }));
     gateway = createGateway(options, authorizer);
-    loader.onSnapshot((snapshot) => gateway!.update(snapshot));
+    loader.onSnapshot(async (snapshot) => {
+      // The store's load and the route table's build run as two tasks, not one long block (a
+      // 20,000-route reload); nothing is read from a socket in between: immediates run before the next poll.
+      await nextTurn();
+      gateway!.update(snapshot);
+    });
     const contexts = tlsContextsFor(options.logger);
     flags = new FlagListeners(options, gateway, new HttpsListener(options, gateway, contexts), {});
     listeners = gatewayListeners(options, authorizer, {});
@@ -266,6 +274,11 @@ function createGateway(options: GatewayProcessOptions, authorizer: Authorizer | 
 }
 
 let processRateLimiter: GatewayRateLimiter | undefined;
+
+/** The Redis driver, when the rate limiter's settings use Redis (loaded before any traffic, so the first decisions find it). */
+async function loadDriversFor(): Promise<void> {
+  if (rateLimitOptionsFromEnv().backend?.type === 'redis') await loadRedisDriver();
+}
 
 /**
  * Route and virtual-host rate limits: counters in memory, or in Redis (GATEHOUSE_RATELIMIT_*,
@@ -420,6 +433,7 @@ function workerMetrics(worker: Worker): Promise<MetricObjectWithValues<MetricVal
 
 /** A cluster worker: serves traffic with snapshots pushed by the primary. */
 async function runWorker(options: GatewayProcessOptions): Promise<void> {
+  await loadDriversFor();
   const listeners = new Set<(snapshot: ConfigSnapshot) => void | Promise<void>>();
   const feed: SnapshotFeed & { current: ConfigSnapshot | undefined } = {
     current: undefined,
@@ -654,5 +668,5 @@ function gatewayListeners(options: GatewayProcessOptions, authorizer: Authorizer
       },
     };
   };
-  return new GatewayListeners({ proxyName: options.proxyName ?? DEFAULT_PROXY_NAME, limits: options.limits ?? {}, bind, graceMs: options.shutdownGraceMs, logger: options.logger, makeGateway });
+  return new GatewayListeners({ proxyName: options.proxyName ?? DEFAULT_PROXY_NAME, limits: options.limits ?? {}, bind, graceMs: options.shutdownGraceMs, logger: options.logger, makeGateway, resolve: (host) => options.resolve.get(host), kubeClusterDomain: options.kubeClusterDomain });
 }

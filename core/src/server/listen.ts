@@ -9,6 +9,7 @@ import type { Duplex } from 'node:stream';
 import { metrics } from '../admin/metrics.ts';
 import { createH2cServer, DEFAULT_HTTP2_LIMITS, http2Settings, isHttp2Request, upgradeDecision, trackSessions, type Http2Limits, H2C_PREFACE } from './http2.ts';
 import { onClientError } from './client-error.ts';
+import { inheritProxyAddresses, readProxyHeader, type ProxyProtocolPolicy } from './proxy-protocol.ts';
 
 const CONNECT_BODY = 'CONNECT is not supported\n';
 const CONNECT_REFUSED = `HTTP/1.1 405 Method Not Allowed\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: ${CONNECT_BODY.length}\r\nx-gatehouse-error: GH_BAD_REQUEST\r\nconnection: close\r\n\r\n${CONNECT_BODY}`;
@@ -39,6 +40,8 @@ export interface ListenerLimits {
   keepAliveTimeoutMs?: number | undefined;
   /** Bytes of a request's header block (Envoy's `max_request_headers_kb`); undefined: Node's default (16 KiB) for HTTP/1.1, {@link Http2Limits.maxHeaderListSize} for HTTP/2. */
   maxRequestHeaderBytes?: number | undefined;
+  /** Read a PROXY protocol header first and take its client address (./proxy-protocol.ts); undefined: not read. */
+  proxyProtocol?: ProxyProtocolPolicy | undefined;
 }
 
 export const DEFAULT_LISTENER_LIMITS: ListenerLimits = Object.freeze({
@@ -127,9 +130,9 @@ export async function listen(handler: RequestListener, port: number, host: strin
   // not open with the HTTP/2 preface (it reads the socket at once, so it cannot run first).
   const [http1] = server.listeners('connection') as ((socket: Socket) => void)[];
   server.removeListener('connection', http1!);
-  server.on('connection', (socket: Socket) =>
-    // Already refused (the per-client cap in serve()): nothing to read.
-    socket.destroyed ? undefined : sniff(socket, (isH2) => {
+  const admit = clientAdmission(l);
+  onConnection(server, l, admit, (socket) =>
+    sniff(socket, (isH2) => {
       if (!isH2) return http1!.call(server, socket);
       // The session's own timers take over (./http2.ts: first stream, then idle).
       socket.setTimeout(0);
@@ -137,7 +140,27 @@ export async function listen(handler: RequestListener, port: number, host: strin
       h2c.emit('connection', socket);
     }),
   );
-  return serve(server, l, port, host, bind);
+  return serve(server, l, port, host, bind, admit);
+}
+
+/**
+ * Runs `serveConnection` on each accepted connection: at once, or, on a PROXY protocol
+ * listener, once its header is read (./proxy-protocol.ts); the per-client cap then counts the
+ * client address the header names, not the load balancer's.
+ */
+function onConnection(server: Server, l: ListenerLimits, admit: (socket: Socket) => boolean, serveConnection: (socket: Socket) => void): void {
+  const policy = l.proxyProtocol;
+  server.on('connection', (socket: Socket) => {
+    // Already refused (the per-client cap in serve()): nothing to read.
+    if (socket.destroyed) return;
+    if (!policy) return serveConnection(socket);
+    readProxyHeader(socket, policy, l.requestHeadersTimeoutMs, () => {
+      if (!admit(socket)) return;
+      serveConnection(socket);
+      // Paused by the header reader; the next reader is attached now.
+      socket.resume();
+    });
+  });
 }
 
 /** How a listener binds its port. */
@@ -254,15 +277,17 @@ export async function listenTls(handler: RequestListener, port: number, host: st
   // Node's TLS connection listener is taken off and called once the ClientHello has chosen the policy.
   const [tlsConnection] = server.listeners('connection') as ((socket: Socket) => void)[];
   server.removeListener('connection', tlsConnection!);
-  server.on('connection', (socket: Socket) => {
-    // Already refused (the per-client cap in serve()): nothing to read.
-    if (socket.destroyed) return;
+  const admit = clientAdmission(l);
+  onConnection(server as unknown as Server, l, admit, (socket) =>
     sniffClientHello(socket, l.requestHeadersTimeoutMs, (servername) => {
       const vhost = contexts.hostFor(servername);
       (socket as Socket & { [CHOSEN]?: TlsHost | null })[CHOSEN] = vhost ?? null;
       handOver(tls, tlsConnection!, socket, vhost, ownCredentials);
-    });
-  });
+    }),
+  );
+  // Before Node's own listener makes the HTTP/1.1 or HTTP/2 connection: a TLS socket reads its
+  // addresses from the TCP handle, so it takes the PROXY header's from the raw socket.
+  if (l.proxyProtocol) server.prependListener('secureConnection', (socket: TLSSocket) => inheritProxyAddresses(socket, (socket as TLSSocket & { _parent?: Socket })._parent));
   server.on('secureConnection', (socket: TLSSocket) => {
     if (socket.alpnProtocol === 'h2') {
       socket.setTimeout(0);
@@ -283,7 +308,7 @@ export async function listenTls(handler: RequestListener, port: number, host: st
   server.on('tlsClientError', (_error, socket) => socket.destroy());
   const http = server as unknown as Server;
   SESSIONS.set(http, trackSessions(server as unknown as Http2Server, l));
-  return serve(http, l, port, host, bind);
+  return serve(http, l, port, host, bind, admit);
 }
 
 /** What {@link handOver} changes on Node's `tls.Server` for one synchronous call (public fields, and `_sharedCreds`: the context new connections are made from). */
@@ -387,21 +412,21 @@ function policyViolation(socket: TLSSocket, host: TlsHost): 'tls_client_certific
   return undefined;
 }
 
-/** The connection limits and timeouts both listeners share, then `listen`. */
-async function serve(server: Server, l: ListenerLimits, port: number, host: string, bind: BindOptions): Promise<{ server: Server; port: number }> {
-  server.maxConnections = l.maxConnections;
-  // One client address may hold a share of the connections only (issue 29 finding 5): checked
-  // first, so a refused socket never reaches the HTTP/1.1, HTTP/2 or TLS machinery.
+/**
+ * One client address may hold a share of the connections only (issue 29 finding 5): the
+ * function admits a socket (false: refused and destroyed) and counts it until it closes.
+ */
+function clientAdmission(l: ListenerLimits): (socket: Socket) => boolean {
   const perClient = maxConnectionsPerClient(l);
   const open = new Map<string, number>();
-  server.prependListener('connection', (socket: Socket) => {
+  return (socket) => {
     const address = socket.remoteAddress;
-    if (address === undefined) return;
+    if (address === undefined) return true;
     const n = (open.get(address) ?? 0) + 1;
     if (n > perClient) {
       metrics.refusedConnections.inc({ reason: 'per_client_limit' });
       socket.destroy();
-      return;
+      return false;
     }
     open.set(address, n);
     socket.once('close', () => {
@@ -409,7 +434,16 @@ async function serve(server: Server, l: ListenerLimits, port: number, host: stri
       if (left === 0) open.delete(address);
       else open.set(address, left);
     });
-  });
+    return true;
+  };
+}
+
+/** The connection limits and timeouts both listeners share, then `listen`. */
+async function serve(server: Server, l: ListenerLimits, port: number, host: string, bind: BindOptions, admit: (socket: Socket) => boolean): Promise<{ server: Server; port: number }> {
+  server.maxConnections = l.maxConnections;
+  // Checked first, so a refused socket never reaches the HTTP/1.1, HTTP/2 or TLS machinery; on a
+  // PROXY protocol listener, once the header has named the client (onConnection).
+  if (!l.proxyProtocol) server.prependListener('connection', (socket: Socket) => void admit(socket));
   // A request pipelined after `Connection: close` must not cost the first its answer (issue 29).
   server.on('clientError', onClientError);
   // Node's header timeout only starts with the first byte: a connection that never sends one

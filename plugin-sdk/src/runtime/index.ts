@@ -9,5 +9,6 @@ export { BadResponseError, toDecision, type DecisionHeader, type PluginDecision 
 export type { HostApi, HostCall, HostCrypto, HostDone, HostStore, HostUrl, HostUrlParts } from './host-api.ts';
 export { checkStoreOp, DEFAULT_STORE_LIMITS, MemoryStore, type StoreCall, type StoreLimits, type StoreOp, type StoreResult } from './memory-store.ts';
 export { createHostCrypto } from './host/crypto.ts';
+export { HostCalls, SANDBOX_DEFAULTS, WALL_CLOCK, type HostCallLimits, type HostClock, type HostEgress } from './host/host-calls.ts';
 export { hostRandom } from './host/random.ts';
 export { hostUrl } from './host/url.ts';

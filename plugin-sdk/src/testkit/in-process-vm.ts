@@ -13,7 +13,8 @@ import { hostUrl } from '../runtime/host/url.ts';
 import { toCheckRequest } from './check-request.ts';
 import { realClock } from './clock.ts';
 import { withFailure, type PluginHarness, type TestFailure, type TestLogLine } from './harness.ts';
-import { loadEgress, TestHostCalls } from './host-calls.ts';
+import { HostCalls, SANDBOX_DEFAULTS } from '../runtime/host/host-calls.ts';
+import { loadEgress } from './host-calls.ts';
 import { PluginStartError } from './in-process.ts';
 import { bridge, copyInto, realmOf } from './realm.ts';
 import type { SandboxOptions } from './sandbox.ts';
@@ -55,7 +56,7 @@ export async function runEntryInProcess(options: SandboxOptions): Promise<Plugin
   const entry = options.entry instanceof URL ? fileURLToPath(options.entry) : options.entry;
   const symbol = options.exportedSymbolName ?? options.name;
   const clock = options.clock ?? realClock;
-  const wallTimeoutMs = options.wallTimeoutMs ?? 1000;
+  const wallTimeoutMs = options.wallTimeoutMs ?? SANDBOX_DEFAULTS.wallTimeoutMs;
   const where = `pluginAuth ${options.name} (in-process ${entry})`;
   const fail = (code: string, message: string, cause?: unknown): never => {
     throw new PluginStartError(code, `${where}: ${message}`, { cause });
@@ -79,7 +80,8 @@ export async function runEntryInProcess(options: SandboxOptions): Promise<Plugin
     return mapped === undefined ? message : `${withLocation(message, mapped)}\n${mapped}`;
   };
   const egress = options.egress?.length ? await loadEgress(options.egress, wallTimeoutMs) : undefined;
-  const calls = new TestHostCalls(egress, clock, { deadlineMs: wallTimeoutMs, maxFetches: 16, maxTimers: 1024 });
+  // The gateway's own host calls, on the test's clock: the same limits and messages in both modes.
+  const calls = new HostCalls(egress, { deadlineMs: wallTimeoutMs, maxFetches: SANDBOX_DEFAULTS.maxFetches, maxTimers: SANDBOX_DEFAULTS.maxTimers }, clock);
   const hostCrypto = createHostCrypto();
   calls.subtle = hostCrypto.subtle;
   const secrets = Object.freeze({ ...(options.secrets ?? {}) });
@@ -123,7 +125,7 @@ export async function runEntryInProcess(options: SandboxOptions): Promise<Plugin
   };
   const bridged = Object.fromEntries(Object.entries(host).map(([name, fn]) => [name, bridge(fn as (...args: unknown[]) => unknown, realm)])) as unknown as HostApi;
   // The same Wasm memory budget as the host's (the step's memory limit; 64 MB by default).
-  bridged.limits = copyInto({ wasmMemoryMb: options.memoryLimitMb ?? 64 }, realm) as HostApi['limits'];
+  bridged.limits = copyInto({ wasmMemoryMb: options.memoryLimitMb ?? SANDBOX_DEFAULTS.memoryLimitMb }, realm) as HostApi['limits'];
 
   const run = (code: string, filename: string): unknown => {
     try {

@@ -9,6 +9,7 @@ import { checkDelegatingRoute, checkTableDelegation, delegationLimits, flattenRo
 import { configLimits } from '../limits.ts';
 import { parseHeaderValue } from '../../proxy/header-ops.ts';
 import { PSEUDO_HEADERS } from '../../proxy/route-matcher.ts';
+import { hostRewriteProblems } from '../../proxy/host-rewrite.ts';
 
 const HOST_LABELS = /^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$/i;
 
@@ -108,17 +109,17 @@ function checkRouteOptionFields(options: RouteOptionsSpec | undefined, at: (stri
   const { regex, retryOn, headerValues } = fieldChecks(out, ctx);
   retryOn(options.retries, [...at, 'retries']);
   headerValues(options.headerManipulation, at);
-  options.lbHash?.hashPolicies.forEach((policy, j) => {
-    if (policy.cookie?.ttl !== undefined) {
-      out.push(ctx.at([...at, 'lbHash', 'hashPolicies', j, 'cookie', 'ttl'], ConfigCodes.IGNORED, 'the cookie is not generated: requests without it get no key from this policy (Envoy sets the cookie when ttl is given)', 'warning'));
-    }
-  });
   const rewrite = options.regexRewrite;
   regex(rewrite?.pattern.regex, [...at, 'regexRewrite', 'pattern', 'regex'], rewrite?.pattern.googleRe2?.maxProgramSize);
   const substitution = rewrite && !re2Problem(rewrite.pattern.regex) ? substitutionProblem(rewrite.pattern.regex, rewrite.substitution) : undefined;
   if (substitution) out.push(ctx.at([...at, 'regexRewrite', 'substitution'], ConfigCodes.BAD_REGEX, substitution));
   if (options.regexRewrite && options.prefixRewrite !== undefined) {
     out.push(ctx.at([...at, 'regexRewrite'], ConfigCodes.INVALID, 'set regexRewrite or prefixRewrite, not both (Envoy)'));
+  }
+  // Gloo's host_rewrite_type oneof, and hostRewritePathRegex's RE2 (program size bounded as every regex).
+  for (const problem of hostRewriteProblems(options)) {
+    if (problem.warning) out.push(ctx.at([...at, ...problem.field], ConfigCodes.IGNORED, problem.message, 'warning'));
+    else out.push(ctx.at([...at, ...problem.field], problem.field[0] === 'hostRewritePathRegex' ? ConfigCodes.BAD_REGEX : ConfigCodes.INVALID, problem.message));
   }
   options.cors?.allowOriginRegex?.forEach((x, i) => regex(x, [...at, 'cors', 'allowOriginRegex', i]));
   if (options.extauth?.disable === false) {

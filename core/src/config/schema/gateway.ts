@@ -1,6 +1,6 @@
 import Type from 'typebox';
-import { Duration, Ignored, ResourceRef, Strict } from './common.ts';
-import { MAX_REQUEST_BODY_BYTES } from './virtual-service.ts';
+import { atMostOneOf, Duration, Ignored, ResourceRef, Strict } from './common.ts';
+import { Destination, MAX_REQUEST_BODY_BYTES, SslConfig } from './virtual-service.ts';
 
 /**
  * Gloo Edge's `Gateway` (`gateway.solo.io/v1`, projects/gateway/api/v1/gateway.proto): one
@@ -48,7 +48,13 @@ export const ListenerOptions = Strict({
   extensions: NotApplied('Gloo listener extensions are not run'),
   perConnectionBufferLimitBytes: NotApplied("connection buffers are Node's defaults"),
   socketOptions: NotApplied('no socket options are set on the listener'),
-  proxyProtocol: NotApplied('the PROXY protocol header is not read: connections are taken as they come'),
+  /** `proxy_protocol.options.gloo.solo.io.ProxyProtocol`: set (even empty), the listener reads a PROXY header first (docs/proxy-protocol.md). */
+  proxyProtocol: Type.Optional(
+    Strict({
+      rules: NotApplied('PROXY protocol v2 TLVs are not turned into metadata (the header is read, its TLVs skipped)'),
+      allowRequestsWithoutProxyProtocol: Type.Optional(Type.Boolean()),
+    }),
+  ),
   connectionBalanceConfig: NotApplied('connections are not balanced across workers beyond what the kernel does'),
   listenerAccessLoggingService: NotApplied('listener (connection) access logs are not written; accessLoggingService is'),
   tcpStats: NotApplied('TCP statistics are not collected'),
@@ -121,7 +127,68 @@ export const HttpGateway = Strict({
   options: Type.Optional(HttpListenerOptions),
 });
 
-const NOT_HTTP = 'Gatehouse binds HTTP gateways only: this Gateway binds no listener';
+const NOT_HTTP = 'Gatehouse binds HTTP and TCP gateways only: this Gateway binds no listener';
+
+/** A TCP host's `sslConfig`: `sniDomains` route by SNI; with a certificate (`secretRef`/`sslFiles`) TLS is terminated, without one the encrypted bytes pass through. */
+export const TcpSslConfig = Strict(
+  {
+    ...SslConfig.properties,
+    secretRef: Type.Optional(ResourceRef),
+    sslFiles: Type.Optional(SslConfig.properties.sslFiles),
+  },
+  atMostOneOf(['secretRef', 'sslFiles']),
+);
+
+/** `MultiDestination` for a TCP host: weights choose the upstream per connection; per-destination HTTP options do not apply. */
+const TcpMultiDestination = Strict({
+  destinations: Type.Array(
+    Strict({
+      weight: Type.Integer({ minimum: 0, maximum: 1_000_000 }),
+      destination: Destination,
+      options: NotApplied('per-destination options are HTTP options: a TCP proxy forwards bytes'),
+    }),
+    { minItems: 1, maxItems: 256 },
+  ),
+});
+
+/** `gloo.solo.io.TcpHost.TcpAction` (proxy.proto). */
+export const TcpAction = Strict({
+  single: Type.Optional(Destination),
+  multi: Type.Optional(TcpMultiDestination),
+  upstreamGroup: Type.Optional(ResourceRef),
+  forwardSniClusterName: Type.Optional(Strict({})),
+});
+
+/** `gloo.solo.io.TcpHost`: one route of a TCP listener (docs/tcp-proxy.md). */
+export const TcpHost = Strict({
+  name: Type.String({ minLength: 1 }),
+  sslConfig: Type.Optional(TcpSslConfig),
+  destination: TcpAction,
+});
+
+/** `gloo.solo.io.TcpListenerOptions`. */
+export const TcpListenerOptions = Strict({
+  tcpProxySettings: Type.Optional(
+    Strict({
+      maxConnectAttempts: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
+      idleTimeout: Type.Optional(Duration),
+      ...notApplied(['tunnelingConfig', 'accessLogFlushInterval', 'accessLogOptions'], 'this TCP proxy setting is not applied by Gatehouse'),
+    }),
+  ),
+  connectionLimit: Type.Optional(
+    Strict({
+      maxActiveConnections: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000 })),
+      delayBeforeClose: NotApplied('connections over the limit are closed at once'),
+    }),
+  ),
+  localRatelimit: NotApplied('TCP connections are not rate limited (connectionLimit caps them)'),
+});
+
+/** `gateway.solo.io.TcpGateway`: a TCP proxy listener (docs/tcp-proxy.md). */
+export const TcpGateway = Strict({
+  tcpHosts: Type.Optional(Type.Array(TcpHost, { maxItems: 1000 })),
+  options: Type.Optional(TcpListenerOptions),
+});
 
 /** The Gateway spec (gateway.proto). */
 export const GatewaySpec = Strict({
@@ -129,9 +196,9 @@ export const GatewaySpec = Strict({
   bindAddress: Type.Optional(Type.String()),
   bindPort: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535 })),
   options: Type.Optional(ListenerOptions),
-  useProxyProto: NotApplied('the PROXY protocol header is not read: connections are taken as they come'),
+  useProxyProto: Type.Optional(Type.Boolean()),
   httpGateway: Type.Optional(HttpGateway),
-  tcpGateway: NotApplied(NOT_HTTP),
+  tcpGateway: Type.Optional(TcpGateway),
   hybridGateway: NotApplied(NOT_HTTP),
   proxyNames: Type.Optional(Type.Array(Type.String())),
   routeOptions: NotApplied('Gateway-level route configuration options are not applied'),

@@ -52,7 +52,7 @@ const Resolution = Strict(
   exactlyOneOf(['restResolver', 'grpcResolver', 'mockResolver']),
 );
 
-/** SPEC 3.3.1 (extension): every field optional, each defaulting to core/src/graphql/limits.ts DEFAULT_LIMITS. */
+/** SPEC 3.3.1 (extension): every field optional, each defaulting to core/src/graphql/limits/limits.ts DEFAULT_LIMITS. */
 const Limits = Strict({
   maxDepth: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000, description: 'field nesting (default 15; executor.local.options.maxDepth, Gloo, is the same limit)' })),
   maxAliases: Type.Optional(Type.Integer({ minimum: 0, maximum: 100_000, description: 'aliased fields, fragments expanded (default 30)' })),

@@ -5,11 +5,28 @@ import { AnyValue, Duration, Ignored, Name, ResourceRef, Strict, atMostOneOf, ex
 const ServiceSpec = Ignored(AnyValue, 'function discovery specs (REST, gRPC, gRPC-JSON transcoding) are not used: routes reach the Upstream as plain HTTP');
 const UInt = Type.Integer({ minimum: 0, maximum: 4_294_967_295 });
 
+// A bare host: no scheme, path, query, userinfo or port (those made the pool constructor throw).
+const HostAddress = Type.String({
+  minLength: 1,
+  maxLength: 253,
+  pattern: '^(?:[A-Za-z0-9_](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?(?:\\.[A-Za-z0-9_](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?)*\\.?|[0-9A-Fa-f.]*:[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*)$',
+  description: 'host name, IPv4 or IPv6 address (no scheme, port or path)',
+});
+
 /** Gloo's tcpKeepalive times: a duration, or whole seconds as Gloo's TCP keepalive guide writes them (`keepaliveTime: 60`). */
 const KeepaliveDuration = Type.Union([Duration, Type.Integer({ minimum: 0, maximum: 2_147_483 })]);
 
 /** A uint64 field: proto3 JSON writes these as strings (`maximumRingSize: "200"`, as Gloo's session-affinity guide does). */
 const RingSize = Type.Union([Type.Integer({ minimum: 1, maximum: 8_388_608 }), Type.String({ pattern: '^[0-9]{1,7}$' })]);
+
+/** Envoy's health check Payload: `text` in hex, or `binary` (proto3 JSON bytes: base64). */
+const Payload = Strict(
+  {
+    text: Type.Optional(Type.String({ pattern: '^([0-9A-Fa-f]{2})*$', maxLength: 8192, description: 'bytes in hex' })),
+    binary: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9+/]*={0,2}$', maxLength: 8192, description: 'bytes in base64' })),
+  },
+  exactlyOneOf(['text', 'binary']),
+);
 
 const TlsVersion = Type.Union([Type.Literal('TLS_AUTO'), Type.Literal('TLSv1_0'), Type.Literal('TLSv1_1'), Type.Literal('TLSv1_2'), Type.Literal('TLSv1_3')]);
 
@@ -34,13 +51,7 @@ export const UpstreamSpec = Strict({
   static: Type.Optional(Strict({
     hosts: Type.Array(
       Strict({
-        // A bare host: no scheme, path, query, userinfo or port (those made the pool constructor throw).
-        addr: Type.String({
-          minLength: 1,
-          maxLength: 253,
-          pattern: '^(?:[A-Za-z0-9_](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?(?:\\.[A-Za-z0-9_](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?)*\\.?|[0-9A-Fa-f.]*:[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*)$',
-          description: 'host name, IPv4 or IPv6 address (no scheme, port or path)',
-        }),
+        addr: HostAddress,
         port: Type.Integer({ minimum: 1, maximum: 65535 }),
         loadBalancingWeight: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000, description: 'share of the traffic relative to the other hosts (default 1)' })),
         sniAddr: Type.Optional(Type.String({ minLength: 1, maxLength: 253, description: 'TLS server name for this host (default: sslConfig.sni, then addr)' })),
@@ -191,10 +202,17 @@ export const UpstreamSpec = Strict({
               authority: Type.Optional(Type.String({ minLength: 1, description: ':authority of the check (default: the host addr)' })),
             }),
           ),
+          /** Envoy's TcpHealthCheck (proxy/tcp-health-check.ts): connect, send, expect bytes back. */
+          tcpHealthCheck: Type.Optional(
+            Strict({
+              send: Type.Optional(Payload),
+              receive: Type.Optional(Type.Array(Payload, { maxItems: 16, description: 'each expected in order (anything between); none: a connection that opens passes' })),
+            }),
+          ),
         },
-        exactlyOneOf(['httpHealthCheck', 'grpcHealthCheck']),
+        exactlyOneOf(['httpHealthCheck', 'grpcHealthCheck', 'tcpHealthCheck']),
       ),
-      { maxItems: 1, description: 'one health check, HTTP or gRPC (Gatehouse runs one per Upstream)' },
+      { maxItems: 1, description: 'one health check, HTTP, gRPC or TCP (Gatehouse runs one per Upstream)' },
     ),
   ),
   /**
@@ -217,6 +235,34 @@ export const UpstreamSpec = Strict({
   respectDnsTtl: Type.Optional(Ignored(Type.Boolean(), 'host names are resolved per connection by the system resolver')),
   dnsRefreshRate: Type.Optional(Ignored(Duration, 'host names are resolved per connection by the system resolver')),
   disableIstioAutoMtls: Type.Optional(Ignored(Type.Boolean(), 'there is no Istio integration')),
+  /** Gloo's Failover: lower priorities used when no host of the priorities above is usable (proxy/upstream-cluster.ts). */
+  failover: Type.Optional(
+    Strict({
+      prioritizedLocalities: Type.Array(
+        Strict({
+          localityEndpoints: Type.Array(
+            Strict({
+              locality: Type.Optional(Strict({ region: Type.Optional(Type.String()), zone: Type.Optional(Type.String()), subZone: Type.Optional(Type.String()) })),
+              lbEndpoints: Type.Array(
+                Strict({
+                  address: HostAddress,
+                  port: Type.Integer({ minimum: 1, maximum: 65535 }),
+                  loadBalancingWeight: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000 })),
+                  healthCheckConfig: Type.Optional(Ignored(AnyValue, "an endpoint's own health check settings are not used: it is checked with the Upstream's healthChecks")),
+                  upstreamSslConfig: Type.Optional(Ignored(AnyValue, "an endpoint's own TLS settings are not used: it is reached with the Upstream's sslConfig")),
+                }),
+                { minItems: 1, maxItems: 1000 },
+              ),
+              loadBalancingWeight: Type.Optional(Ignored(UInt, "localities of one priority are not weighted: their endpoints share its traffic by their own weights")),
+            }),
+            { minItems: 1, maxItems: 100 },
+          ),
+        }),
+        { maxItems: 16 },
+      ),
+      policy: Type.Optional(Strict({ overprovisioningFactor: Type.Optional(Ignored(UInt, 'traffic moves to the next priority only once no endpoint of the one above is usable (Envoy spills over gradually, by this factor)')) })),
+    }),
+  ),
 }, exactlyOneOf(['static', 'kube']));
 export type UpstreamSpec = Type.Static<typeof UpstreamSpec>;
 

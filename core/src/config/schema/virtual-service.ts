@@ -137,12 +137,36 @@ export const BufferPerRoute = Strict(
   exactlyOneOf(['disabled', 'buffer']),
 );
 
+/**
+ * Gloo's RouteOptions `host_rewrite_type` oneof (beyond `hostRewrite`/`autoHostRewrite`) and
+ * `appendXForwardedHost` (Envoy's host_rewrite_specifier and append_x_forwarded_host), applied by
+ * proxy/host-rewrite.ts.
+ */
+const HostRewriteFields = {
+  hostRewriteHeader: Type.Optional(Type.String({ minLength: 1, pattern: '^[^:]', description: 'the Host sent upstream is this request header\'s value (unchanged when the header is absent or empty); not a pseudo-header' })),
+  hostRewritePathRegex: Type.Optional(
+    Strict({
+      pattern: Strict({ regex: Type.String({ minLength: 1, description: 'RE2 syntax' }), googleRe2: Type.Optional(Strict({ maxProgramSize: Type.Optional(Type.Integer({ minimum: 1 })) })) }),
+      substitution: Type.String({ description: 'the Host sent upstream: the path (without query) with this substitution; \\1 … \\9 insert groups' }),
+    }),
+  ),
+  appendXForwardedHost: Type.Optional(Type.Boolean({ description: 'a Host rewrite appends the original Host to x-forwarded-host' })),
+};
+
+/** Gloo's RouteShadowing (`shadowing.options.gloo.solo.io`): a copy of a percentage of the requests to another Upstream, fire and forget (proxy/shadow.ts). */
+const Shadowing = Strict({
+  upstream: ResourceRef,
+  percentage: Type.Optional(Type.Number({ minimum: 0, maximum: 100, description: 'percent of requests copied (default 0, as Gloo)' })),
+});
+
 /** Gloo's RouteOptions: inline on a route, or in a RouteOption resource. */
 export const RouteOptions = Strict({
   faults: Type.Optional(Faults),
   lbHash: Type.Optional(Strict({ hashPolicies: Type.Array(HashPolicy, { maxItems: 16 }) })),
   autoHostRewrite: Type.Optional(Type.Boolean()),
   hostRewrite: Type.Optional(Type.String({ minLength: 1, maxLength: 255, description: 'the Host sent upstream' })),
+  ...HostRewriteFields,
+  shadowing: Type.Optional(Shadowing),
   prefixRewrite: Type.Optional(Type.String()),
   regexRewrite: Type.Optional(
     Strict({
@@ -167,7 +191,8 @@ export const RouteOptions = Strict({
   ...RateLimitOptions,
 });
 
-const Destination = Strict(
+/** Gloo's Destination: an Upstream, or a Kubernetes service port. */
+export const Destination = Strict(
   {
     upstream: Type.Optional(ResourceRef),
     kube: Type.Optional(

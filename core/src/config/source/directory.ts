@@ -74,6 +74,8 @@ function lightDocument(doc: ManifestDocument, lines: ReturnType<typeof linesOfTe
     line: doc.line,
     value: doc.value,
     lineOf: (path) => lines(doc.index, path, doc.line),
+    ...(doc.refused !== undefined ? { refused: doc.refused } : {}),
+    ...(doc.verdict ? { verdict: doc.verdict } : {}),
   };
 }
 

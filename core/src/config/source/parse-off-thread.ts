@@ -1,5 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import type { Diagnostic } from '../diagnostic.ts';
+import type { SchemaProblem } from '../validate.ts';
 import { linesOfText, MANIFEST_LIMITS, parseManifests, type ManifestDocument } from '../manifest.ts';
 
 /** Files at least this large are parsed on the worker thread; smaller ones cost less than the hop. */
@@ -7,7 +8,9 @@ export const OFF_THREAD_BYTES = MANIFEST_LIMITS.maxReparseBytes;
 
 interface Reply {
   id: number;
-  documents?: { index: number; line: number; value: unknown }[];
+  /** The parsed documents and diagnostics, as JSON text. */
+  json?: string;
+  documents?: { index: number; line: number; value: unknown; refused?: string; problems?: SchemaProblem[]; version?: string }[];
   diagnostics?: Diagnostic[];
   error?: string;
 }
@@ -55,8 +58,20 @@ export async function parseManifestsOffThread(file: string, text: string): Promi
     thread.postMessage({ id, file, text });
   });
   if (waiting.size === 0) thread.unref();
+  if (reply.json !== undefined) Object.assign(reply, JSON.parse(reply.json) as Pick<Reply, 'documents' | 'diagnostics'>);
   if (reply.error !== undefined || !reply.documents) return parseManifests(file, text);
   const lines = linesOfText(file, text);
-  const documents = reply.documents.map((d): ManifestDocument => ({ file, index: d.index, line: d.line, value: d.value, lineOf: (path) => lines(d.index, path, d.line) }));
+  const documents = reply.documents.map(
+    (d): ManifestDocument => ({
+      file,
+      index: d.index,
+      line: d.line,
+      value: d.value,
+      lineOf: (path) => lines(d.index, path, d.line),
+      ...(d.refused !== undefined ? { refused: d.refused } : {}),
+      // Validated on the worker: the event loop keeps only the checks that need gateway settings.
+      ...(d.problems ? { verdict: { value: d.value as Record<string, unknown>, problems: d.problems, version: d.version } } : {}),
+    }),
+  );
   return { documents, diagnostics: reply.diagnostics ?? [] };
 }

@@ -8,7 +8,7 @@
  */
 import { connect as netConnect } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
-import { Client, InvalidCredentialsError, type ClientOptions } from 'ldapts';
+import type { Client, ClientOptions } from 'ldapts';
 import type { LdapInternalSpec, LdapSpec } from '../../config/schema/auth-config.ts';
 import { deepFreeze } from '../../config/resource.ts';
 import { parseBasicCredentials } from '../basic/credentials.ts';
@@ -125,6 +125,19 @@ function clientOptions(url: string, timeoutMs: number, resolveHost: ((host: stri
  * a bound keeps a slow server from taking every socket), idle ones reused, at most
  * {@link MAX_WAITING} checks queued for one.
  */
+/** ldapts, loaded by the first LDAP step built (~5 MB resident a gateway without LDAP never holds). */
+let ldapts: typeof import('ldapts') | undefined;
+
+/** Loads ldapts once; every connection is made after it. */
+export async function loadLdapClient(): Promise<typeof import('ldapts')> {
+  return (ldapts ??= await import('ldapts'));
+}
+
+/** A wrong password (ldapts' InvalidCredentialsError), once ldapts is loaded (no connection exists before). */
+function isInvalidCredentials(error: unknown): boolean {
+  return ldapts !== undefined && error instanceof ldapts.InvalidCredentialsError;
+}
+
 class ConnectionPool {
   private readonly idle: Client[] = [];
   private open = 0;
@@ -146,7 +159,13 @@ class ConnectionPool {
     if (client) return Promise.resolve(client);
     if (this.open < this.maxSize) {
       this.open++;
-      return Promise.resolve(new Client(this.options));
+      return loadLdapClient().then(
+        ({ Client }) => new Client(this.options),
+        () => {
+          this.open--;
+          return undefined;
+        },
+      );
     }
     if (this.waiting.length >= MAX_WAITING) return Promise.resolve(undefined);
     return new Promise((resolve) => this.waiting.push(resolve));
@@ -164,7 +183,8 @@ class ConnectionPool {
   discard(client: Client): void {
     void this.destroy(client);
     const next = this.waiting.shift();
-    if (next && !this.closed) next(new Client(this.options));
+    // ldapts is loaded: `client` came from it.
+    if (next && !this.closed) next(new ldapts!.Client(this.options));
     else this.open--;
   }
 
@@ -217,7 +237,7 @@ async function withConnection<T>(pool: ConnectionPool, timeoutMs: number, work: 
       (error: unknown) => {
         // A rejected bind leaves the connection usable; anything else may not have.
         if (!expired) {
-          if (error instanceof InvalidCredentialsError) pool.release(client);
+          if (isInvalidCredentials(error)) pool.release(client);
           else pool.discard(client);
         }
         throw error;
@@ -273,7 +293,7 @@ export class LdapStep implements AuthStep {
     try {
       outcome = await withConnection(this.pool, this.timeoutMs, (client) => this.check(client, dn, credentials.password));
     } catch (error) {
-      if (error instanceof InvalidCredentialsError) return this.unauthorized;
+      if (isInvalidCredentials(error)) return this.unauthorized;
       // Server down, connection reset, protocol error: fail closed (SPEC 7); the chain logs it.
       throw error;
     }
@@ -298,7 +318,7 @@ export class LdapStep implements AuthStep {
     try {
       await client.bind(dn, password);
     } catch (error) {
-      if (error instanceof InvalidCredentialsError) return 'unauthenticated';
+      if (isInvalidCredentials(error)) return 'unauthenticated';
       throw error;
     }
     if (this.config.disableGroupChecking) return 'allowed';
@@ -306,7 +326,7 @@ export class LdapStep implements AuthStep {
       try {
         await client.bind(this.config.serviceAccount.dn, this.config.serviceAccount.password);
       } catch (error) {
-        if (error instanceof InvalidCredentialsError) return 'service-account';
+        if (isInvalidCredentials(error)) return 'service-account';
         throw error;
       }
     }

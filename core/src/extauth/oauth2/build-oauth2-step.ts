@@ -4,7 +4,7 @@
  */
 import type { AuthStepSpec } from '../../config/schema/auth-config.ts';
 import { GatehouseError } from '../../errors.ts';
-import { createRedisClient } from '../../redis/client.ts';
+import { createRedisClient, loadRedisDriver } from '../../redis/client.ts';
 import type { StepBuildOptions } from '../build-step.ts';
 import { ExtAuthCodes } from '../codes.ts';
 import type { AuthStep } from '../step.ts';
@@ -37,6 +37,7 @@ export async function buildOAuth2Step(spec: AuthStepSpec, name: string, at: (...
   if (!compiled) throw fail(problems);
   let store: SessionStore;
   if (compiled.redis) {
+    await loadRedisDriver();
     const redis = createRedisClient({ url: compiled.redis.url, tls: compiled.redis.tls, poolSize: compiled.redis.poolSize }, { logger: options.logger, name: 'gatehouse-oidc' });
     store = new RedisSessionStore(compiled.sessionCookie, redis, compiled.redis.keyPrefix, compiled.cookie);
   } else store = new CookieSessionStore(compiled.sessionCookie, new Sealer(compiled.key), compiled.cookie);

@@ -10,7 +10,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
-import { loadPolicy, type LoadedPolicy } from '@open-policy-agent/opa-wasm';
+import type { LoadedPolicy } from '@open-policy-agent/opa-wasm';
 
 /** Longest an `opa build` may take (a cold start on a busy machine included). */
 const BUILD_TIMEOUT_MS = 60_000;
@@ -122,6 +122,8 @@ export async function compileOpaWasm(modules: Readonly<Record<string, string>>, 
     await writeFile(caps, await capabilitiesJson(binary));
     await run(binary, ['build', '-t', 'wasm', '-e', compiled.entrypoint, '--v0-compatible', '--capabilities', caps, '-o', bundle, ...files]);
     const wasm = policyWasm(gunzipSync(await readFile(bundle)));
+    // Loaded with the first policy: a gateway without OPA steps never holds the SDK.
+    const { loadPolicy } = await import('@open-policy-agent/opa-wasm');
     const policy = await loadPolicy(wasm, undefined, CUSTOM_BUILTINS);
     return { policy, query: compiled };
   } finally {

@@ -2,14 +2,14 @@ import { isMainThread } from 'node:worker_threads';
 import ivm from 'isolated-vm';
 import { PLUGIN_GLOBAL, withLocation } from '@gatehouse/plugin-sdk/build';
 import { RUNTIME_INSTALL_GLOBAL, sandboxRuntimeScript } from '@gatehouse/plugin-sdk/runtime';
-import { createHostCrypto, hostRandom, hostUrl, type HostLog, type Outcome } from '@gatehouse/plugin-sdk/runtime';
+import { createHostCrypto, HostCalls, hostRandom, SANDBOX_DEFAULTS, hostUrl, type HostLog, type Outcome } from '@gatehouse/plugin-sdk/runtime';
 import { BadResponseError, toDecision, type PluginDecision } from '@gatehouse/plugin-sdk/runtime';
 import { GatehouseError } from '../../errors.ts';
 import { createRedactor } from '../redact.ts';
 import { killAfterCatastrophe } from '../../server/process-guards.ts';
+import { isolateFailure } from './isolate-errors.ts';
 import { PluginCodes, type PluginCode } from './codes.ts';
 import type { Egress } from './egress.ts';
-import { HostCalls } from './host-calls.ts';
 import type { StepStore } from './step-store.ts';
 import type { StoreResult } from '@gatehouse/plugin-sdk/runtime';
 import type { PluginFile } from './plugin-file.ts';
@@ -194,7 +194,7 @@ export class PluginInstance {
   }
 
   private get wallTimeoutMs(): number {
-    return this.limits.wallTimeoutMs ?? 1000;
+    return this.limits.wallTimeoutMs ?? SANDBOX_DEFAULTS.wallTimeoutMs;
   }
 
   /** The runtime's `done(id, outcome)`: a pending call's answer. */
@@ -228,7 +228,7 @@ export class PluginInstance {
         killAfterCatastrophe({ ...where, cause: message });
       },
     });
-    const calls = new HostCalls(grants.egress, { deadlineMs: limits.wallTimeoutMs ?? 1000, maxFetches: limits.maxFetches ?? 16, maxTimers: limits.maxTimers ?? 1024 });
+    const calls = new HostCalls(grants.egress, { deadlineMs: limits.wallTimeoutMs ?? SANDBOX_DEFAULTS.wallTimeoutMs, maxFetches: limits.maxFetches ?? SANDBOX_DEFAULTS.maxFetches, maxTimers: limits.maxTimers ?? SANDBOX_DEFAULTS.maxTimers });
     // The instance exists before the runtime so that `done` can reach it.
     const instance = new PluginInstance(isolate, limits, calls, logger, where, file.mapStack);
     calls.onStart = () => {
@@ -257,10 +257,11 @@ export class PluginInstance {
         result = await Promise.race([run(), expired]);
       } catch (error) {
         const message = describeError(error);
-        if (catastrophe || message.includes('memory limit')) {
+        const failure = isolateFailure(message);
+        if (catastrophe || failure === 'memory') {
           return fail(PluginCodes.OUT_OF_MEMORY, `${stage} ran out of the ${limits.memoryLimitMb} MB memory limit`, error);
         }
-        if (message.includes('Script execution timed out')) return timedOut(stage);
+        if (failure === 'cpu') return timedOut(stage);
         return fail(PluginCodes.INIT_FAILED, `${stage} threw: ${message}`, error);
       } finally {
         clearTimeout(timer);
@@ -642,8 +643,9 @@ export class PluginInstance {
     const { cpuTimeoutMs, callTimeoutMs, memoryLimitMb } = this.limits;
     const message = describeError(error);
     if (expired) return new PluginCallError(PluginCodes.TIMEOUT, `Authorize did not return within ${callTimeoutMs} ms`, { cause: error });
-    if (message.includes('memory limit')) return new PluginCallError(PluginCodes.OUT_OF_MEMORY, `Authorize ran out of the ${memoryLimitMb} MB memory limit`, { cause: error });
-    if (message.includes('Script execution timed out')) return new PluginCallError(PluginCodes.TIMEOUT, `Authorize ran longer than the ${cpuTimeoutMs} ms CPU limit`, { cause: error });
+    const failure = isolateFailure(message);
+    if (failure === 'memory') return new PluginCallError(PluginCodes.OUT_OF_MEMORY, `Authorize ran out of the ${memoryLimitMb} MB memory limit`, { cause: error });
+    if (failure === 'cpu') return new PluginCallError(PluginCodes.TIMEOUT, `Authorize ran longer than the ${cpuTimeoutMs} ms CPU limit`, { cause: error });
     if (this.isolate.isDisposed) return new PluginCallError(PluginCodes.UNAVAILABLE, `the isolate was replaced while the call waited (${this.deadReason ?? 'disposed'})`, { cause: error });
     return new PluginCallError(PluginCodes.THREW, `Authorize failed: ${message}`, { cause: error });
   }

@@ -1,3 +1,4 @@
+import { SANDBOX_DEFAULTS } from '@gatehouse/plugin-sdk/runtime';
 import type { PluginMetadata } from '@gatehouse/plugin-sdk/build';
 import type { PluginAuthSpec } from '../../config/schema/auth-config.ts';
 import { ErrorCodes, GatehouseError } from '../../errors.ts';
@@ -9,6 +10,7 @@ import { loadPluginFile } from './plugin-file.ts';
 import { Egress, upstreamOrigin, type EgressRule } from './egress.ts';
 import { PluginCallError, PluginInstance, RETRY, type BatchResult, type PluginGrants, type PluginHostLogger, type SandboxLimits } from './plugin-instance.ts';
 import type { UpstreamSpec } from '../../config/schema/upstream.ts';
+import { loadRedisDriver } from '../../redis/client.ts';
 import { createStepStore, type StepStore, type StepStoreLimits, type StoreSettings } from './step-store.ts';
 import type { MemoryRoute } from './store-hub.ts';
 
@@ -112,7 +114,7 @@ const INLINE_AVERAGE_MS = 0.5;
 const INLINE_WARMUP_CALLS = 20;
 
 function limitsOf(options: PluginStepOptions): SandboxLimits & { queueLimit: number } {
-  const { memoryLimitMb = 64, cpuTimeoutMs = 50, startTimeoutMs = 1000, queueLimit = 64, wallTimeoutMs = 1000, maxFetches = 16 } = options;
+  const { memoryLimitMb = SANDBOX_DEFAULTS.memoryLimitMb, cpuTimeoutMs = SANDBOX_DEFAULTS.cpuTimeoutMs, startTimeoutMs = 1000, queueLimit = 64, wallTimeoutMs = SANDBOX_DEFAULTS.wallTimeoutMs, maxFetches = SANDBOX_DEFAULTS.maxFetches } = options;
   const callTimeoutMs = options.callTimeoutMs ?? queueLimit * cpuTimeoutMs + 1000;
   const check = (name: string, value: number, min: number) => {
     if (!Number.isFinite(value) || value < min) throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, `plugin host: ${name} must be a number ≥ ${min}, got ${value}`);
@@ -144,9 +146,10 @@ export async function createPluginStep(spec: PluginAuthSpec, options: PluginStep
   // One store per step, kept by the step: it outlives every isolate rebuild; its memory data
   // lives in the hub under the step's identity, so it outlives reloads and rebuilds too.
   const settings = options.store ?? { kind: 'memory', identity: `anonymous/${++anonymousSteps}/${spec.name}` };
-  const store = createStepStore(settings, { limits: options.storeLimits, wallTimeoutMs: limits.wallTimeoutMs ?? 1000, route: options.memoryRoute });
+  if (settings.kind === 'redis') await loadRedisDriver();
+  const store = createStepStore(settings, { limits: options.storeLimits, wallTimeoutMs: limits.wallTimeoutMs ?? SANDBOX_DEFAULTS.wallTimeoutMs, route: options.memoryRoute });
   const grants: PluginGrants = {
-    ...(spec.egress?.length ? { egress: buildEgress(spec, options, limits.wallTimeoutMs ?? 1000) } : {}),
+    ...(spec.egress?.length ? { egress: buildEgress(spec, options, limits.wallTimeoutMs ?? SANDBOX_DEFAULTS.wallTimeoutMs) } : {}),
     secrets,
     store,
   };

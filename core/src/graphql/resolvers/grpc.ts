@@ -3,12 +3,12 @@ import type protobuf from 'protobufjs';
 import type { GrpcResolverSpec } from '../../config/schema/graphql-api.ts';
 import { durationMs } from '../../config/schema/common.ts';
 import type { UpstreamCluster, UpstreamHost } from '../../proxy/upstream-cluster.ts';
-import { FieldErrorCodes, GraphQLConfigCodes, fieldError, type Problem } from '../errors.ts';
+import { FieldErrorCodes, GraphQLConfigCodes, fieldError, type Problem } from '../compile/errors.ts';
 import { findMethod, messageToJson, type MethodTypes } from '../grpc/descriptors.ts';
 import { reflectDescriptors } from '../grpc/reflection.ts';
-import { JsonTemplate, TemplateSyntaxError, type TemplateSource } from '../template.ts';
-import type { OperationBudget } from '../limits.ts';
-import type { TraceHeaders } from '../trace.ts';
+import { JsonTemplate, TemplateSyntaxError, type TemplateSource } from '../compile/template.ts';
+import type { OperationBudget } from '../limits/limits.ts';
+import type { TraceHeaders } from '../execute/trace.ts';
 import { dedupe, type FieldResolver, type OperationContext, type ResolverMetrics } from './types.ts';
 
 /** Default `grpcResolver.timeout`, the same as the REST resolver's. */

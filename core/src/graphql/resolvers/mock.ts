@@ -1,5 +1,5 @@
 import type { MockResolverSpec } from '../../config/schema/graphql-api.ts';
-import { FieldErrorCodes, fieldError } from '../errors.ts';
+import { FieldErrorCodes, fieldError } from '../compile/errors.ts';
 import type { FieldResolver } from './types.ts';
 
 /** `mockResolver`: a fixed value (`syncResponse`) or a fixed field error (`errorResponse`). */

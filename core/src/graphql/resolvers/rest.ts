@@ -2,10 +2,10 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { RestResolverSpec } from '../../config/schema/graphql-api.ts';
 import { durationMs } from '../../config/schema/common.ts';
 import { isConnectFailure, type UpstreamCluster, type UpstreamHost } from '../../proxy/upstream-cluster.ts';
-import { FieldErrorCodes, GraphQLConfigCodes, fieldError, type Problem } from '../errors.ts';
-import { getPath, parsePath, type Segment } from '../path.ts';
-import type { OperationBudget } from '../limits.ts';
-import { DotPathSegmentError, EmptyPathSegmentError, JsonTemplate, Template, TemplateSyntaxError, type TemplateScope, type TemplateSource } from '../template.ts';
+import { FieldErrorCodes, GraphQLConfigCodes, fieldError, type Problem } from '../compile/errors.ts';
+import { getPath, parsePath, type Segment } from '../compile/path.ts';
+import type { OperationBudget } from '../limits/limits.ts';
+import { DotPathSegmentError, EmptyPathSegmentError, JsonTemplate, Template, TemplateSyntaxError, type TemplateScope, type TemplateSource } from '../compile/template.ts';
 import { dedupe, type FieldResolver, type OperationContext, type ResolverMetrics } from './types.ts';
 
 /** Default `restResolver.timeout` (SPEC 3.3). */

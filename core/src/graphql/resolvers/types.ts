@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import type { OperationBudget } from '../limits.ts';
-import type { TraceHeaders } from '../trace.ts';
+import type { OperationBudget } from '../limits/limits.ts';
+import type { TraceHeaders } from '../execute/trace.ts';
 
 /** Per-operation state handed to every resolver as the GraphQL context value. */
 export interface OperationContext {

@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import type { RequestContext } from '../../proxy/context.ts';
-import type { Admitted, GraphQLEndpoint } from '../endpoint.ts';
-import type { OperationBudget } from '../limits.ts';
+import type { Admitted, GraphQLEndpoint } from '../execute/endpoint.ts';
+import type { OperationBudget } from '../limits/limits.ts';
 
 /**
  * GraphQL over Server-Sent Events, distinct-connections mode (the graphql-sse protocol): a POST

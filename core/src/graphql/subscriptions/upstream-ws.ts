@@ -3,10 +3,10 @@ import { createClient } from 'graphql-ws';
 import WebSocket from 'ws';
 import type { RequestContext } from '../../proxy/context.ts';
 import type { UpstreamCluster } from '../../proxy/upstream-cluster.ts';
-import { FieldErrorCodes } from '../errors.ts';
-import type { RequestParams } from '../http.ts';
-import { LimitCodes } from '../limits.ts';
-import { maskResult } from '../mask-errors.ts';
+import { FieldErrorCodes } from '../compile/errors.ts';
+import type { RequestParams } from '../execute/http.ts';
+import { LimitCodes } from '../limits/limits.ts';
+import { maskResult } from '../limits/mask-errors.ts';
 
 /**
  * The remote executor's subscriptions over graphql-ws (`executor.remote.subscriptionProtocol:

@@ -4,9 +4,9 @@ import { GraphQLError, type ExecutionArgs, type ExecutionResult, type FormattedE
 import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { RequestContext } from '../../proxy/context.ts';
-import type { Admitted, GraphQLEndpoint } from '../endpoint.ts';
-import type { RequestParams } from '../http.ts';
-import { LimitCodes, limitError, OperationBudget } from '../limits.ts';
+import type { Admitted, GraphQLEndpoint } from '../execute/endpoint.ts';
+import type { RequestParams } from '../execute/http.ts';
+import { LimitCodes, limitError, OperationBudget } from '../limits/limits.ts';
 
 /**
  * graphql-ws (the `graphql-transport-ws` subprotocol) on a GraphQL route: the gateway has routed

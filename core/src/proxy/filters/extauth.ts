@@ -4,7 +4,7 @@ import { ErrorCodes } from '../../errors.ts';
 import type { Authorizer } from '../../extauth/authorizer.ts';
 import { forbidden, type AuthDecision, type CheckRequest } from '../../extauth/step.ts';
 import { JWT_FILTER_METADATA } from '../../extauth/jwt/jwt-step.ts';
-import { graphqlDenial } from '../../graphql/denial.ts';
+import { graphqlDenial } from '../../graphql/execute/denial.ts';
 import { JWT_METADATA } from '../../jwt/jwt-filter.ts';
 import { isHttp2Request } from '../../server/http2.ts';
 import type { RequestContext } from '../context.ts';

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { RequestContext } from '../proxy/context.ts';
+import type { RequestContext } from '../../proxy/context.ts';
 
 /**
  * Trace context for upstream calls (issue 25 item 12): every call a GraphQL operation makes

@@ -15,8 +15,8 @@ import {
   type SelectionSetNode,
   type ValueNode,
 } from 'graphql';
-import { durationMs } from '../config/schema/common.ts';
-import type { GraphQLLimitsSpec } from '../config/schema/graphql-api.ts';
+import { durationMs } from '../../config/schema/common.ts';
+import type { GraphQLLimitsSpec } from '../../config/schema/graphql-api.ts';
 
 /**
  * GraphQL limits (SPEC 3.3.1): every API is safe by default. The static limits (depth, aliases,

@@ -1,26 +1,26 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { metrics } from '../admin/metrics.ts';
-import { OperationGate } from './operation-gate.ts';
-import type { Resource } from '../config/resource.ts';
-import type { ResourceRef } from '../config/schema/common.ts';
-import { lookup, type ConfigSnapshot } from '../config/store.ts';
-import type { Logger } from '../log/logger.ts';
-import type { RequestContext } from '../proxy/context.ts';
-import type { GraphQLEndpoints } from '../proxy/destinations.ts';
-import type { UpstreamCluster, UpstreamRegistry } from '../proxy/upstream-cluster.ts';
+import { metrics } from '../../admin/metrics.ts';
+import { OperationGate } from '../limits/operation-gate.ts';
+import type { Resource } from '../../config/resource.ts';
+import type { ResourceRef } from '../../config/schema/common.ts';
+import { lookup, type ConfigSnapshot } from '../../config/store.ts';
+import type { Logger } from '../../log/logger.ts';
+import type { RequestContext } from '../../proxy/context.ts';
+import type { GraphQLEndpoints } from '../../proxy/destinations.ts';
+import type { UpstreamCluster, UpstreamRegistry } from '../../proxy/upstream-cluster.ts';
 import { GraphQLEndpoint, type ExecutionEngine } from './endpoint.ts';
-import { FieldErrorCodes, fieldError } from './errors.ts';
+import { FieldErrorCodes, fieldError } from '../compile/errors.ts';
 import { sendErrors } from './http.ts';
 import { RemoteExecutor } from './remote.ts';
-import { GrpcChannels, grpcResolver } from './resolvers/grpc.ts';
-import { mockResolver } from './resolvers/mock.ts';
-import { restResolver } from './resolvers/rest.ts';
-import type { FieldResolver, ResolverMetrics } from './resolvers/types.ts';
-import { compileApi, type CompiledApi } from './schema.ts';
+import { GrpcChannels, grpcResolver } from '../resolvers/grpc.ts';
+import { mockResolver } from '../resolvers/mock.ts';
+import { restResolver } from '../resolvers/rest.ts';
+import type { FieldResolver, ResolverMetrics } from '../resolvers/types.ts';
+import { compileApi, type CompiledApi } from '../compile/schema.ts';
 import { withIncrementalDirectives } from './incremental.ts';
-import { limitsOf, resolverFieldsOf } from './limits.ts';
-import { validationRules } from './validation.ts';
+import { limitsOf, resolverFieldsOf } from '../limits/limits.ts';
+import { validationRules } from '../limits/validation.ts';
 
 export interface GraphQLEndpointsOptions {
   /** The gateway's upstream registry (shared, so GraphQL calls reuse its warm pools). */

@@ -1,5 +1,32 @@
-import type { HostAnswer } from '@gatehouse/plugin-sdk/runtime';
-import type { Egress } from './egress.ts';
+import type { HostAnswer } from '../sandbox-runtime.ts';
+
+/**
+ * The sandbox's default limits (SPEC 5.2, 5.3), one table for the gateway's plugin host and the
+ * test kit: isolate heap, CPU per call, wall deadline per call (fetch and timers included),
+ * fetches in flight and timers waiting per isolate.
+ */
+export const SANDBOX_DEFAULTS = { memoryLimitMb: 64, cpuTimeoutMs: 50, wallTimeoutMs: 1000, maxFetches: 16, maxTimers: 1024 } as const;
+
+/** Where fetches go: the gateway's egress rules (core/src/extauth/plugins/egress.ts), in the gateway and in the test kit alike. */
+export interface HostEgress {
+  fetch(value: unknown, cancel: AbortSignal): Promise<HostAnswer>;
+}
+
+/** The time plugin timers run on: the wall clock in the gateway, the test's clock (real or fake) in the test kit. */
+export interface HostClock {
+  now(): number;
+  /** Schedules `fire` at time `at` (ms, on this clock); answers a cancel function. */
+  schedule(at: number, fire: () => void): () => void;
+}
+
+/** The wall clock, for the gateway's plugin host. */
+export const WALL_CLOCK: HostClock = {
+  now: () => performance.now(),
+  schedule(at, fire) {
+    const timer = setTimeout(fire, Math.max(0, at - performance.now()));
+    return () => clearTimeout(timer);
+  },
+};
 
 /** Limits of a plugin instance's asynchronous host calls (SPEC 5.3). */
 export interface HostCallLimits {
@@ -14,19 +41,22 @@ export interface HostCallLimits {
 const CANCELLED: HostAnswer = { cancelled: true };
 
 /**
- * The host's side of one isolate's asynchronous calls (`fetch`, timers). Work exists only for
+ * The host's side of one isolate's asynchronous calls (`fetch`, timers, `crypto.subtle`): one
+ * implementation for the gateway's plugin host and the test kit's in-process mode (issue 26), so
+ * both enforce the same limits with the same messages. Work exists only for
  * running calls: while no call is in flight (and the plugin is not starting), a new timer or
  * fetch is answered "cancelled" and everything waiting is cancelled, so nothing a finished
  * call left behind can run or hold resources. Never throws: failures are answers.
  */
 export class HostCalls {
   private running = 0;
-  private readonly sleeps = new Map<number, { timer: NodeJS.Timeout; resolve: (answer: HostAnswer) => void }>();
+  private readonly sleeps = new Map<number, { cancel: () => void; resolve: (answer: HostAnswer) => void }>();
   private readonly fetches = new Set<{ controller: AbortController }>();
   /** Fetches the plugin gave a signal, by the runtime's abort id. */
   private readonly abortable = new Map<number, AbortController>();
-  private readonly egress: Egress | undefined;
+  private readonly egress: HostEgress | undefined;
   private readonly limits: HostCallLimits;
+  private readonly clock: HostClock;
   private disposed = false;
   /** crypto.subtle operations running on Node's crypto.subtle (their answers wake the isolate). */
   private cryptos = 0;
@@ -40,9 +70,10 @@ export class HostCalls {
   /** Fetches by origin and result, for metrics (read by the step). */
   onFetch: ((origin: string, result: 'ok' | 'error') => void) | undefined;
 
-  constructor(egress: Egress | undefined, limits: HostCallLimits) {
+  constructor(egress: HostEgress | undefined, limits: HostCallLimits, clock: HostClock = WALL_CLOCK) {
     this.egress = egress;
     this.limits = limits;
+    this.clock = clock;
   }
 
   /** Timers and fetches waiting now: while any are, calls must not run inline. */
@@ -67,7 +98,7 @@ export class HostCalls {
     if (dispose) this.disposed = true;
     this.epoch++;
     for (const [id, sleep] of this.sleeps) {
-      clearTimeout(sleep.timer);
+      sleep.cancel();
       this.sleeps.delete(id);
       sleep.resolve(CANCELLED);
     }
@@ -117,21 +148,18 @@ export class HostCalls {
       // A timer longer than the wall deadline can serve no call: it never fires, and is
       // dropped at the deadline so a busy isolate cannot pile them up.
       const fires = delay <= this.limits.deadlineMs;
-      const timer = setTimeout(
-        () => {
-          this.sleeps.delete(id);
-          resolve(fires ? { value: 'fired' } : CANCELLED);
-        },
-        fires ? delay : this.limits.deadlineMs,
-      );
-      this.sleeps.set(id, { timer, resolve });
+      const cancel = this.clock.schedule(this.clock.now() + (fires ? delay : this.limits.deadlineMs), () => {
+        this.sleeps.delete(id);
+        resolve(fires ? { value: 'fired' } : CANCELLED);
+      });
+      this.sleeps.set(id, { cancel, resolve });
     });
   }
 
   private clear(id: number): void {
     const sleep = this.sleeps.get(id);
     if (!sleep) return;
-    clearTimeout(sleep.timer);
+    sleep.cancel();
     this.sleeps.delete(id);
     sleep.resolve(CANCELLED);
   }

@@ -1,5 +1,5 @@
 import type { GraphQLError, GraphQLFormattedError } from 'graphql';
-import { FieldErrorCodes } from './errors.ts';
+import { FieldErrorCodes } from '../compile/errors.ts';
 import { LimitCodes } from './limits.ts';
 
 /**

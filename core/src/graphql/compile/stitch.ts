@@ -1,11 +1,11 @@
 import { mergeTypeDefs } from '@graphql-tools/merge';
 import { makeExecutableSchema } from '@graphql-tools/schema';
 import { isObjectType, Kind, printSchema, validateSchema, type GraphQLFieldResolver, type GraphQLSchema, type StringValueNode } from 'graphql';
-import type { Resource } from '../config/resource.ts';
-import type { StitchedSchemaSpec } from '../config/schema/graphql-api.ts';
+import type { Resource } from '../../config/resource.ts';
+import type { StitchedSchemaSpec } from '../../config/schema/graphql-api.ts';
 import { GraphQLConfigCodes, type Problem } from './errors.ts';
 import { getPath, parsePath, type Segment } from './path.ts';
-import type { FieldResolver, OperationContext } from './resolvers/types.ts';
+import type { FieldResolver, OperationContext } from '../resolvers/types.ts';
 import type { CompiledApi, DescriptorInputs, compileApi as CompileApi } from './schema.ts';
 
 const STITCHED_PATH = ['spec', 'stitchedSchema', 'subschemas'];

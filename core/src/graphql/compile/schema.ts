@@ -12,16 +12,16 @@ import {
   type GraphQLSchema,
 } from 'graphql';
 import type protobuf from 'protobufjs';
-import type { Resource } from '../config/resource.ts';
-import type { ExecutableSchemaSpec, ResolutionSpec } from '../config/schema/graphql-api.ts';
+import type { Resource } from '../../config/resource.ts';
+import type { ExecutableSchemaSpec, ResolutionSpec } from '../../config/schema/graphql-api.ts';
 import { GraphQLConfigCodes, type Problem } from './errors.ts';
-import { rootFromDescriptorSet, rootFromProtoSources } from './grpc/descriptors.ts';
-import { compileGrpc, type CompiledGrpc } from './resolvers/grpc.ts';
+import { rootFromDescriptorSet, rootFromProtoSources } from '../grpc/descriptors.ts';
+import { compileGrpc, type CompiledGrpc } from '../resolvers/grpc.ts';
 import type { Segment } from './path.ts';
 import { compileStitched } from './stitch.ts';
-import { compileRest, type CompiledRest } from './resolvers/rest.ts';
-import type { OperationContext } from './resolvers/types.ts';
-import { compileRemote, type CompiledRemote } from './remote.ts';
+import { compileRest, type CompiledRest } from '../resolvers/rest.ts';
+import type { OperationContext } from '../resolvers/types.ts';
+import { compileRemote, type CompiledRemote } from '../execute/remote.ts';
 
 /** A resolution with its templates parsed, not yet bound to an upstream. */
 export type CompiledResolution =

@@ -1,22 +1,22 @@
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { ExecutionResult } from 'graphql';
 import type { Dispatcher } from 'undici';
-import type { RemoteExecutorSpec } from '../config/schema/graphql-api.ts';
-import { durationMs } from '../config/schema/common.ts';
-import { ErrorCodes } from '../errors.ts';
-import { isConnectFailure, type UpstreamCluster } from '../proxy/upstream-cluster.ts';
-import type { RequestContext } from '../proxy/context.ts';
-import { FieldErrorCodes, GraphQLConfigCodes, type Problem } from './errors.ts';
+import type { RemoteExecutorSpec } from '../../config/schema/graphql-api.ts';
+import { durationMs } from '../../config/schema/common.ts';
+import { ErrorCodes } from '../../errors.ts';
+import { isConnectFailure, type UpstreamCluster } from '../../proxy/upstream-cluster.ts';
+import type { RequestContext } from '../../proxy/context.ts';
+import { FieldErrorCodes, GraphQLConfigCodes, type Problem } from '../compile/errors.ts';
 import { errorAnswer, type Answer, type MediaType, type RequestParams } from './http.ts';
-import { LimitCodes, type OperationBudget } from './limits.ts';
+import { LimitCodes, type OperationBudget } from '../limits/limits.ts';
 import { boundaryOf, MultipartParser } from './incremental.ts';
-import { Template, TemplateSyntaxError } from './template.ts';
-import { streamOverWebSocket } from './subscriptions/upstream-ws.ts';
-import { maskRemoteErrors, maskResult } from './mask-errors.ts';
+import { Template, TemplateSyntaxError } from '../compile/template.ts';
+import { streamOverWebSocket } from '../subscriptions/upstream-ws.ts';
+import { maskRemoteErrors, maskResult } from '../limits/mask-errors.ts';
 import { traceHeaders } from './trace.ts';
 
 // The masking of upstream errors is shared with the WebSocket subscription client (./subscriptions/upstream-ws.ts).
-export { maskRemoteErrors, maskResult } from './mask-errors.ts';
+export { maskRemoteErrors, maskResult } from '../limits/mask-errors.ts';
 
 /** How long the remote executor waits for the upstream GraphQL server by default (`executor.remote.timeout`). */
 export const REMOTE_TIMEOUT_MS = 15_000;

@@ -1,4 +1,4 @@
-import { FieldErrorCodes } from './errors.ts';
+import { FieldErrorCodes } from '../compile/errors.ts';
 
 /** What a masked upstream error says. */
 const REMOTE_MESSAGE = 'the upstream GraphQL server reported an error';

@@ -15,21 +15,21 @@ import {
   type ValidationRule,
 } from 'graphql';
 import { compileQuery, isCompiledQuery, type CompiledQuery } from 'graphql-jit';
-import { metrics } from '../admin/metrics.ts';
-import type { RequestContext } from '../proxy/context.ts';
+import { metrics } from '../../admin/metrics.ts';
+import type { RequestContext } from '../../proxy/context.ts';
 import { graphiqlAsset, graphiqlPage } from './graphiql.ts';
-import { inputsTooComplexToCompile, usesComplexInput } from './input-complexity.ts';
+import { inputsTooComplexToCompile, usesComplexInput } from '../compile/input-complexity.ts';
 import { acceptsHtml, errorAnswer, negotiate, readParams, RequestFailure, sendAnswer, sendErrors, sendJson, type Answer, type MediaType, type RequestParams } from './http.ts';
-import { FieldErrorCodes } from './errors.ts';
-import { checkDocument, DEFAULT_LIMITS, jsonLargerThan, LimitCodes, limitError, nestsDeeperThan, OperationBudget, type GraphQLLimits } from './limits.ts';
+import { FieldErrorCodes } from '../compile/errors.ts';
+import { checkDocument, DEFAULT_LIMITS, jsonLargerThan, LimitCodes, limitError, nestsDeeperThan, OperationBudget, type GraphQLLimits } from '../limits/limits.ts';
 import { acceptsMultipart, INCREMENTAL_UNSUPPORTED, usesIncremental } from './incremental.ts';
-import { maskErrors } from './masking.ts';
+import { maskErrors } from '../limits/masking.ts';
 import { traceHeaders } from './trace.ts';
-import { streamEvents, wantsEventStream } from './subscriptions/sse.ts';
-import { SubscriptionServer } from './subscriptions/ws.ts';
-import type { OperationGate } from './operation-gate.ts';
+import { streamEvents, wantsEventStream } from '../subscriptions/sse.ts';
+import { SubscriptionServer } from '../subscriptions/ws.ts';
+import type { OperationGate } from '../limits/operation-gate.ts';
 import type { RemoteExecutor } from './remote.ts';
-import type { FieldResolver, OperationContext } from './resolvers/types.ts';
+import type { FieldResolver, OperationContext } from '../resolvers/types.ts';
 
 /** Which engine executes local operations: graphql-jit (compiled per document) or graphql-js. */
 export type ExecutionEngine = 'jit' | 'graphql-js';

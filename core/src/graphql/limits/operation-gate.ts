@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
-import type { RequestParams } from './http.ts';
+import type { RequestParams } from '../execute/http.ts';
 
 /** Gloo's default `persistedQueryCacheConfig.cacheSize`. */
 export const DEFAULT_PERSISTED_QUERY_CACHE_SIZE = 1000;
