@@ -56,10 +56,12 @@ export function forward(req: IncomingMessage, res: ServerResponse, ctx: RequestC
   // A client that already left (during auth, say) gets no upstream request: its 'close' has fired.
   if (downstreamGone(res)) return;
   // options.shadowing: a copy goes to the shadow Upstream, fire and forget; a body is copied as the primary reads it.
+  // The body as the destination reads it: the client's, or a filter's decoding of it (gRPC-Web text), which a shadow copies too.
+  const source = filters?.requestBodyStream ?? req;
   const shadowBody = route.shadow
-    ? startShadow(route.shadow, req, hasBody, { method: req.method!, path, headers: (host) => upstreamHeaders(req, headers, route, host, ctx.start, false), timeoutMs: route.timeoutMs > 0 ? Math.min(route.timeoutMs, MAX_TIMER_MS) : SHADOW_TIMEOUT_MS, logger: ctx.logger, requestId: ctx.requestId })
+    ? startShadow(route.shadow, source, hasBody, { method: req.method!, path, headers: (host) => upstreamHeaders(req, headers, route, host, ctx.start, false), timeoutMs: route.timeoutMs > 0 ? Math.min(route.timeoutMs, MAX_TIMER_MS) : SHADOW_TIMEOUT_MS, logger: ctx.logger, requestId: ctx.requestId })
     : undefined;
-  const exchange: Exchange = { req, res, ctx, route, cluster, path, hasBody, body: shadowBody ?? filters?.requestBodyStream ?? req, current: undefined, filters };
+  const exchange: Exchange = { req, res, ctx, route, cluster, path, hasBody, body: shadowBody ?? source, current: undefined, filters };
   // gRPC's own deadline (`grpc-timeout`), over the whole call, streaming included.
   const deadlineMs = isGrpcRequest(headers) ? grpcTimeoutMs(headers) : undefined;
   const deadline = deadlineMs === undefined ? undefined : setTimeout(() => deadlineExceeded(exchange), deadlineMs);
