@@ -5,7 +5,8 @@
 // `grpcWeb.disable`, and hostile input (truncated and oversized frames, bad base64, a client
 // that cancels mid-stream): the gateway answers and keeps serving (SPEC 4.1).
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
-import { connect } from 'node:http2';
+import { connect, createServer as createH2cServer, type Http2Server } from 'node:http2';
+import type { AddressInfo } from 'node:net';
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
@@ -43,6 +44,8 @@ interface Req {
 let gw: GatehouseProcess;
 let config: ConfigDir;
 let server: grpc.Server;
+/** An HTTP/2 upstream that is not a gRPC server: it answers with an HTML page. */
+let html: Http2Server;
 let port: number;
 let plainPort: number;
 /** Server-streaming calls the server saw cancelled. */
@@ -87,6 +90,13 @@ beforeAll(async () => {
   });
   const grpcPort = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (error, p) => (error ? reject(error) : resolve(p))));
   const downPort = await refusedPort();
+  html = createH2cServer((req, res) => {
+    req.resume();
+    res.writeHead(req.url.includes('Missing') ? 404 : 200, { 'content-type': 'text/html' });
+    res.end('<html><body>not a gRPC server</body></html>');
+  });
+  await new Promise<void>((resolve) => html.listen(0, '127.0.0.1', resolve));
+  const htmlPort = (html.address() as AddressInfo).port;
   [port, plainPort] = await Promise.all([freePort(), freePort()]);
   const guide = parse(await readFile(GUIDE, 'utf8')) as { spec: object };
   const gateway = (name: string, bindPort: number, options: object) => ({ apiVersion: 'gateway.solo.io/v1', kind: 'Gateway', metadata: { name, namespace: 'default' }, spec: { bindAddress: '127.0.0.1', bindPort, httpGateway: { options } } });
@@ -94,6 +104,7 @@ beforeAll(async () => {
     'upstream.yaml': [
       { apiVersion: 'gloo.solo.io/v1', kind: 'Upstream', metadata: { name: 'echo', namespace: 'default' }, spec: { useHttp2: true, static: { hosts: [{ addr: '127.0.0.1', port: grpcPort }] } } },
       { apiVersion: 'gloo.solo.io/v1', kind: 'Upstream', metadata: { name: 'down', namespace: 'default' }, spec: { useHttp2: true, static: { hosts: [{ addr: '127.0.0.1', port: downPort }] } } },
+      { apiVersion: 'gloo.solo.io/v1', kind: 'Upstream', metadata: { name: 'html', namespace: 'default' }, spec: { useHttp2: true, static: { hosts: [{ addr: '127.0.0.1', port: htmlPort }] } } },
     ],
     'vs.yaml': {
       apiVersion: 'gateway.solo.io/v1',
@@ -105,6 +116,7 @@ beforeAll(async () => {
           options: { cors: { allowOrigin: ['https://app.example'], allowHeaders: ['content-type', 'x-grpc-web', 'x-user-agent', 'grpc-timeout'], allowMethods: ['POST'], exposeHeaders: ['grpc-status', 'grpc-message'], maxAge: '600' } },
           routes: [
             { matchers: [{ prefix: '/', headers: [{ name: 'x-target', value: 'down' }] }], routeAction: { single: { upstream: { name: 'down', namespace: 'default' } } } },
+            { matchers: [{ prefix: '/', headers: [{ name: 'x-target', value: 'html' }] }], routeAction: { single: { upstream: { name: 'html', namespace: 'default' } } } },
             // The body read whole first (Envoy's buffer filter), then decoded from base64 for a text call.
             { matchers: [{ prefix: '/', headers: [{ name: 'x-buffered', value: 'yes' }] }], options: { bufferPerRoute: { buffer: { maxRequestBytes: 100_000 } } }, routeAction: { single: { upstream: { name: 'echo', namespace: 'default' } } } },
             { matchers: [{ prefix: '/' }], routeAction: { single: { upstream: { name: 'echo', namespace: 'default' } } } },
@@ -121,6 +133,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await gw?.stop();
   server?.forceShutdown();
+  html?.close();
   await config?.cleanup();
 });
 
@@ -227,6 +240,18 @@ describe('gRPC-Web (Envoy grpc_web, on by default as in Gloo)', () => {
     expect((error as ConnectError).code).toBe(Code.Unavailable);
     const raw = await post('/gatehouse.test.Echo/Say', { 'content-type': 'application/grpc-web-text', 'x-target': 'down' }, frame(0, message({ text: 'x' })).toString('base64'));
     expect([raw.headers['content-type'], raw.headers['grpc-status']]).toEqual(['application/grpc-web-text+proto', '14']);
+  });
+
+  it('an upstream that answers with something other than gRPC: its HTTP status as a gRPC status, its body dropped', async () => {
+    const missing = await (client() as AnyClient).say({ text: 'x' }, { headers: { 'x-target': 'html' } }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    // HTTP 200 with an HTML page: UNKNOWN (Envoy's mapping of a 200 that is not gRPC).
+    expect((missing as ConnectError).code).toBe(Code.Unknown);
+    expect((missing as ConnectError).rawMessage).toMatch(/upstream answered HTTP 200 \(text\/html\), not gRPC/);
+    const raw = await post('/gatehouse.test.Missing/Say', { 'content-type': 'application/grpc-web+proto', 'x-target': 'html' }, frame(0, message({ text: 'x' })));
+    expect([raw.status, raw.headers['content-type'], raw.headers['grpc-status'], raw.body.length]).toEqual([200, 'application/grpc-web+proto', '12', 0]);
   });
 
   it('the wire format: binary and base64 text bodies, content types and the trailer frame', async () => {

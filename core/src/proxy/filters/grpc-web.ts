@@ -1,5 +1,5 @@
 import { PassThrough, Readable, Transform, type TransformCallback } from 'node:stream';
-import { GRPC_WEB_REPLY_TYPE } from '../grpc.ts';
+import { encodeGrpcMessage, GRPC_WEB_REPLY_TYPE, grpcStatusOf } from '../grpc.ts';
 import type { FilterRequest, HttpFilter, HttpFilterFactory } from './http-filter.ts';
 import { FilterStage } from './http-filter.ts';
 
@@ -180,7 +180,7 @@ export function grpcWebHttpFilter(): HttpFilter {
       }
       return undefined;
     },
-    onResponseHeaders(request, _status, headers) {
+    onResponseHeaders(request, status, headers) {
       // gRPC calls that are not gRPC-Web (most on these routes) stop here, allocating nothing.
       if ((request.req as unknown as Record<symbol, string | undefined>)[GRPC_WEB_REPLY_TYPE] === undefined) return;
       const state = request.metadata.get(STATE) as CallState | undefined;
@@ -194,6 +194,13 @@ export function grpcWebHttpFilter(): HttpFilter {
       else headers[at + 1] = webType;
       const length = find(headers, 'content-length');
       if (length !== -1) headers.splice(length, 2);
+      if (!grpc && find(headers, 'grpc-status') === -1) {
+        // Not a gRPC answer (an HTML error page, a proxy's 502): the client gets its HTTP status as
+        // a gRPC status in a trailers-only answer, and the body, which it could not parse, is dropped.
+        headers.push('grpc-status', String(grpcStatusOf(status)), 'grpc-message', encodeGrpcMessage(`upstream answered HTTP ${status}${upstreamType ? ` (${upstreamType.split(';')[0]})` : ''}, not gRPC`));
+        request.encodeResponseBody?.({ stream: new Transform({ transform: (_chunk, _encoding, done) => done() }) });
+        return 200;
+      }
       // Trailers-only (the status in the headers): nothing follows the headers.
       if (find(headers, 'grpc-status') !== -1 || request.encodeResponseBody === undefined) return;
       const stream = state.text ? new Base64Encoder() : new PassThrough();
