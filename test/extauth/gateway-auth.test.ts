@@ -9,7 +9,7 @@ import type { Authorizer } from '../../core/src/extauth/authorizer.ts';
 import { GrpcAuthorizer, InProcessAuthorizer } from '../../core/src/extauth/authorizers.ts';
 import { startExtAuthServer, type ExtAuthServer } from '../../core/src/extauth/server.ts';
 import { Gateway } from '../../core/src/proxy/gateway.ts';
-import { UpstreamRegistry } from '../../core/src/proxy/upstream-cluster.ts';
+import { UpstreamRegistry } from '../../core/src/proxy/upstream/upstream-cluster.ts';
 import { closeGracefully, listen } from '../../core/src/server/listen.ts';
 import type { ConfigDir } from '../support/config-dir.ts';
 import { refusedPort, type Echo } from '../support/upstream.ts';

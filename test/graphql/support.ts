@@ -8,7 +8,7 @@ import { ConfigStore, type ConfigSnapshot } from '../../core/src/config/store.ts
 import { checkGraphQLApi, createGraphQLEndpoints, type ExecutionEngine } from '../../core/src/graphql/index.ts';
 import type { RequestContext } from '../../core/src/proxy/context.ts';
 import type { GraphQLEndpoints } from '../../core/src/proxy/destinations.ts';
-import { UpstreamRegistry } from '../../core/src/proxy/upstream-cluster.ts';
+import { UpstreamRegistry } from '../../core/src/proxy/upstream/upstream-cluster.ts';
 import { makeConfigDir, manifests } from '../support/config-dir.ts';
 import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
 import { startServer } from '../support/upstream.ts';

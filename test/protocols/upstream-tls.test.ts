@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import type { TLSSocket } from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Resource } from '../../core/src/config/resource.ts';
-import { upstreamTls } from '../../core/src/proxy/upstream-cluster.ts';
+import { upstreamTls } from '../../core/src/proxy/upstream/upstream-cluster.ts';
 import { makeConfigDir, type ConfigDir } from '../support/config-dir.ts';
 import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
 

@@ -11,7 +11,7 @@ import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
 import { send } from '../support/http.ts';
 import { startServer, type TestServer } from '../support/upstream.ts';
 
-/** The gateway's pool size per upstream host (core/src/proxy/upstream-cluster.ts). */
+/** The gateway's pool size per upstream host (core/src/proxy/upstream/upstream-cluster.ts). */
 const POOL = 128;
 
 let upstream: TestServer;

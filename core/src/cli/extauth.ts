@@ -1,3 +1,4 @@
+import { flushTracing } from '../tracing/tracing.ts';
 import { readFileSync } from 'node:fs';
 import { DEFAULT_API_GROUP_DOMAIN } from '../config/schema/kinds.ts';
 import { redisOptions } from '../redis/client.ts';
@@ -126,6 +127,7 @@ export async function runExtAuth(argv: string[]): Promise<number | void> {
     logger.info({ signal }, 'shutting down: finishing in-flight checks');
     await running.close();
     admin.server.close();
+    await flushTracing();
     logger.info('stopped');
     flushLogs();
     process.exit(0);

@@ -4,7 +4,7 @@ import { CROSS_NAMESPACE_SECRETS_MODES, SECRET_REFERENCE_ANNOTATION, type CrossN
 import { DEFAULT_API_GROUP_DOMAIN } from '../config/schema/kinds.ts';
 import { durationMs } from '../config/schema/common.ts';
 import { parseWorkers, type GatewayProcessOptions } from '../server/gateway-process.ts';
-import type { PathNormalization } from '../proxy/normalize-path.ts';
+import type { PathNormalization } from '../proxy/routing/normalize-path.ts';
 import { DEFAULT_LISTENER_LIMITS, type ListenerLimits } from '../server/listen.ts';
 
 /** The HTTPS listener's port when `--https-port` is not given (bound only while a VirtualService has sslConfig). */

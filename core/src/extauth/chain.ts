@@ -6,6 +6,7 @@ import { evaluateBoolExpr, type BoolExpr } from './boolean-expr.ts';
 import { allow, applyAllowed, forbidden, withHeaders, type Allowed } from './decision.ts';
 import { sanitizeDecision, type SanitizeReport } from './sanitize-decision.ts';
 import type { AuthDecision, AuthStep, CheckRequest, HeaderToSet } from './step.ts';
+import { remoteChildSpan } from '../tracing/tracing.ts';
 
 /**
  * The built steps of one AuthConfig version (SPEC 5): run in order, the first denial is
@@ -71,7 +72,7 @@ export class AuthChain {
     this.inflight++;
     let answer: Promise<AuthDecision>;
     try {
-      answer = step.authorize(request, { state: {} });
+      answer = traced(step, request, this.configId, { state: {} });
     } catch (error) {
       answer = Promise.reject(error);
     }
@@ -182,7 +183,7 @@ export class AuthChain {
   private async runStep(step: AuthStep, request: CheckRequest, state: Record<string, unknown>): Promise<AuthDecision> {
     let decision: AuthDecision;
     try {
-      decision = await step.authorize(request, { state });
+      decision = await traced(step, request, this.configId, { state });
     } catch (error) {
       return this.failed(step, error);
     }
@@ -265,4 +266,25 @@ function setsAndRemoves(decision: Allowed): boolean {
   if (decision.headersToRemove.length === 0) return false;
   const removed = new Set(decision.headersToRemove.map((name) => name.toLowerCase()));
   return decision.headersToSet.some((h) => removed.has(h.key.toLowerCase()));
+}
+
+/**
+ * `step.authorize`, as a span when the check carries a sampled trace context and the process has
+ * a collector (core/src/tracing); otherwise the call itself.
+ */
+function traced(step: AuthStep, request: CheckRequest, configId: string, context: Parameters<AuthStep['authorize']>[1]): Promise<AuthDecision> {
+  const span = remoteChildSpan(request.attributes.request.http.headers, `auth step ${step.name}`, { 'auth.config_id': configId, 'auth.step': step.name });
+  if (span === undefined) return step.authorize(request, context);
+  return step.authorize(request, context).then(
+    (decision) => {
+      span.setAttribute('auth.allowed', decision.allowed);
+      if (!decision.allowed) span.setAttribute('http.status_code', decision.status);
+      span.end();
+      return decision;
+    },
+    (error: unknown) => {
+      span.end((error as Error)?.message ?? 'failed');
+      throw error;
+    },
+  );
 }

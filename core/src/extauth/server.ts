@@ -19,6 +19,8 @@ import { AuthEngine } from './engine.ts';
 import { checkRequestFromMessage, checkResponseToMessage, type CheckRequestMessage, type CheckResponseMessage } from './grpc/check-messages.ts';
 import { AUTHORIZATION_SERVICE, authorizationPackage } from './grpc/protos.ts';
 import { loadRedisDriver } from '../redis/client.ts';
+import { collectorFromEnv, loadRuntime } from '../tracing/tracing.ts';
+import type { CheckRequest } from './step.ts';
 import { attachRateLimitService, rateLimitChecks, rateLimitOptionsFromEnv } from '../ratelimit/grpc-service.ts';
 
 /** The auth server's default gRPC port (SPEC 1). */
@@ -78,6 +80,9 @@ export interface ExtAuthServer {
  * loaded yet: once bound; health turns SERVING with the first snapshot).
  */
 export async function startExtAuthServer(options: ExtAuthServerOptions): Promise<ExtAuthServer> {
+  // Step spans go to OTEL_EXPORTER_OTLP_* (docs/tracing.md); the SDK loads only when it is set.
+  const collector = collectorFromEnv();
+  if (collector) await loadRuntime(collector);
   const port = options.port ?? DEFAULT_EXTAUTH_PORT;
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new GatehouseError(ErrorCodes.BAD_ARGUMENT, `port ${port} is not a port number (0 to 65535)`);
   if (!options.loader && !options.kube) {
@@ -107,7 +112,7 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
       callback({ code: GrpcStatus.UNAUTHENTICATED, details: 'this ext_authz server needs a caller token (authorization: Bearer <token> metadata)' }, null);
       return;
     }
-    engine.check(checkRequestFromMessage(call.request)).then(
+    engine.check(withTraceContext(checkRequestFromMessage(call.request), call.metadata)).then(
       (decision) => callback(null, checkResponseToMessage(decision)),
       // engine.check never rejects; this guards the gRPC call against a bug all the same.
       () => callback(null, checkResponseToMessage(forbidden())),
@@ -266,4 +271,15 @@ function shutdown(server: Server, graceMs: number): Promise<void> {
       resolve();
     });
   });
+}
+
+/**
+ * The caller's W3C trace context (gRPC metadata `traceparent`, as Envoy and the gateway send it)
+ * put in the request's headers, where the steps' spans look for their parent (core/src/tracing).
+ */
+function withTraceContext(request: CheckRequest, metadata: Metadata): CheckRequest {
+  const traceparent = metadata.get('traceparent')[0];
+  if (typeof traceparent !== 'string' || traceparent.length > 128) return request;
+  request.attributes.request.http.headers.traceparent = traceparent;
+  return request;
 }

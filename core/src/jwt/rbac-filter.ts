@@ -1,6 +1,6 @@
 import type { Diagnostic, PathSegment } from '../config/diagnostic.ts';
 import { FilterStage, type FilterRequest, type FilterVerdict, type HttpFilter, type HttpFilterFactory } from '../proxy/filters/http-filter.ts';
-import { fullMatcher, re2Problem } from '../proxy/re2.ts';
+import { fullMatcher, re2Problem } from '../proxy/routing/re2.ts';
 import { claimValue } from './claims.ts';
 import { JwtCodes } from './codes.ts';
 import { field, fieldName } from './fields.ts';

@@ -1,8 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ConfigSnapshot } from '../config/store.ts';
 import type { RequestContext } from './context.ts';
-import type { UpstreamCluster } from './upstream-cluster.ts';
-import type { PendingUpgrade } from './upgrade.ts';
+import type { UpstreamCluster } from './upstream/upstream-cluster.ts';
+import type { PendingUpgrade } from './request/upgrade.ts';
 
 /**
  * The GraphQL servers of every served GraphQLApi, as a route destination

@@ -7,7 +7,7 @@ import { parseManifests } from '../config/manifest.ts';
 import { ConfigStore } from '../config/store.ts';
 import type { Authorizer } from '../extauth/authorizer.ts';
 import { Gateway } from './gateway.ts';
-import { UpstreamRegistry } from './upstream-cluster.ts';
+import { UpstreamRegistry } from './upstream/upstream-cluster.ts';
 
 const servers: Server[] = [];
 afterEach(async () => {

@@ -5,7 +5,7 @@ import { parseManifests } from '../config/manifest.ts';
 import { ConfigStore } from '../config/store.ts';
 import { createGraphQLEndpoints } from '../graphql/index.ts';
 import { Gateway } from './gateway.ts';
-import { UpstreamRegistry, type UpstreamCluster } from './upstream-cluster.ts';
+import { UpstreamRegistry, type UpstreamCluster } from './upstream/upstream-cluster.ts';
 
 const manifests = (routeUpstream: string) => [
   { apiVersion: 'gatehouse.gatehouse.dev/v1', kind: 'Upstream', metadata: { name: 'rest' }, spec: { static: { hosts: [{ addr: '127.0.0.1', port: 9 }] } } },

@@ -10,7 +10,7 @@ import type { Authorizer } from '../extauth/authorizer.ts';
 import type { AuthDecision, CheckRequest } from '../extauth/step.ts';
 import { closeGracefully, listen } from '../server/listen.ts';
 import { Gateway, parseAbsoluteTarget } from './gateway.ts';
-import { UpstreamRegistry } from './upstream-cluster.ts';
+import { UpstreamRegistry } from './upstream/upstream-cluster.ts';
 import { createAccessLog, type AccessLog } from '../log/access-log.ts';
 
 // The request path in-process: a real Gateway on a real listener, real upstream servers.

@@ -13,18 +13,19 @@ import { ChainRequest, FilterCodes, isPending, runRequestFilters, sendDirectResp
 import type { FilterVerdict, FilterServices } from './filters/http-filter.ts';
 import type { GatewayRateLimiter } from '../ratelimit/gateway-limiter.ts';
 import type { GraphQLEndpoints } from './destinations.ts';
-import { forward } from './forward.ts';
-import { parseHostHeader } from './host-table.ts';
+import { forward } from './request/forward.ts';
+import { parseHostHeader } from './routing/host-table.ts';
 import { isHttp2Request, upgradeDecision } from '../server/http2.ts';
 import { servesOnConnection, tlsBindingOf } from '../server/tls-contexts.ts';
-import { downstreamGone, sendConfiguredReply, sendLocalReply } from './local-reply.ts';
-import { DEFAULT_PATH_NORMALIZATION, normalizePath, targetError, type PathNormalization } from './normalize-path.ts';
-import { sanitizeRequestHeaders } from './request-headers.ts';
-import { hasRequestBody } from './request-body.ts';
-import type { CompiledMatcher } from './route-matcher.ts';
-import { compileRouteTable, matchRoute, redirectLocation, type CompiledRoute, type RouteTable } from './route-table.ts';
-import type { UpstreamRegistry } from './upstream-cluster.ts';
-import { DEFAULT_UPGRADE_LIMITS, forwardUpgrade, pendingUpgrade, UPGRADE, type PendingUpgrade, type UpgradeLimits } from './upgrade.ts';
+import { downstreamGone, sendConfiguredReply, sendLocalReply } from './request/local-reply.ts';
+import { DEFAULT_PATH_NORMALIZATION, normalizePath, targetError, type PathNormalization } from './routing/normalize-path.ts';
+import { sanitizeRequestHeaders } from './request/request-headers.ts';
+import { hasRequestBody } from './request/request-body.ts';
+import type { CompiledMatcher } from './routing/route-matcher.ts';
+import { compileRouteTable, matchRoute, redirectLocation, type CompiledRoute, type RouteTable } from './routing/route-table.ts';
+import type { UpstreamRegistry } from './upstream/upstream-cluster.ts';
+import { listenerTracingOf, RequestTracer } from '../tracing/tracing.ts';
+import { DEFAULT_UPGRADE_LIMITS, forwardUpgrade, pendingUpgrade, UPGRADE, type PendingUpgrade, type UpgradeLimits } from './request/upgrade.ts';
 
 export interface GatewayOptions {
   logger: Logger;
@@ -85,6 +86,8 @@ export class Gateway {
   }
 
   private readonly filterServices: FilterServices;
+  /** This listener's tracing (core/src/tracing); undefined: nothing traced, nothing allocated. */
+  private tracer: RequestTracer | undefined;
 
   private tableOptions(): Parameters<typeof compileRouteTable>[1] {
     return { upstreams: this.options.upstreams, logger: this.logger, filters: { services: this.filterServices, logger: this.logger }, ...(this.options.kubeClusterDomain ? { kubeClusterDomain: this.options.kubeClusterDomain } : {}) };
@@ -96,6 +99,8 @@ export class Gateway {
     const table = compileRouteTable(snapshot, this.tableOptions());
     this.options.graphql?.update(snapshot);
     this.table = table;
+    const tracing = listenerTracingOf(snapshot, snapshot.listener);
+    this.tracer = tracing ? new RequestTracer(tracing, this.logger) : undefined;
     const graphqlClusters = this.options.graphql?.clusters();
     this.options.upstreams.retainOnly(graphqlClusters?.size ? new Set([...table.clusters, ...graphqlClusters]) : table.clusters);
   }
@@ -231,6 +236,7 @@ export class Gateway {
     if (typeof requestId !== 'string' || requestId === '') headers['x-request-id'] = requestId = randomUUID();
     const ctx: RequestContext = { requestId, start, virtualHost: vhost.name, route: route.name, headers, logger: this.logger, upstream: undefined, responseHeaders: undefined };
     this.finish(req, res, start, vhost.name, route, ctx);
+    this.tracer?.start(req, res, ctx, route);
 
     // A redirect's "path" is its location, built from the request as it came in.
     const upstreamPath =

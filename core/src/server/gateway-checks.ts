@@ -3,6 +3,7 @@ import { ConfigCodes, type Diagnostic, type PathSegment } from '../config/diagno
 import type { Resource } from '../config/resource.ts';
 import type { GatewaySpec } from '../config/schema/gateway.ts';
 import type { CheckContext } from '../config/check-context.ts';
+import { checkListenerTracing } from '../tracing/checks.ts';
 
 /** Gloo's default `proxyNames` (gateway.proto). */
 export const DEFAULT_PROXY_NAME = 'gateway-proxy';
@@ -60,6 +61,8 @@ export function checkGateway(resource: Resource<'Gateway'>, ctx: CheckContext): 
   if (escaped === 'UNESCAPE_AND_REDIRECT' || escaped === 3) {
     out.push(ctx.at(['spec', 'httpGateway', 'options', 'httpConnectionManagerSettings', 'pathWithEscapedSlashesAction'], ConfigCodes.IGNORED, 'UNESCAPE_AND_REDIRECT is served as UNESCAPE_AND_FORWARD (no redirect is sent)', 'warning'));
   }
+
+  out.push(...checkListenerTracing(resource, ctx));
 
   // Referenced VirtualServices that are not served: the listener serves the others (Gloo reports them too).
   http?.virtualServices?.forEach((ref, i) => {

@@ -8,13 +8,13 @@ import { field, type GatewaySpec } from '../config/schema/gateway.ts';
 import { compileJsonFormat, compileStringFormat, ENVOY_DEFAULT_FORMAT } from '../log/access-format.ts';
 import { createFormattedAccessLog, type AccessEntry, type AccessLog, type FormattedSink } from '../log/access-log.ts';
 import type { Logger } from '../log/logger.ts';
-import type { PathNormalization } from '../proxy/normalize-path.ts';
+import type { PathNormalization } from '../proxy/routing/normalize-path.ts';
 import { assertPortFree, closeGracefully, DEFAULT_LISTENER_LIMITS, listen, listenTls, type BindOptions, type ListenerLimits } from './listen.ts';
 import { TlsContexts } from './tls-contexts.ts';
 import type { ProxyProtocolPolicy } from './proxy-protocol.ts';
 import { DEFAULT_TCP_CONNECT_TIMEOUT_MS, DEFAULT_TCP_IDLE_TIMEOUT_MS, TcpProxyListener, type TcpListenerSettings } from './tcp-proxy.ts';
 import { compileTcpRoutes } from './tcp-routes.ts';
-import { KubeDnsResolver } from '../proxy/kube-resolver.ts';
+import { KubeDnsResolver } from '../proxy/upstream/kube-resolver.ts';
 
 /** What one Gateway asks of its listener, as compiled from the snapshot. */
 export interface ListenerPlan {
@@ -183,7 +183,7 @@ export function snapshotFor(snapshot: ConfigSnapshot, plan: ListenerPlan): Confi
   for (const [key, resource] of snapshot.resources) if (resource.kind !== 'VirtualService' || plan.selects(resource)) resources.set(key, resource);
   // The listener's HTTP filter options (gzip, grpcWeb, buffer) reach its routes' filters (proxy/filters/).
   const httpOptions = plan.httpOptions;
-  return { ...snapshot, resources, listener: { httpOptions, key: httpOptions === undefined ? '' : JSON.stringify(httpOptions) } };
+  return { ...snapshot, resources, listener: plan.gateway, listenerHttp: { httpOptions, key: httpOptions === undefined ? '' : JSON.stringify(httpOptions) } };
 }
 
 /** The parts of a listener a traffic process makes for each Gateway (its own route table, pools and access log). */

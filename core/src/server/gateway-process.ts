@@ -1,3 +1,4 @@
+import { flushTracing } from '../tracing/tracing.ts';
 import cluster, { type Worker } from 'node:cluster';
 import { existsSync, readFileSync } from 'node:fs';
 import type { CrossNamespaceSecrets } from '../config/secret-grants.ts';
@@ -19,17 +20,17 @@ import { loadRedisDriver } from '../redis/client.ts';
 import type { Authorizer } from '../extauth/authorizer.ts';
 import { flushLogs, type Logger } from '../log/logger.ts';
 import type { GraphQLEndpoints } from '../proxy/destinations.ts';
-import { startChunkCollector } from '../proxy/chunk-collector.ts';
+import { startChunkCollector } from '../proxy/request/chunk-collector.ts';
 import { Gateway } from '../proxy/gateway.ts';
-import type { PathNormalization } from '../proxy/normalize-path.ts';
-import { UpstreamRegistry } from '../proxy/upstream-cluster.ts';
+import type { PathNormalization } from '../proxy/routing/normalize-path.ts';
+import { UpstreamRegistry } from '../proxy/upstream/upstream-cluster.ts';
 import { assertPortFree, closeGracefully, listen, listenTls, type BindOptions, type ListenerLimits } from './listen.ts';
 import { TlsContexts } from './tls-contexts.ts';
 import { installProcessGuards, startWatchdog } from './process-guards.ts';
 import { GatewayListeners, type GatewayListenersDeps } from './gateway-listeners.ts';
 import { DEFAULT_PROXY_NAME } from './gateway-checks.ts';
 import { createAccessLog, type AccessLog } from '../log/access-log.ts';
-import { DEFAULT_PATH_NORMALIZATION } from '../proxy/normalize-path.ts';
+import { DEFAULT_PATH_NORMALIZATION } from '../proxy/routing/normalize-path.ts';
 
 /** Default `--watchdog`: longer than any sound pause (a 20,000-route reload blocks ~2 s). */
 export const DEFAULT_WATCHDOG_MS = 10_000;
@@ -245,6 +246,7 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
     await routesView?.close();
     await primary?.close();
     await closeGracefully(adminServer.server, 1_000);
+    await flushTracing();
     logger.info('stopped');
     flushLogs();
     process.exit(0);
@@ -490,6 +492,7 @@ async function runWorker(options: GatewayProcessOptions): Promise<void> {
     } else if (message.type === 'gatehouse:stop') {
       await Promise.all([flags.close(), gatewayListenerSet.close()]);
       await gateway.close();
+      await flushTracing();
       flushLogs();
       process.exit(0);
     }

@@ -3,8 +3,8 @@ import { lookup } from '../config/lookup.ts';
 import type { Resource } from '../config/resource.ts';
 import type { ConfigSnapshot } from '../config/store.ts';
 import { field, type GatewaySpec } from '../config/schema/gateway.ts';
-import { KubeDnsResolver, type KubeServiceResolver } from '../proxy/kube-resolver.ts';
-import { hostsOf } from '../proxy/upstream-cluster.ts';
+import { KubeDnsResolver, type KubeServiceResolver } from '../proxy/upstream/kube-resolver.ts';
+import { hostsOf } from '../proxy/upstream/upstream-cluster.ts';
 import { secureContextOptions, tlsMaterial } from '../tls/material.ts';
 
 type TcpGatewaySpec = NonNullable<GatewaySpec['tcpGateway']>;

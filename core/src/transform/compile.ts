@@ -1,6 +1,6 @@
 import { RE2JS } from 're2js';
 import { re2Problem } from '../regex/re2.ts';
-import { compileMatchers, type RequestLine } from '../proxy/route-matcher.ts';
+import { compileMatchers, type RequestLine } from '../proxy/routing/route-matcher.ts';
 import type { MatcherSpec } from '../config/schema/virtual-service.ts';
 import { compileInja, dumpJson, InjaCodes, InjaError, jsonEscape, renderState, type CompiledTemplate, type HostFunction, type Json, type RenderState } from './inja.ts';
 import type { ExtractionSpec, RequestResponseTransformationsSpec, TransformationSpec, TransformationStagesSpec, TransformationTemplateSpec, TransformationsSpec, TransformHeaderMatcherSpec } from './schema.ts';

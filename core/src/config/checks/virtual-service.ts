@@ -7,9 +7,9 @@ import { secureContextOf, tlsMaterial } from '../../tls/material.ts';
 import { RETRY_ON_TOKENS, type RouteOptionsSpec, type RouteSpec, type VirtualHostOptionsSpec } from '../schema/virtual-service.ts';
 import { checkDelegatingRoute, checkTableDelegation, delegationLimits, flattenRoutes, routeTablesOf, type DelegationProblem } from '../delegation.ts';
 import { configLimits } from '../limits.ts';
-import { parseHeaderValue } from '../../proxy/header-ops.ts';
-import { PSEUDO_HEADERS } from '../../proxy/route-matcher.ts';
-import { hostRewriteProblems } from '../../proxy/host-rewrite.ts';
+import { parseHeaderValue } from '../../proxy/request/header-ops.ts';
+import { PSEUDO_HEADERS } from '../../proxy/routing/route-matcher.ts';
+import { hostRewriteProblems } from '../../proxy/request/host-rewrite.ts';
 
 const HOST_LABELS = /^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$/i;
 

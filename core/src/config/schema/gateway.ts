@@ -1,6 +1,7 @@
 import Type from 'typebox';
 import { atMostOneOf, Duration, Ignored, ResourceRef, Strict } from './common.ts';
 import { Destination, MAX_REQUEST_BODY_BYTES, SslConfig } from './virtual-service.ts';
+import { ListenerTracingSettings } from '../../tracing/schema.ts';
 
 /**
  * Gloo Edge's `Gateway` (`gateway.solo.io/v1`, projects/gateway/api/v1/gateway.proto): one
@@ -72,9 +73,10 @@ export const HttpConnectionManagerSettings = Strict({
   maxRequestHeadersKb: Type.Optional(Type.Integer({ minimum: 1, maximum: 8192 })),
   normalizePath: Type.Optional(Type.Boolean()),
   mergeSlashes: Type.Optional(Type.Boolean()),
+  tracing: Type.Optional(ListenerTracingSettings),
   pathWithEscapedSlashesAction: Type.Optional(Type.Union([Type.Literal('IMPLEMENTATION_SPECIFIC_DEFAULT'), Type.Literal('KEEP_UNCHANGED'), Type.Literal('REJECT_REQUEST'), Type.Literal('UNESCAPE_AND_REDIRECT'), Type.Literal('UNESCAPE_AND_FORWARD'), Type.Integer({ minimum: 0, maximum: 4 })])),
   ...notApplied(
-    ['skipXffAppend', 'via', 'xffNumTrustedHops', 'useRemoteAddress', 'generateRequestId', 'proxy100Continue', 'drainTimeout', 'delayedCloseTimeout', 'serverName', 'stripAnyHostPort', 'acceptHttp10', 'defaultHostForHttp10', 'allowChunkedLength', 'enableTrailers', 'properCaseHeaderKeyFormat', 'preserveCaseHeaderKeyFormat', 'tracing', 'forwardClientCertDetails', 'setCurrentClientCertDetails', 'preserveExternalRequestId', 'upgrades', 'maxConnectionDuration', 'maxStreamDuration', 'headersWithUnderscoresAction', 'maxRequestsPerConnection', 'serverHeaderTransformation', 'codecType', 'uuidRequestIdConfig', 'http2ProtocolOptions', 'internalAddressConfig', 'appendXForwardedPort', 'earlyHeaderManipulation'],
+    ['skipXffAppend', 'via', 'xffNumTrustedHops', 'useRemoteAddress', 'generateRequestId', 'proxy100Continue', 'drainTimeout', 'delayedCloseTimeout', 'serverName', 'stripAnyHostPort', 'acceptHttp10', 'defaultHostForHttp10', 'allowChunkedLength', 'enableTrailers', 'properCaseHeaderKeyFormat', 'preserveCaseHeaderKeyFormat', 'forwardClientCertDetails', 'setCurrentClientCertDetails', 'preserveExternalRequestId', 'upgrades', 'maxConnectionDuration', 'maxStreamDuration', 'headersWithUnderscoresAction', 'maxRequestsPerConnection', 'serverHeaderTransformation', 'codecType', 'uuidRequestIdConfig', 'http2ProtocolOptions', 'internalAddressConfig', 'appendXForwardedPort', 'earlyHeaderManipulation'],
     HCM_NOT_APPLIED,
   ),
 });

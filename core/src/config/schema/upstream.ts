@@ -33,7 +33,7 @@ const TlsVersion = Type.Union([Type.Literal('TLS_AUTO'), Type.Literal('TLSv1_0')
 /**
  * Gloo's kube Upstream: a Kubernetes service port. Resolved through cluster DNS
  * (`<serviceName>.<serviceNamespace>.svc.<cluster domain>`) unless another resolver is set
- * (../../proxy/kube-resolver.ts).
+ * (../../proxy/upstream/kube-resolver.ts).
  */
 export const KubeUpstreamSpec = Strict({
   serviceName: Name,
@@ -202,7 +202,7 @@ export const UpstreamSpec = Strict({
               authority: Type.Optional(Type.String({ minLength: 1, description: ':authority of the check (default: the host addr)' })),
             }),
           ),
-          /** Envoy's TcpHealthCheck (proxy/tcp-health-check.ts): connect, send, expect bytes back. */
+          /** Envoy's TcpHealthCheck (proxy/upstream/tcp-health-check.ts): connect, send, expect bytes back. */
           tcpHealthCheck: Type.Optional(
             Strict({
               send: Type.Optional(Payload),
@@ -235,7 +235,7 @@ export const UpstreamSpec = Strict({
   respectDnsTtl: Type.Optional(Ignored(Type.Boolean(), 'host names are resolved per connection by the system resolver')),
   dnsRefreshRate: Type.Optional(Ignored(Duration, 'host names are resolved per connection by the system resolver')),
   disableIstioAutoMtls: Type.Optional(Ignored(Type.Boolean(), 'there is no Istio integration')),
-  /** Gloo's Failover: lower priorities used when no host of the priorities above is usable (proxy/upstream-cluster.ts). */
+  /** Gloo's Failover: lower priorities used when no host of the priorities above is usable (proxy/upstream/upstream-cluster.ts). */
   failover: Type.Optional(
     Strict({
       prioritizedLocalities: Type.Array(

@@ -3,6 +3,7 @@ import { Duration, Name, ResourceRef, Strict, atMostOneOf, exactlyOneOf } from '
 import { JwtRouteOptions, JwtVirtualHostOptions } from './jwt.ts';
 import { TransformationStages, Transformations } from '../../transform/schema.ts';
 import { RateLimitOptions } from '../../ratelimit/options-schema.ts';
+import { RouteTracingSettings } from '../../tracing/schema.ts';
 
 /**
  * Gloo's DelegateOptionsRefs: VirtualHostOption (on a virtual host) or RouteOption (on a route)
@@ -140,7 +141,7 @@ export const BufferPerRoute = Strict(
 /**
  * Gloo's RouteOptions `host_rewrite_type` oneof (beyond `hostRewrite`/`autoHostRewrite`) and
  * `appendXForwardedHost` (Envoy's host_rewrite_specifier and append_x_forwarded_host), applied by
- * proxy/host-rewrite.ts.
+ * proxy/request/host-rewrite.ts.
  */
 const HostRewriteFields = {
   hostRewriteHeader: Type.Optional(Type.String({ minLength: 1, pattern: '^[^:]', description: 'the Host sent upstream is this request header\'s value (unchanged when the header is absent or empty); not a pseudo-header' })),
@@ -153,7 +154,7 @@ const HostRewriteFields = {
   appendXForwardedHost: Type.Optional(Type.Boolean({ description: 'a Host rewrite appends the original Host to x-forwarded-host' })),
 };
 
-/** Gloo's RouteShadowing (`shadowing.options.gloo.solo.io`): a copy of a percentage of the requests to another Upstream, fire and forget (proxy/shadow.ts). */
+/** Gloo's RouteShadowing (`shadowing.options.gloo.solo.io`): a copy of a percentage of the requests to another Upstream, fire and forget (proxy/request/shadow.ts). */
 const Shadowing = Strict({
   upstream: ResourceRef,
   percentage: Type.Optional(Type.Number({ minimum: 0, maximum: 100, description: 'percent of requests copied (default 0, as Gloo)' })),
@@ -189,6 +190,7 @@ export const RouteOptions = Strict({
   transformations: Type.Optional(Transformations),
   stagedTransformations: Type.Optional(TransformationStages),
   ...RateLimitOptions,
+  tracing: Type.Optional(RouteTracingSettings),
 });
 
 /** Gloo's Destination: an Upstream, or a Kubernetes service port. */

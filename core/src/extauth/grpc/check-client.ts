@@ -148,6 +148,8 @@ export class CheckClient {
     let message = checkRequestToMessage(request);
     if (metadataContext) message = { ...message, attributes: { ...message.attributes, metadata_context: metadataContext } } as typeof message;
     const deadline = Date.now() + timeoutMs;
+    // W3C trace context as gRPC metadata too (as Envoy sends it), for the server's spans (core/src/tracing).
+    const traceparent = request.attributes.request.http.headers.traceparent;
     return new Promise((resolve, reject) => {
       let first: ServiceError | undefined;
       const send = (waitForReady: boolean): void => {
@@ -156,6 +158,10 @@ export class CheckClient {
           // grpc-js reads wait-for-ready from the metadata's options, not the call options.
           metadata = metadata?.clone() ?? new Metadata();
           metadata.setOptions({ waitForReady: true });
+        }
+        if (traceparent !== undefined) {
+          metadata = metadata?.clone() ?? new Metadata();
+          metadata.set('traceparent', traceparent);
         }
         if (metadata) this.call(message, metadata, { deadline }, callback);
         else this.call(message, { deadline }, callback);

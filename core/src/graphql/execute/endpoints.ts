@@ -8,7 +8,7 @@ import { lookup, type ConfigSnapshot } from '../../config/store.ts';
 import type { Logger } from '../../log/logger.ts';
 import type { RequestContext } from '../../proxy/context.ts';
 import type { GraphQLEndpoints } from '../../proxy/destinations.ts';
-import type { UpstreamCluster, UpstreamRegistry } from '../../proxy/upstream-cluster.ts';
+import type { UpstreamCluster, UpstreamRegistry } from '../../proxy/upstream/upstream-cluster.ts';
 import { GraphQLEndpoint, type ExecutionEngine } from './endpoint.ts';
 import { FieldErrorCodes, fieldError } from '../compile/errors.ts';
 import { sendErrors } from './http.ts';

@@ -3,7 +3,7 @@ import type { ConfigSnapshot } from '../../config/store.ts';
 import type { Logger } from '../../log/logger.ts';
 import type { RequestContext } from '../../proxy/context.ts';
 import type { GraphQLEndpoints } from '../../proxy/destinations.ts';
-import type { UpstreamCluster, UpstreamRegistry } from '../../proxy/upstream-cluster.ts';
+import type { UpstreamCluster, UpstreamRegistry } from '../../proxy/upstream/upstream-cluster.ts';
 
 const NONE: ReadonlySet<UpstreamCluster> = new Set();
 

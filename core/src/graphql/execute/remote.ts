@@ -4,7 +4,7 @@ import type { Dispatcher } from 'undici';
 import type { RemoteExecutorSpec } from '../../config/schema/graphql-api.ts';
 import { durationMs } from '../../config/schema/common.ts';
 import { ErrorCodes } from '../../errors.ts';
-import { isConnectFailure, type UpstreamCluster } from '../../proxy/upstream-cluster.ts';
+import { isConnectFailure, type UpstreamCluster } from '../../proxy/upstream/upstream-cluster.ts';
 import type { RequestContext } from '../../proxy/context.ts';
 import { FieldErrorCodes, GraphQLConfigCodes, type Problem } from '../compile/errors.ts';
 import { errorAnswer, type Answer, type MediaType, type RequestParams } from './http.ts';

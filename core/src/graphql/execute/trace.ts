@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { RequestContext } from '../../proxy/context.ts';
+import { childOf, spanOf, type SpanHandle } from '../../tracing/tracing.ts';
 
 /**
  * Trace context for upstream calls (issue 25 item 12): every call a GraphQL operation makes
@@ -23,6 +24,14 @@ export interface TraceHeaders {
 export function traceHeaders(ctx: RequestContext): TraceHeaders {
   const cached = memo.get(ctx);
   if (cached) return cached;
+  const span = spanOf(ctx);
+  if (span) {
+    // A traced request (core/src/tracing): the calls' parent is the gateway's span.
+    const traced: TraceHeaders = { traceparent: span.traceparent, 'x-request-id': ctx.requestId };
+    memo.set(ctx, traced);
+    owners.set(traced, span);
+    return traced;
+  }
   const incoming = ctx.headers.traceparent;
   const match = typeof incoming === 'string' ? TRACEPARENT.exec(incoming.trim().toLowerCase()) : null;
   const valid = match !== null && match[1] !== ZERO_TRACE && match[2] !== ZERO_SPAN;
@@ -36,6 +45,15 @@ export function traceHeaders(ctx: RequestContext): TraceHeaders {
 }
 
 const memo = new WeakMap<RequestContext, TraceHeaders>();
+const owners = new WeakMap<TraceHeaders, SpanHandle>();
+
+/**
+ * A span for one resolver call of a traced, sampled request (its `traceHeaders` go on the call in
+ * place of the operation's), or undefined. End it with the call's outcome.
+ */
+export function resolverSpan(trace: TraceHeaders | undefined, name: string, attributes?: Record<string, string | number | boolean>): SpanHandle | undefined {
+  return trace === undefined ? undefined : childOf(owners.get(trace), name, attributes);
+}
 
 /** A UUID's 32 hex digits. */
 function hex(uuid: string): string {

@@ -2,13 +2,13 @@ import * as grpc from '@grpc/grpc-js';
 import type protobuf from 'protobufjs';
 import type { GrpcResolverSpec } from '../../config/schema/graphql-api.ts';
 import { durationMs } from '../../config/schema/common.ts';
-import type { UpstreamCluster, UpstreamHost } from '../../proxy/upstream-cluster.ts';
+import type { UpstreamCluster, UpstreamHost } from '../../proxy/upstream/upstream-cluster.ts';
 import { FieldErrorCodes, GraphQLConfigCodes, fieldError, type Problem } from '../compile/errors.ts';
 import { findMethod, messageToJson, type MethodTypes } from '../grpc/descriptors.ts';
 import { reflectDescriptors } from '../grpc/reflection.ts';
 import { JsonTemplate, TemplateSyntaxError, type TemplateSource } from '../compile/template.ts';
 import type { OperationBudget } from '../limits/limits.ts';
-import type { TraceHeaders } from '../execute/trace.ts';
+import { resolverSpan, type TraceHeaders } from '../execute/trace.ts';
 import { dedupe, type FieldResolver, type OperationContext, type ResolverMetrics } from './types.ts';
 
 /** Default `grpcResolver.timeout`, the same as the REST resolver's. */
@@ -23,6 +23,8 @@ export interface CompiledGrpc {
   readonly message: JsonTemplate;
   readonly metadata: readonly (readonly [string, string])[];
   readonly timeoutMs: number;
+  /** Gloo's `spanName`: the name of the call's span when the request is traced (core/src/tracing). */
+  readonly spanName: string | undefined;
   /** Resolved from `grpcDescriptorRegistry`; undefined means server reflection at first use. */
   readonly method: MethodTypes | undefined;
 }
@@ -72,6 +74,7 @@ export function compileGrpc(spec: GrpcResolverSpec, root: protobuf.Root | undefi
     message,
     metadata: Object.entries(transform.requestMetadata ?? {}).map(([k, v]) => [k.toLowerCase(), v] as const),
     timeoutMs: spec.timeout ? durationMs(spec.timeout) : DEFAULT_GRPC_TIMEOUT_MS,
+    spanName: spec.spanName || undefined,
     method,
   };
 }
@@ -137,11 +140,14 @@ export function grpcResolver(compiled: CompiledGrpc, cluster: UpstreamCluster, c
   return async function resolveGrpc(parent: unknown, args: Record<string, unknown>, ctx: OperationContext): Promise<unknown> {
     const value = staticMessage ?? compiled.message.value({ parent, args, headers: ctx.headers });
     const key = `grpc ${cluster.name} ${full} ${JSON.stringify(value)}`;
+    const span = resolverSpan(ctx.trace, compiled.spanName ?? `graphql.grpc ${full}`, { 'upstream_cluster': cluster.name, 'rpc.method': full });
     try {
-      const result = await dedupe(ctx, key, async () => call(cluster, await resolveMethod(cluster), value, ctx.budget, ctx.trace));
+      const result = await dedupe(ctx, key, async () => call(cluster, await resolveMethod(cluster), value, ctx.budget, span ? { ...ctx.trace!, traceparent: span.traceparent } : ctx.trace));
+      span?.end();
       metrics.ok();
       return result;
     } catch (error) {
+      span?.end((error as Error).message);
       metrics.error();
       throw error;
     }

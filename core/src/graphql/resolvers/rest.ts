@@ -1,12 +1,14 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { RestResolverSpec } from '../../config/schema/graphql-api.ts';
 import { durationMs } from '../../config/schema/common.ts';
-import { isConnectFailure, type UpstreamCluster, type UpstreamHost } from '../../proxy/upstream-cluster.ts';
+import { isConnectFailure, type UpstreamCluster, type UpstreamHost } from '../../proxy/upstream/upstream-cluster.ts';
 import { FieldErrorCodes, GraphQLConfigCodes, fieldError, type Problem } from '../compile/errors.ts';
 import { getPath, parsePath, type Segment } from '../compile/path.ts';
 import type { OperationBudget } from '../limits/limits.ts';
 import { DotPathSegmentError, EmptyPathSegmentError, JsonTemplate, Template, TemplateSyntaxError, type TemplateScope, type TemplateSource } from '../compile/template.ts';
 import { dedupe, type FieldResolver, type OperationContext, type ResolverMetrics } from './types.ts';
+import { resolverSpan } from '../execute/trace.ts';
+import type { SpanHandle } from '../../tracing/tracing.ts';
 
 /** Default `restResolver.timeout` (SPEC 3.3). */
 export const DEFAULT_REST_TIMEOUT_MS = 1_000;
@@ -28,6 +30,8 @@ export interface CompiledRest {
   /** The setters as applied to each item of a list result (see {@link Template.perItem}). */
   readonly itemSetters: readonly (readonly [string, Template])[];
   readonly timeoutMs: number;
+  /** Gloo's `spanName`: the name of the call's span when the request is traced (core/src/tracing). */
+  readonly spanName: string | undefined;
 }
 
 /** Parses a `restResolver`; problems are reported at their field path under `at`. */
@@ -104,6 +108,7 @@ export function compileRest(spec: RestResolverSpec, at: readonly (string | numbe
     setters,
     itemSetters: setters.map(([field, t]) => [field, t.perItem() ?? t] as const),
     timeoutMs: spec.timeout ? durationMs(spec.timeout) : DEFAULT_REST_TIMEOUT_MS,
+    spanName: spec.spanName || undefined,
   };
 }
 
@@ -149,11 +154,15 @@ export function restResolver(rest: CompiledRest, cluster: UpstreamCluster, metri
     const prefix = cluster.name + method + path + '\n' + headerKey;
     const key = body === undefined ? prefix : prefix + body;
     let json: unknown;
+    let span: SpanHandle | undefined;
     try {
       // Trace headers after the key: they differ per request, not per call. A resolution's own header wins.
-      const sent = ctx.trace ? { ...ctx.trace, ...headers } : headers;
+      span = resolverSpan(ctx.trace, rest.spanName ?? `graphql.rest ${cluster.name}`, { 'upstream_cluster': cluster.name, 'http.method': rest.method, 'url.path': path.split('?', 1)[0]! });
+      const sent = ctx.trace ? { ...ctx.trace, ...span?.traceHeaders, ...headers } : headers;
       json = await dedupe(ctx, key, () => send(cluster, rest, path, sent, body, ctx.budget));
+      span?.end();
     } catch (e) {
+      span?.end((e as Error).message);
       metrics.error();
       throw e;
     }

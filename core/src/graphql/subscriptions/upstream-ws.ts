@@ -2,7 +2,7 @@ import type { ExecutionResult } from 'graphql';
 import { createClient } from 'graphql-ws';
 import WebSocket from 'ws';
 import type { RequestContext } from '../../proxy/context.ts';
-import type { UpstreamCluster } from '../../proxy/upstream-cluster.ts';
+import type { UpstreamCluster } from '../../proxy/upstream/upstream-cluster.ts';
 import { FieldErrorCodes } from '../compile/errors.ts';
 import type { RequestParams } from '../execute/http.ts';
 import { LimitCodes } from '../limits/limits.ts';

@@ -1,5 +1,5 @@
 import type { CorsPolicySpec } from '../../config/schema/virtual-service.ts';
-import { compileCors, isPreflight, type CompiledCors } from '../cors.ts';
+import { compileCors, isPreflight, type CompiledCors } from './cors-policy.ts';
 import { FilterStage, type FilterRequest, type HttpFilter, type HttpFilterFactory, type LocalReply } from './http-filter.ts';
 
 /**

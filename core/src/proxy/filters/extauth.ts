@@ -8,8 +8,9 @@ import { graphqlDenial } from '../../graphql/execute/denial.ts';
 import { JWT_METADATA } from '../../jwt/jwt-filter.ts';
 import { isHttp2Request } from '../../server/http2.ts';
 import type { RequestContext } from '../context.ts';
-import { hasRequestBody } from '../request-body.ts';
-import type { RouteAuth } from '../route-table.ts';
+import { hasRequestBody } from '../request/request-body.ts';
+import { childSpan } from '../../tracing/tracing.ts';
+import type { RouteAuth } from '../routing/route-table.ts';
 import { GONE } from './chain.ts';
 import { FilterStage, type FilterBuildContext, type FilterRequest, type FilterVerdict, type HttpFilter, type HttpFilterFactory, type LocalReply } from './http-filter.ts';
 
@@ -54,6 +55,7 @@ const REPLACED_RESPONSE_HEADERS = 'extauth.replacedResponseHeaders';
 const AUTH_FAILED: LocalReply = { status: 403, code: 'GH_EXTAUTH_ERROR', body: 'forbidden' };
 
 function extauthOf(auth: RouteAuth, context: FilterBuildContext): HttpFilter {
+  const auth_ = auth;
   const authorizer = context.services.authorizer;
   const graphql = context.destinationKind === 'graphql';
   const logger = context.logger;
@@ -86,11 +88,28 @@ function extauthOf(auth: RouteAuth, context: FilterBuildContext): HttpFilter {
     logger.error({ reqId: request.ctx.requestId, err: error }, 'external auth failed');
     return AUTH_FAILED;
   };
-  const check = (request: FilterRequest, checkRequest: CheckRequest, auth: Authorizer): Promise<FilterVerdict> =>
-    auth.check(checkRequest).then(
-      (decision) => decide(request, decision),
-      (error: unknown) => failed(request, error),
+  const check = (request: FilterRequest, checkRequest: CheckRequest, auth: Authorizer): Promise<FilterVerdict> => {
+    // A traced request: the check is a span of its own, the auth server's steps its children.
+    const span = childSpan(request.ctx, 'ext_authz', { 'ext_authz.config_id': auth_.configId });
+    if (span === undefined)
+      return auth.check(checkRequest).then(
+        (decision) => decide(request, decision),
+        (error: unknown) => failed(request, error),
+      );
+    Object.assign(checkRequest.attributes.request.http.headers, span.traceHeaders);
+    return auth.check(checkRequest).then(
+      (decision) => {
+        span.setAttribute('ext_authz.allowed', decision.allowed);
+        if (!decision.allowed) span.setAttribute('http.status_code', decision.status);
+        span.end();
+        return decide(request, decision);
+      },
+      (error: unknown) => {
+        span.end((error as Error)?.message ?? 'failed');
+        return failed(request, error);
+      },
     );
+  };
 
   return {
     name: 'extauth',

@@ -1,5 +1,5 @@
 import { PassThrough, Readable, Transform, type TransformCallback } from 'node:stream';
-import { encodeGrpcMessage, GRPC_WEB_REPLY_TYPE, grpcStatusOf } from '../grpc.ts';
+import { encodeGrpcMessage, GRPC_WEB_REPLY_TYPE, grpcStatusOf } from '../request/grpc.ts';
 import type { FilterRequest, HttpFilter, HttpFilterFactory } from './http-filter.ts';
 import { FilterStage } from './http-filter.ts';
 

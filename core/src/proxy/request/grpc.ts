@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import { ErrorCodes } from '../errors.ts';
+import { ErrorCodes } from '../../errors.ts';
 
 /** gRPC status codes the gateway itself answers with (grpc/doc/statuscodes.md). */
 export const GrpcStatus = {

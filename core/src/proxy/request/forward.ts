@@ -2,20 +2,20 @@ import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerR
 import type { ServerHttp2Stream } from 'node:http2';
 import type { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
-import { ErrorCodes } from '../errors.ts';
-import type { RequestContext } from './context.ts';
+import { ErrorCodes } from '../../errors.ts';
+import type { RequestContext } from '../context.ts';
 import { HOP_BY_HOP, headerValue } from './header-ops.ts';
 import { GrpcStatus, grpcTimeoutMs, isGrpcRequest, MAX_TIMER_MS } from './grpc.ts';
-import { FilterCodes, responseBodyWanted, runResponseBodyFilters, runResponseHeaderFilters, sendFilterReply, type ChainRequest } from './filters/chain.ts';
-import type { LocalReply } from './filters/http-filter.ts';
-import { EncodedBody } from './filters/response-encoder.ts';
+import { FilterCodes, responseBodyWanted, runResponseBodyFilters, runResponseHeaderFilters, sendFilterReply, type ChainRequest } from '../filters/chain.ts';
+import type { LocalReply } from '../filters/http-filter.ts';
+import { EncodedBody } from '../filters/response-encoder.ts';
 import { downstreamGone, sendLocalReply } from './local-reply.ts';
 import { hasRequestBody } from './request-body.ts';
-import type { CompiledRoute } from './route-table.ts';
-import { isConnectFailure, type UpstreamCluster, type UpstreamHost } from './upstream-cluster.ts';
+import type { CompiledRoute } from '../routing/route-table.ts';
+import { isConnectFailure, type UpstreamCluster, type UpstreamHost } from '../upstream/upstream-cluster.ts';
 import { upstreamAuthority } from './host-rewrite.ts';
 import { SHADOW_TIMEOUT_MS, startShadow } from './shadow.ts';
-import { metrics } from '../admin/metrics.ts';
+import { metrics } from '../../admin/metrics.ts';
 
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
 const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);

@@ -1,9 +1,9 @@
 import { describe, expect, test } from 'vitest';
 import { stringify } from 'yaml';
-import { parseManifests } from '../config/manifest.ts';
-import { ConfigStore, type ConfigSnapshot } from '../config/store.ts';
+import { parseManifests } from '../../config/manifest.ts';
+import { ConfigStore, type ConfigSnapshot } from '../../config/store.ts';
 import { DEFAULT_TIMEOUT_MS, compileRouteTable, matchRoute, type CompiledVirtualHost } from './route-table.ts';
-import { UpstreamRegistry } from './upstream-cluster.ts';
+import { UpstreamRegistry } from '../upstream/upstream-cluster.ts';
 
 const upstream = (name: string, port = 9000, namespace?: string) => ({
   apiVersion: 'gatehouse.gatehouse.dev/v1',

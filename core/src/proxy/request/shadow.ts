@@ -1,8 +1,8 @@
 import { Transform, type Readable, type TransformCallback } from 'node:stream';
 import type { Dispatcher } from 'undici';
-import { metrics } from '../admin/metrics.ts';
-import type { Logger } from '../log/logger.ts';
-import type { UpstreamCluster, UpstreamHost } from './upstream-cluster.ts';
+import { metrics } from '../../admin/metrics.ts';
+import type { Logger } from '../../log/logger.ts';
+import type { UpstreamCluster, UpstreamHost } from '../upstream/upstream-cluster.ts';
 
 /**
  * Gloo's route `shadowing` (Envoy's request_mirror_policies, issue 31 item 4): a copy of a

@@ -6,12 +6,12 @@ import { Http2Dispatcher } from './http2-dispatcher.ts';
 import { payloadBytes, tcpHealthProbe, type TcpHealthCheck } from './tcp-health-check.ts';
 import { KubeDnsResolver, type KubeServiceResolver } from './kube-resolver.ts';
 import { Maglev, RING_DEFAULT_MAX, RING_DEFAULT_MIN, RingHash, type HashTable } from './consistent-hash.ts';
-import { tlsParameters, upstreamTls, type UpstreamTls } from '../tls/upstream-tls.ts';
-import type { Resource } from '../config/resource.ts';
-import { durationMs } from '../config/schema/common.ts';
+import { tlsParameters, upstreamTls, type UpstreamTls } from '../../tls/upstream-tls.ts';
+import type { Resource } from '../../config/resource.ts';
+import { durationMs } from '../../config/schema/common.ts';
 
 // Upstream TLS material moved to ../tls/ (one version table with the listener); re-exported for importers.
-export { upstreamTls, type UpstreamTls } from '../tls/upstream-tls.ts';
+export { upstreamTls, type UpstreamTls } from '../../tls/upstream-tls.ts';
 
 /** One upstream host with its connection pool and passive health state. */
 export interface UpstreamHost {

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { CorsPolicySpec } from '../config/schema/virtual-service.ts';
-import { durationMs } from '../config/schema/common.ts';
-import { fullMatcher } from './re2.ts';
+import type { CorsPolicySpec } from '../../config/schema/virtual-service.ts';
+import { durationMs } from '../../config/schema/common.ts';
+import { fullMatcher } from '../routing/re2.ts';
 
 /** A CORS policy compiled at load time (Envoy's cors filter semantics). */
 export interface CompiledCors {

@@ -1,4 +1,4 @@
-import type { ServiceEndpoints } from '../config/source/kube.ts';
+import type { ServiceEndpoints } from '../../config/source/kube.ts';
 
 /**
  * Where the hosts of a Kubernetes service come from, for `kube` Upstreams and

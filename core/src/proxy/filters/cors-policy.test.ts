@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { describe, expect, test } from 'vitest';
-import { compileCors, isPreflight } from './cors.ts';
+import { compileCors, isPreflight } from './cors-policy.ts';
 
 describe('compileCors', () => {
   test('no policy compiles to undefined', () => {

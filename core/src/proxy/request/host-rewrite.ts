@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import { re2Problem, regexSubstitution, substitutionProblem } from './re2.ts';
+import { re2Problem, regexSubstitution, substitutionProblem } from '../routing/re2.ts';
 
 /**
  * Gloo's RouteOptions `host_rewrite_type` oneof and `appendXForwardedHost` (Envoy's

@@ -2,9 +2,9 @@ import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Serv
 import type { AddressInfo } from 'node:net';
 import { PassThrough, type Transform } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { metrics } from '../admin/metrics.ts';
+import { metrics } from '../../admin/metrics.ts';
 import { MAX_SHADOWS_IN_FLIGHT, SHADOW_BODY_LIMIT, shadowAuthority, shadowsInFlight, startShadow, type CompiledShadow, type ShadowRequest } from './shadow.ts';
-import { UpstreamCluster } from './upstream-cluster.ts';
+import { UpstreamCluster } from '../upstream/upstream-cluster.ts';
 
 /** What the shadow server saw. */
 interface Seen {

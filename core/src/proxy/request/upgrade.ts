@@ -1,10 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { ErrorCodes } from '../errors.ts';
-import type { RequestContext } from './context.ts';
+import { ErrorCodes } from '../../errors.ts';
+import type { RequestContext } from '../context.ts';
 import { HOP_BY_HOP } from './header-ops.ts';
 import { sendLocalReply } from './local-reply.ts';
-import type { UpstreamCluster } from './upstream-cluster.ts';
+import type { UpstreamCluster } from '../upstream/upstream-cluster.ts';
 
 /** What the listener's `upgrade` event handed over, kept on the request while it goes through routing and auth. */
 export interface PendingUpgrade {

@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { hostname } from 'node:os';
-import type { HeaderManipulationSpec } from '../config/schema/virtual-service.ts';
+import type { HeaderManipulationSpec } from '../../config/schema/virtual-service.ts';
 
 /** What Envoy's dynamic header values read (`%REQ(x)%`, `%DOWNSTREAM_REMOTE_ADDRESS%`…). */
 export interface HeaderValueSource {

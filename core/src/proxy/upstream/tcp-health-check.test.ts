@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { matchesInOrder, payloadBytes, tcpHealthProbe } from './tcp-health-check.ts';
 import type { UpstreamHost } from './upstream-cluster.ts';
-import { refusedPort } from '../../../test/support/upstream.ts';
+import { refusedPort } from '../../../../test/support/upstream.ts';
 
 const servers: Server[] = [];
 const sockets = new Set<Socket>();

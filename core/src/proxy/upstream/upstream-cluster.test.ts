@@ -1,9 +1,9 @@
 import type { Pool } from 'undici';
 import { describe, expect, test } from 'vitest';
 import { stringify } from 'yaml';
-import { parseManifests } from '../config/manifest.ts';
-import type { Resource } from '../config/resource.ts';
-import { ConfigStore } from '../config/store.ts';
+import { parseManifests } from '../../config/manifest.ts';
+import type { Resource } from '../../config/resource.ts';
+import { ConfigStore } from '../../config/store.ts';
 import { EJECTION_MS, UpstreamCluster, UpstreamRegistry, isConnectFailure } from './upstream-cluster.ts';
 import { KubeDnsResolver } from './kube-resolver.ts';
 

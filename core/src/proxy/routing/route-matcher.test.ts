@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { describe, expect, test } from 'vitest';
-import type { MatcherSpec } from '../config/schema/virtual-service.ts';
+import type { MatcherSpec } from '../../config/schema/virtual-service.ts';
 import { compileMatchers, literalPrefix, type RequestLine } from './route-matcher.ts';
 
 function line(path: string, options: { method?: string; query?: string; headers?: IncomingHttpHeaders } = {}): RequestLine {

@@ -3,7 +3,7 @@ import { createServer, type Http2Server, type ServerHttp2Stream } from 'node:htt
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, test } from 'vitest';
 import { Http2Dispatcher } from './http2-dispatcher.ts';
-import { refusedPort } from '../../../test/support/upstream.ts';
+import { refusedPort } from '../../../../test/support/upstream.ts';
 
 /** A real h2c server; `onStream` answers each stream. */
 async function h2cServer(onStream: (stream: ServerHttp2Stream, headers: Record<string, string | string[] | undefined>) => void, settings = {}): Promise<{ server: Http2Server; origin: string; sessions: () => number }> {

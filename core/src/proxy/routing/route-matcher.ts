@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import type { MatcherSpec } from '../config/schema/virtual-service.ts';
+import type { MatcherSpec } from '../../config/schema/virtual-service.ts';
 import { fullMatcher } from './re2.ts';
 
 /** The parts of a request that routes match on. */

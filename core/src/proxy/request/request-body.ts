@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
-import { ErrorCodes } from '../errors.ts';
+import { ErrorCodes } from '../../errors.ts';
 import { isGrpcCall, sendLocalReply } from './local-reply.ts';
 
 /** The first bytes of a request body, read for the auth check (SPEC 5.3 "Request body"). */

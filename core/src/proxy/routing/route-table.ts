@@ -1,28 +1,29 @@
 import { createHash } from 'node:crypto';
-import type { CounterChild, HistogramChild } from '../admin/request-metrics.ts';
-import { metrics } from '../admin/metrics.ts';
-import type { AnyResource, Resource } from '../config/resource.ts';
-import { durationMs } from '../config/schema/common.ts';
-import type { ResourceRef } from '../config/schema/common.ts';
-import { domainsOf, type RouteOptionsSpec, type RouteSpec } from '../config/schema/virtual-service.ts';
-import { lookup, referencesOf, type ConfigSnapshot } from '../config/store.ts';
-import { flattenRoutes, routeTablesOf } from '../config/delegation.ts';
-import { compileChain, type FilterChain } from './filters/chain.ts';
-import { routeAuthOf } from './filters/extauth.ts';
-import { FilterStage, type FilterBuildContext, type FilterServices, type HttpFilter, type HttpFilterFactory } from './filters/http-filter.ts';
-import { FILTER_FACTORIES } from './filters/registry.ts';
-import { effectiveVirtualHostOptions, lookupIn } from '../config/options-refs.ts';
-import { compileHeaderOps, type HeaderOps } from './header-ops.ts';
+import type { CounterChild, HistogramChild } from '../../admin/request-metrics.ts';
+import { metrics } from '../../admin/metrics.ts';
+import type { AnyResource, Resource } from '../../config/resource.ts';
+import { durationMs } from '../../config/schema/common.ts';
+import type { ResourceRef } from '../../config/schema/common.ts';
+import { domainsOf, type RouteOptionsSpec, type RouteSpec } from '../../config/schema/virtual-service.ts';
+import { lookup, referencesOf, type ConfigSnapshot } from '../../config/store.ts';
+import { flattenRoutes, routeTablesOf } from '../../config/delegation.ts';
+import { compileChain, type FilterChain } from '../filters/chain.ts';
+import { routeAuthOf } from '../filters/extauth.ts';
+import { FilterStage, type FilterBuildContext, type FilterServices, type HttpFilter, type HttpFilterFactory } from '../filters/http-filter.ts';
+import { FILTER_FACTORIES } from '../filters/registry.ts';
+import { effectiveVirtualHostOptions, lookupIn } from '../../config/options-refs.ts';
+import { compileHeaderOps, type HeaderOps } from '../request/header-ops.ts';
 import { HostTable } from './host-table.ts';
 import { compileMatchers, firstSegment, type CompiledMatcher, type RequestLine } from './route-matcher.ts';
 import { regexSubstitution } from './re2.ts';
-import { compileHashPolicies, type HashKey } from './consistent-hash.ts';
-import { compileHostRewrite, type CompiledHostRewrite } from './host-rewrite.ts';
-import type { CompiledShadow } from './shadow.ts';
-import { EndpointSliceResolver, KubeDnsResolver, type KubeServiceResolver } from './kube-resolver.ts';
+import { compileHashPolicies, type HashKey } from '../upstream/consistent-hash.ts';
+import { compileHostRewrite, type CompiledHostRewrite } from '../request/host-rewrite.ts';
+import type { CompiledShadow } from '../request/shadow.ts';
+import { EndpointSliceResolver, KubeDnsResolver, type KubeServiceResolver } from '../upstream/kube-resolver.ts';
 import { pino } from 'pino';
-import type { Logger } from '../log/logger.ts';
-import type { UpstreamCluster, UpstreamRegistry } from './upstream-cluster.ts';
+import type { Logger } from '../../log/logger.ts';
+import type { UpstreamCluster, UpstreamRegistry } from '../upstream/upstream-cluster.ts';
+import type { RouteTracingSpec } from '../../tracing/schema.ts';
 
 /** `regexRewrite` on RE2: a `String.prototype.replace` pattern doing Envoy's substitution itself. */
 export type RegexSubstitution = ReturnType<typeof regexSubstitution>;
@@ -100,8 +101,10 @@ export interface CompiledRoute {
   readonly hashKey: HashKey | undefined;
   /** Every Host rewrite option (`hostRewrite`, `autoHostRewrite`, `hostRewriteHeader`, `hostRewritePathRegex`, `appendXForwardedHost`), compiled; undefined: the Host is passed on. */
   readonly hostRewriter?: CompiledHostRewrite | undefined;
-  /** `options.shadowing`: where a copy of the requests goes (proxy/shadow.ts). */
+  /** `options.shadowing`: where a copy of the requests goes (proxy/request/shadow.ts). */
   readonly shadow?: CompiledShadow | undefined;
+  /** `options.tracing` (core/src/tracing): span name, sampling and propagation of the route's requests. */
+  readonly tracing?: RouteTracingSpec | undefined;
 }
 
 export interface CompiledVirtualHost {
@@ -198,7 +201,7 @@ export function compileRouteTable(snapshot: ConfigSnapshot, given: RouteTableOpt
     const vhostName = `${vs.namespace}/${vs.name}`;
     // Delegated routes (RouteTables) in place of their delegating route; the store only serves a tree without cycles.
     const flat = flattenRoutes(vs, tables).routes;
-    const deps = dependenciesOf(snapshot, vs, flat, [endpoints, given.kubeResolver, given.kubeClusterDomain, given.filters?.services, given.filters?.factories, snapshot.listener?.key]);
+    const deps = dependenciesOf(snapshot, vs, flat, [endpoints, given.kubeResolver, given.kubeClusterDomain, given.filters?.services, given.filters?.factories, snapshot.listenerHttp?.key]);
     const cached = cache.entries.get(vs.key);
     if (cached && sameDependencies(cached.deps, deps)) {
       used.set(vs.key, cached);
@@ -349,7 +352,7 @@ function compileRoute(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, 
     logger: options.filters?.logger ?? SILENT,
     destinationKind: destination.kind,
     upstreamHttp2: destination.kind === 'upstream' ? speaksHttp2(destination.cluster) : destination.kind === 'weighted' ? destination.choices.every((c) => speaksHttp2(c.cluster)) : false,
-    listenerOptions: snapshot.listener?.httpOptions,
+    listenerOptions: snapshot.listenerHttp?.httpOptions,
     services: options.filters?.services ?? {},
   };
   return {
@@ -374,6 +377,7 @@ function compileRoute(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, 
     hashKey: compileHashPolicies(o.lbHash?.hashPolicies),
     hostRewriter: compileHostRewrite(o),
     shadow: compileShadow(snapshot, owner, o.shadowing, options),
+    tracing: o.tracing,
   };
 }
 

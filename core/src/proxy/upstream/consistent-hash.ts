@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
-import { durationMs } from '../config/schema/common.ts';
+import { durationMs } from '../../config/schema/common.ts';
 
 /**
  * Consistent hashing for Gloo's `loadBalancerConfig.ringHash` / `maglev` with a route's
