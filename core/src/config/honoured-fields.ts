@@ -187,8 +187,17 @@ const RBAC: Fields = {
   'policies.*.principals[].jwtPrincipal.provider': RBAC_FILTER,
 };
 
+const BUFFER_FILTER = 'core/src/proxy/filters/buffer.ts';
+
+/** `bufferPerRoute` (Envoy's buffer filter), on a virtual host or a route. */
+const BUFFER_OPTIONS: Fields = {
+  'bufferPerRoute.buffer.maxRequestBytes': BUFFER_FILTER,
+  'bufferPerRoute.disabled': BUFFER_FILTER,
+};
+
 /** The options run by the per-route filter chain (core/src/proxy/filters/), on a virtual host. */
 const VHOST_FILTER_OPTIONS: Fields = {
+  ...BUFFER_OPTIONS,
   ...TRANSFORMATION_OPTIONS,
   ...RATE_LIMIT_OPTIONS,
   ...under('jwt.', JWT_VHOST_EXTENSION),
@@ -203,6 +212,7 @@ const TRACE_PERCENTAGES: Fields = { clientSamplePercentage: TRACING, overallSamp
 
 /** The options run by the per-route filter chain, on a route. */
 const ROUTE_FILTER_OPTIONS: Fields = {
+  ...BUFFER_OPTIONS,
   ...TRANSFORMATION_OPTIONS,
   'tracing.propagate': TRACING,
   'tracing.routeDescriptor': TRACING,
@@ -890,6 +900,9 @@ export const HONOURED_FIELDS: { readonly [K in CrdKind]: Fields } = {
     'options.accessLoggingService.accessLog[].fileSink.path': 'core/src/server/gateway-listeners.ts',
     'options.accessLoggingService.accessLog[].fileSink.stringFormat': 'core/src/server/gateway-listeners.ts',
     'proxyNames[]': 'core/src/server/gateway-checks.ts',
+    'httpGateway.options.buffer.maxRequestBytes': BUFFER_FILTER,
+    'httpGateway.options.grpcWeb.disable': 'core/src/proxy/filters/grpc-web.ts',
+    ...Object.fromEntries(['compressionLevel', 'compressionStrategy', 'contentLength', 'contentType[]', 'disableOnEtagHeader', 'memoryLevel', 'removeAcceptEncodingHeader', 'windowBits'].map((f) => [`httpGateway.options.gzip.${f}`, 'core/src/proxy/filters/compression.ts'])),
     'ssl': 'core/src/server/gateway-listeners.ts',
     'useProxyProto': 'core/src/server/gateway-listeners.ts',
     'options.proxyProtocol.allowRequestsWithoutProxyProtocol': 'core/src/server/gateway-listeners.ts',

@@ -40,6 +40,8 @@ export interface ConfigSnapshot {
   readonly endpoints?: ReadonlyMap<string, ServiceEndpoints> | undefined;
   /** The listener this snapshot was scoped to (`namespace/name` of its Gateway; server/gateway-listeners.ts), for per-listener settings (tracing). */
   readonly listener?: string | undefined;
+  /** Set on the copy one Gateway listener serves: its `httpGateway.options` (gzip, grpcWeb, buffer: proxy/filters/), and their JSON (what a recompile compares). */
+  readonly listenerHttp?: { readonly httpOptions: Readonly<Record<string, unknown>> | undefined; readonly key: string } | undefined;
 }
 
 // `lookup`, `CheckContext` and `ResourceChecks` live in modules of their own, so the checks and

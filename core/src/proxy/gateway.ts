@@ -9,7 +9,7 @@ import type { Authorizer } from '../extauth/authorizer.ts';
 import { createAccessLog, type AccessLog } from '../log/access-log.ts';
 import type { Logger } from '../log/logger.ts';
 import type { RequestContext } from './context.ts';
-import { ChainRequest, FilterCodes, isPending, runRequestFilters, sendFilterReply, type Rematch } from './filters/chain.ts';
+import { ChainRequest, FilterCodes, isPending, runRequestFilters, sendDirectResponse, sendFilterReply, type Rematch } from './filters/chain.ts';
 import type { FilterVerdict, FilterServices } from './filters/http-filter.ts';
 import type { GatewayRateLimiter } from '../ratelimit/gateway-limiter.ts';
 import type { GraphQLEndpoints } from './destinations.ts';
@@ -318,6 +318,8 @@ export class Gateway {
     }
     if (destination.kind === 'direct') {
       req.resume();
+      // Compression sees direct responses, as Envoy's encoder filters do (./filters/chain.ts).
+      if (filters?.chain.direct?.length) return sendDirectResponse(filters, destination.status, destination.body);
       return sendConfiguredReply(res, destination.status, destination.body, ctx.responseHeaders);
     }
     if (destination.kind === 'weighted') {

@@ -31,6 +31,8 @@ export interface ListenerPlan {
   readonly sinks: PlannedSink[] | undefined;
   /** Whether a VirtualService is served on this listener. */
   readonly selects: (vs: AnyResource) => boolean;
+  /** `httpGateway.options` (its filters' settings: gzip, grpcWeb, buffer). */
+  readonly httpOptions?: Readonly<Record<string, unknown>> | undefined;
 }
 
 /** A file sink with the text its format was compiled from (what a reload compares). */
@@ -146,7 +148,7 @@ export function planOf(gw: Resource<'Gateway'>, base: Partial<ListenerLimits>): 
       sinks.push({ path: field<string>(sink, 'path')!, source, format: json !== undefined ? compileJsonFormat(json) : compileStringFormat(source) });
     }
   }
-  return { gateway: `${gw.namespace}/${gw.name}`, address, port, ssl: field<boolean>(spec, 'ssl') === true, limits, paths, sinks, selects: selector(gw) };
+  return { gateway: `${gw.namespace}/${gw.name}`, address, port, ssl: field<boolean>(spec, 'ssl') === true, limits, paths, sinks, selects: selector(gw), httpOptions: field<Record<string, unknown>>(http, 'options') };
 }
 
 /**
@@ -179,7 +181,9 @@ function selector(gw: Resource<'Gateway'>): (vs: AnyResource) => boolean {
 export function snapshotFor(snapshot: ConfigSnapshot, plan: ListenerPlan): ConfigSnapshot {
   const resources = new Map<string, AnyResource>();
   for (const [key, resource] of snapshot.resources) if (resource.kind !== 'VirtualService' || plan.selects(resource)) resources.set(key, resource);
-  return { ...snapshot, resources, listener: plan.gateway };
+  // The listener's HTTP filter options (gzip, grpcWeb, buffer) reach its routes' filters (proxy/filters/).
+  const httpOptions = plan.httpOptions;
+  return { ...snapshot, resources, listener: plan.gateway, listenerHttp: { httpOptions, key: httpOptions === undefined ? '' : JSON.stringify(httpOptions) } };
 }
 
 /** The parts of a listener a traffic process makes for each Gateway (its own route table, pools and access log). */

@@ -1,6 +1,6 @@
 import Type from 'typebox';
 import { atMostOneOf, Duration, Ignored, ResourceRef, Strict } from './common.ts';
-import { Destination, SslConfig } from './virtual-service.ts';
+import { Destination, MAX_REQUEST_BODY_BYTES, SslConfig } from './virtual-service.ts';
 import { ListenerTracingSettings } from '../../tracing/schema.ts';
 
 /**
@@ -81,11 +81,34 @@ export const HttpConnectionManagerSettings = Strict({
   ),
 });
 
+const enumOf = (names: readonly string[]) => Type.Union([...names.map((n) => Type.Literal(n)), Type.Integer({ minimum: 0, maximum: names.length - 1 })]);
+
+/** `solo.io.envoy.config.filter.http.gzip.v2.Gzip` (Envoy's compressor, as Gloo configures it; proxy/filters/compression.ts). */
+export const Gzip = Strict({
+  memoryLevel: Type.Optional(Type.Integer({ minimum: 1, maximum: 9 })),
+  contentLength: Type.Optional(Type.Integer({ minimum: 30, maximum: 4294967295 })),
+  compressionLevel: Type.Optional(enumOf(['DEFAULT', 'BEST', 'SPEED'])),
+  compressionStrategy: Type.Optional(enumOf(['DEFAULT', 'FILTERED', 'HUFFMAN', 'RLE'])),
+  contentType: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { maxItems: 50 })),
+  disableOnEtagHeader: Type.Optional(Type.Boolean()),
+  removeAcceptEncodingHeader: Type.Optional(Type.Boolean()),
+  windowBits: Type.Optional(Type.Integer({ minimum: 9, maximum: 15 })),
+});
+
+/** `grpc_web.options.gloo.solo.io.GrpcWeb`: on unless `disable` (proxy/filters/grpc-web.ts). */
+export const GrpcWeb = Strict({ disable: Type.Optional(Type.Boolean()) });
+
+/** `envoy.extensions.filters.http.buffer.v3.Buffer` (Gloo's copy): the request body is read whole before it goes on (proxy/filters/buffer.ts). */
+export const BufferFilter = Strict({ maxRequestBytes: Type.Integer({ minimum: 1, maximum: MAX_REQUEST_BODY_BYTES }) });
+
 /** `gloo.solo.io.HttpListenerOptions`: the connection-manager settings, and Gloo's other HTTP filters (accepted, warned). */
 export const HttpListenerOptions = Strict({
   httpConnectionManagerSettings: Type.Optional(HttpConnectionManagerSettings),
+  gzip: Type.Optional(Gzip),
+  grpcWeb: Type.Optional(GrpcWeb),
+  buffer: Type.Optional(BufferFilter),
   ...notApplied(
-    ['grpcWeb', 'healthCheck', 'extensions', 'waf', 'dlp', 'wasm', 'extauth', 'ratelimitServer', 'caching', 'disableExtProcEarly', 'extProcEarly', 'disableExtProc', 'extProc', 'disableExtProcLate', 'extProcLate', 'gzip', 'proxyLatency', 'buffer', 'csrf', 'grpcJsonTranscoder', 'sanitizeClusterHeader', 'leftmostXffAddress', 'dynamicForwardProxy', 'connectionLimit', 'networkLocalRatelimit', 'httpLocalRatelimit', 'router', 'tap', 'statefulSession', 'headerValidationSettings'],
+    ['healthCheck', 'extensions', 'waf', 'dlp', 'wasm', 'extauth', 'ratelimitServer', 'caching', 'disableExtProcEarly', 'extProcEarly', 'disableExtProc', 'extProc', 'disableExtProcLate', 'extProcLate', 'proxyLatency', 'csrf', 'grpcJsonTranscoder', 'sanitizeClusterHeader', 'leftmostXffAddress', 'dynamicForwardProxy', 'connectionLimit', 'networkLocalRatelimit', 'httpLocalRatelimit', 'router', 'tap', 'statefulSession', 'headerValidationSettings'],
     "this listener-level option of Gloo's HTTP filters is not applied by Gatehouse",
   ),
 });

@@ -126,6 +126,19 @@ const Faults = Strict({
 export type FaultsSpec = Type.Static<typeof Faults>;
 
 /**
+ * Gloo's BufferPerRoute (Envoy's buffer filter per route): the request body is read whole (at
+ * most `buffer.maxRequestBytes`, 413 beyond) before it goes on, or `disabled` turns a listener's
+ * `buffer` off here (proxy/filters/buffer.ts).
+ */
+export const BufferPerRoute = Strict(
+  {
+    disabled: Type.Optional(Type.Boolean()),
+    buffer: Type.Optional(Strict({ maxRequestBytes: Type.Integer({ minimum: 1, maximum: MAX_REQUEST_BODY_BYTES, description: 'bytes of the request body held before it is sent on (413 beyond)' }) })),
+  },
+  exactlyOneOf(['disabled', 'buffer']),
+);
+
+/**
  * Gloo's RouteOptions `host_rewrite_type` oneof (beyond `hostRewrite`/`autoHostRewrite`) and
  * `appendXForwardedHost` (Envoy's host_rewrite_specifier and append_x_forwarded_host), applied by
  * proxy/request/host-rewrite.ts.
@@ -173,6 +186,7 @@ export const RouteOptions = Strict({
   extauth: Type.Optional(ExtAuthOptions),
   // Gloo Enterprise's JWT filter and RBAC on claims (core/src/jwt).
   ...JwtRouteOptions,
+  bufferPerRoute: Type.Optional(BufferPerRoute),
   transformations: Type.Optional(Transformations),
   stagedTransformations: Type.Optional(TransformationStages),
   ...RateLimitOptions,
@@ -305,6 +319,7 @@ export const VirtualHostOptions = Strict({
   headerManipulation: Type.Optional(HeaderManipulation),
   retries: Type.Optional(RetryPolicySpec),
   ...JwtVirtualHostOptions,
+  bufferPerRoute: Type.Optional(BufferPerRoute),
   transformations: Type.Optional(Transformations),
   stagedTransformations: Type.Optional(TransformationStages),
   ...RateLimitOptions,

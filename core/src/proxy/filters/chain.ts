@@ -6,7 +6,9 @@ import type { RequestContext } from '../context.ts';
 import { grpcReplyHeaders } from '../request/grpc.ts';
 import { downstreamGone, isGrpcCall, sendLocalReply, sendTrailersOnly } from '../request/local-reply.ts';
 import { bufferRequestBody, drainAfterAnswer, hasRequestBody, refuseTooLarge } from '../request/request-body.ts';
-import type { FilterRequest, FilterResponse, FilterVerdict, HttpFilter, LocalReply } from './http-filter.ts';
+import { EncodedBody } from './response-encoder.ts';
+import type { Readable } from 'node:stream';
+import type { FilterRequest, FilterResponse, FilterVerdict, HttpFilter, LocalReply, ResponseBodyEncoder } from './http-filter.ts';
 
 /**
  * The chain runner: runs a route's compiled filters over one request (./http-filter.ts), and
@@ -42,6 +44,8 @@ export interface FilterChain {
   readonly responseHeaders: readonly HttpFilter[];
   /** Filters with `wantsResponseBody` and `onResponseBody`, in reverse stage order. */
   readonly responseBody: readonly HttpFilter[];
+  /** Filters with `onDirectResponse`, in reverse stage order (absent: none). */
+  readonly direct?: readonly HttpFilter[];
 }
 
 /** The chain of `filters` (sorted by stage, stable), or undefined when there are none: such routes skip the runner entirely. */
@@ -54,6 +58,7 @@ export function compileChain(filters: readonly HttpFilter[]): FilterChain | unde
     request: sorted.filter((f) => f.onRequest !== undefined),
     responseHeaders: reversed.filter((f) => f.onResponseHeaders !== undefined),
     responseBody: reversed.filter((f) => f.wantsResponseBody !== undefined && f.onResponseBody !== undefined),
+    direct: reversed.filter((f) => f.onDirectResponse !== undefined),
   };
 }
 
@@ -73,6 +78,9 @@ export class ChainRequest implements FilterRequest {
   chain: FilterChain;
   /** Set by `clearRouteCache()`, read by the runner after the filter returns. */
   routeCleared = false;
+  /** What `onResponseHeaders` hooks asked to re-encode the response body with, innermost first (./response-encoder.ts). */
+  encoders: ResponseBodyEncoder[] | undefined = undefined;
+  requestBodyStream: Readable | undefined = undefined;
   #metadata: Map<string, unknown> | undefined;
   /** The whole body as read from the client (a filter's replacement differs from it). */
   #read: Buffer | undefined;
@@ -116,6 +124,10 @@ export class ChainRequest implements FilterRequest {
 
   clearRouteCache(): void {
     this.routeCleared = true;
+  }
+
+  encodeResponseBody(encoder: ResponseBodyEncoder): void {
+    (this.encoders ??= []).push(encoder);
   }
 
   async readBody(maxBytes: number, options?: { readonly allowPartial?: boolean }): Promise<Buffer | 'too-large' | 'aborted'> {
@@ -271,6 +283,33 @@ export function runResponseBodyFilters(request: ChainRequest, response: FilterRe
     }
   }
   return undefined;
+}
+
+/**
+ * Sends a `directResponseAction` answer through the filters that see direct responses
+ * (`onDirectResponse`: compression), re-encoded when one asked for it.
+ */
+export function sendDirectResponse(request: ChainRequest, status: number, body: string): void {
+  const res = request.res;
+  if (res.headersSent || downstreamGone(res)) {
+    res.destroy();
+    return;
+  }
+  const headers = ['content-length', String(Buffer.byteLength(body)), ...(body ? ['content-type', 'text/plain; charset=utf-8'] : [])];
+  for (const filter of request.chain.direct ?? []) {
+    try {
+      filter.onDirectResponse!(request, status, headers);
+    } catch (error) {
+      return sendFilterReply(request.req, res, failed(filter, 'onDirectResponse', request, error), request.responseHeaders);
+    }
+  }
+  for (const h of request.responseHeaders) headers.push(h);
+  res.writeHead(status, headers);
+  const encoders = request.encoders;
+  if (encoders === undefined) return void res.end(body);
+  const encoded = new EncodedBody(encoders, res, (error) => request.ctx.logger.warn({ reqId: request.ctx.requestId, err: { message: error.message } }, 'response body encoding failed; response cut'));
+  encoded.write(Buffer.from(body));
+  encoded.end(undefined);
 }
 
 /**

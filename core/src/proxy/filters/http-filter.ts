@@ -18,8 +18,12 @@ import type { RequestContext } from '../context.ts';
  * CorsStage, AuthNStage, AuthZStage, RateLimitStage, RouteStage); gaps leave room.
  */
 export const FilterStage = {
+  /** Gateway `gzip`: first on the request, so its response encoding is the outermost (Envoy's compressor sits early in Gloo's chain). */
+  compression: 50,
   /** `faults`: abort or delay before anything else (Gloo's FaultStage). */
   fault: 100,
+  /** Gateway `grpcWeb`: gRPC-Web requests become gRPC before CORS and auth see them. */
+  grpcWeb: 150,
   /** CORS preflight answers and response headers. */
   cors: 200,
   /** `stagedTransformations.early`. */
@@ -38,6 +42,8 @@ export const FilterStage = {
   rateLimit: 700,
   /** `transformations` / `stagedTransformations.regular`. */
   transformation: 800,
+  /** `bufferPerRoute` / Gateway `buffer`: the body is read whole just before the destination (Envoy's buffer filter). */
+  buffer: 900,
 } as const;
 export type FilterStageName = keyof typeof FilterStage;
 
@@ -102,6 +108,30 @@ export interface FilterRequest {
   readonly signal: AbortSignal;
   /** Headers added to whatever response the client gets (flat list); filters push onto it. */
   readonly responseHeaders: string[];
+  /**
+   * From `onResponseHeaders` of an upstream response that streams: re-encodes its body on the
+   * way to the client (compression, gRPC-Web framing). Encoders added later wrap earlier ones
+   * (the lowest stage's is the outermost). Optional only for hand-made requests in unit tests.
+   */
+  encodeResponseBody?(encoder: ResponseBodyEncoder): void;
+  /**
+   * From `onRequest`: the request body the destination reads instead of the client's (a
+   * streaming decoder fed from `req`; an `upstream` destination sends it as it comes).
+   */
+  requestBodyStream?: import('node:stream').Readable | undefined;
+}
+
+/**
+ * A streaming re-encoding of a response body (./response-encoder.ts runs it): the upstream's
+ * chunks are written into `stream` with backpressure, its output goes to the client.
+ */
+export interface ResponseBodyEncoder {
+  readonly stream: import('node:stream').Duplex;
+  /**
+   * Called once the input before it is complete, with the trailers so far: may write last bytes
+   * into `stream` (it is ended after) and returns the trailers to pass on (undefined: none).
+   */
+  finish?(trailers: Record<string, string | string[]> | undefined): Record<string, string | string[]> | undefined;
 }
 
 /** A filter compiled for one route. Either hook is optional. */
@@ -118,6 +148,12 @@ export interface HttpFilter {
    * after `wantsResponseBody` was asked.
    */
   onResponseHeaders?(request: FilterRequest, status: number, headers: string[]): void | number | LocalReply;
+  /**
+   * Runs on a `directResponseAction` answer's status and headers (flat, editable in place) before
+   * it is sent; only filters that define it (compression: Envoy's encoder filters see direct
+   * responses). Other response hooks stay upstream-only.
+   */
+  onDirectResponse?(request: FilterRequest, status: number, headers: string[]): void;
   /**
    * Whether this filter needs the whole upstream response body for this response (decided from
    * the status and headers): the gateway then buffers it (bounded by `maxBytes`) and calls
@@ -164,6 +200,13 @@ export interface FilterBuildContext {
   readonly logger: Logger;
   /** What the route's destination is (`upstream`, `graphql`, `redirect`, `direct`, …): GraphQL routes answer denials in GraphQL's form. */
   readonly destinationKind: string;
+  /** Whether every upstream of the route's destination speaks HTTP/2 (`useHttp2`): gRPC can reach it. */
+  readonly upstreamHttp2?: boolean;
+  /**
+   * The `httpGateway.options` of the Gateway whose listener serves the route (gzip, grpcWeb,
+   * buffer); undefined on the `--port` listeners (Gloo's defaults apply).
+   */
+  readonly listenerOptions?: Readonly<Record<string, unknown>> | undefined;
   readonly services: FilterServices;
 }
 

@@ -1,5 +1,8 @@
 import { corsFilter } from './cors.ts';
 import { faultFilter } from './fault.ts';
+import { compressionFilter } from './compression.ts';
+import { grpcWebFilter } from './grpc-web.ts';
+import { bufferFilter } from './buffer.ts';
 import { extauthFilter } from './extauth.ts';
 import type { HttpFilterFactory } from './http-filter.ts';
 import { transformationFilter } from '../../transform/filter.ts';
@@ -19,4 +22,7 @@ export const FILTER_FACTORIES: readonly HttpFilterFactory[] = [
   jwtFilterFactory,
   rbacFilterFactory,
   rateLimitFilter,
+  compressionFilter,
+  grpcWebFilter,
+  bufferFilter,
 ];

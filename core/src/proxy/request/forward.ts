@@ -8,6 +8,7 @@ import { HOP_BY_HOP, headerValue } from './header-ops.ts';
 import { GrpcStatus, grpcTimeoutMs, isGrpcRequest, MAX_TIMER_MS } from './grpc.ts';
 import { FilterCodes, responseBodyWanted, runResponseBodyFilters, runResponseHeaderFilters, sendFilterReply, type ChainRequest } from '../filters/chain.ts';
 import type { LocalReply } from '../filters/http-filter.ts';
+import { EncodedBody } from '../filters/response-encoder.ts';
 import { downstreamGone, sendLocalReply } from './local-reply.ts';
 import { hasRequestBody } from './request-body.ts';
 import type { CompiledRoute } from '../routing/route-table.ts';
@@ -55,10 +56,12 @@ export function forward(req: IncomingMessage, res: ServerResponse, ctx: RequestC
   // A client that already left (during auth, say) gets no upstream request: its 'close' has fired.
   if (downstreamGone(res)) return;
   // options.shadowing: a copy goes to the shadow Upstream, fire and forget; a body is copied as the primary reads it.
+  // The body as the destination reads it: the client's, or a filter's decoding of it (gRPC-Web text), which a shadow copies too.
+  const source = filters?.requestBodyStream ?? req;
   const shadowBody = route.shadow
-    ? startShadow(route.shadow, req, hasBody, { method: req.method!, path, headers: (host) => upstreamHeaders(req, headers, route, host, ctx.start, false), timeoutMs: route.timeoutMs > 0 ? Math.min(route.timeoutMs, MAX_TIMER_MS) : SHADOW_TIMEOUT_MS, logger: ctx.logger, requestId: ctx.requestId })
+    ? startShadow(route.shadow, source, hasBody, { method: req.method!, path, headers: (host) => upstreamHeaders(req, headers, route, host, ctx.start, false), timeoutMs: route.timeoutMs > 0 ? Math.min(route.timeoutMs, MAX_TIMER_MS) : SHADOW_TIMEOUT_MS, logger: ctx.logger, requestId: ctx.requestId })
     : undefined;
-  const exchange: Exchange = { req, res, ctx, route, cluster, path, hasBody, body: shadowBody ?? req, current: undefined, filters };
+  const exchange: Exchange = { req, res, ctx, route, cluster, path, hasBody, body: shadowBody ?? source, current: undefined, filters };
   // gRPC's own deadline (`grpc-timeout`), over the whole call, streaming included.
   const deadlineMs = isGrpcRequest(headers) ? grpcTimeoutMs(headers) : undefined;
   const deadline = deadlineMs === undefined ? undefined : setTimeout(() => deadlineExceeded(exchange), deadlineMs);
@@ -106,7 +109,7 @@ interface Exchange {
   readonly cluster: UpstreamCluster;
   readonly path: string;
   readonly hasBody: boolean;
-  /** What the request body is read from: `req`, or the shadow's copying stream (shadow.ts). */
+  /** What the request body is read from: `req`, a filter's decoded stream (gRPC-Web text), or the shadow's copying stream (shadow.ts). */
   readonly body: Readable;
   /** The attempt that owns the response now. */
   current: ProxyAttempt | undefined;
@@ -138,6 +141,8 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
   private trailersOnly = false;
   /** The response held whole for a filter that rewrites bodies (absent: streamed). */
   private held: HeldResponse | undefined;
+  /** The body's way through the encoders filters asked for (compression, gRPC-Web); absent: written as it comes. */
+  private encoded: EncodedBody | undefined;
   private readonly x: Exchange;
   private readonly retriesLeft: number;
   /** This try is a retry: it holds one of the cluster's `maxRetries` slots. */
@@ -332,7 +337,19 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
     }
     const extra = this.x.ctx.responseHeaders;
     if (extra) for (let i = 0; i < extra.length; i++) flat.push(extra[i]!);
+    const encoders = filters?.encoders;
+    if (encoders) {
+      // Re-encoded (./filters/response-encoder.ts): never a header block that ends the stream, as the encoders have bytes to send.
+      if (this.sendHead(controller, statusCode, flat, false)) this.encoded = new EncodedBody(encoders, res, (error) => this.encoderFailed(error));
+      return;
+    }
     this.sendHead(controller, statusCode, flat, (controller as Dispatcher.DispatchController & { endStream?: boolean }).endStream === true);
+  }
+
+  /** An encoder of the body failed (the response was cut): the upstream request stops. */
+  private encoderFailed(error: Error): void {
+    this.x.ctx.logger.warn({ reqId: this.x.ctx.requestId, upstream: this.host.origin, err: { message: error.message } }, 'response body encoding failed; response cut');
+    this.abort();
   }
 
   /** The response's status line and headers, to the client; false when they could not be sent (the client then got 502 or a reset). */
@@ -386,10 +403,18 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
       const name = flat[i]!.toLowerCase();
       if (name === 'content-length' || name === 'transfer-encoding') flat.splice(i, 2);
     }
-    flat.push('content-length', String(response.body.length));
+    const encoders = filters.encoders;
+    // Re-encoded bodies have no length known in advance (chunked, or HTTP/2 frames).
+    if (!encoders) flat.push('content-length', String(response.body.length));
     const extra = this.x.ctx.responseHeaders;
     if (extra) for (let i = 0; i < extra.length; i++) flat.push(extra[i]!);
     if (!this.sendHead(controller, response.status, flat, false)) return;
+    if (encoders) {
+      const encoded = (this.encoded = new EncodedBody(encoders, this.x.res, (error) => this.encoderFailed(error)));
+      encoded.write(response.body);
+      encoded.end(responseTrailers(trailers));
+      return;
+    }
     const forwarded = responseTrailers(trailers);
     if (forwarded) this.x.res.addTrailers(forwarded);
     this.x.res.end(response.body);
@@ -429,7 +454,8 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
       return;
     }
     const res = this.x.res;
-    if (res.write(chunk)) return;
+    const out = this.encoded ?? res;
+    if (out.write(chunk)) return;
     // A destroyed response never drains: stop the upstream request instead of pausing it forever.
     if (downstreamGone(res)) return this.abort();
     // The client reads slower than the upstream sends: pause the upstream (backpressure, never
@@ -437,7 +463,7 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
     // connection (and with enough of them, the whole pool) as long as it liked.
     controller.pause();
     // Made on the first pause only: requests whose clients keep up allocate nothing for this.
-    res.once('drain', (this.onDrain ??= () => this.drained()));
+    out.once('drain', (this.onDrain ??= () => this.drained()));
     this.clearStall();
     this.stalledSince = performance.now();
     this.stallTimer = setTimeout(stallTimedOut, Math.min(this.stallLimit(), CONTENDED_STALL_MS), this);
@@ -480,6 +506,7 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
       this.held = undefined;
       return this.releaseHeld(controller, held, trailers);
     }
+    if (this.encoded) return this.encoded.end(responseTrailers(trailers));
     if (this.trailersOnly) {
       // The header block already ended the stream: only the compat response's state is left to close.
       this.x.res.end();

@@ -75,6 +75,13 @@ export function grpcTimeoutMs(headers: IncomingHttpHeaders): number | undefined 
 }
 
 /**
+ * Set on a request the gRPC-Web filter translated (./filters/grpc-web.ts), to the content type of
+ * its answer: a gRPC answer the gateway makes itself carries it (./local-reply.ts), so a gRPC-Web
+ * client reads the status instead of refusing a content type it did not ask for.
+ */
+export const GRPC_WEB_REPLY_TYPE: unique symbol = Symbol('gatehouse.grpcWebReplyType');
+
+/**
  * The headers of a trailers-only gRPC response (HTTP 200, the status in the header block, which
  * ends the stream): how Envoy answers a gRPC call it does not forward.
  */

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ServerHttp2Stream } from 'node:http2';
-import { grpcReplyHeaders, isGrpcRequest } from './grpc.ts';
+import { GRPC_WEB_REPLY_TYPE, grpcReplyHeaders, isGrpcRequest } from './grpc.ts';
 
 /**
  * A response the gateway makes itself (404, 503, 504…): short plain text and the stable
@@ -54,6 +54,8 @@ export function sendTrailersOnly(res: ServerResponse, flat: readonly string[]): 
     if (values) values.push(flat[i + 1]!);
     else grouped.set(name, [flat[i + 1]!]);
   }
+  const web = (res as ServerResponse & { req?: { [GRPC_WEB_REPLY_TYPE]?: string } }).req?.[GRPC_WEB_REPLY_TYPE];
+  if (web !== undefined && grouped.has('content-type')) grouped.set('content-type', [web]);
   for (const [name, values] of grouped) res.setHeader(name, values.length === 1 ? values[0]! : values);
   res.end();
 }

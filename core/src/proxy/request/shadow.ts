@@ -1,5 +1,4 @@
-import type { IncomingMessage } from 'node:http';
-import { Transform, type TransformCallback } from 'node:stream';
+import { Transform, type Readable, type TransformCallback } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { metrics } from '../../admin/metrics.ts';
 import type { Logger } from '../../log/logger.ts';
@@ -78,7 +77,7 @@ export interface ShadowRequest {
  * body passes through unchanged, with backpressure, and is copied on the side while within the
  * limits). Undefined: the primary request reads `req` as usual.
  */
-export function startShadow(shadow: CompiledShadow, req: IncomingMessage, hasBody: boolean, request: ShadowRequest): Transform | undefined {
+export function startShadow(shadow: CompiledShadow, req: Readable, hasBody: boolean, request: ShadowRequest): Transform | undefined {
   if (shadow.fraction <= 0 || (shadow.fraction < 1 && Math.random() >= shadow.fraction)) return undefined;
   if (inFlight >= MAX_SHADOWS_IN_FLIGHT) {
     count(shadow.cluster, 'overloaded');

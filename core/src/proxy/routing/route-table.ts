@@ -202,7 +202,7 @@ export function compileRouteTable(snapshot: ConfigSnapshot, given: RouteTableOpt
     const vhostName = `${vs.namespace}/${vs.name}`;
     // Delegated routes (RouteTables) in place of their delegating route; the store only serves a tree without cycles.
     const flat = flattenRoutes(vs, tables).routes;
-    const deps = dependenciesOf(snapshot, vs, flat, [endpoints, given.kubeResolver, given.kubeClusterDomain, given.filters?.services, given.filters?.factories]);
+    const deps = dependenciesOf(snapshot, vs, flat, [endpoints, given.kubeResolver, given.kubeClusterDomain, given.filters?.services, given.filters?.factories, snapshot.listenerHttp?.key]);
     const cached = cache.entries.get(vs.key);
     if (cached && sameDependencies(cached.deps, deps)) {
       used.set(vs.key, cached);
@@ -328,6 +328,11 @@ function sameDependencies(a: readonly unknown[], b: readonly unknown[]): boolean
   return true;
 }
 
+/** Whether every host of `cluster` is reached over HTTP/2 (gRPC-Web needs that to become gRPC). */
+function speaksHttp2(cluster: UpstreamCluster): boolean {
+  return cluster.hosts.length > 0 && cluster.hosts.every((h) => h.http2);
+}
+
 /**
  * One route of `vs`, held by `owner` (the VirtualService itself or a RouteTable it delegates to):
  * the route's own references resolve in the owner's namespace, the virtual host's in the VirtualService's.
@@ -347,6 +352,8 @@ function compileRoute(snapshot: ConfigSnapshot, vs: Resource<'VirtualService'>, 
     snapshot,
     logger: options.filters?.logger ?? SILENT,
     destinationKind: destination.kind,
+    upstreamHttp2: destination.kind === 'upstream' ? speaksHttp2(destination.cluster) : destination.kind === 'weighted' ? destination.choices.every((c) => speaksHttp2(c.cluster)) : false,
+    listenerOptions: snapshot.listenerHttp?.httpOptions,
     services: options.filters?.services ?? {},
   };
   return {
