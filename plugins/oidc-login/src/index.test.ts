@@ -195,8 +195,9 @@ describe.each(TEST_MODES)('OidcLogin (%s)', (mode) => {
     expect(before.responseHeaders ?? []).toEqual([]);
     const refreshes = grants.filter((g) => g === 'refresh_token').length;
     await clock.advance(61_000);
-    const after = (await plugin.authorize({ path: '/a', headers: { cookie } })) as Decision;
-    expectAllowed(after, { 'x-user-sub': 'alice' });
+    const decided = await plugin.authorize({ path: '/a', headers: { cookie } });
+    expectAllowed(decided, { 'x-user-sub': 'alice' });
+    const after = decided as Decision;
     expect(after.headersToSet!.find((h) => h.key === 'authorization')!.value).not.toBe(token);
     expect(setCookies(after.responseHeaders)[0]).toMatch(/^__gh_session=[A-Za-z0-9_-]+; Path=\/; Max-Age=28800/);
     expect(grants.filter((g) => g === 'refresh_token').length).toBe(refreshes + 1);

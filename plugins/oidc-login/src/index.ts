@@ -59,8 +59,8 @@ interface Session {
   accessToken: string;
   refreshToken?: string;
   idToken: string;
-  /** When the access token expires (ms since the epoch). */
-  expiresAt: number;
+  /** When the access token is refreshed (ms since the epoch): a little before it expires. */
+  refreshAt: number;
 }
 
 /** The cookie value's bound: anything longer is not ours (and is never decrypted). */
@@ -68,7 +68,7 @@ const MAX_COOKIE_VALUE = 512;
 /** The whole `cookie` header is looked at up to this size; a longer one is ignored (treated as absent). */
 const MAX_COOKIE_HEADER = 16 * 1024;
 const LOGIN_TTL_MS = 10 * 60_000;
-/** A token that expires within this is refreshed first. */
+/** A token is refreshed this long before it expires (at most a quarter of its lifetime). */
 const REFRESH_SKEW_MS = 5_000;
 const CLOCK_SKEW_S = 60;
 
@@ -131,7 +131,7 @@ class OidcLoginService implements AuthService {
     }
     let current = session;
     let responseHeaders: Record<string, string> | undefined;
-    if (session.expiresAt - REFRESH_SKEW_MS <= Date.now()) {
+    if (session.refreshAt <= Date.now()) {
       const refreshed = await this.refresh(ctx, sid, session);
       if (!refreshed) {
         await ctx.store!.delete(`s:${sid}`);
@@ -154,7 +154,7 @@ class OidcLoginService implements AuthService {
       .join(';')
       .trim();
     const ok = response.CheckResponse.ok_response!;
-    if (rest) ok.headers.push({ header: { key: 'cookie', value: rest } });
+    if (rest) (ok.headers ??= []).push({ header: { key: 'cookie', value: rest } });
     else ok.headers_to_remove = ['cookie'];
     return response;
   }
@@ -243,8 +243,8 @@ class OidcLoginService implements AuthService {
   }
 
   private sessionOf(sub: string, tokens: Record<string, unknown>): Session {
-    const expiresIn = typeof tokens.expires_in === 'number' ? tokens.expires_in : 300;
-    const session: Session = { sub, accessToken: String(tokens.access_token), idToken: String(tokens.id_token), expiresAt: Date.now() + expiresIn * 1000 };
+    const lifetimeMs = (typeof tokens.expires_in === 'number' && tokens.expires_in > 0 ? tokens.expires_in : 300) * 1000;
+    const session: Session = { sub, accessToken: String(tokens.access_token), idToken: String(tokens.id_token), refreshAt: Date.now() + lifetimeMs - Math.min(REFRESH_SKEW_MS, lifetimeMs / 4) };
     if (typeof tokens.refresh_token === 'string') session.refreshToken = tokens.refresh_token;
     return session;
   }
@@ -372,9 +372,9 @@ class OidcLoginService implements AuthService {
   }
 }
 
-/** Waits up to 2 s for another request's refresh of `sid` to land in the store. */
+/** Waits up to 600 ms (inside the call's wall deadline) for another request's refresh of `sid` to land in the store. */
 async function waitForRefresh(store: PluginStore, sid: string, stale: Session): Promise<Session | undefined> {
-  for (let i = 0; i < 40; i++) {
+  for (let i = 0; i < 12; i++) {
     await new Promise((resolve) => setTimeout(resolve, 50));
     const now = (await store.get(`s:${sid}`)) as Session | undefined;
     if (!now) return undefined;
@@ -386,7 +386,8 @@ async function waitForRefresh(store: PluginStore, sid: string, stale: Session): 
 /** A 302 to `location` setting each of `cookies` (two `set-cookie` lines, never one comma-joined). */
 function redirect(location: string, cookies: string[]): AuthorizationResponse {
   const response = DeniedResponse(302, { location, 'cache-control': 'no-store' });
-  const headers: HeaderValueOption[] = response.CheckResponse.denied_response!.headers;
+  const denied = response.CheckResponse.denied_response!;
+  const headers: HeaderValueOption[] = (denied.headers ??= []);
   for (const cookie of cookies) headers.push({ header: { key: 'set-cookie', value: cookie }, append: true });
   return response;
 }
