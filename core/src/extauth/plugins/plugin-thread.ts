@@ -10,6 +10,7 @@ import { metrics } from '../../admin/metrics.ts';
 import { createLogger, type Logger } from '../../log/logger.ts';
 import { killAfterCatastrophe, onWatchdogStarted } from '../../server/process-guards.ts';
 import { forbidden, type AuthDecision, type CheckRequest, type StepContext } from '../step.ts';
+import { allow } from '../decision.ts';
 import { checkJson } from './check-json.ts';
 import { PluginCodes } from './codes.ts';
 import { pluginHostOptions } from './plugin-host-options.ts';
@@ -333,7 +334,8 @@ class PluginThread {
           if (!resolve) continue;
           this.waiting.delete(id);
           const answer = answers[i + 1];
-          resolve(answer === ALLOW ? { allowed: true, headersToSet: [], headersToRemove: [] } : (answer as AuthDecision));
+          // A plain allow shares decision.ts's frozen empty lists: no three objects per check.
+          resolve(answer === ALLOW ? allow() : (answer as AuthDecision));
         }
         return;
       }
