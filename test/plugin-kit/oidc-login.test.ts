@@ -139,6 +139,27 @@ describe('OidcLogin through gatehouse run (memory store)', () => {
     }
   });
 
+  it('spends a (rotating) refresh token once when two requests of one session find it expired together', { timeout: 60_000 }, async () => {
+    const browser = new Browser({ 'app.test': gw.url });
+    const { steps } = await login(browser, `${APP}/pair`);
+    expect(steps.at(-1)!.reply.status).toBe(200);
+    const cookie = `__gh_session=${browser.cookies('app.test').get('__gh_session')!}`;
+    const pairOnce = () => Promise.all([0, 1].map(() => send(gw.url, { path: '/pair', headers: { host: 'app.test', cookie } })));
+    // Pairs until one of them refreshes (the tokens live 3 s): then exactly one token request, and both requests served.
+    let before = 0;
+    const pair = await eventually(async () => {
+      before = provider.hits.get('/token') ?? 0;
+      const replies = await pairOnce();
+      return replies.some((r) => r.headers['set-cookie']) ? replies : undefined;
+    }, 20_000, 200);
+    expect(provider.hits.get('/token')! - before).toBe(1);
+    expect(pair.map((r) => r.status)).toEqual([200, 200]);
+    const tokens = pair.map((r) => (JSON.parse(r.body) as Echo).headers.authorization);
+    expect(tokens[0]).toBe(tokens[1]);
+    // The rotated refresh token is the one stored: the session goes on.
+    expect((await send(gw.url, { path: '/after-pair', headers: { host: 'app.test', cookie } })).status).toBe(200);
+  });
+
   it('refuses a replayed callback and a callback in another browser; tampered and oversized cookies get a new login, never an error', { timeout: 60_000 }, async () => {
     const browser = new Browser({ 'app.test': gw.url });
     const { steps } = await login(browser, `${APP}/a`);

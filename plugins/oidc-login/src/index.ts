@@ -231,6 +231,11 @@ class OidcLoginService implements AuthService {
     const store = ctx.store!;
     if (!(await store.setIfAbsent(`r:${sid}`, 1, { ttlMs: 5_000 }))) return waitForRefresh(store, sid, session);
     try {
+      // Another request may have refreshed between this one's read and its lock: its tokens stand
+      // (a rotating refresh token read before that is spent already).
+      const latest = (await store.get(`s:${sid}`)) as Session | undefined;
+      if (!latest) return undefined;
+      if (latest.accessToken !== session.accessToken) return latest;
       const tokens = await this.token(ctx, { grant_type: 'refresh_token', refresh_token: session.refreshToken });
       if (!tokens || typeof tokens.access_token !== 'string') return undefined;
       if (typeof tokens.id_token === 'string' && !(await this.verifyIdToken(ctx, tokens.id_token, undefined, session.sub))) return undefined;
