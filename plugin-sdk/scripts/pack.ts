@@ -96,7 +96,33 @@ process.exitCode = await main(process.argv.slice(2));
     const coreManifest = JSON.parse(await readFile(join(ROOT, 'core/package.json'), 'utf8')) as Manifest;
     delete coreManifest.private;
     delete coreManifest.devDependencies;
-    delete coreManifest.bin;
+    // The `gatehouse` command (issue 30 item 7): a plugin project runs `npx gatehouse run` (and
+    // `gatehouse-plugin dev` finds it) from the tarball, with no checkout. The repository's bin
+    // resolves sources or dist/ of a checkout; the packed one runs the compiled files beside it.
+    coreManifest.bin = { gatehouse: 'bin/gatehouse.js' };
+    await mkdir(join(core, 'bin'));
+    await writeFile(
+      join(core, 'bin/gatehouse.js'),
+      `#!/usr/bin/env node
+// The packed gateway CLI: the compiled sources next to this file, with the Node flags and
+// environment every Gatehouse process runs with (added by re-executing in place).
+import { assertNodeVersion, NODE_ENV_DEFAULTS, NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
+
+assertNodeVersion();
+const missing = NODE_FLAGS.filter((flag) => !process.execArgv.includes(flag));
+const unsetEnv = Object.keys(NODE_ENV_DEFAULTS).filter((name) => process.env[name] === undefined);
+if ((missing.length > 0 || unsetEnv.length > 0) && typeof process.execve === 'function') {
+  process.execve(process.execPath, [process.execPath, ...missing, ...process.execArgv, process.argv[1], ...process.argv.slice(2)], { ...NODE_ENV_DEFAULTS, ...process.env });
+}
+const { main } = await import('../src/cli/main.js');
+const code = await main(process.argv.slice(2));
+if (typeof code === 'number' && code >= 0) {
+  process.exitCode = code;
+  setTimeout(() => process.exit(code), 2_000).unref();
+}
+`,
+      { mode: 0o755 },
+    );
     coreManifest.exports = { '.': './src/index.js', './*.ts': './src/*.js', './*': './src/*' } as never;
     await writeFile(join(core, 'package.json'), `${JSON.stringify({ ...coreManifest, license: root.license }, null, 2)}\n`);
     await writeFile(join(core, 'README.md'), '# @gatehouse/core\n\nThe Gatehouse gateway and auth server; here for the plugin host the plugin test kit runs sandboxed plugins in.\n');

@@ -1,6 +1,6 @@
 // CPU time per request of `gatehouse run` on two routes of one process (no auth, and a plugin
 // route), from /proc/PID/stat around wrk runs: the method of test/bench/README.md "Finding where
-// time goes". Usage: node test/bench/cpu-probe.ts [plugin: required-header|jwt-rs256|jwt-es256] [seconds]
+// time goes". Usage: node test/bench/cpu-probe.ts [plugin: required-header|rate-limit-memory|jwt-rs256|jwt-es256] [seconds]
 import { execFile, spawn } from 'node:child_process';
 import { promisify } from 'node:util';
 import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
@@ -23,6 +23,8 @@ const upstream = await startNginx(work, 'up', (port) => `server { listen 127.0.0
 const plugins: { entry: string; name: string; config: object; headers: Record<string, string> } = {
   'required-header': { entry: 'required-header', name: 'RequiredHeader', config: { RequiredHeader: 'x-api-key', AllowedValues: ['bench'] }, headers: { 'x-api-key': 'bench' } },
   'jwt-rs256': { entry: 'jwt', name: 'Jwt', config: { Jwks: BENCH_JWKS, Algorithms: ['RS256'] }, headers: { authorization: `Bearer ${benchJwt('RS256')}` } },
+  // The bench's memory-store row: RateLimit with one ctx.store.increment and three client response headers per request.
+  'rate-limit-memory': { entry: 'rate-limit', name: 'RateLimit', config: { RequestsPerUnit: 1_000_000_000_000, Unit: 'day', Key: { Header: 'x-api-key' } }, headers: { 'x-api-key': 'bench' } },
   'jwt-es256': { entry: 'jwt', name: 'Jwt', config: { Jwks: BENCH_JWKS, Algorithms: ['ES256'] }, headers: { authorization: `Bearer ${benchJwt('ES256')}` } },
 }[which]!;
 const pluginDir = await mkdtemp(join(work, 'plugins-'));

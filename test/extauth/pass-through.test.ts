@@ -82,6 +82,7 @@ beforeAll(async () => {
   httpAuth = await startHttpAuthServer((req, body): { status: number; headers?: Record<string, string>; body?: string } => {
     if (req.headers['x-verdict'] === 'deny') return { status: 401, headers: { 'www-authenticate': 'Bearer realm="team"', 'x-internal-reason': 'bad token' } };
     if (req.headers['x-verdict'] === 'broken') return { status: 503 };
+    if (req.url === '/session') return { status: 200, headers: { 'x-session-refreshed': 'yes', 'x-internal': 'not for the client', 'set-cookie': ['sid=new; HttpOnly; Path=/', 'csrf=t0k; Path=/'] as never } };
     return { status: 200, headers: { 'x-user': 'carol', 'x-not-allowed': 'leak' }, body: JSON.stringify({ state: { from: 'http', seen: JSON.parse(body || '{}') as unknown } }) };
   });
   refused = await refusedPort();
@@ -111,6 +112,13 @@ beforeAll(async () => {
         // The next step: the gRPC server sees the State the HTTP server returned.
         { name: 'grpc', passThroughAuth: { grpc: { address: plain.address } } },
       ]),
+      gloo('http-session', [
+        {
+          passThroughAuth: {
+            http: { url: `${httpAuth.url}/session`, response: { allowedClientHeadersOnSuccess: ['X-Session-Refreshed', 'set-cookie'] } },
+          },
+        },
+      ]),
       gloo('http-down-allow', [{ passThroughAuth: { http: { url: `http://127.0.0.1:${refused}/` }, failureModeAllow: true } }]),
     ],
     'routes.yaml': [
@@ -119,7 +127,7 @@ beforeAll(async () => {
         apiVersion: 'gateway.gatehouse.dev/v1',
         kind: 'VirtualService',
         metadata: { name: 'api' },
-        spec: { virtualHost: { domains: ['*'], routes: ['grpc', 'down', 'down-allow', 'tls', 'tls-missing', 'http', 'http-down-allow'].map((name) => route(`/${name}/`, name)) } },
+        spec: { virtualHost: { domains: ['*'], routes: ['grpc', 'down', 'down-allow', 'tls', 'tls-missing', 'http', 'http-session', 'http-down-allow'].map((name) => route(`/${name}/`, name)) } },
       },
     ],
   });
@@ -188,6 +196,19 @@ describe('passThroughAuth.http (Gloo) through gatehouse run', () => {
   it("an allowedUpstreamHeaders header is the auth server's alone: the client's own copy never reaches the upstream (issue 24 finding 8)", async () => {
     const upstream = (JSON.parse((await get('/http/x', { 'x-user': 'admin' })).body) as Echo).headers;
     expect(upstream['x-user']).toBe('carol');
+  });
+
+  it("allowedClientHeadersOnSuccess: a 200 answer's named headers reach the client's response (every set-cookie on its own line), no others, never the upstream", async () => {
+    const r = await get('/http-session/x');
+    expect(r.status).toBe(200);
+    expect(r.headers.get('x-session-refreshed')).toBe('yes');
+    expect(r.headers.getSetCookie()).toEqual(['sid=new; HttpOnly; Path=/', 'csrf=t0k; Path=/']);
+    expect(r.headers.get('x-internal')).toBeNull();
+    // Without the option (the 'http' step), nothing of the answer reaches the client.
+    expect((await get('/http/x')).headers.get('x-user')).toBeNull();
+    const upstream = (JSON.parse(r.body) as Echo).headers;
+    expect(upstream['x-session-refreshed']).toBeUndefined();
+    expect(upstream['set-cookie']).toBeUndefined();
   });
 
   it('a 4xx denies with that status and only allowedClientHeadersOnDenied; a 5xx is a failure (403)', async () => {

@@ -32,17 +32,17 @@ export interface Deployment {
  * AuthConfigs (plugin Start included). The gateway gets a generous auth deadline so a loaded
  * machine cannot turn a slow check into a 403.
  */
-export async function deploy(shape: Shape, configDir: string, pluginDir: string, options: { env?: NodeJS.ProcessEnv; args?: string[] } = {}): Promise<Deployment> {
+export async function deploy(shape: Shape, configDir: string, pluginDir: string, options: { env?: NodeJS.ProcessEnv; args?: string[]; /** extra arguments of the auth process only (`run` or `extauth`) */ authArgs?: string[] } = {}): Promise<Deployment> {
   const processes: GatehouseProcess[] = [];
   const common = ['--config-dir', configDir, '--extauth-timeout', '3s', ...(options.args ?? [])];
   const env = options.env ?? {};
   try {
     let auth: GatehouseProcess;
     if (shape === 'run') {
-      auth = await startGatehouse('run', [...common, '--plugin-dir', pluginDir], { env });
+      auth = await startGatehouse('run', [...common, '--plugin-dir', pluginDir, ...(options.authArgs ?? [])], { env });
       processes.push(auth);
     } else {
-      auth = await startGatehouse('extauth', ['--config-dir', configDir, '--plugin-dir', pluginDir, '--host', '127.0.0.1'], { env });
+      auth = await startGatehouse('extauth', ['--config-dir', configDir, '--plugin-dir', pluginDir, '--host', '127.0.0.1', ...(options.authArgs ?? [])], { env });
       processes.push(auth);
       processes.push(await startGatehouse('gateway', [...common, '--extauth-address', `127.0.0.1:${auth.port}`], { env }));
     }

@@ -498,6 +498,7 @@ export const HONOURED_FIELDS: { readonly [K in CrdKind]: Fields } = {
     'configs[].passThroughAuth.http.request.passThroughFilterMetadata': 'core/src/extauth/pass-through/http-pass-through-step.ts',
     'configs[].passThroughAuth.http.request.passThroughState': 'core/src/extauth/pass-through/http-pass-through-step.ts',
     'configs[].passThroughAuth.http.response.allowedClientHeadersOnDenied[]': 'core/src/extauth/pass-through/http-pass-through-step.ts',
+    'configs[].passThroughAuth.http.response.allowedClientHeadersOnSuccess[]': 'core/src/extauth/pass-through/http-pass-through-step.ts',
     'configs[].passThroughAuth.http.response.allowedUpstreamHeaders[]': 'core/src/extauth/pass-through/http-pass-through-step.ts',
     'configs[].passThroughAuth.http.response.readStateFromResponse': 'core/src/extauth/pass-through/http-pass-through-step.ts',
     'configs[].passThroughAuth.http.url': 'core/src/extauth/build-step.ts',

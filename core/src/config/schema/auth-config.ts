@@ -124,6 +124,9 @@ const PassThroughHttp = Strict({
     Strict({
       allowedUpstreamHeaders: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { maxItems: 128 })),
       allowedClientHeadersOnDenied: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { maxItems: 128 })),
+      allowedClientHeadersOnSuccess: Type.Optional(
+        Type.Array(Type.String({ minLength: 1 }), { maxItems: 128, description: "Gatehouse extension (Envoy's HTTP ext_authz allowed_client_headers_on_success): the 200 answer's headers set on the client's response" }),
+      ),
       readStateFromResponse: Type.Optional(Type.Boolean()),
     }),
   ),

@@ -15,7 +15,8 @@ const MAX_ANSWER_BYTES = 64 * 1024;
  * a JSON body `{body, state, filterMetadata, config}` with the parts the options ask for (no
  * body when none is asked for). 200 allows, copying `allowedUpstreamHeaders` from the answer to
  * the upstream request (appended, as Gloo documents) and, with `readStateFromResponse`, taking
- * `{"state": {...}}` from its body as the chain's State. A 4xx denies with that status and the
+ * `{"state": {...}}` from its body as the chain's State; its `allowedClientHeadersOnSuccess` go on
+ * the client's response, as gRPC passThrough's `response_headers_to_add` do. A 4xx denies with that status and the
  * answer's `allowedClientHeadersOnDenied`; anything else (5xx, unreachable, a timeout, an
  * unreadable State) is a failure: 403, or an allow with `failureModeAllow`.
  */
@@ -32,6 +33,7 @@ export class HttpPassThroughStep implements AuthStep {
   private readonly allowedHeaders: readonly string[];
   private readonly upstreamHeaders: ReadonlySet<string>;
   private readonly clientHeaders: ReadonlySet<string>;
+  private readonly successClientHeaders: ReadonlySet<string>;
   /** `allowedUpstreamHeaders` belong to the auth server: the chain drops the client's own copies (they would be appended to). */
   readonly ownedHeaders: readonly string[];
 
@@ -50,6 +52,7 @@ export class HttpPassThroughStep implements AuthStep {
     this.allowedHeaders = (http.request?.allowedHeaders ?? []).map((name) => name.toLowerCase());
     this.upstreamHeaders = new Set((http.response?.allowedUpstreamHeaders ?? []).map((name) => name.toLowerCase()));
     this.clientHeaders = new Set((http.response?.allowedClientHeadersOnDenied ?? []).map((name) => name.toLowerCase()));
+    this.successClientHeaders = new Set((http.response?.allowedClientHeadersOnSuccess ?? []).map((name) => name.toLowerCase()));
     this.ownedHeaders = [...this.upstreamHeaders];
   }
 
@@ -90,7 +93,10 @@ export class HttpPassThroughStep implements AuthStep {
   }
 
   private allowed(headers: Record<string, string | string[] | undefined>, text: string): AuthDecision {
-    const decision = allow(this.picked(headers, this.upstreamHeaders, true));
+    const picked = allow(this.picked(headers, this.upstreamHeaders, true));
+    const response = this.clientResponseHeaders(headers);
+    // The chain validates these as it does gRPC passThrough's and plugins' (sanitize-decision.ts).
+    const decision = response.length > 0 ? { ...picked, responseHeaders: response } : picked;
     if (!this.spec.response?.readStateFromResponse) return decision;
     let state: unknown;
     try {
@@ -111,6 +117,22 @@ export class HttpPassThroughStep implements AuthStep {
       const value = headers[name];
       if (value === undefined) continue;
       out.push({ key: name, value: Array.isArray(value) ? value.join(',') : value, append });
+    }
+    return out;
+  }
+
+  /**
+   * The 200 answer's `allowedClientHeadersOnSuccess`, for the client's response. Every value of a
+   * repeated header is kept as its own header (several `set-cookie` must never be comma-joined):
+   * the first replaces the upstream's, the rest are appended.
+   */
+  private clientResponseHeaders(headers: Record<string, string | string[] | undefined>): HeaderToSet[] {
+    const out: HeaderToSet[] = [];
+    for (const name of this.successClientHeaders) {
+      const value = headers[name];
+      if (value === undefined) continue;
+      const values = Array.isArray(value) ? value : [value];
+      values.forEach((one, index) => out.push({ key: name, value: one, append: index > 0 }));
     }
     return out;
   }

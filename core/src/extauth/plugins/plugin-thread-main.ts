@@ -1,6 +1,7 @@
 // The plugin thread or plugin process (./plugin-thread.ts): builds and runs plugin steps as the
 // event loop would, for the main thread's checks. One message in per turn of the main loop, one
 // out per turn here. The same code serves both: a worker port, or the IPC channel of a child.
+import { Socket } from 'node:net';
 import { parentPort } from 'node:worker_threads';
 import { startWatchdog } from '../../server/process-guards.ts';
 import type { UpstreamSpec } from '../../config/schema/upstream.ts';
@@ -14,7 +15,7 @@ const port: { postMessage(message: FromThread): void; on(event: 'message', liste
   postMessage: (message) => void process.send?.(message, (error: Error | null) => void error),
   on: (event, listener) => void process.on(event, listener as (message: unknown) => void),
 };
-const processOptions = parentPort ? undefined : (JSON.parse(process.env[PLUGIN_PROCESS_ENV] ?? '{}') as { stallMs?: number; maxRssMb?: number });
+const processOptions = parentPort ? undefined : (JSON.parse(process.env[PLUGIN_PROCESS_ENV] ?? '{}') as { stallMs?: number; maxRssMb?: number; callPipe?: number });
 if (processOptions) {
   // The plugin process: it ends with its gateway (the IPC channel closes when the gateway dies,
   // however it dies), and its own watchdog kills it when its loop stalls or its memory passes
@@ -77,7 +78,30 @@ function flush(): void {
   post({ t: 'answers', answers: out, ...(modes.length ? { modes } : {}) });
 }
 
-port.on('message', (message: ToThread) => {
+port.on('message', (message: ToThread) => onMessage(message));
+if (processOptions?.callPipe !== undefined) readCallPipe(processOptions.callPipe);
+
+/** Checks and closes from the gateway's call pipe (./plugin-thread.ts CALL_PIPE_FD): 4-byte length, then that many bytes of JSON. */
+function readCallPipe(fd: number): void {
+  const pipe = new Socket({ fd, readable: true, writable: false });
+  // The gateway went away: 'disconnect' of the IPC channel ends this process.
+  pipe.on('error', () => {});
+  let pending: Buffer | undefined;
+  pipe.on('data', (chunk: Buffer) => {
+    let data = pending ? Buffer.concat([pending, chunk]) : chunk;
+    pending = undefined;
+    while (data.length >= 4) {
+      const length = data.readUInt32BE(0);
+      if (data.length < 4 + length) break;
+      const message = JSON.parse(data.toString('utf8', 4, 4 + length)) as ToThread;
+      data = data.subarray(4 + length);
+      onMessage(message);
+    }
+    if (data.length > 0) pending = data;
+  });
+}
+
+function onMessage(message: ToThread): void {
   switch (message.t) {
     case 'calls': {
       const calls = message.calls;
@@ -136,4 +160,4 @@ port.on('message', (message: ToThread) => {
       return;
     }
   }
-});
+}

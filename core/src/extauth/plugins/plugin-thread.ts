@@ -1,4 +1,5 @@
 import { fork } from 'node:child_process';
+import type { Socket } from 'node:net';
 import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
@@ -10,6 +11,7 @@ import { metrics } from '../../admin/metrics.ts';
 import { createLogger, type Logger } from '../../log/logger.ts';
 import { killAfterCatastrophe, onWatchdogStarted } from '../../server/process-guards.ts';
 import { forbidden, type AuthDecision, type CheckRequest, type StepContext } from '../step.ts';
+import { allow } from '../decision.ts';
 import { checkJson } from './check-json.ts';
 import { PluginCodes } from './codes.ts';
 import { pluginHostOptions } from './plugin-host-options.ts';
@@ -57,6 +59,14 @@ export type FromThread =
 /** The environment variable that tells ./plugin-thread-main.ts it runs as the plugin process, with its watchdog's bounds (JSON). */
 export const PLUGIN_PROCESS_ENV = 'GATEHOUSE_PLUGIN_PROCESS';
 
+/**
+ * The plugin process's call pipe: checks go to it as length-prefixed JSON texts on a pipe of their
+ * own, not through Node's IPC channel. Measured in a `gatehouse run` under wrk (RequiredHeader,
+ * ~13 checks per message): `child.send` took 85–340 µs of the event loop's CPU per message, the
+ * same bytes written to a plain pipe 18–20 µs (JSON.stringify included).
+ */
+export const CALL_PIPE_FD = 4;
+
 /** A plain allow (no headers, no State) in an answers message. */
 export const ALLOW = 1;
 
@@ -70,6 +80,8 @@ export const secretKey = (ref: { name: string; namespace: string; key: string })
 /** A running plugin host, a worker thread or a child process, behind one interface. */
 interface Channel {
   post(message: ToThread): void;
+  /** Checks and step closes, in order, by the plugin process's call pipe (see {@link CALL_PIPE_FD}); absent for a thread. */
+  postCall?(message: Extract<ToThread, { t: 'calls' } | { t: 'close' }>): void;
   /** Ends it at once (the process: SIGKILL). */
   kill(): void;
   /** The plugin process's pid (none for a thread). */
@@ -191,11 +203,15 @@ class PluginThread {
     const child = fork(entry, [], {
       execArgv: process.execArgv.filter((flag) => !flag.startsWith('--inspect')),
       serialization: 'advanced',
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-      env: { ...process.env, [PLUGIN_PROCESS_ENV]: JSON.stringify({ stallMs, maxRssMb }) },
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc', 'pipe'],
+      env: { ...process.env, [PLUGIN_PROCESS_ENV]: JSON.stringify({ stallMs, maxRssMb, callPipe: CALL_PIPE_FD }) },
     });
     child.unref();
     (child.channel as { unref?: () => void } | undefined)?.unref?.();
+    const calls = child.stdio[CALL_PIPE_FD] as Socket | null;
+    // Its failures are the process's: a dead child is seen by 'exit' (and what waits is denied).
+    calls?.on('error', () => {});
+    calls?.unref();
     child.on('message', (message: FromThread) => this.received(message));
     child.on('error', (error) => {
       child.kill('SIGKILL');
@@ -209,6 +225,19 @@ class PluginThread {
         child.send(message, (error) => void error);
       },
       kill: () => void child.kill('SIGKILL'),
+      ...(calls
+        ? {
+            postCall: (message: Extract<ToThread, { t: 'calls' } | { t: 'close' }>) => {
+              if (calls.destroyed || !calls.writable) return;
+              const text = JSON.stringify(message);
+              const length = Buffer.byteLength(text);
+              const frame = Buffer.allocUnsafe(4 + length);
+              frame.writeUInt32BE(length, 0);
+              frame.write(text, 4);
+              calls.write(frame);
+            },
+          }
+        : {}),
       ...(child.pid !== undefined ? { pid: child.pid } : {}),
     };
   }
@@ -306,14 +335,18 @@ class PluginThread {
     }
     return new Promise((resolve) => {
       this.closing.set(sid, resolve);
-      this.post({ t: 'close', sid });
+      // After the checks already sent for it, on the same pipe.
+      if (this.channel.postCall) this.channel.postCall({ t: 'close', sid });
+      else this.post({ t: 'close', sid });
     });
   }
 
   private flush(): void {
     const calls = this.outgoing;
     this.outgoing = [];
-    if (calls.length > 0) this.post({ t: 'calls', calls });
+    if (calls.length === 0) return;
+    if (this.channel.postCall) this.channel.postCall({ t: 'calls', calls });
+    else this.post({ t: 'calls', calls });
   }
 
   private post(message: ToThread): void {
@@ -333,7 +366,8 @@ class PluginThread {
           if (!resolve) continue;
           this.waiting.delete(id);
           const answer = answers[i + 1];
-          resolve(answer === ALLOW ? { allowed: true, headersToSet: [], headersToRemove: [] } : (answer as AuthDecision));
+          // A plain allow shares decision.ts's frozen empty lists: no three objects per check.
+          resolve(answer === ALLOW ? allow() : (answer as AuthDecision));
         }
         return;
       }
