@@ -55,7 +55,6 @@ describe('Gateway checks', () => {
       [
         ['spec.hybridGateway', 'hybridGateway is not applied: Gatehouse binds HTTP and TCP gateways only: this Gateway binds no listener'],
         ['spec.options.accessLoggingService.accessLog[0].grpcService', 'grpcService is not applied: gRPC access log services are not sent to (fileSink is written)'],
-        ['spec.httpGateway.options.grpcWeb', "grpcWeb is not applied: this listener-level option of Gloo's HTTP filters is not applied by Gatehouse"],
         ['spec.httpGateway.options.httpConnectionManagerSettings.serverName', 'serverName is not applied: this connection-manager setting is not applied by Gatehouse (docs/gateway.md lists those it honours)'],
         ['spec.httpGateway.options.httpConnectionManagerSettings.xffNumTrustedHops', 'xffNumTrustedHops is not applied: this connection-manager setting is not applied by Gatehouse (docs/gateway.md lists those it honours)'],
       ].sort(),
@@ -88,7 +87,6 @@ describe('Gateway checks', () => {
         'spec.options.socketOptions',
         'spec.options.accessLoggingService.accessLog[0].grpcService',
         'spec.options.accessLoggingService.accessLog[1].filter',
-        'spec.httpGateway.options.gzip',
         'spec.httpGateway.options.httpConnectionManagerSettings.via',
         'spec.httpGateway.options.httpConnectionManagerSettings.xffNumTrustedHops',
       ].sort(),

@@ -1,3 +1,4 @@
+import { readPrefix } from './read-prefix.ts';
 import { createServer, type IncomingMessage, type RequestListener, type Server } from 'node:http';
 import { createSecureServer, type Http2Server, type Http2Session } from 'node:http2';
 import type { SecureContext, TLSSocket } from 'node:tls';
@@ -349,52 +350,21 @@ function handOver(server: TlsServerInternals, tlsConnection: (socket: Socket) =>
  * passes on its SNI name. Malformed, oversized or unfinished hellos close the connection.
  */
 function sniffClientHello(socket: Socket, timeoutMs: number, route: (servername: string | undefined) => void): void {
-  const chunks: Buffer[] = [];
-  let seen = 0;
-  let need = 1;
-  const stop = (): void => {
-    clearTimeout(timer);
-    socket.removeListener('data', onData);
-    socket.removeListener('end', onEnd);
-    socket.removeListener('error', onEnd);
-    socket.removeListener('close', stop);
-  };
   const refuse = (reason: 'tls_client_hello' | 'tls_client_hello_timeout'): void => {
-    stop();
     metrics.refusedConnections.inc({ reason });
     socket.destroy();
   };
-  // An absolute bound: the socket's inactivity timeout alone lets a byte a second go on for ever.
-  const timer = setTimeout(() => refuse('tls_client_hello_timeout'), timeoutMs);
-  const onData = (chunk: Buffer): void => {
-    chunks.push(chunk);
-    seen += chunk.length;
-    // Parsed again only once the bytes it waits for are there: a hello trickled a byte at a time is not re-read per byte.
-    if (seen < need) return;
-    const bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, seen);
-    chunks.length = 0;
-    chunks.push(bytes);
-    const hello = parseClientHello(bytes, MAX_CLIENT_HELLO_BYTES);
-    if (hello.kind === 'incomplete') {
-      need = hello.need;
-      return;
-    }
-    if (hello.kind === 'invalid') return refuse('tls_client_hello');
-    stop();
-    socket.pause();
-    socket.unshift(bytes);
-    // The TLS socket takes over the connection's handle and reads what was put back first.
-    route(hello.servername);
-  };
-  // Gone before its hello: nothing to serve (and an error here must not go unhandled).
-  const onEnd = (): void => {
-    stop();
-    socket.destroy();
-  };
-  socket.on('data', onData);
-  socket.on('end', onEnd);
-  socket.on('error', onEnd);
-  socket.once('close', stop);
+  readPrefix(socket, timeoutMs, {
+    parse: (bytes) => parseClientHello(bytes, MAX_CLIENT_HELLO_BYTES),
+    timedOut: () => refuse('tls_client_hello_timeout'),
+    done(hello, bytes) {
+      if (hello.kind === 'invalid') return refuse('tls_client_hello');
+      socket.pause();
+      socket.unshift(bytes);
+      // The TLS socket takes over the connection's handle and reads what was put back first.
+      route(hello.servername);
+    },
+  });
 }
 
 /**

@@ -14,6 +14,7 @@
  * there a connection without one is refused, as the specification and Envoy require, unless the
  * listener allows connections without it (Gloo's `allowRequestsWithoutProxyProtocol`).
  */
+import { readPrefix } from './read-prefix.ts';
 import { isIPv4, isIPv6, type Socket } from 'node:net';
 import { metrics } from '../admin/metrics.ts';
 
@@ -176,53 +177,23 @@ export type ProxyRefusal = 'proxy_protocol_invalid' | 'proxy_protocol_missing' |
  * and counts it.
  */
 export function readProxyHeader(socket: Socket, policy: ProxyProtocolPolicy, timeoutMs: number, next: (socket: Socket) => void): void {
-  const chunks: Buffer[] = [];
-  let seen = 0;
-  let need = 1;
-  const stop = (): void => {
-    clearTimeout(timer);
-    socket.removeListener('data', onData);
-    socket.removeListener('end', onGone);
-    socket.removeListener('error', onGone);
-    socket.removeListener('close', stop);
-  };
   const refuse = (reason: ProxyRefusal): void => {
-    stop();
     metrics.refusedConnections.inc({ reason });
     socket.destroy();
   };
-  const timer = setTimeout(() => refuse('proxy_protocol_timeout'), timeoutMs);
-  const onData = (chunk: Buffer): void => {
-    chunks.push(chunk);
-    seen += chunk.length;
-    // Parsed again only once the bytes it waits for are there: a header trickled a byte at a time is read in linear time.
-    if (seen < need) return;
-    const bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, seen);
-    chunks.length = 0;
-    chunks.push(bytes);
-    const header = parseProxyHeader(bytes, policy.maxV2PayloadBytes);
-    if (header.kind === 'incomplete') {
-      need = header.need;
-      return;
-    }
-    if (header.kind === 'invalid') return refuse('proxy_protocol_invalid');
-    if (header.kind === 'absent' && !policy.allowWithout) return refuse('proxy_protocol_missing');
-    stop();
-    socket.pause();
-    const rest = header.kind === 'header' ? bytes.subarray(header.length) : bytes;
-    if (rest.length) socket.unshift(rest);
-    if (header.kind === 'header' && header.source) takeAddresses(socket, header.source, header.destination);
-    next(socket);
-  };
-  // Gone before its header: nothing to serve (and an error here must not go unhandled).
-  const onGone = (): void => {
-    stop();
-    socket.destroy();
-  };
-  socket.on('data', onData);
-  socket.on('end', onGone);
-  socket.on('error', onGone);
-  socket.once('close', stop);
+  readPrefix(socket, timeoutMs, {
+    parse: (bytes) => parseProxyHeader(bytes, policy.maxV2PayloadBytes),
+    timedOut: () => refuse('proxy_protocol_timeout'),
+    done(header, bytes) {
+      if (header.kind === 'invalid') return refuse('proxy_protocol_invalid');
+      if (header.kind === 'absent' && !policy.allowWithout) return refuse('proxy_protocol_missing');
+      socket.pause();
+      const rest = header.kind === 'header' ? bytes.subarray(header.length) : bytes;
+      if (rest.length) socket.unshift(rest);
+      if (header.kind === 'header' && header.source) takeAddresses(socket, header.source, header.destination);
+      next(socket);
+    },
+  });
 }
 
 /** Marks a socket whose addresses came from a PROXY header (a TLS socket made over it copies them). */

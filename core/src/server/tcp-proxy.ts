@@ -1,3 +1,4 @@
+import { readPrefix } from './read-prefix.ts';
 import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { TLSSocket } from 'node:tls';
 import { metrics } from '../admin/metrics.ts';
@@ -121,51 +122,25 @@ export class TcpProxyListener {
 
   /** Reads the ClientHello without consuming it (bounded in bytes and time) and forwards by its SNI. */
   private inspect(socket: Socket, routes: TcpRoutes): void {
-    const chunks: Buffer[] = [];
-    let seen = 0;
-    let need = 1;
-    const stop = (): void => {
-      clearTimeout(timer);
-      socket.removeListener('data', onData);
-      socket.removeListener('end', onEnd);
-    };
-    const timer = setTimeout(() => {
-      stop();
-      this.count('-', 'hello_timeout');
-      socket.destroy();
-    }, this.settings.helloTimeoutMs);
-    const decide = (bytes: Buffer, isTls: boolean, servername: string | undefined): void => {
-      stop();
-      socket.pause();
-      if (bytes.length) socket.unshift(bytes);
-      this.forward(socket, routes.choose(isTls, servername), servername);
-    };
-    const onData = (chunk: Buffer): void => {
-      chunks.push(chunk);
-      seen += chunk.length;
-      if (seen < need) return;
-      const bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, seen);
-      chunks.length = 0;
-      chunks.push(bytes);
-      const hello = parseClientHello(bytes, MAX_CLIENT_HELLO_BYTES);
-      if (hello.kind === 'incomplete') {
-        need = hello.need;
-        return;
-      }
-      if (hello.kind === 'hello') return decide(bytes, true, hello.servername);
-      // Not TLS from its first byte: a plain-TCP host may take it; a broken hello is refused.
-      if (bytes[0] !== 22) return decide(bytes, false, undefined);
-      stop();
-      this.count('-', 'hello_invalid');
-      socket.destroy();
-    };
-    // A client that sends nothing and half-closes: nothing to route.
-    const onEnd = (): void => {
-      stop();
-      socket.destroy();
-    };
-    socket.on('data', onData);
-    socket.on('end', onEnd);
+    readPrefix(socket, this.settings.helloTimeoutMs, {
+      parse: (bytes) => parseClientHello(bytes, MAX_CLIENT_HELLO_BYTES),
+      timedOut: () => {
+        this.count('-', 'hello_timeout');
+        socket.destroy();
+      },
+      done: (hello, bytes) => {
+        // Not TLS from its first byte: a plain-TCP host may take it; a broken hello is refused.
+        if (hello.kind === 'invalid' && bytes[0] === 22) {
+          this.count('-', 'hello_invalid');
+          socket.destroy();
+          return;
+        }
+        const servername = hello.kind === 'hello' ? hello.servername : undefined;
+        socket.pause();
+        if (bytes.length) socket.unshift(bytes);
+        this.forward(socket, routes.choose(hello.kind === 'hello', servername), servername);
+      },
+    });
   }
 
   /** Connects `route`'s upstream and pipes (terminating TLS first when the host says so). */
