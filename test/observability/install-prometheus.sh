@@ -46,5 +46,6 @@ if ! installed; then
 fi
 mkdir -p "$dir/bin"
 ln -sf "$binary" "$dir/bin/prometheus"
-"$binary" --version 2>&1 | head -1 >&2
+# sed, not head: head exiting early can kill the binary with SIGPIPE under pipefail (a red install).
+"$binary" --version 2>&1 | sed -n 1p >&2
 echo "$dir/bin/prometheus"
