@@ -108,8 +108,10 @@ export class TcpProxyListener {
       this.open.delete(socket);
       metrics.tcpActiveConnections.dec({ gateway });
     });
-    // Until it is piped: the PROXY header and ClientHello have their own absolute bound, this catches silence.
-    socket.setTimeout(helloTimeoutMs, () => socket.destroy());
+    // Until it is piped: a backstop for silence. The PROXY header and ClientHello readers have their
+    // own absolute bound of helloTimeoutMs and count why they close; this one must not fire first
+    // (it did under load, and the silent connections went uncounted as hello timeouts).
+    socket.setTimeout(2 * helloTimeoutMs, () => socket.destroy());
     const routes = this.routes;
     const route = () => (routes.inspectsHello ? this.inspect(socket, routes) : this.forward(socket, routes.choose(false, undefined), undefined));
     if (!proxyProtocol) return route();
