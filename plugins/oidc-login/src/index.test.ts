@@ -23,6 +23,9 @@ const codes = new Map<string, { nonce: string; challenge: string; redirectUri: s
 const grants: string[] = [];
 let issuer = '';
 let server: Server;
+/** Discovery requests still to leave unanswered (a provider that hangs), and the ones held. */
+let hangDiscovery = 0;
+const held: { destroy(): void }[] = [];
 
 function idToken(claims: Record<string, unknown>): string {
   const input = `${b64url(JSON.stringify({ alg: 'RS256', kid: 'k1', typ: 'JWT' }))}.${b64url(JSON.stringify(claims))}`;
@@ -34,6 +37,11 @@ beforeAll(async () => {
     let body = '';
     req.setEncoding('utf8').on('data', (c: string) => (body += c)).on('end', () => {
       const json = (status: number, value: unknown) => res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(value));
+      if (req.url === '/.well-known/openid-configuration' && hangDiscovery > 0) {
+        hangDiscovery--;
+        held.push(res);
+        return;
+      }
       if (req.url === '/.well-known/openid-configuration') return json(200, { issuer, authorization_endpoint: `${issuer}/auth`, token_endpoint: `${issuer}/token`, jwks_uri: `${issuer}/jwks` });
       if (req.url === '/jwks') return json(200, { keys: [{ ...rsa.publicKey.export({ format: 'jwk' }), kid: 'k1', alg: 'RS256', use: 'sig' }] });
       if (req.url !== '/token' || req.method !== 'POST') return json(404, {});
@@ -56,7 +64,10 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 });
-afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+afterAll(() => {
+  for (const res of held) res.destroy();
+  return new Promise<void>((resolve) => server.close(() => resolve()));
+});
 
 type Decision = { allowed: boolean; status?: number; headers?: { key: string; value: string }[]; headersToSet?: { key: string; value: string }[]; headersToRemove?: string[]; responseHeaders?: { key: string; value: string }[] };
 const headerOf = (d: unknown, key: string) => (d as Decision).headers?.find((h) => h.key === key)?.value;
@@ -102,6 +113,25 @@ describe.each(TEST_MODES)('OidcLogin (%s)', (mode) => {
     const callback = await p.authorize({ path: callbackPath, headers: { cookie } });
     return { first, loginCookie, state, code, cookie, callbackPath, callback };
   }
+
+  it('a call that timed out waiting for discovery leaves nothing that hangs the next one (a host fetch whose call ended never settles)', async () => {
+    hangDiscovery = 1;
+    plugin = await startPlugin(mode, {
+      entry,
+      name,
+      wallTimeoutMs: 300,
+      config: { Issuer: issuer, ClientId: CLIENT.id, AppUrl: APP, Scopes: ['openid', 'email'] },
+      secrets: { ClientSecret: CLIENT.secret, CookieSecret: 'a cookie secret of at least 32 characters' },
+      egress: [issuer],
+    });
+    // The provider does not answer the first discovery request: that call ends at its wall deadline.
+    expect((await plugin.authorize({ path: '/orders', headers: { accept: 'text/html' } })).allowed).toBe(false);
+    expect(hangDiscovery).toBe(0);
+    // The next call fetches discovery again instead of awaiting the first call's dead fetch.
+    const next = await plugin.authorize({ path: '/orders', headers: { accept: 'text/html' } });
+    expectDenied(next, 302);
+    expect(headerOf(next, 'location')).toMatch(new RegExp(`^${issuer}/auth\\?`));
+  });
 
   it('logs in: 302 with state, nonce and a PKCE S256 challenge; the callback exchanges the code and sets a sealed session cookie; the session reaches the upstream', async () => {
     plugin = await start();

@@ -82,7 +82,8 @@ class OidcLoginService implements AuthService {
   private readonly redirectUri: string;
   private readonly secure: boolean;
   private readonly loginCookie: string;
-  private discovery: Promise<Discovery> | undefined;
+  /** The discovery document once fetched. A result, never a promise: a fetch whose call ends (a wall timeout) never settles, and a shared promise of it would hang every later call. */
+  private discovery: Discovery | undefined;
   private cookieKey: CryptoKey | undefined;
   /** Signing keys by `kid|alg`, refetched on an unknown kid at most every 30 s. */
   private keys = new Map<string, CryptoKey>();
@@ -332,18 +333,16 @@ class OidcLoginService implements AuthService {
     return this.keys.get(id);
   }
 
-  /** The discovery document, fetched once (again after a failure). */
-  private discover(): Promise<Discovery> {
-    this.discovery ??= (async () => {
-      const response = await fetch(`${this.config.Issuer.replace(/\/$/, '')}/.well-known/openid-configuration`, { headers: { accept: 'application/json' } });
-      if (response.status !== 200) throw new Error(`discovery answered ${response.status}`);
-      const document = (await response.json()) as Discovery & { issuer?: string };
-      if (document.issuer !== this.config.Issuer) throw new Error(`discovery names issuer ${JSON.stringify(document.issuer)}, not ${JSON.stringify(this.config.Issuer)}`);
-      for (const field of ['authorization_endpoint', 'token_endpoint', 'jwks_uri'] as const) if (typeof document[field] !== 'string') throw new Error(`discovery has no ${field}`);
-      return document;
-    })();
-    this.discovery.catch(() => (this.discovery = undefined));
-    return this.discovery;
+  /** The discovery document, fetched by the first call that needs it (each call fetches for itself until one has it). */
+  private async discover(): Promise<Discovery> {
+    if (this.discovery) return this.discovery;
+    const response = await fetch(`${this.config.Issuer.replace(/\/$/, '')}/.well-known/openid-configuration`, { headers: { accept: 'application/json' } });
+    if (response.status !== 200) throw new Error(`discovery answered ${response.status}`);
+    const document = (await response.json()) as Discovery & { issuer?: string };
+    if (document.issuer !== this.config.Issuer) throw new Error(`discovery names issuer ${JSON.stringify(document.issuer)}, not ${JSON.stringify(this.config.Issuer)}`);
+    for (const field of ['authorization_endpoint', 'token_endpoint', 'jwks_uri'] as const) if (typeof document[field] !== 'string') throw new Error(`discovery has no ${field}`);
+    this.discovery = document;
+    return document;
   }
 
   private async sessionCookie(sid: string): Promise<string> {
