@@ -8,12 +8,25 @@ import { CheckClient, GATEWAY_CHANNEL } from './check-client.ts';
 const OK = { status: { code: 0 }, ok_response: {} };
 const ALLOWED = { allowed: true, headersToSet: [], headersToRemove: [] };
 
-/** A real grpc-js ext_authz server answering OK, on `port` (0: any). */
-async function authServer(port = 0): Promise<{ port: number; close(): Promise<void> }> {
+/** A real grpc-js ext_authz server answering OK (after `unavailable` answers of UNAVAILABLE), on `port` (0: any). */
+async function authServer(port = 0, unavailable = 0): Promise<{ port: number; calls: number; close(): Promise<void> }> {
   const server = new grpc.Server();
-  server.addService(authorizationService().service, { Check: (_call: unknown, callback: grpc.sendUnaryData<object>) => callback(null, OK) } as grpc.UntypedServiceImplementation);
+  const state = { calls: 0 };
+  server.addService(authorizationService().service, {
+    Check: (_call: unknown, callback: grpc.sendUnaryData<object>) => {
+      state.calls++;
+      if (state.calls <= unavailable) return callback({ code: grpc.status.UNAVAILABLE, details: 'shutting down' }, null);
+      callback(null, OK);
+    },
+  } as grpc.UntypedServiceImplementation);
   const bound = await new Promise<number>((resolve, reject) => server.bindAsync(`127.0.0.1:${port}`, grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
-  return { port: bound, close: () => new Promise<void>((resolve) => server.tryShutdown(() => resolve())).then(() => server.forceShutdown()) };
+  return {
+    port: bound,
+    get calls() {
+      return state.calls;
+    },
+    close: () => new Promise<void>((resolve) => server.tryShutdown(() => resolve())).then(() => server.forceShutdown()),
+  };
 }
 
 /**
@@ -74,7 +87,24 @@ describe('CheckClient channel resilience (issue 27 item 3)', () => {
     expect(lines.filter((l) => l.code === 'GH_EXTAUTH_UNAVAILABLE' || l.code === 'GH_EXTAUTH_TIMEOUT')).toEqual([]);
   });
 
-  it('retries at most once: an auth server that stays down fails closed with UNAVAILABLE', async () => {
+  it('a retry that meets UNAVAILABLE again (a pod shutting down behind a Service) is retried, up to 3 times, then denied', async () => {
+    const flaky = await authServer(0, 2);
+    cleanups.push(() => flaky.close());
+    const { logger, lines } = captureLogger();
+    const authorizer = new GrpcAuthorizer(`127.0.0.1:${flaky.port}`, { logger, timeoutMs: 3_000 });
+    cleanups.push(() => authorizer.close());
+    expect(await authorizer.check(checkRequest('default.a'))).toEqual(ALLOWED);
+    expect(flaky.calls).toBe(3);
+    const down = await authServer(0, 1_000);
+    cleanups.push(() => down.close());
+    const fails = new GrpcAuthorizer(`127.0.0.1:${down.port}`, { logger, timeoutMs: 3_000 });
+    cleanups.push(() => fails.close());
+    expect(await fails.check(checkRequest('default.a'))).toEqual({ allowed: false, status: 403, headers: [], body: '' });
+    expect(down.calls).toBe(4);
+    expect(lines.filter((l) => l.code === 'GH_EXTAUTH_UNAVAILABLE').map((l) => l.msg)).toEqual([expect.stringContaining('retried 3 times')]);
+  });
+
+  it('an auth server that stays down fails closed with UNAVAILABLE once the reconnect wait runs out', async () => {
     const gone = await authServer();
     await gone.close();
     const { logger, lines } = captureLogger();

@@ -30,7 +30,7 @@ export interface ChannelTuning {
   connectTimeoutMs?: number;
   initialReconnectBackoffMs?: number;
   maxReconnectBackoffMs?: number;
-  /** A check failing with UNAVAILABLE (a reconnect under way) is sent once more, waiting for the connection, within its deadline. */
+  /** A check failing with UNAVAILABLE (a reconnect under way) is sent again (up to 3 times), waiting for the connection, within its deadline. */
   retryUnavailable?: boolean;
 }
 
@@ -43,6 +43,9 @@ export const GATEWAY_CHANNEL: Required<ChannelTuning> = {
   maxReconnectBackoffMs: 1_000,
   retryUnavailable: true,
 };
+
+/** Attempts after the first that a check failing with UNAVAILABLE gets, within its deadline. */
+const MAX_UNAVAILABLE_RETRIES = 3;
 
 /** Any other ext_authz server (passThrough steps): bounded backoff and connect timeout, no pings, no retry. */
 export const DEFAULT_CHANNEL: ChannelTuning = { connectTimeoutMs: 5_000, initialReconnectBackoffMs: 250, maxReconnectBackoffMs: 5_000 };
@@ -152,6 +155,7 @@ export class CheckClient {
     const traceparent = request.attributes.request.http.headers.traceparent;
     return new Promise((resolve, reject) => {
       let first: ServiceError | undefined;
+      let retries = 0;
       const send = (waitForReady: boolean): void => {
         let metadata = this.callMetadata();
         if (waitForReady) {
@@ -168,10 +172,13 @@ export class CheckClient {
       };
       const callback = (error: ServiceError | null, response?: CheckResponseMessage): void => {
         if (!error) return resolve(decisionFromMessage(response ?? {}));
-        // UNAVAILABLE: refused, reset, or the channel dropped by the connect timeout; once more,
-        // waiting for the reconnect, if the deadline leaves room (a check is idempotent).
-        if (!first && this.tuning.retryUnavailable && !this.closed && (error.code === GrpcStatus.UNAVAILABLE || error.code === GrpcStatus.CANCELLED) && deadline - Date.now() > 5) {
-          first = error;
+        // UNAVAILABLE: refused, reset, or the channel dropped by the connect timeout; again,
+        // waiting for the reconnect, while the deadline leaves room (a check is idempotent). More
+        // than once: behind a Service, a retry can reach a pod that is itself shutting down (a real
+        // cluster's extauth pod deletion denied 1 request of 99 with a single retry).
+        if (retries < MAX_UNAVAILABLE_RETRIES && this.tuning.retryUnavailable && !this.closed && (error.code === GrpcStatus.UNAVAILABLE || error.code === GrpcStatus.CANCELLED) && deadline - Date.now() > 5) {
+          first ??= error;
+          retries++;
           return send(true);
         }
         // A retry that ran out of time reports why it was needed: the server was unavailable.
@@ -182,7 +189,7 @@ export class CheckClient {
             timedOut ? ExtAuthCodes.TIMEOUT : ExtAuthCodes.UNAVAILABLE,
             timedOut
               ? `ext_authz server ${this.address} did not answer within ${timeoutMs}ms`
-              : `ext_authz server ${this.address} failed: ${cause.details || cause.message}${first ? ` (retried once${cause === first ? ', no reconnect within the deadline' : ''})` : ''}`,
+              : `ext_authz server ${this.address} failed: ${cause.details || cause.message}${first ? ` (retried ${retries === 1 ? 'once' : `${retries} times`}${cause === first ? ', no reconnect within the deadline' : ''})` : ''}`,
             { cause },
           ),
         );
