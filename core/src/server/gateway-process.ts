@@ -4,7 +4,6 @@ import { existsSync, readFileSync } from 'node:fs';
 import type { CrossNamespaceSecrets } from '../config/secret-grants.ts';
 import type { Server } from 'node:http';
 import { availableParallelism } from 'node:os';
-import { setImmediate as nextTurn } from 'node:timers/promises';
 import { getRequestListener } from '@hono/node-server';
 import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import { createAdminApp } from '../admin/admin-app.ts';
@@ -164,12 +163,7 @@ export async function runGatewayProcess(options: GatewayProcessOptions): Promise
   if (options.workers === 1) {
     const authorizer = primary?.authorizer ?? (await options.parts.authorizer?.({ logger, snapshots: loader }));
     gateway = createGateway(options, authorizer);
-    loader.onSnapshot(async (snapshot) => {
-      // The store's load and the route table's build run as two tasks, not one long block (a
-      // 20,000-route reload); nothing is read from a socket in between: immediates run before the next poll.
-      await nextTurn();
-      gateway!.update(snapshot);
-    });
+    loader.onSnapshot((snapshot) => gateway!.update(snapshot));
     const contexts = tlsContextsFor(options.logger);
     flags = new FlagListeners(options, gateway, new HttpsListener(options, gateway, contexts), {});
     listeners = gatewayListeners(options, authorizer, {});
