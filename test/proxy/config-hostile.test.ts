@@ -162,6 +162,8 @@ describe('a 20,000-route reload (issue 17 finding 15)', () => {
     console.log(`20,000-route reload: the gateway's event loop blocked at most ${Math.round(blocked * 1000)} ms; worst client ping ${Math.round(worst)} ms`);
     expect(blocked).toBeGreaterThan(0);
     expect(blocked).toBeLessThan(0.8);
+    // And what a client saw, as this test asserted first (three fresh-clone CI runs: 321–360 ms).
+    expect(worst).toBeLessThan(800);
   });
 });
 
