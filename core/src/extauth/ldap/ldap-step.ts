@@ -129,7 +129,7 @@ function clientOptions(url: string, timeoutMs: number, resolveHost: ((host: stri
 let ldapts: typeof import('ldapts') | undefined;
 
 /** Loads ldapts once; every connection is made after it. */
-export async function loadLdapClient(): Promise<typeof import('ldapts')> {
+async function loadLdapClient(): Promise<typeof import('ldapts')> {
   return (ldapts ??= await import('ldapts'));
 }
 
