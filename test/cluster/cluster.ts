@@ -160,6 +160,12 @@ export interface Cluster {
   pushLayout(layout: string, name: string): Promise<void>;
   /** The tails of the daemons' logs, and the pods and events, for failure messages. */
   diagnostics(): Promise<string>;
+  /**
+   * The tails of the logs of the pods of `namespace` whose names start with `podPrefix`, read
+   * from the kubelet's log files on this host (`kubectl logs` cannot reach the kubelet here: the
+   * API server does not resolve the node's name). Each line is prefixed `pod/container`.
+   */
+  podLogs(namespace: string, podPrefix?: string, tailLines?: number): Promise<string>;
   /** Stops everything (by recorded PIDs and cgroups) and removes the run's files. Safe to call twice. */
   stop(): Promise<void>;
 }
@@ -169,6 +175,8 @@ export interface TrafficResult {
   at: number;
   status?: number;
   error?: string;
+  /** For an answer other than 200: its `x-gatehouse-error` header and the start of its body. */
+  detail?: string;
 }
 
 /** Running traffic: `stop()` ends it and returns every request's result, in order. */
@@ -190,7 +198,7 @@ const pending = new Set();
 const one = () => {
   const at = Date.now() - start;
   const p = fetch(url, { headers, signal: AbortSignal.timeout(timeout) })
-    .then(async (r) => { await r.arrayBuffer(); return { at, status: r.status }; }, (e) => ({ at, error: String(e.cause?.code ?? e.cause?.message ?? e.name) }))
+    .then(async (r) => { const body = await r.text(); return r.status === 200 ? { at, status: r.status } : { at, status: r.status, detail: (r.headers.get('x-gatehouse-error') ?? '-') + ' ' + body.slice(0, 200) }; }, (e) => ({ at, error: String(e.cause?.code ?? e.cause?.message ?? e.name) }))
     .then((r) => { process.stdout.write(JSON.stringify(r) + '\\n'); pending.delete(p); });
   pending.add(p);
 };
@@ -821,6 +829,23 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       },
       pushLayout,
       diagnostics,
+      async podLogs(namespace, podPrefix = '', tailLines = 200) {
+        const root = file('pod-logs');
+        const out: string[] = [];
+        for (const pod of (await readdir(root).catch(() => [] as string[])).sort()) {
+          const [ns, name] = pod.split('_');
+          if (ns !== namespace || !name?.startsWith(podPrefix)) continue;
+          for (const container of await readdir(join(root, pod)).catch(() => [] as string[])) {
+            const files = (await readdir(join(root, pod, container)).catch(() => [] as string[])).filter((f) => f.endsWith('.log')).sort();
+            for (const f of files) {
+              // CRI log lines: "<time> <stream> <P|F> <text>".
+              const lines = (await readFile(join(root, pod, container, f), 'utf8').catch(() => '')).split('\n').filter(Boolean).slice(-tailLines);
+              for (const line of lines) out.push(`${name}/${container} ${line}`);
+            }
+          }
+        }
+        return out.join('\n');
+      },
       stop,
     };
   } catch (error) {

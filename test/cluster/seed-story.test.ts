@@ -125,7 +125,9 @@ function seedStory(parts: ClusterParts): void {
     try {
       return await step();
     } catch (error) {
-      throw new Error(`${(error as Error).message}\n${await cluster().diagnostics()}`, { cause: error });
+      // The Gatehouse pods' warnings and errors too (their log files on this host).
+      const logs = (await cluster().podLogs('gatehouse-system', '', 400)).split('\n').filter((l) => /"level":"(error|warn|fatal)"|GH_/.test(l)).slice(-40).join('\n');
+      throw new Error(`${(error as Error).message}\n--- gatehouse-system pods' warnings and errors\n${logs}\n${await cluster().diagnostics()}`, { cause: error });
     }
   };
 
@@ -276,8 +278,8 @@ function seedStory(parts: ClusterParts): void {
     if (options.allowFailures) return results;
     if (failed.length) {
       // What the gateways and extauth said meanwhile (their error lines), for the failure message.
-      const logs = await cluster().kubectl(['-n', 'gatehouse-system', 'logs', '-l', 'app.kubernetes.io/name=gatehouse', '--all-containers', '--prefix', '--tail=400'], { check: false });
-      const errors = logs.stdout.split('\n').filter((l) => /"level":(50|40|"error"|"warn")|GH_/.test(l)).slice(-40).join('\n');
+      const logs = await cluster().podLogs(options.namespace ?? 'gatehouse-system', '', 400);
+      const errors = logs.split('\n').filter((l) => /"level":(50|40|"error"|"warn")|GH_/.test(l)).slice(-40).join('\n');
       expect(failed, `${failed.length} of ${results.length} requests failed: ${JSON.stringify(failed)}\n${errors}`).toEqual([]);
     }
     return results;

@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ConfigDir } from '../support/config-dir.ts';
 import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
+import { freePort } from '../support/ports.ts';
 import type { Echo } from '../support/upstream.ts';
 import { basic, envoyAuthClient, htpasswdApr1, startEnvoyAuthServer, startGuardedSetup, type GuardedSetup } from './support.ts';
 
@@ -126,6 +127,38 @@ describe('gatehouse gateway fails closed', () => {
       await closed.stop();
       await open.stop();
       await extauth.stop();
+    }
+  });
+
+  it('a starting gateway takes traffic only once its extauth server is reachable (--extauth-warm-up), its first request allowed', async () => {
+    // Regression: a rollout's new gateway pod answered its first request 403 on a loaded node (a
+    // check on a channel still connecting). The auth server here starts after the gateway.
+    const port = await freePort();
+    const starting = startGatehouse('gateway', ['--config-dir', dir.path, '--access-log', 'false', '--extauth-address', `127.0.0.1:${port}`, '--extauth-warm-up', '60s', ...RELAXED], { timeoutMs: 60_000 });
+    // Its `listening` line must come after the auth server's (the log times below).
+    const extauth = await startGatehouse('extauth', ['--config-dir', dir.path, '--host', '127.0.0.1', '--port', String(port)]);
+    const gateway = await starting;
+    try {
+      expect(Date.parse(String(gateway.listening.time))).toBeGreaterThanOrEqual(Date.parse(String(extauth.listening.time)));
+      const first = await get(`${gateway.url}/things`, { authorization: basic('alice', 'wonderland') });
+      expect(first.status).toBe(200);
+      expect(gateway.logs.some((l) => l.code === 'GH_EXTAUTH_UNAVAILABLE')).toBe(false);
+    } finally {
+      await gateway.stop();
+      await extauth.stop();
+    }
+  });
+
+  it('a gateway whose extauth server stays down serves after --extauth-warm-up, warns, and fails closed', async () => {
+    const port = await freePort();
+    const gateway = await startGatehouse('gateway', ['--config-dir', dir.path, '--access-log', 'false', '--extauth-address', `127.0.0.1:${port}`, '--extauth-warm-up', '300ms', ...RELAXED]);
+    try {
+      const warning = gateway.logs.find((l) => l.code === 'GH_EXTAUTH_UNAVAILABLE');
+      expect(warning).toMatchObject({ level: 'warn', address: `127.0.0.1:${port}`, waited_ms: 300 });
+      expect(gateway.logs.indexOf(warning!)).toBeLessThan(gateway.logs.indexOf(gateway.listening));
+      expect((await get(`${gateway.url}/things`, { authorization: basic('alice', 'wonderland') })).status).toBe(403);
+    } finally {
+      await gateway.stop();
     }
   });
 

@@ -201,8 +201,8 @@ describeWithKube('the kube config source against a real API server', 'test/kube/
 
   it('of two gateway replicas both serve the same config and exactly one writes status', async () => {
     const env = (pod: string) => ({ env: { POD_NAME: pod, POD_NAMESPACE: NS } });
-    const r1 = await startGatehouse('gateway', ['--kube', '--kubeconfig', kube.kubeconfig, '--namespace', NS, '--extauth-address', '127.0.0.1:1'], env('replica-1'));
-    const r2 = await startGatehouse('gateway', ['--kube', '--kubeconfig', kube.kubeconfig, '--namespace', NS, '--extauth-address', '127.0.0.1:1'], env('replica-2'));
+    const r1 = await startGatehouse('gateway', ['--kube', '--kubeconfig', kube.kubeconfig, '--namespace', NS, '--extauth-address', '127.0.0.1:1', '--extauth-warm-up', '0s'], env('replica-1'));
+    const r2 = await startGatehouse('gateway', ['--kube', '--kubeconfig', kube.kubeconfig, '--namespace', NS, '--extauth-address', '127.0.0.1:1', '--extauth-warm-up', '0s'], env('replica-2'));
     try {
       for (const r of [r1, r2]) {
         const reply = await send(r.url, { headers: { host: 'app.test' } });

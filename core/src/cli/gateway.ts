@@ -1,5 +1,6 @@
 import { resourceChecks } from '../resource-checks.ts';
 import { lazyGraphQLEndpoints } from '../graphql/execute/lazy-endpoints.ts';
+import { ExtAuthCodes } from '../extauth/codes.ts';
 import { createLogger } from '../log/logger.ts';
 import { runGatewayProcess, type GatewayParts } from '../server/gateway-process.ts';
 import { describeFlags, parseFlags, type FlagDef } from './flags.ts';
@@ -14,6 +15,7 @@ export const AUTH_CLIENT_FLAGS: readonly FlagDef[] = [
 const FLAGS: readonly FlagDef[] = [
   ...GATEWAY_FLAGS,
   { name: 'extauth-address', type: 'string', description: 'host:port of the extauth gRPC server; without it, routes that need auth are denied' },
+  { name: 'extauth-warm-up', type: 'string', default: '10s', description: 'at start, wait up to this long for the extauth server connection before taking traffic (0s: do not wait)' },
   ...EXTAUTH_TOKEN_FLAGS,
   ...AUTH_CLIENT_FLAGS,
   { name: 'help', type: 'boolean', description: 'show this help' },
@@ -35,7 +37,16 @@ export async function runGateway(argv: string[]): Promise<number | void> {
     const failure = { timeoutMs: duration(values, 'extauth-timeout'), failureModeAllow: values['extauth-failure-mode-allow'] === true, token: extAuthToken(values) };
     // Constructed eagerly so a bad address fails at startup, not on the first request.
     new GrpcAuthorizer(address, { logger, ...failure }).close();
-    parts.authorizer = async ({ logger }) => new GrpcAuthorizer(address, { logger, ...failure });
+    const warmMs = duration(values, 'extauth-warm-up');
+    parts.authorizer = async ({ logger }) => {
+      const authorizer = new GrpcAuthorizer(address, { logger, ...failure });
+      // Take traffic once the auth server's channel is up (a first check on a cold channel fails
+      // closed); not for ever: an auth server that is down must not keep routes without auth down.
+      if (warmMs > 0 && !(await authorizer.warm(warmMs))) {
+        logger.warn({ code: ExtAuthCodes.UNAVAILABLE, address, waited_ms: warmMs }, 'the ext_authz server is not reachable yet; serving anyway, and routes with external auth fail closed (403) until it is');
+      }
+      return authorizer;
+    };
   }
   await runGatewayProcess({ ...flags, logger, parts });
 }

@@ -69,6 +69,11 @@ export class GrpcAuthorizer implements Authorizer {
     return safe;
   }
 
+  /** Before the process takes traffic: the channel connected and the codecs warm ({@link CheckClient.warm}); false when not within `timeoutMs`. */
+  warm(timeoutMs: number): Promise<boolean> {
+    return this.client.warm(timeoutMs);
+  }
+
   async close(): Promise<void> {
     this.client.close();
   }

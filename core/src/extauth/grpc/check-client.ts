@@ -210,6 +210,24 @@ export class CheckClient {
     return this.metadata.value;
   }
 
+  /**
+   * Waits (up to `timeoutMs`) until the channel is connected, and runs the Check message
+   * encoders and decoders once. A gateway that takes traffic before this fails its first checks
+   * closed: a rollout's new pod answered 403 to its first request on a loaded node, the TCP and
+   * HTTP/2 handshake plus protobuf's first-use code generation eating the 200 ms budget
+   * (issue 27 item 4). Like Envoy's cluster warming before a listener takes traffic.
+   * Resolves whether the channel is connected; never rejects.
+   */
+  warm(timeoutMs: number): Promise<boolean> {
+    const definition = (authorizationPackage()[AUTHORIZATION_SERVICE] as ServiceDefinition).Check!;
+    const sample = checkRequestToMessage({ attributes: { request: { http: { method: 'GET', path: '/', host: 'warm', scheme: 'http', headers: { host: 'warm' } } }, context_extensions: { config_id: 'warm' } } });
+    definition.requestDeserialize(definition.requestSerialize(sample));
+    definition.responseDeserialize(definition.responseSerialize({ status: { code: 7 } }));
+    return new Promise((resolve) => {
+      this.client.waitForReady(Date.now() + timeoutMs, (error) => resolve(!error));
+    });
+  }
+
   close(): void {
     this.closed = true;
     clearTimeout(this.connectTimer);
