@@ -1,6 +1,7 @@
 // CPU time per request of `gatehouse run` on two routes of one process (no auth, and a plugin
 // route), from /proc/PID/stat around wrk runs: the method of test/bench/README.md "Finding where
-// time goes". Usage: node test/bench/cpu-probe.ts [plugin: required-header|rate-limit-memory|jwt-rs256|jwt-es256] [seconds]
+// time goes". Usage: node test/bench/cpu-probe.ts [plugin: required-header|rate-limit-memory|jwt-rs256|jwt-es256|route-options] [seconds]
+// (`route-options`: no auth, the second route carries the routing bench's header manipulation + CORS.)
 import { execFile, spawn } from 'node:child_process';
 import { promisify } from 'node:util';
 import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
@@ -26,7 +27,20 @@ const plugins: { entry: string; name: string; config: object; headers: Record<st
   // The bench's memory-store row: RateLimit with one ctx.store.increment and three client response headers per request.
   'rate-limit-memory': { entry: 'rate-limit', name: 'RateLimit', config: { RequestsPerUnit: 1_000_000_000_000, Unit: 'day', Key: { Header: 'x-api-key' } }, headers: { 'x-api-key': 'bench' } },
   'jwt-es256': { entry: 'jwt', name: 'Jwt', config: { Jwks: BENCH_JWKS, Algorithms: ['ES256'] }, headers: { authorization: `Bearer ${benchJwt('ES256')}` } },
+  'route-options': { entry: 'required-header', name: 'RequiredHeader', config: { RequiredHeader: 'x-api-key', AllowedValues: ['bench'] }, headers: { origin: 'https://app.example', cookie: 'a=1' } },
 }[which]!;
+// The routing bench's `routing: route 1 + headers + CORS` options (scenarios/routing.ts).
+const ROUTE_OPTIONS = {
+  headerManipulation: {
+    requestHeadersToAdd: [{ header: { key: 'x-gateway', value: 'gatehouse' } }],
+    requestHeadersToRemove: ['cookie'],
+    responseHeadersToAdd: [{ header: { key: 'x-frame-options', value: 'DENY' }, append: false }],
+    responseHeadersToRemove: ['server'],
+  },
+  cors: { allowOrigin: ['https://app.example'], allowMethods: ['GET'], exposeHeaders: ['x-gateway'] },
+};
+const authOptions = which === 'route-options' ? {} : { options: { extauth: { configRef: { name: 'plugin' } } } };
+const routeOptions = which === 'route-options' ? { options: ROUTE_OPTIONS } : {};
 const pluginDir = await mkdtemp(join(work, 'plugins-'));
 await buildPlugin({ entry: fileURLToPath(new URL(`../../plugins/${plugins.entry}/src/index.ts`, import.meta.url)), name: plugins.name, outDir: pluginDir });
 const configDir = await mkdtemp(join(work, 'config-'));
@@ -37,7 +51,7 @@ const docs = [
     apiVersion: 'gateway.gatehouse.dev/v1',
     kind: 'VirtualService',
     metadata: { name },
-    spec: { virtualHost: { domains: [name], ...(name === 'auth' ? { options: { extauth: { configRef: { name: 'plugin' } } } } : {}), routes: [{ matchers: [{ prefix: '/' }], routeAction: { single: { upstream: { name: 'fast' } } } }] } },
+    spec: { virtualHost: { domains: [name], ...(name === 'auth' ? authOptions : {}), routes: [{ matchers: [{ prefix: '/' }], routeAction: { single: { upstream: { name: 'fast' } } }, ...(name === 'auth' ? routeOptions : {}) }] } },
   })),
 ];
 await writeFile(join(configDir, 'bench.yaml'), docs.map((d) => stringify(d)).join('---\n'));

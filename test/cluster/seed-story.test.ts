@@ -261,6 +261,23 @@ function seedStory(parts: ClusterParts): void {
     const url = await gatewayUrl(options.namespace ?? 'gatehouse-system');
     await until('the catch-all route to serve', 30_000, () => cluster().curl(url, { 'x-team': 'blue' }), (r) => r.status === 200);
     const traffic = await cluster().traffic(url, { headers: { 'x-team': 'blue' } });
+    // A deleted pod's log files go with it: keep the newest copy of every pod's lines meanwhile.
+    const kept = new Map<string, string[]>();
+    const keepLogs = async () => {
+      const byPod = new Map<string, string[]>();
+      for (const line of (await cluster().podLogs(options.namespace ?? 'gatehouse-system', '', 400)).split('\n')) {
+        const pod = line.slice(0, line.indexOf(' '));
+        if (pod) byPod.set(pod, [...(byPod.get(pod) ?? []), line]);
+      }
+      for (const [pod, lines] of byPod) kept.set(pod, lines);
+    };
+    let keeping = true;
+    const keeper = (async () => {
+      while (keeping) {
+        await keepLogs().catch(() => {});
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    })();
     let results;
     try {
       await until('the first answers of the traffic', 30_000, async () => traffic.count(), (n) => n >= 10);
@@ -270,6 +287,8 @@ function seedStory(parts: ClusterParts): void {
       await until('traffic after the disruption', 30_000, async () => traffic.count(), (n) => n >= settled + 20);
     } finally {
       results = await traffic.stop();
+      keeping = false;
+      await keeper;
     }
     const failed = results.filter((r) => r.status !== 200);
     timings[`${name}: requests`] = results.length;
@@ -278,8 +297,8 @@ function seedStory(parts: ClusterParts): void {
     if (options.allowFailures) return results;
     if (failed.length) {
       // What the gateways and extauth said meanwhile (their error lines), for the failure message.
-      const logs = await cluster().podLogs(options.namespace ?? 'gatehouse-system', '', 400);
-      const errors = logs.split('\n').filter((l) => /"level":(50|40|"error"|"warn")|GH_/.test(l)).slice(-40).join('\n');
+      await keepLogs();
+      const errors = [...kept.values()].flat().filter((l) => /"level":"(error|warn|fatal)"|GH_/.test(l)).slice(-60).join('\n');
       expect(failed, `${failed.length} of ${results.length} requests failed: ${JSON.stringify(failed)}\n${errors}`).toEqual([]);
     }
     return results;

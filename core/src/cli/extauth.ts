@@ -2,7 +2,7 @@ import { flushTracing } from '../tracing/tracing.ts';
 import { readFileSync } from 'node:fs';
 import { DEFAULT_API_GROUP_DOMAIN } from '../config/schema/kinds.ts';
 import { redisOptions } from '../redis/client.ts';
-import { configurePluginStoreDefaults, type PluginStoreDefaults } from '../extauth/plugins/store-defaults.ts';
+import { configurePluginStoreDefaults, type PluginStoreDefaults } from '../extauth/plugins/store/store-defaults.ts';
 import { ErrorCodes, GatehouseError } from '../errors.ts';
 import { ExtAuthCodes } from '../extauth/codes.ts';
 import { configurePluginHost, DEFAULT_PLUGIN_HOST, type PluginHostOptions } from '../extauth/plugins/plugin-host-options.ts';

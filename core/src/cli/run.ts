@@ -4,7 +4,7 @@ import { runGatewayProcess } from '../server/gateway-process.ts';
 import { describeFlags, parseFlags, portValue, type FlagDef } from './flags.ts';
 import { configurePluginHost } from '../extauth/plugins/plugin-host-options.ts';
 import { PLUGIN_FLAGS, pluginHostFlags, pluginLimits, pluginStoreFlags } from './extauth.ts';
-import { configurePluginStoreDefaults } from '../extauth/plugins/store-defaults.ts';
+import { configurePluginStoreDefaults } from '../extauth/plugins/store/store-defaults.ts';
 import { AUTH_CLIENT_FLAGS, gatewayParts } from './gateway.ts';
 import { EXTAUTH_TOKEN_FLAGS, GATEWAY_FLAGS, duration, extAuthToken, gatewayFlagValues } from './gateway-flags.ts';
 
@@ -44,14 +44,14 @@ export async function runRun(argv: string[]): Promise<number | void> {
   const parts = await gatewayParts();
   parts.primary = async ({ logger, loader }) => {
     // Several workers share one memory store for plugin steps: the primary's (docs/plugins.md "Store").
-    if (flags.workers > 1) (await import('../extauth/plugins/store-cluster.ts')).serveMemoryStoreToWorkers();
+    if (flags.workers > 1) (await import('../extauth/plugins/store/store-cluster.ts')).serveMemoryStoreToWorkers();
     const { startEmbeddedExtAuth } = await import('../extauth/embedded.ts');
     const { server, authorizer } = await startEmbeddedExtAuth({ loader, port: extauthPort, host: extauthHost, token, pluginDir, ...limits, resolve: flags.resolve, logger, ...failure });
     return { listening: { extauthPort: server.port }, authorizer, close: () => server.close() };
   };
   // With --workers: each worker runs its own engine (and plugin isolates) on pushed snapshots.
   parts.authorizer = async ({ logger, snapshots }) => {
-    if (cluster.isWorker) (await import('../extauth/plugins/store-cluster.ts')).useMemoryStoreOfPrimary();
+    if (cluster.isWorker) (await import('../extauth/plugins/store/store-cluster.ts')).useMemoryStoreOfPrimary();
     const [{ AuthEngine }, { InProcessAuthorizer }, { watchPluginDir }] = await Promise.all([
       import('../extauth/engine.ts'),
       import('../extauth/authorizers.ts'),

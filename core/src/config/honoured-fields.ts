@@ -502,7 +502,7 @@ export const HONOURED_FIELDS: { readonly [K in CrdKind]: Fields } = {
     'configs[].passThroughAuth.http.response.allowedUpstreamHeaders[]': 'core/src/extauth/pass-through/http-pass-through-step.ts',
     'configs[].passThroughAuth.http.response.readStateFromResponse': 'core/src/extauth/pass-through/http-pass-through-step.ts',
     'configs[].passThroughAuth.http.url': 'core/src/extauth/build-step.ts',
-    'configs[].pluginAuth.config': 'core/src/extauth/plugins/plugin-instance.ts',
+    'configs[].pluginAuth.config': 'core/src/extauth/plugins/isolate/plugin-instance.ts',
     'configs[].pluginAuth.egress[].upstreamRef.name': 'core/src/extauth/build-step.ts',
     'configs[].pluginAuth.egress[].upstreamRef.namespace': 'core/src/extauth/build-step.ts',
     'configs[].pluginAuth.egress[].url': 'core/src/extauth/build-step.ts',

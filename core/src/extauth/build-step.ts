@@ -2,8 +2,8 @@ import { formatPath } from '../config/diagnostic.ts';
 import type { AuthStepSpec, PluginAuthSpec } from '../config/schema/auth-config.ts';
 import { durationMs } from '../config/schema/common.ts';
 import { redisOptions, type RedisSettings } from '../redis/client.ts';
-import type { StoreSettings } from './plugins/step-store.ts';
-import { pluginStoreDefaults, type PluginStoreDefaults } from './plugins/store-defaults.ts';
+import type { StoreSettings } from './plugins/store/step-store.ts';
+import { pluginStoreDefaults, type PluginStoreDefaults } from './plugins/store/store-defaults.ts';
 import type { UpstreamSpec } from '../config/schema/upstream.ts';
 import { GatehouseError } from '../errors.ts';
 import type { Logger } from '../log/logger.ts';
@@ -43,7 +43,7 @@ export interface StepBuildOptions {
   resolveHost?: (host: string) => string | undefined;
   /** Served ConfigMaps' data, for `opaAuth.modules`. */
   resolveConfigMap?: (ref: { name: string; namespace: string }) => Readonly<Record<string, string>> | undefined;
-  /** Run plugin isolates on the process's plugin thread (./plugins/plugin-thread.ts) instead of the event loop. */
+  /** Run plugin isolates on the process's plugin thread (./plugins/thread/plugin-thread.ts) instead of the event loop. */
   pluginThread?: boolean;
   /** The AuthConfig's `failOnRedirect` (set per AuthConfig by the engine): an OIDC step answers 401 instead of redirecting. */
   failOnRedirect?: boolean;
@@ -120,8 +120,8 @@ function lazyFactory(load: () => Promise<CreatePluginStep>, what: string): () =>
 }
 
 const loadPluginFactory = lazyFactory(async () => (await import('./plugins/plugin-step.ts')).createPluginStep, 'the plugin host');
-/** Steps on the process's plugin thread (./plugins/plugin-thread.ts). */
-const loadThreadFactory = lazyFactory(async () => (await import('./plugins/plugin-thread.ts')).createThreadedPluginStep, 'the plugin thread');
+/** Steps on the process's plugin thread (./plugins/thread/plugin-thread.ts). */
+const loadThreadFactory = lazyFactory(async () => (await import('./plugins/thread/plugin-thread.ts')).createThreadedPluginStep, 'the plugin thread');
 
 /** The step kinds of an AuthConfig step (exactly one is set). */
 const STEP_TYPES = ['basicAuth', 'pluginAuth', 'apiKeyAuth', 'passThroughAuth', 'ldap', 'ldapInternal', 'hmacAuth', 'opaAuth', 'opaServerAuth', 'jwt', 'oauth2'] as const;

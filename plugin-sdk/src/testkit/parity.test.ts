@@ -179,8 +179,8 @@ describe('both modes see the same sandbox', () => {
 
 describe('the in-process store answers as the host\'s StepStore', () => {
   it('same answers and errors for the same operations', async () => {
-    const hostStore = '@gatehouse/core/extauth/plugins/step-store.ts';
-    const hostHub = '@gatehouse/core/extauth/plugins/store-hub.ts';
+    const hostStore = '@gatehouse/core/extauth/plugins/store/step-store.ts';
+    const hostHub = '@gatehouse/core/extauth/plugins/store/store-hub.ts';
     const { StepStore, memoryStoreBackend } = (await import(hostStore)) as { StepStore: new (backend: unknown) => { dispatch: (...args: unknown[]) => unknown }; memoryStoreBackend: (identity: string, limits: object, route: unknown) => unknown };
     const { MemoryHub } = (await import(hostHub)) as { MemoryHub: new () => unknown };
     const host = new StepStore(memoryStoreBackend('parity', {}, new MemoryHub())).dispatch;

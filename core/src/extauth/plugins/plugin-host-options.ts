@@ -2,7 +2,7 @@
  * Where a process runs its plugin steps when they leave the event loop (`--plugin-thread true`,
  * the default): a supervised plugin PROCESS (`--plugin-process true`, the default), or a thread
  * of the same process. Set once by the CLI before the first step is built; read by
- * ./plugin-thread.ts when it starts. Defaults and the design: docs/plugins.md "Plugin process".
+ * ./thread/plugin-thread.ts when it starts. Defaults and the design: docs/plugins.md "Plugin process".
  */
 export interface PluginHostOptions {
   /** Run plugin isolates in a child process whose death costs one restart, not the gateway. */

@@ -8,11 +8,13 @@ import { PluginCodes } from './codes.ts';
 import { assertIsolateFlags } from './node-flags.ts';
 import { loadPluginFile } from './plugin-file.ts';
 import { Egress, upstreamOrigin, type EgressRule } from './egress.ts';
-import { PluginCallError, PluginInstance, RETRY, type BatchResult, type PluginGrants, type PluginHostLogger, type SandboxLimits } from './plugin-instance.ts';
+import { PluginInstance } from './isolate/plugin-instance.ts';
+import { PluginCallError, RETRY, type BatchResult } from './isolate/plugin-call-error.ts';
+import type { PluginGrants, PluginHostLogger, SandboxLimits } from './isolate/sandbox-limits.ts';
 import type { UpstreamSpec } from '../../config/schema/upstream.ts';
 import { loadRedisDriver } from '../../redis/client.ts';
-import { createStepStore, type StepStore, type StepStoreLimits, type StoreSettings } from './step-store.ts';
-import type { MemoryRoute } from './store-hub.ts';
+import { createStepStore, type StepStore, type StepStoreLimits, type StoreSettings } from './store/step-store.ts';
+import type { MemoryRoute } from './store/store-hub.ts';
 
 export interface PluginStepOptions {
   /** Where compiled plugins live (`--plugin-dir`, default `/auth-plugins`). */
@@ -53,7 +55,7 @@ export interface PluginStepOptions {
    * the step's identity. Default: a memory store of this step alone.
    */
   store?: StoreSettings;
-  /** How the memory backend reaches its hub; default the process's (./store-hub.ts). The test kit passes its own (a fake clock). */
+  /** How the memory backend reaches its hub; default the process's (./store/store-hub.ts). The test kit passes its own (a fake clock). */
   memoryRoute?: MemoryRoute;
   /**
    * Default true: call the plugin synchronously on the event loop while its calls stay cheap,

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildPlugin } from '@gatehouse/plugin-sdk/build';
 import type { CheckRequest } from '../step.ts';
-import type { PluginHostLogger } from './plugin-instance.ts';
+import type { PluginHostLogger } from './isolate/sandbox-limits.ts';
 
 /** Test helper: a logger that records what the host logs. */
 export function recordingLogger(): PluginHostLogger & { lines: { level: string; message: string; fields: Record<string, unknown> }[] } {

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { watch, type FSWatcher } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { PluginHostLogger } from './plugin-instance.ts';
+import type { PluginHostLogger } from './isolate/sandbox-limits.ts';
 
 export interface PluginDirWatcher {
   close(): void;

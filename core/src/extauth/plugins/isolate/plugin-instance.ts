@@ -4,48 +4,18 @@ import { PLUGIN_GLOBAL, withLocation } from '@gatehouse/plugin-sdk/build';
 import { RUNTIME_INSTALL_GLOBAL, sandboxRuntimeScript } from '@gatehouse/plugin-sdk/runtime';
 import { createHostCrypto, HostCalls, hostRandom, SANDBOX_DEFAULTS, hostUrl, type HostLog, type Outcome } from '@gatehouse/plugin-sdk/runtime';
 import { BadResponseError, toDecision, type PluginDecision } from '@gatehouse/plugin-sdk/runtime';
-import { GatehouseError } from '../../errors.ts';
-import { createRedactor } from '../redact.ts';
-import { killAfterCatastrophe } from '../../server/process-guards.ts';
+import { GatehouseError } from '../../../errors.ts';
+import { createRedactor } from '../../redact.ts';
+import { killAfterCatastrophe } from '../../../server/process-guards.ts';
 import { isolateFailure } from './isolate-errors.ts';
-import { PluginCodes, type PluginCode } from './codes.ts';
-import type { Egress } from './egress.ts';
-import type { StepStore } from './step-store.ts';
+import { PluginCodes, type PluginCode } from '../codes.ts';
+import type { StepStore } from '../store/step-store.ts';
 import type { StoreResult } from '@gatehouse/plugin-sdk/runtime';
-import type { PluginFile } from './plugin-file.ts';
-
-/** The part of the pino logger the host uses (a pino `Logger` fits). */
-export interface PluginHostLogger {
-  debug(fields: object, message: string): void;
-  info(fields: object, message: string): void;
-  warn(fields: object, message: string): void;
-  error(fields: object, message: string): void;
-}
-
-export interface SandboxLimits {
-  /** Isolate heap limit (isolated-vm `memoryLimit`, minimum 8). */
-  memoryLimitMb: number;
-  /** Time an Authorize call may run on the isolate's thread. */
-  cpuTimeoutMs: number;
-  /** Safety net: wall time after which a call on the isolate's thread counts as hung. */
-  callTimeoutMs: number;
-  /** Wall time for loading the script, NewConfigInstance, GetAuthService and Start together. */
-  startTimeoutMs: number;
-  /** Per-call wall deadline (SPEC 5.2): waiting for fetch and timers included. Default 1000. */
-  wallTimeoutMs?: number;
-  /** Fetches in flight at once per isolate (SPEC 5.3: 16). */
-  maxFetches?: number;
-  /** Timers waiting at once per isolate. */
-  maxTimers?: number;
-}
-
-/** What a plugin may use besides its config: where it may fetch, its secrets, its step's store. */
-export interface PluginGrants {
-  egress?: Egress;
-  /** `ctx.secrets`: values by name. Never logged; redacted from the plugin's own log lines. */
-  secrets?: Readonly<Record<string, string>>;
-  store?: StepStore;
-}
+import type { PluginFile } from '../plugin-file.ts';
+import { PluginCallError, type BatchResult, RETRY } from './plugin-call-error.ts';
+import { outcomeOfValue, parseOutcome } from './outcome.ts';
+import { IsolateInbox } from './isolate-inbox.ts';
+import type { PluginGrants, PluginHostLogger, SandboxLimits } from './sandbox-limits.ts';
 
 /** Masks secret values, in every encoding ../redact.ts lists, in a plugin's log text (and bounds it). */
 function redactor(secrets: Readonly<Record<string, string>> | undefined): (text: string) => string {
@@ -77,30 +47,17 @@ const MAX_JOBS = 256;
 const MAX_STORE_JOBS = 1024;
 /**
  * Verifies go to the thread pool only from the main thread, to keep them off the event loop
- * that serves traffic. On the plugin thread (./plugin-thread.ts) a synchronous verify is
+ * that serves traffic. On the plugin thread (../thread/plugin-thread.ts) a synchronous verify is
  * cheaper: measured with cpu-probe, RS256 0.36× → 0.43× and ES256 0.30× → 0.36× of the open
  * route, as the hand-off's extra wake-ups cost more than the verify itself.
  */
 const OFF_LOOP_VERIFIES = isMainThread;
 
-/** A call of a batch that did not run to an answer through no fault of its own: run it again, alone. */
-export const RETRY = Symbol('retry');
-
-/** One call's result in {@link PluginInstance.authorizeBatchInline}. */
-export type BatchResult = PluginDecision | Promise<PluginDecision> | PluginCallError | typeof RETRY;
 
 /** A pending Authorize call the host waits for (its answer comes through `done`). */
 interface Waiter {
   resolve(json: string): void;
   reject(error: PluginCallError): void;
-}
-
-/** Why one Authorize call failed; the step logs it and rebuilds the isolate unless {@link keepsIsolate}. */
-export class PluginCallError extends GatehouseError {
-  /** The isolate is sound (a missed wall deadline with the isolate idle): keep it. */
-  keepsIsolate = false;
-  /** The plugin's stack where it threw, in its own sources (source-mapped). */
-  pluginStack: string | undefined;
 }
 
 function describeError(error: unknown): string {
@@ -131,16 +88,12 @@ export class PluginInstance {
   inlineCalls = 0;
   /** Calls on the isolate's thread still waiting for an answer. */
   queued = 0;
-  /** Verifies running off the event loop (crypto.subtle.verify answered `{job}`), and results not yet handed in. */
+  /** Verifies running off the event loop (crypto.subtle.verify answered `{job}`): results `id, 1|0`. */
   private jobSeq = 0;
-  private jobsRunning = 0;
-  private finishedJobs: number[] = [];
-  private jobsFlushing = false;
-  /** Store operations answered later (`{job}`), and answers not yet handed in (`[id, ok, value]`). */
+  private readonly jobs = new IsolateInbox((json) => this.cross('resolveJobs', json, 'a crypto.subtle.verify'));
+  /** Store operations answered later (`{job}`): results `[id, ok, value]`. */
   private storeSeq = 0;
-  private storeRunning = 0;
-  private finishedStore: unknown[] = [];
-  private storeFlushing = false;
+  private readonly storeOps = new IsolateInbox((json) => this.cross('resolveStore', json, 'a ctx.store operation'));
 
   private constructor(isolate: ivm.Isolate, limits: SandboxLimits, calls: HostCalls, logger: PluginHostLogger, where: { plugin: string; file: string }, mapStack: (text: string) => string) {
     this.isolate = isolate;
@@ -690,49 +643,37 @@ export class PluginInstance {
    * or when too many run.
    */
   private defer(work: (finish: (valid: boolean) => void) => void): number | undefined {
-    if (!OFF_LOOP_VERIFIES || !this.api || !this.alive || this.jobsRunning >= MAX_JOBS) return undefined;
+    if (!OFF_LOOP_VERIFIES || !this.api || !this.alive || this.jobs.running >= MAX_JOBS) return undefined;
     const id = ++this.jobSeq;
-    this.jobsRunning++;
-    work((valid) => {
-      this.jobsRunning--;
-      if (!this.alive) return;
-      this.finishedJobs.push(id, valid ? 1 : 0);
-      if (this.jobsFlushing) return;
-      this.jobsFlushing = true;
-      // Every verify that finishes in this turn of the event loop goes in with one crossing.
-      setImmediate(() => this.flushJobs());
-    });
+    const job = this.jobs.start();
+    work((valid) => (this.alive ? job.finish(id, valid ? 1 : 0) : job.finish()));
     return id;
   }
 
   /**
-   * Hands finished verifies to the isolate; the continuations they wake run in that crossing
-   * (under twice the CPU limit, as a batch of calls), and the calls they finish answer through
-   * `done`. A crossing that fails (a continuation that loops) drops the isolate: its pending
-   * calls are denied and the step builds a new one.
+   * Hands finished verifies or store operations to the isolate; the continuations they wake
+   * run in that crossing (under twice the CPU limit, as a batch of calls), and the calls they
+   * finish answer through `done`. A crossing that fails (a continuation that loops) drops the
+   * isolate: its pending calls are denied and the step builds a new one.
    */
-  private flushJobs(): void {
-    this.jobsFlushing = false;
-    const results = this.finishedJobs;
-    this.finishedJobs = [];
-    if (!this.alive || !this.api || results.length === 0) return;
-    const json = JSON.stringify(results);
+  private cross(entry: 'resolveJobs' | 'resolveStore', json: string, what: string): void {
+    if (!this.alive || !this.api) return;
     const options = { timeout: 2 * this.limits.cpuTimeoutMs };
     const failed = (error: unknown) => {
       const failure = this.callError(error, false);
-      this.logger.error({ ...this.where, code: failure.code, cause: failure.message }, 'plugin isolate dropped: the code after a crypto.subtle.verify failed');
-      this.dispose(`the code after a crypto.subtle.verify failed (${failure.code})`);
+      this.logger.error({ ...this.where, code: failure.code, cause: failure.message }, `plugin isolate dropped: the code after ${what} failed`);
+      this.dispose(`the code after ${what} failed (${failure.code})`);
     };
     // Nothing of the plugin's runs on the isolate's thread: cross here, synchronously.
     if (this.idle && this.queued === 0) {
       try {
-        this.api.resolveJobs.applySync(undefined, [json], options);
+        this.api[entry].applySync(undefined, [json], options);
       } catch (error) {
         failed(error);
       }
       return;
     }
-    this.api.resolveJobs.apply(undefined, [json], options).catch(failed);
+    this.api[entry].apply(undefined, [json], options).catch(failed);
   }
 
   /**
@@ -742,7 +683,7 @@ export class PluginInstance {
    */
   private storeCall(store: StepStore, op: unknown, key: unknown, arg: unknown, ttl: unknown): { v: StoreResult } | { job: number } {
     // Checked before the operation starts: a refused one must not run anyway.
-    if (this.storeRunning >= MAX_STORE_JOBS) throw new RangeError(`ctx.store: at most ${MAX_STORE_JOBS} operations may wait at once per plugin isolate`);
+    if (this.storeOps.running >= MAX_STORE_JOBS) throw new RangeError(`ctx.store: at most ${MAX_STORE_JOBS} operations may wait at once per plugin isolate`);
     let answer: StoreResult | PromiseLike<StoreResult>;
     try {
       answer = store.dispatch(op, key, arg, ttl);
@@ -753,44 +694,12 @@ export class PluginInstance {
     // A thenable, not `instanceof Promise`: a route from another module realm answers with its own promises.
     if (typeof (answer as { then?: unknown } | null)?.then !== 'function') return { v: answer as StoreResult };
     const id = ++this.storeSeq;
-    this.storeRunning++;
-    const finish = (entry: unknown[]) => {
-      this.storeRunning--;
-      if (!this.alive) return;
-      this.finishedStore.push(entry);
-      if (this.storeFlushing) return;
-      this.storeFlushing = true;
-      setImmediate(() => this.flushStore());
-    };
+    const pending = this.storeOps.start();
     Promise.resolve(answer).then(
-      (value) => finish([id, 1, value]),
-      (error: unknown) => finish([id, 0, { name: (error as Error).name, message: (error as Error).message }]),
+      (value) => (this.alive ? pending.finish([id, 1, value]) : pending.finish()),
+      (error: unknown) => (this.alive ? pending.finish([id, 0, { name: (error as Error).name, message: (error as Error).message }]) : pending.finish()),
     );
     return { job: id };
-  }
-
-  /** Hands finished store operations to the isolate (as {@link flushJobs} does verifies). */
-  private flushStore(): void {
-    this.storeFlushing = false;
-    const results = this.finishedStore;
-    this.finishedStore = [];
-    if (!this.alive || !this.api || results.length === 0) return;
-    const json = JSON.stringify(results);
-    const options = { timeout: 2 * this.limits.cpuTimeoutMs };
-    const failed = (error: unknown) => {
-      const failure = this.callError(error, false);
-      this.logger.error({ ...this.where, code: failure.code, cause: failure.message }, 'plugin isolate dropped: the code after a ctx.store operation failed');
-      this.dispose(`the code after a ctx.store operation failed (${failure.code})`);
-    };
-    if (this.idle && this.queued === 0) {
-      try {
-        this.api.resolveStore.applySync(undefined, [json], options);
-      } catch (error) {
-        failed(error);
-      }
-      return;
-    }
-    this.api.resolveStore.apply(undefined, [json], options).catch(failed);
   }
 
   /** Frees the isolate; pending calls on it fail (and are denied). */
@@ -817,27 +726,3 @@ function withStack(message: string, stack: string | undefined, file: PluginFile)
   return mapped === undefined ? message : `${withLocation(message, mapped)}\n${mapped}`;
 }
 
-/** An {@link Outcome} from untrusted JSON, or undefined when it is not one. */
-function parseOutcome(json: unknown): Outcome | undefined {
-  if (typeof json !== 'string') return undefined;
-  let value: unknown;
-  try {
-    value = JSON.parse(json);
-  } catch {
-    return undefined;
-  }
-  return outcomeOfValue(value);
-}
-
-/** An {@link Outcome} from an untrusted parsed value, or undefined when it is not one. */
-function outcomeOfValue(value: unknown): Outcome | undefined {
-  if (typeof value !== 'object' || value === null) return undefined;
-  const outcome = value as Record<string, unknown>;
-  if (outcome.ok === true) return { ok: true, response: outcome.response };
-  if (typeof outcome.pending === 'number' && Number.isSafeInteger(outcome.pending)) return { pending: outcome.pending };
-  if (outcome.ok === false && typeof outcome.stage === 'string' && typeof outcome.error === 'string') {
-    const stack = typeof outcome.stack === 'string' ? { stack: outcome.stack.slice(0, 4096) } : {};
-    return { ok: false, stage: outcome.stage as Extract<Outcome, { ok: false }>['stage'], error: outcome.error.slice(0, 2048), ...stack, ...(outcome.storeUnavailable === true ? { storeUnavailable: true } : {}) };
-  }
-  return undefined;
-}

@@ -1,4 +1,4 @@
-import type { RedisSettings } from '../../redis/client.ts';
+import type { RedisSettings } from '../../../redis/client.ts';
 
 /** `--plugin-store-*`: Redis for every plugin step that does not choose its own store (`pluginAuth.store`). */
 export interface PluginStoreDefaults {

@@ -1,16 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { AuthDecision } from '../step.ts';
-import { PluginCodes } from './codes.ts';
-import { createPluginStep, type PluginStepOptions } from './plugin-step.ts';
+import type { AuthDecision } from '../../step.ts';
+import { PluginCodes } from '../codes.ts';
+import { createPluginStep, type PluginStepOptions } from '../plugin-step.ts';
 import type { StoreSettings } from './step-store.ts';
 import { MemoryHub, RemoteMemoryRoute, serveStoreRequests, type MemoryRoute, type StoreRequest } from './store-hub.ts';
-import { pluginDir, recordingLogger, request } from './test-support.ts';
+import { pluginDir, recordingLogger, request } from '../test-support.ts';
 
 // SPEC 5.3 "Per-step store" in a real isolate: the memory hub keyed by step identity (what keeps
 // counters across reloads and rebuilds), a hub in another process (answers later, batched, with a
 // deadline), bounds on what a plugin may have waiting, bad arguments, an unreachable Redis.
 
-const HOST_API = new URL('./fixtures/host-api.ts', import.meta.url);
+const HOST_API = new URL('../fixtures/host-api.ts', import.meta.url);
 let plugins: Awaited<ReturnType<typeof pluginDir>>;
 
 beforeAll(async () => {

@@ -1,5 +1,5 @@
 import { checkStoreOp, DEFAULT_STORE_LIMITS, type StoreCall, type StoreLimits, type StoreResult } from '@gatehouse/plugin-sdk/runtime';
-import type { RedisSettings } from '../../redis/client.ts';
+import type { RedisSettings } from '../../../redis/client.ts';
 import { memoryRoute, type MemoryRoute } from './store-hub.ts';
 import { redisStoreBackend } from './redis-store.ts';
 export { StoreOpError } from './store-error.ts';

@@ -3,11 +3,11 @@
 // out per turn here. The same code serves both: a worker port, or the IPC channel of a child.
 import { Socket } from 'node:net';
 import { parentPort } from 'node:worker_threads';
-import { startWatchdog } from '../../server/process-guards.ts';
-import type { UpstreamSpec } from '../../config/schema/upstream.ts';
-import { forbidden, type AuthDecision } from '../step.ts';
-import { createPluginStep, type PluginStep } from './plugin-step.ts';
-import { RemoteMemoryRoute } from './store-hub.ts';
+import { startWatchdog } from '../../../server/process-guards.ts';
+import type { UpstreamSpec } from '../../../config/schema/upstream.ts';
+import { forbidden, type AuthDecision } from '../../step.ts';
+import { createPluginStep, type PluginStep } from '../plugin-step.ts';
+import { RemoteMemoryRoute } from '../store/store-hub.ts';
 import { ALLOW, failureOf, PLUGIN_PROCESS_ENV, secretKey, upstreamKey, type FromThread, type ToThread } from './plugin-thread.ts';
 
 /** The channel to the gateway: the thread's port, or the plugin process's IPC. */

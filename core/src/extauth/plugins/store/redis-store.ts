@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { StoreCall, StoreResult } from '@gatehouse/plugin-sdk/runtime';
-import { createRedisClient, type RedisClient, type RedisSettings } from '../../redis/client.ts';
+import { createRedisClient, type RedisClient, type RedisSettings } from '../../../redis/client.ts';
 import type { StoreBackend, StoreSettings } from './step-store.ts';
 import { StoreOpError } from './store-error.ts';
 

@@ -4,20 +4,20 @@ import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { PluginMetadata } from '@gatehouse/plugin-sdk/build';
-import type { PluginAuthSpec } from '../../config/schema/auth-config.ts';
-import type { UpstreamSpec } from '../../config/schema/upstream.ts';
-import { GatehouseError } from '../../errors.ts';
-import { metrics } from '../../admin/metrics.ts';
-import { createLogger, type Logger } from '../../log/logger.ts';
-import { killAfterCatastrophe, onWatchdogStarted } from '../../server/process-guards.ts';
-import { forbidden, type AuthDecision, type CheckRequest, type StepContext } from '../step.ts';
-import { allow } from '../decision.ts';
-import { checkJson } from './check-json.ts';
-import { PluginCodes } from './codes.ts';
-import { pluginHostOptions } from './plugin-host-options.ts';
-import type { PluginHostLogger } from './plugin-instance.ts';
-import type { PluginStep, PluginStepOptions } from './plugin-step.ts';
-import { memoryRoute, memoryStoreViaParent, serveStoreRequests, type StoreReply, type StoreRequest } from './store-hub.ts';
+import type { PluginAuthSpec } from '../../../config/schema/auth-config.ts';
+import type { UpstreamSpec } from '../../../config/schema/upstream.ts';
+import { GatehouseError } from '../../../errors.ts';
+import { metrics } from '../../../admin/metrics.ts';
+import { createLogger, type Logger } from '../../../log/logger.ts';
+import { killAfterCatastrophe, onWatchdogStarted } from '../../../server/process-guards.ts';
+import { forbidden, type AuthDecision, type CheckRequest, type StepContext } from '../../step.ts';
+import { allow } from '../../decision.ts';
+import { checkJson } from '../check-json.ts';
+import { PluginCodes } from '../codes.ts';
+import { pluginHostOptions } from '../plugin-host-options.ts';
+import type { PluginHostLogger } from '../isolate/sandbox-limits.ts';
+import type { PluginStep, PluginStepOptions } from '../plugin-step.ts';
+import { memoryRoute, memoryStoreViaParent, serveStoreRequests, type StoreReply, type StoreRequest } from '../store/store-hub.ts';
 
 /**
  * Plugin steps whose isolates run on a thread of their own (`--plugin-thread`, the default of

@@ -1,15 +1,15 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { AuthDecision } from '../step.ts';
-import { PluginCodes } from './codes.ts';
+import type { AuthDecision } from '../../step.ts';
+import { PluginCodes } from '../codes.ts';
 import { createThreadedPluginStep } from './plugin-thread.ts';
-import { HOSTILE, pluginDir, recordingLogger, request, watchLoopGaps } from './test-support.ts';
+import { HOSTILE, pluginDir, recordingLogger, request, watchLoopGaps } from '../test-support.ts';
 
 // Plugin steps on the process's plugin thread (--plugin-thread, the CLI's default): the same
 // builds, answers, errors and log lines as on the event loop, with the isolates off it.
 
-const HOST_API = new URL('./fixtures/host-api.ts', import.meta.url);
+const HOST_API = new URL('../fixtures/host-api.ts', import.meta.url);
 let plugins: Awaited<ReturnType<typeof pluginDir>>;
 let server: Server;
 let port: number;
