@@ -119,12 +119,13 @@ describe('renderInstall', () => {
       'Service/gateway-admin',
       'Deployment/extauth',
       'Service/extauth',
+      'Service/extauth-headless',
       'PodDisruptionBudget/extauth',
     ]);
     validateAll(objects);
     const gateway = find<IDeployment>(objects, 'Deployment', 'gateway').spec!.template.spec!.containers[0]!;
     expect(gateway.image).toBe(`ghcr.io/gatehouse/gatehouse:${GATEWAY_VERSION}`);
-    expect(gateway.args).toEqual(expect.arrayContaining(['gateway', '--extauth-address', 'extauth.gatehouse-system.svc:8083', '--kube']));
+    expect(gateway.args).toEqual(expect.arrayContaining(['gateway', '--extauth-address', 'extauth-headless.gatehouse-system.svc:8083', '--kube']));
     expect(gateway.readinessProbe?.httpGet).toEqual({ path: '/readyz', port: 'admin' });
   });
 
@@ -218,6 +219,12 @@ describe('renderInstall', () => {
       // The admin API (issue 27 item 7): /metrics, /healthz, /readyz, /configs.
       { name: 'admin', port: 9902, targetPort: 'admin', protocol: 'TCP' },
     ]);
+    // The gateway's address: the headless Service, one connection per Ready extauth pod.
+    expect(find<IService>(objects, 'Service', 'extauth-headless').spec).toEqual({
+      clusterIP: 'None',
+      selector: extauth.spec!.selector.matchLabels,
+      ports: [{ name: 'grpc', port: 8083, targetPort: 'grpc', protocol: 'TCP', appProtocol: 'grpc' }],
+    });
     expect(container.args).toEqual(expect.arrayContaining(['--admin-port', '9902', '--admin-host', '0.0.0.0']));
     expect(extauth.spec!.template.metadata!.annotations).toMatchObject({ 'prometheus.io/scrape': 'true', 'prometheus.io/port': '9902' });
   });

@@ -50,7 +50,8 @@ export function renderGateway(values: ResolvedValues, labels: (component: string
     '--api-group-domain',
     values.apiGroupDomain,
     '--extauth-address',
-    `extauth.${ns}.svc:${PORTS.grpc}`,
+    // Every extauth pod, looked up again every 2 s (core/src/extauth/grpc/check-client.ts `endpoints`).
+    `extauth-headless.${ns}.svc:${PORTS.grpc}`,
     // SIGTERM comes after the preStop sleep: drain within what is left of the grace period.
     '--shutdown-grace',
     `${drainSeconds(values.gateway)}s`,
@@ -211,7 +212,20 @@ export function renderExtAuth(values: ResolvedValues, labels: (component: string
       ],
     },
   };
-  return [deployment, service];
+  // Headless: its name resolves to every Ready extauth pod, so the gateway holds a connection to
+  // each and spreads checks over them; a pod that goes takes only its own connection (a Service
+  // address pins the gateway's one connection to one pod, and its loss to a reconnect).
+  const headless: IService = {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name: 'extauth-headless', namespace: ns, labels: labels('extauth') },
+    spec: {
+      clusterIP: 'None',
+      selector: selector('extauth'),
+      ports: [{ name: 'grpc', port: PORTS.grpc, targetPort: 'grpc', protocol: 'TCP', appProtocol: 'grpc' }],
+    },
+  };
+  return [deployment, service, headless];
 }
 
 /** The PodDisruptionBudgets and HorizontalPodAutoscalers of both Deployments, where enabled. */

@@ -9,7 +9,7 @@ const OK = { status: { code: 0 }, ok_response: {} };
 const ALLOWED = { allowed: true, headersToSet: [], headersToRemove: [] };
 
 /** A real grpc-js ext_authz server answering OK (after `unavailable` answers of UNAVAILABLE), on `port` (0: any). */
-async function authServer(port = 0, unavailable = 0): Promise<{ port: number; calls: number; close(): Promise<void> }> {
+async function authServer(port = 0, unavailable = 0, host = '127.0.0.1'): Promise<{ port: number; calls: number; close(): Promise<void> }> {
   const server = new grpc.Server();
   const state = { calls: 0 };
   server.addService(authorizationService().service, {
@@ -19,7 +19,7 @@ async function authServer(port = 0, unavailable = 0): Promise<{ port: number; ca
       callback(null, OK);
     },
   } as grpc.UntypedServiceImplementation);
-  const bound = await new Promise<number>((resolve, reject) => server.bindAsync(`127.0.0.1:${port}`, grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+  const bound = await new Promise<number>((resolve, reject) => server.bindAsync(`${host}:${port}`, grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
   return {
     port: bound,
     get calls() {
@@ -165,5 +165,32 @@ describe('CheckClient channel resilience (issue 27 item 3)', () => {
     }
     expect(answered).toBe(true);
     expect(address.held.length).toBeGreaterThan(heldBefore);
+  });
+
+  it('spreads checks over every address of the name, goes on over the others at once when one server leaves, and follows new addresses', async () => {
+    const a = await authServer(0, 0, '127.0.0.1');
+    const b = await authServer(a.port, 0, '127.0.0.2');
+    const c = await authServer(a.port, 0, '127.0.0.3');
+    cleanups.push(() => Promise.all([a.close(), b.close(), c.close()]).then(() => {}));
+    // The name stands for a headless Service; its lookup is the test's (the servers are real).
+    let addresses = ['127.0.0.1', '127.0.0.2'];
+    const client = new CheckClient(`extauth.test:${a.port}`, { channel: { ...GATEWAY_CHANNEL, endpoints: { refreshMs: 100, resolve: async () => addresses } } });
+    cleanups.push(() => client.close());
+    await expect.poll(() => client.currentTarget, { timeout: 10_000 }).toBe(`ipv4:127.0.0.1:${a.port},127.0.0.2:${a.port}`);
+    for (let i = 0; i < 20; i++) expect(await client.check(checkRequest('default.a'), 3_000)).toEqual(ALLOWED);
+    expect(a.calls).toBeGreaterThan(0);
+    expect(b.calls).toBeGreaterThan(0);
+    // One server leaves (GOAWAY, as a deleted pod's does) while checks run. (A 2 s deadline, not
+    // the gateway's 200 ms: at load 18 this process alone missed 200 ms without any server leaving.)
+    const checks = Array.from({ length: 40 }, (_, i) => new Promise((r) => setTimeout(r, i * 5)).then(() => client.check(checkRequest('default.a'), 2_000)));
+    await a.close();
+    const results = await Promise.allSettled(checks);
+    expect(results.filter((r) => r.status === 'rejected').map((r) => String((r as PromiseRejectedResult).reason?.message))).toEqual([]);
+    // The name now points elsewhere (the replacement pod): checks follow.
+    addresses = ['127.0.0.2', '127.0.0.3'];
+    await expect.poll(() => client.currentTarget, { timeout: 10_000 }).toBe(`ipv4:127.0.0.2:${a.port},127.0.0.3:${a.port}`);
+    const before = c.calls;
+    await expect.poll(async () => (await client.check(checkRequest('default.a'), 3_000), c.calls), { timeout: 10_000 }).toBeGreaterThan(before);
+    expect(client.endpointChanges).toBe(2);
   });
 });

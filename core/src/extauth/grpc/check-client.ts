@@ -1,5 +1,7 @@
 import { connectivityState, credentials, makeClientConstructor, Metadata, status as GrpcStatus, type Client, type ChannelOptions, type ServiceError } from '@grpc/grpc-js';
 import type { ServiceDefinition } from '@grpc/grpc-js';
+import { lookup } from 'node:dns/promises';
+import { isIP } from 'node:net';
 import { GatehouseError } from '../../errors.ts';
 import type { CallerToken } from '../caller-token.ts';
 import { ExtAuthCodes } from '../codes.ts';
@@ -32,6 +34,15 @@ export interface ChannelTuning {
   maxReconnectBackoffMs?: number;
   /** A check failing with UNAVAILABLE (a reconnect under way) is sent again (up to 3 times), waiting for the connection, within its deadline. */
   retryUnavailable?: boolean;
+  /**
+   * Spread checks over every address the host name resolves to (round robin over one connection
+   * each), looked up again every `refreshMs`. Behind a headless Service that is one connection per
+   * auth server pod: a pod that goes away takes only its own connection, and checks go on over
+   * the others at once instead of waiting for a reconnect through a Service address (a real
+   * cluster's extauth pod deletion timed out 2 checks of 113 at the 200 ms deadline that way).
+   * `resolve`: the lookup (default: the system resolver, every address).
+   */
+  endpoints?: { refreshMs: number; resolve?: (host: string) => Promise<string[]> };
 }
 
 /** The gateway's channel to its own `gatehouse extauth` (a grpc-js server, which accepts frequent pings). */
@@ -42,7 +53,22 @@ export const GATEWAY_CHANNEL: Required<ChannelTuning> = {
   initialReconnectBackoffMs: 100,
   maxReconnectBackoffMs: 1_000,
   retryUnavailable: true,
+  endpoints: { refreshMs: 2_000 },
 };
+
+/** The system resolver's addresses for `host`, IPv4 first. */
+async function lookupAll(host: string): Promise<string[]> {
+  return (await lookup(host, { all: true, order: 'ipv4first' })).map((a) => a.address);
+}
+
+/** A grpc-js target naming `addresses` (one family: IPv4 when there is any) on `port`, or undefined for none. */
+export function addressListTarget(addresses: readonly string[], port: number): string | undefined {
+  const v4 = addresses.filter((a) => isIP(a) === 4);
+  const v6 = addresses.filter((a) => isIP(a) === 6);
+  if (v4.length) return `ipv4:${[...new Set(v4)].sort().map((a) => `${a}:${port}`).join(',')}`;
+  if (v6.length) return `ipv6:${[...new Set(v6)].sort().map((a) => `[${a}]:${port}`).join(',')}`;
+  return undefined;
+}
 
 /** Attempts after the first that a check failing with UNAVAILABLE gets, within its deadline. */
 const MAX_UNAVAILABLE_RETRIES = 3;
@@ -73,8 +99,15 @@ export class CheckClient {
   private readonly tuning: ChannelTuning;
   private connectTimer: NodeJS.Timeout | undefined;
   private closed = false;
+  /** The grpc-js target in use: the address as given, or the list of its host's addresses. */
+  private target: string;
+  private refreshTimer: NodeJS.Timeout | undefined;
+  /** A channel to a new address list, connecting before it takes over. */
+  private next: Client | undefined;
   /** Channels dropped by the connect timeout (tests and logs). */
   reconnects = 0;
+  /** Channels replaced because the host's addresses changed (tests and logs). */
+  endpointChanges = 0;
 
   private readonly token: CallerToken | undefined;
   private metadata: { token: string; value: Metadata } | undefined;
@@ -95,9 +128,15 @@ export class CheckClient {
       ...(t.maxReconnectBackoffMs ? { 'grpc.max_reconnect_backoff_ms': t.maxReconnectBackoffMs } : {}),
       // Each replacement channel must open its own connection, not share the dropped one's subchannel.
       'grpc.use_local_subchannel_pool': 1,
+      // One connection per address, every call on a READY one (with a single address: as pick_first).
+      ...(t.endpoints ? { 'grpc.service_config': JSON.stringify({ loadBalancingConfig: [{ round_robin: {} }] }) } : {}),
     };
     const creds = options.tls ? credentials.createSsl() : credentials.createInsecure();
-    this.makeClient = () => new Constructor!(address, creds, channelOptions);
+    this.target = address;
+    // TLS names the server by the address's host, whatever list of addresses the channel dials.
+    const host = parseAddress(address)!.host;
+    const nameOverride = options.tls && this.tuning.endpoints ? { 'grpc.ssl_target_name_override': host, 'grpc.default_authority': address } : {};
+    this.makeClient = () => new Constructor!(this.target, creds, { ...channelOptions, ...(this.target === address ? {} : nameOverride) });
     this.client = this.makeClient();
     this.call = (this.client as unknown as { Check: CheckFn }).Check.bind(this.client);
     this.token = options.token;
@@ -105,6 +144,50 @@ export class CheckClient {
     // Connect now rather than on the first check, whose 200 ms budget a TCP + HTTP/2
     // handshake to a cold server can eat.
     this.client.getChannel().getConnectivityState(true);
+    const endpoints = this.tuning.endpoints;
+    if (endpoints && isIP(host.replace(/^\[|\]$/g, '')) === 0) {
+      const port = parseAddress(address)!.port;
+      const refresh = () => void this.refresh(host, port, endpoints.resolve ?? lookupAll);
+      refresh();
+      this.refreshTimer = setInterval(refresh, endpoints.refreshMs).unref();
+    }
+  }
+
+  /** The addresses checks go to now (the address as given until its host has been looked up). */
+  get currentTarget(): string {
+    return this.target;
+  }
+
+  /**
+   * Looks the host up; when its addresses changed, a channel to the new list connects and then
+   * takes over (the old one closes once it is no longer current; calls on it finish). A failed
+   * lookup keeps what there is.
+   */
+  private async refresh(host: string, port: number, resolve: (host: string) => Promise<string[]>): Promise<void> {
+    let addresses: string[];
+    try {
+      addresses = await resolve(host);
+    } catch {
+      return;
+    }
+    const target = addressListTarget(addresses, port);
+    if (this.closed || target === undefined || target === this.target || this.next) return;
+    this.target = target;
+    const next = this.makeClient();
+    this.next = next;
+    // Take over once connected (or after the connect timeout: the old addresses are stale too).
+    await new Promise<void>((resolve) => next.waitForReady(Date.now() + (this.tuning.connectTimeoutMs ?? 1_000) * 2, () => resolve()));
+    this.next = undefined;
+    if (this.closed) {
+      next.close();
+      return;
+    }
+    const old = this.client;
+    this.client = next;
+    this.call = (next as unknown as { Check: CheckFn }).Check.bind(next);
+    this.watch(next);
+    this.endpointChanges++;
+    old.close();
   }
 
   /**
@@ -231,6 +314,8 @@ export class CheckClient {
   close(): void {
     this.closed = true;
     clearTimeout(this.connectTimer);
+    clearInterval(this.refreshTimer);
+    this.next?.close();
     this.client.close();
   }
 }
