@@ -294,12 +294,12 @@ function seedStory(parts: ClusterParts): void {
     timings[`${name}: requests`] = results.length;
     timings[`${name}: failed`] = failed.length;
     expect(results.length).toBeGreaterThan(30);
-    if (options.allowFailures) return results;
     if (failed.length) {
       // What the gateways and extauth said meanwhile (their error lines), for the failure message.
       await keepLogs();
       const errors = [...kept.values()].flat().filter((l) => /"level":"(error|warn|fatal)"|GH_/.test(l)).slice(-60).join('\n');
-      expect(failed, `${failed.length} of ${results.length} requests failed: ${JSON.stringify(failed)}\n${errors}`).toEqual([]);
+      if (options.allowFailures) console.info(`${name}: ${failed.length} of ${results.length} requests failed (allowed); the pods' warnings and errors:\n${errors}`);
+      else expect(failed, `${failed.length} of ${results.length} requests failed: ${JSON.stringify(failed)}\n${errors}`).toEqual([]);
     }
     return results;
   };
@@ -407,7 +407,7 @@ function seedStory(parts: ClusterParts): void {
       expect((await cluster().curl(url, { host: 'app.test', 'x-team': 'blue' })).status).toBe(200);
       expect((await cluster().curl(url, { host: 'app.test' })).status).toBe(403);
       const check = await cluster().run(process.execPath, [GATEHOUSE_CLI, 'check', '--kubeconfig', cluster().kubeconfig], { check: false });
-      expect(check.stdout).toMatch(new RegExp(`pod/${pod}: Init:\\w+ \\(plugin-old-header: .*was built for gateway version 0\\.0\\.9`));
+      expect(check.stdout, check.stdout).toMatch(new RegExp(`pod/${pod}: Init:\\w+ \\(plugin-old-header: .*was built for gateway version 0\\.0\\.9`));
       expect(check.code).toBe(1);
       // Back to the working values.
       await cluster().helm(['rollback', 'gatehouse', '--wait', '--timeout', '3m'], { timeoutMs: 200_000 });

@@ -21,8 +21,18 @@ describe('gatehouse check reads a failed init container', () => {
     expect(initFailure(backingOff)).toBe(`plugin-old-header: ${message.trim()}`);
   });
 
+  // Regression: a cluster test's `gatehouse check` caught the retry running, and named no failure.
+  it('from the run that failed while the kubelet runs it again', () => {
+    const retrying = pod({
+      initContainerStatuses: [{ name: 'plugin-old-header', restartCount: 3, state: { running: {} }, lastState: { terminated: { exitCode: 1, reason: 'Error', message } } }],
+    });
+    expect(podPhase(retrying)).toBe('Init:Error');
+    expect(initFailure(retrying)).toBe(`plugin-old-header: ${message.trim()}`);
+  });
+
   it('nothing for an init container that succeeded or is still running', () => {
     expect(initFailure(pod({ initContainerStatuses: [{ name: 'plugin', state: { terminated: { exitCode: 0, message: 'done' } } }] }))).toBeUndefined();
     expect(initFailure(pod({ initContainerStatuses: [{ name: 'plugin', state: { waiting: { reason: 'PodInitializing' } }, lastState: {} }] }))).toBeUndefined();
+    expect(initFailure(pod({ initContainerStatuses: [{ name: 'plugin', state: { running: {} }, lastState: {} }] }))).toBeUndefined();
   });
 });

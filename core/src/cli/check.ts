@@ -35,7 +35,7 @@ export interface PodJson {
     initContainerStatuses?: {
       name: string;
       restartCount?: number;
-      state?: { waiting?: { reason?: string; message?: string }; terminated?: { exitCode: number; reason?: string; message?: string } };
+      state?: { waiting?: { reason?: string; message?: string }; running?: object; terminated?: { exitCode: number; reason?: string; message?: string } };
       lastState?: { terminated?: { exitCode: number; reason?: string; message?: string } };
     }[];
     containerStatuses?: { name: string; restartCount?: number; state?: { waiting?: { reason?: string; message?: string }; terminated?: { exitCode: number; reason?: string } } }[];
@@ -49,6 +49,9 @@ export function podPhase(pod: PodJson): string {
     if (t && t.exitCode !== 0) return `Init:${t.reason ?? 'Error'}`;
     const w = s.state?.waiting?.reason;
     if (w && w !== 'PodInitializing') return `Init:${w}`;
+    // Running again after a failed run (the kubelet's retry): still failing as far as anyone knows.
+    const last = s.lastState?.terminated;
+    if (s.state?.running && last && last.exitCode !== 0) return `Init:${last.reason ?? 'Error'}`;
   }
   for (const s of pod.status.containerStatuses ?? []) {
     const w = s.state?.waiting?.reason;
@@ -61,12 +64,12 @@ export function podPhase(pod: PodJson): string {
 
 /**
  * The init container's own words when it failed (gatehouse-init ends them with its code): from
- * its current state, or, while the kubelet waits to restart it (Init:CrashLoopBackOff), from the
- * run that failed (`lastState`).
+ * its current state, or, while the kubelet waits to restart it (Init:CrashLoopBackOff) or runs it
+ * again, from the run that failed (`lastState`).
  */
 export function initFailure(pod: PodJson): string | undefined {
   for (const s of pod.status.initContainerStatuses ?? []) {
-    for (const t of [s.state?.terminated, s.state?.waiting ? s.lastState?.terminated : undefined]) {
+    for (const t of [s.state?.terminated, s.state?.waiting || s.state?.running ? s.lastState?.terminated : undefined]) {
       if (t && t.exitCode !== 0 && t.message) return `${s.name}: ${t.message.trim().split('\n').at(-1)}`;
     }
   }
