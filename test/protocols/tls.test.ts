@@ -4,14 +4,15 @@
  * certificate verification, rotation without restart, and curl as a real client.
  */
 import { execFile, execFileSync } from 'node:child_process';
+import { X509Certificate } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { request as httpsRequest } from 'node:https';
+import { Agent, request as httpsRequest } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { PeerCertificate, TLSSocket } from 'node:tls';
 import { promisify } from 'node:util';
 import { stringify } from 'yaml';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { parseManifests } from '../../core/src/config/manifest.ts';
 import { ConfigStore } from '../../core/src/config/store.ts';
 import { makeConfigDir, type ConfigDir } from '../support/config-dir.ts';
@@ -90,11 +91,11 @@ afterAll(async () => {
   if (work) await rm(work, { recursive: true, force: true });
 });
 
-/** GET over TLS with SNI `servername`; resolves with status, body and the server's certificate, or rejects on a failed handshake. */
-function get(servername: string, options: { path?: string; cert?: string; key?: string; minVersion?: 'TLSv1.2'; maxVersion?: 'TLSv1.2' } = {}): Promise<{ status: number; body: string; peer: PeerCertificate }> {
+/** GET over TLS with SNI `servername` (a new connection, or one of `agent`'s); resolves with status, body and the server's certificate, or rejects on a failed handshake. */
+function get(servername: string, options: { path?: string; cert?: string; key?: string; minVersion?: 'TLSv1.2'; maxVersion?: 'TLSv1.2'; agent?: Agent } = {}): Promise<{ status: number; body: string; peer: PeerCertificate }> {
   return new Promise((resolve, reject) => {
     const req = httpsRequest(
-      { host: '127.0.0.1', port: httpsPort, path: options.path ?? '/', servername, headers: { host: servername }, ca, agent: false, ...(options.cert ? { cert: options.cert, key: options.key } : {}), ...(options.maxVersion ? { maxVersion: options.maxVersion } : {}) },
+      { host: '127.0.0.1', port: httpsPort, path: options.path ?? '/', servername, headers: { host: servername }, ca, agent: options.agent ?? false, ...(options.cert ? { cert: options.cert, key: options.key } : {}), ...(options.maxVersion ? { maxVersion: options.maxVersion } : {}) },
       (res) => {
         const peer = (res.socket as TLSSocket).getPeerCertificate();
         let body = '';
@@ -173,6 +174,63 @@ describe('HTTPS listener (SPEC 3.2.1)', () => {
     const after = await get('shop.test');
     expect(after.status).toBe(200);
     expect(after.peer.serialNumber).toBe(serial);
+  });
+
+  it('connections opened while a Secret is rotated again and again are all answered (none is dropped because its handshake straddled the swap), and a kept-alive one made before keeps being served', async () => {
+    const secure = { cert: await readFile(f('secure.pem'), 'utf8'), key: await readFile(f('secure.key'), 'utf8') };
+    const rotations: { cert: string; key: string }[] = [];
+    for (let i = 0; i < 8; i++) rotations.push(await issue(`rotation${i}`, 'shop.test', ['DNS:shop.test', 'DNS:www.shop.test']));
+    let hammering = true;
+    let served = 0;
+    const seen = new Set<string>();
+    const failures: string[] = [];
+    // A few clients opening one connection per request, back to back, for as long as the rotations last.
+    const client = async () => {
+      while (hammering) {
+        try {
+          const { status, peer } = await get('shop.test');
+          if (status === 200) served++;
+          else failures.push(`status ${status}`);
+          seen.add(peer.serialNumber);
+        } catch (error) {
+          failures.push((error as Error).message);
+        }
+      }
+    };
+    // One more client keeps a single connection alive across every rotation: still served, not turned away (421).
+    const keepAlive = new Agent({ keepAlive: true, maxSockets: 1 });
+    const keptSerials = new Set<string>();
+    let keptServed = 0;
+    const keptClient = async () => {
+      while (hammering) {
+        try {
+          const { status, peer } = await get('shop.test', { agent: keepAlive });
+          if (status === 200) keptServed++;
+          else failures.push(`kept-alive: status ${status}`);
+          keptSerials.add(peer.serialNumber);
+        } catch (error) {
+          failures.push(`kept-alive: ${(error as Error).message}`);
+        }
+      }
+    };
+    const clients = [...Array.from({ length: 4 }, client), keptClient()];
+    try {
+      for (const pair of rotations) {
+        await dir.write('secrets.yaml', [tlsSecret('shop-tls', pair), tlsSecret('secure-tls', secure, ca)]);
+        // The next rotation only once a client has been served this certificate.
+        const serial = new X509Certificate(pair.cert).serialNumber;
+        await vi.waitFor(() => expect(seen).toContain(serial), { timeout: 20_000, interval: 20 });
+      }
+    } finally {
+      hammering = false;
+      await Promise.all(clients);
+      keepAlive.destroy();
+    }
+    expect(failures).toEqual([]);
+    expect(served).toBeGreaterThan(rotations.length);
+    expect(keptServed).toBeGreaterThan(rotations.length);
+    // The kept-alive connection was one connection throughout: made under the certificate before the first rotation.
+    expect(keptSerials.size).toBe(1);
   });
 });
 

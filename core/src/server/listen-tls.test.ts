@@ -1,4 +1,5 @@
 import { execFileSync } from 'node:child_process';
+import { X509Certificate } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { connect as netConnect, type Socket } from 'node:net';
@@ -49,15 +50,33 @@ function get(port: number, path: string, options: ConnectionOptions): Promise<st
   });
 }
 
+/** An HTTP/1.1 GET over TLS with SNI `servername`: the body, and the fingerprint of the certificate the server presented ('' when the connection failed). */
+function getWithCertificate(port: number, servername: string): Promise<{ body: string; fingerprint: string }> {
+  return new Promise((resolve) => {
+    let fingerprint = '';
+    const socket = tlsConnect({ host: '127.0.0.1', port, servername, ALPNProtocols: ['http/1.1'], rejectUnauthorized: false }, () => {
+      fingerprint = socket.getPeerX509Certificate()?.fingerprint256 ?? '';
+      socket.write('GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n');
+    });
+    let data = '';
+    socket.on('data', (c: Buffer) => (data += c.toString('latin1')));
+    socket.on('error', () => {});
+    socket.on('close', () => resolve({ body: data.slice(data.indexOf('\r\n\r\n') + 4), fingerprint }));
+  });
+}
+
 const closed = (socket: Socket) => new Promise<void>((resolve) => (socket.destroyed ? resolve() : socket.once('close', () => resolve())));
 
 describe('listenTls', () => {
   let dir: string;
   let a: { cert: string; key: string };
   let b: { cert: string; key: string };
+  /** Another certificate for a.test (a rotation). */
+  let a2: { cert: string; key: string };
   beforeAll(() => {
     dir = mkdtempSync(join(tmpdir(), 'gatehouse-listen-tls-'));
     a = certificate(dir, 'a.test');
+    a2 = certificate(dir, 'a.test');
     b = certificate(dir, 'b.test');
   });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -94,11 +113,12 @@ describe('listenTls', () => {
   test('a handshake whose SNI OpenSSL reads differently from the ClientHello reader is not served under either policy', async () => {
     const contexts = new TlsContexts();
     contexts.update(snapshot({ 'a.test': a, 'b.test': b }));
-    const hostB = contexts.hostFor('b.test')!;
+    const table = contexts.current;
+    const hostB = table.hostFor('b.test')!;
     // The reader's lookup (the first per connection) is made to pick b.test's policy; later lookups answer truthfully.
     let lookups = 0;
-    const real = contexts.hostFor.bind(contexts);
-    contexts.hostFor = (name: string | undefined): TlsHost | undefined => (lookups++ === 0 ? hostB : real(name));
+    const real = table.hostFor.bind(table);
+    table.hostFor = (name: string | undefined): TlsHost | undefined => (lookups++ === 0 ? hostB : real(name));
     const { server, port } = await listenTls(handler(0), 0, '127.0.0.1', contexts, {});
     try {
       // SNI a.test: OpenSSL's SNI callback disagrees with the reader, and the handshake fails.
@@ -107,8 +127,31 @@ describe('listenTls', () => {
       // No SNI at all: the binding after the handshake disagrees (no default host), and the connection is closed.
       expect(await get(port, '/', { servername: '' })).toBe('');
       lookups = 0;
-      contexts.hostFor = real;
+      table.hostFor = real;
       expect(await get(port, '/', { servername: 'a.test' })).toBe('fast');
+    } finally {
+      await closeGracefully(server, 1_000);
+    }
+  });
+
+  test('a snapshot applied during a handshake (a rotated certificate) does not cut the connection: it is served under the certificate its ClientHello chose, the next one gets the new certificate', async () => {
+    const contexts = new TlsContexts();
+    contexts.update(snapshot({ 'a.test': a }));
+    const rotated = snapshot({ 'a.test': a2 });
+    // The rotation lands right after the ClientHello reader's lookup, before OpenSSL's SNI callback and the handshake's end.
+    const table = contexts.current;
+    const real = table.hostFor.bind(table);
+    let rotate = true;
+    table.hostFor = (name: string | undefined): TlsHost | undefined => {
+      const host = real(name);
+      if (rotate) (rotate = false), contexts.update(rotated);
+      return host;
+    };
+    const { server, port } = await listenTls(handler(0), 0, '127.0.0.1', contexts, {});
+    try {
+      expect(await getWithCertificate(port, 'a.test')).toEqual({ body: 'fast', fingerprint: new X509Certificate(a.cert).fingerprint256 });
+      expect(rotate).toBe(false);
+      expect(await getWithCertificate(port, 'a.test')).toEqual({ body: 'fast', fingerprint: new X509Certificate(a2.cert).fingerprint256 });
     } finally {
       await closeGracefully(server, 1_000);
     }

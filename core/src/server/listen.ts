@@ -2,7 +2,7 @@ import { readPrefix } from './read-prefix.ts';
 import { createServer, type IncomingMessage, type RequestListener, type Server } from 'node:http';
 import { createSecureServer, type Http2Server, type Http2Session } from 'node:http2';
 import type { SecureContext, TLSSocket } from 'node:tls';
-import { bindTlsConnection, DEFAULT_TLS_POLICY, PROTOCOL_ORDER, type TlsContexts, type TlsHost } from './tls-contexts.ts';
+import { bindTlsConnection, DEFAULT_TLS_POLICY, PROTOCOL_ORDER, type TlsContexts, type TlsHost, type TlsTable } from './tls-contexts.ts';
 import { MAX_CLIENT_HELLO_BYTES, parseClientHello } from './client-hello.ts';
 import { readFileSync } from 'node:fs';
 import { createServer as createNetServer, type AddressInfo, type Socket } from 'node:net';
@@ -258,11 +258,14 @@ export async function listenTls(handler: RequestListener, port: number, host: st
       // The TLS handshake is part of the time the request headers have (Node's default is 120 s).
       handshakeTimeout: l.requestHeadersTimeoutMs,
       SNICallback(this: unknown, servername: string, callback: (error: Error | null, context?: SecureContext) => void) {
-        // The policy was chosen from the ClientHello before OpenSSL read it: the two readings must agree.
-        const chosen = chosenHost(this as TLSSocket);
-        const named = contexts.hostFor(servername);
-        if (named && named.policy !== chosen?.policy) return callback(new Error(`SNI "${servername}" read differently before the handshake`));
-        contexts.sniCallback(servername, callback);
+        // The policy was chosen from the ClientHello before OpenSSL read it: the two readings must
+        // agree. Both are made in the table of that moment: a snapshot applied since (a rotated
+        // Secret) takes effect on the next connection, not halfway through this handshake.
+        const chosen = chosenOf(this as TLSSocket);
+        const table = chosen?.table ?? contexts.current;
+        const named = table.hostFor(servername);
+        if (named && named.policy !== chosen?.host?.policy) return callback(new Error(`SNI "${servername}" read differently before the handshake`));
+        table.sniCallback(servername, callback);
       },
       // Set per connection from the chosen VirtualService (handOver).
       requestCert: false,
@@ -281,8 +284,9 @@ export async function listenTls(handler: RequestListener, port: number, host: st
   const admit = clientAdmission(l);
   onConnection(server as unknown as Server, l, admit, (socket) =>
     sniffClientHello(socket, l.requestHeadersTimeoutMs, (servername) => {
-      const vhost = contexts.hostFor(servername);
-      (socket as Socket & { [CHOSEN]?: TlsHost | null })[CHOSEN] = vhost ?? null;
+      const table = contexts.current;
+      const vhost = table.hostFor(servername);
+      (socket as Socket & { [CHOSEN]?: Chosen })[CHOSEN] = { host: vhost, table };
       handOver(tls, tlsConnection!, socket, vhost, ownCredentials);
     }),
   );
@@ -294,12 +298,14 @@ export async function listenTls(handler: RequestListener, port: number, host: st
       socket.setTimeout(0);
       closeOnEnd(socket);
     }
-    // The connection is bound to the VirtualService its SNI chose (SPEC 3.2.1): the gateway
-    // answers 421 to a request for another certificate's host on it.
-    const vhost = bindTlsConnection(socket, contexts);
+    // The connection is bound to the VirtualService its SNI chose (SPEC 3.2.1), in the table its
+    // handshake ran under: the gateway answers 421 to a request for another certificate's host on it.
+    const chosen = chosenOf(socket);
+    const vhost = bindTlsConnection(socket, contexts, chosen?.table);
     // Made under another policy than the one it is bound to (OpenSSL read a name the ClientHello
-    // reader did not, or the snapshot changed during the handshake): not served.
-    const refused = vhost?.policy !== chosenHost(socket)?.policy ? 'tls_sni_mismatch' : vhost && policyViolation(socket, vhost);
+    // reader did not): not served. A snapshot applied during the handshake is not such a case
+    // (both readings use the same table); closing those dropped connections on every rotation.
+    const refused = vhost?.policy !== chosen?.host?.policy ? 'tls_sni_mismatch' : vhost && policyViolation(socket, vhost);
     if (refused) {
       metrics.refusedConnections.inc({ reason: refused });
       socket.destroy();
@@ -318,13 +324,18 @@ interface TlsServerInternals {
   requestCert: boolean;
 }
 
-/** The TLS host a connection's ClientHello chose (null: none), kept on the raw socket. */
+/** What a connection's ClientHello chose, kept on the raw socket. */
 const CHOSEN = Symbol('gatehouse.tlsChosen');
 
-/** The host chosen for a TLS connection before its handshake (undefined: none, or not known). */
-function chosenHost(socket: TLSSocket): TlsHost | undefined {
-  const raw = (socket as TLSSocket & { _parent?: { [CHOSEN]?: TlsHost | null } })._parent;
-  return raw?.[CHOSEN] ?? undefined;
+/** The TLS host a ClientHello chose (undefined: none), and the table of certificates it was chosen from. */
+interface Chosen {
+  readonly host: TlsHost | undefined;
+  readonly table: TlsTable;
+}
+
+/** What was chosen for a TLS connection before its handshake (undefined: not known). */
+function chosenOf(socket: TLSSocket): Chosen | undefined {
+  return (socket as TLSSocket & { _parent?: { [CHOSEN]?: Chosen } })._parent?.[CHOSEN];
 }
 
 /**

@@ -31,20 +31,31 @@ export interface TlsHost {
    * as Gloo merges identical sslConfigs into one filter chain; any other pair may not (421).
    */
   readonly policy: string;
+  /**
+   * {@link policy} without the certificate and key: what the handshake demanded of the client.
+   * A connection made for a VirtualService keeps serving it after only its certificate rotated.
+   */
+  readonly access: string;
 }
 
 const BINDING = Symbol('gatehouse.tlsBinding');
 
-/** The TLS host a connection's SNI chose at its handshake, and the contexts to look others up in. */
+/** The TLS host a connection's SNI chose at its handshake, the table it was chosen from, and the live contexts to look others up in. */
 export interface TlsBinding {
   readonly host: TlsHost | undefined;
+  /** The certificates as they were when the connection's ClientHello was read (its handshake ran under them). */
+  readonly table: TlsTable;
   readonly contexts: TlsContexts;
 }
 
-/** Binds a TLS connection to the host its SNI chose (no SNI: the default host); returns that host. */
-export function bindTlsConnection(socket: TLSSocket, contexts: TlsContexts): TlsHost | undefined {
-  const host = contexts.hostFor((socket as TLSSocket & { servername?: string | false }).servername || undefined);
-  (socket as TLSSocket & { [BINDING]?: TlsBinding })[BINDING] = { host, contexts };
+/**
+ * Binds a TLS connection to the host its SNI chose in `table` (no SNI: the default host): the
+ * table its handshake ran under, not the current one, so a snapshot applied during the
+ * handshake does not change what the connection is bound to. Returns that host.
+ */
+export function bindTlsConnection(socket: TLSSocket, contexts: TlsContexts, table: TlsTable = contexts.current): TlsHost | undefined {
+  const host = table.hostFor((socket as TLSSocket & { servername?: string | false }).servername || undefined);
+  (socket as TLSSocket & { [BINDING]?: TlsBinding })[BINDING] = { host, table, contexts };
   return host;
 }
 
@@ -57,11 +68,67 @@ export function tlsBindingOf(socket: unknown): TlsBinding | undefined {
  * Whether a request for VirtualService `virtualService` may be served on a connection bound by
  * `binding` (SPEC 3.2.1): only when that VirtualService's TLS policy is the one the connection
  * was made under, so a client-certificate or version policy cannot be skipped by choosing
- * another SNI (or by reusing a connection made for another name: answered 421).
+ * another SNI (or by reusing a connection made for another name: answered 421). A connection
+ * made under the VirtualService's policy before its certificate rotated keeps serving it while
+ * the rest of the policy is unchanged: a rotation does not turn open connections away.
  */
 export function servesOnConnection(binding: TlsBinding, virtualService: string): boolean {
+  const { host } = binding;
   const own = binding.contexts.forVirtualService(virtualService);
-  return own !== undefined && binding.host !== undefined && own.policy === binding.host.policy;
+  if (own === undefined || host === undefined) return false;
+  if (own.policy === host.policy) return true;
+  return own.access === host.access && binding.table.forVirtualService(virtualService)?.policy === host.policy;
+}
+
+/**
+ * One snapshot's certificates, by SNI name and by VirtualService; never changed once built, so
+ * a connection's handshake is judged against the table that was current at its ClientHello.
+ */
+export class TlsTable {
+  private readonly exact: ReadonlyMap<string, TlsHost>;
+  private readonly wildcard: ReadonlyMap<string, TlsHost>;
+  private readonly fallback: TlsHost | undefined;
+  private readonly byVirtualService: ReadonlyMap<string, TlsHost>;
+
+  constructor(exact: ReadonlyMap<string, TlsHost>, wildcard: ReadonlyMap<string, TlsHost>, fallback: TlsHost | undefined, byVirtualService: ReadonlyMap<string, TlsHost>) {
+    this.exact = exact;
+    this.wildcard = wildcard;
+    this.fallback = fallback;
+    this.byVirtualService = byVirtualService;
+  }
+
+  /** The TLS host of VirtualService `namespace/name`, if it has TLS and its certificate loads. */
+  forVirtualService(virtualService: string): TlsHost | undefined {
+    return this.byVirtualService.get(virtualService);
+  }
+
+  /** The host serving SNI name `servername` (undefined: no SNI sent); case and one trailing dot do not matter. */
+  hostFor(servername: string | undefined): TlsHost | undefined {
+    if (servername) {
+      const lower = servername.toLowerCase();
+      const name = lower.endsWith('.') ? lower.slice(0, -1) : lower;
+      const hit = this.exact.get(name);
+      if (hit) return hit;
+      const dot = name.indexOf('.');
+      if (dot > 0) {
+        const wild = this.wildcard.get(name.slice(dot));
+        if (wild) return wild;
+      }
+    }
+    return this.fallback;
+  }
+
+  /**
+   * `tls.Server`'s SNICallback: the context of the name. The listener has already started the
+   * handshake under that name's context (and client-certificate setting), chosen from the
+   * ClientHello in this same table, and checks that this reading agrees (./listen.ts); this
+   * keeps the certificate answer the same and fails names nobody serves.
+   */
+  sniCallback(servername: string, callback: (error: Error | null, context?: SecureContext) => void): void {
+    const host = this.hostFor(servername);
+    if (!host) return callback(new Error(`no certificate for "${servername}"`));
+    callback(null, host.context);
+  }
 }
 
 /**
@@ -73,15 +140,12 @@ export function servesOnConnection(binding: TlsBinding, virtualService: string):
  * label. A name nobody serves, with no default, fails the handshake.
  */
 export class TlsContexts {
-  private exact = new Map<string, TlsHost>();
-  private wildcard = new Map<string, TlsHost>();
-  private fallback: TlsHost | undefined;
+  /** The certificates of the last snapshot; replaced whole by each update. */
+  private table = new TlsTable(new Map(), new Map(), undefined, new Map());
   /** Contexts by material, reused across snapshots: building one parses the key (~1 ms). */
   private built = new Map<string, SecureContext>();
   /** The host each VirtualService served last: a certificate that stops loading keeps the previous one serving. */
   private lastGood = new Map<string, TlsHost>();
-  /** The host of each served VirtualService (`namespace/name`), for the SNI binding. */
-  private byVirtualService = new Map<string, TlsHost>();
 
   /** Number of VirtualServices with TLS in the last snapshot. */
   size = 0;
@@ -116,8 +180,9 @@ export class TlsContexts {
         const minVersion = PROTOCOL_ORDER[tlsVersionName(parameters?.minimumProtocolVersion) ?? 'TLSv1.2']!;
         const maxVersion = PROTOCOL_ORDER[tlsVersionName(parameters?.maximumProtocolVersion) ?? 'TLSv1.3']!;
         const ciphers = parameters?.cipherSuites?.length ? new Set(cipherSuiteNames(parameters.cipherSuites)) : undefined;
-        const policy = JSON.stringify([material.cert, material.key, material.ca ?? '', requireClientCert, minVersion, maxVersion, options.ciphers, options.ecdhCurve]);
-        host = { context, options, requireClientCert, virtualService: name, minVersion, maxVersion, ciphers, policy };
+        const access = JSON.stringify([material.ca ?? '', requireClientCert, minVersion, maxVersion, options.ciphers, options.ecdhCurve]);
+        const policy = JSON.stringify([material.cert, material.key, access]);
+        host = { context, options, requireClientCert, virtualService: name, minVersion, maxVersion, ciphers, policy, access };
       } catch (error) {
         // Load-time checks reject such a VirtualService, but a Secret or file it uses can change
         // under it: the certificate it served last keeps serving, and the problem is logged.
@@ -141,45 +206,24 @@ export class TlsContexts {
         else exact.has(domain) || exact.set(domain, host);
       }
     }
-    this.exact = exact;
-    this.wildcard = wildcard;
-    this.fallback = fallback;
+    this.table = new TlsTable(exact, wildcard, fallback, byVirtualService);
     this.built = built;
     this.lastGood = lastGood;
-    this.byVirtualService = byVirtualService;
     this.size = size;
   }
 
-  /** The TLS host of VirtualService `namespace/name`, if it has TLS and its certificate loads. */
+  /** The certificates of the last snapshot, as one immutable table (what a new connection's handshake runs under). */
+  get current(): TlsTable {
+    return this.table;
+  }
+
+  /** The TLS host of VirtualService `namespace/name` in the last snapshot, if it has TLS and its certificate loads. */
   forVirtualService(virtualService: string): TlsHost | undefined {
-    return this.byVirtualService.get(virtualService);
+    return this.table.forVirtualService(virtualService);
   }
 
-  /** The host serving SNI name `servername` (undefined: no SNI sent); case and one trailing dot do not matter. */
+  /** The host serving SNI name `servername` in the last snapshot (undefined: no SNI sent); case and one trailing dot do not matter. */
   hostFor(servername: string | undefined): TlsHost | undefined {
-    if (servername) {
-      const lower = servername.toLowerCase();
-      const name = lower.endsWith('.') ? lower.slice(0, -1) : lower;
-      const hit = this.exact.get(name);
-      if (hit) return hit;
-      const dot = name.indexOf('.');
-      if (dot > 0) {
-        const wild = this.wildcard.get(name.slice(dot));
-        if (wild) return wild;
-      }
-    }
-    return this.fallback;
-  }
-
-  /**
-   * `tls.Server`'s SNICallback: the context of the name. The listener has already started the
-   * handshake under that name's context (and client-certificate setting), chosen from the
-   * ClientHello, and checks that this reading agrees (./listen.ts); this keeps the certificate
-   * answer the same and fails names nobody serves.
-   */
-  sniCallback(servername: string, callback: (error: Error | null, context?: SecureContext) => void): void {
-    const host = this.hostFor(servername);
-    if (!host) return callback(new Error(`no certificate for "${servername}"`));
-    callback(null, host.context);
+    return this.table.hostFor(servername);
   }
 }
