@@ -75,7 +75,8 @@ export async function startGatehouse(command: 'run' | 'gateway' | 'extauth', arg
   let listening: Record<string, unknown>;
   try {
     listening = await Promise.race([
-      waitForLog((l) => l.msg === 'listening', options.timeoutMs ?? 15_000),
+      // 30 s: under the full suite on 2 cores (load 14-18) a start took over 15 s.
+      waitForLog((l) => l.msg === 'listening', options.timeoutMs ?? 30_000),
       exited.then((code) => {
         throw new Error(`gatehouse ${command} exited with ${code} before listening:\n${stderr}\n${logs.map((l) => JSON.stringify(l)).join('\n')}`);
       }),
