@@ -89,7 +89,7 @@ function values(namespace: string): object {
     image: { registry: REGISTRY, repository: 'gatehouse' },
     // The chart's defaults but one: a 1 s auth deadline instead of 200 ms. The one node shares two
     // cores with the whole suite (load 12-18): as a rollout's new gateway pod started, the old pod's
-    // check missed 200 ms (GH_EXTAUTH_TIMEOUT in its log; 1 request of 153, in 2 of 5 runs) with
+    // check missed 200 ms (GH_EXTAUTH_TIMEOUT in its log, 1 request of 153) with
     // every connection up. These scenarios are about serving through rollouts and deleted pods; the
     // 200 ms default is tested in test/extauth/processes.test.ts. A reconnect stall over 1 s still fails them.
     gateway: { extraArgs: ['--extauth-timeout', '1s'] },
