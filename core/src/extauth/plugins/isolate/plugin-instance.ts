@@ -108,17 +108,24 @@ export class PluginInstance {
   private readonly mapStack: (text: string) => string;
 
   /**
-   * Nothing of the plugin's can be running in the isolate: calls may run inline. A timer or
-   * fetch gives the isolate a task of its own (the continuation) that may run for any time,
-   * and a synchronous call would block this thread until it ends; so after one, the instance
-   * is idle again only once a ping through the isolate's queue has come back with no call
-   * waiting and nothing out.
+   * Nothing of the plugin's can be running in the isolate: calls may run inline, and answers
+   * may be handed in synchronously. A timer or fetch gives the isolate a task of its own (the
+   * continuation) that may run for any time, and a synchronous call would block this thread
+   * until it ends; so after one, the instance is idle again only once a ping through the
+   * isolate's queue has come back with no call waiting and nothing out. A call or an answer
+   * sent to the isolate's thread counts until it has returned: while its code waits there for
+   * a synchronous host callback (ctx.store, crypto), isolated-vm unlocks the isolate, and a
+   * synchronous call would run in the middle of it (a store answer handed in before the
+   * operation that it answers was registered was lost, and the call hung to its wall deadline).
    */
   get idle(): boolean {
     // Waiting calls alone do not count: a promise settles either in its own call's microtasks
     // or after a timer or fetch, and those clear `quiet` when they start.
-    return this.quiet && this.calls.outstanding === 0;
+    return this.quiet && this.calls.outstanding === 0 && this.queued === 0 && this.crossings === 0;
   }
+
+  /** Answers (store results, finished verifies) sent to the isolate's thread that have not returned. */
+  private crossings = 0;
 
   private get refs(): RuntimeRefs {
     if (!this.api) throw new PluginCallError(PluginCodes.UNAVAILABLE, 'the plugin has not started');
@@ -665,7 +672,7 @@ export class PluginInstance {
       this.dispose(`the code after ${what} failed (${failure.code})`);
     };
     // Nothing of the plugin's runs on the isolate's thread: cross here, synchronously.
-    if (this.idle && this.queued === 0) {
+    if (this.idle) {
       try {
         this.api[entry].applySync(undefined, [json], options);
       } catch (error) {
@@ -673,7 +680,19 @@ export class PluginInstance {
       }
       return;
     }
-    this.api[entry].apply(undefined, [json], options).catch(failed);
+    this.crossLater(this.api[entry], json, options, failed);
+  }
+
+  /** Hands `json` in on the isolate's own thread, after what runs there now; counted in {@link idle} until it returns. */
+  private crossLater(ref: ivm.Reference<(json: string) => string>, json: string, options: { timeout: number }, failed: (error: unknown) => void): void {
+    this.crossings++;
+    ref.apply(undefined, [json], options).then(
+      () => void this.crossings--,
+      (error: unknown) => {
+        this.crossings--;
+        failed(error);
+      },
+    );
   }
 
   /**

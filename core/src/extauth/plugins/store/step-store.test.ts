@@ -103,6 +103,38 @@ describe('the memory hub', () => {
   });
 });
 
+describe('a store that answers later, at once (Redis on a fast link)', () => {
+  // Each operation is answered by a promise already settled: the answer is ready while the
+  // isolate's thread is still in the host callback that started the operation, or just after.
+  const quickRoute = (): MemoryRoute => {
+    const hub = new MemoryHub();
+    return { run: (identity, limits, call) => Promise.resolve(hub.run(identity, limits, call)) };
+  };
+
+  it('hands an answer in only between the isolate\'s turns: never in the middle of code that runs on its thread', { timeout: 60_000 }, async () => {
+    const logger = recordingLogger();
+    const step = await createPluginStep({ name: 'HostApi', exportedSymbolName: 'StoreTurns', config: { Url: '' } }, { pluginDir: plugins.dir, logger, store: { kind: 'memory', identity: 'turns' }, memoryRoute: quickRoute(), inline: false, wallTimeoutMs: 5000, cpuTimeoutMs: 1000 });
+    for (let i = 0; i < 20; i++) {
+      const decision = await step.authorize(request());
+      expect(decision, JSON.stringify(logger.lines.filter((l) => l.level === 'error').slice(0, 3))).toMatchObject({ allowed: true });
+      expect(header(decision, 'x-interleaved')).toBe('0');
+      expect(header(decision, 'x-gone')).toBe('true');
+    }
+    await step.close();
+  });
+
+  it('loses no answer in a chain of operations after an await (a login callback)', { timeout: 60_000 }, async () => {
+    const logger = recordingLogger();
+    const step = await createPluginStep({ name: 'HostApi', exportedSymbolName: 'StoreChain', config: { Url: '' } }, { pluginDir: plugins.dir, logger, store: { kind: 'memory', identity: 'chain' }, memoryRoute: quickRoute(), wallTimeoutMs: 2000 });
+    for (let i = 0; i < 100; i++) {
+      const decision = await step.authorize(request({ 'x-key': `k${i}` }));
+      expect(decision, JSON.stringify(logger.lines.filter((l) => l.level === 'error').slice(0, 3))).toMatchObject({ allowed: true });
+      expect([header(decision, 'x-gone'), header(decision, 'x-value')]).toEqual(['true', '1']);
+    }
+    await step.close();
+  });
+});
+
 describe('an unreachable Redis (nothing listens on its port)', () => {
   const redis = (failOpen: boolean): StoreSettings => ({ kind: 'redis', identity: 'r', redis: { url: 'redis://127.0.0.1:1' }, keyPrefix: 'test:', timeoutMs: 100, failOpen });
 
