@@ -57,7 +57,7 @@ function files(store: object, extraSecrets: object[] = []) {
 }
 
 async function startRun(dir: ConfigDir): Promise<GatehouseProcess> {
-  const gw = await startGatehouse('run', ['--config-dir', dir.path, '--plugin-dir', plugin.dir, '--access-log', 'false', '--extauth-timeout', '12s', '--plugin-wall-timeout', '10s']);
+  const gw = await startGatehouse('run', ['--config-dir', dir.path, '--plugin-dir', plugin.dir, '--access-log', 'false', '--extauth-timeout', '5s', '--plugin-wall-timeout', '4s']);
   await gw.waitForLog((line) => line.msg === 'received new auth configuration', 60_000);
   return gw;
 }
