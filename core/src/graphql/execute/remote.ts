@@ -13,7 +13,8 @@ import { boundaryOf, MultipartParser } from './incremental.ts';
 import { Template, TemplateSyntaxError } from '../compile/template.ts';
 import { streamOverWebSocket } from '../subscriptions/upstream-ws.ts';
 import { maskRemoteErrors, maskResult } from '../limits/mask-errors.ts';
-import { traceHeaders } from './trace.ts';
+import type { SpanHandle } from '../../tracing/tracing.ts';
+import { resolverSpan, traceHeaders } from './trace.ts';
 
 // The masking of upstream errors is shared with the WebSocket subscription client (./subscriptions/upstream-ws.ts).
 export { maskRemoteErrors, maskResult } from '../limits/mask-errors.ts';
@@ -41,6 +42,15 @@ export interface CompiledRemote {
   readonly timeoutMs: number;
   /** How subscriptions reach the upstream: GraphQL over SSE (default) or graphql-ws over WebSocket. */
   readonly subscriptionProtocol: 'sse' | 'graphql-ws';
+  /** Gloo's `spanName`: the name of each remote execution's span when the request is traced (core/src/tracing). */
+  readonly spanName?: string | undefined;
+}
+
+/** The operation a remote execution forwards, for its span's attributes. */
+export interface RemoteOperation {
+  /** `query`, `mutation` or `subscription`. */
+  readonly type: string;
+  readonly name: string | undefined;
 }
 
 const REMOTE_PATH = ['spec', 'executableSchema', 'executor', 'remote'];
@@ -76,9 +86,9 @@ export function compileRemote(spec: RemoteExecutorSpec, problems: Problem[]): Co
   if (queryParams.length > 0 && !queryParams.some(([, t]) => !t.constant)) {
     // All static: the query string is built once.
     path += (path.includes('?') ? '&' : '?') + queryParams.map(([k, t]) => `${encodeURIComponent(k)}=${encodeURIComponent(t.text)}`).join('&');
-    return { path, headers, queryParams: [], responseHeaders, timeoutMs, subscriptionProtocol: spec.subscriptionProtocol ?? 'sse' };
+    return { path, headers, queryParams: [], responseHeaders, timeoutMs, subscriptionProtocol: spec.subscriptionProtocol ?? 'sse', spanName: spec.spanName || undefined };
   }
-  return { path, headers, queryParams, responseHeaders, timeoutMs, subscriptionProtocol: spec.subscriptionProtocol ?? 'sse' };
+  return { path, headers, queryParams, responseHeaders, timeoutMs, subscriptionProtocol: spec.subscriptionProtocol ?? 'sse', spanName: spec.spanName || undefined };
 }
 
 /**
@@ -120,10 +130,24 @@ export class RemoteExecutor {
     return { cluster: this.cluster, headers: this.headersFor(this.staticHeaders['application/json'], ctx), path: this.pathFor(ctx), timeoutMs: this.remote.timeoutMs };
   }
 
+  /**
+   * A span for one remote execution of a traced, sampled request (a client span under the
+   * request's, named by `spanName`, else `graphql.remote <upstream>`), or undefined. Its
+   * `traceparent` goes on the call; end it with {@link endSpan}.
+   */
+  private spanFor(ctx: RequestContext, path: string, operation: RemoteOperation | undefined): SpanHandle | undefined {
+    const attributes: Record<string, string> = { 'upstream_cluster': this.cluster.name, 'http.method': 'POST', 'url.path': path.split('?', 1)[0]! };
+    if (operation) {
+      attributes['graphql.operation.type'] = operation.type;
+      if (operation.name !== undefined) attributes['graphql.operation.name'] = operation.name;
+    }
+    return resolverSpan(traceHeaders(ctx), this.remote.spanName ?? `graphql.remote ${this.cluster.name}`, attributes);
+  }
+
   /** The headers of an upstream call: the static ones over `base`, then the templates over the request's headers. */
-  private headersFor(base: Readonly<Record<string, string>>, ctx: RequestContext): Readonly<Record<string, string>> {
-    // Trace headers first: a configured header of the same name wins.
-    const withTrace = { ...traceHeaders(ctx), ...base };
+  private headersFor(base: Readonly<Record<string, string>>, ctx: RequestContext, span?: SpanHandle): Readonly<Record<string, string>> {
+    // Trace headers first (the call's own span when it has one): a configured header of the same name wins.
+    const withTrace = span ? { ...traceHeaders(ctx), ...span.traceHeaders, ...base } : { ...traceHeaders(ctx), ...base };
     if (this.dynamicHeaders.length === 0) return withTrace;
     const scope = { headers: ctx.headers };
     const withDynamic: Record<string, string> = withTrace;
@@ -157,7 +181,7 @@ export class RemoteExecutor {
    * (past it: one error, then the end); no event for `idleMs` ends the stream with an error. It
    * ends when the upstream completes, fails, or `signal` aborts (the client left).
    */
-  async *stream(params: RequestParams, ctx: RequestContext, signal: AbortSignal, maxEventBytes: number, idleMs: number, includeUpstreamErrors: boolean): AsyncGenerator<ExecutionResult> {
+  async *stream(params: RequestParams, ctx: RequestContext, signal: AbortSignal, maxEventBytes: number, idleMs: number, includeUpstreamErrors: boolean, operation?: RemoteOperation): AsyncGenerator<ExecutionResult> {
     // Each stream holds an upstream connection (HTTP/1.1) for as long as it runs: at most half of
     // the pool, so that subscriptions never starve the API's queries and mutations.
     const cap = Math.max(1, Math.floor(this.cluster.pick().connections / 2));
@@ -169,15 +193,31 @@ export class RemoteExecutor {
     this.openStreams++;
     try {
       if (this.remote.subscriptionProtocol === 'graphql-ws') yield* streamOverWebSocket(this, params, ctx, signal, maxEventBytes, idleMs, includeUpstreamErrors);
-      else yield* this.streamOverSse(params, ctx, signal, maxEventBytes, idleMs, includeUpstreamErrors);
+      else yield* this.streamOverSse(params, ctx, signal, maxEventBytes, idleMs, includeUpstreamErrors, operation);
     } finally {
       this.openStreams--;
     }
   }
 
   /** {@link stream} over GraphQL over SSE through the cluster's pool. */
-  private async *streamOverSse(params: RequestParams, ctx: RequestContext, signal: AbortSignal, maxEventBytes: number, idleMs: number, includeUpstreamErrors: boolean): AsyncGenerator<ExecutionResult> {
-    const headers = { ...this.headersFor(this.staticHeaders['application/json'], ctx), accept: 'text/event-stream, application/graphql-response+json;q=0.9, application/json;q=0.8' };
+  private async *streamOverSse(params: RequestParams, ctx: RequestContext, signal: AbortSignal, maxEventBytes: number, idleMs: number, includeUpstreamErrors: boolean, operation?: RemoteOperation): AsyncGenerator<ExecutionResult> {
+    const path = this.pathFor(ctx);
+    // The span lasts as long as the stream: it ends when the upstream completes, fails or the client leaves.
+    const span = this.spanFor(ctx, path, operation);
+    try {
+      yield* this.sse(params, ctx, signal, maxEventBytes, idleMs, includeUpstreamErrors, path, span);
+      span?.end();
+    } catch (error) {
+      span?.end((error as Error)?.message ?? 'failed');
+      throw error;
+    } finally {
+      // A consumer that stopped early (return()): not a failure.
+      span?.end();
+    }
+  }
+
+  private async *sse(params: RequestParams, ctx: RequestContext, signal: AbortSignal, maxEventBytes: number, idleMs: number, includeUpstreamErrors: boolean, path: string, span: SpanHandle | undefined): AsyncGenerator<ExecutionResult> {
+    const headers = { ...this.headersFor(this.staticHeaders['application/json'], ctx, span), accept: 'text/event-stream, application/graphql-response+json;q=0.9, application/json;q=0.8' };
     const body = JSON.stringify({ query: params.query, operationName: params.operationName, variables: params.variables, extensions: params.extensions });
     const cluster = this.cluster;
     const host = cluster.pick();
@@ -189,18 +229,21 @@ export class RemoteExecutor {
     const failed = (code: string, message: string): ExecutionResult => ({ errors: [{ message, extensions: { code } } as never] });
     let response: Dispatcher.ResponseData;
     try {
-      response = await host.dispatcher.request({ method: 'POST', path: this.pathFor(ctx), headers, body, signal, headersTimeout: this.remote.timeoutMs, bodyTimeout: idleMs });
+      response = await host.dispatcher.request({ method: 'POST', path, headers, body, signal, headersTimeout: this.remote.timeoutMs, bodyTimeout: idleMs });
     } catch (error) {
       if (signal.aborted) return;
       if (isConnectFailure(error)) cluster.eject(host);
       const code = (error as { code?: string }).code;
       ctx.logger.warn({ reqId: ctx.requestId, err: error, upstream: cluster.name }, 'GraphQL remote executor: upstream stream failed');
+      span?.end(code === 'UND_ERR_HEADERS_TIMEOUT' ? 'upstream timeout' : 'upstream unavailable');
       yield code === 'UND_ERR_HEADERS_TIMEOUT'
         ? failed(FieldErrorCodes.UPSTREAM_TIMEOUT, `the upstream GraphQL server did not answer within ${this.remote.timeoutMs}ms`)
         : failed(FieldErrorCodes.UPSTREAM_ERROR, 'the upstream GraphQL server is unavailable');
       return;
     }
     const stream = response.body;
+    span?.setAttribute('http.status_code', response.statusCode);
+    if (response.statusCode >= 500) span?.end(`status ${response.statusCode}`);
     try {
       const type = String(response.headers['content-type'] ?? '');
       const events = new EventStreamParser(maxEventBytes);
@@ -240,6 +283,7 @@ export class RemoteExecutor {
       if (signal.aborted) return;
       const code = (error as { code?: string }).code;
       ctx.logger.warn({ reqId: ctx.requestId, err: error, upstream: cluster.name }, 'GraphQL remote executor: upstream stream failed');
+      span?.end(code === 'UND_ERR_BODY_TIMEOUT' ? 'upstream idle timeout' : 'upstream closed the stream');
       yield code === 'UND_ERR_BODY_TIMEOUT'
         ? failed(FieldErrorCodes.UPSTREAM_TIMEOUT, `the upstream GraphQL server sent nothing for ${idleMs}ms`)
         : failed(FieldErrorCodes.UPSTREAM_ERROR, 'the upstream GraphQL server closed the stream');
@@ -358,10 +402,29 @@ export class RemoteExecutor {
    * Forwards one operation and returns the answer to write, held within the operation's `budget`
    * (response bytes, bytes buffered); undefined when the client left (nothing to write).
    */
-  async forward(params: RequestParams, media: MediaType, signal: AbortSignal, ctx: RequestContext, budget: OperationBudget, includeUpstreamErrors: boolean): Promise<Answer | undefined> {
-    const maxResponseBytes = budget.limits.maxResponseBytes;
-    const headers = this.headersFor(this.staticHeaders[media], ctx);
+  async forward(params: RequestParams, media: MediaType, signal: AbortSignal, ctx: RequestContext, budget: OperationBudget, includeUpstreamErrors: boolean, operation?: RemoteOperation): Promise<Answer | undefined> {
     const path = this.pathFor(ctx);
+    const span = this.spanFor(ctx, path, operation);
+    if (span === undefined) return this.forwardCall(params, media, signal, ctx, budget, includeUpstreamErrors, path, undefined);
+    try {
+      const answer = await this.forwardCall(params, media, signal, ctx, budget, includeUpstreamErrors, path, span);
+      if (answer === undefined) span.end('client closed before the answer');
+      else {
+        span.setAttribute('http.status_code', answer.status);
+        const error = answer.headers?.['x-gatehouse-error'];
+        if (typeof error === 'string') span.setAttribute('gatehouse.error', error);
+        span.end(answer.status >= 500 ? `status ${answer.status}` : undefined);
+      }
+      return answer;
+    } catch (error) {
+      span.end((error as Error)?.message ?? 'failed');
+      throw error;
+    }
+  }
+
+  private async forwardCall(params: RequestParams, media: MediaType, signal: AbortSignal, ctx: RequestContext, budget: OperationBudget, includeUpstreamErrors: boolean, path: string, span: SpanHandle | undefined): Promise<Answer | undefined> {
+    const maxResponseBytes = budget.limits.maxResponseBytes;
+    const headers = this.headersFor(this.staticHeaders[media], ctx, span);
     const body =
       params.rawBody ??
       JSON.stringify({ query: params.query, operationName: params.operationName, variables: params.variables, extensions: params.extensions });
