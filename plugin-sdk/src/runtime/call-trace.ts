@@ -41,6 +41,8 @@ export interface CallTracking {
 // Captured when the runtime loads, before the plugin runs (it may replace builtins).
 const isArray = Array.isArray;
 const toLowerCase = String.prototype.toLowerCase;
+/** The egress's bound on a fetch's request headers (core/src/extauth/plugins/egress.ts). */
+const MAX_HEADERS = 256;
 
 /** The trace context of a request as the host sends it (`Trace` beside `CheckRequest`), or undefined. */
 export function callTraceOf(value: unknown): CallTrace | undefined {
@@ -90,7 +92,8 @@ export function createCallTracking(): CallTracking {
 /** Fetch parts with the call's `traceparent` (and `tracestate`) added, unless the plugin set its own. */
 export function withTraceHeaders<T extends { headers?: unknown }>(parts: T, trace: CallTrace): T {
   const headers = parts.headers;
-  if (!isArray(headers)) return parts;
+  // The host takes at most 256 request headers: a plugin at the limit keeps its fetch working, untraced.
+  if (!isArray(headers) || headers.length > MAX_HEADERS - 2) return parts;
   let state = false;
   const out: unknown[] = [];
   for (let i = 0; i < headers.length; i++) {

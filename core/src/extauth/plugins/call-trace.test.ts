@@ -98,6 +98,13 @@ describe.each([
     expect(received.get(id('shared-c'))).toBe(c.traceparent);
   });
 
+  it('a plugin that replaces builtins and pollutes Object.prototype still gets its own context, and nothing breaks', async () => {
+    const s = await step('Vandal', inline);
+    const t = trace();
+    expect((await s.authorize(request({ 'x-id': id('vandal') }), { state: {}, trace: t })).allowed).toBe(true);
+    expect(received.get(id('vandal'))).toBe(t.traceparent);
+  });
+
   it("a plugin's own traceparent is sent as it set it", async () => {
     const s = await step('OwnTraceparent', inline);
     expect((await s.authorize(request({ 'x-id': id('own') }), { state: {}, trace: trace() })).allowed).toBe(true);
