@@ -168,9 +168,6 @@ function compile(version: string, executable: ExecutableSchemaSpec, inputs: { de
   }
 
   const remote = executable.executor.remote ? compileRemote(executable.executor.remote, problems) : undefined;
-  // Gloo fields accepted but not honoured (or honoured differently) say so.
-  const ignored = (path: readonly (string | number)[], message: string) => problems.push({ path, code: GraphQLConfigCodes.IGNORED, message, severity: 'warning' });
-
 
   let schema: GraphQLSchema | undefined;
   if (document) {
