@@ -48,6 +48,11 @@ describeWithCollector('tracing plugin fetches and the GraphQL remote executor', 
       req.on('data', (chunk: Buffer) => (body += chunk.toString()));
       req.on('end', () => {
         graphqlCalls.push(req.headers);
+        if (String(req.headers.accept).startsWith('text/event-stream')) {
+          // A subscription over SSE: two events carrying the call's traceparent, then complete.
+          const tick = `event: next\ndata: ${JSON.stringify({ data: { tick: String(req.headers.traceparent) } })}\n\n`;
+          return void res.writeHead(200, { 'content-type': 'text/event-stream' }).end(`${tick}${tick}event: complete\ndata:\n\n`);
+        }
         const broken = body.includes('Broken');
         res.writeHead(broken ? 500 : 200, { 'content-type': 'application/json' }).end(JSON.stringify(broken ? { errors: [{ message: 'down' }] } : { data: { hello: String(req.headers.traceparent) } }));
       });
@@ -60,7 +65,7 @@ describeWithCollector('tracing plugin fetches and the GraphQL remote executor', 
     dir = await makeConfigDir({
       'upstream.yaml': [manifests.upstream('echo', [{ addr: '127.0.0.1', port: echo.port }]), manifests.upstream('remote-gql', [{ addr: '127.0.0.1', port: graphql.port }])],
       'auth.yaml': [manifests.authConfig('sync-fetch', plugin('SyncFetch')), manifests.authConfig('after-timer', plugin('AfterTimer'))],
-      'api.yaml': manifests.graphqlApi('remote', { schemaDefinition: 'type Query { hello: String }', executor: { remote: { upstreamRef: { name: 'remote-gql' }, spanName: 'remote-call' } } }),
+      'api.yaml': manifests.graphqlApi('remote', { schemaDefinition: 'type Query { hello: String }\ntype Subscription { tick: String }', executor: { remote: { upstreamRef: { name: 'remote-gql' }, spanName: 'remote-call' } } }),
       'vs.yaml': manifests.virtualService('shop', {
         domains: ['*'],
         routes: [
@@ -176,6 +181,20 @@ describeWithCollector('tracing plugin fetches and the GraphQL remote executor', 
     expect(failed.attributes).toMatchObject({ 'graphql.operation.name': 'Broken', 'http.status_code': 500 });
     expect(failed.status.code).toBe(2);
     expect(TRACEPARENT.exec(String(graphqlCalls.at(-1)!.traceparent))![2]).toBe(failed.spanId);
+  });
+
+  it('a subscription over SSE is one remote span for the whole stream, the parent of its call', async () => {
+    const traceId = hex(16);
+    const response = await fetch(`${gatehouse.url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'text/event-stream', traceparent: `00-${traceId}-${hex(8)}-01` }, body: JSON.stringify({ query: 'subscription Ticks { tick }' }) });
+    expect(response.status).toBe(200);
+    const text = await response.text();
+    const ticks = [...text.matchAll(/"tick":"([^"]+)"/g)].map((m) => m[1]!);
+    expect(ticks).toHaveLength(2);
+    const [, upstreamTrace, streamSpan] = TRACEPARENT.exec(ticks[0]!)!;
+    expect(upstreamTrace).toBe(traceId);
+    const spans = await collector.waitFor((all) => byId(all, streamSpan!) !== undefined);
+    expect(spans.filter((s) => s.traceId === traceId && s.name === 'remote-call')).toHaveLength(1);
+    expect(byId(spans, streamSpan!)!.attributes).toMatchObject({ 'graphql.operation.type': 'subscription', 'graphql.operation.name': 'Ticks', 'http.status_code': 200 });
   });
 
   it('without sampling, the remote executor makes no span and its call still carries the trace', async () => {

@@ -221,7 +221,7 @@ export class GraphQLEndpoint {
         }
         if (multipart && type !== 'subscription' && usesIncremental(admitted.document, admitted.params.query)) {
           this.operationMetrics[type]!.ok();
-          const sent = await this.options.remote!.forwardIncremental(admitted.params, accept!, res, signal, ctx, budget, this.options.includeUpstreamErrors === true);
+          const sent = await this.options.remote!.forwardIncremental(admitted.params, accept!, res, signal, ctx, budget, this.options.includeUpstreamErrors === true, { type, name: admitted.operation.name?.value });
           if (sent === 'sent') return;
           if (sent) sendAnswer(res, answerMedia, sent);
           else if (!res.writableEnded) res.destroy();

@@ -126,8 +126,8 @@ export class RemoteExecutor {
   }
 
   /** What the graphql-ws upstream transport needs (./subscriptions/upstream-ws.ts). */
-  upstreamCall(ctx: RequestContext): { cluster: UpstreamCluster; headers: Readonly<Record<string, string>>; path: string; timeoutMs: number } {
-    return { cluster: this.cluster, headers: this.headersFor(this.staticHeaders['application/json'], ctx), path: this.pathFor(ctx), timeoutMs: this.remote.timeoutMs };
+  upstreamCall(ctx: RequestContext, span?: SpanHandle): { cluster: UpstreamCluster; headers: Readonly<Record<string, string>>; path: string; timeoutMs: number } {
+    return { cluster: this.cluster, headers: this.headersFor(this.staticHeaders['application/json'], ctx, span), path: this.pathFor(ctx), timeoutMs: this.remote.timeoutMs };
   }
 
   /**
@@ -191,32 +191,28 @@ export class RemoteExecutor {
       return;
     }
     this.openStreams++;
-    try {
-      if (this.remote.subscriptionProtocol === 'graphql-ws') yield* streamOverWebSocket(this, params, ctx, signal, maxEventBytes, idleMs, includeUpstreamErrors);
-      else yield* this.streamOverSse(params, ctx, signal, maxEventBytes, idleMs, includeUpstreamErrors, operation);
-    } finally {
-      this.openStreams--;
-    }
-  }
-
-  /** {@link stream} over GraphQL over SSE through the cluster's pool. */
-  private async *streamOverSse(params: RequestParams, ctx: RequestContext, signal: AbortSignal, maxEventBytes: number, idleMs: number, includeUpstreamErrors: boolean, operation?: RemoteOperation): AsyncGenerator<ExecutionResult> {
     const path = this.pathFor(ctx);
-    // The span lasts as long as the stream: it ends when the upstream completes, fails or the client leaves.
+    // One span for the whole stream: it ends when the upstream completes, fails or the client leaves.
     const span = this.spanFor(ctx, path, operation);
     try {
-      yield* this.sse(params, ctx, signal, maxEventBytes, idleMs, includeUpstreamErrors, path, span);
+      if (this.remote.subscriptionProtocol === 'graphql-ws') {
+        yield* streamOverWebSocket(span ? { upstreamCall: (c: RequestContext) => this.upstreamCall(c, span) } : this, params, ctx, signal, maxEventBytes, idleMs, includeUpstreamErrors);
+      } else {
+        yield* this.streamOverSse(params, ctx, signal, maxEventBytes, idleMs, includeUpstreamErrors, path, span);
+      }
       span?.end();
     } catch (error) {
       span?.end((error as Error)?.message ?? 'failed');
       throw error;
     } finally {
+      this.openStreams--;
       // A consumer that stopped early (return()): not a failure.
       span?.end();
     }
   }
 
-  private async *sse(params: RequestParams, ctx: RequestContext, signal: AbortSignal, maxEventBytes: number, idleMs: number, includeUpstreamErrors: boolean, path: string, span: SpanHandle | undefined): AsyncGenerator<ExecutionResult> {
+  /** {@link stream} over GraphQL over SSE through the cluster's pool. */
+  private async *streamOverSse(params: RequestParams, ctx: RequestContext, signal: AbortSignal, maxEventBytes: number, idleMs: number, includeUpstreamErrors: boolean, path: string, span: SpanHandle | undefined): AsyncGenerator<ExecutionResult> {
     const headers = { ...this.headersFor(this.staticHeaders['application/json'], ctx, span), accept: 'text/event-stream, application/graphql-response+json;q=0.9, application/json;q=0.8' };
     const body = JSON.stringify({ query: params.query, operationName: params.operationName, variables: params.variables, extensions: params.extensions });
     const cluster = this.cluster;
@@ -299,9 +295,24 @@ export class RemoteExecutor {
    * `maxResponseBytes` (past it: a last part with the limit's error). An upstream that answers
    * plain JSON gives an ordinary answer to write; a failure gives the usual 503/504 answer.
    */
-  async forwardIncremental(params: RequestParams, accept: string, res: ServerResponse, signal: AbortSignal, ctx: RequestContext, budget: OperationBudget, includeUpstreamErrors: boolean): Promise<Answer | 'sent' | undefined> {
+  async forwardIncremental(params: RequestParams, accept: string, res: ServerResponse, signal: AbortSignal, ctx: RequestContext, budget: OperationBudget, includeUpstreamErrors: boolean, operation?: RemoteOperation): Promise<Answer | 'sent' | undefined> {
+    const path = this.pathFor(ctx);
+    const span = this.spanFor(ctx, path, operation);
+    if (span === undefined) return this.incremental(params, accept, res, signal, ctx, budget, includeUpstreamErrors, path, undefined);
+    try {
+      const answer = await this.incremental(params, accept, res, signal, ctx, budget, includeUpstreamErrors, path, span);
+      if (answer === 'sent') span.end(res.statusCode >= 500 ? `status ${res.statusCode}` : undefined);
+      else endWithAnswer(span, answer);
+      return answer;
+    } catch (error) {
+      span.end((error as Error)?.message ?? 'failed');
+      throw error;
+    }
+  }
+
+  private async incremental(params: RequestParams, accept: string, res: ServerResponse, signal: AbortSignal, ctx: RequestContext, budget: OperationBudget, includeUpstreamErrors: boolean, path: string, span: SpanHandle | undefined): Promise<Answer | 'sent' | undefined> {
     const maxResponseBytes = budget.limits.maxResponseBytes;
-    const headers = { ...this.headersFor(this.staticHeaders['application/json'], ctx), accept };
+    const headers = { ...this.headersFor(this.staticHeaders['application/json'], ctx, span), accept };
     const body = params.rawBody ?? JSON.stringify({ query: params.query, operationName: params.operationName, variables: params.variables, extensions: params.extensions });
     const cluster = this.cluster;
     const host = cluster.pick();
@@ -318,11 +329,12 @@ export class RemoteExecutor {
     };
     let response: Dispatcher.ResponseData;
     try {
-      response = await host.dispatcher.request({ method: 'POST', path: this.pathFor(ctx), headers, body, signal, headersTimeout: this.remote.timeoutMs, bodyTimeout: this.remote.timeoutMs });
+      response = await host.dispatcher.request({ method: 'POST', path, headers, body, signal, headersTimeout: this.remote.timeoutMs, bodyTimeout: this.remote.timeoutMs });
     } catch (error) {
       if (signal.aborted) return undefined;
       return this.failure(error, host, ctx);
     }
+    span?.setAttribute('http.status_code', response.statusCode);
     const passed: Record<string, string | string[]> = {};
     for (const name of this.remote.responseHeaders) {
       const value = response.headers[name];
@@ -369,6 +381,7 @@ export class RemoteExecutor {
     } catch (error) {
       if (signal.aborted) return undefined;
       ctx.logger.warn({ reqId: ctx.requestId, err: error, upstream: cluster.name }, 'GraphQL remote executor: upstream failed mid-answer');
+      span?.end('upstream failed mid-answer');
       if (res.headersSent) {
         // Cut mid-body: the client must see a broken response, not a truncated "complete" one.
         res.destroy();
@@ -408,13 +421,7 @@ export class RemoteExecutor {
     if (span === undefined) return this.forwardCall(params, media, signal, ctx, budget, includeUpstreamErrors, path, undefined);
     try {
       const answer = await this.forwardCall(params, media, signal, ctx, budget, includeUpstreamErrors, path, span);
-      if (answer === undefined) span.end('client closed before the answer');
-      else {
-        span.setAttribute('http.status_code', answer.status);
-        const error = answer.headers?.['x-gatehouse-error'];
-        if (typeof error === 'string') span.setAttribute('gatehouse.error', error);
-        span.end(answer.status >= 500 ? `status ${answer.status}` : undefined);
-      }
+      endWithAnswer(span, answer);
       return answer;
     } catch (error) {
       span.end((error as Error)?.message ?? 'failed');
@@ -470,6 +477,15 @@ export class RemoteExecutor {
       { 'x-gatehouse-error': timeout ? ErrorCodes.UPSTREAM_TIMEOUT : ErrorCodes.UPSTREAM_UNAVAILABLE },
     );
   }
+}
+
+/** Ends a remote execution's span with the answer written for it (undefined: the client left). */
+function endWithAnswer(span: SpanHandle, answer: Answer | undefined): void {
+  if (answer === undefined) return span.end('client closed before the answer');
+  span.setAttribute('http.status_code', answer.status);
+  const error = answer.headers?.['x-gatehouse-error'];
+  if (typeof error === 'string') span.setAttribute('gatehouse.error', error);
+  span.end(answer.status >= 500 ? `status ${answer.status}` : undefined);
 }
 
 /** The failure of an answer larger than the response limit. */
