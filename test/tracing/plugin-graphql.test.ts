@@ -35,6 +35,8 @@ describeWithCollector('tracing plugin fetches and the GraphQL remote executor', 
   let pluginDir: string;
   let dir: ConfigDir;
   let gatehouse: GatehouseProcess;
+  /** The same config with plugins on the event loop (`--plugin-thread false`): inline calls, in batches. */
+  let inline: GatehouseProcess;
 
   beforeAll(async () => {
     collector = await startCollector();
@@ -76,23 +78,26 @@ describeWithCollector('tracing plugin fetches and the GraphQL remote executor', 
         ],
       }),
     });
-    gatehouse = await startGatehouse('run', ['--config-dir', dir.path, '--plugin-dir', pluginDir], {
-      env: { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${collector.httpPort}`, OTEL_SERVICE_NAME: 'edge', OTEL_BSP_SCHEDULE_DELAY: '100' },
-      timeoutMs: 60_000,
-    });
+    const env = { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${collector.httpPort}`, OTEL_SERVICE_NAME: 'edge', OTEL_BSP_SCHEDULE_DELAY: '100' };
+    [gatehouse, inline] = await Promise.all([
+      startGatehouse('run', ['--config-dir', dir.path, '--plugin-dir', pluginDir], { env, timeoutMs: 60_000 }),
+      startGatehouse('run', ['--config-dir', dir.path, '--plugin-dir', pluginDir, '--plugin-thread', 'false'], { env, timeoutMs: 60_000 }),
+    ]);
     // The SDK loads on the first traced request: until the upstream sees a new span id, nothing is traced.
-    for (let i = 0; ; i++) {
-      const caller = hex(8);
-      const reply = await send(gatehouse.url, { path: '/', headers: { traceparent: `00-${hex(16)}-${caller}-01` } });
-      const upstream = TRACEPARENT.exec(String((JSON.parse(reply.body) as { headers: Record<string, string> }).headers.traceparent));
-      if (upstream && upstream[2] !== caller) break;
-      if (i > 100) throw new Error('the gateway never traced a request');
-      await new Promise((r) => setTimeout(r, 50));
+    for (const gateway of [gatehouse, inline]) {
+      for (let i = 0; ; i++) {
+        const caller = hex(8);
+        const reply = await send(gateway.url, { path: '/', headers: { traceparent: `00-${hex(16)}-${caller}-01` } });
+        const upstream = TRACEPARENT.exec(String((JSON.parse(reply.body) as { headers: Record<string, string> }).headers.traceparent));
+        if (upstream && upstream[2] !== caller) break;
+        if (i > 100) throw new Error('the gateway never traced a request');
+        await new Promise((r) => setTimeout(r, 50));
+      }
     }
   }, 120_000);
 
   afterAll(async () => {
-    await gatehouse?.stop();
+    await Promise.all([gatehouse?.stop(), inline?.stop()]);
     await Promise.all([echo?.close(), seenServer?.close(), graphql?.close()]);
     await dir?.cleanup();
     if (pluginDir) await rm(pluginDir, { recursive: true, force: true });
@@ -139,12 +144,16 @@ describeWithCollector('tracing plugin fetches and the GraphQL remote executor', 
     await pluginChain(traceId, first[2]!);
   });
 
-  it('concurrent checks on one plugin each propagate their own trace', async () => {
+  it.each([
+    ['in the plugin process (the default)', 'process', () => gatehouse],
+    ['inline on the event loop (--plugin-thread false)', 'inline', () => inline],
+  ])('concurrent checks on one plugin each propagate their own trace, %s', async (_where, label, gateway) => {
     const traces = Array.from({ length: 8 }, () => hex(16));
-    const replies = await Promise.all(traces.map((traceId, i) => send(gatehouse.url, { path: '/plugin-sync', headers: { traceparent: `00-${traceId}-${hex(8)}-01`, 'x-id': `c${i}`, 'x-ms': '50' } })));
+    const key = (i: number) => `${label}-${i}`;
+    const replies = await Promise.all(traces.map((traceId, i) => send(gateway().url, { path: '/plugin-sync', headers: { traceparent: `00-${traceId}-${hex(8)}-01`, 'x-id': key(i), 'x-ms': '50' } })));
     expect(replies.map((r) => r.status)).toEqual(traces.map(() => 200));
     const parents = traces.map((traceId, i) => {
-      const [, fetchedTrace, parent] = TRACEPARENT.exec(String(seen.get(`c${i}`)))!;
+      const [, fetchedTrace, parent] = TRACEPARENT.exec(String(seen.get(key(i))))!;
       expect(fetchedTrace).toBe(traceId);
       return parent!;
     });
