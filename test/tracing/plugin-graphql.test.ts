@@ -78,10 +78,12 @@ describeWithCollector('tracing plugin fetches and the GraphQL remote executor', 
         ],
       }),
     });
+    // The plugin call deadline is not under test: generous, for a loaded machine.
+    const generous = ['--plugin-wall-timeout', '10s'];
     const env = { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${collector.httpPort}`, OTEL_SERVICE_NAME: 'edge', OTEL_BSP_SCHEDULE_DELAY: '100' };
     [gatehouse, inline] = await Promise.all([
-      startGatehouse('run', ['--config-dir', dir.path, '--plugin-dir', pluginDir], { env, timeoutMs: 60_000 }),
-      startGatehouse('run', ['--config-dir', dir.path, '--plugin-dir', pluginDir, '--plugin-thread', 'false'], { env, timeoutMs: 60_000 }),
+      startGatehouse('run', ['--config-dir', dir.path, '--plugin-dir', pluginDir, ...generous], { env, timeoutMs: 60_000 }),
+      startGatehouse('run', ['--config-dir', dir.path, '--plugin-dir', pluginDir, ...generous, '--plugin-thread', 'false'], { env, timeoutMs: 60_000 }),
     ]);
     // The SDK loads on the first traced request: until the upstream sees a new span id, nothing is traced.
     for (const gateway of [gatehouse, inline]) {

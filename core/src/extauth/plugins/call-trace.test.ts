@@ -34,8 +34,9 @@ afterAll(async () => {
   await plugins?.remove();
 });
 
+// The wall deadline is not what these tests are about: generous, for a loaded machine.
 async function step(symbol: string, inline: boolean): Promise<PluginStep> {
-  const built = await createPluginStep({ name: 'Trace', exportedSymbolName: symbol, config: { Url: base }, egress: [{ url: base }] }, { pluginDir: plugins.dir, logger: recordingLogger(), inline });
+  const built = await createPluginStep({ name: 'Trace', exportedSymbolName: symbol, config: { Url: base }, egress: [{ url: base }] }, { pluginDir: plugins.dir, logger: recordingLogger(), inline, wallTimeoutMs: 10_000 });
   steps.push(built);
   return built;
 }
