@@ -78,8 +78,8 @@ describeWithCollector('tracing plugin fetches and the GraphQL remote executor', 
         ],
       }),
     });
-    // The plugin call deadline is not under test: generous, for a loaded machine.
-    const generous = ['--plugin-wall-timeout', '10s'];
+    // The plugin call and auth check deadlines are not under test: generous, for a loaded machine.
+    const generous = ['--plugin-wall-timeout', '10s', '--extauth-timeout', '10s'];
     const env = { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${collector.httpPort}`, OTEL_SERVICE_NAME: 'edge', OTEL_BSP_SCHEDULE_DELAY: '100' };
     [gatehouse, inline] = await Promise.all([
       startGatehouse('run', ['--config-dir', dir.path, '--plugin-dir', pluginDir, ...generous], { env, timeoutMs: 60_000 }),
