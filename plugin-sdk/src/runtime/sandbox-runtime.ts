@@ -137,9 +137,11 @@ export function install(host: HostApi): RuntimeApi {
   // A verify the host runs off the event loop answers `{job}`: its call is tagged like an operation's.
   const jobTraces = new Map<number, CallTrace | undefined>();
   const rawCrypto = host.crypto;
+  const applyOf = Reflect.apply;
   const hostCrypto = rawCrypto
-    ? (op: string, args: unknown, ...more: unknown[]): unknown => {
-        const answer = rawCrypto(op, args, ...more);
+    ? function (this: unknown): unknown {
+        // `arguments` through Reflect.apply, not a spread: the plugin may have replaced the array iterator.
+        const answer = applyOf(rawCrypto, undefined, arguments);
         if (tracking.traced && typeof answer === 'object' && answer !== null && typeof (answer as { job?: unknown }).job === 'number') jobTraces.set((answer as { job: number }).job, tracking.capture());
         return answer;
       }
