@@ -246,7 +246,10 @@ export function install(host: HostApi): RuntimeApi {
     if (tracking.traced) {
       // The continuations these answers wake belong to their calls, when it is one call.
       const traces: (CallTrace | undefined)[] = [];
-      for (const result of results) if (isArray(result) && typeof result[0] === 'number' && storeJobs.has(result[0])) traces.push(storeJobs.get(result[0])!.trace);
+      for (let i = 0; i < results.length; i++) {
+        const result = results[i] as unknown;
+        if (isArray(result) && typeof result[0] === 'number' && storeJobs.has(result[0])) traces[traces.length] = storeJobs.get(result[0])!.trace;
+      }
       tracking.enter(sameTrace(traces));
     }
     for (const result of results) {
@@ -553,8 +556,9 @@ export function install(host: HostApi): RuntimeApi {
       if (!isArray(results)) return 'bad';
       if (tracking.traced) {
         const traces: (CallTrace | undefined)[] = [];
-        for (let i = 0; i < results.length; i += 2) if (jobTraces.has(results[i] as number)) {
-          traces.push(jobTraces.get(results[i] as number));
+        for (let i = 0; i < results.length; i += 2) {
+          if (!jobTraces.has(results[i] as number)) continue;
+          traces[traces.length] = jobTraces.get(results[i] as number);
           jobTraces.delete(results[i] as number);
         }
         tracking.enter(sameTrace(traces));

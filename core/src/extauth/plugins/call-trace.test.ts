@@ -1,3 +1,4 @@
+import { generateKeyPairSync, sign } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -35,8 +36,8 @@ afterAll(async () => {
 });
 
 // The wall deadline is not what these tests are about: generous, for a loaded machine.
-async function step(symbol: string, inline: boolean): Promise<PluginStep> {
-  const built = await createPluginStep({ name: 'Trace', exportedSymbolName: symbol, config: { Url: base }, egress: [{ url: base }] }, { pluginDir: plugins.dir, logger: recordingLogger(), inline, wallTimeoutMs: 10_000 });
+async function step(symbol: string, inline: boolean, config: Record<string, unknown> = {}): Promise<PluginStep> {
+  const built = await createPluginStep({ name: 'Trace', exportedSymbolName: symbol, config: { Url: base, ...config }, egress: [{ url: base }] }, { pluginDir: plugins.dir, logger: recordingLogger(), inline, wallTimeoutMs: 10_000 });
   steps.push(built);
   return built;
 }
@@ -81,6 +82,17 @@ describe.each([
     const u = trace();
     expect((await store.authorize(request({ 'x-id': id('store') }), { state: {}, trace: u })).allowed).toBe(true);
     expect(received.get(id('store'))).toBe(u.traceparent);
+  });
+
+  it('a call alone keeps its context across an ES256 verify (a verify job off the event loop, inline)', async () => {
+    const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    const data = Buffer.from('signed');
+    const sig = sign('sha256', data, { key: privateKey, dsaEncoding: 'ieee-p1363' });
+    const s = await step('AfterVerify', inline, { Jwk: publicKey.export({ format: 'jwk' }), Sig: sig.toString('base64'), Data: data.toString('base64') });
+    const t = trace();
+    const decision = await s.authorize(request({ 'x-id': id('verify') }), { state: {}, trace: t });
+    expect(decision.allowed && decision.headersToSet.find((h) => h.key === 'x-valid')?.value).toBe('true');
+    expect(received.get(id('verify'))).toBe(t.traceparent);
   });
 
   it('a continuation that may be another call (two calls in flight awaiting one promise) sends no trace context', async () => {
