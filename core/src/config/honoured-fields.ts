@@ -542,7 +542,7 @@ export const HONOURED_FIELDS: { readonly [K in CrdKind]: Fields } = {
     'executableSchema.executor.remote.path': 'core/src/graphql/execute/endpoint.ts',
     'executableSchema.executor.remote.queryParams': 'core/src/graphql/execute/remote.ts',
     'executableSchema.executor.remote.responseHeaders[]': 'core/src/graphql/execute/remote.ts',
-    'executableSchema.executor.remote.spanName': 'core/src/graphql/compile/schema.ts',
+    'executableSchema.executor.remote.spanName': 'core/src/graphql/execute/remote.ts',
     'executableSchema.executor.remote.subscriptionProtocol': 'core/src/graphql/execute/remote.ts',
     'executableSchema.executor.remote.timeout': 'core/src/graphql/execute/remote.ts',
     'executableSchema.executor.remote.upstreamRef.name': 'core/src/graphql/execute/endpoints.ts',

@@ -275,7 +275,8 @@ function setsAndRemoves(decision: Allowed): boolean {
 function traced(step: AuthStep, request: CheckRequest, configId: string, context: Parameters<AuthStep['authorize']>[1]): Promise<AuthDecision> {
   const span = remoteChildSpan(request.attributes.request.http.headers, `auth step ${step.name}`, { 'auth.config_id': configId, 'auth.step': step.name });
   if (span === undefined) return step.authorize(request, context);
-  return step.authorize(request, context).then(
+  // The step's span is the parent of what it calls: a plugin's fetches carry it (docs/tracing.md).
+  return step.authorize(request, { state: context?.state ?? {}, trace: span.traceHeaders }).then(
     (decision) => {
       span.setAttribute('auth.allowed', decision.allowed);
       if (!decision.allowed) span.setAttribute('http.status_code', decision.status);

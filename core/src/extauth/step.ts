@@ -37,6 +37,8 @@ export const forbidden = (): AuthDecision => ({ allowed: false, status: 403, hea
 /** What a step gets besides the request: the State the previous allowing steps left. */
 export interface StepContext {
   readonly state: Record<string, unknown>;
+  /** The auth step span's trace context (`traceparent`, `tracestate`), when the check is traced: a plugin's fetches carry it. */
+  readonly trace?: Readonly<Record<string, string>> | undefined;
 }
 
 /** One built auth step. Built once per AuthConfig version; `authorize` runs per request. */

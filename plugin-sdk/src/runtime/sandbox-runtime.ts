@@ -16,6 +16,7 @@ import { atob } from './web/encoding.ts';
 import type { HostApi, HostLog } from './host-api.ts';
 import { decodeConfig } from './decode-config.ts';
 import { createWebAssembly, type WasmNamespace } from './web/wasm.ts';
+import { callTraceOf, createCallTracking, withTraceHeaders, type CallTrace } from './call-trace.ts';
 
 export type { HostLog };
 
@@ -109,9 +110,44 @@ export function install(host: HostApi): RuntimeApi {
   }
   // Builtins that termination cannot interrupt get bounded inputs (issue 17 findings 5, 12, 16).
   boundBuiltins();
+  // Which call the running code belongs to, for the trace context of its fetches (./call-trace.ts).
+  const tracking = createCallTracking();
+  const promiseThenOf = Promise.prototype.then;
+  const rawCall = host.call;
+  // Once a call has carried trace context, every host operation is tagged with the call it was
+  // started under and its answer, when delivered, names that call (no cost before then).
+  const hostCall = rawCall
+    ? (op: string, args: unknown): Promise<unknown> => {
+        if (!tracking.traced) return rawCall(op, args);
+        const trace = tracking.capture();
+        const sent = rawCall(op, op === 'fetch' && trace !== undefined ? withTraceHeaders(args as { headers?: unknown }, trace) : args);
+        return promiseThenOf.call(
+          sent,
+          (answer: unknown) => {
+            tracking.enter(trace);
+            return answer;
+          },
+          (error: unknown) => {
+            tracking.enter(trace);
+            throw error;
+          },
+        ) as Promise<unknown>;
+      }
+    : undefined;
+  // A verify the host runs off the event loop answers `{job}`: its call is tagged like an operation's.
+  const jobTraces = new Map<number, CallTrace | undefined>();
+  const rawCrypto = host.crypto;
+  const applyOf = Reflect.apply;
+  const hostCrypto = rawCrypto
+    ? function (this: unknown): unknown {
+        // `arguments` through Reflect.apply, not a spread: the plugin may have replaced the array iterator.
+        const answer = applyOf(rawCrypto, undefined, arguments);
+        if (tracking.traced && typeof answer === 'object' && answer !== null && typeof (answer as { job?: unknown }).job === 'number') jobTraces.set((answer as { job: number }).job, tracking.capture());
+        return answer;
+      }
+    : undefined;
   // The Web platform subset that needs no host (SPEC 5.3): plain JavaScript in this realm.
-  const { resolveJobs } = installWebGlobals(host);
-  const hostCall = host.call;
+  const { resolveJobs } = installWebGlobals({ ...host, call: hostCall, crypto: hostCrypto });
   if (hostCall) {
     const timers = createTimers(hostCall, (error) => emitUncaught('a timer callback', error));
     for (const [name, value] of Object.entries(timers)) defineProperty(globalThis, name, { value, writable: true, configurable: true });
@@ -160,7 +196,7 @@ export function install(host: HostApi): RuntimeApi {
   const logger: PluginLogger = freeze({ debug: emit('debug'), info: emit('info'), warn: emit('warn'), error: emit('error') });
   const hostStore = host.store;
   /** Store operations answered later (`{job}`): settled by `resolveStore`. */
-  const storeJobs = new Map<number, { resolve: (value: unknown) => void; reject: (error: unknown) => void }>();
+  const storeJobs = new Map<number, { resolve: (value: unknown) => void; reject: (error: unknown) => void; trace: CallTrace | undefined }>();
   const PromiseOf = Promise;
   const storeCall = (op: string, key: string, arg?: string | number, ttlMs?: number): Promise<unknown> => {
     let reply: { v: unknown } | { job: number };
@@ -171,7 +207,8 @@ export function install(host: HostApi): RuntimeApi {
     }
     if ('v' in reply) return PromiseOf.resolve(reply.v);
     const job = reply.job;
-    return new PromiseOf((resolve, reject) => void storeJobs.set(job, { resolve, reject }));
+    const trace = tracking.capture();
+    return new PromiseOf((resolve, reject) => void storeJobs.set(job, { resolve, reject, trace }));
   };
   const ttlOf = (options: { ttlMs?: number } | undefined): number | undefined => {
     const ttl = options?.ttlMs;
@@ -206,6 +243,15 @@ export function install(host: HostApi): RuntimeApi {
   /** Settles store jobs: `[id, 1, value]` or `[id, 0, {name, message}]`, as a JSON array of those. */
   const resolveStore = (results: unknown): void => {
     if (!isArray(results)) return;
+    if (tracking.traced) {
+      // The continuations these answers wake belong to their calls, when it is one call.
+      const traces: (CallTrace | undefined)[] = [];
+      for (let i = 0; i < results.length; i++) {
+        const result = results[i] as unknown;
+        if (isArray(result) && typeof result[0] === 'number' && storeJobs.has(result[0])) traces[traces.length] = storeJobs.get(result[0])!.trace;
+      }
+      tracking.enter(sameTrace(traces));
+    }
     for (const result of results) {
       if (!isArray(result)) continue;
       const [id, ok, payload] = result as [unknown, unknown, unknown];
@@ -314,6 +360,13 @@ export function install(host: HostApi): RuntimeApi {
     }
   };
 
+  /** The one call all of `traces` name, or undefined (none, or several: ambiguous). */
+  const sameTrace = (traces: (CallTrace | undefined)[]): CallTrace | undefined => {
+    const first = traces[0];
+    for (let i = 1; i < traces.length; i++) if (traces[i] !== first) return undefined;
+    return first;
+  };
+
   let service: AuthService | undefined;
   let lastPending = 0;
   /** Outcomes of pending calls that settled before the host asked (settle() takes them). */
@@ -322,7 +375,7 @@ export function install(host: HostApi): RuntimeApi {
   const notify = new Set<number>();
 
   /** Calls Authorize: the answer (a JSON outcome) now, or later (the plugin's promise, settled to one). */
-  const call = (requestJson: string): { now: string } | { later: Promise<string> } => {
+  const call = (requestJson: string): { now: string } | { later: Promise<string>; trace: CallTrace | undefined } => {
     let request: unknown;
     try {
       request = parse(requestJson);
@@ -331,26 +384,42 @@ export function install(host: HostApi): RuntimeApi {
     }
     return callWith(request);
   };
-  const callWith = (request: unknown): { now: string } | { later: Promise<string> } => {
+  const callWith = (request: unknown): { now: string } | { later: Promise<string>; trace: CallTrace | undefined } => {
     budget = LOG_LINES_PER_CALL;
     if (!service) return { now: fails('authorize', 'not initialized') };
+    let trace: CallTrace | undefined;
+    let begun = false;
     try {
-      // The host sends {CheckRequest, State}; State is the previous step's (or {}).
-      const { CheckRequest, State } = request as { CheckRequest: unknown; State?: unknown };
+      // The host sends {CheckRequest, State, Trace?}; State is the previous step's (or {}),
+      // Trace the context the call's fetches carry (the auth step's span), when it is traced.
+      const { CheckRequest, State, Trace } = request as { CheckRequest: unknown; State?: unknown; Trace?: unknown };
+      trace = Trace === undefined ? undefined : callTraceOf(Trace);
       // proto3 JSON carries bytes as base64; the plugin gets raw_body as bytes (SPEC 5.3).
       const http = (CheckRequest as { attributes?: { request?: { http?: { raw_body?: unknown } } } } | null)?.attributes?.request?.http;
       if (http && typeof http.raw_body === 'string') http.raw_body = base64Bytes(http.raw_body);
       const state = typeof State === 'object' && State !== null && !isArray(State) ? (State as Record<string, unknown>) : {};
+      tracking.begin(trace);
+      begun = true;
       const result = service.Authorize(ctx, { CheckRequest: CheckRequest as never, State: state });
-      if (!isThenable(result)) return { now: answer(result) };
-      return { later: promiseThen.call(resolve(result), answer, (error: unknown) => failed('authorize', error)) as Promise<string> };
+      if (!isThenable(result)) {
+        tracking.end(trace);
+        tracking.afterSync(undefined);
+        return { now: answer(result) };
+      }
+      const later = promiseThen.call(resolve(result), answer, (error: unknown) => failed('authorize', error)) as Promise<string>;
+      tracking.afterSync(trace);
+      return { later, trace };
     } catch (error) {
+      if (begun) {
+        tracking.end(trace);
+        tracking.afterSync(undefined);
+      }
       return { now: failed('authorize', error) };
     }
   };
 
   /** An outcome for the host now: the answer, or `{pending: id}` (answered by settle or done). */
-  const outcomeOf = (result: { now: string } | { later: Promise<string> }, notifyPending: boolean): string => {
+  const outcomeOf = (result: { now: string } | { later: Promise<string>; trace: CallTrace | undefined }, notifyPending: boolean): string => {
     if ('now' in result) return result.now;
     const id = ++lastPending;
     // The host on the isolate's thread cannot ask with settle() (its call could queue behind
@@ -359,7 +428,9 @@ export function install(host: HostApi): RuntimeApi {
     const done = host.done;
     // `later` never rejects: the handlers in call() turn everything into an outcome. It is
     // kept for settle(); only an outcome the host is already waiting for goes through done.
+    const trace = result.trace;
     void promiseThen.call(result.later, (value: unknown) => {
+      tracking.end(trace);
       if (notify.delete(id)) done?.(id, value as string);
       else settled.set(id, value as string);
     });
@@ -483,6 +554,15 @@ export function install(host: HostApi): RuntimeApi {
         return 'bad';
       }
       if (!isArray(results)) return 'bad';
+      if (tracking.traced) {
+        const traces: (CallTrace | undefined)[] = [];
+        for (let i = 0; i < results.length; i += 2) {
+          if (!jobTraces.has(results[i] as number)) continue;
+          traces[traces.length] = jobTraces.get(results[i] as number);
+          jobTraces.delete(results[i] as number);
+        }
+        tracking.enter(sameTrace(traces));
+      }
       resolveJobs(results as number[]);
       return 'ok';
     },

@@ -168,11 +168,6 @@ function compile(version: string, executable: ExecutableSchemaSpec, inputs: { de
   }
 
   const remote = executable.executor.remote ? compileRemote(executable.executor.remote, problems) : undefined;
-  // Gloo fields accepted but not honoured (or honoured differently) say so.
-  const ignored = (path: readonly (string | number)[], message: string) => problems.push({ path, code: GraphQLConfigCodes.IGNORED, message, severity: 'warning' });
-  // A resolver's spanName names its call's span (core/src/tracing); the remote executor makes none of its own.
-  if (executable.executor.remote?.spanName !== undefined) ignored(['spec', 'executableSchema', 'executor', 'remote', 'spanName'], "spanName has no effect on the remote executor: its call carries the request's span as the parent and makes no span of its own");
-
 
   let schema: GraphQLSchema | undefined;
   if (document) {

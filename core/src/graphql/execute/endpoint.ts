@@ -221,7 +221,7 @@ export class GraphQLEndpoint {
         }
         if (multipart && type !== 'subscription' && usesIncremental(admitted.document, admitted.params.query)) {
           this.operationMetrics[type]!.ok();
-          const sent = await this.options.remote!.forwardIncremental(admitted.params, accept!, res, signal, ctx, budget, this.options.includeUpstreamErrors === true);
+          const sent = await this.options.remote!.forwardIncremental(admitted.params, accept!, res, signal, ctx, budget, this.options.includeUpstreamErrors === true, { type, name: admitted.operation.name?.value });
           if (sent === 'sent') return;
           if (sent) sendAnswer(res, answerMedia, sent);
           else if (!res.writableEnded) res.destroy();
@@ -338,7 +338,7 @@ export class GraphQLEndpoint {
       return errorAnswer(400, [{ message: 'a subscription needs a streaming transport: graphql-ws (WebSocket, graphql-transport-ws) or GraphQL over SSE (Accept: text/event-stream)' }]);
     }
     if (this.options.remote) {
-      const answer = await this.options.remote.forward(params, media, signal, ctx, budget, this.options.includeUpstreamErrors === true);
+      const answer = await this.options.remote.forward(params, media, signal, ctx, budget, this.options.includeUpstreamErrors === true, { type: operation.operation, name: operation.name?.value });
       // The upstream's errors count as errors (its 4xx/5xx, or an `errors` member in its answer).
       if (answer) this.record(operation, answer.status >= 400 || answer.body.includes('"errors"'), started);
       return answer;
@@ -378,7 +378,7 @@ export class GraphQLEndpoint {
     const remote = this.options.remote;
     if (remote) {
       this.operationMetrics[operation.operation]!.ok();
-      yield* remote.stream(params, ctx, signal, this.limits.maxResponseBytes, this.subscriptionIdleMs, this.options.includeUpstreamErrors === true);
+      yield* remote.stream(params, ctx, signal, this.limits.maxResponseBytes, this.subscriptionIdleMs, this.options.includeUpstreamErrors === true, { type: operation.operation, name: operation.name?.value });
       return;
     }
     const [result, stringify] = await this.execute(admitted.prepared, admitted.document, operation, params, ctx, budget);

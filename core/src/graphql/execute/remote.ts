@@ -13,7 +13,8 @@ import { boundaryOf, MultipartParser } from './incremental.ts';
 import { Template, TemplateSyntaxError } from '../compile/template.ts';
 import { streamOverWebSocket } from '../subscriptions/upstream-ws.ts';
 import { maskRemoteErrors, maskResult } from '../limits/mask-errors.ts';
-import { traceHeaders } from './trace.ts';
+import type { SpanHandle } from '../../tracing/tracing.ts';
+import { resolverSpan, traceHeaders } from './trace.ts';
 
 // The masking of upstream errors is shared with the WebSocket subscription client (./subscriptions/upstream-ws.ts).
 export { maskRemoteErrors, maskResult } from '../limits/mask-errors.ts';
@@ -41,6 +42,15 @@ export interface CompiledRemote {
   readonly timeoutMs: number;
   /** How subscriptions reach the upstream: GraphQL over SSE (default) or graphql-ws over WebSocket. */
   readonly subscriptionProtocol: 'sse' | 'graphql-ws';
+  /** Gloo's `spanName`: the name of each remote execution's span when the request is traced (core/src/tracing). */
+  readonly spanName?: string | undefined;
+}
+
+/** The operation a remote execution forwards, for its span's attributes. */
+export interface RemoteOperation {
+  /** `query`, `mutation` or `subscription`. */
+  readonly type: string;
+  readonly name: string | undefined;
 }
 
 const REMOTE_PATH = ['spec', 'executableSchema', 'executor', 'remote'];
@@ -76,9 +86,9 @@ export function compileRemote(spec: RemoteExecutorSpec, problems: Problem[]): Co
   if (queryParams.length > 0 && !queryParams.some(([, t]) => !t.constant)) {
     // All static: the query string is built once.
     path += (path.includes('?') ? '&' : '?') + queryParams.map(([k, t]) => `${encodeURIComponent(k)}=${encodeURIComponent(t.text)}`).join('&');
-    return { path, headers, queryParams: [], responseHeaders, timeoutMs, subscriptionProtocol: spec.subscriptionProtocol ?? 'sse' };
+    return { path, headers, queryParams: [], responseHeaders, timeoutMs, subscriptionProtocol: spec.subscriptionProtocol ?? 'sse', spanName: spec.spanName || undefined };
   }
-  return { path, headers, queryParams, responseHeaders, timeoutMs, subscriptionProtocol: spec.subscriptionProtocol ?? 'sse' };
+  return { path, headers, queryParams, responseHeaders, timeoutMs, subscriptionProtocol: spec.subscriptionProtocol ?? 'sse', spanName: spec.spanName || undefined };
 }
 
 /**
@@ -116,14 +126,28 @@ export class RemoteExecutor {
   }
 
   /** What the graphql-ws upstream transport needs (./subscriptions/upstream-ws.ts). */
-  upstreamCall(ctx: RequestContext): { cluster: UpstreamCluster; headers: Readonly<Record<string, string>>; path: string; timeoutMs: number } {
-    return { cluster: this.cluster, headers: this.headersFor(this.staticHeaders['application/json'], ctx), path: this.pathFor(ctx), timeoutMs: this.remote.timeoutMs };
+  upstreamCall(ctx: RequestContext, span?: SpanHandle): { cluster: UpstreamCluster; headers: Readonly<Record<string, string>>; path: string; timeoutMs: number } {
+    return { cluster: this.cluster, headers: this.headersFor(this.staticHeaders['application/json'], ctx, span), path: this.pathFor(ctx), timeoutMs: this.remote.timeoutMs };
+  }
+
+  /**
+   * A span for one remote execution of a traced, sampled request (a client span under the
+   * request's, named by `spanName`, else `graphql.remote <upstream>`), or undefined. Its
+   * `traceparent` goes on the call; end it with {@link endSpan}.
+   */
+  private spanFor(ctx: RequestContext, path: string, operation: RemoteOperation | undefined): SpanHandle | undefined {
+    const attributes: Record<string, string> = { 'upstream_cluster': this.cluster.name, 'http.method': 'POST', 'url.path': path.split('?', 1)[0]! };
+    if (operation) {
+      attributes['graphql.operation.type'] = operation.type;
+      if (operation.name !== undefined) attributes['graphql.operation.name'] = operation.name;
+    }
+    return resolverSpan(traceHeaders(ctx), this.remote.spanName ?? `graphql.remote ${this.cluster.name}`, attributes);
   }
 
   /** The headers of an upstream call: the static ones over `base`, then the templates over the request's headers. */
-  private headersFor(base: Readonly<Record<string, string>>, ctx: RequestContext): Readonly<Record<string, string>> {
-    // Trace headers first: a configured header of the same name wins.
-    const withTrace = { ...traceHeaders(ctx), ...base };
+  private headersFor(base: Readonly<Record<string, string>>, ctx: RequestContext, span?: SpanHandle): Readonly<Record<string, string>> {
+    // Trace headers first (the call's own span when it has one): a configured header of the same name wins.
+    const withTrace = span ? { ...traceHeaders(ctx), ...span.traceHeaders, ...base } : { ...traceHeaders(ctx), ...base };
     if (this.dynamicHeaders.length === 0) return withTrace;
     const scope = { headers: ctx.headers };
     const withDynamic: Record<string, string> = withTrace;
@@ -157,7 +181,7 @@ export class RemoteExecutor {
    * (past it: one error, then the end); no event for `idleMs` ends the stream with an error. It
    * ends when the upstream completes, fails, or `signal` aborts (the client left).
    */
-  async *stream(params: RequestParams, ctx: RequestContext, signal: AbortSignal, maxEventBytes: number, idleMs: number, includeUpstreamErrors: boolean): AsyncGenerator<ExecutionResult> {
+  async *stream(params: RequestParams, ctx: RequestContext, signal: AbortSignal, maxEventBytes: number, idleMs: number, includeUpstreamErrors: boolean, operation?: RemoteOperation): AsyncGenerator<ExecutionResult> {
     // Each stream holds an upstream connection (HTTP/1.1) for as long as it runs: at most half of
     // the pool, so that subscriptions never starve the API's queries and mutations.
     const cap = Math.max(1, Math.floor(this.cluster.pick().connections / 2));
@@ -167,17 +191,29 @@ export class RemoteExecutor {
       return;
     }
     this.openStreams++;
+    const path = this.pathFor(ctx);
+    // One span for the whole stream: it ends when the upstream completes, fails or the client leaves.
+    const span = this.spanFor(ctx, path, operation);
     try {
-      if (this.remote.subscriptionProtocol === 'graphql-ws') yield* streamOverWebSocket(this, params, ctx, signal, maxEventBytes, idleMs, includeUpstreamErrors);
-      else yield* this.streamOverSse(params, ctx, signal, maxEventBytes, idleMs, includeUpstreamErrors);
+      if (this.remote.subscriptionProtocol === 'graphql-ws') {
+        yield* streamOverWebSocket(span ? { upstreamCall: (c: RequestContext) => this.upstreamCall(c, span) } : this, params, ctx, signal, maxEventBytes, idleMs, includeUpstreamErrors);
+      } else {
+        yield* this.streamOverSse(params, ctx, signal, maxEventBytes, idleMs, includeUpstreamErrors, path, span);
+      }
+      span?.end();
+    } catch (error) {
+      span?.end((error as Error)?.message ?? 'failed');
+      throw error;
     } finally {
       this.openStreams--;
+      // A consumer that stopped early (return()): not a failure.
+      span?.end();
     }
   }
 
   /** {@link stream} over GraphQL over SSE through the cluster's pool. */
-  private async *streamOverSse(params: RequestParams, ctx: RequestContext, signal: AbortSignal, maxEventBytes: number, idleMs: number, includeUpstreamErrors: boolean): AsyncGenerator<ExecutionResult> {
-    const headers = { ...this.headersFor(this.staticHeaders['application/json'], ctx), accept: 'text/event-stream, application/graphql-response+json;q=0.9, application/json;q=0.8' };
+  private async *streamOverSse(params: RequestParams, ctx: RequestContext, signal: AbortSignal, maxEventBytes: number, idleMs: number, includeUpstreamErrors: boolean, path: string, span: SpanHandle | undefined): AsyncGenerator<ExecutionResult> {
+    const headers = { ...this.headersFor(this.staticHeaders['application/json'], ctx, span), accept: 'text/event-stream, application/graphql-response+json;q=0.9, application/json;q=0.8' };
     const body = JSON.stringify({ query: params.query, operationName: params.operationName, variables: params.variables, extensions: params.extensions });
     const cluster = this.cluster;
     const host = cluster.pick();
@@ -189,18 +225,21 @@ export class RemoteExecutor {
     const failed = (code: string, message: string): ExecutionResult => ({ errors: [{ message, extensions: { code } } as never] });
     let response: Dispatcher.ResponseData;
     try {
-      response = await host.dispatcher.request({ method: 'POST', path: this.pathFor(ctx), headers, body, signal, headersTimeout: this.remote.timeoutMs, bodyTimeout: idleMs });
+      response = await host.dispatcher.request({ method: 'POST', path, headers, body, signal, headersTimeout: this.remote.timeoutMs, bodyTimeout: idleMs });
     } catch (error) {
       if (signal.aborted) return;
       if (isConnectFailure(error)) cluster.eject(host);
       const code = (error as { code?: string }).code;
       ctx.logger.warn({ reqId: ctx.requestId, err: error, upstream: cluster.name }, 'GraphQL remote executor: upstream stream failed');
+      span?.end(code === 'UND_ERR_HEADERS_TIMEOUT' ? 'upstream timeout' : 'upstream unavailable');
       yield code === 'UND_ERR_HEADERS_TIMEOUT'
         ? failed(FieldErrorCodes.UPSTREAM_TIMEOUT, `the upstream GraphQL server did not answer within ${this.remote.timeoutMs}ms`)
         : failed(FieldErrorCodes.UPSTREAM_ERROR, 'the upstream GraphQL server is unavailable');
       return;
     }
     const stream = response.body;
+    span?.setAttribute('http.status_code', response.statusCode);
+    if (response.statusCode >= 500) span?.end(`status ${response.statusCode}`);
     try {
       const type = String(response.headers['content-type'] ?? '');
       const events = new EventStreamParser(maxEventBytes);
@@ -240,6 +279,7 @@ export class RemoteExecutor {
       if (signal.aborted) return;
       const code = (error as { code?: string }).code;
       ctx.logger.warn({ reqId: ctx.requestId, err: error, upstream: cluster.name }, 'GraphQL remote executor: upstream stream failed');
+      span?.end(code === 'UND_ERR_BODY_TIMEOUT' ? 'upstream idle timeout' : 'upstream closed the stream');
       yield code === 'UND_ERR_BODY_TIMEOUT'
         ? failed(FieldErrorCodes.UPSTREAM_TIMEOUT, `the upstream GraphQL server sent nothing for ${idleMs}ms`)
         : failed(FieldErrorCodes.UPSTREAM_ERROR, 'the upstream GraphQL server closed the stream');
@@ -255,9 +295,24 @@ export class RemoteExecutor {
    * `maxResponseBytes` (past it: a last part with the limit's error). An upstream that answers
    * plain JSON gives an ordinary answer to write; a failure gives the usual 503/504 answer.
    */
-  async forwardIncremental(params: RequestParams, accept: string, res: ServerResponse, signal: AbortSignal, ctx: RequestContext, budget: OperationBudget, includeUpstreamErrors: boolean): Promise<Answer | 'sent' | undefined> {
+  async forwardIncremental(params: RequestParams, accept: string, res: ServerResponse, signal: AbortSignal, ctx: RequestContext, budget: OperationBudget, includeUpstreamErrors: boolean, operation?: RemoteOperation): Promise<Answer | 'sent' | undefined> {
+    const path = this.pathFor(ctx);
+    const span = this.spanFor(ctx, path, operation);
+    if (span === undefined) return this.incremental(params, accept, res, signal, ctx, budget, includeUpstreamErrors, path, undefined);
+    try {
+      const answer = await this.incremental(params, accept, res, signal, ctx, budget, includeUpstreamErrors, path, span);
+      if (answer === 'sent') span.end(res.statusCode >= 500 ? `status ${res.statusCode}` : undefined);
+      else endWithAnswer(span, answer);
+      return answer;
+    } catch (error) {
+      span.end((error as Error)?.message ?? 'failed');
+      throw error;
+    }
+  }
+
+  private async incremental(params: RequestParams, accept: string, res: ServerResponse, signal: AbortSignal, ctx: RequestContext, budget: OperationBudget, includeUpstreamErrors: boolean, path: string, span: SpanHandle | undefined): Promise<Answer | 'sent' | undefined> {
     const maxResponseBytes = budget.limits.maxResponseBytes;
-    const headers = { ...this.headersFor(this.staticHeaders['application/json'], ctx), accept };
+    const headers = { ...this.headersFor(this.staticHeaders['application/json'], ctx, span), accept };
     const body = params.rawBody ?? JSON.stringify({ query: params.query, operationName: params.operationName, variables: params.variables, extensions: params.extensions });
     const cluster = this.cluster;
     const host = cluster.pick();
@@ -274,11 +329,12 @@ export class RemoteExecutor {
     };
     let response: Dispatcher.ResponseData;
     try {
-      response = await host.dispatcher.request({ method: 'POST', path: this.pathFor(ctx), headers, body, signal, headersTimeout: this.remote.timeoutMs, bodyTimeout: this.remote.timeoutMs });
+      response = await host.dispatcher.request({ method: 'POST', path, headers, body, signal, headersTimeout: this.remote.timeoutMs, bodyTimeout: this.remote.timeoutMs });
     } catch (error) {
       if (signal.aborted) return undefined;
       return this.failure(error, host, ctx);
     }
+    span?.setAttribute('http.status_code', response.statusCode);
     const passed: Record<string, string | string[]> = {};
     for (const name of this.remote.responseHeaders) {
       const value = response.headers[name];
@@ -325,6 +381,7 @@ export class RemoteExecutor {
     } catch (error) {
       if (signal.aborted) return undefined;
       ctx.logger.warn({ reqId: ctx.requestId, err: error, upstream: cluster.name }, 'GraphQL remote executor: upstream failed mid-answer');
+      span?.end('upstream failed mid-answer');
       if (res.headersSent) {
         // Cut mid-body: the client must see a broken response, not a truncated "complete" one.
         res.destroy();
@@ -358,10 +415,23 @@ export class RemoteExecutor {
    * Forwards one operation and returns the answer to write, held within the operation's `budget`
    * (response bytes, bytes buffered); undefined when the client left (nothing to write).
    */
-  async forward(params: RequestParams, media: MediaType, signal: AbortSignal, ctx: RequestContext, budget: OperationBudget, includeUpstreamErrors: boolean): Promise<Answer | undefined> {
-    const maxResponseBytes = budget.limits.maxResponseBytes;
-    const headers = this.headersFor(this.staticHeaders[media], ctx);
+  async forward(params: RequestParams, media: MediaType, signal: AbortSignal, ctx: RequestContext, budget: OperationBudget, includeUpstreamErrors: boolean, operation?: RemoteOperation): Promise<Answer | undefined> {
     const path = this.pathFor(ctx);
+    const span = this.spanFor(ctx, path, operation);
+    if (span === undefined) return this.forwardCall(params, media, signal, ctx, budget, includeUpstreamErrors, path, undefined);
+    try {
+      const answer = await this.forwardCall(params, media, signal, ctx, budget, includeUpstreamErrors, path, span);
+      endWithAnswer(span, answer);
+      return answer;
+    } catch (error) {
+      span.end((error as Error)?.message ?? 'failed');
+      throw error;
+    }
+  }
+
+  private async forwardCall(params: RequestParams, media: MediaType, signal: AbortSignal, ctx: RequestContext, budget: OperationBudget, includeUpstreamErrors: boolean, path: string, span: SpanHandle | undefined): Promise<Answer | undefined> {
+    const maxResponseBytes = budget.limits.maxResponseBytes;
+    const headers = this.headersFor(this.staticHeaders[media], ctx, span);
     const body =
       params.rawBody ??
       JSON.stringify({ query: params.query, operationName: params.operationName, variables: params.variables, extensions: params.extensions });
@@ -407,6 +477,15 @@ export class RemoteExecutor {
       { 'x-gatehouse-error': timeout ? ErrorCodes.UPSTREAM_TIMEOUT : ErrorCodes.UPSTREAM_UNAVAILABLE },
     );
   }
+}
+
+/** Ends a remote execution's span with the answer written for it (undefined: the client left). */
+function endWithAnswer(span: SpanHandle, answer: Answer | undefined): void {
+  if (answer === undefined) return span.end('client closed before the answer');
+  span.setAttribute('http.status_code', answer.status);
+  const error = answer.headers?.['x-gatehouse-error'];
+  if (typeof error === 'string') span.setAttribute('gatehouse.error', error);
+  span.end(answer.status >= 500 ? `status ${answer.status}` : undefined);
 }
 
 /** The failure of an answer larger than the response limit. */
