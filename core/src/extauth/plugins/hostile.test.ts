@@ -162,9 +162,10 @@ describe.each([
   });
 
   it('Wasm table grown by a million entries at a time: refused at the table budget before V8 allocates (V8 would abort the process), denied', async () => {
-    // A CPU limit of 2 s: the budget, not the clock, is what must stop it.
+    // A CPU limit of 2 s and a wall deadline of 5 s: the budget, not the clock, is what must stop
+    // it (under load the attack once took 1.3 s, past the default 1 s wall deadline).
     const logger = recordingLogger();
-    const s = await createPluginStep({ name: 'Hostile', exportedSymbolName: 'WasmTableGrow' }, { pluginDir: plugins.dir, logger, cpuTimeoutMs: 2000, inline });
+    const s = await createPluginStep({ name: 'Hostile', exportedSymbolName: 'WasmTableGrow' }, { pluginDir: plugins.dir, logger, cpuTimeoutMs: 2000, wallTimeoutMs: 5000, inline });
     await attack(s, 2);
     const causes = logger.lines.filter((line) => line.level === 'error').map((line) => String(line.fields.cause));
     expect(causes.length).toBe(2);
