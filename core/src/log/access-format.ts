@@ -229,13 +229,14 @@ function operator(name: string, argument: string | undefined, offset: number, no
     case 'PROTOCOL':
       return ({ entry }) => entry.protocol;
     case 'BYTES_RECEIVED':
-      return ({ entry }) => entry.bytesReceived ?? contentLength(entry.req?.headers['content-length']);
+      return ({ entry }) => entry.bytesReceived ?? requestBodyBytes(entry.req);
     case 'BYTES_SENT':
       return ({ entry }) => entry.bytesSent ?? contentLength(responseHeaderValue(entry.res, 'content-length'));
     case 'UPSTREAM_HOST':
       return ({ entry }) => hostOf(entry.upstream);
     case 'UPSTREAM_CLUSTER':
-      return ({ entry }) => entry.upstream;
+      // The Upstream's cluster (`namespace/name`); the origin for destinations that have none.
+      return ({ entry }) => entry.cluster ?? entry.upstream;
     case 'ROUTE_NAME':
       return ({ entry }) => entry.route;
     case 'VIRTUAL_HOST_NAME':
@@ -322,6 +323,17 @@ function responseHeaderValue(res: ServerResponse | undefined, name: string): str
     if (colon > 0 && line.slice(0, colon).trim().toLowerCase() === name) values.push(line.slice(colon + 1).trim());
   }
   return values.length ? values.join(',') : undefined;
+}
+
+/**
+ * A request's body bytes from its headers: `content-length`, else 0 for an HTTP/1.x request
+ * without `transfer-encoding` (it has no body, and Envoy prints 0); unknown for a chunked body.
+ */
+function requestBodyBytes(req: IncomingMessage | undefined): number | undefined {
+  if (!req) return undefined;
+  const length = contentLength(req.headers['content-length']);
+  if (length !== undefined) return length;
+  return req.httpVersionMajor === 1 && req.headers['transfer-encoding'] === undefined ? 0 : undefined;
 }
 
 function contentLength(value: string | string[] | undefined): number | undefined {

@@ -14,6 +14,8 @@ export interface AccessEntry {
   virtualHost: string | undefined;
   route: string | undefined;
   upstream: string | undefined;
+  /** The Upstream cluster that served it (`namespace/name`, `%UPSTREAM_CLUSTER%`), when the destination has one. */
+  cluster?: string | undefined;
   /** The request and response, for format strings that read headers or addresses (./access-format.ts). */
   req?: IncomingMessage | undefined;
   res?: ServerResponse | undefined;

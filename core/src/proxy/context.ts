@@ -19,6 +19,8 @@ export interface RequestContext {
   readonly logger: Logger;
   /** Set by the destination for the access log: which upstream served the request. */
   upstream?: string;
+  /** Set with `upstream`: the name of the Upstream cluster it belongs to (`%UPSTREAM_CLUSTER%`). */
+  cluster?: string;
   /**
    * Headers the gateway adds to whatever response this request gets (the route's CORS), as a
    * flat `[name, value, …]` list; they replace an upstream's same-named ones (`cors.replaces`).

@@ -378,6 +378,7 @@ export class Gateway {
         virtualHost: vhost,
         route: route?.name,
         upstream: ctx?.upstream,
+        cluster: ctx?.cluster,
         // For access-log format strings (%REQ(X)%, %RESP(X)%, addresses): read only by them.
         req,
         res,

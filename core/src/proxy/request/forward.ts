@@ -166,6 +166,7 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
     // The route's hash key (options.lbHash) for ring hash / Maglev Upstreams; other policies ignore it.
     this.host = cluster.pick(undefined, cluster.hashing ? route.hashKey?.(req, ctx.headers, (cookie) => addSetCookie(ctx, cookie)) : undefined);
     ctx.upstream = this.host.origin;
+    ctx.cluster = cluster.name;
     const host = this.host;
     if (host.inFlight >= host.maxInFlight) {
       if (this.isRetry) cluster.activeRetries--;
