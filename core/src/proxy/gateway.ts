@@ -379,6 +379,7 @@ export class Gateway {
         route: route?.name,
         upstream: ctx?.upstream,
         cluster: ctx?.cluster,
+        upstreamPath: ctx?.upstreamPath,
         // For access-log format strings (%REQ(X)%, %RESP(X)%, addresses): read only by them.
         req,
         res,

@@ -61,6 +61,7 @@ export function forward(req: IncomingMessage, res: ServerResponse, ctx: RequestC
   const shadowBody = route.shadow
     ? startShadow(route.shadow, source, hasBody, { method: req.method!, path, headers: (host) => upstreamHeaders(req, headers, route, host, ctx.start, false), timeoutMs: route.timeoutMs > 0 ? Math.min(route.timeoutMs, MAX_TIMER_MS) : SHADOW_TIMEOUT_MS, logger: ctx.logger, requestId: ctx.requestId })
     : undefined;
+  ctx.upstreamPath = path;
   const exchange: Exchange = { req, res, ctx, route, cluster, path, hasBody, body: shadowBody ?? source, current: undefined, filters };
   // gRPC's own deadline (`grpc-timeout`), over the whole call, streaming included.
   const deadlineMs = isGrpcRequest(headers) ? grpcTimeoutMs(headers) : undefined;
