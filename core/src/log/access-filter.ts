@@ -31,8 +31,19 @@ const KINDS = ['statusCodeFilter', 'durationFilter', 'notHealthCheckFilter', 'tr
 /** Nesting bound for and/or filters: a filter is configuration, not data. */
 const MAX_DEPTH = 16;
 
+/** `filter` with proto field names (`status_code_filter`, as Gloo's protojson takes them) renamed to JSON names, at every level. */
+function jsonNames(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(jsonNames);
+  if (!isObject(value)) return value;
+  return Object.fromEntries(Object.entries(value).map(([k, v]) => [k.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase()), jsonNames(v)]));
+}
+
 /** Compiles `filter` (at `path` in the Gateway, for the notes); a filter with errors passes everything (the Gateway is rejected anyway). */
-export function compileAccessLogFilter(filter: unknown, path: Path, notes: FilterNotes, depth = 0): EntryFilter {
+export function compileAccessLogFilter(filter: unknown, path: Path, notes: FilterNotes): EntryFilter {
+  return compileFilter(jsonNames(filter), path, notes, 0);
+}
+
+function compileFilter(filter: unknown, path: Path, notes: FilterNotes, depth: number): EntryFilter {
   const fail = (at: Path, message: string): EntryFilter => {
     notes.errors.push({ path: at, message });
     return () => true;
@@ -65,7 +76,7 @@ export function compileAccessLogFilter(filter: unknown, path: Path, notes: Filte
       if (depth + 1 >= MAX_DEPTH) return fail(at, `andFilter and orFilter nest at most ${MAX_DEPTH} deep`);
       const list = body.filters;
       if (!Array.isArray(list) || list.length < 2) return fail([...at, 'filters'], `${kind}.filters lists at least two filters`);
-      const parts = list.map((f, i) => compileAccessLogFilter(f, [...at, 'filters', i], notes, depth + 1));
+      const parts = list.map((f, i) => compileFilter(f, [...at, 'filters', i], notes, depth + 1));
       return kind === 'andFilter' ? (entry) => parts.every((p) => p(entry)) : (entry) => parts.some((p) => p(entry));
     }
     case 'headerFilter':
