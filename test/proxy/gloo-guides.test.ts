@@ -160,17 +160,20 @@ const RUN: Record<string, { args?: string[]; collector?: 'gateway' | 'env' }> = 
 };
 
 let collector: Collector | undefined;
+let collectorStarting: Promise<Collector | undefined> | undefined;
 
-/** The collector, started on first use; undefined (with a loud SKIPPED) where otelcol is not installed, except on CI. */
-async function theCollector(): Promise<Collector | undefined> {
-  if (collector) return collector;
-  if (!existsSync(OTELCOL)) {
-    const message = `otelcol not found at ${OTELCOL}: run test/tracing/install-otelcol.sh (or set GATEHOUSE_OTELCOL_PATH)`;
-    if (process.env.CI === 'true') throw new Error(message);
-    console.warn(`\n*** SKIPPED the tracing guides' spans: ${message} ***\n`);
-    return undefined;
-  }
-  return (collector = await startCollector());
+/** The collector, started on first use (once, whichever fixture asks first); undefined (with a loud SKIPPED) where otelcol is not installed, except on CI. */
+function theCollector(): Promise<Collector | undefined> {
+  collectorStarting ??= (async () => {
+    if (!existsSync(OTELCOL)) {
+      const message = `otelcol not found at ${OTELCOL}: run test/tracing/install-otelcol.sh (or set GATEHOUSE_OTELCOL_PATH)`;
+      if (process.env.CI === 'true') throw new Error(message);
+      console.warn(`\n*** SKIPPED the tracing guides' spans: ${message} ***\n`);
+      return undefined;
+    }
+    return (collector = await startCollector());
+  })();
+  return collectorStarting;
 }
 
 /** Rewrites the guide file in `dir` for the run: free ports for printed bind ports, /dev/ files into `dir`, the collector's address. */
@@ -702,7 +705,8 @@ const BEHAVIOUR: Record<string, Behaviour | undefined> = {
   },
 };
 
-describe('Gloo guide manifests', async () => {
+// Fixtures run a few at a time: each is its own pair of processes on free ports (the shared echo upstreams and collector tell requests apart by path and name).
+describe.concurrent('Gloo guide manifests', async () => {
   const files = (await readdir(FIXTURES)).filter((f) => f.endsWith('.yaml')).sort();
 
   it('the corpus has a behaviour entry for every fixture', () => {
