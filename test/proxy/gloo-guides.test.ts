@@ -703,6 +703,13 @@ const BEHAVIOUR: Record<string, Behaviour | undefined> = {
     expect(echo(await get(gw, '/', { host: 'selected.example' })).upstream).toBe('default-petstore-8080');
     expect((await get(gw, '/', { host: 'half.example' })).status).toBe(404);
   },
+  // Binds 8080 as printed: validated here; test/proxy/grpc-web.test.ts runs the same Gateway against a real gRPC server.
+  '65-grpc-web.yaml': undefined,
+  '66-websockets-listener.yaml': async (gw, run) => {
+    // Gap: the listener's upgrades are not applied (Warning naming them); the listener serves.
+    warned(run, 'Gateway gloo-system/gateway-proxy', 'spec.httpGateway.options.httpConnectionManagerSettings.upgrades');
+    expect(echo(await get(gw, '/')).upstream).toBe('default-petstore-8080');
+  },
 };
 
 // Fixtures run a few at a time: each is its own pair of processes on free ports (the shared echo upstreams and collector tell requests apart by path and name).
