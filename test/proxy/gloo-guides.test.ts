@@ -57,6 +57,8 @@ const ASSUMED = [
   ['gloo-system', 'echo-server'],
   ['gloo-system', 'my-upstream'],
   ['default', 'zipkin'],
+  // The websockets guide's route.
+  ['gloo-system', 'foo'],
 ] as const;
 
 /** Kubernetes services the guides' kube Upstreams name, each served on its own loopback address and the service's port. */
@@ -709,6 +711,10 @@ const BEHAVIOUR: Record<string, Behaviour | undefined> = {
     // Gap: the listener's upgrades are not applied (Warning naming them); the listener serves.
     warned(run, 'Gateway gloo-system/gateway-proxy', 'spec.httpGateway.options.httpConnectionManagerSettings.upgrades');
     expect(echo(await get(gw, '/')).upstream).toBe('default-petstore-8080');
+  },
+  '67-websockets-route.yaml': async (gw, run) => {
+    warned(run, 'VirtualService gloo-system/default', 'spec.virtualHost.routes[0].options.upgrades');
+    expect(echo(await get(gw, '/foo/bar'))).toMatchObject({ upstream: 'foo', url: '/foo/bar' });
   },
 };
 
