@@ -5,9 +5,21 @@
  * guide assumes exist, and behave as the guide says through a real `gatehouse run` with real
  * upstreams: static Upstreams named as the guides name them, and kube services resolved with
  * `--resolve` to servers on their own 127.77.0.x address and the service's port.
+ *
+ * Gateways bind what they print (`bindPort: 8080` on `::`): for the run, and only for it, each
+ * printed port becomes a free one, file sinks under /dev/ go to the test's directory, and the
+ * OpenTelemetry guide's collector Upstream (otel-collector:4317) points at a real collector
+ * (test/tracing/collector.ts); `gatehouse validate` sees the fixture as printed. Fields the
+ * guides set that Gatehouse does not apply are checked in the behaviour entries by the Warning
+ * `gatehouse validate` prints for them.
  */
 import { execFile, execFileSync } from 'node:child_process';
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { copyFile, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import type { TLSSocket } from 'node:tls';
+import { gunzipSync } from 'node:zlib';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -16,7 +28,9 @@ import { parseAllDocuments } from 'yaml';
 import { NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
 import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
 import { eventually, send, type Reply } from '../support/http.ts';
+import { freePort } from '../support/ports.ts';
 import { refusedPort, startEcho, type Echo, type TestServer } from '../support/upstream.ts';
+import { OTELCOL, startCollector, type Collector, type ReceivedSpan } from '../tracing/collector.ts';
 import { createServer, type Server } from 'node:http';
 
 const CLI = fileURLToPath(new URL('../../core/bin/gatehouse.js', import.meta.url));
@@ -38,6 +52,13 @@ const ASSUMED = [
   ['gloo-system', 'default-echo-8080'],
   ['gloo-system', 'httpbin-httpbin-8000'],
   ['gloo-system', 'gloo-system-tcp-echo-1025'],
+  ['gloo-system', 'default-httpbin-8000'],
+  // The OpenTelemetry tracing guide's routeDescriptor route; the Envoy tracing guide's route; the HCM guide's Zipkin collector.
+  ['gloo-system', 'echo-server'],
+  ['gloo-system', 'my-upstream'],
+  ['default', 'zipkin'],
+  // The websockets guide's route.
+  ['gloo-system', 'foo'],
 ] as const;
 
 /** Kubernetes services the guides' kube Upstreams name, each served on its own loopback address and the service's port. */
@@ -72,6 +93,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  await collector?.stop();
   await Promise.all([...echoes.values()].map((s) => s.close()));
   await Promise.all(kubeServers.map((s) => new Promise((resolve) => (s.closeAllConnections(), s.close(resolve)))));
   if (work) await rm(work, { recursive: true, force: true });
@@ -89,21 +111,23 @@ async function guideDir(file: string, options: { retriesRefusedFirst?: boolean }
     if (options.retriesRefusedFirst && name === 'default-petstore-8080') hosts.unshift({ addr: '127.0.0.1', port: refused });
     return { apiVersion: 'gloo.solo.io/v1', kind: 'Upstream', metadata: { name, namespace }, spec: { static: { hosts } } };
   });
-  if (text.includes('my-upstream-tls')) world.push(tlsSecret(dir) as never);
+  if (text.includes('my-upstream-tls')) world.push(tlsSecret(dir, 'my-upstream-tls', 'my-upstream.example.com', true) as never);
+  // The multi-gateway guide's TLS VirtualService names a Secret made beforehand (a certificate and key: no ca.crt, which would ask clients for certificates).
+  if (text.includes('name: upstream-tls')) world.push(tlsSecret(dir, 'upstream-tls', '*.mycompany.com', false) as never);
   await writeFile(join(dir, 'assumed.yaml'), world.map((d) => JSON.stringify(d)).join('\n---\n'));
   return dir;
 }
 
-/** The Secret the upstream TLS guide creates with glooctl (a self-signed pair made with openssl). */
-function tlsSecret(dir: string): object {
+/** A TLS Secret a guide creates with glooctl or kubectl (a self-signed pair made with openssl). */
+function tlsSecret(dir: string, name: string, cn: string, withCa: boolean): object {
   if (opensslMissing) {
     if (process.env.CI === 'true') throw new Error('the upstream TLS guide needs the openssl CLI (Debian openssl)');
-    console.warn('\n*** SKIPPED: the upstream TLS guide Secret: openssl not installed ***\n');
+    console.warn(`\n*** SKIPPED: the guide's Secret ${name}: openssl not installed ***\n`);
     return { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'unused', namespace: 'gloo-system' }, stringData: {} };
   }
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1', '-subj', '/CN=my-upstream.example.com', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')], { stdio: 'ignore' });
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1', '-subj', `/CN=${cn}`, '-addext', `subjectAltName=DNS:${cn}`, '-keyout', join(dir, `${name}.key`), '-out', join(dir, `${name}.crt`)], { stdio: 'ignore' });
   const read = (f: string) => execFileSync('cat', [join(dir, f)], { encoding: 'utf8' });
-  return { apiVersion: 'v1', kind: 'Secret', type: 'kubernetes.io/tls', metadata: { name: 'my-upstream-tls', namespace: 'gloo-system' }, stringData: { 'tls.crt': read('cert.pem'), 'tls.key': read('key.pem'), 'ca.crt': read('cert.pem') } };
+  return { apiVersion: 'v1', kind: 'Secret', type: 'kubernetes.io/tls', metadata: { name, namespace: 'gloo-system' }, stringData: { 'tls.crt': read(`${name}.crt`), 'tls.key': read(`${name}.key`), ...(withCa ? { 'ca.crt': read(`${name}.crt`) } : {}) } };
 }
 
 function validate(dir: string): Promise<{ code: number; out: string }> {
@@ -114,20 +138,187 @@ function validate(dir: string): Promise<{ code: number; out: string }> {
   });
 }
 
-async function run(dir: string, body: (gw: GatehouseProcess) => Promise<void>): Promise<void> {
-  const gw = await startGatehouse('run', ['--config-dir', dir, '--access-log', 'false', ...KUBE.flatMap((k) => ['--resolve', `${k.host}=${k.addr}`])]);
+/** What a behaviour entry gets besides the process. */
+interface RunContext {
+  readonly dir: string;
+  /** What `gatehouse validate` printed for the fixture as printed (warnings included). */
+  readonly validated: string;
+  /** The port the test bound in place of a Gateway's printed `bindPort`. */
+  port(printed: number): number;
+  /** The collector the tracing guides' spans go to (undefined: the fixture has none). */
+  readonly collector: Collector | undefined;
+}
+
+type Behaviour = (gw: GatehouseProcess, run: RunContext) => Promise<void>;
+
+/** How a fixture is run beyond the defaults: extra flags, and where its spans go (the Gateway's collector Upstream, or the OTEL_* variables). */
+const RUN: Record<string, { args?: string[]; collector?: 'gateway' | 'env' }> = {
+  '53-tracing-opentelemetry.yaml': { collector: 'gateway' },
+  '54-tracing-span-name.yaml': { collector: 'gateway' },
+  '55-tracing-route-descriptor.yaml': { collector: 'gateway' },
+  '58-tracing-envoy-route-descriptor.yaml': { collector: 'env' },
+  // The multi-gateway guide's Gateway belongs to the proxy public-gw.
+  '62-multi-gateway-ssl-selector.yaml': { args: ['--proxy-name', 'public-gw'] },
+};
+
+let collector: Collector | undefined;
+let collectorStarting: Promise<Collector | undefined> | undefined;
+
+/** The collector, started on first use (once, whichever fixture asks first); undefined (with a loud SKIPPED) where otelcol is not installed, except on CI. */
+function theCollector(): Promise<Collector | undefined> {
+  collectorStarting ??= (async () => {
+    if (!existsSync(OTELCOL)) {
+      const message = `otelcol not found at ${OTELCOL}: run test/tracing/install-otelcol.sh (or set GATEHOUSE_OTELCOL_PATH)`;
+      if (process.env.CI === 'true') throw new Error(message);
+      console.warn(`\n*** SKIPPED the tracing guides' spans: ${message} ***\n`);
+      return undefined;
+    }
+    return (collector = await startCollector());
+  })();
+  return collectorStarting;
+}
+
+/** Rewrites the guide file in `dir` for the run: free ports for printed bind ports, /dev/ files into `dir`, the collector's address. */
+async function forRun(dir: string, file: string, spans: Collector | undefined): Promise<Map<number, number>> {
+  let text = await readFile(join(dir, file), 'utf8');
+  const ports = new Map<number, number>();
+  for (const [, printed] of text.matchAll(/^\s*bindPort: (\d+)/gm)) if (!ports.has(Number(printed))) ports.set(Number(printed), await freePort());
+  text = text.replace(/^(\s*bindPort: )(\d+)/gm, (_, key: string, printed: string) => `${key}${ports.get(Number(printed))}`);
+  text = text.replace(/^(\s*path: )\/dev\/(?!stdout|stderr)([\w.-]+)/gm, (_, key: string, name: string) => `${key}${join(dir, name)}`);
+  if (spans) text = text.replace(/addr: "otel-collector"/g, 'addr: "127.0.0.1"').replace(/port: 4317\b/g, `port: ${spans.grpcPort}`);
+  await writeFile(join(dir, file), text);
+  return ports;
+}
+
+/** A copy of the guide's directory for the run (the run rewrites its copy; validate reads the original). */
+async function copyForRun(dir: string): Promise<string> {
+  const copy = await mkdtemp(`${dir}-run-`);
+  for (const name of await readdir(dir)) await copyFile(join(dir, name), join(copy, name));
+  return copy;
+}
+
+/**
+ * Runs `body` against `gatehouse run` on the guide's directory, started while `gatehouse
+ * validate` (`checked`, its output once it passed) still runs: the two processes start in parallel.
+ */
+async function run(dir: string, file: string, checked: Promise<string>, body: Behaviour): Promise<void> {
+  const how = RUN[file] ?? {};
+  const spans = how.collector ? await theCollector() : undefined;
+  if (how.collector && !spans) return void (await checked);
+  const ports = await forRun(dir, file, how.collector === 'gateway' ? spans : undefined);
+  const env = spans ? { OTEL_BSP_SCHEDULE_DELAY: '100', ...(how.collector === 'env' ? { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${spans.httpPort}` } : {}) } : {};
+  let gw: GatehouseProcess | undefined;
+  const started = startGatehouse('run', ['--config-dir', dir, '--access-log', 'false', ...KUBE.flatMap((k) => ['--resolve', `${k.host}=${k.addr}`]), ...(how.args ?? [])], { env, timeoutMs: 30_000 }).then((g) => (gw = g));
+  const [validation, start] = await Promise.allSettled([checked, started]);
   try {
-    await body(gw);
+    if (validation.status === 'rejected') throw validation.reason;
+    if (start.status === 'rejected') throw start.reason;
+    const context: RunContext = {
+      dir,
+      validated: validation.value,
+      port(printed) {
+        const port = ports.get(printed);
+        if (port === undefined) throw new Error(`${file} binds no port ${printed}`);
+        return port;
+      },
+      collector: spans,
+    };
+    await body(gw!, context);
   } finally {
-    await gw.stop();
+    await gw?.stop();
   }
+}
+
+/** `gatehouse validate` printed a Warning for the Gateway or VirtualService field at `path`, saying it is not applied. */
+function warned(run: RunContext, resource: string, path: string): void {
+  expect(run.validated).toContain(`warning: ${resource}: ${path}: ${path.slice(path.lastIndexOf('.') + 1)} is not applied`);
+}
+
+/** A GET whose body is kept as bytes (compressed bodies). */
+function rawGet(url: string, path: string, headers: Record<string, string>): Promise<{ status: number; headers: IncomingHttpHeaders; body: Buffer }> {
+  return new Promise((resolve, reject) => {
+    const u = new URL(url);
+    const req = httpRequest({ host: u.hostname, port: u.port, path, headers, agent: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('error', reject);
+      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks) }));
+    });
+    req.setTimeout(10_000, () => req.destroy(new Error('request timed out')));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** An HTTPS GET with SNI `servername`; the certificate's subject CN comes back with the reply (the test trusts the self-signed pair it made). */
+function tlsGet(port: number, servername: string, path = '/'): Promise<{ status: number; body: string; cn: string | undefined }> {
+  return new Promise((resolve, reject) => {
+    const req = httpsRequest({ host: '127.0.0.1', port, path, servername, headers: { host: servername }, rejectUnauthorized: false, agent: false }, (res) => {
+      const cn = (res.socket as TLSSocket).getPeerCertificate().subject?.CN;
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('error', reject);
+      res.on('end', () => resolve({ status: res.statusCode!, body: Buffer.concat(chunks).toString('utf8'), cn: Array.isArray(cn) ? cn[0] : cn }));
+    });
+    req.setTimeout(10_000, () => req.destroy(new Error('request timed out')));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** Lines of a file sink (written in batches: polled until `count` are there). */
+async function sinkLines(path: string, count: number): Promise<string[]> {
+  return eventually(async () => {
+    const lines = (await readFile(path, 'utf8').catch(() => '')).split('\n').filter(Boolean);
+    return lines.length >= count ? lines : undefined;
+  });
+}
+
+/** Envoy's default access log format (`stringFormat: ""`), one line: its fields in order. */
+const ENVOY_DEFAULT_LINE = /^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)\] "(\S+) (\S+) (\S+)" (\d+) (\S+) (\S+) (\S+) (\S+) (\S+) "([^"]*)" "([^"]*)" "([^"]*)" "([^"]*)" "([^"]*)"$/;
+
+/** Checks one default-format line against the guide's example request (GET /sample-route-1 from curl). */
+function expectDefaultLine(line: string, requestId: string, petstorePort: number, bodyBytes: number): void {
+  const m = ENVOY_DEFAULT_LINE.exec(line);
+  expect(m, line).not.toBeNull();
+  const [, start, method, path, protocol, code, flags, received, sent, duration, serviceTime, xff, agent, reqId, authority, upstream] = m!;
+  expect(Math.abs(Date.parse(start!) - Date.now())).toBeLessThan(60_000);
+  expect([method, path, protocol, code, flags]).toEqual(['GET', '/sample-route-1', 'HTTP/1.1', '200', '-']);
+  expect(received).toBe('0');
+  expect(sent).toBe(String(bodyBytes));
+  expect(duration).toMatch(/^\d+$/);
+  // Gatehouse sends no x-envoy-upstream-service-time: Envoy's header, printed "-".
+  expect(serviceTime).toBe('-');
+  expect([xff, agent, reqId, authority, upstream]).toEqual(['-', 'curl/7.54.0', requestId, 'foo', `127.0.0.1:${petstorePort}`]);
+}
+
+/** The guide's request: `curl $(glooctl proxy url)/sample-route-1`. */
+const sampleRoute = async (gw: GatehouseProcess, requestId: string) => {
+  const r = await get(gw, '/sample-route-1', { 'user-agent': 'curl/7.54.0', 'x-request-id': requestId });
+  expect(echo(r)).toMatchObject({ upstream: 'default-petstore-8080', url: '/sample-route-1' });
+  return r;
+};
+
+/**
+ * Sends `request` until a span satisfying `match` reaches the collector: the tracing SDK loads
+ * on the first traced request, so the first requests of a process may go untraced.
+ */
+async function traced(run: RunContext, request: () => Promise<void>, match: (span: ReceivedSpan) => boolean): Promise<ReceivedSpan> {
+  return eventually(
+    async () => {
+      await request();
+      return run.collector!.spans.find(match);
+    },
+    30_000,
+    250,
+  );
 }
 
 const echo = (r: Reply) => JSON.parse(r.body) as Echo;
 const get = (gw: GatehouseProcess, path: string, headers: Record<string, string> = {}, method = 'GET') => send(gw.url, { path, method, headers: { host: 'foo', ...headers } });
 
 /** What each guide says should happen, checked through `gatehouse run` (undefined: nothing observable without the cloud it names). */
-const BEHAVIOUR: Record<string, ((gw: GatehouseProcess) => Promise<void>) | undefined> = {
+const BEHAVIOUR: Record<string, Behaviour | undefined> = {
   '01-prefix-matching.yaml': async (gw) => {
     const r = await get(gw, '/posts/1');
     expect(echo(r)).toMatchObject({ upstream: 'json-upstream', url: '/posts/1' });
@@ -323,9 +514,212 @@ const BEHAVIOUR: Record<string, ((gw: GatehouseProcess) => Promise<void>) | unde
       echoes.get('petstore-v2')!.server.off('request', record);
     }
   },
+  '42-access-log-default-string.yaml': async (gw) => {
+    const r = await sampleRoute(gw, 'rid-42');
+    // The line is on the process's stdout (not JSON: the test's log reader keeps it as msg).
+    const line = await gw.waitForLog((l) => l.unparsed === true && String(l.msg).includes('"rid-42"'));
+    expectDefaultLine(String(line.msg), 'rid-42', echoes.get('default-petstore-8080')!.port, Buffer.byteLength(r.body));
+  },
+  '43-access-log-custom-string.yaml': async (gw) => {
+    const r = await sampleRoute(gw, 'rid-43');
+    const line = await gw.waitForLog((l) => l.unparsed === true && String(l.msg).includes('"rid-43"'));
+    expectDefaultLine(String(line.msg), 'rid-43', echoes.get('default-petstore-8080')!.port, Buffer.byteLength(r.body));
+  },
+  '44-access-log-json.yaml': async (gw) => {
+    await sampleRoute(gw, 'rid-44');
+    const line = await gw.waitForLog((l) => l.upstreamHost !== undefined);
+    // The guide's four keys and nothing else; a lone operator keeps its type (%DURATION% a number, as Envoy writes it since 1.x).
+    expect(Object.keys(line).sort()).toEqual(['duration', 'protocol', 'upstreamCluster', 'upstreamHost']);
+    expect(line).toMatchObject({ protocol: 'HTTP/1.1', upstreamHost: `127.0.0.1:${echoes.get('default-petstore-8080')!.port}` });
+    expect(typeof line.duration).toBe('number');
+    expect(String(line.upstreamCluster)).toContain('default-petstore-8080');
+  },
+  '45-access-log-file.yaml': async (gw, run) => {
+    await sampleRoute(gw, 'rid-45a');
+    await sampleRoute(gw, 'rid-45b');
+    const lines = (await sinkLines(join(run.dir, 'access-logs.json'), 2)).map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines).toHaveLength(2);
+    for (const line of lines) expect(line).toMatchObject({ protocol: 'HTTP/1.1', upstreamHost: `127.0.0.1:${echoes.get('default-petstore-8080')!.port}` });
+    // Nothing on stdout: the sink is the file.
+    expect(gw.logs.some((l) => l.upstreamHost !== undefined)).toBe(false);
+  },
+  '46-access-log-grpc-service.yaml': async (gw, run) => {
+    warned(run, 'Gateway gloo-system/gateway-proxy', 'spec.options.accessLoggingService.accessLog[0].grpcService');
+    await sampleRoute(gw, 'rid-46');
+  },
+  '47-access-log-opentelemetry.yaml': async (gw, run) => {
+    warned(run, 'Gateway gloo-system/gateway-proxy', 'spec.options.accessLoggingService.accessLog[0].openTelemetryService');
+    await sampleRoute(gw, 'rid-47');
+  },
+  '48-access-log-multiple.yaml': async (gw, run) => {
+    warned(run, 'Gateway gloo-system/gateway-proxy', 'spec.options.accessLoggingService.accessLog[3].grpcService');
+    const r = await sampleRoute(gw, 'rid-48');
+    const port = echoes.get('default-petstore-8080')!.port;
+    const stdout = await gw.waitForLog((l) => l.unparsed === true && String(l.msg).includes('"rid-48"'));
+    expectDefaultLine(String(stdout.msg), 'rid-48', port, Buffer.byteLength(r.body));
+    const [text] = await sinkLines(join(run.dir, 'default-access-log.txt'), 1);
+    expectDefaultLine(text!, 'rid-48', port, Buffer.byteLength(r.body));
+    const [json] = await sinkLines(join(run.dir, 'other-access-log.json'), 1);
+    expect(JSON.parse(json!)).toMatchObject({ protocol: 'HTTP/1.1', upstreamHost: `127.0.0.1:${port}` });
+  },
+  '49-access-log-status-code-filter.yaml': async (gw, run) => {
+    // No runtime layer: the runtimeKey is warned about and defaultValue (400) applies, as in Envoy without the key.
+    expect(run.validated).toContain('spec.options.accessLoggingService.accessLog[0].filter.statusCodeFilter.comparison.value.runtimeKey: runtimeKey is not applied');
+    expect((await get(gw, '/ok')).status).toBe(200);
+    expect((await get(gw, '/missing')).status).toBe(404);
+    expect(await gw.waitForLog((l) => l.origpath === '/missing')).toMatchObject({ protocol: 'HTTP/1.1' });
+    // Stopped, the process has written every line it had: the 200 was not logged.
+    await gw.stop();
+    expect(gw.logs.filter((l) => l.origpath !== undefined).map((l) => l.origpath)).toEqual(['/missing']);
+  },
+  '50-access-log-status-code-runtime-key.yaml': async (gw, run) => {
+    // Without the runtime key set (Gatehouse has no runtime layer) the threshold is defaultValue, 0: every request is logged.
+    expect(run.validated).toContain('spec.options.accessLoggingService.accessLog[0].filter.statusCodeFilter.comparison.value.runtimeKey: runtimeKey is not applied');
+    expect((await get(gw, '/ok')).status).toBe(200);
+    await gw.waitForLog((l) => l.origpath === '/ok');
+  },
+  '51-access-log-header-filter-original-path.yaml': async (gw, run) => {
+    expect(run.validated).not.toContain('warning:');
+    // The page's only route rewrites /httpbin/get to /get: its requests carry X-ENVOY-ORIGINAL-PATH /httpbin/get, which the
+    // inverted prefix match excludes; requests without the header (not rewritten) do not match an inverted matcher either (Envoy).
+    expect(echo(await get(gw, '/httpbin/get'))).toMatchObject({ upstream: 'default-httpbin-8000', url: '/get' });
+    expect(echo(await get(gw, '/httpbin/get/more'))).toMatchObject({ upstream: 'default-httpbin-8000', url: '/get/more' });
+    expect((await get(gw, '/other')).status).toBe(404);
+    await gw.stop();
+    expect(gw.logs.filter((l) => l.origpath !== undefined)).toEqual([]);
+  },
+  '52-access-log-header-filter-path.yaml': async (gw, run) => {
+    expect(run.validated).not.toContain('warning:');
+    // :path is the rewritten path: /httpbin/get (sent upstream as /get) is logged, with its original path; others are not.
+    expect(echo(await get(gw, '/httpbin/get'))).toMatchObject({ upstream: 'default-httpbin-8000', url: '/get' });
+    expect(echo(await get(gw, '/httpbin/get/more'))).toMatchObject({ upstream: 'default-httpbin-8000', url: '/get/more' });
+    expect(await gw.waitForLog((l) => l.origpath === '/httpbin/get')).toMatchObject({ protocol: 'HTTP/1.1' });
+    // A client's own /get matches too (no route: 404), /other does not.
+    expect((await get(gw, '/other')).status).toBe(404);
+    expect((await get(gw, '/get')).status).toBe(404);
+    await gw.stop();
+    expect(gw.logs.filter((l) => l.origpath !== undefined).map((l) => l.origpath)).toEqual(['/httpbin/get', '/get']);
+  },
+  '53-tracing-opentelemetry.yaml': async (gw, run) => {
+    // The guide's span: kind Server, status Unset for a 200, the request's attributes.
+    const span = await traced(
+      run,
+      async () => {
+        const r = await get(gw, '/', { 'user-agent': 'curl/7.79.1' });
+        expect([r.status, r.body]).toEqual([200, 'hello world']);
+      },
+      (s) => s.kind === 2 && s.attributes.user_agent === 'curl/7.79.1',
+    );
+    expect(span.attributes).toMatchObject({ 'http.method': 'GET', 'http.status_code': 200, 'http.protocol': 'HTTP/1.1', component: 'proxy' });
+    expect(typeof span.attributes['guid:x-request-id']).toBe('string');
+    expect(span.status.code ?? 0).toBe(0);
+  },
+  '54-tracing-span-name.yaml': async (gw, run) => {
+    // Gap: spanTransformer is not applied yet (Warning); the request is still traced, under the route's name.
+    warned(run, 'VirtualService gloo-system/default', 'spec.virtualHost.options.stagedTransformations.regular.requestTransforms[0].requestTransformation.transformationTemplate.spanTransformer');
+    const span = await traced(
+      run,
+      async () => {
+        const r = await get(gw, '/', { host: 'my-hostname' });
+        expect([r.status, r.body]).toEqual([200, 'hello world']);
+      },
+      (s) => s.kind === 2 && s.attributes['http.url'] === 'http://my-hostname/',
+    );
+    expect(span.name).toBe('gloo-system/default/0');
+  },
+  '55-tracing-route-descriptor.yaml': async (gw, run) => {
+    const parents: string[] = [];
+    const span = await traced(
+      run,
+      async () => {
+        const seen = echo(await get(gw, '/route2'));
+        expect(seen).toMatchObject({ upstream: 'echo-server', url: '/route2' });
+        // autoHostRewrite: the upstream sees its own address as Host.
+        expect(seen.headers.host).toBe('127.0.0.1');
+        parents.push(String(seen.headers.traceparent));
+      },
+      (s) => s.name === 'CUSTOM_ROUTE_DESCRIPTOR',
+    );
+    expect(span.kind).toBe(2);
+    // The upstream got the gateway's span as its parent.
+    expect(parents).toContain(`00-${span.traceId}-${span.spanId}-01`);
+  },
+  '56-tracing-zipkin-upstream.yaml': async (gw, run) => {
+    warned(run, 'Gateway gloo-system/gateway-proxy', 'spec.httpGateway.options.httpConnectionManagerSettings.tracing.zipkinConfig');
+    expect(echo(await get(gw, '/')).upstream).toBe('default-petstore-8080');
+  },
+  '57-tracing-zipkin-cluster.yaml': async (gw, run) => {
+    warned(run, 'Gateway gloo-system/gateway-proxy', 'spec.httpGateway.options.httpConnectionManagerSettings.tracing.zipkinConfig');
+    expect(echo(await get(gw, '/')).upstream).toBe('default-petstore-8080');
+  },
+  '58-tracing-envoy-route-descriptor.yaml': async (gw, run) => {
+    expect((await get(gw, '/abcd')).status).toBe(404);
+    const span = await traced(
+      run,
+      async () => expect(echo(await get(gw, '/abc'))).toMatchObject({ upstream: 'my-upstream', url: '/' }),
+      (s) => s.name === '<route-descriptor-name>',
+    );
+    expect(span.kind).toBe(2);
+  },
+  '59-gzip.yaml': async (gw) => {
+    const HELLO = "Hello, world! It's me. I've been wondering if after all these years you'd like to meet.";
+    // curl -H "Accept-Encoding: gzip": content-encoding gzip, and the body inflates to the direct response.
+    const zipped = await rawGet(gw.url, '/helloworld', { 'accept-encoding': 'gzip' });
+    expect(zipped.status).toBe(200);
+    expect(zipped.headers['content-encoding']).toBe('gzip');
+    expect(gunzipSync(zipped.body).toString('utf8')).toBe(HELLO);
+    // Without Accept-Encoding it is plain text.
+    const plain = await rawGet(gw.url, '/helloworld', {});
+    expect(plain.headers['content-encoding']).toBeUndefined();
+    expect(plain.body.toString('utf8')).toBe(HELLO);
+  },
+  '60-listener-plugin-summary.yaml': async (gw, run) => {
+    // Gap: via is not applied (Warning); the listener binds the Gateway's port and serves.
+    warned(run, 'Gateway gloo-system/gateway-proxy', 'spec.httpGateway.options.httpConnectionManagerSettings.via');
+    expect(gw.port).toBe(run.port(8080));
+    expect(echo(await get(gw, '/')).upstream).toBe('default-petstore-8080');
+  },
+  '61-http-connection-manager.yaml': async (gw, run) => {
+    // Honoured: the timeouts (Go durations such as 1m2s) and maxRequestHeadersKb; the rest is warned by name.
+    for (const setting of ['skipXffAppend', 'via', 'xffNumTrustedHops', 'useRemoteAddress', 'generateRequestId', 'proxy100Continue', 'drainTimeout', 'delayedCloseTimeout', 'serverName', 'acceptHttp10', 'defaultHostForHttp10']) {
+      warned(run, 'Gateway gloo-system/gateway-proxy', `spec.httpGateway.options.httpConnectionManagerSettings.${setting}`);
+    }
+    for (const setting of ['requestTimeout', 'streamIdleTimeout', 'idleTimeout', 'maxRequestHeadersKb']) expect(run.validated).not.toContain(`httpConnectionManagerSettings.${setting}`);
+    expect(echo(await get(gw, '/')).upstream).toBe('default-petstore-8080');
+  },
+  '62-multi-gateway-ssl-selector.yaml': async (gw, run) => {
+    // The public proxy's TLS listener serves the VirtualService labelled public, with its certificate.
+    const r = await tlsGet(run.port(8443), 'api.mycompany.com', '/get');
+    expect(r.status).toBe(200);
+    expect(r.cn).toBe('*.mycompany.com');
+    expect((JSON.parse(r.body) as Echo).upstream).toBe('default-httpbin-8000');
+    // The private VirtualService is the corp proxy's: not served on this listener.
+    expect((await tlsGet(run.port(8443), 'api.mycompany.corp')).status).toBe(404);
+    expect((gw.listening.listeners as { gateway: string; ssl: boolean }[]).map((l) => [l.gateway, l.ssl])).toEqual([['default/public-gw-ssl', true]]);
+  },
+  '63-faq-virtual-services.yaml': async (gw) => {
+    expect(echo(await get(gw, '/', { host: 'pets.example' })).upstream).toBe('default-petstore-8080');
+    expect((await get(gw, '/', { host: 'other.example' })).status).toBe(404);
+  },
+  '64-faq-virtual-service-selector.yaml': async (gw) => {
+    expect(echo(await get(gw, '/', { host: 'selected.example' })).upstream).toBe('default-petstore-8080');
+    expect((await get(gw, '/', { host: 'half.example' })).status).toBe(404);
+  },
+  // Binds 8080 as printed: validated here; test/proxy/grpc-web.test.ts runs the same Gateway against a real gRPC server.
+  '65-grpc-web.yaml': undefined,
+  '66-websockets-listener.yaml': async (gw, run) => {
+    // Gap: the listener's upgrades are not applied (Warning naming them); the listener serves.
+    warned(run, 'Gateway gloo-system/gateway-proxy', 'spec.httpGateway.options.httpConnectionManagerSettings.upgrades');
+    expect(echo(await get(gw, '/')).upstream).toBe('default-petstore-8080');
+  },
+  '67-websockets-route.yaml': async (gw, run) => {
+    warned(run, 'VirtualService gloo-system/default', 'spec.virtualHost.routes[0].options.upgrades');
+    expect(echo(await get(gw, '/foo/bar'))).toMatchObject({ upstream: 'foo', url: '/foo/bar' });
+  },
 };
 
-describe('Gloo guide manifests', async () => {
+// Fixtures run a few at a time: each is its own pair of processes on free ports (the shared echo upstreams and collector tell requests apart by path and name).
+describe.concurrent('Gloo guide manifests', async () => {
   const files = (await readdir(FIXTURES)).filter((f) => f.endsWith('.yaml')).sort();
 
   it('the corpus has a behaviour entry for every fixture', () => {
@@ -336,11 +730,15 @@ describe('Gloo guide manifests', async () => {
   for (const file of files) {
     it(`${file}: loads through gatehouse validate${BEHAVIOUR[file] ? ' and behaves as the guide says' : ''}`, { timeout: 60_000 }, async () => {
       const dir = await guideDir(file, { retriesRefusedFirst: file === '14-retries.yaml' });
-      const { code, out } = await validate(dir);
-      expect(code, out).toBe(0);
-      expect(out).not.toContain('Rejected');
       const behaviour = BEHAVIOUR[file];
-      if (behaviour) await run(dir, behaviour);
+      const runDir = behaviour ? await copyForRun(dir) : undefined;
+      const checked = validate(dir).then(({ code, out }) => {
+        expect(code, out).toBe(0);
+        expect(out).not.toContain('Rejected');
+        return out;
+      });
+      if (behaviour) await run(runDir!, file, checked, behaviour);
+      else await checked;
     });
   }
 });

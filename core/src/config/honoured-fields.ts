@@ -898,6 +898,7 @@ export const HONOURED_FIELDS: { readonly [K in CrdKind]: Fields } = {
     'httpGateway.virtualServices[].name': 'core/src/server/gateway-listeners.ts',
     'httpGateway.virtualServices[].namespace': 'core/src/server/gateway-listeners.ts',
     'options.accessLoggingService.accessLog[].fileSink.jsonFormat': 'core/src/server/gateway-listeners.ts',
+    'options.accessLoggingService.accessLog[].filter': 'core/src/log/access-filter.ts',
     'options.accessLoggingService.accessLog[].fileSink.path': 'core/src/server/gateway-listeners.ts',
     'options.accessLoggingService.accessLog[].fileSink.stringFormat': 'core/src/server/gateway-listeners.ts',
     'proxyNames[]': 'core/src/server/gateway-checks.ts',

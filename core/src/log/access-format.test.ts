@@ -47,9 +47,17 @@ describe('compileStringFormat', () => {
     expect(f({ entry: entry({ req, res }), endMs: END })).toMatch(/^GET \/x\?y=2 \/x \/x\?y=2 localhost:\d+ curl - a a=1,b=2 a - 127\.0\.0\.1$/);
   });
 
-  test('BYTES_SENT from content-length when the response has one', async () => {
+  test('BYTES_SENT from content-length when the response has one; BYTES_RECEIVED 0 for a request without a body (Envoy), unknown when chunked', async () => {
     const { req, res } = await exchange({}, ['content-length', '5']);
-    expect(compileStringFormat('%BYTES_SENT% %BYTES_RECEIVED%')({ entry: entry({ req, res }), endMs: END })).toBe('5 -');
+    expect(compileStringFormat('%BYTES_SENT% %BYTES_RECEIVED%')({ entry: entry({ req, res }), endMs: END })).toBe('5 0');
+    const chunked = await exchange({ 'transfer-encoding': 'chunked' }, []);
+    expect(compileStringFormat('%BYTES_RECEIVED%')({ entry: entry(chunked), endMs: END })).toBe('-');
+  });
+
+  test('UPSTREAM_CLUSTER is the Upstream cluster that served, else the origin', () => {
+    const f = compileStringFormat('%UPSTREAM_CLUSTER%');
+    expect(f({ entry: entry({ cluster: 'gloo-system/default-petstore-8080', upstream: 'http://10.0.0.1:8080' }), endMs: END })).toBe('gloo-system/default-petstore-8080');
+    expect(f({ entry: entry({ upstream: 'http://10.0.0.1:8080' }), endMs: END })).toBe('http://10.0.0.1:8080');
   });
 
   test("Envoy's default format compiles", () => {

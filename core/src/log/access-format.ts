@@ -229,13 +229,14 @@ function operator(name: string, argument: string | undefined, offset: number, no
     case 'PROTOCOL':
       return ({ entry }) => entry.protocol;
     case 'BYTES_RECEIVED':
-      return ({ entry }) => entry.bytesReceived ?? contentLength(entry.req?.headers['content-length']);
+      return ({ entry }) => entry.bytesReceived ?? requestBodyBytes(entry.req);
     case 'BYTES_SENT':
       return ({ entry }) => entry.bytesSent ?? contentLength(responseHeaderValue(entry.res, 'content-length'));
     case 'UPSTREAM_HOST':
       return ({ entry }) => hostOf(entry.upstream);
     case 'UPSTREAM_CLUSTER':
-      return ({ entry }) => entry.upstream;
+      // The Upstream's cluster (`namespace/name`); the origin for destinations that have none.
+      return ({ entry }) => entry.cluster ?? entry.upstream;
     case 'ROUTE_NAME':
       return ({ entry }) => entry.route;
     case 'VIRTUAL_HOST_NAME':
@@ -274,27 +275,29 @@ function operator(name: string, argument: string | undefined, offset: number, no
 /** Operators compiled above (the `default` branch covers {@link ENVOY_ONLY}). */
 const KNOWN = new Set(['REQ', 'REQ_WITHOUT_QUERY', 'RESP', 'RESPONSE_CODE', 'RESPONSE_FLAGS', 'DURATION', 'START_TIME', 'PROTOCOL', 'BYTES_RECEIVED', 'BYTES_SENT', 'UPSTREAM_HOST', 'UPSTREAM_CLUSTER', 'ROUTE_NAME', 'VIRTUAL_HOST_NAME', 'DOWNSTREAM_REMOTE_ADDRESS', 'DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT', 'DOWNSTREAM_REMOTE_PORT', 'DOWNSTREAM_LOCAL_ADDRESS', 'DOWNSTREAM_LOCAL_ADDRESS_WITHOUT_PORT', 'DOWNSTREAM_LOCAL_PORT', 'REQUESTED_SERVER_NAME', 'HOSTNAME', 'ENVIRONMENT']);
 
-/** `%REQ(X?Y)%`: header X, else Y; `:METHOD`, `:PATH`, `:AUTHORITY`, `:SCHEME` are the request's pseudo-headers as Envoy sees them. */
-function requestHeader(argument: string): Part {
-  const [first, fallback] = argument.split('?').map((h) => h.trim().toLowerCase()) as [string, string | undefined];
-  const one = (name: string): ((req: IncomingMessage) => string | undefined) => {
-    if (name === ':method') return (req) => req.method;
-    if (name === ':path') return (req) => req.url;
-    if (name === ':authority') return (req) => headerText(req.headers[':authority'] ?? req.headers.host);
-    if (name === ':scheme') return (req) => ((req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http');
-    return (req) => headerText(req.headers[name]);
-  };
-  const a = one(first);
-  const b = fallback ? one(fallback) : undefined;
-  return ({ entry }) => {
-    const req = entry.req;
-    if (!req) return fromEntry(entry, first) ?? (fallback ? fromEntry(entry, fallback) : undefined);
-    return a(req) ?? b?.(req);
-  };
+/**
+ * A request header as Envoy sees it when it logs (lowercase `name`): `:method`, `:authority`,
+ * `:scheme`; `:path` as sent upstream (after a route's rewrites); `x-envoy-original-path` the
+ * client's path when a rewrite changed it (Envoy sets that header then).
+ */
+export function requestHeaderReader(name: string): (entry: AccessEntry) => string | undefined {
+  if (name === ':method') return (entry) => entry.req?.method ?? entry.method;
+  if (name === ':path') return (entry) => entry.upstreamPath ?? entry.req?.url ?? entry.path;
+  if (name === 'x-envoy-original-path') {
+    return (entry) => headerText(entry.req?.headers[name]) ?? (entry.upstreamPath !== undefined && entry.upstreamPath !== entry.req?.url ? entry.req?.url : undefined);
+  }
+  if (name === ':authority') return (entry) => (entry.req ? headerText(entry.req.headers[':authority'] ?? entry.req.headers.host) : undefined);
+  if (name === ':scheme') return (entry) => (entry.req ? ((entry.req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http') : undefined);
+  return (entry) => headerText(entry.req?.headers[name]);
 }
 
-/** `:method` and `:path` of an entry written without its request. */
-const fromEntry = (entry: AccessEntry, name: string): string | undefined => (name === ':method' ? entry.method : name === ':path' ? entry.path : undefined);
+/** `%REQ(X?Y)%`: header X, else Y, as {@link requestHeaderReader} reads them. */
+function requestHeader(argument: string): Part {
+  const [first, fallback] = argument.split('?').map((h) => h.trim().toLowerCase()) as [string, string | undefined];
+  const a = requestHeaderReader(first);
+  const b = fallback ? requestHeaderReader(fallback) : undefined;
+  return ({ entry }) => a(entry) ?? b?.(entry);
+}
 
 function responseHeader(argument: string): Part {
   const [first, fallback] = argument.split('?').map((h) => h.trim().toLowerCase()) as [string, string | undefined];
@@ -322,6 +325,17 @@ function responseHeaderValue(res: ServerResponse | undefined, name: string): str
     if (colon > 0 && line.slice(0, colon).trim().toLowerCase() === name) values.push(line.slice(colon + 1).trim());
   }
   return values.length ? values.join(',') : undefined;
+}
+
+/**
+ * A request's body bytes from its headers: `content-length`, else 0 for an HTTP/1.x request
+ * without `transfer-encoding` (it has no body, and Envoy prints 0); unknown for a chunked body.
+ */
+function requestBodyBytes(req: IncomingMessage | undefined): number | undefined {
+  if (!req) return undefined;
+  const length = contentLength(req.headers['content-length']);
+  if (length !== undefined) return length;
+  return req.httpVersionMajor === 1 && req.headers['transfer-encoding'] === undefined ? 0 : undefined;
 }
 
 function contentLength(value: string | string[] | undefined): number | undefined {

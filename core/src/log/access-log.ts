@@ -14,6 +14,10 @@ export interface AccessEntry {
   virtualHost: string | undefined;
   route: string | undefined;
   upstream: string | undefined;
+  /** The Upstream cluster that served it (`namespace/name`, `%UPSTREAM_CLUSTER%`), when the destination has one. */
+  cluster?: string | undefined;
+  /** The path and query sent upstream after rewrites: Envoy's `:path` at log time (`x-envoy-original-path` is then the client's). */
+  upstreamPath?: string | undefined;
   /** The request and response, for format strings that read headers or addresses (./access-format.ts). */
   req?: IncomingMessage | undefined;
   res?: ServerResponse | undefined;
@@ -318,6 +322,8 @@ export interface FormattedSink {
   /** `/dev/stdout`, `/dev/stderr`, or a file appended to. */
   readonly path: string;
   readonly format: LineFormatter;
+  /** The access log entry's `filter` (./access-filter.ts): only entries it passes are written. */
+  readonly filter?: ((entry: AccessEntry) => boolean) | undefined;
 }
 
 /**
@@ -329,7 +335,7 @@ export interface FormattedSink {
 export function createFormattedAccessLog(sinks: readonly FormattedSink[], options: { now?: () => number; batchEntries?: number; flushEveryMs?: number; open?: (path: string) => number } = {}): AccessLog & { close(): void } {
   const { now = Date.now, batchEntries = 64, flushEveryMs = 250 } = options;
   const open = options.open ?? openSink;
-  const writers = sinks.map((sink) => ({ format: sink.format, out: batchedWriter(open(sink.path)) }));
+  const writers = sinks.map((sink) => ({ format: sink.format, filter: sink.filter, out: batchedWriter(open(sink.path)) }));
   // Addresses are read when the entry is written: formatted later, a closed socket has none.
   const touchSocket = sinks.some((sink) => sink.format.needsSocket);
   const entries: AccessEntry[] = [];
@@ -337,7 +343,7 @@ export function createFormattedAccessLog(sinks: readonly FormattedSink[], option
   const encodeQueued = () => {
     for (let i = 0; i < entries.length; i++) {
       const input = { entry: entries[i]!, endMs: times[i]! };
-      for (const w of writers) w.out.writeText(w.format(input));
+      for (const w of writers) if (!w.filter || w.filter(input.entry)) w.out.writeText(w.format(input));
     }
     entries.length = 0;
     times.length = 0;

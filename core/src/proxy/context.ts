@@ -19,6 +19,10 @@ export interface RequestContext {
   readonly logger: Logger;
   /** Set by the destination for the access log: which upstream served the request. */
   upstream?: string;
+  /** Set with `upstream`: the name of the Upstream cluster it belongs to (`%UPSTREAM_CLUSTER%`). */
+  cluster?: string;
+  /** The path and query sent upstream, after rewrites (Envoy's `:path` at log time). */
+  upstreamPath?: string;
   /**
    * Headers the gateway adds to whatever response this request gets (the route's CORS), as a
    * flat `[name, value, …]` list; they replace an upstream's same-named ones (`cors.replaces`).

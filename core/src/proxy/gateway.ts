@@ -378,6 +378,8 @@ export class Gateway {
         virtualHost: vhost,
         route: route?.name,
         upstream: ctx?.upstream,
+        cluster: ctx?.cluster,
+        upstreamPath: ctx?.upstreamPath,
         // For access-log format strings (%REQ(X)%, %RESP(X)%, addresses): read only by them.
         req,
         res,

@@ -76,7 +76,7 @@ describe('Gateway checks', () => {
       gateway('gw', {
         bindPort: 8080,
         useProxyProto: true,
-        options: { socketOptions: [], accessLoggingService: { accessLog: [{ grpcService: { logName: 'x', staticClusterName: 'als' } }, { fileSink: { path: '/dev/stdout', stringFormat: '%DURATION%' }, filter: { statusCodeFilter: {} } }] } },
+        options: { socketOptions: [], accessLoggingService: { accessLog: [{ grpcService: { logName: 'x', staticClusterName: 'als' } }, { fileSink: { path: '/dev/stdout', stringFormat: '%DURATION%' }, filter: { traceableFilter: {} } }] } },
         httpGateway: { options: { gzip: {}, httpConnectionManagerSettings: { via: 'gh', xffNumTrustedHops: 1, requestTimeout: '5s', max_headers_count: 10 } } },
       }),
     ]);
@@ -86,7 +86,7 @@ describe('Gateway checks', () => {
       [
         'spec.options.socketOptions',
         'spec.options.accessLoggingService.accessLog[0].grpcService',
-        'spec.options.accessLoggingService.accessLog[1].filter',
+        'spec.options.accessLoggingService.accessLog[1].filter.traceableFilter',
         'spec.httpGateway.options.httpConnectionManagerSettings.via',
         'spec.httpGateway.options.httpConnectionManagerSettings.xffNumTrustedHops',
       ].sort(),
@@ -108,6 +108,22 @@ describe('Gateway checks', () => {
     expect(reasons('text')[0]!.message).toContain('%BOGUS%');
     expect(reasons('json').map((r) => r.path)).toEqual(['spec.options.accessLoggingService.accessLog[0].fileSink.jsonFormat.a.b']);
     expect(reasons('both').map((r) => r.code)).toEqual(['GH_CONFIG_INVALID']);
+  });
+
+  test('access log filters: a malformed one rejects the Gateway with its path; proto names are taken; a runtimeKey is warned', async () => {
+    const sink = { fileSink: { path: '/dev/stdout' } };
+    const snapshot = await load([
+      gateway('bad-op', { bindPort: 8080, options: { accessLoggingService: { accessLog: [{ ...sink, filter: { statusCodeFilter: { comparison: { op: 'GT', value: { defaultValue: 400 } } } } }] } } }),
+      gateway('unknown', { bindPort: 8081, options: { accessLoggingService: { accessLog: [{ ...sink, filter: { orFilter: { filters: [{ notHealthCheckFilter: {} }, { bogusFilter: {} }] } } }] } } }),
+      gateway('proto', { bindPort: 8082, options: { access_logging_service: { access_log: [{ file_sink: { path: '/dev/stdout' }, filter: { status_code_filter: { comparison: { op: 'GE', value: { default_value: 400, runtime_key: 'k' } } } } }] } } }),
+    ]);
+    const status = (name: string) => snapshot.statuses.find((s) => s.name === name)!;
+    expect(status('bad-op').reasons.map((r) => [r.code, r.path])).toEqual([['GH_CONFIG_INVALID', 'spec.options.accessLoggingService.accessLog[0].filter.statusCodeFilter.comparison.op']]);
+    expect(status('unknown').reasons.map((r) => r.path)).toEqual(['spec.options.accessLoggingService.accessLog[0].filter.orFilter.filters[1].bogusFilter']);
+    expect(status('proto').state).toBe('Warning');
+    expect(status('proto').reasons.map((r) => [r.code, r.path])).toEqual([['GH_CONFIG_IGNORED', 'spec.options.accessLoggingService.accessLog[0].filter.statusCodeFilter.comparison.value.runtimeKey']]);
+    const filter = planOf(gatewaysFor(snapshot, 'gateway-proxy').find((g) => g.name === 'proto')!, {}).sinks![0]!.filter!;
+    expect([filter({ status: 200 } as never), filter({ status: 404 } as never)]).toEqual([false, true]);
   });
 
   test('two Gateways of one proxy on one address and port: the later is rejected; other proxies may share it', async () => {

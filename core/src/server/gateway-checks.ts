@@ -1,3 +1,4 @@
+import { compileAccessLogFilter, type FilterNotes } from '../log/access-filter.ts';
 import { compileJsonFormat, compileStringFormat, FormatError, type FormatNotes } from '../log/access-format.ts';
 import { ConfigCodes, type Diagnostic, type PathSegment } from '../config/diagnostic.ts';
 import type { Resource } from '../config/resource.ts';
@@ -33,6 +34,13 @@ export function checkGateway(resource: Resource<'Gateway'>, ctx: CheckContext): 
   const spec = resource.spec;
 
   spec.options?.accessLoggingService?.accessLog?.forEach((log, i) => {
+    if (log.filter !== undefined) {
+      const notes: FilterNotes = { errors: [], warnings: [] };
+      const filterAt: PathSegment[] = ['spec', 'options', 'accessLoggingService', 'accessLog', i, 'filter'];
+      compileAccessLogFilter(log.filter, filterAt, notes);
+      for (const e of notes.errors) out.push(ctx.at(e.path, ConfigCodes.INVALID, `bad access log filter: ${e.message}`));
+      for (const w of notes.warnings) out.push(ctx.at(w.path, ConfigCodes.IGNORED, w.message, 'warning'));
+    }
     const sink = log.fileSink;
     if (!sink) return;
     const sinkAt: PathSegment[] = ['spec', 'options', 'accessLoggingService', 'accessLog', i, 'fileSink'];

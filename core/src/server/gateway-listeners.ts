@@ -6,6 +6,7 @@ import { bindOf, proxyNamesOf } from './gateway-checks.ts';
 import { durationMs } from '../config/schema/common.ts';
 import { field, type GatewaySpec } from '../config/schema/gateway.ts';
 import { compileJsonFormat, compileStringFormat, ENVOY_DEFAULT_FORMAT } from '../log/access-format.ts';
+import { compileAccessLogFilter } from '../log/access-filter.ts';
 import { createFormattedAccessLog, type AccessEntry, type AccessLog, type FormattedSink } from '../log/access-log.ts';
 import type { Logger } from '../log/logger.ts';
 import type { PathNormalization } from '../proxy/routing/normalize-path.ts';
@@ -145,7 +146,9 @@ export function planOf(gw: Resource<'Gateway'>, base: Partial<ListenerLimits>): 
       const text = field<string>(sink, 'stringFormat');
       // One entry, one line: a format without a final newline gets one (Envoy would run the entries together).
       const source = json !== undefined ? JSON.stringify(json) : text ? (text.endsWith('\n') ? text : `${text}\n`) : ENVOY_DEFAULT_FORMAT;
-      sinks.push({ path: field<string>(sink, 'path')!, source, format: json !== undefined ? compileJsonFormat(json) : compileStringFormat(source) });
+      const filter = field<object>(log, 'filter');
+      // The filter is part of what a reload compares: a changed filter swaps the log in place.
+      sinks.push({ path: field<string>(sink, 'path')!, source: filter === undefined ? source : `${source}\0${JSON.stringify(filter)}`, format: json !== undefined ? compileJsonFormat(json) : compileStringFormat(source), filter: filter === undefined ? undefined : compileAccessLogFilter(filter, [], { errors: [], warnings: [] }) });
     }
   }
   return { gateway: `${gw.namespace}/${gw.name}`, address, port, ssl: field<boolean>(spec, 'ssl') === true, limits, paths, sinks, selects: selector(gw), httpOptions: field<Record<string, unknown>>(http, 'options') };

@@ -48,15 +48,19 @@ export const ResourceRef = Strict(
 );
 export type ResourceRef = Type.Static<typeof ResourceRef>;
 
-/** Durations as Envoy/Gloo users write them: `15s`, `1.5s`, `250ms`, `1m`. */
-export const Duration = Type.String({ pattern: '^[0-9]+(\\.[0-9]+)?(ms|s|m|h)$', description: 'a duration such as 15s, 1.5s or 250ms' });
+/**
+ * Durations as Envoy/Gloo users write them: `15s`, `1.5s`, `250ms`, `1m`, and Go's compound form
+ * (`1m2s`, `1h30m`) that Gloo's protobuf JSON reader (golang/protobuf jsonpb, `time.ParseDuration`)
+ * takes and its HTTP connection manager guide prints.
+ */
+export const Duration = Type.String({ pattern: '^(?:[0-9]+(?:\\.[0-9]+)?(?:ms|s|m|h)){1,4}$', description: 'a duration such as 15s, 1.5s or 250ms' });
 
-/** Milliseconds in a duration string already checked against {@link Duration}. */
+/** Milliseconds in a duration string already checked against {@link Duration} (the parts add up). */
 export function durationMs(value: string): number {
-  const match = /^([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)$/.exec(value);
-  if (!match) throw new TypeError(`not a duration: ${value}`);
-  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[match[2] as 'ms' | 's' | 'm' | 'h'];
-  return Math.round(Number(match[1]) * unit);
+  if (!/^(?:[0-9]+(?:\.[0-9]+)?(?:ms|s|m|h)){1,4}$/.test(value)) throw new TypeError(`not a duration: ${value}`);
+  let ms = 0;
+  for (const [, amount, unit] of value.matchAll(/([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)/g)) ms += Number(amount) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[unit as 'ms' | 's' | 'm' | 'h'];
+  return Math.round(ms);
 }
 
 /**

@@ -37,7 +37,8 @@ export const AccessLog = Strict({
   fileSink: Type.Optional(FileSink),
   grpcService: NotApplied('gRPC access log services are not sent to (fileSink is written)'),
   openTelemetryService: NotApplied('OpenTelemetry access log services are not sent to (fileSink is written)'),
-  filter: NotApplied('access log filters are not applied: every request is logged'),
+  /** `als.options.gloo.solo.io.AccessLogFilter`: open here (it nests through andFilter/orFilter); log/access-filter.ts checks and compiles it. */
+  filter: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
 });
 
 /** `als.options.gloo.solo.io.AccessLoggingService`. */

@@ -1,5 +1,5 @@
 import Type from 'typebox';
-import { Duration, Name, ResourceRef, Strict, atMostOneOf, exactlyOneOf } from './common.ts';
+import { Duration, Ignored, Name, ResourceRef, Strict, atMostOneOf, exactlyOneOf } from './common.ts';
 import { JwtRouteOptions, JwtVirtualHostOptions } from './jwt.ts';
 import { TransformationStages, Transformations } from '../../transform/schema.ts';
 import { RateLimitOptions } from '../../ratelimit/options-schema.ts';
@@ -191,6 +191,8 @@ export const RouteOptions = Strict({
   stagedTransformations: Type.Optional(TransformationStages),
   ...RateLimitOptions,
   tracing: Type.Optional(RouteTracingSettings),
+  // Gloo's websockets guide enables upgrades per route; Gatehouse takes a websocket upgrade on every route (docs/virtual-service.md).
+  upgrades: Type.Optional(Ignored(Type.Array(Type.Unknown(), { maxItems: 16 }), 'upgrades are not configured per route: every route takes websocket upgrades (enabled: false is not applied)')),
 });
 
 /** Gloo's Destination: an Upstream, or a Kubernetes service port. */

@@ -61,6 +61,7 @@ export function forward(req: IncomingMessage, res: ServerResponse, ctx: RequestC
   const shadowBody = route.shadow
     ? startShadow(route.shadow, source, hasBody, { method: req.method!, path, headers: (host) => upstreamHeaders(req, headers, route, host, ctx.start, false), timeoutMs: route.timeoutMs > 0 ? Math.min(route.timeoutMs, MAX_TIMER_MS) : SHADOW_TIMEOUT_MS, logger: ctx.logger, requestId: ctx.requestId })
     : undefined;
+  ctx.upstreamPath = path;
   const exchange: Exchange = { req, res, ctx, route, cluster, path, hasBody, body: shadowBody ?? source, current: undefined, filters };
   // gRPC's own deadline (`grpc-timeout`), over the whole call, streaming included.
   const deadlineMs = isGrpcRequest(headers) ? grpcTimeoutMs(headers) : undefined;
@@ -166,6 +167,7 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
     // The route's hash key (options.lbHash) for ring hash / Maglev Upstreams; other policies ignore it.
     this.host = cluster.pick(undefined, cluster.hashing ? route.hashKey?.(req, ctx.headers, (cookie) => addSetCookie(ctx, cookie)) : undefined);
     ctx.upstream = this.host.origin;
+    ctx.cluster = cluster.name;
     const host = this.host;
     if (host.inFlight >= host.maxInFlight) {
       if (this.isRetry) cluster.activeRetries--;

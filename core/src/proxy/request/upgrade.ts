@@ -46,6 +46,7 @@ export function forwardUpgrade(req: IncomingMessage, res: ServerResponse, pendin
   const client = pending.socket;
   const host = cluster.pick();
   ctx.upstream = host.origin;
+  ctx.cluster = cluster.name;
   const headers: string[] = [];
   for (const [name, value] of Object.entries(ctx.headers)) {
     // `expect` as on any request (./forward.ts): answered here, and undici refuses it.
