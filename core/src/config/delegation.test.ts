@@ -15,6 +15,12 @@ const rt = (name: string, routes: object[], extra: { namespace?: string; labels?
   spec: { routes, ...(extra.weight !== undefined ? { weight: extra.weight } : {}) },
 });
 
+/** This process's CPU time in ms: the work a check does, whatever else the machine runs. */
+const cpuMs = (): number => {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1000;
+};
+
 function load(objects: object[]) {
   const store = new ConfigStore({ apiGroupDomain: 'gatehouse.dev' });
   const { documents } = parseManifests('a.yaml', objects.map((o) => stringify(o)).join('---\n'));
@@ -196,10 +202,10 @@ describe('delegateAction and RouteTable (Gloo)', () => {
 
   test('a selector fan-out past the route limit is rejected on the tables that expand too far, in time linear in the tables', () => {
     const roots = Array.from({ length: 1_000 }, (_, i) => rt(`root${i}`, [{ matchers: [{ prefix: '/' }], delegateAction: { selector: { labels: { level: '0' } } } }]));
-    const started = performance.now();
+    const started = cpuMs();
     // 2^15 = 32,768 routes under each of 1,002 tables: walking each (as before) took minutes.
     const { status, snapshot } = load([upstream, ...fanOut(15, 2), ...roots, vs([{ matchers: [{ prefix: '/' }], delegateAction: { selector: { labels: { level: '1' }, namespaces: ['team'] } } }])]);
-    const elapsed = performance.now() - started;
+    const elapsed = cpuMs() - started;
     expect(status('RouteTable', 'root7')).toMatchObject({ state: 'Rejected', reasons: [expect.objectContaining({ code: 'GH_CONFIG_DELEGATION_LIMIT', message: expect.stringContaining('more than 20000 routes') })] });
     // Level l expands to 2^(15-l) - 1 routes (delegating routes count): level 0 is over 20,000, level 1 under.
     expect(status('RouteTable', 'f0-0').state).toBe('Rejected');
@@ -207,7 +213,7 @@ describe('delegateAction and RouteTable (Gloo)', () => {
     // Two level-1 tables together are over: the VirtualService's walk stops at the limit.
     expect(status('VirtualService', 'root')).toMatchObject({ state: 'Rejected', reasons: [expect.objectContaining({ code: 'GH_CONFIG_DELEGATION_LIMIT', path: 'spec.virtualHost.routes[0].delegateAction', message: expect.stringContaining('VirtualService gloo/root → RouteTable team/f1-1 → RouteTable team/f2-0') })] });
     expect(snapshot.statuses.filter((s) => s.state === 'Rejected')).toHaveLength(1_003);
-    // Generous (a shared machine): the old walk needed ~17 ms per table here, this is one pass.
+    // CPU time, not wall time (a loaded machine stretched the wall time past 8 s); generous: the old walk needed ~17 ms per table here, this is one pass.
     expect(elapsed).toBeLessThan(8_000);
   });
 
@@ -227,25 +233,25 @@ describe('delegateAction and RouteTable (Gloo)', () => {
     const tables = Array.from({ length: 8 }, (_, i) =>
       rt(`m${i}`, [i < 7 ? { matchers: Array.from({ length: 20 }, (_, j) => ({ prefix: '/m/', headers: [{ name: `x-${i}-${j}` }] })), inheritableMatchers: true, delegateAction: { ref: { name: `m${i + 1}` } } } : { name: 'leaf', routeAction: to }]),
     );
-    const started = performance.now();
+    const started = cpuMs();
     const { status } = load([upstream, ...tables, vs([{ matchers: [{ prefix: '/m/' }], inheritableMatchers: true, delegateAction: { ref: { name: 'm0', namespace: 'team' } } }])]);
     expect(status('VirtualService', 'root')).toMatchObject({ state: 'Rejected', reasons: [expect.objectContaining({ code: 'GH_CONFIG_DELEGATION_LIMIT', path: 'spec.virtualHost.routes[0].delegateAction', message: expect.stringContaining('VirtualService gloo/root → RouteTable team/m0 → RouteTable team/m1') })] });
-    expect(performance.now() - started).toBeLessThan(8_000);
+    expect(cpuMs() - started).toBeLessThan(8_000);
   });
 
   test('every table of a loop of 5,000 is rejected, the loop named by its size, in one pass', () => {
     const loop = Array.from({ length: 5_000 }, (_, i) => rt(`l${i}`, [{ matchers: [{ prefix: '/' }], delegateAction: { ref: { name: `l${(i + 1) % 5_000}` } } }]));
-    const started = performance.now();
+    const started = cpuMs();
     const { status, snapshot } = load([upstream, ...loop]);
     expect(snapshot.statuses.filter((s) => s.state === 'Rejected')).toHaveLength(5_000);
     expect(status('RouteTable', 'l42').reasons).toEqual([expect.objectContaining({ code: 'GH_CONFIG_DELEGATION_CYCLE', message: 'delegation cycle: RouteTable team/l42 → … (a loop through 5000 RouteTables) … → RouteTable team/l42' })]);
-    // Generous (a shared machine): a search around the loop from each table took 9 s here.
-    expect(performance.now() - started).toBeLessThan(8_000);
+    // CPU time, not wall time (a loaded machine stretched the wall time past 8 s); generous: a search around the loop from each table took 9 s here.
+    expect(cpuMs() - started).toBeLessThan(8_000);
   });
 
   test('2,000 tables that each select all 2,000 are checked in one pass, each with a bounded list of reasons', () => {
     const all = Array.from({ length: 2_000 }, (_, i) => rt(`a${i}`, [{ matchers: [{ prefix: '/' }], delegateAction: { selector: { labels: { all: 'yes' } } } }], { labels: { all: 'yes' } }));
-    const started = performance.now();
+    const started = cpuMs();
     const { status, snapshot } = load([upstream, ...all]);
     expect(snapshot.statuses.filter((s) => s.state === 'Rejected')).toHaveLength(2_000);
     const reasons = status('RouteTable', 'a7').reasons;
@@ -253,20 +259,20 @@ describe('delegateAction and RouteTable (Gloo)', () => {
     // One cycle, three equal-weight pairs and the count of the others: not 2,000 warnings per table.
     expect(reasons.map((r) => r.code)).toEqual(['GH_CONFIG_DELEGATION_CYCLE', 'GH_CONFIG_IGNORED', 'GH_CONFIG_IGNORED', 'GH_CONFIG_IGNORED', 'GH_CONFIG_IGNORED']);
     expect(reasons[4]!.message).toContain('(1996 more pairs)');
-    // Generous (a shared machine): 2,000 x 2,000 selections took 12 s here.
-    expect(performance.now() - started).toBeLessThan(8_000);
+    // CPU time, not wall time (a loaded machine stretched the wall time past 8 s); generous: 2,000 x 2,000 selections took 12 s here.
+    expect(cpuMs() - started).toBeLessThan(8_000);
   });
 
   test('all virtual hosts together expand to at most 100,000 routes: 300 sharing a 16,383-route tree cost one budget, not 300 walks', () => {
     const shared = fanOut(14, 2);
     const hosts = Array.from({ length: 300 }, (_, i) => ({ ...vs([{ matchers: [{ prefix: '/' }], delegateAction: { selector: { labels: { level: '1' }, namespaces: ['team'] } } }]), metadata: { name: `host-${i}`, namespace: 'gloo' } }));
     hosts.forEach((h, i) => (h.spec.virtualHost.domains = [`h${i}.test`]));
-    const started = performance.now();
+    const started = cpuMs();
     const { status, snapshot } = load([upstream, ...shared, ...hosts]);
     const accepted = snapshot.statuses.filter((s) => s.kind === 'VirtualService' && s.state === 'Accepted');
     // 16,383 routes each (with the delegating routes): 6 fit in 100,000.
     expect(accepted).toHaveLength(6);
     expect(status('VirtualService', 'host-299')).toMatchObject({ state: 'Rejected', reasons: [expect.objectContaining({ code: 'GH_CONFIG_DELEGATION_LIMIT', message: expect.stringContaining('GATEHOUSE_MAX_ROUTES_TOTAL, 100000 for all virtual hosts together') })] });
-    expect(performance.now() - started).toBeLessThan(8_000);
+    expect(cpuMs() - started).toBeLessThan(8_000);
   });
 });

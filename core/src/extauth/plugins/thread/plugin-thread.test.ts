@@ -73,7 +73,9 @@ describe('plugin steps on the plugin thread', () => {
     const worst = gaps.stop();
     // The loop ran on the plugin thread for the CPU limit; this loop kept ticking.
     expect(performance.now() - started).toBeGreaterThanOrEqual(350);
-    expect(worst).toBeLessThan(150);
+    // Under 300 ms: a loop on this thread would stall it for the whole 400 ms limit; scheduling
+    // alone stalled it 164 ms in a fresh-clone run on the loaded machine.
+    expect(worst).toBeLessThan(300);
     expect(logger.lines.some((l) => l.fields.code === PluginCodes.TIMEOUT)).toBe(true);
     let allowed = false;
     for (let i = 0; i < 40 && !allowed; i++) {
