@@ -14,6 +14,8 @@ import { NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
 import { startNginx } from './tools.ts';
 import { parseWrk } from './wrk.ts';
 import { BENCH_JWKS, benchJwt } from './bench-jwt.ts';
+// The routing bench's `routing: route 1 + headers + CORS` options, for the route-options probe.
+import { ROUTE_OPTIONS } from './scenarios/routing.ts';
 
 const which = process.argv[2] ?? 'required-header';
 const seconds = Number(process.argv[3] ?? 5);
@@ -29,16 +31,6 @@ const plugins: { entry: string; name: string; config: object; headers: Record<st
   'jwt-es256': { entry: 'jwt', name: 'Jwt', config: { Jwks: BENCH_JWKS, Algorithms: ['ES256'] }, headers: { authorization: `Bearer ${benchJwt('ES256')}` } },
   'route-options': { entry: 'required-header', name: 'RequiredHeader', config: { RequiredHeader: 'x-api-key', AllowedValues: ['bench'] }, headers: { origin: 'https://app.example', cookie: 'a=1' } },
 }[which]!;
-// The routing bench's `routing: route 1 + headers + CORS` options (scenarios/routing.ts).
-const ROUTE_OPTIONS = {
-  headerManipulation: {
-    requestHeadersToAdd: [{ header: { key: 'x-gateway', value: 'gatehouse' } }],
-    requestHeadersToRemove: ['cookie'],
-    responseHeadersToAdd: [{ header: { key: 'x-frame-options', value: 'DENY' }, append: false }],
-    responseHeadersToRemove: ['server'],
-  },
-  cors: { allowOrigin: ['https://app.example'], allowMethods: ['GET'], exposeHeaders: ['x-gateway'] },
-};
 const authOptions = which === 'route-options' ? {} : { options: { extauth: { configRef: { name: 'plugin' } } } };
 const routeOptions = which === 'route-options' ? { options: ROUTE_OPTIONS } : {};
 const pluginDir = await mkdtemp(join(work, 'plugins-'));

@@ -72,7 +72,7 @@ function thousandRoutes(ctx: BenchContext) {
   };
 }
 
-const ROUTE_OPTIONS = {
+export const ROUTE_OPTIONS = {
   headerManipulation: {
     requestHeadersToAdd: [{ header: { key: 'x-gateway', value: 'gatehouse' } }],
     requestHeadersToRemove: ['cookie'],
