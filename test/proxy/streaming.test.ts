@@ -16,7 +16,14 @@ import { startServer, type TestServer } from '../support/upstream.ts';
 const MB = 1024 * 1024;
 const TOTAL = 50 * MB;
 const CHUNK = 64 * 1024;
-const RSS_LIMIT_MB = 150;
+/**
+ * The peak is bimodal: 137-146 MB in most runs, 164-166 MB in some (about 1 in 6 on a loaded
+ * machine, 0 of 20 quiet runs), always the same +22 MB, at commits before and after this session's
+ * changes to the HTTP path; the cause is not found (see the closing note of 2026-11-29). 180 MB
+ * holds both; the no-buffering property itself is MAX_AHEAD's (a buffering gateway lets the
+ * sender run 50 MB ahead), and a gateway holding one whole body would pass 180 MB.
+ */
+const RSS_LIMIT_MB = 180;
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 /** How long receivers stall: long enough for a buffering gateway to take in everything. */
 const STALL_MS = 500;
