@@ -17,9 +17,10 @@ const MB = 1024 * 1024;
 const TOTAL = 50 * MB;
 const CHUNK = 64 * 1024;
 /**
- * The peak is bimodal: 137-146 MB in most runs, 164-166 MB in some (about 1 in 6 on a loaded
- * machine, 0 of 20 quiet runs), always the same +22 MB, at commits before and after this session's
- * changes to the HTTP path; the cause is not found (see the closing note of 2026-11-29). 180 MB
+ * The peak is bimodal: 137-146 MB in most runs, 164-166 MB in some (1 in 5-7 runs, and in a
+ * fresh-clone CI run), always the same +22 MB. Seen since the TLS-rotation merge (ea845b2), never
+ * in 20 runs before it, though that diff touches only the TLS listener this test does not use;
+ * the cause is not found (closing note of 2026-11-29). 180 MB
  * holds both; the no-buffering property itself is MAX_AHEAD's (a buffering gateway lets the
  * sender run 50 MB ahead), and a gateway holding one whole body would pass 180 MB.
  */
