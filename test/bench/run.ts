@@ -33,7 +33,7 @@ async function main(): Promise<void> {
     workDir,
     upstreamUrl: `http://127.0.0.1:${upstream.port}`,
     upstreamPort: upstream.port,
-    gatehouse: (files, args = [], command = 'run') => startGatehouseLoggingToFile(workDir, files, args, command),
+    gatehouse: (files, args = [], command = 'run', env = {}) => startGatehouseLoggingToFile(workDir, files, args, command, env),
   };
 
   // Rounds interleave the rows (A B C, A B C, …) and each row reports medians over its rounds:
@@ -131,7 +131,7 @@ function median(runs: WrkResult[]): WrkResult {
 const fmt = (n: number, digits: number) => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');
 
 /** Starts Gatehouse with a fresh config dir; logs go to a file so the bench does not pay for them. */
-async function startGatehouseLoggingToFile(workDir: string, files: Record<string, string | object[]>, args: string[], command: 'run' | 'gateway'): Promise<RunningTarget> {
+async function startGatehouseLoggingToFile(workDir: string, files: Record<string, string | object[]>, args: string[], command: 'run' | 'gateway', env: Record<string, string> = {}): Promise<RunningTarget> {
   const dir = await mkdtemp(join(workDir, 'config-'));
   for (const [name, content] of Object.entries(files)) {
     await writeFile(join(dir, name), typeof content === 'string' ? content : content.map((d) => stringify(d)).join('---\n'));
@@ -139,7 +139,7 @@ async function startGatehouseLoggingToFile(workDir: string, files: Record<string
   const logFile = join(dir, 'gatehouse.log');
   const fd = openSync(logFile, 'w');
   const extra = command === 'run' ? ['--extauth-port', '0', '--plugin-dir', join(dir, 'plugins')] : [];
-  const child = spawn(process.execPath, [...NODE_FLAGS, CLI, command, '--config-dir', dir, '--port', '0', '--https-port', '0', '--admin-port', '0', '--host', '127.0.0.1', ...extra, ...args], { stdio: ['ignore', fd, fd] });
+  const child = spawn(process.execPath, [...NODE_FLAGS, CLI, command, '--config-dir', dir, '--port', '0', '--https-port', '0', '--admin-port', '0', '--host', '127.0.0.1', ...extra, ...args], { stdio: ['ignore', fd, fd], env: { ...process.env, ...env } });
   closeSync(fd);
   for (let i = 0; i < 200; i++) {
     const text = await readFile(logFile, 'utf8');

@@ -11,7 +11,8 @@ export interface BenchContext {
    * Starts `gatehouse <command>` with a config dir holding `files` (name → YAML text or
    * manifest objects). Logs go to a file, as in production, not through the bench's pipes.
    */
-  gatehouse(files: Record<string, string | object[]>, args?: string[], command?: 'run' | 'gateway'): Promise<RunningTarget>;
+  /** `env`: added to the process's environment (settings that have no flag, e.g. `GATEHOUSE_RATELIMIT_REDIS_URL`). */
+  gatehouse(files: Record<string, string | object[]>, args?: string[], command?: 'run' | 'gateway', env?: Record<string, string>): Promise<RunningTarget>;
 }
 
 export interface RunningTarget {

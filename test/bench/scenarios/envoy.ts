@@ -124,6 +124,54 @@ async function withAuthServer(start: () => Promise<Started>, row: (port: number)
   }
 }
 
+/** `gatehouse extauth` serving the RateLimitService (Gloo's RateLimitConfig), with one limit the bench never reaches. */
+async function startGatehouseRls(ctx: BenchContext): Promise<Started> {
+  const dir = await mkdtemp(join(ctx.workDir, 'envoy-rls-'));
+  const config = {
+    apiVersion: 'ratelimit.solo.io/v1alpha1',
+    kind: 'RateLimitConfig',
+    metadata: { name: 'bench-limits', namespace: 'default' },
+    spec: { raw: { descriptors: [{ key: 'generic_key', value: 'bench', rateLimit: { requestsPerUnit: 4_000_000_000, unit: 'DAY' } }], rateLimits: [{ actions: [{ genericKey: { descriptorValue: 'bench' } }] }] } },
+  };
+  await writeFile(join(dir, 'rlc.yaml'), stringify(config));
+  return startListening(process.execPath, [...NODE_FLAGS, CLI, 'extauth', '--config-dir', dir, '--port', '0', '--host', '127.0.0.1']);
+}
+
+/**
+ * The plain proxy with Envoy's rate limit filter asking `gatehouse extauth` on every request, as
+ * Gloo translates a route's `rateLimitConfigs` (the config's generic_key, then its actions).
+ */
+function rateLimited(rlsPort: number): (bootstrap: Bootstrap) => Bootstrap {
+  return (bootstrap) => {
+    const b = plainProxy(bootstrap);
+    const hcm = connectionManager(b);
+    hcm.http_filters.unshift({
+      name: 'envoy.filters.http.ratelimit',
+      typed_config: {
+        '@type': 'type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit',
+        domain: 'crd',
+        failure_mode_deny: true,
+        timeout: '1s',
+        rate_limit_service: { transport_api_version: 'V3', grpc_service: { envoy_grpc: { cluster_name: 'ratelimit' } } },
+      },
+    });
+    for (const host of hcm.route_config.virtual_hosts) {
+      for (const route of host.routes) if (route.route) route.route.rate_limits = [{ actions: [{ generic_key: { descriptor_value: 'default.bench-limits' } }, { generic_key: { descriptor_value: 'bench' } }] }];
+    }
+    b.static_resources.clusters.push({
+      name: 'ratelimit',
+      type: 'STATIC',
+      connect_timeout: '1s',
+      load_assignment: { cluster_name: 'ratelimit', endpoints: [{ lb_endpoints: [{ endpoint: { address: { socket_address: { address: '127.0.0.1', port_value: rlsPort } } } }] }] },
+      typed_extension_protocol_options: {
+        'envoy.extensions.upstreams.http.v3.HttpProtocolOptions': { '@type': 'type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions', explicit_http_config: { http2_protocol_options: {} } },
+      },
+    });
+    return b;
+  };
+}
+
+const RLS = 'envoy + gatehouse rate-limit server (RLS over gRPC, limit not reached)';
 const BASIC = 'envoy + gatehouse extauth, Basic-Auth route';
 const PLUGIN = 'envoy + gatehouse extauth, plugin route (RequiredHeader)';
 const MINIMAL = 'envoy + minimal grpc-js Check server (allows all)';
@@ -141,6 +189,8 @@ export const scenarios: BenchScenario[] = [
     start: (ctx) => withAuthServer(() => startListening(process.execPath, [...NODE_FLAGS, ALLOW_SERVER], NODE_ENV_DEFAULTS), (port) => envoyRow(ctx, (b) => b, port, { path: '/' })),
   },
   { group: 'envoy', name: BASIC, request, start: (ctx) => withAuthServer(() => startGatehouseExtauth(ctx), (port) => envoyRow(ctx, (b) => b, port, { path: '/' })) },
+  // Issue 28: Gatehouse as Envoy's rate-limit server, against Envoy with no rate limit.
+  { group: 'envoy', name: RLS, request, start: (ctx) => withAuthServer(() => startGatehouseRls(ctx), (port) => envoyRow(ctx, rateLimited(port), undefined, { path: '/' })) },
   {
     group: 'envoy',
     name: PLUGIN,
@@ -152,6 +202,7 @@ export const scenarios: BenchScenario[] = [
 export const goals: BenchModule['goals'] = [
   { row: 'gatehouse (1 worker, no access log)', against: PLAIN },
   { row: PLAIN, against: 'nginx proxy (1 worker)' },
+  { row: RLS, against: PLAIN },
   // The auth server should cost little more than gRPC itself.
   { row: BASIC, against: MINIMAL, minThroughputRatio: 0.9 },
   { row: PLUGIN, against: BASIC },
