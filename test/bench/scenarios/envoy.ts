@@ -141,34 +141,33 @@ async function startGatehouseRls(ctx: BenchContext): Promise<Started> {
  * The plain proxy with Envoy's rate limit filter asking `gatehouse extauth` on every request, as
  * Gloo translates a route's `rateLimitConfigs` (the config's generic_key, then its actions).
  */
-function rateLimited(rlsPort: number): (bootstrap: Bootstrap) => Bootstrap {
-  return (bootstrap) => {
-    const b = plainProxy(bootstrap);
-    const hcm = connectionManager(b);
-    hcm.http_filters.unshift({
-      name: 'envoy.filters.http.ratelimit',
-      typed_config: {
-        '@type': 'type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit',
-        domain: 'crd',
-        failure_mode_deny: true,
-        timeout: '1s',
-        rate_limit_service: { transport_api_version: 'V3', grpc_service: { envoy_grpc: { cluster_name: 'ratelimit' } } },
-      },
-    });
-    for (const host of hcm.route_config.virtual_hosts) {
-      for (const route of host.routes) if (route.route) route.route.rate_limits = [{ actions: [{ generic_key: { descriptor_value: 'default.bench-limits' } }, { generic_key: { descriptor_value: 'bench' } }] }];
-    }
-    b.static_resources.clusters.push({
-      name: 'ratelimit',
-      type: 'STATIC',
-      connect_timeout: '1s',
-      load_assignment: { cluster_name: 'ratelimit', endpoints: [{ lb_endpoints: [{ endpoint: { address: { socket_address: { address: '127.0.0.1', port_value: rlsPort } } } }] }] },
-      typed_extension_protocol_options: {
-        'envoy.extensions.upstreams.http.v3.HttpProtocolOptions': { '@type': 'type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions', explicit_http_config: { http2_protocol_options: {} } },
-      },
-    });
-    return b;
-  };
+function rateLimited(bootstrap: Bootstrap): Bootstrap {
+  const b = plainProxy(bootstrap);
+  const hcm = connectionManager(b);
+  hcm.http_filters.unshift({
+    name: 'envoy.filters.http.ratelimit',
+    typed_config: {
+      '@type': 'type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit',
+      domain: 'crd',
+      failure_mode_deny: true,
+      timeout: '1s',
+      rate_limit_service: { transport_api_version: 'V3', grpc_service: { envoy_grpc: { cluster_name: 'ratelimit' } } },
+    },
+  });
+  for (const host of hcm.route_config.virtual_hosts) {
+    for (const route of host.routes) if (route.route) route.route.rate_limits = [{ actions: [{ generic_key: { descriptor_value: 'default.bench-limits' } }, { generic_key: { descriptor_value: 'bench' } }] }];
+  }
+  b.static_resources.clusters.push({
+    name: 'ratelimit',
+    type: 'STATIC',
+    connect_timeout: '1s',
+    // The doc's extauth address (the same `gatehouse extauth` serves both services), replaced by envoyRow.
+    load_assignment: { cluster_name: 'ratelimit', endpoints: [{ lb_endpoints: [{ endpoint: { address: { socket_address: { address: EXTAUTH.split(':')[0], port_value: Number(EXTAUTH.split(':')[1]) } } } }] }] },
+    typed_extension_protocol_options: {
+      'envoy.extensions.upstreams.http.v3.HttpProtocolOptions': { '@type': 'type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions', explicit_http_config: { http2_protocol_options: {} } },
+    },
+  });
+  return b;
 }
 
 const RLS = 'envoy + gatehouse rate-limit server (RLS over gRPC, limit not reached)';
@@ -190,7 +189,7 @@ export const scenarios: BenchScenario[] = [
   },
   { group: 'envoy', name: BASIC, request, start: (ctx) => withAuthServer(() => startGatehouseExtauth(ctx), (port) => envoyRow(ctx, (b) => b, port, { path: '/' })) },
   // Issue 28: Gatehouse as Envoy's rate-limit server, against Envoy with no rate limit.
-  { group: 'envoy', name: RLS, request, start: (ctx) => withAuthServer(() => startGatehouseRls(ctx), (port) => envoyRow(ctx, rateLimited(port), undefined, { path: '/' })) },
+  { group: 'envoy', name: RLS, request, start: (ctx) => withAuthServer(() => startGatehouseRls(ctx), (port) => envoyRow(ctx, rateLimited, port, { path: '/' })) },
   {
     group: 'envoy',
     name: PLUGIN,
