@@ -13,5 +13,7 @@ export interface CounterIncrement {
 export interface CounterBackend {
   readonly kind: 'memory' | 'redis';
   increment(counters: readonly CounterIncrement[], addend: number, deadline: number): Promise<number[]>;
+  /** {@link increment} answered at once, for a store in this process (memory): no promise. */
+  incrementNow?(counters: readonly CounterIncrement[], addend: number): number[];
   close(): Promise<void>;
 }

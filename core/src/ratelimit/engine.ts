@@ -46,13 +46,58 @@ export interface RateLimitDecision {
   readonly error?: { readonly code: string; readonly message: string } | undefined;
 }
 
+/** Decisions counted since the last scrape, by domain and result (a plain number per request; see {@link counted}). */
+const unscraped = new Map<string, { readonly labels: { domain: string; result: string }; n: number }>();
+
 /** Decisions by domain (served domains only: clients choose the domain) and result. */
 const decisions = new Counter({
   name: 'gatehouse_ratelimit_decisions_total',
   help: 'Rate-limit decisions by domain and result (ok, over_limit, failed_open, failed_closed).',
   labelNames: ['domain', 'result'],
   registers: [registry],
+  collect() {
+    flushDecisions(this);
+  },
 });
+
+function flushDecisions(counter: Counter<'domain' | 'result'>): void {
+  for (const entry of unscraped.values()) {
+    if (entry.n === 0) continue;
+    counter.inc(entry.labels, entry.n);
+    entry.n = 0;
+  }
+}
+
+/**
+ * Counts one decision. prom-client hashes the label set on every `inc`; the decision path adds
+ * to a number instead, and the scrape hands the sums over.
+ */
+function counted(domain: string, result: string): { n: number } {
+  const key = `${domain}\n${result}`;
+  let entry = unscraped.get(key);
+  if (!entry) {
+    // Domains are the served ones (or 'other'): the map stays as small as the configuration.
+    if (unscraped.size >= 4096) {
+      flushDecisions(decisions);
+      unscraped.clear();
+    }
+    unscraped.set(key, (entry = { labels: { domain, result }, n: 0 }));
+  }
+  return entry;
+}
+
+/** A decision whose `headers` are built when first read: the gateway's filter reads them only over the limit. */
+function withLazyHeaders(overallCode: RateLimitCode, statuses: readonly DescriptorStatus[]): RateLimitDecision {
+  let headers: Record<string, string> | undefined;
+  return {
+    overallCode,
+    statuses,
+    get headers() {
+      headers ??= limitHeaders(statuses, overallCode);
+      return headers;
+    },
+  };
+}
 
 /** Bounds on one request (hostile or buggy clients): beyond them the request is refused. */
 export const REQUEST_LIMITS = { descriptors: 64, entries: 32, keyBytes: 1024, valueBytes: 4096 } as const;
@@ -123,19 +168,29 @@ export class RateLimitEngine {
    * `deadline` (epoch ms) is the caller's own, e.g. the gRPC call's.
    */
   async shouldRateLimit(domain: string, descriptors: readonly RequestDescriptor[], hitsAddend = 1, deadline?: number): Promise<RateLimitDecision> {
+    return this.decide(domain, descriptors, hitsAddend, deadline);
+  }
+
+  /**
+   * {@link shouldRateLimit}, answered synchronously when the counters can answer at once (memory,
+   * or no rule applies): the gateway's filter then decides without a promise. Throws a
+   * GH_RATELIMIT_BAD_REQUEST GatehouseError for a malformed request.
+   */
+  decide(domain: string, descriptors: readonly RequestDescriptor[], hitsAddend = 1, deadline?: number): RateLimitDecision | Promise<RateLimitDecision> {
     checkRequest(domain, descriptors, hitsAddend);
     const addend = hitsAddend === 0 ? 1 : hitsAddend;
     const table = this.#tables.get(domain);
     const label = table ? domain : 'other';
     const matches: Match[] = [];
-    descriptors.forEach((descriptor, index) => {
-      for (const found of matchDescriptor(domain, table, descriptor, index)) matches.push(found);
-    });
+    for (let index = 0; index < descriptors.length; index++) {
+      for (const found of matchDescriptor(domain, table, descriptors[index]!, index)) matches.push(found);
+    }
     // Gloo's rule priority: only the highest weight among the matched rules counts, plus alwaysApply rules.
-    const top = matches.reduce((max, m) => Math.max(max, m.limit.weight), 0);
+    let top = 0;
+    for (const m of matches) if (m.limit.weight > top) top = m.limit.weight;
     const applied = matches.filter((m) => m.limit.weight === top || m.limit.alwaysApply);
     if (applied.length === 0) {
-      decisions.inc({ domain: label, result: 'ok' });
+      counted(label, 'ok').n++;
       return { overallCode: 'OK', statuses: descriptors.map(() => ({ code: 'OK', limitRemaining: 0 })), headers: {} };
     }
 
@@ -144,15 +199,27 @@ export class RateLimitEngine {
       const windowStart = Math.floor(now / 1000 / m.limit.unitSeconds) * m.limit.unitSeconds;
       return { key: `${this.#prefix}${m.counterKey}:${m.limit.unitSeconds}:${windowStart}`, ttlSeconds: m.limit.unitSeconds };
     });
-    let values: number[];
+    const backend = this.backend;
+    // Memory counters answer at once: no promise, no turn of the microtask queue.
+    if (backend.incrementNow) return this.#decided(domain, label, descriptors, applied, backend.incrementNow(counters, addend), now);
+    const own = now + this.#timeoutMs;
+    let pending: Promise<number[]>;
     try {
-      const own = now + this.#timeoutMs;
-      values = await this.backend.increment(counters, addend, deadline === undefined ? own : Math.min(own, deadline));
+      pending = backend.increment(counters, addend, deadline === undefined ? own : Math.min(own, deadline));
     } catch (error) {
-      decisions.inc({ domain: label, result: this.failOpen ? 'failed_open' : 'failed_closed' });
-      return this.#failed(descriptors, applied, error as Error);
+      pending = Promise.reject(error);
     }
+    return pending.then(
+      (values) => this.#decided(domain, label, descriptors, applied, values, now),
+      (error: unknown) => {
+        counted(label, this.failOpen ? 'failed_open' : 'failed_closed').n++;
+        return this.#failed(descriptors, applied, error as Error);
+      },
+    );
+  }
 
+  /** The decision from the counters' values after the addition (one per applied rule, in order). */
+  #decided(domain: string, label: string, descriptors: readonly RequestDescriptor[], applied: readonly Match[], values: readonly number[], now: number): RateLimitDecision {
     const perDescriptor: (DescriptorStatus | undefined)[] = descriptors.map(() => undefined);
     applied.forEach((m, i) => {
       const after = values[i]!;
@@ -172,8 +239,8 @@ export class RateLimitEngine {
     });
     const statuses = perDescriptor.map((s) => s ?? { code: 'OK' as const, limitRemaining: 0 });
     const overallCode = statuses.some((s) => s.code === 'OVER_LIMIT') ? 'OVER_LIMIT' : 'OK';
-    decisions.inc({ domain: label, result: overallCode === 'OK' ? 'ok' : 'over_limit' });
-    return { overallCode, statuses, headers: limitHeaders(statuses, overallCode) };
+    counted(label, overallCode === 'OK' ? 'ok' : 'over_limit').n++;
+    return withLazyHeaders(overallCode, statuses);
   }
 
   #failed(descriptors: readonly RequestDescriptor[], applied: readonly Match[], error: Error): RateLimitDecision {
@@ -223,8 +290,19 @@ function checkRequest(domain: string, descriptors: readonly RequestDescriptor[],
 
 /** A counter's identity, bounded in size whatever the descriptor (header values can be long). */
 function counterKey(parts: unknown): string {
-  return createHash('sha256').update(JSON.stringify(parts)).digest('base64url').slice(0, 27);
+  const text = JSON.stringify(parts);
+  let key = counterKeys.get(text);
+  if (key === undefined) {
+    // Bounded whatever the clients send: a full cache starts again (hashing is the fallback, not a leak).
+    if (counterKeys.size >= COUNTER_KEY_CACHE) counterKeys.clear();
+    counterKeys.set(text, (key = createHash('sha256').update(text).digest('base64url').slice(0, 27)));
+  }
+  return key;
 }
+
+/** Hashed counter keys by their descriptor's JSON text: a request's descriptors repeat (one per client, per route). */
+const counterKeys = new Map<string, string>();
+const COUNTER_KEY_CACHE = 10_000;
 
 /** The rules one request descriptor matches (raw: at most one; set-style: the first plus alwaysApply ones). */
 function matchDescriptor(domain: string, table: DomainTable | undefined, descriptor: RequestDescriptor, index: number): Match[] {

@@ -207,15 +207,25 @@ function limitFilter(name: string, stage: number, bucket: Bucket | undefined, de
       for (const decide of deciders) decide(request, byDomain);
       // No descriptor: nothing to count, and no promise.
       if (byDomain.size === 0) return undefined;
-      const decisions = [...byDomain].map(([domain, descriptors]) => limiter.engine.shouldRateLimit(domain, descriptors));
-      return Promise.all(decisions).then(
-        (answers) => overLimit(answers),
-        (error: unknown) => {
-          // A malformed descriptor (a header value over the engine's bounds): the request is not limited by it.
-          logger.warn({ reqId: request.ctx.requestId, err: (error as Error).message, code: RateLimitCodes.BAD_REQUEST }, 'rate-limit descriptors refused; the request is not limited');
-          return undefined;
-        },
-      );
+      const refused = (error: unknown) => {
+        // A malformed descriptor (a header value over the engine's bounds): the request is not limited by it.
+        logger.warn({ reqId: request.ctx.requestId, err: (error as Error).message, code: RateLimitCodes.BAD_REQUEST }, 'rate-limit descriptors refused; the request is not limited');
+        return undefined;
+      };
+      const answers: (RateLimitDecision | Promise<RateLimitDecision>)[] = [];
+      let waiting = false;
+      try {
+        for (const [domain, descriptors] of byDomain) {
+          const answer = limiter.engine.decide(domain, descriptors);
+          if (answer instanceof Promise) waiting = true;
+          answers.push(answer);
+        }
+      } catch (error) {
+        return refused(error);
+      }
+      // Counters in memory answer at once: the request goes on in this turn, without a promise.
+      if (!waiting) return overLimit(answers as RateLimitDecision[]);
+      return Promise.all(answers).then((decided) => overLimit(decided), refused);
     },
   };
 }

@@ -33,6 +33,10 @@ export class MemoryCounters implements CounterBackend {
   }
 
   increment(counters: readonly CounterIncrement[], addend: number): Promise<number[]> {
+    return Promise.resolve(this.incrementNow(counters, addend));
+  }
+
+  incrementNow(counters: readonly CounterIncrement[], addend: number): number[] {
     const now = this.#now();
     const out: number[] = [];
     for (const { key, ttlSeconds } of counters) {
@@ -49,7 +53,7 @@ export class MemoryCounters implements CounterBackend {
       entry.count += addend;
       out.push(entry.count);
     }
-    return Promise.resolve(out);
+    return out;
   }
 
   #evict(now: number): void {
