@@ -24,6 +24,12 @@ export const PluginCodes = {
   THREW: 'GH_PLUGIN_THREW',
   /** Authorize ran past the per-call CPU limit, or its promise did not settle in time. */
   TIMEOUT: 'GH_PLUGIN_TIMEOUT',
+  /**
+   * The wall-clock limit stopped a call that had used under a quarter of its CPU limit (the
+   * machine held it back: a CPU quota, a busy core): a warning; the call runs again on a fresh
+   * isolate, on the isolate's thread (at most twice), instead of being denied.
+   */
+  DESCHEDULED: 'GH_PLUGIN_DESCHEDULED',
   /** The isolate ran out of its memory limit. */
   OUT_OF_MEMORY: 'GH_PLUGIN_OUT_OF_MEMORY',
   /** Authorize returned something that is not a valid AuthorizationResponse. */

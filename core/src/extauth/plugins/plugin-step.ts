@@ -110,6 +110,8 @@ const INLINE_SLOW_WINDOW = 10;
  * batch of sound calls (each is cheap, or the step would not be inline) and the JSON texts.
  */
 const MAX_BATCH = 32;
+/** Times one check runs again after the wall-clock limit stopped it on a descheduled isolate (PluginCallError.descheduled). */
+const MAX_DESCHEDULED_RETRIES = 2;
 /** Same, for the moving average of inline calls (a steadily heavy plugin). */
 const INLINE_AVERAGE_MS = 0.5;
 /** The first calls of an isolate compile the plugin lazily: only a failing one is judged. */
@@ -226,6 +228,7 @@ class SandboxedPluginStep implements PluginStep {
     this.inFlight++;
     try {
       // A call its batch could not finish through no fault of its own runs again, alone.
+      let descheduled = 0;
       for (let attempt = 0; ; attempt++) {
         const instance = this.instance?.alive ? this.instance : await this.acquire();
         if (!(this.inline && instance.idle) && instance.queued >= this.queueLimit) return this.overload();
@@ -233,7 +236,9 @@ class SandboxedPluginStep implements PluginStep {
           let decision: AuthDecision;
           // Inline only while nothing of the plugin's runs in the background (an await on fetch
           // or a timer): its continuation would hold the isolate and this thread would wait.
-          if (this.inline && instance.idle) {
+          // A call run again after a descheduled one goes to the isolate's thread: were it a loop after
+          // all, it could not stall this loop a second time.
+          if (this.inline && instance.idle && descheduled === 0) {
             const result = await this.inBatch(instance, json, attempt > 0);
             if (result === RETRY) continue;
             if (result instanceof PluginCallError) throw result;
@@ -244,6 +249,11 @@ class SandboxedPluginStep implements PluginStep {
           this.failures = 0;
           return decision;
         } catch (error) {
+          if (error instanceof PluginCallError && error.descheduled && descheduled < MAX_DESCHEDULED_RETRIES) {
+            descheduled++;
+            this.replaceDescheduled(instance, error);
+            continue;
+          }
           this.failed(instance, error);
           // The operator's fail mode for an unreachable store (`store.redis.failOpen`).
           if (this.failOpen && (error as { code?: unknown }).code === PluginCodes.STORE_UNAVAILABLE) return { allowed: true, headersToSet: [], headersToRemove: [] };
@@ -426,6 +436,23 @@ class SandboxedPluginStep implements PluginStep {
     instance.dispose(failure.code);
     this.noteFailure(failure);
     if (!this.closed && this.retryAt <= performance.now() && !this.building) this.rebuild().catch(() => undefined);
+  }
+
+  /**
+   * A call the wall-clock limit stopped while the isolate had used little CPU (a CPU quota, a busy
+   * machine): not the plugin's failure, so no backoff and no denial; but the plugin was stopped
+   * mid-call and its state may be half-updated, so the call runs again on a fresh isolate.
+   */
+  private replaceDescheduled(instance: PluginInstance, failure: PluginCallError): void {
+    // Calls lost with an isolate already dropped for this just run again.
+    if (this.instance !== instance || !instance.alive) return;
+    this.logger.warn(
+      { ...this.where, code: PluginCodes.DESCHEDULED, descheduled: true, cpuMs: failure.cpuMs, cause: failure.message },
+      'plugin call stopped by the wall-clock limit after little CPU (the machine held it back): it runs again on a fresh isolate',
+    );
+    this.instance = undefined;
+    instance.dispose('a call was stopped while descheduled', { callsRunAgain: true });
+    if (!this.closed && !this.building) this.rebuild().catch(() => undefined);
   }
 
   private noteFailure(failure: GatehouseError): void {

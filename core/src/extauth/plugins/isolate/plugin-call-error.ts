@@ -11,6 +11,14 @@ export type BatchResult = PluginDecision | Promise<PluginDecision> | PluginCallE
 export class PluginCallError extends GatehouseError {
   /** The isolate is sound (a missed wall deadline with the isolate idle): keep it. */
   keepsIsolate = false;
+  /**
+   * The wall-clock limit stopped the call while it had used less CPU than its limit (the machine,
+   * a CPU quota or a busy core, was slow, not the plugin), or the call was lost with an isolate
+   * dropped for such a call. The call runs again on a fresh isolate instead of being denied.
+   */
+  descheduled = false;
+  /** With {@link descheduled}: the CPU time the call had used, in ms. */
+  cpuMs: number | undefined;
   /** The plugin's stack where it threw, in its own sources (source-mapped). */
   pluginStack: string | undefined;
 }

@@ -27,6 +27,11 @@ const PROBE_MS = 50;
 
 /** Answers from the plugin above this size are garbage, not responses. */
 const MAX_RESPONSE_CHARS = 1024 * 1024;
+/**
+ * A call the wall-clock limit stopped is the plugin's fault only if the isolate had used at least
+ * this share of the CPU limit by then; below it the call was descheduled (docs/plugins.md "Limits").
+ */
+const DESCHEDULED_SHARE = 0.25;
 const LEVELS = new Set(['debug', 'info', 'warn', 'error']);
 
 /** References to the runtime's entry points inside the isolate. */
@@ -82,7 +87,11 @@ export class PluginInstance {
   /** Answers that arrived before their call registered a waiter (ids above {@link registered}). */
   private readonly early = new Map<number, string>();
   private registered = 0;
-  /** CPU time the synchronous part of the last inline call spent in the isolate, in ms. */
+  /**
+   * CPU time of this thread during the synchronous part of the last inline call, in ms (not
+   * isolated-vm's `cpuTime`, which counts wall time while the isolate runs: a descheduled call
+   * would look slow and move the step off the loop).
+   */
   lastInlineMs = 0;
   /** Inline calls made on this isolate (the first ones pay for lazy compilation). */
   inlineCalls = 0;
@@ -352,7 +361,7 @@ export class PluginInstance {
     this.assertAlive();
     const deadline = performance.now() + this.wallTimeoutMs;
     // CPU time, not wall time: the plugin's share of the blocking, not the scheduler's.
-    const started = this.isolate.cpuTime;
+    const started = process.threadCpuUsage();
     this.inlineCalls++;
     this.calls.begin();
     let outcome: Outcome;
@@ -365,7 +374,7 @@ export class PluginInstance {
       this.calls.end();
       throw error;
     } finally {
-      this.lastInlineMs = this.isolate.isDisposed ? this.limits.cpuTimeoutMs : Number(this.isolate.cpuTime - started) / 1e6;
+      this.lastInlineMs = this.isolate.isDisposed ? this.limits.cpuTimeoutMs : cpuMsSince(started, process.threadCpuUsage());
     }
     if (!('pending' in outcome)) {
       this.calls.end();
@@ -406,7 +415,8 @@ export class PluginInstance {
     this.assertAlive();
     const count = requestJsons.length;
     const deadline = performance.now() + this.wallTimeoutMs;
-    const started = this.isolate.cpuTime;
+    const started = process.threadCpuUsage();
+    const wallStarted = performance.now();
     this.inlineCalls += count;
     for (let i = 0; i < count; i++) this.calls.begin();
     const results: BatchResult[] = new Array<BatchResult>(count);
@@ -414,9 +424,10 @@ export class PluginInstance {
     try {
       outcomes = this.batchOutcomes(this.refs.authorizeBatch.applySync(undefined, [`[${requestJsons.join(',')}]`], { timeout: 2 * this.limits.cpuTimeoutMs }), count);
     } catch (error) {
-      this.lastInlineMs = this.isolate.isDisposed ? 2 * this.limits.cpuTimeoutMs : Number(this.isolate.cpuTime - started) / 1e6;
+      this.lastInlineMs = this.isolate.isDisposed ? 2 * this.limits.cpuTimeoutMs : cpuMsSince(started, process.threadCpuUsage());
       const failure = error instanceof PluginCallError ? error : this.callError(error, false);
-      this.stoppedBatch(failure, results);
+      // Wall time the batch spent without CPU (descheduled): none of it is any call's running time.
+      this.stoppedBatch(failure, results, Math.max(0, performance.now() - wallStarted - cpuMsSince(started, process.threadCpuUsage())));
       for (let i = 0; i < count; i++) this.calls.end();
       return results;
     }
@@ -446,13 +457,13 @@ export class PluginInstance {
         } else results[index] = this.decisionOrError(outcome);
       }
     }
-    this.lastInlineMs = Number(this.isolate.cpuTime - started) / 1e6 / count;
+    this.lastInlineMs = cpuMsSince(started, process.threadCpuUsage()) / count;
     for (let i = 0; i < count; i++) if (!(results[i] instanceof Promise)) this.calls.end();
     return results;
   }
 
   /** A batch the CPU limit (or a failure) stopped: answers what finished, blames the culprit, retries the rest. */
-  private stoppedBatch(failure: PluginCallError, results: BatchResult[]): void {
+  private stoppedBatch(failure: PluginCallError, results: BatchResult[], descheduledMs: number): void {
     let progress: { done?: unknown; running?: unknown; runningMs?: unknown } | undefined;
     if (failure.code === PluginCodes.TIMEOUT && !this.isolate.isDisposed) {
       try {
@@ -466,7 +477,10 @@ export class PluginInstance {
     if (failure.code === PluginCodes.TIMEOUT || failure.code === PluginCodes.OUT_OF_MEMORY) this.dispose(`a batch of calls was stopped (${failure.code})`);
     const done = Array.isArray(progress?.done) ? (progress.done as unknown[]) : [];
     const running = typeof progress?.running === 'number' ? progress.running : -1;
-    const blamed = running >= 0 && typeof progress?.runningMs === 'number' && progress.runningMs >= this.limits.cpuTimeoutMs;
+    // `runningMs` is wall time in the isolate: the running call is blamed only if it ran the whole
+    // limit and, counting every descheduled moment of the batch against it, still used a CPU share.
+    const runningMs = typeof progress?.runningMs === 'number' ? progress.runningMs : -1;
+    const blamed = running >= 0 && runningMs >= this.limits.cpuTimeoutMs && runningMs - descheduledMs >= DESCHEDULED_SHARE * this.limits.cpuTimeoutMs;
     for (let i = 0; i < results.length; i++) {
       if (i < done.length && i < running) {
         const outcome = this.outcomeFrom(done[i]);
@@ -571,11 +585,27 @@ export class PluginInstance {
 
   /** A synchronous call into the isolate, bounded by the CPU limit. */
   private callSync<A extends unknown[]>(ref: ivm.Reference<(...args: A) => string>, args: A): unknown {
+    const cpuStarted = process.threadCpuUsage();
     try {
       return ref.applySync(undefined, args as never, { timeout: this.limits.cpuTimeoutMs });
     } catch (error) {
-      throw this.callError(error, false);
+      throw this.judged(this.callError(error, false), cpuMsSince(cpuStarted, process.threadCpuUsage()));
     }
+  }
+
+  /**
+   * isolated-vm's `timeout` counts wall time while the isolate runs (and so does its `cpuTime`,
+   * measured: 5,074 ms of it in 5,076 ms wall while the process had 1,095 ms of CPU). A call it
+   * stopped after less than {@link DESCHEDULED_SHARE} of the CPU limit of real CPU (`usedMs`) was
+   * descheduled (a container's CPU quota, a busy core), not slow: marked {@link PluginCallError.descheduled}.
+   */
+  private judged(failure: PluginCallError, usedMs: number): PluginCallError {
+    if (failure.code !== PluginCodes.TIMEOUT || this.isolate.isDisposed) return failure;
+    if (usedMs < DESCHEDULED_SHARE * this.limits.cpuTimeoutMs) {
+      failure.descheduled = true;
+      failure.cpuMs = Math.round(usedMs * 10) / 10;
+    }
+    return failure;
   }
 
   /**
@@ -589,10 +619,13 @@ export class PluginInstance {
       expired = true;
       this.dispose('a call did not return in time');
     }, this.limits.callTimeoutMs);
+    // The isolate's thread is not this one: the whole process's CPU since the call was queued
+    // (other calls and threads included) bounds the call's own, erring towards blaming the plugin.
+    const cpuStarted = process.cpuUsage();
     try {
       return await ref.apply(undefined, args as never, { timeout: this.limits.cpuTimeoutMs });
     } catch (error) {
-      throw this.callError(error, expired);
+      throw this.judged(this.callError(error, expired), cpuMsSince(cpuStarted, process.cpuUsage()));
     } finally {
       clearTimeout(timer);
     }
@@ -606,7 +639,7 @@ export class PluginInstance {
     const failure = isolateFailure(message);
     if (failure === 'memory') return new PluginCallError(PluginCodes.OUT_OF_MEMORY, `Authorize ran out of the ${memoryLimitMb} MB memory limit`, { cause: error });
     if (failure === 'cpu') return new PluginCallError(PluginCodes.TIMEOUT, `Authorize ran longer than the ${cpuTimeoutMs} ms CPU limit`, { cause: error });
-    if (this.isolate.isDisposed) return new PluginCallError(PluginCodes.UNAVAILABLE, `the isolate was replaced while the call waited (${this.deadReason ?? 'disposed'})`, { cause: error });
+    if (this.isolate.isDisposed) return this.lostCall(new PluginCallError(PluginCodes.UNAVAILABLE, `the isolate was replaced while the call waited (${this.deadReason ?? 'disposed'})`, { cause: error }));
     return new PluginCallError(PluginCodes.THREW, `Authorize failed: ${message}`, { cause: error });
   }
 
@@ -721,13 +754,24 @@ export class PluginInstance {
     return { job: id };
   }
 
-  /** Frees the isolate; pending calls on it fail (and are denied). */
-  dispose(reason = 'disposed'): void {
+  /** Set by {@link dispose} with `callsRunAgain`. */
+  private callsRunAgain = false;
+
+  /** A call lost with the isolate: one that may run again when the isolate went for a descheduled call. */
+  private lostCall(failure: PluginCallError): PluginCallError {
+    failure.descheduled = this.callsRunAgain;
+    return failure;
+  }
+
+  /** Frees the isolate; pending calls on it fail (and are denied, unless `callsRunAgain`: see {@link PluginCallError.descheduled}). */
+  dispose(reason = 'disposed', options: { callsRunAgain?: boolean } = {}): void {
     this.deadReason ??= reason;
+    // Dropped for a descheduled call (not a fault of the plugin's): the calls waiting on it may run again too.
+    if (options.callsRunAgain && this.deadReason === reason) this.callsRunAgain = true;
     this.calls.cancelAll(true);
     for (const [id, waiter] of this.waiters) {
       this.waiters.delete(id);
-      waiter.reject(new PluginCallError(PluginCodes.UNAVAILABLE, `the isolate was dropped while the call waited (${this.deadReason})`));
+      waiter.reject(this.lostCall(new PluginCallError(PluginCodes.UNAVAILABLE, `the isolate was dropped while the call waited (${this.deadReason})`)));
     }
     if (!this.isolate.isDisposed) {
       try {
@@ -745,3 +789,7 @@ function withStack(message: string, stack: string | undefined, file: PluginFile)
   return mapped === undefined ? message : `${withLocation(message, mapped)}\n${mapped}`;
 }
 
+/** CPU ms between two `process.cpuUsage()` / `process.threadCpuUsage()` readings. */
+function cpuMsSince(before: NodeJS.CpuUsage, after: NodeJS.CpuUsage): number {
+  return (after.user - before.user + after.system - before.system) / 1000;
+}
