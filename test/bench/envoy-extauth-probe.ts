@@ -4,7 +4,10 @@
 // from /proc/PID/stat around each run (test/bench/README.md "Finding where time goes").
 // Usage: node test/bench/envoy-extauth-probe.ts [seconds] (PROBE_ROUNDS, default 4;
 // PROBE_NODE_FLAGS="--cpu-prof --cpu-prof-dir=DIR" adds flags to both servers;
-// PROBE_ONLY=gatehouse|minimal loads one server only).
+// PROBE_ONLY=gatehouse|minimal loads one server only; PROBE_FRESH=1 new processes per measurement,
+// as the bench starts its rows; PROBE_SLICES=N one-second slices (the warm-up curve);
+// PROBE_GH_FLAGS: Node flags for gatehouse only; PROBE_VARIANT=SCRIPT a third server;
+// PROBE_STDOUT=DIR keeps the servers' stdout, --trace-gc lines say).
 import { execFile, execFileSync } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
 import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
@@ -110,18 +113,35 @@ const wrk = (url: string, s: number) => promisify(execFile)('wrk', ['-t1', '-c32
 async function measure(name: string) {
   const pair = fresh ? await startPair(name) : pairs[name]!;
   const { server, envoy } = pair;
-  await wrk(envoy.url + '/', 1);
   const pid = server.child.pid!;
+  // PROBE_SLICES=N: N one-second loads instead, CPU per check of each (how the cost falls as the process warms up).
+  const slices = Number(process.env.PROBE_SLICES ?? 0);
+  if (slices > 0) {
+    const perSlice: number[] = [];
+    for (let i = 0; i < slices; i++) {
+      const cpuBefore = await cpuOf(pid);
+      const r = parseWrk((await wrk(envoy.url + '/', 1)).stdout);
+      perSlice.push(Math.round((((await cpuOf(pid)) - cpuBefore) / r.requests) * 10) / 10);
+    }
+    if (fresh) {
+      await envoy.stop();
+      await server.stop();
+    }
+    return { rps: NaN, errors: 0, authUsPerCheck: perSlice.reduce((a, b) => a + b, 0) / slices, slices: perSlice };
+  }
+  await wrk(envoy.url + '/', 1);
   const [before, envoyBefore, threadsBefore] = [await cpuOf(pid), await cpuOf(envoy.child.pid!), await threadCpu(pid)];
   const result = parseWrk((await wrk(envoy.url + '/', seconds)).stdout);
   const [after, envoyAfter, threadsAfter] = [await cpuOf(pid), await cpuOf(envoy.child.pid!), await threadCpu(pid)];
   const per = (us: number) => Math.round((us / result.requests) * 10) / 10;
   const threads = Object.fromEntries(Object.entries(threadsAfter).map(([t, us]) => [t, per(us - (threadsBefore[t] ?? 0))]).filter(([, us]) => (us as number) > 0));
+  // Why requests failed, when some did: Envoy's ext_authz counters (denied, error: timeouts and gRPC failures).
+  const failures = result.errors ? { denied: await envoy.stat('http.ingress.ext_authz.denied'), error: await envoy.stat('http.ingress.ext_authz.error'), timeout: await envoy.stat('cluster.gatehouse-extauth.upstream_rq_timeout') } : undefined;
   if (fresh) {
     await envoy.stop();
     await server.stop();
   }
-  return { rps: Math.round(result.requestsPerSec), errors: result.errors, authUsPerCheck: per(after - before), envoyUsPerRequest: per(envoyAfter - envoyBefore), threads };
+  return { rps: Math.round(result.requestsPerSec), errors: result.errors, ...(failures ? { failures } : {}), authUsPerCheck: per(after - before), envoyUsPerRequest: per(envoyAfter - envoyBefore), threads };
 }
 
 const results: Record<string, { rps: number; authUsPerCheck: number }[]> = Object.fromEntries(Object.keys(starters).map((name) => [name, []]));
