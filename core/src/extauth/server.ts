@@ -1,6 +1,6 @@
 import { stat } from 'node:fs/promises';
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { Server, ServerCredentials, status as GrpcStatus, type Metadata, type ServiceDefinition, type UntypedServiceImplementation, type sendUnaryData, type ServerUnaryCall } from '@grpc/grpc-js';
+import { Server, ServerCredentials, status as GrpcStatus, type Metadata, type UntypedServiceImplementation, type sendUnaryData, type ServerUnaryCall } from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
 import { ConfigLoader } from '../config/loader.ts';
 import type { ConfigSnapshot } from '../config/store.ts';
@@ -16,8 +16,8 @@ import { bound as boundText } from './redact.ts';
 import { ExtAuthCodes } from './codes.ts';
 import { metrics, setKubeConnectedProbe } from '../admin/metrics.ts';
 import { AuthEngine } from './engine.ts';
-import { checkRequestFromMessage, checkResponseToMessage, type CheckRequestMessage, type CheckResponseMessage } from './grpc/check-messages.ts';
-import { AUTHORIZATION_SERVICE, authorizationPackage } from './grpc/protos.ts';
+import { checkServerDefinition, encodeCheckResponse } from './grpc/check-codec.ts';
+import { AUTHORIZATION_SERVICE } from './grpc/protos.ts';
 import { loadRedisDriver } from '../redis/client.ts';
 import { collectorFromEnv, loadRuntime } from '../tracing/tracing.ts';
 import type { CheckRequest } from './step.ts';
@@ -104,7 +104,8 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
   const health = new HealthImplementation({ '': 'NOT_SERVING', [AUTHORIZATION_SERVICE]: 'NOT_SERVING' });
   const server = new Server();
   const authenticated = callerCheck(options.token);
-  const check = (call: ServerUnaryCall<CheckRequestMessage, CheckResponseMessage>, callback: sendUnaryData<CheckResponseMessage>): void => {
+  // The request arrives decoded to the CheckRequest contract; the answer goes out as bytes (grpc/check-codec.ts).
+  const check = (call: ServerUnaryCall<CheckRequest, Buffer>, callback: sendUnaryData<Buffer>): void => {
     // The port answers "is this password right?": only the gateway or Envoy may ask.
     if (!authenticated(call.metadata)) {
       const suppressed = refusedLog.take('unauthenticated');
@@ -112,13 +113,13 @@ export async function startExtAuthServer(options: ExtAuthServerOptions): Promise
       callback({ code: GrpcStatus.UNAUTHENTICATED, details: 'this ext_authz server needs a caller token (authorization: Bearer <token> metadata)' }, null);
       return;
     }
-    engine.check(withTraceContext(checkRequestFromMessage(call.request), call.metadata)).then(
-      (decision) => callback(null, checkResponseToMessage(decision)),
+    engine.check(withTraceContext(call.request, call.metadata)).then(
+      (decision) => callback(null, encodeCheckResponse(decision)),
       // engine.check never rejects; this guards the gRPC call against a bug all the same.
-      () => callback(null, checkResponseToMessage(forbidden())),
+      () => callback(null, encodeCheckResponse(forbidden())),
     );
   };
-  server.addService(authorizationPackage()[AUTHORIZATION_SERVICE] as ServiceDefinition, { Check: check } as UntypedServiceImplementation);
+  server.addService(checkServerDefinition(), { Check: check } as UntypedServiceImplementation);
   // Envoy's rate-limit service on the same port (docs/rate-limiting.md).
   const rateLimitOptions = rateLimitOptionsFromEnv();
   if (rateLimitOptions.backend?.type === 'redis') await loadRedisDriver();

@@ -1,6 +1,9 @@
+import { accessSync, constants } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+import { dirname, isAbsolute, join } from 'node:path';
+// proto-loader also adds Google's descriptor protos to protobufjs' common set (validate.proto imports them).
 import { loadSync, type Options, type PackageDefinition } from '@grpc/proto-loader';
+import protobuf from 'protobufjs';
 
 /**
  * Envoy's ext_authz v3 protos, as shipped in `@grpc/grpc-js-xds` (its `deps/` folder holds
@@ -31,4 +34,35 @@ let cached: PackageDefinition | undefined;
 export function authorizationPackage(): PackageDefinition {
   cached ??= loadSync(AUTHORIZATION_PROTO, { ...PROTO_OPTIONS, includeDirs: envoyProtoIncludeDirs() });
   return cached;
+}
+
+let root: protobuf.Root | undefined;
+
+/**
+ * The same protos as {@link authorizationPackage}, as a protobufjs Root (proto field names,
+ * include directories resolved as proto-loader does): for the server's own Check codec
+ * (grpc/check-codec.ts), without proto-loader's package definition of every loaded type.
+ */
+export function authorizationRoot(): protobuf.Root {
+  if (root) return root;
+  const dirs = envoyProtoIncludeDirs();
+  const loading = new protobuf.Root();
+  const resolve = loading.resolvePath;
+  loading.resolvePath = (origin, target) => {
+    if (isAbsolute(target)) return target;
+    for (const dir of dirs) {
+      const path = join(dir, target);
+      try {
+        accessSync(path, constants.R_OK);
+        return path;
+      } catch {
+        // the next include directory
+      }
+    }
+    return resolve(origin, target);
+  };
+  loading.loadSync(AUTHORIZATION_PROTO, { keepCase: true });
+  loading.resolveAll();
+  root = loading;
+  return root;
 }
