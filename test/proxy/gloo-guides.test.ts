@@ -680,12 +680,22 @@ const BEHAVIOUR: Record<string, Behaviour | undefined> = {
     expect(echo(await get(gw, '/')).upstream).toBe('default-petstore-8080');
   },
   '61-http-connection-manager.yaml': async (gw, run) => {
-    // Honoured: the timeouts (Go durations such as 1m2s) and maxRequestHeadersKb; the rest is warned by name.
-    for (const setting of ['skipXffAppend', 'via', 'xffNumTrustedHops', 'useRemoteAddress', 'generateRequestId', 'proxy100Continue', 'drainTimeout', 'delayedCloseTimeout', 'serverName', 'acceptHttp10', 'defaultHostForHttp10']) {
+    // Honoured: the timeouts (Go durations such as 1m2s), maxRequestHeadersKb, serverName and via; the rest is warned by name.
+    for (const setting of ['skipXffAppend', 'xffNumTrustedHops', 'useRemoteAddress', 'generateRequestId', 'proxy100Continue', 'drainTimeout', 'delayedCloseTimeout', 'acceptHttp10', 'defaultHostForHttp10']) {
       warned(run, 'Gateway gloo-system/gateway-proxy', `spec.httpGateway.options.httpConnectionManagerSettings.${setting}`);
     }
-    for (const setting of ['requestTimeout', 'streamIdleTimeout', 'idleTimeout', 'maxRequestHeadersKb']) expect(run.validated).not.toContain(`httpConnectionManagerSettings.${setting}`);
-    expect(echo(await get(gw, '/')).upstream).toBe('default-petstore-8080');
+    for (const setting of ['requestTimeout', 'streamIdleTimeout', 'idleTimeout', 'maxRequestHeadersKb', 'serverName', 'via']) expect(run.validated).not.toContain(`httpConnectionManagerSettings.${setting}`);
+    const forwarded = await get(gw, '/', { via: '1.0 fred' });
+    expect(echo(forwarded).upstream).toBe('default-petstore-8080');
+    // via: appended to the request's (the upstream saw both hops) and set on the response;
+    // serverName: the server header of every response, the gateway's own answers included.
+    expect(echo(forwarded).headers.via).toBe('1.0 fred, reference-string');
+    expect(forwarded.headers.via).toBe('reference-string');
+    expect(forwarded.rawHeaders.filter((_, i) => i % 2 === 0 && forwarded.rawHeaders[i]!.toLowerCase() === 'server')).toHaveLength(1);
+    expect(forwarded.headers.server).toBe('reference-string');
+    const refused = await get(gw, '/%2e%2e%2f%00');
+    expect(refused.status).toBe(400);
+    expect(refused.headers.server).toBe('reference-string');
   },
   '62-multi-gateway-ssl-selector.yaml': async (gw, run) => {
     // The public proxy's TLS listener serves the VirtualService labelled public, with its certificate.

@@ -876,6 +876,9 @@ export const HONOURED_FIELDS: { readonly [K in CrdKind]: Fields } = {
     'httpGateway.options.httpConnectionManagerSettings.pathWithEscapedSlashesAction': 'core/src/server/gateway-listeners.ts',
     'httpGateway.options.httpConnectionManagerSettings.requestHeadersTimeout': 'core/src/server/gateway-listeners.ts',
     'httpGateway.options.httpConnectionManagerSettings.requestTimeout': 'core/src/server/gateway-listeners.ts',
+    'httpGateway.options.httpConnectionManagerSettings.serverName': 'core/src/proxy/request/listener-headers.ts',
+    'httpGateway.options.httpConnectionManagerSettings.serverHeaderTransformation': 'core/src/proxy/request/listener-headers.ts',
+    'httpGateway.options.httpConnectionManagerSettings.via': 'core/src/proxy/request/listener-headers.ts',
     'httpGateway.options.httpConnectionManagerSettings.streamIdleTimeout': 'core/src/server/gateway-listeners.ts',
     ...under('httpGateway.options.httpConnectionManagerSettings.tracing.', {
       'environmentVariablesForTags[].defaultValue': TRACING,

@@ -28,4 +28,9 @@ export interface RequestContext {
    * flat `[name, value, …]` list; they replace an upstream's same-named ones (`cors.replaces`).
    */
   responseHeaders?: readonly string[] | undefined;
+  /**
+   * The listener's `server` header is in {@link responseHeaders}: a forwarded response keeps it over
+   * the upstream's (`overwrite`) or only where the upstream sent none (./request/listener-headers.ts).
+   */
+  serverHeader?: 'overwrite' | 'append-if-absent' | undefined;
 }

@@ -17,6 +17,7 @@ import { forward } from './request/forward.ts';
 import { parseHostHeader } from './routing/host-table.ts';
 import { isHttp2Request, upgradeDecision } from '../server/http2.ts';
 import { servesOnConnection, tlsBindingOf } from '../server/tls-contexts.ts';
+import { responseListOf, withVia, type ListenerHeaders } from './request/listener-headers.ts';
 import { downstreamGone, sendConfiguredReply, sendLocalReply } from './request/local-reply.ts';
 import { DEFAULT_PATH_NORMALIZATION, normalizePath, targetError, type PathNormalization } from './routing/normalize-path.ts';
 import { sanitizeRequestHeaders } from './request/request-headers.ts';
@@ -47,6 +48,8 @@ export interface GatewayOptions {
   maxRequestHeaders?: number;
   /** Services filters use besides the authorizer and the rate limiter, by name. */
   filterServices?: FilterServices;
+  /** The listener's `server` and `via` headers (`httpConnectionManagerSettings`); none by default. */
+  listenerHeaders?: ListenerHeaders;
   /** The gateway's rate limiter (route and virtual-host rate-limit options); without one they do not apply (only the primary's admin view of routes is built so). */
   rateLimiter?: GatewayRateLimiter;
 }
@@ -72,6 +75,10 @@ export class Gateway {
   private readonly paths: PathNormalization;
   private readonly upgradeLimits: UpgradeLimits;
   private readonly maxRequestHeaders: number;
+  /** The listener's `server`/`via` for every response (undefined: none, and no per-request work). */
+  private readonly replyHeaders: readonly string[] | undefined;
+  private readonly via: string | undefined;
+  private readonly serverMode: 'overwrite' | 'append-if-absent' | undefined;
 
   constructor(options: GatewayOptions) {
     this.options = options;
@@ -80,6 +87,10 @@ export class Gateway {
     this.paths = options.paths ?? DEFAULT_PATH_NORMALIZATION;
     this.upgradeLimits = { ...DEFAULT_UPGRADE_LIMITS, ...options.upgradeLimits };
     this.maxRequestHeaders = options.maxRequestHeaders ?? 100;
+    const listener = options.listenerHeaders;
+    this.replyHeaders = listener ? responseListOf(listener) : undefined;
+    this.via = listener?.via;
+    this.serverMode = listener?.server?.mode;
     this.accessLogger = this.accessLog ? (options.accessLogger ?? createAccessLog(options.logger.bindings().name ?? 'gateway')) : undefined;
     this.filterServices = { ...options.filterServices, authorizer: options.authorizer, ...(options.rateLimiter ? { ratelimit: options.rateLimiter } : {}) };
     this.table = compileRouteTable(EMPTY_SNAPSHOT, this.tableOptions());
@@ -136,7 +147,7 @@ export class Gateway {
     const upgrade = upgradeDecision(req);
     if (upgrade.kind !== 'tunnel') {
       this.finish(req, res, performance.now(), undefined, undefined);
-      return sendLocalReply(res, 403, ErrorCodes.UPGRADE_NOT_ALLOWED, `upgrade to "${upgrade.kind === 'refused' ? upgrade.protocol : ''}" is not allowed (only websocket)`);
+      return sendLocalReply(res, 403, ErrorCodes.UPGRADE_NOT_ALLOWED, `upgrade to "${upgrade.kind === 'refused' ? upgrade.protocol : ''}" is not allowed (only websocket)`, this.replyHeaders);
     }
     (req as IncomingMessage & { [UPGRADE]?: PendingUpgrade })[UPGRADE] = { socket, head, protocol: upgrade.protocol };
     this.handle(req, res);
@@ -169,14 +180,14 @@ export class Gateway {
     if (req.method === 'CONNECT') {
       // HTTP/1.1 CONNECT never gets here (./server/listen.ts answers it); HTTP/2's does.
       this.finish(req, res, start, undefined, undefined);
-      return sendLocalReply(res, 405, ErrorCodes.BAD_REQUEST, 'CONNECT is not supported');
+      return sendLocalReply(res, 405, ErrorCodes.BAD_REQUEST, 'CONNECT is not supported', this.replyHeaders);
     }
     let url = req.url ?? '/';
     const refused = this.admission(req, url);
     if (refused) {
       this.finish(req, res, start, undefined, undefined);
       if (refused.close) res.shouldKeepAlive = false;
-      return sendLocalReply(res, refused.status, ErrorCodes.BAD_REQUEST, refused.message);
+      return sendLocalReply(res, refused.status, ErrorCodes.BAD_REQUEST, refused.message, this.replyHeaders);
     }
     if (url.charCodeAt(0) !== SLASH) {
       // Absolute-form (RFC 9112 3.2.2): the target's authority replaces Host. Any other
@@ -184,14 +195,14 @@ export class Gateway {
       const absolute = parseAbsoluteTarget(url);
       if (!absolute) {
         this.finish(req, res, start, undefined, undefined);
-        return sendLocalReply(res, 400, ErrorCodes.BAD_REQUEST, 'bad request target: expected a path starting with "/" or an absolute http(s) URL');
+        return sendLocalReply(res, 400, ErrorCodes.BAD_REQUEST, 'bad request target: expected a path starting with "/" or an absolute http(s) URL', this.replyHeaders);
       }
       req.url = url = absolute.path;
       headers.host = absolute.host;
     } else if (hasDuplicateHost(req.rawHeaders)) {
       // Two Hosts could route here as one and upstream as the other (RFC 9112 3.2: 400).
       this.finish(req, res, start, undefined, undefined);
-      return sendLocalReply(res, 400, ErrorCodes.BAD_REQUEST, 'bad request: more than one Host header');
+      return sendLocalReply(res, 400, ErrorCodes.BAD_REQUEST, 'bad request: more than one Host header', this.replyHeaders);
     }
     let q = url.indexOf('?');
     let path = q === -1 ? url : url.slice(0, q);
@@ -200,7 +211,7 @@ export class Gateway {
     const normalized = normalizePath(path, this.paths);
     if ('error' in normalized) {
       this.finish(req, res, start, undefined, undefined);
-      return sendLocalReply(res, 400, ErrorCodes.BAD_REQUEST, `bad request: ${normalized.error}`);
+      return sendLocalReply(res, 400, ErrorCodes.BAD_REQUEST, `bad request: ${normalized.error}`, this.replyHeaders);
     }
     if (normalized.path !== path) {
       path = normalized.path;
@@ -210,7 +221,7 @@ export class Gateway {
     const host = parseHostHeader(headers.host);
     if (host === undefined) {
       this.finish(req, res, start, undefined, undefined);
-      return sendLocalReply(res, 400, ErrorCodes.BAD_REQUEST, 'bad request: malformed Host header');
+      return sendLocalReply(res, 400, ErrorCodes.BAD_REQUEST, 'bad request: malformed Host header', this.replyHeaders);
     }
     sanitizeRequestHeaders(headers);
 
@@ -218,23 +229,25 @@ export class Gateway {
     const vhost = (tls || (req.socket as { encrypted?: boolean }).encrypted ? this.table.tlsHosts : this.table.hosts).matchHost(host);
     if (!vhost) {
       this.finish(req, res, start, undefined, undefined);
-      return sendLocalReply(res, 404, ErrorCodes.NO_VIRTUAL_HOST, `no virtual host for "${headers.host ?? ''}"`);
+      return sendLocalReply(res, 404, ErrorCodes.NO_VIRTUAL_HOST, `no virtual host for "${headers.host ?? ''}"`, this.replyHeaders);
     }
     if (tls && !servesOnConnection(tls, vhost.name)) {
       // SPEC 3.2.1: the connection's SNI chose another VirtualService's certificate and policy
       // (Envoy's per-SNI filter chains). 421 tells a coalescing client to open a new connection.
       this.finish(req, res, start, vhost.name, undefined);
-      return sendLocalReply(res, 421, ErrorCodes.MISDIRECTED_REQUEST, `"${host}" is not served on a connection made for another TLS server name; connect with SNI "${host}"`);
+      return sendLocalReply(res, 421, ErrorCodes.MISDIRECTED_REQUEST, `"${host}" is not served on a connection made for another TLS server name; connect with SNI "${host}"`, this.replyHeaders);
     }
     const matched = matchRoute(vhost, { method: req.method!, path, query, headers, scheme: (req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http' });
     if (!matched) {
       this.finish(req, res, start, vhost.name, undefined);
-      return sendLocalReply(res, 404, ErrorCodes.NO_ROUTE, 'no route matched');
+      return sendLocalReply(res, 404, ErrorCodes.NO_ROUTE, 'no route matched', this.replyHeaders);
     }
     const { route, matcher } = matched;
     let requestId = headers['x-request-id'];
     if (typeof requestId !== 'string' || requestId === '') headers['x-request-id'] = requestId = randomUUID();
-    const ctx: RequestContext = { requestId, start, virtualHost: vhost.name, route: route.name, headers, logger: this.logger, upstream: undefined, responseHeaders: undefined };
+    // The listener's via goes upstream with the request; its server and via with every response (a list of the request's own: filters add to it).
+    if (this.via !== undefined) headers.via = withVia(headers.via, this.via);
+    const ctx: RequestContext = { requestId, start, virtualHost: vhost.name, route: route.name, headers, logger: this.logger, upstream: undefined, responseHeaders: this.replyHeaders ? [...this.replyHeaders] : undefined, serverHeader: this.serverMode };
     this.finish(req, res, start, vhost.name, route, ctx);
     this.tracer?.start(req, res, ctx, route);
 
@@ -346,7 +359,7 @@ export class Gateway {
     if (extra) for (let i = 0; i < extra.length; i += 2) res.setHeader(extra[i]!, extra[i + 1]!);
     graphql.handle(destination.apiKey, req, res, ctx).catch((error: unknown) => {
       this.logger.error({ reqId: ctx.requestId, err: error }, 'GraphQL endpoint failed');
-      sendLocalReply(res, 500, 'GH_GRAPHQL_INTERNAL', 'internal error');
+      sendLocalReply(res, 500, 'GH_GRAPHQL_INTERNAL', 'internal error', ctx.responseHeaders);
     });
   }
 

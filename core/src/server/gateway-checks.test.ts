@@ -55,17 +55,16 @@ describe('Gateway checks', () => {
       [
         ['spec.hybridGateway', 'hybridGateway is not applied: Gatehouse binds HTTP and TCP gateways only: this Gateway binds no listener'],
         ['spec.options.accessLoggingService.accessLog[0].grpcService', 'grpcService is not applied: gRPC access log services are not sent to (fileSink is written)'],
-        ['spec.httpGateway.options.httpConnectionManagerSettings.serverName', 'serverName is not applied: this connection-manager setting is not applied by Gatehouse (docs/gateway.md lists those it honours)'],
         ['spec.httpGateway.options.httpConnectionManagerSettings.xffNumTrustedHops', 'xffNumTrustedHops is not applied: this connection-manager setting is not applied by Gatehouse (docs/gateway.md lists those it honours)'],
       ].sort(),
     );
     expect(status.reasons.every((r) => r.severity === 'warning' && r.code === 'GH_CONFIG_IGNORED')).toBe(true);
     // A hybridGateway binds nothing; the settings of an HTTP one written in snake_case are applied.
     expect(gatewaysFor(snapshot, 'gateway-proxy').map((g) => g.name)).not.toContain('snake');
-    const plain = await load([gateway('snake', { bind_port: 8090, options: { access_logging_service: { access_log: [{ file_sink: { path: '/dev/stdout', json_format: { code: '%RESPONSE_CODE%' } } }] } }, http_gateway: { options: { http_connection_manager_settings: { max_request_headers_kb: 16, path_with_escaped_slashes_action: 'REJECT_REQUEST' } } } })]);
+    const plain = await load([gateway('snake', { bind_port: 8090, options: { access_logging_service: { access_log: [{ file_sink: { path: '/dev/stdout', json_format: { code: '%RESPONSE_CODE%' } } }] } }, http_gateway: { options: { http_connection_manager_settings: { server_name: 'gh', server_header_transformation: 'APPEND_IF_ABSENT', max_request_headers_kb: 16, path_with_escaped_slashes_action: 'REJECT_REQUEST' } } } })]);
     expect(plain.statuses.find((s) => s.name === 'snake')?.state).toBe('Accepted');
     const plan = planOf(gatewaysFor(plain, 'gateway-proxy')[0]!, {});
-    expect([plan.port, plan.limits.maxRequestHeaderBytes, plan.paths, plan.sinks?.map((s) => [s.path, s.source])]).toEqual([8090, 16 * 1024, { escapedSlashes: 'reject' }, [['/dev/stdout', '{"code":"%RESPONSE_CODE%"}']]]);
+    expect([plan.port, plan.limits.maxRequestHeaderBytes, plan.paths, plan.sinks?.map((s) => [s.path, s.source]), plan.headers]).toEqual([8090, 16 * 1024, { escapedSlashes: 'reject' }, [['/dev/stdout', '{"code":"%RESPONSE_CODE%"}']], { server: { name: 'gh', mode: 'append-if-absent' } }]);
     const twice = snapshot.statuses.find((s) => s.name === 'twice')!;
     expect(twice.state).toBe('Rejected');
     expect(twice.reasons.map((r) => r.path)).toEqual(['spec.bind_port']);
@@ -87,13 +86,25 @@ describe('Gateway checks', () => {
         'spec.options.socketOptions',
         'spec.options.accessLoggingService.accessLog[0].grpcService',
         'spec.options.accessLoggingService.accessLog[1].filter.traceableFilter',
-        'spec.httpGateway.options.httpConnectionManagerSettings.via',
         'spec.httpGateway.options.httpConnectionManagerSettings.xffNumTrustedHops',
       ].sort(),
     );
     expect(status.reasons.every((r) => r.severity === 'warning' && r.code === 'GH_CONFIG_IGNORED')).toBe(true);
+    expect(planOf(gatewaysFor(snapshot, 'gateway-proxy')[0]!, {}).headers).toEqual({ via: 'gh' });
     // useProxyProto is honoured (docs/proxy-protocol.md); the process's --proxy-protocol never reaches a Gateway listener.
     expect(planOf(gatewaysFor(snapshot, 'gateway-proxy')[0]!, { proxyProtocol: { allowWithout: true } }).limits.proxyProtocol).toEqual({});
+  });
+
+  test('serverHeaderTransformation without serverName is a Warning; a server name or via that could split a response is refused', async () => {
+    const snapshot = await load([
+      gateway('alone', { bindPort: 8080, httpGateway: { options: { httpConnectionManagerSettings: { serverHeaderTransformation: 'OVERWRITE' } } } }),
+      gateway('split', { bindPort: 8081, httpGateway: { options: { httpConnectionManagerSettings: { serverName: 'gh\r\nset-cookie: a=1', via: 'x\ny' } } } }),
+    ]);
+    const alone = snapshot.statuses.find((s) => s.name === 'alone')!;
+    expect(alone.reasons.map((r) => [r.severity, r.path])).toEqual([['warning', 'spec.httpGateway.options.httpConnectionManagerSettings.serverHeaderTransformation']]);
+    const split = snapshot.statuses.find((s) => s.name === 'split')!;
+    expect(split.state).toBe('Rejected');
+    expect(split.reasons.map((r) => r.path).sort()).toEqual(['spec.httpGateway.options.httpConnectionManagerSettings.serverName', 'spec.httpGateway.options.httpConnectionManagerSettings.via']);
   });
 
   test('a bad format string rejects the Gateway with the path of the format (JSON formats: of the key)', async () => {

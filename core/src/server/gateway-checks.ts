@@ -70,6 +70,13 @@ export function checkGateway(resource: Resource<'Gateway'>, ctx: CheckContext): 
     out.push(ctx.at(['spec', 'httpGateway', 'options', 'httpConnectionManagerSettings', 'pathWithEscapedSlashesAction'], ConfigCodes.IGNORED, 'UNESCAPE_AND_REDIRECT is served as UNESCAPE_AND_FORWARD (no redirect is sent)', 'warning'));
   }
 
+  // Proto names are JSON names by now (config/proto-names.ts).
+  const hcm = http?.options?.httpConnectionManagerSettings;
+  if (hcm?.serverHeaderTransformation !== undefined && hcm.serverName === undefined) {
+    // Envoy names itself "envoy" then; Gatehouse adds no server header of its own without a name.
+    out.push(ctx.at(['spec', 'httpGateway', 'options', 'httpConnectionManagerSettings', 'serverHeaderTransformation'], ConfigCodes.IGNORED, 'serverHeaderTransformation applies to serverName: without one, responses keep the upstream\'s server header and the gateway\'s own carry none', 'warning'));
+  }
+
   out.push(...checkListenerTracing(resource, ctx));
 
   // Referenced VirtualServices that are not served: the listener serves the others (Gloo reports them too).

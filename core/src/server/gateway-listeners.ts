@@ -10,6 +10,7 @@ import { compileAccessLogFilter } from '../log/access-filter.ts';
 import { createFormattedAccessLog, type AccessEntry, type AccessLog, type FormattedSink } from '../log/access-log.ts';
 import type { Logger } from '../log/logger.ts';
 import type { PathNormalization } from '../proxy/routing/normalize-path.ts';
+import { listenerHeadersOf, type ListenerHeaders } from '../proxy/request/listener-headers.ts';
 import { assertPortFree, closeGracefully, DEFAULT_LISTENER_LIMITS, listen, listenTls, type BindOptions, type ListenerLimits } from './listen.ts';
 import { TlsContexts } from './tls-contexts.ts';
 import type { ProxyProtocolPolicy } from './proxy-protocol.ts';
@@ -34,6 +35,8 @@ export interface ListenerPlan {
   readonly selects: (vs: AnyResource) => boolean;
   /** `httpGateway.options` (its filters' settings: gzip, grpcWeb, buffer). */
   readonly httpOptions?: Readonly<Record<string, unknown>> | undefined;
+  /** `serverName`/`serverHeaderTransformation` and `via` from `httpConnectionManagerSettings`. */
+  readonly headers?: ListenerHeaders | undefined;
 }
 
 /** A file sink with the text its format was compiled from (what a reload compares). */
@@ -151,7 +154,7 @@ export function planOf(gw: Resource<'Gateway'>, base: Partial<ListenerLimits>): 
       sinks.push({ path: field<string>(sink, 'path')!, source: filter === undefined ? source : `${source}\0${JSON.stringify(filter)}`, format: json !== undefined ? compileJsonFormat(json) : compileStringFormat(source), filter: filter === undefined ? undefined : compileAccessLogFilter(filter, [], { errors: [], warnings: [] }) });
     }
   }
-  return { gateway: `${gw.namespace}/${gw.name}`, address, port, ssl: field<boolean>(spec, 'ssl') === true, limits, paths, sinks, selects: selector(gw), httpOptions: field<Record<string, unknown>>(http, 'options') };
+  return { gateway: `${gw.namespace}/${gw.name}`, address, port, ssl: field<boolean>(spec, 'ssl') === true, limits, paths, sinks, selects: selector(gw), httpOptions: field<Record<string, unknown>>(http, 'options'), headers: listenerHeadersOf({ serverName: field(hcm, 'serverName'), serverHeaderTransformation: field(hcm, 'serverHeaderTransformation'), via: field(hcm, 'via') }) };
 }
 
 /**
@@ -213,7 +216,7 @@ export interface GatewayListenersDeps {
   /** Kubernetes cluster domain of `kube` destinations of TCP proxy listeners (default cluster.local). */
   kubeClusterDomain?: string | undefined;
   /** A proxy for one listener, with its paths and access log (undefined: the process's default log). */
-  makeGateway(options: { paths: Partial<PathNormalization> | undefined; accessLog: AccessLog | undefined; limits: Partial<ListenerLimits> }): ListenerGateway;
+  makeGateway(options: { paths: Partial<PathNormalization> | undefined; accessLog: AccessLog | undefined; limits: Partial<ListenerLimits>; headers?: ListenerHeaders | undefined }): ListenerGateway;
 }
 
 interface BoundTcp {
@@ -294,7 +297,7 @@ export class GatewayListeners {
     }
     for (const [key, plan] of wanted) {
       const old = this.bound.get(key);
-      const bindKey = JSON.stringify([plan.address, plan.port, plan.ssl, plan.limits, plan.paths ?? null]);
+      const bindKey = JSON.stringify([plan.address, plan.port, plan.ssl, plan.limits, plan.paths ?? null, plan.headers ?? null]);
       const scoped = snapshotFor(snapshot, plan);
       if (old && old.bindKey === bindKey) {
         old.plan = plan;
@@ -362,7 +365,7 @@ export class GatewayListeners {
 
   private async bindOne(plan: ListenerPlan, bindKey: string, scoped: ConfigSnapshot, takeOver?: Bound['server']): Promise<Bound> {
     const log = new SwappableAccessLog(plan.sinks, this.deps.logger);
-    const gateway = this.deps.makeGateway({ paths: plan.paths, accessLog: plan.sinks ? log : undefined, limits: plan.limits });
+    const gateway = this.deps.makeGateway({ paths: plan.paths, accessLog: plan.sinks ? log : undefined, limits: plan.limits, headers: plan.headers });
     const contexts = new TlsContexts((virtualService, message) => this.deps.logger.error({ code: 'GH_CONFIG_BAD_TLS', virtualService }, `the new certificate of VirtualService ${virtualService} cannot be used (the previous one keeps serving): ${message}`));
     contexts.update(scoped);
     gateway.update(scoped);

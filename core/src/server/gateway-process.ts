@@ -635,7 +635,7 @@ class FlagListeners {
 /** The Gateway-resource listeners of one traffic process; each listener gets its own proxy (route table, upstream pools). */
 function gatewayListeners(options: GatewayProcessOptions, authorizer: Authorizer | undefined, bind: BindOptions): GatewayListeners {
   let defaultLog: AccessLog | undefined;
-  const makeGateway: GatewayListenersDeps['makeGateway'] = ({ paths, accessLog, limits }) => {
+  const makeGateway: GatewayListenersDeps['makeGateway'] = ({ paths, accessLog, limits, headers }) => {
     const upstreams = new UpstreamRegistry({ resolve: (host) => options.resolve.get(host), ...(options.maxPendingRequests ? { maxPendingRequests: options.maxPendingRequests } : {}) });
     const graphql = options.parts.graphql?.({ upstreams, logger: options.logger });
     if (!accessLog && options.accessLog) defaultLog ??= createAccessLog(options.logger.bindings().name ?? 'gateway');
@@ -649,6 +649,7 @@ function gatewayListeners(options: GatewayProcessOptions, authorizer: Authorizer
       paths: { ...(options.paths ?? DEFAULT_PATH_NORMALIZATION), ...paths },
       ...(limits.maxRequestHeaders !== undefined ? { maxRequestHeaders: limits.maxRequestHeaders } : {}),
       ...(limits.idleTimeoutMs !== undefined ? { upgradeLimits: { idleTimeoutMs: limits.idleTimeoutMs } } : {}),
+      ...(headers ? { listenerHeaders: headers } : {}),
       ...(graphql ? { graphql } : {}),
       ...(authorizer ? { authorizer } : {}),
       rateLimiter: rateLimiterOf(options.logger),

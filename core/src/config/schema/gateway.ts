@@ -76,8 +76,12 @@ export const HttpConnectionManagerSettings = Strict({
   mergeSlashes: Type.Optional(Type.Boolean()),
   tracing: Type.Optional(ListenerTracingSettings),
   pathWithEscapedSlashesAction: Type.Optional(Type.Union([Type.Literal('IMPLEMENTATION_SPECIFIC_DEFAULT'), Type.Literal('KEEP_UNCHANGED'), Type.Literal('REJECT_REQUEST'), Type.Literal('UNESCAPE_AND_REDIRECT'), Type.Literal('UNESCAPE_AND_FORWARD'), Type.Integer({ minimum: 0, maximum: 4 })])),
+  // Header values: visible characters and spaces only (no CR/LF a response could be split on).
+  serverName: Type.Optional(Type.String({ minLength: 1, maxLength: 256, pattern: '^[\\x20-\\x7e]+$' })),
+  serverHeaderTransformation: Type.Optional(Type.Union([Type.Literal('OVERWRITE'), Type.Literal('APPEND_IF_ABSENT'), Type.Literal('PASS_THROUGH'), Type.Integer({ minimum: 0, maximum: 2 })])),
+  via: Type.Optional(Type.String({ minLength: 1, maxLength: 256, pattern: '^[\\x20-\\x7e]+$' })),
   ...notApplied(
-    ['skipXffAppend', 'via', 'xffNumTrustedHops', 'useRemoteAddress', 'generateRequestId', 'proxy100Continue', 'drainTimeout', 'delayedCloseTimeout', 'serverName', 'stripAnyHostPort', 'acceptHttp10', 'defaultHostForHttp10', 'allowChunkedLength', 'enableTrailers', 'properCaseHeaderKeyFormat', 'preserveCaseHeaderKeyFormat', 'forwardClientCertDetails', 'setCurrentClientCertDetails', 'preserveExternalRequestId', 'upgrades', 'maxConnectionDuration', 'maxStreamDuration', 'headersWithUnderscoresAction', 'maxRequestsPerConnection', 'serverHeaderTransformation', 'codecType', 'uuidRequestIdConfig', 'http2ProtocolOptions', 'internalAddressConfig', 'appendXForwardedPort', 'earlyHeaderManipulation'],
+    ['skipXffAppend', 'xffNumTrustedHops', 'useRemoteAddress', 'generateRequestId', 'proxy100Continue', 'drainTimeout', 'delayedCloseTimeout', 'stripAnyHostPort', 'acceptHttp10', 'defaultHostForHttp10', 'allowChunkedLength', 'enableTrailers', 'properCaseHeaderKeyFormat', 'preserveCaseHeaderKeyFormat', 'forwardClientCertDetails', 'setCurrentClientCertDetails', 'preserveExternalRequestId', 'upgrades', 'maxConnectionDuration', 'maxStreamDuration', 'headersWithUnderscoresAction', 'maxRequestsPerConnection', 'codecType', 'uuidRequestIdConfig', 'http2ProtocolOptions', 'internalAddressConfig', 'appendXForwardedPort', 'earlyHeaderManipulation'],
     HCM_NOT_APPLIED,
   ),
 });

@@ -15,6 +15,7 @@ import type { CompiledRoute } from '../routing/route-table.ts';
 import { isConnectFailure, type UpstreamCluster, type UpstreamHost } from '../upstream/upstream-cluster.ts';
 import { upstreamAuthority } from './host-rewrite.ts';
 import { SHADOW_TIMEOUT_MS, startShadow } from './shadow.ts';
+import { settleServer } from './listener-headers.ts';
 import { metrics } from '../../admin/metrics.ts';
 
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
@@ -339,6 +340,8 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
     }
     const extra = this.x.ctx.responseHeaders;
     if (extra) for (let i = 0; i < extra.length; i++) flat.push(extra[i]!);
+    const server = this.x.ctx.serverHeader;
+    if (server) settleServer(flat, server);
     const encoders = filters?.encoders;
     if (encoders) {
       // Re-encoded (./filters/response-encoder.ts): never a header block that ends the stream, as the encoders have bytes to send.
@@ -410,6 +413,8 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
     if (!encoders) flat.push('content-length', String(response.body.length));
     const extra = this.x.ctx.responseHeaders;
     if (extra) for (let i = 0; i < extra.length; i++) flat.push(extra[i]!);
+    const server = this.x.ctx.serverHeader;
+    if (server) settleServer(flat, server);
     if (!this.sendHead(controller, response.status, flat, false)) return;
     if (encoders) {
       const encoded = (this.encoded = new EncodedBody(encoders, this.x.res, (error) => this.encoderFailed(error)));
