@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { METHODS, ServerResponse, type IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
@@ -14,6 +13,7 @@ import type { FilterVerdict, FilterServices } from './filters/http-filter.ts';
 import type { GatewayRateLimiter } from '../ratelimit/gateway-limiter.ts';
 import type { GraphQLEndpoints } from './destinations.ts';
 import { forward } from './request/forward.ts';
+import { newRequestId } from './request/request-id.ts';
 import { parseHostHeader } from './routing/host-table.ts';
 import { isHttp2Request, upgradeDecision } from '../server/http2.ts';
 import { servesOnConnection, tlsBindingOf } from '../server/tls-contexts.ts';
@@ -233,7 +233,7 @@ export class Gateway {
     }
     const { route, matcher } = matched;
     let requestId = headers['x-request-id'];
-    if (typeof requestId !== 'string' || requestId === '') headers['x-request-id'] = requestId = randomUUID();
+    if (typeof requestId !== 'string' || requestId === '') headers['x-request-id'] = requestId = newRequestId();
     const ctx: RequestContext = { requestId, start, virtualHost: vhost.name, route: route.name, headers, logger: this.logger, upstream: undefined, responseHeaders: undefined };
     this.finish(req, res, start, vhost.name, route, ctx);
     this.tracer?.start(req, res, ctx, route);
