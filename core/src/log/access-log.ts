@@ -32,6 +32,13 @@ export interface AccessLog {
   write(entry: AccessEntry): void;
   /** Encodes the entries still queued and hands them to the destination. */
   flush(): void;
+  /**
+   * False: lines never read an entry's `req` and `res`, so writers leave them out. Entries wait
+   * in a queue until they are encoded; one holding its request and response kept both alive
+   * through a young-generation collection, copied and promoted (the default JSON line does not
+   * read them). Undefined counts as true.
+   */
+  readonly readsMessages?: boolean;
 }
 
 /** Where encoded access lines go: each call gets one whole line, valid only during the call. */
@@ -57,7 +64,7 @@ export function createAccessLog(
 ): AccessLog {
   const level = options.level ?? process.env.GATEHOUSE_LOG_LEVEL ?? 'info';
   // Access lines are `info`: a quieter level turns them off, as it would for pino.
-  if (!['trace', 'debug', 'info'].includes(level)) return { write() {}, flush() {} };
+  if (!['trace', 'debug', 'info'].includes(level)) return { write() {}, flush() {}, readsMessages: false };
   const { now = Date.now, batchEntries = 64, flushEveryMs = 250 } = options;
   const destination = options.destination ?? batchedWriter();
   const encode = lineEncoder(name);
@@ -81,6 +88,7 @@ export function createAccessLog(
       if (entries.length >= batchEntries) encodeQueued();
     },
     flush,
+    readsMessages: false,
   };
 }
 

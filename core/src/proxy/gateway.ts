@@ -69,6 +69,8 @@ export class Gateway {
   private readonly logger: Logger;
   private readonly accessLog: boolean;
   private readonly accessLogger: AccessLog | undefined;
+  /** Access entries carry the request and response (only format strings read them). */
+  private readonly logMessages: boolean;
   private readonly paths: PathNormalization;
   private readonly upgradeLimits: UpgradeLimits;
   private readonly maxRequestHeaders: number;
@@ -81,6 +83,7 @@ export class Gateway {
     this.upgradeLimits = { ...DEFAULT_UPGRADE_LIMITS, ...options.upgradeLimits };
     this.maxRequestHeaders = options.maxRequestHeaders ?? 100;
     this.accessLogger = this.accessLog ? (options.accessLogger ?? createAccessLog(options.logger.bindings().name ?? 'gateway')) : undefined;
+    this.logMessages = this.accessLogger?.readsMessages !== false;
     this.filterServices = { ...options.filterServices, authorizer: options.authorizer, ...(options.rateLimiter ? { ratelimit: options.rateLimiter } : {}) };
     this.table = compileRouteTable(EMPTY_SNAPSHOT, this.tableOptions());
   }
@@ -381,8 +384,8 @@ export class Gateway {
         cluster: ctx?.cluster,
         upstreamPath: ctx?.upstreamPath,
         // For access-log format strings (%REQ(X)%, %RESP(X)%, addresses): read only by them.
-        req,
-        res,
+        req: this.logMessages ? req : undefined,
+        res: this.logMessages ? res : undefined,
       });
     });
   }
