@@ -237,7 +237,8 @@ export class Gateway {
     const { route, matcher } = matched;
     let requestId = headers['x-request-id'];
     if (typeof requestId !== 'string' || requestId === '') headers['x-request-id'] = requestId = newRequestId();
-    const ctx: RequestContext = { requestId, start, virtualHost: vhost.name, route: route.name, headers, logger: this.logger, upstream: undefined, responseHeaders: undefined };
+    // Every field set now: one set later (the upstream's) would change the object's shape and allocate.
+    const ctx: RequestContext = { requestId, start, virtualHost: vhost.name, route: route.name, headers, logger: this.logger, upstream: undefined, cluster: undefined, upstreamPath: undefined, responseHeaders: undefined };
     this.finish(req, res, start, vhost.name, route, ctx);
     this.tracer?.start(req, res, ctx, route);
 
@@ -355,7 +356,8 @@ export class Gateway {
 
   /** Access log and request metrics, once the response is done (or the client is gone). */
   private finish(req: IncomingMessage, res: ServerResponse, start: number, vhost: string | undefined, route: CompiledRoute | undefined, ctx?: RequestContext): void {
-    res.once('close', () => {
+    // `on`, not `once`: a response closes once, and `once` wraps every listener in two more objects.
+    res.on('close', () => {
       const status = pendingUpgrade(req)?.status ?? (res.headersSent ? res.statusCode : 0);
       const seconds = (performance.now() - start) / 1000;
       // Status classes, not statuses: the histogram's series stay bounded (routes × 6).
