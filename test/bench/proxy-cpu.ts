@@ -102,6 +102,16 @@ async function cpuOf(pid: number | string): Promise<number> {
   return (Number(fields[11] ?? 0) + Number(fields[12] ?? 0)) * 10_000; // clock ticks (100/s) → µs
 }
 
+/** CPU µs of each process of the tree, by pid. */
+async function cpuByProcess(pid: number | string, out = new Map<string, number>()): Promise<Map<string, number>> {
+  out.set(String(pid), await cpuOf(pid));
+  for (const tid of await readdir(`/proc/${pid}/task`).catch(() => [] as string[])) {
+    const children = (await readFile(`/proc/${pid}/task/${tid}/children`, 'utf8').catch(() => '')).split(' ').filter(Boolean);
+    for (const child of children) await cpuByProcess(child, out);
+  }
+  return out;
+}
+
 /** CPU µs of a process and all its descendants. */
 async function treeCpu(pid: number | string): Promise<number> {
   let total = await cpuOf(pid);
@@ -112,7 +122,7 @@ async function treeCpu(pid: number | string): Promise<number> {
   return total;
 }
 
-async function measure(t: Target): Promise<{ rps: number; p99: number; us: number; errors: number }> {
+async function measure(t: Target): Promise<{ rps: number; p99: number; us: number; errors: number; requests: number; warmRequests: number; pid: number; byProcess: number[] }> {
   const script = join(work, `${t.name.replace(/\W/g, '_')}.lua`);
   await writeFile(script, Object.entries(t.headers).map(([k, v]) => `wrk.headers[${JSON.stringify(k)}] = ${JSON.stringify(v)}`).join('\n'));
   const wrk = (s: number) => promisify(execFile)('wrk', ['-t1', '-c32', `-d${s}s`, '--latency', '-s', script, `http://127.0.0.1:${t.port}/`], { maxBuffer: 1 << 20 });
@@ -120,9 +130,12 @@ async function measure(t: Target): Promise<{ rps: number; p99: number; us: numbe
   // PROBE_SIGNAL=1: SIGUSR2 after the warm-up (a `--import`ed sampler starts then).
   if (process.env.PROBE_SIGNAL === '1') process.kill(t.pid, 'SIGUSR2');
   const before = await treeCpu(t.pid);
+  const split = await cpuByProcess(t.pid);
   const r = parseWrk((await wrk(seconds)).stdout);
   const used = (await treeCpu(t.pid)) - before;
-  return { rps: Math.round(r.requestsPerSec), p99: r.p99Ms, us: Math.round((used / r.requests) * 10) / 10, errors: r.errors, requests: r.requests, warmRequests: warm.requests, pid: t.pid };
+  // Per process of the tree (the first is the one started: a cluster's primary), µs per request.
+  const byProcess = [...(await cpuByProcess(t.pid))].map(([pid, us]) => Math.round(((us - (split.get(pid) ?? 0)) / r.requests) * 10) / 10);
+  return { rps: Math.round(r.requestsPerSec), p99: r.p99Ms, us: Math.round((used / r.requests) * 10) / 10, errors: r.errors, requests: r.requests, warmRequests: warm.requests, pid: t.pid, byProcess };
 }
 
 const targets: Target[] = [];
