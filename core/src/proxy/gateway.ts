@@ -379,7 +379,8 @@ export class Gateway {
         path: req.url,
         status,
         durationMs: Math.round(seconds * 1_000_000) / 1000,
-        protocol: isHttp2Request(req) ? 'HTTP/2' : `HTTP/${req.httpVersion}`,
+        // The usual version as a constant: a string built per request was hashed again for the log's literal cache.
+        protocol: isHttp2Request(req) ? 'HTTP/2' : req.httpVersion === '1.1' ? 'HTTP/1.1' : `HTTP/${req.httpVersion}`,
         virtualHost: vhost,
         route: route?.name,
         upstream: ctx?.upstream,
