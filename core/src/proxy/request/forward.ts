@@ -185,18 +185,18 @@ class ProxyAttempt implements Dispatcher.DispatchHandler {
     // gets the route timeout as a deadline, where undici's own timers only start on a connection.
     if (host.inFlight > host.connections) this.queueTimer = setTimeout(() => this.queueTimedOut(), route.retry?.perTryTimeoutMs ?? route.timeoutMs);
     this.sentAt = performance.now();
-    this.host.dispatcher.dispatch(
-      {
-        path: this.x.path,
-        method: req.method as Dispatcher.HttpMethod,
-        headers: upstreamHeaders(req, ctx.headers, route, this.host, ctx.start),
-        body: this.x.hasBody ? this.x.body : null,
-        ...(this.host.servername !== undefined ? { servername: this.host.servername } : {}),
-        headersTimeout: route.retry?.perTryTimeoutMs ?? route.timeoutMs,
-        bodyTimeout: route.timeoutMs,
-      },
-      this,
-    );
+    // undici reads `servername` from the options (its type does not list it; the spread did not need to).
+    const options: Dispatcher.DispatchOptions & { servername?: string } = {
+      path: this.x.path,
+      method: req.method as Dispatcher.HttpMethod,
+      headers: upstreamHeaders(req, ctx.headers, route, host, ctx.start),
+      body: this.x.hasBody ? this.x.body : null,
+      headersTimeout: route.retry?.perTryTimeoutMs ?? route.timeoutMs,
+      bodyTimeout: route.timeoutMs,
+    };
+    // Set only for TLS hosts: a spread of an empty object made one more object per request.
+    if (host.servername !== undefined) options.servername = host.servername;
+    host.dispatcher.dispatch(options, this);
   }
 
   abort(): void {
