@@ -49,6 +49,22 @@ describe('createAccessLog', () => {
     expect(parsed.every((p) => p.name === 'gate"house' && p.method === 'PATCH' && p.status === 599 && p.durationMs === 1e-7)).toBe(true);
   });
 
+  test('status and durationMs are written exactly as String() writes them, whatever the number', () => {
+    const lines: string[] = [];
+    const log = createAccessLog('g', { level: 'info', destination: collect(lines) });
+    // The gateway's durations (microseconds / 1000, as it rounds them) across magnitudes, then odd ones.
+    const durations = [0, 0.001, 0.01, 0.1, 0.5, 1, 1.001, 1.01, 1.1, 1.25, 9.999, 10, 12.345, 100.05, 999.999, 1000, 65_535.5, 2_147_483.647];
+    for (let micros = 0; micros < 3_000_000; micros += 7_919) durations.push(Math.round(micros) / 1000);
+    durations.push(1e-7, 0.0005, 1.23456, 2_147_483.648, 1e21, 123_456_789_012.5, -1, -0.5, Number.NaN, Number.POSITIVE_INFINITY);
+    const statuses = [0, 101, 200, 204, 404, 599, 9, 10, 99, 100, 1000, -1, 200.5, Number.NaN];
+    for (let i = 0; i < durations.length; i++) log.write({ reqId: undefined, method: 'GET', path: '/', status: statuses[i % statuses.length]!, durationMs: durations[i]!, virtualHost: undefined, route: undefined, upstream: undefined });
+    log.flush();
+    expect(lines).toHaveLength(durations.length);
+    lines.forEach((line, i) => {
+      expect(line).toContain(`,"status":${String(statuses[i % statuses.length])},"durationMs":${String(durations[i])},`);
+    });
+  });
+
   test('entries are encoded in runs of batchEntries, the rest on flush or at exit', async () => {
     const lines: string[] = [];
     const log = createAccessLog('g', { level: 'info', destination: collect(lines), batchEntries: 3, flushEveryMs: 60_000 });

@@ -32,6 +32,13 @@ export interface AccessLog {
   write(entry: AccessEntry): void;
   /** Encodes the entries still queued and hands them to the destination. */
   flush(): void;
+  /**
+   * False: lines never read an entry's `req` and `res`, so writers leave them out. Entries wait
+   * in a queue until they are encoded; one holding its request and response kept both alive
+   * through a young-generation collection, copied and promoted (the default JSON line does not
+   * read them). Undefined counts as true.
+   */
+  readonly readsMessages?: boolean;
 }
 
 /** Where encoded access lines go: each call gets one whole line, valid only during the call. */
@@ -57,7 +64,7 @@ export function createAccessLog(
 ): AccessLog {
   const level = options.level ?? process.env.GATEHOUSE_LOG_LEVEL ?? 'info';
   // Access lines are `info`: a quieter level turns them off, as it would for pino.
-  if (!['trace', 'debug', 'info'].includes(level)) return { write() {}, flush() {} };
+  if (!['trace', 'debug', 'info'].includes(level)) return { write() {}, flush() {}, readsMessages: false };
   const { now = Date.now, batchEntries = 64, flushEveryMs = 250 } = options;
   const destination = options.destination ?? batchedWriter();
   const encode = lineEncoder(name);
@@ -81,6 +88,7 @@ export function createAccessLog(
       if (entries.length >= batchEntries) encodeQueued();
     },
     flush,
+    readsMessages: false,
   };
 }
 
@@ -108,8 +116,8 @@ function lineEncoder(name: string): (e: AccessEntry, time: number) => Buffer {
     out.copy(methodKey).cached(e.method ?? '');
     out.copy(pathKey).string(e.path ?? '');
     if (e.protocol !== undefined) out.copy(protocolKey).cached(e.protocol);
-    out.copy(statusKey).ascii(String(e.status));
-    out.copy(durationKey).ascii(String(e.durationMs));
+    out.copy(statusKey).integer(e.status);
+    out.copy(durationKey).millis(e.durationMs);
     if (e.virtualHost !== undefined) out.copy(virtualHostKey).cached(e.virtualHost);
     if (e.route !== undefined) out.copy(routeKey).cached(e.route);
     if (e.upstream !== undefined) out.copy(upstreamKey).cached(e.upstream);
@@ -136,9 +144,55 @@ class LineEncoder {
   }
 
   copy(piece: Uint8Array): this {
-    this.reserve(piece.length);
-    this.buf.set(piece, this.pos);
-    this.pos += piece.length;
+    const length = piece.length;
+    this.reserve(length);
+    const buf = this.buf;
+    let at = this.pos;
+    // A byte loop: the pieces are short (keys, names), and TypedArray.set's call overhead made
+    // it half of the whole encoder's time (~20 pieces a line).
+    for (let i = 0; i < length; i++) buf[at++] = piece[i]!;
+    this.pos = at;
+    return this;
+  }
+
+  /** A non-negative integer's digits (as `String(n)` writes it), written without making a string. */
+  integer(n: number): this {
+    if (!(Number.isSafeInteger(n) && n >= 0)) return this.ascii(String(n));
+    let digits = 1;
+    for (let rest = n; rest >= 10; rest = Math.floor(rest / 10)) digits++;
+    this.reserve(digits);
+    const buf = this.buf;
+    let at = this.pos + digits;
+    this.pos = at;
+    let rest = n;
+    do {
+      buf[--at] = 0x30 + (rest % 10);
+      rest = Math.floor(rest / 10);
+    } while (rest > 0);
+    return this;
+  }
+
+  /**
+   * A duration in milliseconds with at most three decimals (as the gateway rounds it), written as
+   * `String(ms)` would (`12`, `12.5`, `0.034`) from integer digits: converting a fractional double
+   * to a string costs far more than encoding the rest of the line (~400 ns of ~1 µs, measured).
+   */
+  millis(ms: number): this {
+    const micros = Math.round(ms * 1000);
+    // Anything else (more decimals, negative, huge): the exact conversion.
+    if (!(micros >= 0 && micros <= 0x7fffffff && micros / 1000 === ms)) return this.ascii(String(ms));
+    const whole = Math.floor(micros / 1000);
+    this.integer(whole);
+    let frac = micros - whole * 1000;
+    if (frac === 0) return this;
+    this.reserve(4);
+    const buf = this.buf;
+    buf[this.pos++] = 0x2e; // .
+    for (let unit = 100; frac > 0; unit /= 10) {
+      const digit = Math.floor(frac / unit);
+      buf[this.pos++] = 0x30 + digit;
+      frac -= digit * unit;
+    }
     return this;
   }
 

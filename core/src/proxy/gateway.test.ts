@@ -11,7 +11,7 @@ import type { AuthDecision, CheckRequest } from '../extauth/step.ts';
 import { closeGracefully, listen } from '../server/listen.ts';
 import { Gateway, parseAbsoluteTarget } from './gateway.ts';
 import { UpstreamRegistry } from './upstream/upstream-registry.ts';
-import { createAccessLog, type AccessLog } from '../log/access-log.ts';
+import { createAccessLog, type AccessEntry, type AccessLog } from '../log/access-log.ts';
 
 // The request path in-process: a real Gateway on a real listener, real upstream servers.
 
@@ -19,6 +19,11 @@ interface Reply {
   status: number;
   headers: Record<string, string | string[] | undefined>;
   body: string;
+}
+
+/** Resolves once `condition` holds (polled; the test's own timeout bounds it). */
+async function until(condition: () => boolean): Promise<void> {
+  while (!condition()) await new Promise((r) => setTimeout(r, 5));
 }
 
 function send(port: number, path: string, headers: Record<string, string> = {}, method = 'GET', body?: string): Promise<Reply> {
@@ -275,6 +280,35 @@ describe('reloads and the access log', () => {
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatchObject({ method: 'PUT', path: '/public/logged?x=1', status: 200, route: 'public', virtualHost: 'default/vs', upstream: `http://127.0.0.1:${echo.port}` });
     expect(typeof lines[0]!.durationMs).toBe('number');
+  });
+
+  test('access entries carry the request and response only for a log that reads them', async () => {
+    // The default JSON log never reads them, and a queued entry holding them kept both alive
+    // until it was encoded; format-string logs (readsMessages undefined) read headers and addresses.
+    const kept: AccessEntry[] = [];
+    const dropped: AccessEntry[] = [];
+    const pair = await Promise.all(
+      [{ write: (e: AccessEntry) => kept.push(e), flush() {} }, { write: (e: AccessEntry) => dropped.push(e), flush() {}, readsMessages: false }].map(async (log) => {
+        const gw = new Gateway({ logger, upstreams: new UpstreamRegistry(), authorizer, accessLogger: log });
+        gw.update(config());
+        return { gw, ...(await listen(gw.handle, 0, '127.0.0.1')) };
+      }),
+    );
+    try {
+      for (const { port: p } of pair) expect((await send(p, '/public/entry', { 'x-request-id': 'entry-1' })).status).toBe(200);
+      await until(() => kept.length > 0 && dropped.length > 0);
+      expect(kept[0]).toMatchObject({ reqId: 'entry-1', status: 200, path: '/public/entry' });
+      expect(kept[0]!.req?.headers['x-request-id']).toBe('entry-1');
+      expect(kept[0]!.res?.statusCode).toBe(200);
+      expect(dropped[0]).toMatchObject({ reqId: 'entry-1', status: 200, path: '/public/entry', route: 'public', upstream: `http://127.0.0.1:${echo.port}` });
+      expect(dropped[0]!.req).toBeUndefined();
+      expect(dropped[0]!.res).toBeUndefined();
+    } finally {
+      for (const { gw, server: s } of pair) {
+        await closeGracefully(s, 100);
+        await gw.close();
+      }
+    }
   });
 
   test('the access log line of a request auth allowed (and changed headers of) names its upstream', async () => {

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { METHODS, ServerResponse, type IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
@@ -14,6 +13,7 @@ import type { FilterVerdict, FilterServices } from './filters/http-filter.ts';
 import type { GatewayRateLimiter } from '../ratelimit/gateway-limiter.ts';
 import type { GraphQLEndpoints } from './destinations.ts';
 import { forward } from './request/forward.ts';
+import { newRequestId } from './request/request-id.ts';
 import { parseHostHeader } from './routing/host-table.ts';
 import { isHttp2Request, upgradeDecision } from '../server/http2.ts';
 import { servesOnConnection, tlsBindingOf } from '../server/tls-contexts.ts';
@@ -72,6 +72,8 @@ export class Gateway {
   private readonly logger: Logger;
   private readonly accessLog: boolean;
   private readonly accessLogger: AccessLog | undefined;
+  /** Access entries carry the request and response (only format strings read them). */
+  private readonly logMessages: boolean;
   private readonly paths: PathNormalization;
   private readonly upgradeLimits: UpgradeLimits;
   private readonly maxRequestHeaders: number;
@@ -92,6 +94,7 @@ export class Gateway {
     this.via = listener?.via;
     this.serverMode = listener?.server?.mode;
     this.accessLogger = this.accessLog ? (options.accessLogger ?? createAccessLog(options.logger.bindings().name ?? 'gateway')) : undefined;
+    this.logMessages = this.accessLogger?.readsMessages !== false;
     this.filterServices = { ...options.filterServices, authorizer: options.authorizer, ...(options.rateLimiter ? { ratelimit: options.rateLimiter } : {}) };
     this.table = compileRouteTable(EMPTY_SNAPSHOT, this.tableOptions());
   }
@@ -244,10 +247,11 @@ export class Gateway {
     }
     const { route, matcher } = matched;
     let requestId = headers['x-request-id'];
-    if (typeof requestId !== 'string' || requestId === '') headers['x-request-id'] = requestId = randomUUID();
+    if (typeof requestId !== 'string' || requestId === '') headers['x-request-id'] = requestId = newRequestId();
     // The listener's via goes upstream with the request; its server and via with every response (a list of the request's own: filters add to it).
     if (this.via !== undefined) headers.via = withVia(headers.via, this.via);
-    const ctx: RequestContext = { requestId, start, virtualHost: vhost.name, route: route.name, headers, logger: this.logger, upstream: undefined, responseHeaders: this.replyHeaders ? [...this.replyHeaders] : undefined, serverHeader: this.serverMode };
+    // Every field set now: one set later (the upstream's) would change the object's shape and allocate.
+    const ctx: RequestContext = { requestId, start, virtualHost: vhost.name, route: route.name, headers, logger: this.logger, upstream: undefined, cluster: undefined, upstreamPath: undefined, responseHeaders: this.replyHeaders ? [...this.replyHeaders] : undefined, serverHeader: this.serverMode };
     this.finish(req, res, start, vhost.name, route, ctx);
     this.tracer?.start(req, res, ctx, route);
 
@@ -365,7 +369,8 @@ export class Gateway {
 
   /** Access log and request metrics, once the response is done (or the client is gone). */
   private finish(req: IncomingMessage, res: ServerResponse, start: number, vhost: string | undefined, route: CompiledRoute | undefined, ctx?: RequestContext): void {
-    res.once('close', () => {
+    // `on`, not `once`: a response closes once, and `once` wraps every listener in two more objects.
+    res.on('close', () => {
       const status = pendingUpgrade(req)?.status ?? (res.headersSent ? res.statusCode : 0);
       const seconds = (performance.now() - start) / 1000;
       // Status classes, not statuses: the histogram's series stay bounded (routes × 6).
@@ -387,15 +392,16 @@ export class Gateway {
         path: req.url,
         status,
         durationMs: Math.round(seconds * 1_000_000) / 1000,
-        protocol: isHttp2Request(req) ? 'HTTP/2' : `HTTP/${req.httpVersion}`,
+        // The usual version as a constant: a string built per request was hashed again for the log's literal cache.
+        protocol: isHttp2Request(req) ? 'HTTP/2' : req.httpVersion === '1.1' ? 'HTTP/1.1' : `HTTP/${req.httpVersion}`,
         virtualHost: vhost,
         route: route?.name,
         upstream: ctx?.upstream,
         cluster: ctx?.cluster,
         upstreamPath: ctx?.upstreamPath,
         // For access-log format strings (%REQ(X)%, %RESP(X)%, addresses): read only by them.
-        req,
-        res,
+        req: this.logMessages ? req : undefined,
+        res: this.logMessages ? res : undefined,
       });
     });
   }

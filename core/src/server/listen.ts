@@ -1,5 +1,5 @@
 import { readPrefix } from './read-prefix.ts';
-import { createServer, type IncomingMessage, type RequestListener, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import { createSecureServer, type Http2Server, type Http2Session } from 'node:http2';
 import type { SecureContext, TLSSocket } from 'node:tls';
 import { bindTlsConnection, DEFAULT_TLS_POLICY, PROTOCOL_ORDER, type TlsContexts, type TlsHost, type TlsTable } from './tls-contexts.ts';
@@ -433,14 +433,25 @@ async function serve(server: Server, l: ListenerLimits, port: number, host: stri
   server.on('connection', (socket: Socket) => {
     if (!socket.destroyed) socket.setTimeout(l.requestHeadersTimeoutMs, () => socket.destroy());
   });
-  server.on('request', (req) => {
+  const serving = (req: IncomingMessage): void => {
     // HTTP/2 streams share their connection: the session's timeouts are set in ./http2.ts.
     if (isHttp2Request(req)) return;
     const socket = req.socket as Socket & { [SERVING]?: true };
     if (socket[SERVING]) return;
     socket[SERVING] = true;
     socket.setTimeout(l.idleTimeoutMs);
-  });
+  };
+  // Run by the request listener itself rather than as a second one: with two listeners, Node's
+  // emit copies the listener array on every request.
+  const listeners = server.listeners('request') as RequestListener[];
+  if (listeners.length === 1) {
+    const handle = listeners[0]!;
+    server.removeListener('request', handle);
+    server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+      handle(req, res);
+      serving(req);
+    });
+  } else server.on('request', serving);
   // Without a listener Node drops CONNECT silently; tunnels are not supported, so say so.
   server.on('connect', (_req, socket: Duplex) => {
     socket.on('error', () => {});

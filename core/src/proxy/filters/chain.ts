@@ -73,7 +73,7 @@ export class ChainRequest implements FilterRequest {
   path: string;
   body: Buffer | undefined = undefined;
   bodyPartial = false;
-  readonly responseHeaders: string[] = [];
+  readonly responseHeaders: string[];
   /** The chain running now (another route's after a re-match). */
   chain: FilterChain;
   /** Set by `clearRouteCache()`, read by the runner after the filter returns. */
@@ -92,7 +92,9 @@ export class ChainRequest implements FilterRequest {
     this.ctx = ctx;
     this.path = path;
     this.chain = chain;
-    // Local replies anywhere on the path (denials, 503s) carry what filters add here (CORS).
+    // Local replies anywhere on the path (denials, 503s) carry what filters add here (CORS), after
+    // the listener's own (server, via), which the context holds in a list of this request's.
+    this.responseHeaders = (ctx.responseHeaders as string[] | undefined) ?? [];
     ctx.responseHeaders = this.responseHeaders;
   }
 

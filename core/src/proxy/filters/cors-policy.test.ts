@@ -35,6 +35,10 @@ describe('compileCors', () => {
   test('actual-response headers carry expose-headers, and nothing unset', () => {
     const cors = compileCors({ allowOrigin: ['https://a.example'], exposeHeaders: ['x-total'] })!;
     expect(cors.responseHeaders('https://a.example')).toEqual(['access-control-allow-origin', 'https://a.example', 'vary', 'origin', 'access-control-expose-headers', 'x-total']);
+    // Appended to a request's list in place, after what is already there.
+    const list = ['x-early', '1'];
+    expect(cors.responseHeaders('https://a.example', list)).toBe(list);
+    expect(list).toEqual(['x-early', '1', 'access-control-allow-origin', 'https://a.example', 'vary', 'origin', 'access-control-expose-headers', 'x-total']);
   });
 });
 

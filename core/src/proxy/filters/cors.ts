@@ -34,7 +34,7 @@ function corsOf(cors: CompiledCors): HttpFilter {
         return { status: 200, code: 'GH_CORS_PREFLIGHT', verbatim: true, headers };
       }
       if (typeof origin === 'string' && cors.allows(origin)) {
-        request.responseHeaders.push(...cors.responseHeaders(origin));
+        cors.responseHeaders(origin, request.responseHeaders);
         request.metadata.set(ALLOWED, true);
       }
       return undefined;

@@ -33,6 +33,15 @@ describe('parseHostHeader (RFC 9110 7.2; issue 17 finding 21)', () => {
   test('no Host at all (HTTP/1.0) is the empty host, which only "*" matches', () => {
     expect(parseHostHeader(undefined)).toBe('');
   });
+
+  test('a Host seen before gets the same answer (valid or not), past the bounded memory of them too', () => {
+    const inputs = ['Shop.Test.:80', 'shop.test:abc', '[::1]:8080', 'a@shop.test', `${'x'.repeat(300)}.test`];
+    const first = inputs.map((h) => parseHostHeader(h));
+    expect(first).toEqual(['shop.test', undefined, '[::1]', undefined, undefined]);
+    // More distinct hosts than are kept: the memory starts over, answers stay the same.
+    for (let i = 0; i < 3_000; i++) expect(parseHostHeader(`h${i}.test:${i % 65_536}`)).toBe(`h${i}.test`);
+    for (let round = 0; round < 2; round++) expect(inputs.map((h) => parseHostHeader(h))).toEqual(first);
+  });
 });
 
 describe('HostTable (SPEC 3.2)', () => {

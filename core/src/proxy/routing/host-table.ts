@@ -35,10 +35,15 @@ export class HostTable<T> {
   matchHost(host: string): T | undefined {
     const exact = this.exact.get(host);
     if (exact !== undefined) return exact;
-    for (const { suffix, value } of this.suffixes) {
+    // Indexed loops: per request, and for-of allocated an iterator here before being optimised.
+    const suffixes = this.suffixes;
+    for (let i = 0; i < suffixes.length; i++) {
+      const { suffix, value } = suffixes[i]!;
       if (host.length > suffix.length && host.endsWith(suffix)) return value;
     }
-    for (const { prefix, value } of this.prefixes) {
+    const prefixes = this.prefixes;
+    for (let i = 0; i < prefixes.length; i++) {
+      const { prefix, value } = prefixes[i]!;
       if (host.length > prefix.length && host.startsWith(prefix)) return value;
     }
     return this.any;
@@ -59,7 +64,26 @@ const LITERAL_AND_PORT = /^(\[[0-9a-f:.]+\]|\[v[0-9a-f]+\.[a-z0-9\-._~!$&'()*+,;
  */
 export function parseHostHeader(hostHeader: string | undefined): string | undefined {
   if (hostHeader === undefined) return '';
-  if (hostHeader.length === 0 || hostHeader.length > 255 + 6) return undefined;
+  if (hostHeader.length === 0 || hostHeader.length > MAX_HOST_LENGTH) return undefined;
+  // Clients send the same few Host values again and again: their parse (a regex with captures,
+  // a lower-cased copy) is kept, for a bounded number of them.
+  const known = PARSED_HOSTS.get(hostHeader);
+  if (known !== undefined) return known === INVALID ? undefined : known;
+  const parsed = parseHost(hostHeader);
+  if (PARSED_HOSTS.size >= MAX_PARSED_HOSTS) PARSED_HOSTS.clear();
+  PARSED_HOSTS.set(hostHeader, parsed ?? INVALID);
+  return parsed;
+}
+
+const MAX_PARSED_HOSTS = 1024;
+/** Marks a Host header known to be malformed in {@link PARSED_HOSTS}. */
+const INVALID = Symbol('invalid host');
+const PARSED_HOSTS = new Map<string, string | typeof INVALID>();
+
+/** A DNS name's 255 characters and a `:port`. */
+const MAX_HOST_LENGTH = 255 + 6;
+
+function parseHost(hostHeader: string): string | undefined {
   const lower = hostHeader.toLowerCase();
   const m = lower.charCodeAt(0) === 0x5b ? LITERAL_AND_PORT.exec(lower) : NAME_AND_PORT.exec(lower);
   if (!m) return undefined;

@@ -159,8 +159,11 @@ export class UpstreamCluster {
    * healthy. `hash` is the request's key for ring hash and Maglev (the route's hash policies);
    * without one those pick at random, as Envoy does.
    */
-  pick(now: number = Date.now(), hash?: number): UpstreamHost {
+  pick(at?: number, hash?: number): UpstreamHost {
     const hosts = this.hosts;
+    // One host and no failover (a static Upstream's usual shape): nothing to weigh, no clock read.
+    if (hosts.length === 1 && !this.failover) return hosts[0]!;
+    const now = at ?? Date.now();
     if (this.failover && !hosts.some((h) => usable(h, now))) {
       // Envoy's priorities: no usable host here, the first lower priority that has one takes the request.
       const level = this.failover.find((c) => c.hosts.some((h) => usable(h, now)));
@@ -228,9 +231,9 @@ export class UpstreamCluster {
    * `baseEjectionTime` × the times it was ejected, unless `maxEjectionPercent` of the hosts
    * already are (one host may always be). Any other answer resets its counts.
    */
-  observe(host: UpstreamHost, status: number, now: number = Date.now()): void {
+  observe(host: UpstreamHost, status: number, at?: number): void {
     const owner = this.ownerOf(host);
-    if (owner !== this) return owner.observe(host, status, now);
+    if (owner !== this) return owner.observe(host, status, at);
     const o = this.outlier;
     if (!o) return;
     if (status < 500) {
@@ -241,6 +244,8 @@ export class UpstreamCluster {
     host.consecutive5xx++;
     if (status >= 502 && status <= 504) host.consecutiveGateway++;
     if (host.consecutive5xx < o.consecutive5xx && host.consecutiveGateway < o.consecutiveGateway) return;
+    // Read only now: every response is observed, few eject.
+    const now = at ?? Date.now();
     const ejected = this.hosts.filter((h) => h !== host && h.ejectedUntil > now).length;
     if (ejected > 0 && (ejected + 1) * 100 > o.maxEjectionPercent * this.hosts.length) return;
     host.ejections++;

@@ -1,0 +1,171 @@
+// CPU time per request of the proxy rows (test/bench/scenarios/proxy.ts, routing.ts), process
+// tree included (a cluster's primary and workers), from /proc around wrk runs: the method of
+// README.md "Finding where time goes", for rows where throughput on a shared machine is too noisy.
+// Usage: node test/bench/proxy-cpu.ts [rows] [seconds]
+//   rows: comma-separated of bare1, bare2, gh1, gh1-nolog, gh2, r1, cors (default bare1,gh1);
+//   a row name with `@base` runs the CLI at $PROBE_BASE (another checkout) for an A/B.
+// PROBE_ROUNDS (default 3) interleaves the rows; medians are printed at the end.
+// PROBE_NODE_FLAGS (e.g. "--cpu-prof --cpu-prof-dir=DIR") goes to every Gatehouse process.
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, openSync } from 'node:fs';
+import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { stringify } from 'yaml';
+import { NODE_ENV_DEFAULTS, NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
+import { benchManifests, startListening, startNginx, stopChild } from './tools.ts';
+import { parseWrk } from './wrk.ts';
+import { ROUTE_OPTIONS } from './scenarios/routing.ts';
+
+const rows = (process.argv[2] ?? 'bare1,gh1').split(',');
+const seconds = Number(process.argv[3] ?? 5);
+const rounds = Number(process.env.PROBE_ROUNDS ?? 3);
+const CLI = fileURLToPath(new URL('../../core/bin/gatehouse.js', import.meta.url));
+const BARE = fileURLToPath(new URL('./bare-undici-proxy.ts', import.meta.url));
+const work = await mkdtemp(join(tmpdir(), 'proxy-cpu-'));
+const upstream = await startNginx(work, 'up', (port) => `server { listen 127.0.0.1:${port}; location / { return 200 "hello world\\n"; } }`);
+const upstreamUrl = `http://127.0.0.1:${upstream.port}`;
+
+/** The routing bench's route 1 of 50 (routing.ts `config`), optionally with its route options. */
+function routing(routeOptions?: object): object[] {
+  const target = { single: { upstream: { name: 'fast' } } };
+  const decoys = Array.from({ length: 49 }, (_, i) => ({ name: `decoy-${i}`, matchers: [{ regex: `/tenant-${i}/[0-9]+`, headers: [{ name: 'x-tenant', value: `t${i}` }] }], routeAction: target }));
+  const hit = { name: 'hit', matchers: [{ prefix: '/' }], routeAction: target, ...(routeOptions ? { options: routeOptions } : {}) };
+  return [
+    { apiVersion: 'gatehouse.gatehouse.dev/v1', kind: 'Upstream', metadata: { name: 'fast' }, spec: { static: { hosts: [{ addr: '127.0.0.1', port: upstream.port }] } } },
+    { apiVersion: 'gateway.gatehouse.dev/v1', kind: 'VirtualService', metadata: { name: 'bench' }, spec: { virtualHost: { domains: ['*'], routes: [hit, ...decoys] } } },
+  ];
+}
+
+const nodeFlags = () => (process.env.PROBE_NODE_FLAGS ?? '').split(' ').filter(Boolean);
+
+interface Target {
+  name: string;
+  port: number;
+  pid: number;
+  headers: Record<string, string>;
+  stop(): Promise<void>;
+}
+
+async function gatehouse(cli: string, docs: object[], args: string[]): Promise<{ port: number; child: ChildProcess }> {
+  const dir = await mkdtemp(join(work, 'config-'));
+  await writeFile(join(dir, 'bench.yaml'), docs.map((d) => stringify(d)).join('---\n'));
+  const logFile = join(dir, 'gatehouse.log');
+  const fd = openSync(logFile, 'w');
+  const child = spawn(process.execPath, [...NODE_FLAGS, ...nodeFlags(), cli, 'run', '--config-dir', dir, '--port', '0', '--https-port', '0', '--admin-port', '0', '--extauth-port', '0', '--host', '127.0.0.1', '--plugin-dir', join(dir, 'plugins'), ...args], { stdio: ['ignore', fd, fd], env: { ...process.env, ...NODE_ENV_DEFAULTS } });
+  closeSync(fd);
+  for (let i = 0; i < 600; i++) {
+    const line = (await readFile(logFile, 'utf8')).split('\n').find((l) => l.includes('"msg":"listening"'));
+    if (line) return { port: (JSON.parse(line) as { port: number }).port, child };
+    if (child.exitCode !== null) throw new Error(`gatehouse exited: ${await readFile(logFile, 'utf8')}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error('gatehouse did not start');
+}
+
+async function start(row: string): Promise<Target> {
+  const [kind, at] = row.split('@');
+  const cli = at === 'base' ? join(process.env.PROBE_BASE!, 'core/bin/gatehouse.js') : CLI;
+  const bare = async (workers: string) => {
+    const p = await startListening(process.execPath, [...NODE_FLAGS, ...nodeFlags(), BARE, upstreamUrl, workers], NODE_ENV_DEFAULTS);
+    return { name: row, port: p.port, pid: p.child.pid!, headers: {}, stop: p.stop };
+  };
+  const gh = async (docs: object[], args: string[], headers: Record<string, string> = {}) => {
+    const { port, child } = await gatehouse(cli, docs, args);
+    return { name: row, port, pid: child.pid!, headers, stop: () => stopChild(child) };
+  };
+  switch (kind) {
+    case 'bare1':
+      return bare('1');
+    case 'bare2':
+      return bare('2');
+    case 'gh1':
+      return gh(benchManifests(upstream.port), []);
+    case 'gh1-nolog':
+      return gh(benchManifests(upstream.port), ['--access-log', 'false']);
+    case 'gh2':
+      return gh(benchManifests(upstream.port), ['--workers', '2']);
+    case 'r1':
+      return gh(routing(), ['--access-log', 'false']);
+    case 'cors':
+      return gh(routing(ROUTE_OPTIONS), ['--access-log', 'false'], { origin: 'https://app.example', cookie: 'a=1' });
+    default:
+      throw new Error(`unknown row ${row}`);
+  }
+}
+
+async function cpuOf(pid: number | string): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11] ?? 0) + Number(fields[12] ?? 0)) * 10_000; // clock ticks (100/s) → µs
+}
+
+/** CPU µs of each process of the tree, by pid. */
+async function cpuByProcess(pid: number | string, out = new Map<string, number>()): Promise<Map<string, number>> {
+  out.set(String(pid), await cpuOf(pid));
+  for (const tid of await readdir(`/proc/${pid}/task`).catch(() => [] as string[])) {
+    const children = (await readFile(`/proc/${pid}/task/${tid}/children`, 'utf8').catch(() => '')).split(' ').filter(Boolean);
+    for (const child of children) await cpuByProcess(child, out);
+  }
+  return out;
+}
+
+/** CPU µs of a process and all its descendants. */
+async function treeCpu(pid: number | string): Promise<number> {
+  let total = await cpuOf(pid);
+  for (const tid of await readdir(`/proc/${pid}/task`).catch(() => [] as string[])) {
+    const children = (await readFile(`/proc/${pid}/task/${tid}/children`, 'utf8').catch(() => '')).split(' ').filter(Boolean);
+    for (const child of children) total += await treeCpu(child);
+  }
+  return total;
+}
+
+async function measure(t: Target): Promise<{ rps: number; p99: number; us: number; errors: number; requests: number; warmRequests: number; pid: number; byProcess: number[] }> {
+  const script = join(work, `${t.name.replace(/\W/g, '_')}.lua`);
+  await writeFile(script, Object.entries(t.headers).map(([k, v]) => `wrk.headers[${JSON.stringify(k)}] = ${JSON.stringify(v)}`).join('\n'));
+  const wrk = (s: number) => promisify(execFile)('wrk', ['-t1', '-c32', `-d${s}s`, '--latency', '-s', script, `http://127.0.0.1:${t.port}/`], { maxBuffer: 1 << 20 });
+  const warm = parseWrk((await wrk(1)).stdout);
+  // PROBE_SIGNAL=1: SIGUSR2 after the warm-up (a `--import`ed sampler starts then).
+  if (process.env.PROBE_SIGNAL === '1') process.kill(t.pid, 'SIGUSR2');
+  const before = await treeCpu(t.pid);
+  const split = await cpuByProcess(t.pid);
+  const r = parseWrk((await wrk(seconds)).stdout);
+  const used = (await treeCpu(t.pid)) - before;
+  // Per process of the tree (the first is the one started: a cluster's primary), µs per request.
+  const byProcess = [...(await cpuByProcess(t.pid))].map(([pid, us]) => Math.round(((us - (split.get(pid) ?? 0)) / r.requests) * 10) / 10);
+  return { rps: Math.round(r.requestsPerSec), p99: r.p99Ms, us: Math.round((used / r.requests) * 10) / 10, errors: r.errors, requests: r.requests, warmRequests: warm.requests, pid: t.pid, byProcess };
+}
+
+const targets: Target[] = [];
+for (const row of rows) targets.push(await start(row));
+const results = new Map<string, number[]>();
+try {
+  for (let round = 0; round < rounds; round++) {
+    // PROBE_CONCURRENT=1: every row is loaded at once (a wrk each), so all see the same machine load.
+    if (process.env.PROBE_CONCURRENT === '1') {
+      const ms = await Promise.all(targets.map((t) => measure(t)));
+      targets.forEach((t, i) => {
+        results.set(t.name, [...(results.get(t.name) ?? []), ms[i]!.us]);
+        console.log(JSON.stringify({ round, row: t.name, ...ms[i] }));
+      });
+      continue;
+    }
+    for (const t of targets) {
+      const m = await measure(t);
+      results.set(t.name, [...(results.get(t.name) ?? []), m.us]);
+      console.log(JSON.stringify({ round, row: t.name, ...m }));
+    }
+  }
+} finally {
+  for (const t of targets) await t.stop();
+  await upstream.stop();
+}
+const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor((v.length - 1) / 2)]!;
+const first = results.get(rows[0]!)!;
+for (const [name, v] of results) {
+  // Per-round ratio to the first row (rows of one round ran under the same load).
+  const ratios = v.map((us, i) => Math.round((us / first[i]!) * 100) / 100);
+  console.log(`${name.padEnd(16)} median ${median(v)} µs/request  (${v.join(', ')})  × ${rows[0]}: median ${median(ratios)} (${ratios.join(', ')})`);
+}
