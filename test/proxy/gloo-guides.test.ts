@@ -674,10 +674,12 @@ const BEHAVIOUR: Record<string, Behaviour | undefined> = {
     expect(plain.body.toString('utf8')).toBe(HELLO);
   },
   '60-listener-plugin-summary.yaml': async (gw, run) => {
-    // Gap: via is not applied (Warning); the listener binds the Gateway's port and serves.
-    warned(run, 'Gateway gloo-system/gateway-proxy', 'spec.httpGateway.options.httpConnectionManagerSettings.via');
+    // via is honoured (appended upstream, set on the response); the listener binds the Gateway's port and serves.
+    expect(run.validated).not.toContain('httpConnectionManagerSettings.via');
     expect(gw.port).toBe(run.port(8080));
-    expect(echo(await get(gw, '/')).upstream).toBe('default-petstore-8080');
+    const reply = await get(gw, '/');
+    expect(echo(reply).upstream).toBe('default-petstore-8080');
+    expect([echo(reply).headers.via, reply.headers.via]).toEqual(['reference-string', 'reference-string']);
   },
   '61-http-connection-manager.yaml': async (gw, run) => {
     // Honoured: the timeouts (Go durations such as 1m2s), maxRequestHeadersKb, serverName and via; the rest is warned by name.

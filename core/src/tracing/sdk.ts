@@ -1,4 +1,4 @@
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, TraceFlags, trace, type Attributes, type Context, type Span, type TextMapGetter, type TextMapSetter, type Tracer } from '@opentelemetry/api';
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, TraceFlags, trace, type Attributes, type Context, type Span, type TextMapGetter, type Tracer } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { AlwaysOnSampler, BasicTracerProvider, BatchSpanProcessor, ParentBasedSampler, RandomIdGenerator, type SpanExporter } from '@opentelemetry/sdk-trace-base';
@@ -19,11 +19,6 @@ const ids = new RandomIdGenerator();
 const getter: TextMapGetter<Record<string, string | string[] | undefined>> = {
   keys: (carrier) => Object.keys(carrier),
   get: (carrier, key) => carrier[key],
-};
-const setter: TextMapSetter<Record<string, string>> = {
-  set: (carrier, key, value) => {
-    carrier[key] = value;
-  },
 };
 
 const KINDS: Record<SpanKindName, SpanKind> = { server: SpanKind.SERVER, client: SpanKind.CLIENT, internal: SpanKind.INTERNAL };
@@ -79,10 +74,13 @@ class Handle implements SpanHandle {
     this.recording = span.isRecording();
   }
 
+  /** What W3CTraceContextPropagator.inject writes for this span, formatted directly (no context objects: this runs for every sampled request). */
   get traceHeaders(): Record<string, string> {
     if (this.headers) return this.headers;
-    const out: Record<string, string> = {};
-    propagator.inject(trace.setSpan(ROOT_CONTEXT, this.span), out, setter);
+    const context = this.span.spanContext();
+    const out: Record<string, string> = { traceparent: `00-${context.traceId}-${context.spanId}-${context.traceFlags & TraceFlags.SAMPLED ? '01' : '00'}` };
+    const state = context.traceState?.serialize();
+    if (state) out.tracestate = state;
     return (this.headers = out);
   }
 

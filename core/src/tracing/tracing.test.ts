@@ -1,10 +1,14 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { IncomingMessage, ServerResponse } from 'node:http';
+import { Socket } from 'node:net';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { describe, expect, test } from 'vitest';
+import { afterAll, describe, expect, test } from 'vitest';
 import type { AnyResource } from '../config/resource.ts';
 import type { ConfigSnapshot } from '../config/store.ts';
-import { collectorFromEnv, listenerTracingOf, remoteChildSpan } from './tracing.ts';
+import type { Logger } from '../log/logger.ts';
+import type { RequestContext } from '../proxy/context.ts';
+import { collectorFromEnv, flushTracing, listenerTracingOf, loadRuntime, type Collector, remoteChildSpan, RequestTracer, spanOf } from './tracing.ts';
 
 const snapshot = (resources: object[]): ConfigSnapshot => ({
   generation: 1,
@@ -71,6 +75,88 @@ describe('auth step spans', () => {
     expect(remoteChildSpan({}, 'step')).toBeUndefined();
     expect(remoteChildSpan({ traceparent: `00-${'a'.repeat(32)}-${'b'.repeat(16)}-00` }, 'step')).toBeUndefined();
     expect(remoteChildSpan({ traceparent: 'garbage-01' }, 'step')).toBeUndefined();
+  });
+});
+
+describe('the request tracer: sampling decided first, unsampled requests get a bare traceparent', () => {
+  // A collector nobody listens on (the discard port): exports fail quietly, requests do not care.
+  const collector: Collector = { protocol: 'http', url: 'http://127.0.0.1:9/v1/traces', serviceName: 'unit' };
+  const logger = { error: () => {} } as unknown as Logger;
+  const route = { name: 'r', destination: { kind: 'upstream', cluster: { name: 'c' } } };
+  const UNSAMPLED = /^00-([0-9a-f]{32})-([0-9a-f]{16})-00$/;
+  afterAll(() => flushTracing(100));
+
+  async function tracer(random: number): Promise<RequestTracer> {
+    expect(await loadRuntime(collector)).toBeDefined();
+    return new RequestTracer({ collector, percentages: { client: 100, random, overall: 100 }, verbose: false, headerTags: [], staticTags: {} }, logger);
+  }
+  /** One request through the tracer: the headers the upstream would get, and whether a span records it. */
+  function request(t: RequestTracer, headers: Record<string, string>, options?: object): { headers: Record<string, unknown>; recorded: boolean } {
+    const req = new IncomingMessage(new Socket());
+    req.method = 'GET';
+    req.url = '/';
+    req.headers = { host: 'h', ...headers };
+    const ctx: RequestContext = { requestId: 'id', start: 0, virtualHost: 'v', route: 'r', headers: req.headers, logger, upstream: undefined, responseHeaders: undefined };
+    t.start(req, new ServerResponse(req), ctx, { ...route, tracing: options });
+    return { headers: req.headers, recorded: spanOf(ctx)?.recording === true };
+  }
+
+  test('not sampled, no caller context: a new trace with flag 00, fresh ids every time, the caller\'s tracestate dropped', async () => {
+    const t = await tracer(0);
+    const ids = new Set<string>();
+    for (let i = 0; i < 500; i++) {
+      const { headers, recorded } = request(t, { tracestate: 'orphan=1' });
+      expect(recorded).toBe(false);
+      const match = UNSAMPLED.exec(String(headers.traceparent));
+      expect(match).not.toBeNull();
+      expect(match![1]).not.toBe('0'.repeat(32));
+      expect(match![2]).not.toBe('0'.repeat(16));
+      ids.add(match![1]!).add(match![2]!);
+      expect(headers.tracestate).toBeUndefined();
+    }
+    expect(ids.size).toBe(1000);
+  });
+
+  test("the caller's decision holds whatever the percentages: every sampled flag value, upper bits too", async () => {
+    const t0 = await tracer(0);
+    const t100 = await tracer(100);
+    const trace = '4bf92f3577b34da6a3ce929d0e0e4736';
+    for (const flags of ['00', '02', '0a', '0c', 'a0', 'fe', '01', '03', '09', '0b', '0f', 'ff']) {
+      const sampled = (Number.parseInt(flags, 16) & 1) === 1;
+      for (const t of [t0, t100]) {
+        const { headers, recorded } = request(t, { traceparent: `00-${trace}-00f067aa0ba902b7-${flags}`, tracestate: 'vendor=1' });
+        expect({ flags, recorded }).toEqual({ flags, recorded: sampled });
+        const match = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/.exec(String(headers.traceparent));
+        expect(match?.[1]).toBe(trace);
+        expect(match?.[2]).not.toBe('00f067aa0ba902b7');
+        expect(match?.[3]).toBe(sampled ? '01' : '00');
+        expect(headers.tracestate).toBe('vendor=1');
+      }
+    }
+  });
+
+  test('a later version with extra fields keeps its trace; malformed or all-zero contexts start a new one', async () => {
+    const t = await tracer(0);
+    const trace = '4bf92f3577b34da6a3ce929d0e0e4736';
+    expect(String(request(t, { traceparent: `01-${trace}-00f067aa0ba902b7-00-extra` }).headers.traceparent)).toContain(trace);
+    expect(request(t, { traceparent: `01-${trace}-00f067aa0ba902b7-01-extra` }).recorded).toBe(true);
+    for (const bad of [`00-${trace.toUpperCase()}-00f067aa0ba902b7-01`, `00-${'0'.repeat(32)}-00f067aa0ba902b7-01`, `00-${trace}-${'0'.repeat(16)}-01`, `ff-${trace}-00f067aa0ba902b7-01`, `00-${trace}-00f067aa0ba902b7-01-x`, `00-${trace}-00f067aa0ba902b7-0g`, `00_${trace}-00f067aa0ba902b7-01`, '']) {
+      const { headers, recorded } = request(t, { traceparent: bad, tracestate: 'vendor=1' });
+      expect({ bad, recorded }).toEqual({ bad, recorded: false });
+      expect(String(headers.traceparent)).toMatch(UNSAMPLED);
+      expect(String(headers.traceparent)).not.toContain(trace);
+      expect(headers.tracestate).toBeUndefined();
+    }
+  });
+
+  test("route percentages replace the listener's field by field; propagate: false sends no context", async () => {
+    const t = await tracer(0);
+    expect(request(t, {}, { tracePercentages: { randomSamplePercentage: 100 } }).recorded).toBe(true);
+    expect(request(t, {}, { tracePercentages: { randomSamplePercentage: 100, overallSamplePercentage: 0 } }).recorded).toBe(false);
+    expect(request(t, { 'x-client-trace-id': 'c' }, { tracePercentages: { randomSamplePercentage: 100 } }).recorded).toBe(true); // client: the listener's 100
+    expect(request(t, { 'x-client-trace-id': 'c' }, { tracePercentages: { randomSamplePercentage: 100, clientSamplePercentage: 0 } }).recorded).toBe(false);
+    const quiet = request(t, { traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00', tracestate: 'v=1' }, { propagate: false });
+    expect([quiet.headers.traceparent, quiet.headers.tracestate]).toEqual([undefined, undefined]);
   });
 });
 
