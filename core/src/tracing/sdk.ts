@@ -27,7 +27,7 @@ const KINDS: Record<SpanKindName, SpanKind> = { server: SpanKind.SERVER, client:
 export async function createRuntime(collector: Collector): Promise<TracingRuntime> {
   const exporter: SpanExporter = collector.protocol === 'grpc'
     ? new (await import('@opentelemetry/exporter-trace-otlp-grpc')).OTLPTraceExporter({ url: collector.url, timeoutMillis: 10_000 })
-    : new (await import('@opentelemetry/exporter-trace-otlp-proto')).OTLPTraceExporter({ url: collector.url, timeoutMillis: 10_000 });
+    : new (await import('./otlp-http-exporter.ts')).OtlpHttpExporter(collector.url, 10_000);
   const processor = new BatchSpanProcessor(exporter, { maxQueueSize: MAX_QUEUE, maxExportBatchSize: 512, scheduledDelayMillis: collector.flushMs ?? 1000, exportTimeoutMillis: 10_000 });
   const provider = new BasicTracerProvider({
     resource: resourceFromAttributes({ 'service.name': collector.serviceName }),
