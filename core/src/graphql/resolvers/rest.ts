@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { RestResolverSpec } from '../../config/schema/graphql-api.ts';
 import { durationMs } from '../../config/schema/common.ts';
-import { isConnectFailure, type UpstreamCluster, type UpstreamHost } from '../../proxy/upstream/upstream-cluster.ts';
+import { isConnectFailure, type UpstreamCluster } from '../../proxy/upstream/upstream-cluster.ts';
 import { FieldErrorCodes, GraphQLConfigCodes, fieldError, type Problem } from '../compile/errors.ts';
 import { getPath, parsePath, type Segment } from '../compile/path.ts';
 import type { OperationBudget } from '../limits/limits.ts';
