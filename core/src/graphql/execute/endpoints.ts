@@ -20,7 +20,7 @@ import { restResolver } from '../resolvers/rest.ts';
 import type { FieldResolver, ResolverMetrics } from '../resolvers/types.ts';
 import { compileApi, type CompiledApi } from '../compile/schema.ts';
 import { withIncrementalDirectives } from './incremental.ts';
-import { limitsOf, resolverFieldsOf } from '../limits/limits.ts';
+import { LIMITS_OFF, limitsOf, resolverFieldsOf } from '../limits/limits.ts';
 import { validationRules } from '../limits/validation.ts';
 
 export interface GraphQLEndpointsOptions {
@@ -157,6 +157,7 @@ class Endpoints implements GraphQLEndpoints {
       logSensitiveInfo: resource.spec.options?.logSensitiveInfo === true,
     });
     endpoint.fingerprint = fingerprint;
+    if (LIMITS_OFF) this.options.logger.warn({ api: resource.key }, 'GATEHOUSE_GRAPHQL_LIMITS=off: this API runs without its operation limits (for benchmarks only; one hostile operation can now stall the gateway)');
     return endpoint;
   }
 
