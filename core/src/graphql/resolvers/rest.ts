@@ -274,9 +274,18 @@ class RestCall implements Dispatcher.DispatchHandler {
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    // The body of a failed answer is read and dropped (keeps the connection reusable).
-    if (this.status < 200 || this.status > 299 || this.failure) return;
+    if (this.failure) return;
     this.size += chunk.length;
+    if (this.status < 200 || this.status > 299) {
+      // A failed answer's body is read and dropped (the connection stays reusable), up to a
+      // bound: past it the call ends with the status and the connection is closed.
+      if (this.size > MAX_DRAINED_BYTES) {
+        this.finish({ status: this.status, body: EMPTY });
+        this.failure = DRAINED;
+        controller.abort(DRAINED);
+      }
+      return;
+    }
     if (this.size > MAX_RESPONSE_BYTES) {
       this.chunks.length = 0;
       this.failure = TOO_LARGE;
@@ -302,6 +311,11 @@ class RestCall implements Dispatcher.DispatchHandler {
 }
 
 const TIMED_OUT = new Error('restResolver timeout');
+/** The end of a failed answer's body that was not read (see {@link MAX_DRAINED_BYTES}). */
+const DRAINED = new Error('failed answer not read to its end');
+/** Bytes of a non-2xx answer's body read before the connection is closed instead (undici's `dump()` default). */
+const MAX_DRAINED_BYTES = 128 * 1024;
+const EMPTY = Buffer.alloc(0);
 const TOO_LARGE = new Error('upstream answer over the REST resolver limit');
 const OVER_BUDGET_ERROR = new Error('upstream answer over limits.maxBufferedBytes');
 
