@@ -70,8 +70,27 @@ const restUpstream = shared(
     location = /stitch/users/1 { return 200 '{"id":"1","name":"Ada Lovelace","email":"ada@example.com","company":{"id":"c1"}}'; }
     location / { return 404 '{}'; }
   }`),
-  3,
+  4,
 );
+
+/** The REST resolvers row's gateway: Query.user and User.company each resolved by a REST call. */
+async function restResolvers(ctx: BenchContext, env: Record<string, string> = {}): Promise<RunningTarget> {
+  const up = await restUpstream.get(ctx);
+  const rest = (path: string) => ({ restResolver: { upstreamRef: { name: 'rest' }, request: { headers: { ':path': path } } } });
+  const api = {
+    apiVersion: 'graphql.gatehouse.dev/v1beta1',
+    kind: 'GraphQLApi',
+    metadata: { name: 'users' },
+    spec: {
+      executableSchema: {
+        schemaDefinition: USERS_SDL.replace('user(id: ID!): User', 'user(id: ID!): User @resolve(name: "Query|user")').replace('company: Company', 'company: Company @resolve(name: "User|company")'),
+        executor: { local: { resolutions: { 'Query|user': rest('/users/{$args.id}'), 'User|company': rest('/companies/{$parent.companyId}') } } },
+      },
+    },
+  };
+  const target = await ctx.gatehouse({ 'graphql.yaml': [upstream('rest', up.port), api, route('users')] }, [], 'gateway', env);
+  return withRelease(target, restUpstream.release);
+}
 
 function withRelease(target: RunningTarget, release: () => Promise<void>): RunningTarget {
   return { url: target.url, stop: async () => (await target.stop(), await release()) };
@@ -178,23 +197,14 @@ export const scenarios: BenchScenario[] = [
     group: 'graphql rest',
     name: 'gatehouse REST resolvers (1 worker)',
     request: REST_REQUEST,
-    start: async (ctx) => {
-      const up = await restUpstream.get(ctx);
-      const rest = (path: string) => ({ restResolver: { upstreamRef: { name: 'rest' }, request: { headers: { ':path': path } } } });
-      const api = {
-        apiVersion: 'graphql.gatehouse.dev/v1beta1',
-        kind: 'GraphQLApi',
-        metadata: { name: 'users' },
-        spec: {
-          executableSchema: {
-            schemaDefinition: USERS_SDL.replace('user(id: ID!): User', 'user(id: ID!): User @resolve(name: "Query|user")').replace('company: Company', 'company: Company @resolve(name: "User|company")'),
-            executor: { local: { resolutions: { 'Query|user': rest('/users/{$args.id}'), 'User|company': rest('/companies/{$parent.companyId}') } } },
-          },
-        },
-      };
-      const target = await ctx.gatehouse({ 'graphql.yaml': [upstream('rest', up.port), api, route('users')] }, [], 'gateway');
-      return withRelease(target, restUpstream.release);
-    },
+    start: (ctx) => restResolvers(ctx),
+  },
+  {
+    group: 'graphql rest',
+    // Issue 25: what the operation limits cost (same API; GATEHOUSE_GRAPHQL_LIMITS=off is for benchmarks only, docs/graphql.md).
+    name: 'gatehouse REST resolvers, limits off (1 worker)',
+    request: REST_REQUEST,
+    start: (ctx) => restResolvers(ctx, { GATEHOUSE_GRAPHQL_LIMITS: 'off' }),
   },
   {
     group: 'graphql rest',
@@ -227,6 +237,8 @@ export const scenarios: BenchScenario[] = [
 export const goals: BenchModule['goals'] = [
   { row: 'gatehouse remote executor (1 worker)', against: 'hive gateway proxy mode (1 process)', minThroughputRatio: 3 },
   { row: 'gatehouse REST resolvers (1 worker)', against: 'hand-written graphql-js + undici (REST)', minThroughputRatio: 0.8 },
+  // Issue 25: the limits cost at most 5% (limits on / off); reported, as one run's rows differ by more than that.
+  { row: 'gatehouse REST resolvers (1 worker)', against: 'gatehouse REST resolvers, limits off (1 worker)' },
   // Issue 16: a stitched query across two subschemas vs the same data from one local executor.
   { row: 'gatehouse stitched schema, users + companies subschemas (1 worker)', against: 'gatehouse REST resolvers (1 worker)', minThroughputRatio: 0.7 },
 ];

@@ -48,6 +48,20 @@ export const MAX_BODY_BYTES = 1024 * 1024;
  */
 export function negotiate(accept: string | undefined): MediaType | null {
   if (!accept) return 'application/json';
+  // Clients send the same few Accept values: each is read once.
+  const known = negotiated.get(accept);
+  if (known !== undefined) return known;
+  const media = negotiateUncached(accept);
+  if (negotiated.size >= MAX_NEGOTIATED) negotiated.clear();
+  negotiated.set(accept, media);
+  return media;
+}
+
+/** Accept header values already negotiated (at most {@link MAX_NEGOTIATED}; then it starts over). */
+const negotiated = new Map<string, MediaType | null>();
+const MAX_NEGOTIATED = 256;
+
+function negotiateUncached(accept: string): MediaType | null {
   let best: MediaType | null = null;
   let bestQ = 0;
   for (const entry of accept.split(',')) {
@@ -97,10 +111,8 @@ export async function readParams(req: IncomingMessage): Promise<RequestParams | 
     return checkParams({ query: search.get('query') ?? undefined, operationName: search.get('operationName') ?? undefined, variables, extensions });
   }
   if (req.method !== 'POST') return new RequestFailure(405, `${req.method} is not supported; use GET or POST`, { allow: 'GET, POST' });
-  const contentType = (req.headers['content-type'] ?? '').toLowerCase();
-  const [mediaType, ...params] = contentType.split(';').map((s) => s.trim());
-  const charset = params.find((p) => p.startsWith('charset='))?.slice(8);
-  if (mediaType !== 'application/json' || (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8')) {
+  const contentType = req.headers['content-type'];
+  if (contentType !== 'application/json' && !jsonUtf8(contentType)) {
     await drain(req);
     return new RequestFailure(415, 'a POST body must be application/json (utf-8)');
   }
@@ -119,6 +131,13 @@ export async function readParams(req: IncomingMessage): Promise<RequestParams | 
   if (!isObject(data)) return new RequestFailure(400, 'the request body must be a JSON object or an array of them (a batch)');
   const { query, operationName, variables, extensions } = data;
   return checkParams({ query, operationName, variables, extensions, rawBody: body });
+}
+
+/** A `content-type` of JSON in UTF-8 (the charset may be left out). */
+function jsonUtf8(value: string | undefined): boolean {
+  const [mediaType, ...params] = (value ?? '').toLowerCase().split(';').map((s) => s.trim());
+  const charset = params.find((p) => p.startsWith('charset='))?.slice(8);
+  return mediaType === 'application/json' && (charset === undefined || charset === 'utf-8' || charset === 'utf8');
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

@@ -28,8 +28,10 @@ export function lazyGraphQLEndpoints(deps: { upstreams: UpstreamRegistry; logger
       if (inner) inner.update(snapshot);
       else if ([...snapshot.resources.values()].some((r) => r.kind === 'GraphQLApi')) void load();
     },
-    async handle(apiKey: string, req: IncomingMessage, res: ServerResponse, ctx: RequestContext) {
-      await (inner ?? (await load())).handle(apiKey, req, res, ctx);
+    handle(apiKey: string, req: IncomingMessage, res: ServerResponse, ctx: RequestContext): Promise<void> {
+      // Once loaded, the call goes straight through (no extra promise per request).
+      if (inner) return inner.handle(apiKey, req, res, ctx);
+      return load().then((loaded) => loaded.handle(apiKey, req, res, ctx));
     },
     upgrade(apiKey, req, res, pending, ctx, done) {
       const take = (endpoints: GraphQLEndpoints) => endpoints.upgrade!(apiKey, req, res, pending, ctx, done);

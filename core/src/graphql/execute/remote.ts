@@ -13,7 +13,7 @@ import { boundaryOf, MultipartParser } from './incremental.ts';
 import { Template, TemplateSyntaxError } from '../compile/template.ts';
 import { streamOverWebSocket } from '../subscriptions/upstream-ws.ts';
 import { maskRemoteErrors, maskResult } from '../limits/mask-errors.ts';
-import type { SpanHandle } from '../../tracing/tracing.ts';
+import { spanOf, type SpanHandle } from '../../tracing/tracing.ts';
 import { resolverSpan, traceHeaders } from './trace.ts';
 
 // The masking of upstream errors is shared with the WebSocket subscription client (./subscriptions/upstream-ws.ts).
@@ -136,6 +136,8 @@ export class RemoteExecutor {
    * `traceparent` goes on the call; end it with {@link endSpan}.
    */
   private spanFor(ctx: RequestContext, path: string, operation: RemoteOperation | undefined): SpanHandle | undefined {
+    // Most requests are not traced: no attributes to build.
+    if (!spanOf(ctx)?.recording) return undefined;
     const attributes: Record<string, string> = { 'upstream_cluster': this.cluster.name, 'http.method': 'POST', 'url.path': path.split('?', 1)[0]! };
     if (operation) {
       attributes['graphql.operation.type'] = operation.type;
@@ -415,10 +417,14 @@ export class RemoteExecutor {
    * Forwards one operation and returns the answer to write, held within the operation's `budget`
    * (response bytes, bytes buffered); undefined when the client left (nothing to write).
    */
-  async forward(params: RequestParams, media: MediaType, signal: AbortSignal, ctx: RequestContext, budget: OperationBudget, includeUpstreamErrors: boolean, operation?: RemoteOperation): Promise<Answer | undefined> {
+  forward(params: RequestParams, media: MediaType, signal: AbortSignal, ctx: RequestContext, budget: OperationBudget, includeUpstreamErrors: boolean, operation?: RemoteOperation): Promise<Answer | undefined> {
     const path = this.pathFor(ctx);
     const span = this.spanFor(ctx, path, operation);
     if (span === undefined) return this.forwardCall(params, media, signal, ctx, budget, includeUpstreamErrors, path, undefined);
+    return this.forwardTraced(params, media, signal, ctx, budget, includeUpstreamErrors, path, span);
+  }
+
+  private async forwardTraced(params: RequestParams, media: MediaType, signal: AbortSignal, ctx: RequestContext, budget: OperationBudget, includeUpstreamErrors: boolean, path: string, span: SpanHandle): Promise<Answer | undefined> {
     try {
       const answer = await this.forwardCall(params, media, signal, ctx, budget, includeUpstreamErrors, path, span);
       endWithAnswer(span, answer);

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { randomFillSync } from 'node:crypto';
 import type { RequestContext } from '../../proxy/context.ts';
 import { childOf, spanOf, type SpanHandle } from '../../tracing/tracing.ts';
 
@@ -35,11 +35,10 @@ export function traceHeaders(ctx: RequestContext): TraceHeaders {
   const incoming = ctx.headers.traceparent;
   const match = typeof incoming === 'string' ? TRACEPARENT.exec(incoming.trim().toLowerCase()) : null;
   const valid = match !== null && match[1] !== ZERO_TRACE && match[2] !== ZERO_SPAN;
-  // randomUUID draws from a cached pool (randomBytes per call cost ~6 µs on a loaded machine);
-  // its fixed version and variant nibbles leave 122 random bits, plenty for ids.
-  const traceId = valid ? match[1]! : hex(randomUUID());
+  // Ids come from a pool of random bytes (a crypto call per request, randomBytes or two
+  // randomUUIDs, cost more than the rest of this function).
   const flags = valid ? match[3]! : '00';
-  const out: TraceHeaders = { traceparent: `00-${traceId}-${hex(randomUUID()).slice(16)}-${flags}`, 'x-request-id': ctx.requestId };
+  const out: TraceHeaders = { traceparent: `00-${valid ? match[1]! : randomHex(16, ZERO_TRACE)}-${randomHex(8, ZERO_SPAN)}-${flags}`, 'x-request-id': ctx.requestId };
   memo.set(ctx, out);
   return out;
 }
@@ -55,7 +54,20 @@ export function resolverSpan(trace: TraceHeaders | undefined, name: string, attr
   return trace === undefined ? undefined : childOf(owners.get(trace), name, attributes);
 }
 
-/** A UUID's 32 hex digits. */
-function hex(uuid: string): string {
-  return uuid.slice(0, 8) + uuid.slice(9, 13) + uuid.slice(14, 18) + uuid.slice(19, 23) + uuid.slice(24);
+/** Random bytes drawn ahead, a pool at a time (a crypto call per id cost more than the id). */
+const POOL_BYTES = 4096;
+let pool = Buffer.alloc(0);
+let taken = POOL_BYTES;
+
+/** `bytes` random bytes as lowercase hex, never `zero` (W3C: an all-zero id is invalid). */
+function randomHex(bytes: number, zero: string): string {
+  for (;;) {
+    if (taken + bytes > pool.length) {
+      pool = randomFillSync(Buffer.allocUnsafe(POOL_BYTES));
+      taken = 0;
+    }
+    const id = pool.toString('hex', taken, taken + bytes);
+    taken += bytes;
+    if (id !== zero) return id;
+  }
 }

@@ -1,5 +1,5 @@
 import { buildSchema, getIntrospectionQuery, parse } from 'graphql';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { checkDocument, DEFAULT_LIMITS, jsonLargerThan, limitsOf, nestsDeeperThan, resolverFieldsOf } from './limits.ts';
 
 const schema = buildSchema(`
@@ -57,5 +57,35 @@ describe('runtime measures', () => {
     const amplified = Array.from({ length: 10_000 }, () => big);
     expect(jsonLargerThan(amplified, 16 * 1024 * 1024)).toBe(true);
     expect(jsonLargerThan({ user: { id: '1', name: 'Ada' } }, 1024)).toBe(false);
+  });
+});
+
+describe('GATEHOUSE_GRAPHQL_LIMITS=off (benchmarks only)', () => {
+  it('unbounds the configurable limits, and keeps the hard caps: fragment cycles and the 50,000 expanded fields', async () => {
+    vi.stubEnv('GATEHOUSE_GRAPHQL_LIMITS', 'off');
+    vi.resetModules();
+    try {
+      const off = await import('./limits.ts');
+      expect(off.LIMITS_OFF).toBe(true);
+      const limits = off.limitsOf({ maxDepth: 3 }, 2);
+      expect(limits).toBe(off.UNLIMITED);
+      const check = (query: string) => off.checkDocument(parse(query), schema, limits, resolved);
+      // Deeper than the default 15, more aliases than 30, costlier than 5,000: all let through.
+      expect(check(`{ node ${'{ a '.repeat(20)}{ id }${' }'.repeat(20)} }`).error).toBeUndefined();
+      expect(check(`{ ${Array.from({ length: 40 }, (_, i) => `h${i}: hello`).join(' ')} }`).error).toBeUndefined();
+      expect(check('{ users(first: 1000) { posts { tags } } }').error).toBeUndefined();
+      // Still refused: what validation and compilation could not survive.
+      expect(check('{ node { ...A } } fragment A on Node { a { ...B } } fragment B on Node { ...A }').error?.extensions.code).toBe('GRAPHQL_FRAGMENT_CYCLE');
+      const fragments = Array.from({ length: 20 }, (_, i) => `fragment F${i} on Node { ...F${i + 1} ...F${i + 1} }`).join('\n');
+      expect(check(`{ node { ...F0 } }\n${fragments}\nfragment F20 on Node { id }`).error?.message).toContain('more than the 50000 any API allows');
+      expect(limits.maxVariableDepth).toBe(DEFAULT_LIMITS.maxVariableDepth);
+    } finally {
+      vi.unstubAllEnvs();
+      vi.resetModules();
+    }
+  });
+
+  it('is off unless asked for', () => {
+    expect(limitsOf(undefined, undefined)).toBe(DEFAULT_LIMITS);
   });
 });

@@ -89,8 +89,33 @@ export const DEFAULT_LIMITS: GraphQLLimits = Object.freeze({
   subscriptionIdleMs: 300_000,
 });
 
+/**
+ * Benchmarking only: with `GATEHOUSE_GRAPHQL_LIMITS=off` in the gateway's environment, every API
+ * runs with {@link UNLIMITED} and without the per-request accounting (operation time, response
+ * measure, upstream call count), so that `npm run bench` can show what the limits cost. The hard
+ * caps stay (50,000 expanded fields, the compile threshold, the variables' depth, the bytes held
+ * by the whole process, 10 MiB per REST answer). The gateway logs a warning for each API served so.
+ */
+export const LIMITS_OFF = process.env.GATEHOUSE_GRAPHQL_LIMITS === 'off';
+
+/** What {@link LIMITS_OFF} runs with: the configurable operation limits unbounded. */
+export const UNLIMITED: GraphQLLimits = Object.freeze({
+  ...DEFAULT_LIMITS,
+  maxDepth: Infinity,
+  maxAliases: Infinity,
+  maxTokens: Infinity,
+  maxDirectives: Infinity,
+  maxRootFields: Infinity,
+  maxCost: Infinity,
+  maxResponseBytes: Infinity,
+  maxUpstreamCalls: Infinity,
+  maxBufferedBytes: Infinity,
+  maxOperationMs: Infinity,
+});
+
 /** The limits of an API: `spec.limits` over the defaults; Gloo's `maxDepth` when `limits.maxDepth` is not set. */
 export function limitsOf(spec: GraphQLLimitsSpec | undefined, glooMaxDepth: number | undefined): GraphQLLimits {
+  if (LIMITS_OFF) return UNLIMITED;
   if (!spec && glooMaxDepth === undefined) return DEFAULT_LIMITS;
   const { maxOperationTime, subscriptionIdleTimeout, ...numbers } = spec ?? {};
   const out: GraphQLLimits = {

@@ -1,10 +1,11 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import type { Dispatcher } from 'undici';
 import type { RestResolverSpec } from '../../config/schema/graphql-api.ts';
 import { durationMs } from '../../config/schema/common.ts';
-import { isConnectFailure, type UpstreamCluster, type UpstreamHost } from '../../proxy/upstream/upstream-cluster.ts';
+import { isConnectFailure, type UpstreamCluster } from '../../proxy/upstream/upstream-cluster.ts';
 import { FieldErrorCodes, GraphQLConfigCodes, fieldError, type Problem } from '../compile/errors.ts';
 import { getPath, parsePath, type Segment } from '../compile/path.ts';
-import type { OperationBudget } from '../limits/limits.ts';
+import { LIMITS_OFF, type OperationBudget } from '../limits/limits.ts';
 import { DotPathSegmentError, EmptyPathSegmentError, JsonTemplate, Template, TemplateSyntaxError, type TemplateScope, type TemplateSource } from '../compile/template.ts';
 import { dedupe, type FieldResolver, type OperationContext, type ResolverMetrics } from './types.ts';
 import { resolverSpan } from '../execute/trace.ts';
@@ -167,6 +168,7 @@ export function restResolver(rest: CompiledRest, cluster: UpstreamCluster, metri
       throw e;
     }
     metrics.ok();
+    if (LIMITS_OFF) return shape(rest, json, scope);
     const started = performance.now();
     const shaped = shape(rest, json, scope);
     ctx.budget.spend(performance.now() - started);
@@ -202,53 +204,6 @@ function shape(rest: CompiledRest, json: unknown, scope: TemplateScope): unknown
   return Array.isArray(root) ? root.map((item) => apply(item, rest.itemSetters)) : apply(root, rest.setters);
 }
 
-async function send(cluster: UpstreamCluster, rest: CompiledRest, path: string, headers: IncomingHttpHeaders, body: string | undefined, budget: OperationBudget): Promise<unknown> {
-  // Messages quote the path without its query string: a static query parameter may hold a key.
-  const shown = () => shorten(withoutQuery(path));
-  // One deadline for the whole call (undici's per-request headersTimeout is too coarse for sub-second timeouts).
-  const controller = new AbortController();
-  const timer = setTimeout(() => controller.abort(), rest.timeoutMs);
-  try {
-    // A refused connection never reached the upstream, so another host may be tried once.
-    let host = cluster.pick();
-    let response;
-    try {
-      response = await request(host, rest.method, path, headers, body, controller.signal);
-    } catch (error) {
-      if (!isConnectFailure(error) || controller.signal.aborted) throw error;
-      cluster.eject(host);
-      if (cluster.hosts.length === 1) throw error;
-      host = cluster.pick();
-      response = await request(host, rest.method, path, headers, body, controller.signal);
-    }
-    const { statusCode } = response;
-    if (statusCode < 200 || statusCode > 299) {
-      await response.body.dump();
-      throw fieldError(FieldErrorCodes.UPSTREAM_ERROR, `upstream ${cluster.name} answered ${rest.method} ${shown()} with HTTP ${statusCode}`, { http: { status: statusCode } });
-    }
-    const text = await readLimited(response.body, MAX_RESPONSE_BYTES, controller, budget);
-    if (text === OVER_BUDGET) throw budget.bufferedError();
-    if (text === undefined) {
-      throw fieldError(FieldErrorCodes.BAD_UPSTREAM_RESPONSE, `upstream ${cluster.name} answered ${rest.method} ${shown()} with more than ${MAX_RESPONSE_BYTES} bytes`, { http: { status: statusCode } });
-    }
-    if (text === '') return null;
-    try {
-      return JSON.parse(text);
-    } catch {
-      throw fieldError(FieldErrorCodes.BAD_UPSTREAM_RESPONSE, `upstream ${cluster.name} answered ${rest.method} ${shown()} with a body that is not JSON`, { http: { status: statusCode } });
-    }
-  } catch (error) {
-    if ((error as { extensions?: unknown }).extensions) throw error;
-    if (controller.signal.aborted) {
-      throw fieldError(FieldErrorCodes.UPSTREAM_TIMEOUT, `upstream ${cluster.name} did not answer ${rest.method} ${shown()} within ${rest.timeoutMs}ms`);
-    }
-    const code = (error as { code?: string }).code;
-    throw fieldError(FieldErrorCodes.UPSTREAM_ERROR, `upstream ${cluster.name} failed for ${rest.method} ${shown()}: ${shorten(code ?? (error as Error).message)}`);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 /**
  * Largest upstream answer a REST resolver reads (10 MiB): the whole body is parsed as JSON, so
  * an unbounded one (400 MB) took the process to 1.35 GB (issue 17 finding 17).
@@ -266,32 +221,138 @@ function shorten(text: string): string {
   return text.length > MAX_QUOTE ? `${text.slice(0, MAX_QUOTE)}…` : text;
 }
 
-const OVER_BUDGET = Symbol('over budget');
+/** The outcome of one {@link RestCall}: the body, or why there is none. */
+type CallOutcome = { readonly status: number; readonly body: Buffer } | { readonly error: Error };
 
 /**
- * The body as text; undefined (and the request aborted) once it passes `limit` bytes, or
- * OVER_BUDGET once the operation (or the process) holds its share of upstream bytes.
+ * One upstream call as an undici dispatch handler: the answer's bytes collected directly (no
+ * stream, no async iterator, no AbortSignal per call), held to `limit` bytes and to the
+ * operation's budget, the whole call bounded by `timeoutMs`. A non-2xx answer's body is not kept.
  */
-async function readLimited(body: AsyncIterable<Buffer> & { destroy(error?: Error): unknown }, limit: number, controller: AbortController, budget: OperationBudget): Promise<string | undefined | typeof OVER_BUDGET> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body) {
-    size += chunk.length;
-    if (size > limit) {
-      controller.abort();
-      body.destroy();
-      return undefined;
-    }
-    if (!budget.reserve(chunk.length)) {
-      controller.abort();
-      body.destroy();
-      return OVER_BUDGET;
-    }
-    chunks.push(chunk);
+class RestCall implements Dispatcher.DispatchHandler {
+  private controller: Dispatcher.DispatchController | undefined;
+  private readonly chunks: Buffer[] = [];
+  private size = 0;
+  /** The answer's status (0 before it starts). */
+  status = 0;
+  private failure: Error | undefined;
+  private done!: (outcome: CallOutcome) => void;
+  private readonly timer: NodeJS.Timeout;
+  private readonly budget: OperationBudget;
+  /** Set once the deadline passed (the call was aborted for it). */
+  timedOut = false;
+  readonly finished: Promise<CallOutcome>;
+
+  constructor(dispatcher: Dispatcher, options: Dispatcher.DispatchOptions, timeoutMs: number, budget: OperationBudget) {
+    this.budget = budget;
+    this.finished = new Promise<CallOutcome>((resolve) => (this.done = resolve));
+    this.timer = setTimeout(() => {
+      this.timedOut = true;
+      this.abort(TIMED_OUT);
+    }, timeoutMs);
+    dispatcher.dispatch(options, this);
   }
-  return Buffer.concat(chunks, size).toString('utf8');
+
+  private abort(reason: Error): void {
+    this.failure ??= reason;
+    if (this.controller) this.controller.abort(reason);
+    else this.finish({ error: reason });
+  }
+
+  private finish(outcome: CallOutcome): void {
+    clearTimeout(this.timer);
+    this.done(outcome);
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (this.failure) controller.abort(this.failure);
+  }
+
+  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number): void {
+    this.status = statusCode;
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.failure) return;
+    this.size += chunk.length;
+    if (this.status < 200 || this.status > 299) {
+      // A failed answer's body is read and dropped (the connection stays reusable), up to a
+      // bound: past it the call ends with the status and the connection is closed.
+      if (this.size > MAX_DRAINED_BYTES) {
+        this.finish({ status: this.status, body: EMPTY });
+        this.failure = DRAINED;
+        controller.abort(DRAINED);
+      }
+      return;
+    }
+    if (this.size > MAX_RESPONSE_BYTES) {
+      this.chunks.length = 0;
+      this.failure = TOO_LARGE;
+      controller.abort(TOO_LARGE);
+      return;
+    }
+    if (!this.budget.reserve(chunk.length)) {
+      this.chunks.length = 0;
+      this.failure = OVER_BUDGET_ERROR;
+      controller.abort(OVER_BUDGET_ERROR);
+      return;
+    }
+    this.chunks.push(chunk);
+  }
+
+  onResponseEnd(): void {
+    this.finish({ status: this.status, body: this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, this.size) });
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    this.finish({ error: this.failure ?? error });
+  }
 }
 
-function request(host: UpstreamHost, method: string, path: string, headers: IncomingHttpHeaders, body: string | undefined, signal: AbortSignal) {
-  return host.dispatcher.request({ method: method as 'GET', path, headers, body, signal });
+const TIMED_OUT = new Error('restResolver timeout');
+/** The end of a failed answer's body that was not read (see {@link MAX_DRAINED_BYTES}). */
+const DRAINED = new Error('failed answer not read to its end');
+/** Bytes of a non-2xx answer's body read before the connection is closed instead (undici's `dump()` default). */
+const MAX_DRAINED_BYTES = 128 * 1024;
+const EMPTY = Buffer.alloc(0);
+const TOO_LARGE = new Error('upstream answer over the REST resolver limit');
+const OVER_BUDGET_ERROR = new Error('upstream answer over limits.maxBufferedBytes');
+
+/** One call of a REST resolver: the parsed JSON answer (null for an empty body), or a field error. */
+async function send(cluster: UpstreamCluster, rest: CompiledRest, path: string, headers: IncomingHttpHeaders, body: string | undefined, budget: OperationBudget): Promise<unknown> {
+  // Messages quote the path without its query string: a static query parameter may hold a key.
+  const shown = () => shorten(withoutQuery(path));
+  const options: Dispatcher.DispatchOptions = { method: rest.method as 'GET', path, headers: headers as Record<string, string>, body };
+  // One deadline for the whole call, a retry included (undici's per-request headersTimeout is too coarse for sub-second timeouts).
+  const deadline = performance.now() + rest.timeoutMs;
+  // A refused connection never reached the upstream, so another host may be tried once.
+  let host = cluster.pick();
+  let call = new RestCall(host.dispatcher, options, rest.timeoutMs, budget);
+  let outcome = await call.finished;
+  if ('error' in outcome && isConnectFailure(outcome.error) && !call.timedOut) {
+    cluster.eject(host);
+    const left = deadline - performance.now();
+    if (cluster.hosts.length > 1 && left > 0) {
+      host = cluster.pick();
+      call = new RestCall(host.dispatcher, options, left, budget);
+      outcome = await call.finished;
+    }
+  }
+  if ('error' in outcome) {
+    const error = outcome.error;
+    if (error === OVER_BUDGET_ERROR) throw budget.bufferedError();
+    if (error === TOO_LARGE) throw fieldError(FieldErrorCodes.BAD_UPSTREAM_RESPONSE, `upstream ${cluster.name} answered ${rest.method} ${shown()} with more than ${MAX_RESPONSE_BYTES} bytes`, { http: { status: call.status } });
+    if (error === TIMED_OUT || call.timedOut) throw fieldError(FieldErrorCodes.UPSTREAM_TIMEOUT, `upstream ${cluster.name} did not answer ${rest.method} ${shown()} within ${rest.timeoutMs}ms`);
+    const code = (error as { code?: string }).code;
+    throw fieldError(FieldErrorCodes.UPSTREAM_ERROR, `upstream ${cluster.name} failed for ${rest.method} ${shown()}: ${shorten(code ?? error.message)}`);
+  }
+  const { status } = outcome;
+  if (status < 200 || status > 299) throw fieldError(FieldErrorCodes.UPSTREAM_ERROR, `upstream ${cluster.name} answered ${rest.method} ${shown()} with HTTP ${status}`, { http: { status } });
+  if (outcome.body.length === 0) return null;
+  try {
+    return JSON.parse(outcome.body.toString('utf8'));
+  } catch {
+    throw fieldError(FieldErrorCodes.BAD_UPSTREAM_RESPONSE, `upstream ${cluster.name} answered ${rest.method} ${shown()} with a body that is not JSON`, { http: { status } });
+  }
 }

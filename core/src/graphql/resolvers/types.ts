@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import type { OperationBudget } from '../limits/limits.ts';
+import { LIMITS_OFF, type OperationBudget } from '../limits/limits.ts';
 import type { TraceHeaders } from '../execute/trace.ts';
 
 /** Per-operation state handed to every resolver as the GraphQL context value. */
@@ -34,7 +34,7 @@ export interface ResolverMetrics {
 export function dedupe<T>(ctx: OperationContext, key: string, call: () => Promise<T>): Promise<T> {
   let pending = ctx.calls.get(key) as Promise<T> | undefined;
   if (!pending) {
-    ctx.budget.call();
+    if (!LIMITS_OFF) ctx.budget.call();
     pending = call();
     ctx.calls.set(key, pending);
   }
