@@ -135,11 +135,16 @@ describe('gatehouse gateway fails closed', () => {
     // check on a channel still connecting). The auth server here starts after the gateway.
     const port = await freePort();
     const starting = startGatehouse('gateway', ['--config-dir', dir.path, '--access-log', 'false', '--extauth-address', `127.0.0.1:${port}`, '--extauth-warm-up', '60s', ...RELAXED], { timeoutMs: 60_000 });
-    // Its `listening` line must come after the auth server's (the log times below).
     const extauth = await startGatehouse('extauth', ['--config-dir', dir.path, '--host', '127.0.0.1', '--port', String(port)]);
     const gateway = await starting;
     try {
-      expect(Date.parse(String(gateway.listening.time))).toBeGreaterThanOrEqual(Date.parse(String(extauth.listening.time)));
+      // The gateway found its channel ready, after waiting for the auth server, before it listened.
+      // (Its own log's order: the two processes' log times can differ by a few ms either way, as
+      // the auth server accepts connections just before it logs its own `listening` line.)
+      const ready = gateway.logs.find((l) => l.msg === 'the ext_authz channel is ready');
+      expect(ready, JSON.stringify(gateway.logs)).toMatchObject({ level: 'info', address: `127.0.0.1:${port}` });
+      expect(ready!.waited_ms as number).toBeGreaterThan(0);
+      expect(gateway.logs.indexOf(ready!)).toBeLessThan(gateway.logs.indexOf(gateway.listening));
       const first = await get(`${gateway.url}/things`, { authorization: basic('alice', 'wonderland') });
       expect(first.status).toBe(200);
       expect(gateway.logs.some((l) => l.code === 'GH_EXTAUTH_UNAVAILABLE')).toBe(false);

@@ -53,7 +53,7 @@ function gatewayB(port: number, maxHeaders = 20) {
   return gateway('gw-b', {
     bind_address: '127.0.0.1',
     bind_port: port,
-    http_gateway: { virtual_services: [{ name: 'vb' }], options: { http_connection_manager_settings: { max_headers_count: maxHeaders, server_name: 'ignored' } } },
+    http_gateway: { virtual_services: [{ name: 'vb' }], options: { http_connection_manager_settings: { max_headers_count: maxHeaders, server_name: 'gw-b', xff_num_trusted_hops: 1 } } },
     options: { access_logging_service: { access_log: [{ file_sink: { path: join(config.path, '..', `${logName}-b.log`), json_format: { method: '%REQ(:METHOD)%', status: '%RESPONSE_CODE%', upstream: '%UPSTREAM_HOST%', nested: { path: '%REQ(:PATH)%', missing: '%REQ(X-NOPE)%' }, fixed: 7 } } }] } },
   });
 }
@@ -114,12 +114,16 @@ describe('Gateway resources', () => {
     const many = Object.fromEntries(Array.from({ length: 25 }, (_, i) => [`x-h${i}`, 'v']));
     expect((await send(`http://127.0.0.1:${portB}`, { headers: { host: 'b.test', ...many } })).status).toBe(431);
     expect((await send(`http://127.0.0.1:${portA}`, { headers: { host: 'a.test', ...many } })).status).toBe(200);
+    // server_name (a proto name) is honoured on its own listener only.
+    expect((await send(`http://127.0.0.1:${portB}`, { headers: { host: 'b.test' } })).headers.server).toBe('gw-b');
+    expect((await send(`http://127.0.0.1:${portA}`, { headers: { host: 'a.test' } })).headers.server).toBeUndefined();
     const status = await statusOf('Gateway', 'gw-b');
     expect(status.state).toBe('Warning');
     // gw-b is written with proto names: the warning is at the JSON-name path (config/proto-names.ts renames them), naming the field.
-    const reason = status.reasons.find((r) => r.path === 'spec.httpGateway.options.httpConnectionManagerSettings.serverName');
+    const reason = status.reasons.find((r) => r.path === 'spec.httpGateway.options.httpConnectionManagerSettings.xffNumTrustedHops');
     expect(reason?.code).toBe('GH_CONFIG_IGNORED');
-    expect(reason?.message).toMatch(/^serverName is not applied: /);
+    expect(reason?.message).toMatch(/^xffNumTrustedHops is not applied: /);
+    expect(status.reasons.some((r) => r.path?.endsWith('.serverName'))).toBe(false);
   });
 
   it('writes the custom string format line by line, and warns about the Envoy operator it has no value for', async () => {

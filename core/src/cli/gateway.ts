@@ -42,8 +42,10 @@ export async function runGateway(argv: string[]): Promise<number | void> {
       const authorizer = new GrpcAuthorizer(address, { logger, ...failure });
       // Take traffic once the auth server's channel is up (a first check on a cold channel fails
       // closed); not for ever: an auth server that is down must not keep routes without auth down.
-      if (warmMs > 0 && !(await authorizer.warm(warmMs))) {
-        logger.warn({ code: ExtAuthCodes.UNAVAILABLE, address, waited_ms: warmMs }, 'the ext_authz server is not reachable yet; serving anyway, and routes with external auth fail closed (403) until it is');
+      if (warmMs > 0) {
+        const started = performance.now();
+        if (await authorizer.warm(warmMs)) logger.info({ address, waited_ms: Math.round(performance.now() - started) }, 'the ext_authz channel is ready');
+        else logger.warn({ code: ExtAuthCodes.UNAVAILABLE, address, waited_ms: warmMs }, 'the ext_authz server is not reachable yet; serving anyway, and routes with external auth fail closed (403) until it is');
       }
       return authorizer;
     };
