@@ -5,7 +5,7 @@
 // PROBE_ROUNDS (default 4); PROBE_NODE_FLAGS="--cpu-prof --cpu-prof-dir=DIR" profiles every process;
 // PROBE_NO_COLLECTOR=1 adds the route's options without a collector; PROBE_TRACEPARENT=sampled|unsampled sends a caller's traceparent; PROBE_CLI_B=path/to/gatehouse.js
 // adds `on<p>-b` processes run from another checkout (A/B of two versions of the tracer).
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, type ChildProcess } from 'node:child_process';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { stringify } from 'yaml';
 import { NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
-import { startNginx } from './tools.ts';
+import { startListening, startNginx } from './tools.ts';
 import { parseWrk } from './wrk.ts';
 
 const seconds = Number(process.argv[2] ?? 5);
@@ -43,21 +43,10 @@ async function start(name: string, percent: number | undefined, cli = CLI, colle
     },
   ];
   await writeFile(join(dir, 'bench.yaml'), docs.map((d) => stringify(d)).join('---\n'));
-  const env = { ...process.env };
-  delete env.OTEL_EXPORTER_OTLP_ENDPOINT;
-  if (collector) env.OTEL_EXPORTER_OTLP_ENDPOINT = `http://127.0.0.1:${sinkPort}`;
+  // Undefined drops the variable from the child's environment (Node skips undefined values).
+  const env = { OTEL_EXPORTER_OTLP_ENDPOINT: collector ? `http://127.0.0.1:${sinkPort}` : undefined };
   const extra = (process.env.PROBE_NODE_FLAGS ?? '').split(' ').filter(Boolean);
-  const child = spawn(process.execPath, [...NODE_FLAGS, ...extra, cli, 'run', '--config-dir', dir, '--port', '0', '--https-port', '0', '--admin-port', '0', '--extauth-port', '0', '--plugin-dir', join(dir, 'plugins'), '--host', '127.0.0.1', '--access-log', 'false'], { stdio: ['ignore', 'pipe', 'inherit'], env });
-  const port = await new Promise<number>((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`${name} exited (${code})`)));
-    let buffered = '';
-    child.stdout!.on('data', (chunk: Buffer) => {
-      buffered += chunk.toString();
-      const line = buffered.split('\n').find((l) => l.includes('"msg":"listening"'));
-      if (line) resolve((JSON.parse(line) as { port: number }).port);
-    });
-  });
-  child.stdout!.resume();
+  const { child, port } = await startListening(process.execPath, [...NODE_FLAGS, ...extra, cli, 'run', '--config-dir', dir, '--port', '0', '--https-port', '0', '--admin-port', '0', '--extauth-port', '0', '--plugin-dir', join(dir, 'plugins'), '--host', '127.0.0.1', '--access-log', 'false'], env);
   // With PROBE_NODE_FLAGS=--trace-gc: GC pauses (ms) of this process by kind, for the measured runs.
   const gc = { Scavenge: 0, 'Mark-Compact': 0, count: 0 };
   let partial = '';
