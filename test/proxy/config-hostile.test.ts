@@ -6,7 +6,7 @@
  */
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -139,6 +139,8 @@ describe('a 20,000-route reload (issue 17 finding 15)', () => {
     // scrape): what the reload blocked in the gateway, not the test runner's or other files' load.
     const lagMax = async () => Number(/^gatehouse_process_nodejs_eventloop_lag_max_seconds (\S+)$/m.exec((await send(gw.adminUrl, { path: '/metrics' })).body)?.[1]);
     await lagMax();
+    const pid = gw.child.pid as number;
+    const mainCpuBefore = await threadCpuSeconds(pid, pid);
     let worst = 0;
     let pinging = true;
     const pinger = (async () => {
@@ -152,20 +154,32 @@ describe('a 20,000-route reload (issue 17 finding 15)', () => {
     await writeFile(join(config.path, 'many.yaml'), JSON.stringify(manifests.virtualService('many', { domains: ['many.test'], routes })));
     await eventually(async () => gw.logs.filter((l) => l.msg === 'configuration loaded').length > started, 20_000);
     await eventually(async () => (await send(gw.url, { path: '/r19999/x', headers: { host: 'many.test' } })).status === 200, 20_000);
+    const mainCpu = (await threadCpuSeconds(pid, pid)) - mainCpuBefore;
     pinging = false;
     await pinger;
     const blocked = await lagMax();
     // The parse (1.3 s of the ~1.9 s the reload blocked before) runs on a worker thread; what is
-    // left on the event loop is validation and the route table.
-    // Measured here: worst ping 184 ms with the worker, 1,565 ms with the parse on the event loop;
-    // on a quiet 2-core machine the gateway's longest block was 0.2–0.4 s.
-    console.log(`20,000-route reload: the gateway's event loop blocked at most ${Math.round(blocked * 1000)} ms; worst client ping ${Math.round(worst)} ms`);
+    // left on the event loop is validation and the route table. The bound is on the CPU the
+    // gateway's main thread spent over the whole reload, which bounds its longest block's CPU
+    // and, unlike the wall-clock lag, does not stretch when other tests load the machine: one
+    // fresh-clone CI run saw the lag at 1,089 ms for a reload whose blocks were 0.34 s alone.
+    // Measured on the 2-core machine under other load: main-thread CPU 0.52–0.53 s for the whole
+    // reload with the parse on a worker (lag 0.67–0.76 s wall); 1.48 s with the parse forced onto
+    // the event loop.
+    console.log(`20,000-route reload: the gateway's main thread used ${Math.round(mainCpu * 1000)} ms of CPU; its event loop blocked at most ${Math.round(blocked * 1000)} ms (wall); worst client ping ${Math.round(worst)} ms`);
     expect(blocked).toBeGreaterThan(0);
-    expect(blocked).toBeLessThan(0.8);
-    // And what a client saw, as this test asserted first (three fresh-clone CI runs: 321–360 ms).
-    expect(worst).toBeLessThan(800);
+    expect(mainCpu).toBeGreaterThan(0);
+    expect(mainCpu).toBeLessThan(1.0);
   });
 });
+
+/** CPU seconds (user + system) one thread of a process has used, from /proc (Linux; 100 ticks a second). */
+async function threadCpuSeconds(pid: number, tid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+  // Fields after the command name (which may hold spaces) start at state: utime and stime are 14 and 15 overall.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
 
 /** `n` RouteTables, each delegating everything to the next (issue 24 finding 11: 500 of them stalled the process). */
 function delegationChain(n: number): string {
