@@ -37,5 +37,5 @@ USER 10001:10001
 EXPOSE 8080 9901 8083
 # The flags the launcher would otherwise add by re-executing (plugin-sdk/bin/launch.js NODE_FLAGS):
 # --no-node-snapshot for isolated-vm (auth plugin sandboxes), a small young generation for memory.
-ENTRYPOINT ["node", "--no-node-snapshot", "--max-semi-space-size=2", "--expose-gc", "/app/core/bin/gatehouse.js"]
+ENTRYPOINT ["node", "--no-node-snapshot", "--max-semi-space-size=16", "--expose-gc", "/app/core/bin/gatehouse.js"]
 CMD ["run", "--config-dir", "/etc/gatehouse/config"]

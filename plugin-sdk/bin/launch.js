@@ -12,7 +12,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
  * `--expose-gc` lets the proxy ask for a scavenge every few MB of streamed body
  * (core/src/proxy/chunk-collector.ts).
  */
-export const NODE_FLAGS = ['--no-node-snapshot', '--max-semi-space-size=2', '--expose-gc'];
+export const NODE_FLAGS = ['--no-node-snapshot', '--max-semi-space-size=16', '--expose-gc'];
 
 /**
  * Environment defaults (an operator's own value wins). One glibc malloc arena: body

@@ -3,7 +3,8 @@
 // README.md "Finding where time goes", for rows where throughput on a shared machine is too noisy.
 // Usage: node test/bench/proxy-cpu.ts [rows] [seconds]
 //   rows: comma-separated of bare1, bare2, gh1, gh1-nolog, gh2, r1, cors (default bare1,gh1);
-//   a row name with `@base` runs the CLI at $PROBE_BASE (another checkout) for an A/B.
+//   a row name with `@base` runs the CLI at $PROBE_BASE (another checkout) for an A/B; with
+//   `~FLAG` (repeatable) that row's processes get extra Node flags, e.g. `gh1~--max-semi-space-size=16`.
 // PROBE_ROUNDS (default 3) interleaves the rows; medians are printed at the end.
 // PROBE_NODE_FLAGS (e.g. "--cpu-prof --cpu-prof-dir=DIR") goes to every Gatehouse process.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
@@ -39,7 +40,7 @@ function routing(routeOptions?: object): object[] {
   ];
 }
 
-const nodeFlags = () => (process.env.PROBE_NODE_FLAGS ?? '').split(' ').filter(Boolean);
+const nodeFlags = (row = '') => [...(process.env.PROBE_NODE_FLAGS ?? '').split(' ').filter(Boolean), ...row.split('~').slice(1)];
 
 interface Target {
   name: string;
@@ -49,12 +50,12 @@ interface Target {
   stop(): Promise<void>;
 }
 
-async function gatehouse(cli: string, docs: object[], args: string[]): Promise<{ port: number; child: ChildProcess }> {
+async function gatehouse(cli: string, docs: object[], args: string[], flags: string[]): Promise<{ port: number; child: ChildProcess }> {
   const dir = await mkdtemp(join(work, 'config-'));
   await writeFile(join(dir, 'bench.yaml'), docs.map((d) => stringify(d)).join('---\n'));
   const logFile = join(dir, 'gatehouse.log');
   const fd = openSync(logFile, 'w');
-  const child = spawn(process.execPath, [...NODE_FLAGS, ...nodeFlags(), cli, 'run', '--config-dir', dir, '--port', '0', '--https-port', '0', '--admin-port', '0', '--extauth-port', '0', '--host', '127.0.0.1', '--plugin-dir', join(dir, 'plugins'), ...args], { stdio: ['ignore', fd, fd], env: { ...process.env, ...NODE_ENV_DEFAULTS } });
+  const child = spawn(process.execPath, [...NODE_FLAGS, ...flags, cli, 'run', '--config-dir', dir, '--port', '0', '--https-port', '0', '--admin-port', '0', '--extauth-port', '0', '--host', '127.0.0.1', '--plugin-dir', join(dir, 'plugins'), ...args], { stdio: ['ignore', fd, fd], env: { ...process.env, ...NODE_ENV_DEFAULTS } });
   closeSync(fd);
   for (let i = 0; i < 600; i++) {
     const line = (await readFile(logFile, 'utf8')).split('\n').find((l) => l.includes('"msg":"listening"'));
@@ -66,14 +67,15 @@ async function gatehouse(cli: string, docs: object[], args: string[]): Promise<{
 }
 
 async function start(row: string): Promise<Target> {
-  const [kind, at] = row.split('@');
+  const [kind, at] = row.split('~')[0]!.split('@');
+  const flags = nodeFlags(row);
   const cli = at === 'base' ? join(process.env.PROBE_BASE!, 'core/bin/gatehouse.js') : CLI;
   const bare = async (workers: string) => {
-    const p = await startListening(process.execPath, [...NODE_FLAGS, ...nodeFlags(), BARE, upstreamUrl, workers], NODE_ENV_DEFAULTS);
+    const p = await startListening(process.execPath, [...NODE_FLAGS, ...flags, BARE, upstreamUrl, workers], NODE_ENV_DEFAULTS);
     return { name: row, port: p.port, pid: p.child.pid!, headers: {}, stop: p.stop };
   };
   const gh = async (docs: object[], args: string[], headers: Record<string, string> = {}) => {
-    const { port, child } = await gatehouse(cli, docs, args);
+    const { port, child } = await gatehouse(cli, docs, args, flags);
     return { name: row, port, pid: child.pid!, headers, stop: () => stopChild(child) };
   };
   switch (kind) {

@@ -6,7 +6,7 @@
 // git archive). CPU per request of each variant is process.cpuUsage() summed over its phases.
 // Export and GC of sampled spans spill into whichever phase follows, so they are spread over all
 // variants: this measures the request path; compare whole processes for the rest.
-// Usage: node --no-node-snapshot --max-semi-space-size=2 --expose-gc test/bench/tracing-ab.ts [seconds] [percent]
+// Usage: node --no-node-snapshot --max-semi-space-size=16 --expose-gc test/bench/tracing-ab.ts [seconds] [percent]
 import { execFile, spawn } from 'node:child_process';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
