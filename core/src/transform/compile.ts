@@ -872,6 +872,8 @@ export interface CompiledStage {
   readonly requestMayNeedBody: boolean;
   /** True when some response transformation of this stage may read the response body. */
   readonly responseMayNeedBody: boolean;
+  /** True when this stage has a response transformation at all (else responses pass untouched). */
+  readonly hasResponse: boolean;
 }
 
 /** All stages of a virtual host's or route's transformations. */
@@ -974,6 +976,7 @@ function stageOf(parts: { entries: StageEntry[]; responses: ResponseEntry[] }): 
     },
     requestMayNeedBody: entries.some((e) => e.selection.request?.needsBody === true),
     responseMayNeedBody: entries.some((e) => e.selection.response?.needsBody === true) || responses.some((r) => r.transformation.needsBody),
+    hasResponse: entries.some((e) => e.selection.response !== undefined) || responses.length > 0,
   };
 }
 
@@ -1019,6 +1022,7 @@ export function inheritStages(child: CompiledStages | undefined, parent: Compile
     selectResponse: (selection, response) => a.selectResponse(selection, response) ?? b.selectResponse(selection, response),
     requestMayNeedBody: a.requestMayNeedBody || b.requestMayNeedBody,
     responseMayNeedBody: a.responseMayNeedBody || b.responseMayNeedBody,
+    hasResponse: a.hasResponse || b.hasResponse,
   });
   return { early: chain(child.early, parent.early), regular: chain(child.regular, parent.regular), postRouting: chain(child.postRouting, parent.postRouting), inheritTransformation: true, warnings: child.warnings };
 }

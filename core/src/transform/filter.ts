@@ -181,7 +181,8 @@ function stageFilter(name: string, stage: number, order: readonly (readonly [Sta
     stage,
     onRequest: (request) => apply(request, 0),
   };
-  if (!ownsResponse) return filter;
+  // Without response transformations in any stage, responses stream past this filter untouched.
+  if (!ownsResponse || !(stages.early.hasResponse || stages.regular.hasResponse || stages.postRouting.hasResponse)) return filter;
 
   // The response side runs once for every stage (postRouting, regular, early), from the regular filter.
   return {

@@ -161,13 +161,29 @@ export class ChainRequest implements FilterRequest {
   }
 
   /**
+   * Set by {@link ChainRequest.commitBody} for an upstream destination: the body the chain holds
+   * whole, which forward.ts sends as one buffer with the head (one write, no stream); the request
+   * stream's copy of it was dropped.
+   */
+  wholeBody: Buffer | undefined = undefined;
+
+  /**
    * Before the destination reads the request: a body a filter replaced takes the place of the
    * client's in the request stream (every destination reads it from there), whose bytes were all
-   * read, so the replacement is all that is left of it.
+   * read, so the replacement is all that is left of it. With `toUpstream` (a proxied request
+   * without a shadow copy), a body held whole whose `content-length` says its size goes as
+   * {@link ChainRequest.wholeBody} instead.
    */
-  commitBody(): boolean {
+  commitBody(toUpstream = false): boolean {
     const body = this.body;
-    if (body === undefined || body === this.#read) return true;
+    if (body === undefined) return true;
+    if (toUpstream && body.length > 0 && !this.bodyPartial && this.requestBodyStream === undefined && this.ctx.headers['content-length'] === String(body.length)) {
+      // Every byte of the client's body was read (`#read` is set only for a complete body): the stream holds nothing else.
+      while (this.req.read() !== null);
+      this.wholeBody = body;
+      return true;
+    }
+    if (body === this.#read) return true;
     while (this.req.read() !== null);
     try {
       if (body.length > 0) this.req.unshift(body);
