@@ -296,8 +296,9 @@ export class Gateway {
     // The client left while a filter ran: nothing to answer, and nothing to send upstream.
     if (downstreamGone(res)) return;
     if (verdict !== undefined) return sendFilterReply(req, res, verdict, request.responseHeaders);
-    if (!request.commitBody()) return sendLocalReply(res, 500, FilterCodes.FAILED, 'internal error', request.responseHeaders);
     const { route } = routed;
+    const kind = route.destination.kind;
+    if (!request.commitBody((kind === 'upstream' || kind === 'weighted') && route.shadow === undefined)) return sendLocalReply(res, 500, FilterCodes.FAILED, 'internal error', request.responseHeaders);
     const path = route.destination.kind === 'redirect' ? this.location(req, route, routed.matcher, routed.path, routed.query) : request.path;
     this.dispatch(req, res, ctx, route, path, request);
   }

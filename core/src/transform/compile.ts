@@ -170,16 +170,43 @@ const REQUEST_PSEUDO = new Set([':path', ':method', ':authority', ':scheme']);
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9a-z-]+$/;
 const BAD_HEADER_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
 
-/** The message a template is rendered against (the host context of Gloo's functions). */
-interface Host {
-  /** The message's headers, pseudo-headers included. */
-  readonly header: (name: string) => string;
-  readonly requestHeader: (name: string) => string;
-  readonly body: () => string;
-  readonly context: () => Json;
-  readonly extractions: Map<string, string>;
+/** The message a template is rendered against (the host context of Gloo's functions); one per message, methods instead of closures. */
+class Host {
+  readonly #w: Working;
+  readonly #requestHeaders: HeaderRecord | undefined;
+  readonly #body: string;
+  readonly #data: Json;
+  readonly extractions: ReadonlyMap<string, string>;
   readonly dynamicMetadata: Readonly<Record<string, Readonly<Record<string, Json>>>> | undefined;
+  constructor(w: Working, requestHeaders: HeaderRecord | undefined, body: string, data: Json, extractions: ReadonlyMap<string, string>, dynamicMetadata: Host['dynamicMetadata']) {
+    this.#w = w;
+    this.#requestHeaders = requestHeaders;
+    this.#body = body;
+    this.#data = data;
+    this.extractions = extractions;
+    this.dynamicMetadata = dynamicMetadata;
+  }
+  /** The message's headers, pseudo-headers included. */
+  header(name: string): string {
+    return getHeader(this.#w, name);
+  }
+  requestHeader(name: string): string {
+    const headers = this.#requestHeaders;
+    if (!headers) return '';
+    return name === ':authority' ? firstValue(headers.host) : firstValue(Object.hasOwn(headers, name) ? headers[name] : undefined);
+  }
+  body(): string {
+    return this.#body;
+  }
+  context(): Json {
+    return this.#data;
+  }
 }
+
+/** No extractors: one shared empty map. */
+const NO_EXTRACTIONS: ReadonlyMap<string, string> = new Map();
+/** No `dynamicMetadataValues`: one shared empty result (readers only iterate it). */
+const NO_METADATA: Record<string, Record<string, Json>> = Object.freeze({}) as Record<string, Record<string, Json>>;
 
 function host(s: RenderState): Host {
   return s.host as Host;
@@ -523,18 +550,21 @@ function place(root: Json, name: string, value: Json): Json {
 /** The working state of one message while a transformation runs. */
 interface Working {
   headers: Record<string, string | string[]>;
-  /** Pseudo-headers (`:path`, `:method`, `:authority`, `:scheme` or `:status`). */
-  pseudo: Map<string, string>;
+  /**
+   * Pseudo-headers (`:path`, `:method`, `:scheme` or `:status`; `:authority` is `host`). A plain
+   * object: no name starting with ':' is a member of Object.prototype.
+   */
+  pseudo: Record<string, string>;
 }
 
 function getHeader(w: Working, name: string): string {
-  if (name.startsWith(':')) return name === ':authority' ? firstValue(w.headers.host) : (w.pseudo.get(name) ?? '');
+  if (name.startsWith(':')) return name === ':authority' ? firstValue(w.headers.host) : (w.pseudo[name] ?? '');
   return Object.hasOwn(w.headers, name) ? firstValue(w.headers[name]) : '';
 }
 
 function removeHeader(w: Working, name: string): void {
   if (name === ':authority') delete w.headers.host;
-  else if (name.startsWith(':')) w.pseudo.set(name, '');
+  else if (name.startsWith(':')) w.pseudo[name] = '';
   else delete w.headers[name];
 }
 
@@ -546,7 +576,7 @@ function addHeader(w: Working, name: string, rendered: string): void {
     return;
   }
   if (name.startsWith(':')) {
-    w.pseudo.set(name, value);
+    w.pseudo[name] = value;
     return;
   }
   const existing = Object.hasOwn(w.headers, name) ? w.headers[name] : undefined;
@@ -728,23 +758,16 @@ function compileTemplate(spec: TransformationTemplateSpec, options: CompileOptio
         if (!ignoreParseError) throw new InjaError(TransformCodes.BAD_JSON, `the body is not JSON (${(error as Error).message}); set parseBodyBehavior: DontParse or ignoreErrorOnParse: true to accept it`);
       }
     }
-    const extractions = new Map<string, string>();
+    const extractions = extractors.length === 0 ? NO_EXTRACTIONS : new Map<string, string>();
     for (const e of extractors) {
       const source = e.body ? bodyString : getHeader(w, e.header!);
       if (source.length > limits.maxRegexInputChars) throw new InjaError(InjaCodes.BUDGET, `extractor ${e.name}: its source of ${source.length} characters is over the regex input limit of ${limits.maxRegexInputChars}`);
       // A header that is absent extracts '' (Envoy-Gloo), without running the regex.
       const value = !e.body && source === '' && !headerPresent(w, e.header!) ? '' : e.run(source);
-      extractions.set(e.name, value);
+      (extractions as Map<string, string>).set(e.name, value);
       if (!advanced) data = place(data, e.name, value);
     }
-    const h: Host = {
-      header: (name) => getHeader(w, name),
-      requestHeader: (name) => (requestHeaders ? (name === ':authority' ? firstValue(requestHeaders.host) : firstValue(Object.hasOwn(requestHeaders, name) ? requestHeaders[name] : undefined)) : ''),
-      body: () => bodyString,
-      context: () => data,
-      extractions,
-      dynamicMetadata,
-    };
+    const h = new Host(w, requestHeaders, bodyString, data, extractions, dynamicMetadata);
     // Envoy-Gloo renders against the data when it is an object, and against {} otherwise.
     const renderData: Json = data !== null && typeof data === 'object' && !Array.isArray(data) ? data : {};
     const state = renderState(renderData, h, { steps: limits.maxRenderSteps, maxChars: limits.maxOutputChars });
@@ -767,7 +790,7 @@ function compileTemplate(spec: TransformationTemplateSpec, options: CompileOptio
       }
       newBody = dumpJson(merged, state);
     }
-    const meta: Record<string, Record<string, Json>> = {};
+    const meta: Record<string, Record<string, Json>> = metadata.length === 0 ? NO_METADATA : {};
     for (const m of metadata) {
       const out = m.template.render(state);
       if (out === '') continue;
@@ -810,19 +833,12 @@ function compileTemplate(spec: TransformationTemplateSpec, options: CompileOptio
     changesBody,
     transformRequest(r) {
       if (needsBody && bodyBytes(r.body) > limits.maxBodyBytes) return tooLarge(limits, bodyBytes(r.body));
-      const w: Working = {
-        headers: copyHeaders(r.headers),
-        pseudo: new Map([
-          [':path', r.path],
-          [':method', r.method],
-          [':scheme', r.scheme ?? 'http'],
-        ]),
-      };
+      const w: Working = { headers: copyHeaders(r.headers), pseudo: { ':path': r.path, ':method': r.method, ':scheme': r.scheme ?? 'http' } };
       try {
         // request_header() in a request transformation reads the request's headers (as Envoy-Gloo).
-      const { body, meta, span } = run(w, r.body, r.headers, r.dynamicMetadata);
-        const method = w.pseudo.get(':method')!;
-        const newPath = w.pseudo.get(':path')!;
+        const { body, meta, span } = run(w, r.body, r.headers, r.dynamicMetadata);
+        const method = w.pseudo[':method']!;
+        const newPath = w.pseudo[':path']!;
         if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(method)) throw new InjaError(InjaCodes.RENDER, `:method: "${method.slice(0, 40)}" is not an HTTP method`);
         if (!newPath.startsWith('/') || BAD_HEADER_VALUE.test(newPath) || newPath.includes(' ')) throw new InjaError(InjaCodes.RENDER, `:path: "${newPath.slice(0, 80)}" is not a request path`);
         return { ok: true, message: { method, path: newPath, headers: w.headers }, body, dynamicMetadata: meta, spanName: span };
@@ -832,10 +848,10 @@ function compileTemplate(spec: TransformationTemplateSpec, options: CompileOptio
     },
     transformResponse(r, request) {
       if (needsBody && bodyBytes(r.body) > limits.maxBodyBytes) return tooLarge(limits, bodyBytes(r.body));
-      const w: Working = { headers: copyHeaders(r.headers), pseudo: new Map([[':status', String(r.status)]]) };
+      const w: Working = { headers: copyHeaders(r.headers), pseudo: { ':status': String(r.status) } };
       try {
         const { body, meta } = run(w, r.body, request?.headers, r.dynamicMetadata);
-        const statusText = w.pseudo.get(':status')!;
+        const statusText = w.pseudo[':status']!;
         if (!/^[1-5][0-9][0-9]$/.test(statusText)) throw new InjaError(InjaCodes.RENDER, `:status: "${statusText.slice(0, 40)}" is not an HTTP status (100-599)`);
         return { ok: true, message: { status: Number(statusText), headers: w.headers }, body, dynamicMetadata: meta, spanName: undefined };
       } catch (error) {
@@ -847,7 +863,7 @@ function compileTemplate(spec: TransformationTemplateSpec, options: CompileOptio
 
 function headerPresent(w: Working, name: string): boolean {
   if (name === ':authority') return w.headers.host !== undefined;
-  if (name.startsWith(':')) return w.pseudo.has(name);
+  if (name.startsWith(':')) return w.pseudo[name] !== undefined;
   return Object.hasOwn(w.headers, name) && w.headers[name] !== undefined;
 }
 
@@ -872,6 +888,8 @@ export interface CompiledStage {
   readonly requestMayNeedBody: boolean;
   /** True when some response transformation of this stage may read the response body. */
   readonly responseMayNeedBody: boolean;
+  /** True when this stage has a response transformation at all (else responses pass untouched). */
+  readonly hasResponse: boolean;
 }
 
 /** All stages of a virtual host's or route's transformations. */
@@ -974,6 +992,7 @@ function stageOf(parts: { entries: StageEntry[]; responses: ResponseEntry[] }): 
     },
     requestMayNeedBody: entries.some((e) => e.selection.request?.needsBody === true),
     responseMayNeedBody: entries.some((e) => e.selection.response?.needsBody === true) || responses.some((r) => r.transformation.needsBody),
+    hasResponse: entries.some((e) => e.selection.response !== undefined) || responses.length > 0,
   };
 }
 
@@ -1019,6 +1038,7 @@ export function inheritStages(child: CompiledStages | undefined, parent: Compile
     selectResponse: (selection, response) => a.selectResponse(selection, response) ?? b.selectResponse(selection, response),
     requestMayNeedBody: a.requestMayNeedBody || b.requestMayNeedBody,
     responseMayNeedBody: a.responseMayNeedBody || b.responseMayNeedBody,
+    hasResponse: a.hasResponse || b.hasResponse,
   });
   return { early: chain(child.early, parent.early), regular: chain(child.regular, parent.regular), postRouting: chain(child.postRouting, parent.postRouting), inheritTransformation: true, warnings: child.warnings };
 }

@@ -128,6 +128,8 @@ function stateOf(request: FilterRequest): TransformState {
 function stageFilter(name: string, stage: number, order: readonly (readonly [StageName, CompiledStage])[], stages: CompiledStages, logger: Logger): HttpFilter {
   const maxBytes = DEFAULT_TRANSFORM_LIMITS.maxBodyBytes;
   const ownsResponse = stage === FilterStage.transformation;
+  // Without response transformations in any stage, nothing reads which request entry was selected.
+  const transformsResponses = stages.early.hasResponse || stages.regular.hasResponse || stages.postRouting.hasResponse;
 
   /** Applies the selected entries of this filter's stages, from `index` on. */
   const apply = (request: FilterRequest, index: number): LocalReply | undefined | Promise<LocalReply | undefined> => {
@@ -137,7 +139,7 @@ function stageFilter(name: string, stage: number, order: readonly (readonly [Sta
       const q = url.indexOf('?');
       const selection = compiledStage.selectRequest({ method: request.method, path: q === -1 ? url : url.slice(0, q), query: q === -1 ? '' : url.slice(q + 1), headers: request.ctx.headers });
       if (!selection) continue;
-      stateOf(request).selections[stageName] = selection;
+      if (transformsResponses) stateOf(request).selections[stageName] = selection;
       const transformation = selection.request;
       if (!transformation) continue;
       // A new body replaces the client's: that one is read (and dropped) first, so it cannot follow the new one upstream.
@@ -162,8 +164,10 @@ function stageFilter(name: string, stage: number, order: readonly (readonly [Sta
     if (before) logger.debug({ reqId: request.ctx.requestId, before: { ...before, body: before.body?.toString() }, after: { ...message, body: out.body?.toString() } }, 'transformation applied to the request');
     // The headers object is this request's own: replaced in place, so later filters and the destination see it.
     const headers = request.ctx.headers as Record<string, string | string[] | undefined>;
-    for (const key in headers) if (!Object.hasOwn(message.headers, key)) delete headers[key];
-    Object.assign(headers, message.headers);
+    const changed = message.headers;
+    for (const key in headers) if (!Object.hasOwn(changed, key)) delete headers[key];
+    // Only what changed is written (as Object.assign would: a plain assignment).
+    for (const key in changed) if (headers[key] !== changed[key]) headers[key] = changed[key];
     if (message.method !== request.method) request.req.method = message.method;
     if (message.path !== (request.req.url ?? '/')) {
       // A transformed `:path` goes upstream as it is (route rewrites applied to the path the client sent).
@@ -181,7 +185,8 @@ function stageFilter(name: string, stage: number, order: readonly (readonly [Sta
     stage,
     onRequest: (request) => apply(request, 0),
   };
-  if (!ownsResponse) return filter;
+  // Without response transformations in any stage, responses stream past this filter untouched.
+  if (!ownsResponse || !transformsResponses) return filter;
 
   // The response side runs once for every stage (postRouting, regular, early), from the regular filter.
   return {

@@ -578,6 +578,8 @@ class Parser {
   usesData = false;
   /** Names bound by `for` and `set` (a data name with one of these heads is a local). */
   private readonly locals = new Set<string>(['loop']);
+  /** Some `for` or `set` binds locals (else every render shares one empty, frozen locals object). */
+  bindsLocals = false;
   private readonly source: string;
   private readonly options: InjaOptions;
   private readonly hostFunctions: ReadonlyMap<string, HostFunction>;
@@ -685,6 +687,7 @@ class Parser {
             continue;
           }
           case 'for': {
+            this.bindsLocals = true;
             this.enter(head.pos);
             const first = this.next();
             if (first.kind !== 'id') throw this.error(first.pos, `expected a loop variable, got '${first.text}'`);
@@ -712,6 +715,7 @@ class Parser {
             continue;
           }
           case 'set': {
+            this.bindsLocals = true;
             const name = this.next();
             if (name.kind !== 'id') throw this.error(name.pos, `expected variable name, got '${name.text}'`);
             this.expectOp('=');
@@ -1116,12 +1120,13 @@ export function compileInja(source: string, options: InjaOptions = {}): Compiled
   const body = parser.template(scan(text));
   // A template that is only text renders without touching state.
   const constant = /[{#]/.test(text) ? undefined : text;
+  const bindsLocals = parser.bindsLocals;
   return {
     render(state) {
       if (constant !== undefined) return constant;
       const out: Out = { text: '' };
       // `set` and loop variables live for one render, as in Inja.
-      state.locals = Object.create(null) as Record<string, Json>;
+      state.locals = bindsLocals ? (Object.create(null) as Record<string, Json>) : NO_LOCALS;
       try {
         body(state, out);
       } catch (error) {
@@ -1137,6 +1142,9 @@ export function compileInja(source: string, options: InjaOptions = {}): Compiled
     functions: parser.functions,
   };
 }
+
+/** The locals of a template that binds none: lookups find nothing, nothing writes here. */
+const NO_LOCALS: Record<string, Json> = Object.freeze(Object.create(null) as Record<string, Json>);
 
 /** A fresh render state. */
 export function renderState(data: Json, host: unknown, budget: { steps: number; maxChars: number }): RenderState {

@@ -92,3 +92,101 @@ describe('the filter chain runner', () => {
     expect(runRequestFilters(request(first), noRematch)).toMatchObject({ status: 404 });
   });
 });
+
+/** What a server saw of one request: readBody's answer, then what the request stream still yields (as a destination reads it), and the whole-body send. */
+interface BodySeen {
+  read: Buffer | string;
+  streamed: string;
+  whole: string | undefined;
+}
+
+/**
+ * A real HTTP server whose handler runs `readBody(max)` as a filter would, then `commitBody`
+ * for an upstream destination (or, with `stream`, reads the request stream as a destination
+ * that takes it would); `write` sends raw bytes to it.
+ */
+async function bodyServer(max: number, stream: boolean): Promise<{ seen: Promise<BodySeen>; reading: Promise<void>; write(bytes: string): void; close(): void }> {
+  const { createServer } = await import('node:http');
+  const { connect } = await import('node:net');
+  let started!: () => void;
+  const reading = new Promise<void>((r) => (started = r));
+  let done!: (seen: BodySeen) => void;
+  const seen = new Promise<BodySeen>((r) => (done = r));
+  const server = createServer((req, res) => {
+    const ctx: RequestContext = { requestId: 'r1', start: 0, virtualHost: 'default/vs', route: 'r', headers: req.headers, logger };
+    const r = new ChainRequest(req, res, ctx, '/', compileChain([{ name: 'x', stage: 1 }])!);
+    const pending = r.readBody(max);
+    started();
+    void pending.then((read) => {
+      if (typeof read === 'string' || stream) {
+        const chunks: Buffer[] = [];
+        req.on('data', (c: Buffer) => chunks.push(c));
+        req.on('end', () => {
+          done({ read: typeof read === 'string' ? read : Buffer.from(read), streamed: Buffer.concat(chunks).toString(), whole: undefined });
+          res.end('ok');
+        });
+        return;
+      }
+      expect(r.commitBody(true)).toBe(true);
+      const rest: Buffer[] = [];
+      req.on('data', (c: Buffer) => rest.push(c));
+      req.on('end', () => {
+        done({ read: Buffer.from(read), streamed: Buffer.concat(rest).toString(), whole: r.wholeBody?.toString() });
+        res.end('ok');
+      });
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const socket = connect((server.address() as { port: number }).port, '127.0.0.1');
+  socket.on('error', () => {});
+  return { seen, reading, write: (bytes) => void socket.write(bytes), close: () => (socket.destroy(), server.close()) };
+}
+
+describe('ChainRequest.readBody and commitBody on a real request', () => {
+  const head = (length: number | 'chunked') => `POST / HTTP/1.1\r\nhost: t\r\n${length === 'chunked' ? 'transfer-encoding: chunked' : `content-length: ${length}`}\r\n\r\n`;
+
+  test('a body in the same write as the head: read at once, put back for a destination that streams it', async () => {
+    const s = await bodyServer(1024, true);
+    try {
+      s.write(`${head(11)}hello world`);
+      expect(await s.seen).toEqual({ read: Buffer.from('hello world'), streamed: 'hello world', whole: undefined });
+    } finally {
+      s.close();
+    }
+  });
+
+  test('a body held whole goes to an upstream destination as one buffer, and the request stream ends empty', async () => {
+    const s = await bodyServer(1024, false);
+    try {
+      s.write(`${head(11)}hello world`);
+      expect(await s.seen).toEqual({ read: Buffer.from('hello world'), streamed: '', whole: 'hello world' });
+    } finally {
+      s.close();
+    }
+  });
+
+  test('a body that arrives after the head, in pieces, is waited for; a chunked one too', async () => {
+    for (const chunked of [false, true]) {
+      const s = await bodyServer(1024, true);
+      try {
+        s.write(head(chunked ? 'chunked' : 11));
+        await s.reading;
+        s.write(chunked ? '5\r\nhello\r\n' : 'hello');
+        s.write(chunked ? '6\r\n world\r\n0\r\n\r\n' : ' world');
+        expect(await s.seen, `chunked=${chunked}`).toEqual({ read: Buffer.from('hello world'), streamed: 'hello world', whole: undefined });
+      } finally {
+        s.close();
+      }
+    }
+  });
+
+  test('a declared body over the limit is too large, whether or not its bytes are there', async () => {
+    const s = await bodyServer(4, true);
+    try {
+      s.write(`${head(11)}hello world`);
+      expect((await s.seen).read).toBe('too-large');
+    } finally {
+      s.close();
+    }
+  });
+});

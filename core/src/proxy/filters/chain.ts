@@ -5,7 +5,7 @@ import { ErrorCodes } from '../../errors.ts';
 import type { RequestContext } from '../context.ts';
 import { grpcReplyHeaders } from '../request/grpc.ts';
 import { downstreamGone, isGrpcCall, sendLocalReply, sendTrailersOnly } from '../request/local-reply.ts';
-import { bufferRequestBody, drainAfterAnswer, hasRequestBody, refuseTooLarge } from '../request/request-body.ts';
+import { bufferRequestBody, declaredLength, drainAfterAnswer, hasRequestBody, refuseTooLarge } from '../request/request-body.ts';
 import { EncodedBody } from './response-encoder.ts';
 import type { Readable } from 'node:stream';
 import type { FilterRequest, FilterResponse, FilterVerdict, HttpFilter, LocalReply, ResponseBodyEncoder } from './http-filter.ts';
@@ -152,8 +152,25 @@ export class ChainRequest implements FilterRequest {
       this.#drainArmed = true;
       drainAfterAnswer(this.req, this.res);
     }
+    const req = this.req;
+    // A body that came in the same read as the head is in the request stream by the next
+    // microtask (the parser pushes it before its end): when all the declared bytes are there
+    // (HTTP/1.1; never more, the parser stops at the length), they are taken at once, without
+    // listening for them.
+    const declared = this.ctx.headers['transfer-encoding'] === undefined ? declaredLength(req) : undefined;
+    if (declared !== undefined && declared <= maxBytes && (req as { stream?: unknown }).stream === undefined) {
+      await undefined;
+      if (req.readableLength === declared && req.readableFlowing !== true) {
+        const all = req.read() as Buffer;
+        // Put back at once (an end is only emitted on a later tick): a destination reads the body as sent.
+        req.unshift(all);
+        this.bodyPartial = false;
+        this.#read = this.body = all;
+        return all;
+      }
+    }
     // The bytes read go back to the front of the request stream: a destination reads the body as sent.
-    const read = await bufferRequestBody(this.req, maxBytes, partial);
+    const read = await bufferRequestBody(req, maxBytes, partial);
     if (typeof read === 'string') return read;
     this.bodyPartial = read.partial;
     if (!read.partial) this.#read = this.body = read.forAuth;
@@ -161,13 +178,29 @@ export class ChainRequest implements FilterRequest {
   }
 
   /**
+   * Set by {@link ChainRequest.commitBody} for an upstream destination: the body the chain holds
+   * whole, which forward.ts sends as one buffer with the head (one write, no stream); the request
+   * stream's copy of it was dropped.
+   */
+  wholeBody: Buffer | undefined = undefined;
+
+  /**
    * Before the destination reads the request: a body a filter replaced takes the place of the
    * client's in the request stream (every destination reads it from there), whose bytes were all
-   * read, so the replacement is all that is left of it.
+   * read, so the replacement is all that is left of it. With `toUpstream` (a proxied request
+   * without a shadow copy), a body held whole whose `content-length` says its size goes as
+   * {@link ChainRequest.wholeBody} instead.
    */
-  commitBody(): boolean {
+  commitBody(toUpstream = false): boolean {
     const body = this.body;
-    if (body === undefined || body === this.#read) return true;
+    if (body === undefined) return true;
+    if (toUpstream && body.length > 0 && !this.bodyPartial && this.requestBodyStream === undefined && this.ctx.headers['content-length'] === String(body.length)) {
+      // Every byte of the client's body was read (`#read` is set only for a complete body): the stream holds nothing else.
+      while (this.req.read() !== null);
+      this.wholeBody = body;
+      return true;
+    }
+    if (body === this.#read) return true;
     while (this.req.read() !== null);
     try {
       if (body.length > 0) this.req.unshift(body);

@@ -63,7 +63,8 @@ export function forward(req: IncomingMessage, res: ServerResponse, ctx: RequestC
     ? startShadow(route.shadow, source, hasBody, { method: req.method!, path, headers: (host) => upstreamHeaders(req, headers, route, host, ctx.start, false), timeoutMs: route.timeoutMs > 0 ? Math.min(route.timeoutMs, MAX_TIMER_MS) : SHADOW_TIMEOUT_MS, logger: ctx.logger, requestId: ctx.requestId })
     : undefined;
   ctx.upstreamPath = path;
-  const exchange: Exchange = { req, res, ctx, route, cluster, path, hasBody, body: shadowBody ?? source, current: undefined, filters };
+  // A body the filters hold whole goes as one buffer (./filters/chain.ts commitBody).
+  const exchange: Exchange = { req, res, ctx, route, cluster, path, hasBody, body: filters?.wholeBody ?? shadowBody ?? source, current: undefined, filters };
   // gRPC's own deadline (`grpc-timeout`), over the whole call, streaming included.
   const deadlineMs = isGrpcRequest(headers) ? grpcTimeoutMs(headers) : undefined;
   const deadline = deadlineMs === undefined ? undefined : setTimeout(() => deadlineExceeded(exchange), deadlineMs);
@@ -112,8 +113,8 @@ interface Exchange {
   readonly cluster: UpstreamCluster;
   readonly path: string;
   readonly hasBody: boolean;
-  /** What the request body is read from: `req`, a filter's decoded stream (gRPC-Web text), or the shadow's copying stream (shadow.ts). */
-  readonly body: Readable;
+  /** What the request body is read from: `req`, a filter's decoded stream (gRPC-Web text), the shadow's copying stream (shadow.ts), or the whole body a filter holds. */
+  readonly body: Readable | Buffer;
   /** The attempt that owns the response now. */
   current: ProxyAttempt | undefined;
   /** The request as the route's filters saw it, for their response hooks (absent: the route has none). */

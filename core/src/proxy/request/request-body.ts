@@ -138,7 +138,8 @@ export function bodyComplete(req: IncomingMessage): boolean {
   return !req.aborted && stream.readableEnded;
 }
 
-function declaredLength(req: IncomingMessage): number | undefined {
+/** The request's `content-length` as a number (undefined: none, or not a valid length). */
+export function declaredLength(req: IncomingMessage): number | undefined {
   const value = req.headers['content-length'];
   if (value === undefined) return undefined;
   const n = Number(value);

@@ -1,0 +1,128 @@
+// CPU time per request of the filters rows (test/bench/scenarios/filters.ts): the POST of a 1 KB
+// JSON body through the route without filters and through the route with the header + body
+// transformation (issue 31), from /proc around wrk runs (README.md "Finding where time goes"),
+// for a change whose throughput on the shared machine is too noisy to compare.
+// Usage: node test/bench/filters-cpu.ts [rows] [seconds]
+//   rows: comma-separated of plain, tx (default plain,tx); `tx@base` runs the checkout at
+//   $PROBE_BASE (an A/B of two trees).
+// PROBE_ROUNDS (default 3) interleaves the rows; PROBE_CONCURRENT=1 loads every row at once;
+// PROBE_NODE_FLAGS (e.g. "--cpu-prof --cpu-prof-dir=DIR") goes to every Gatehouse process.
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, openSync } from 'node:fs';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { stringify } from 'yaml';
+import { NODE_ENV_DEFAULTS, NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
+import type { BenchContext, BenchScenario } from './scenario.ts';
+import { scenarios } from './scenarios/filters.ts';
+import { startNginx, stopChild } from './tools.ts';
+import { parseWrk } from './wrk.ts';
+
+const rows = (process.argv[2] ?? 'plain,tx').split(',');
+const seconds = Number(process.argv[3] ?? 5);
+const rounds = Number(process.env.PROBE_ROUNDS ?? 3);
+const CLI = fileURLToPath(new URL('../../core/bin/gatehouse.js', import.meta.url));
+const work = await mkdtemp(join(tmpdir(), 'filters-cpu-'));
+const upstream = await startNginx(work, 'up', (port) => `server { listen 127.0.0.1:${port}; location / { return 200 "hello world\\n"; } }`);
+
+const SCENARIOS: Record<string, BenchScenario> = {
+  plain: scenarios.find((s) => s.name.includes('route without filters'))!,
+  tx: scenarios.find((s) => s.name.includes('header + body transformation'))!,
+};
+
+interface Target {
+  name: string;
+  port: number;
+  pid: number;
+  scenario: BenchScenario;
+  stop(): Promise<void>;
+}
+
+async function start(row: string): Promise<Target> {
+  const [kind, at] = row.split('@');
+  const scenario = SCENARIOS[kind!];
+  if (!scenario) throw new Error(`unknown row ${row}`);
+  const cli = at === 'base' ? join(process.env.PROBE_BASE!, 'core/bin/gatehouse.js') : CLI;
+  let started: { port: number; child: ChildProcess } | undefined;
+  const ctx: BenchContext = {
+    workDir: work,
+    upstreamUrl: `http://127.0.0.1:${upstream.port}`,
+    upstreamPort: upstream.port,
+    gatehouse: async (files, args = []) => {
+      const dir = await mkdtemp(join(work, 'config-'));
+      for (const [name, docs] of Object.entries(files)) await writeFile(join(dir, name), typeof docs === 'string' ? docs : docs.map((d) => stringify(d)).join('---\n'));
+      const logFile = join(dir, 'gatehouse.log');
+      const fd = openSync(logFile, 'w');
+      const flags = (process.env.PROBE_NODE_FLAGS ?? '').split(' ').filter(Boolean);
+      const child = spawn(process.execPath, [...NODE_FLAGS, ...flags, cli, 'run', '--config-dir', dir, '--port', '0', '--https-port', '0', '--admin-port', '0', '--extauth-port', '0', '--host', '127.0.0.1', '--plugin-dir', join(dir, 'plugins'), ...args], { stdio: ['ignore', fd, fd], env: { ...process.env, ...NODE_ENV_DEFAULTS } });
+      closeSync(fd);
+      for (let i = 0; i < 600; i++) {
+        const line = (await readFile(logFile, 'utf8')).split('\n').find((l) => l.includes('"msg":"listening"'));
+        if (line) {
+          started = { port: (JSON.parse(line) as { port: number }).port, child };
+          return { url: `http://127.0.0.1:${started.port}`, stop: () => stopChild(child) };
+        }
+        if (child.exitCode !== null) throw new Error(`gatehouse exited: ${await readFile(logFile, 'utf8')}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      throw new Error('gatehouse did not start');
+    },
+  };
+  const target = await scenario.start(ctx);
+  return { name: row, port: started!.port, pid: started!.child.pid!, scenario, stop: target.stop };
+}
+
+async function cpuOf(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11] ?? 0) + Number(fields[12] ?? 0)) * 10_000; // clock ticks (100/s) → µs
+}
+
+async function measure(t: Target): Promise<{ rps: number; p99: number; us: number; errors: number; requests: number }> {
+  const script = join(work, `${t.name.replace(/\W/g, '_')}.lua`);
+  const request = t.scenario.request ?? {};
+  const lines = [`wrk.method = ${JSON.stringify(request.method ?? 'GET')}`];
+  if (request.body !== undefined) lines.push(`wrk.body = ${JSON.stringify(request.body)}`);
+  for (const [k, v] of Object.entries(request.headers ?? {})) lines.push(`wrk.headers[${JSON.stringify(k)}] = ${JSON.stringify(v)}`);
+  await writeFile(script, lines.join('\n'));
+  const wrk = (s: number) => promisify(execFile)('wrk', ['-t1', '-c32', `-d${s}s`, '--latency', '-s', script, `http://127.0.0.1:${t.port}/`], { maxBuffer: 1 << 20 });
+  await wrk(1);
+  const before = await cpuOf(t.pid);
+  const r = parseWrk((await wrk(seconds)).stdout);
+  const used = (await cpuOf(t.pid)) - before;
+  return { rps: Math.round(r.requestsPerSec), p99: r.p99Ms, us: Math.round((used / r.requests) * 10) / 10, errors: r.errors, requests: r.requests };
+}
+
+const targets: Target[] = [];
+for (const row of rows) targets.push(await start(row));
+const results = new Map<string, number[]>();
+try {
+  for (let round = 0; round < rounds; round++) {
+    if (process.env.PROBE_CONCURRENT === '1') {
+      const ms = await Promise.all(targets.map((t) => measure(t)));
+      targets.forEach((t, i) => {
+        results.set(t.name, [...(results.get(t.name) ?? []), ms[i]!.us]);
+        console.log(JSON.stringify({ round, row: t.name, ...ms[i] }));
+      });
+      continue;
+    }
+    for (const t of targets) {
+      const m = await measure(t);
+      results.set(t.name, [...(results.get(t.name) ?? []), m.us]);
+      console.log(JSON.stringify({ round, row: t.name, ...m }));
+    }
+  }
+} finally {
+  for (const t of targets) await t.stop();
+  await upstream.stop();
+}
+const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor((v.length - 1) / 2)]!;
+const first = results.get(rows[0]!)!;
+for (const [name, v] of results) {
+  // Per-round ratio to the first row (rows of one round ran under the same load).
+  const ratios = v.map((us, i) => Math.round((us / first[i]!) * 100) / 100);
+  console.log(`${name.padEnd(10)} median ${median(v)} µs/request  (${v.join(', ')})  × ${rows[0]}: median ${median(ratios)} (${ratios.join(', ')})`);
+}
