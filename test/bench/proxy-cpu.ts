@@ -2,7 +2,7 @@
 // tree included (a cluster's primary and workers), from /proc around wrk runs: the method of
 // README.md "Finding where time goes", for rows where throughput on a shared machine is too noisy.
 // Usage: node test/bench/proxy-cpu.ts [rows] [seconds]
-//   rows: comma-separated of bare1, bare2, gh1, gh1-nolog, gh2, r1, cors (default bare1,gh1);
+//   rows: comma-separated of bare1, bare2, gh1, gh1-format, gh1-nolog, gh2, r1, cors (default bare1,gh1);
 //   a row name with `@base` runs the CLI at $PROBE_BASE (another checkout) for an A/B; with
 //   `~FLAG` (repeatable) that row's processes get extra Node flags, e.g. `gh1~--max-semi-space-size=16`.
 // PROBE_ROUNDS (default 3) interleaves the rows; medians are printed at the end.
@@ -18,6 +18,7 @@ import { stringify } from 'yaml';
 import { NODE_ENV_DEFAULTS, NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
 import { benchManifests, startListening, startNginx, stopChild } from './tools.ts';
 import { parseWrk } from './wrk.ts';
+import { FORMAT_GATEWAY } from './scenarios/proxy.ts';
 import { ROUTE_OPTIONS } from './scenarios/routing.ts';
 
 const rows = (process.argv[2] ?? 'bare1,gh1').split(',');
@@ -85,6 +86,9 @@ async function start(row: string): Promise<Target> {
       return bare('2');
     case 'gh1':
       return gh(benchManifests(upstream.port), []);
+    case 'gh1-format':
+      // A Gloo Gateway's access log in an Envoy format string (the bench row "Gateway access log format").
+      return gh([...benchManifests(upstream.port), FORMAT_GATEWAY], []);
     case 'gh1-nolog':
       return gh(benchManifests(upstream.port), ['--access-log', 'false']);
     case 'gh2':

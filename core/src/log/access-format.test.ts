@@ -1,4 +1,5 @@
 import { createServer, request, type IncomingMessage, type ServerResponse } from 'node:http';
+import { hostname } from 'node:os';
 import type { AddressInfo } from 'node:net';
 import { describe, expect, test } from 'vitest';
 import { compileJsonFormat, compileStringFormat, ENVOY_DEFAULT_FORMAT, FormatError, type FormatNotes } from './access-format.ts';
@@ -120,5 +121,48 @@ describe('compileJsonFormat', () => {
     }
     expect(caught).toBeInstanceOf(FormatError);
     expect(caught!.path).toEqual(['nested', 'bad']);
+  });
+});
+
+describe('compiled lines', () => {
+  test('response headers as sent: names compared ignoring case and whole, repeated ones joined', async () => {
+    const { req, res } = await exchange({}, ['X-Up-Long', 'no', 'x-up', 'a', 'X-UP', 'b', 'X-U', 'no']);
+    expect(compileStringFormat('%RESP(X-UP)% %RESP(X-U)% %RESP(X-NONE)% %RESP(CONTENT-LENGTH)% %BYTES_SENT%')({ entry: entry({ req, res }), endMs: END })).toBe('a,b no - - -');
+  });
+
+  test('BYTES_SENT when Node wrote the content-length from the body given to end, or from setHeader', async () => {
+    for (const [answer, expected] of [
+      [(res: ServerResponse) => res.end('hello!'), '6'],
+      [(res: ServerResponse) => res.setHeader('content-length', 3).end('abc'), '3'],
+      [(res: ServerResponse) => res.writeHead(200, ['Content-Length', '2']).end('ab'), '2'],
+    ] as const) {
+      let pair!: { req: IncomingMessage; res: ServerResponse };
+      const server = createServer((q, s) => {
+        pair = { req: q, res: s };
+        answer(s);
+      });
+      await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+      await new Promise<void>((resolve, reject) => request({ port: (server.address() as AddressInfo).port }, (r) => r.resume().on('end', resolve)).on('error', reject).end());
+      server.close();
+      expect(compileStringFormat('%BYTES_SENT%')({ entry: entry(pair), endMs: END })).toBe(expected);
+    }
+  });
+
+  test('text that is not ASCII is written as UTF-8; numbers as String writes them; constants and truncation fold at load', () => {
+    process.env.GH_FORMAT_TEST = 'constant-value';
+    const f = compileStringFormat('%ROUTE_NAME% %VIRTUAL_HOST_NAME%:3 %DURATION% %RESPONSE_CODE% %ENVIRONMENT(GH_FORMAT_TEST):8% %ENVIRONMENT(GH_FORMAT_NONE)% %HOSTNAME% %UPSTREAM_HOST%');
+    delete process.env.GH_FORMAT_TEST;
+    const line = f({ entry: entry({ route: 'ruta-ñ-路由', virtualHost: 'v', status: -1, durationMs: 2.5, upstream: 'http://[::1]:80' }), endMs: END });
+    expect(line).toBe(`ruta-ñ-路由 v:3 3 -1 constant - ${hostname()} [::1]:80`);
+    // The same format, another upstream: the host follows the entry.
+    expect(f({ entry: entry({ upstream: 'https://10.1.1.1:8443' }), endMs: END }).endsWith(' 10.1.1.1:8443')).toBe(true);
+    expect(compileStringFormat('%RESPONSE_CODE%')({ entry: entry({ status: 1.5 }), endMs: END })).toBe('1.5');
+  });
+
+  test('START_TIME pads milliseconds and changes second across lines of one format', () => {
+    const f = compileStringFormat('%START_TIME%');
+    expect(f({ entry: entry({ durationMs: 0 }), endMs: Date.UTC(2026, 0, 1, 0, 0, 0, 5) })).toBe('2026-01-01T00:00:00.005Z');
+    expect(f({ entry: entry({ durationMs: 0.5 }), endMs: Date.UTC(2026, 0, 1, 0, 0, 1, 40) })).toBe('2026-01-01T00:00:01.039Z');
+    expect(f({ entry: entry({ durationMs: 0 }), endMs: Date.UTC(2026, 0, 1, 0, 0, 0, 999) })).toBe('2026-01-01T00:00:00.999Z');
   });
 });

@@ -1,11 +1,15 @@
 import { hostname } from 'node:os';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AccessEntry } from './access-log.ts';
+import { bytes, ClockBytes, LineEncoder } from './line-encoder.ts';
 
 /**
  * Envoy's access-log format strings (`%REQ(X)%`, `%RESPONSE_CODE%`, …), as Gloo's
  * `accessLoggingService.accessLog[].fileSink` takes them (`stringFormat`, `jsonFormat`). A format
- * is compiled once, at config load, into an array of parts, and each line is one pass over it.
+ * is compiled once, at config load, in two steps ({@link CompiledLine}): when a response ends,
+ * each operator reads its value into a flat queue (the request and response are not kept); later,
+ * a run of lines is encoded from those values straight into bytes, literal text copied as bytes
+ * made at load, numbers and the start time written as digits, as the default JSON line is.
  */
 
 /** One access-log line's inputs: the entry, stamped with when it was written. */
@@ -15,11 +19,29 @@ export interface FormatInput {
   readonly endMs: number;
 }
 
+/** A value an operator reads for a line: text, a number, or nothing (printed `-`). */
+export type FormatValue = string | number | undefined;
+
 /**
- * A compiled format: a line of text (string formats end with what the format ends with).
- * `needsSocket`: it reads connection addresses, which must be read while the socket is open.
+ * A compiled format as the access log runs it: `capture` when the response ends, `encode` when
+ * the line is written (in a run of lines, so the encoder stays hot).
  */
-export type LineFormatter = ((input: FormatInput) => string) & { needsSocket?: boolean };
+export interface CompiledLine {
+  /** Values one line reads. */
+  readonly width: number;
+  /** Whether a value reads when the response ended (the caller passes `Date.now()` then, else 0). */
+  readonly needsTime: boolean;
+  /** Appends the line's `width` values, read from the entry now, to `values`. */
+  capture(entry: AccessEntry, endMs: number, values: FormatValue[]): void;
+  /** Writes the line whose values start at `values[at]`. */
+  encode(values: readonly FormatValue[], at: number, out: LineEncoder): void;
+}
+
+/**
+ * A compiled format: a line of text (string formats end with what the format ends with), and
+ * the same format as the access log runs it (`compiled`).
+ */
+export type LineFormatter = ((input: FormatInput) => string) & { readonly compiled: CompiledLine };
 
 /** Why a format string cannot be compiled: the operator, and its offset in the string. */
 export class FormatError extends Error {
@@ -41,7 +63,47 @@ export interface FormatNotes {
 export const ENVOY_DEFAULT_FORMAT =
   '[%START_TIME%] "%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)% %PROTOCOL%" %RESPONSE_CODE% %RESPONSE_FLAGS% %BYTES_RECEIVED% %BYTES_SENT% %DURATION% %RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)% "%REQ(X-FORWARDED-FOR)%" "%REQ(USER-AGENT)%" "%REQ(X-REQUEST-ID)%" "%REQ(:AUTHORITY)%" "%UPSTREAM_HOST%"\n';
 
-type Part = (input: FormatInput) => string | number | undefined;
+/** An operator's reader: its value for a line, read when the response ends (`endMs`). */
+type Read = (entry: AccessEntry, endMs: number) => FormatValue;
+
+/** How an operator's value is written: as text (`-` when missing), or a start time (ms) in ISO 8601 or a strftime pattern. */
+const TEXT = 0;
+const ISO_TIME = 1;
+const STRFTIME = 2;
+
+/** A compiled operator. `constant`: its value is known at load (folded into the literal text of a string format). */
+interface Operator {
+  readonly read: Read;
+  readonly kind: typeof TEXT | typeof ISO_TIME | typeof STRFTIME;
+  /** STRFTIME: the pattern's compiled writer. */
+  readonly strftime?: ((ms: number) => string) | undefined;
+  readonly constant?: boolean;
+}
+
+const textOperator = (read: Read): Operator => ({ read, kind: TEXT });
+const constantOperator = (value: FormatValue): Operator => ({ read: () => value, kind: TEXT, constant: true });
+
+/** The operator's value as the text a line shows (the start time formatted). */
+function textReader(op: Operator): Read {
+  if (op.kind === TEXT) return op.read;
+  const read = op.read;
+  if (op.kind === STRFTIME) {
+    const strftime = op.strftime!;
+    return (entry, endMs) => strftime(read(entry, endMs) as number);
+  }
+  // ISO 8601 with the part up to the second made once per second.
+  let second = -1;
+  let prefix = '';
+  return (entry, endMs) => {
+    const ms = read(entry, endMs) as number;
+    const s = Math.floor(ms / 1000);
+    if (s !== second) {
+      second = s;
+      prefix = new Date(s * 1000).toISOString().slice(0, 20);
+    }
+    return `${prefix}${String(ms - s * 1000).padStart(3, '0')}Z`;
+  };
+}
 
 /**
  * Envoy command operators that Gatehouse has no value for: accepted (a Gloo config loads
@@ -70,38 +132,92 @@ const WITH_ARGUMENT = new Set(['REQ', 'RESP', 'REQ_WITHOUT_QUERY', 'START_TIME',
 
 /** Compiles an Envoy `string_format`; throws {@link FormatError} on what Envoy would refuse too. */
 export function compileStringFormat(format: string, notes: FormatNotes = { unsupported: [] }): LineFormatter {
-  const parts = parseFormat(format, notes);
-  if (parts.length === 1 && typeof parts[0] === 'string') {
-    const text = parts[0];
-    return () => text;
+  // Literal text between operators (constants folded in), as bytes made once: literals[i] precedes operator i.
+  const literals: Buffer[] = [];
+  const operators: Operator[] = [];
+  let literal = '';
+  for (const part of parseFormat(format, notes)) {
+    if (typeof part === 'string') literal += part;
+    else if (part.constant) literal += text(part.read(undefined as never, 0));
+    else {
+      literals.push(bytes(literal));
+      literal = '';
+      operators.push(part);
+    }
   }
-  const formatter: LineFormatter = (input) => {
-    let line = '';
-    for (const part of parts) line += typeof part === 'string' ? part : text(part(input));
-    return line;
+  literals.push(bytes(literal));
+  const width = operators.length;
+  const reads = operators.map((op) => op.read);
+  const kinds = operators.map((op) => op.kind);
+  const strftimes = operators.map((op) => op.strftime);
+  const clock = new ClockBytes();
+  const compiled: CompiledLine = {
+    width,
+    needsTime: operators.some((op) => op.kind !== TEXT),
+    capture(entry, endMs, values) {
+      for (let i = 0; i < width; i++) values.push(reads[i]!(entry, endMs));
+    },
+    encode(values, at, out) {
+      out.copy(literals[0]!);
+      for (let i = 0; i < width; i++) {
+        const value = values[at + i];
+        const kind = kinds[i];
+        if (kind === TEXT) {
+          if (typeof value === 'number') number(out, value);
+          else if (value === undefined || value === '') out.copy(DASH);
+          else out.text(value);
+        } else if (kind === ISO_TIME) clock.encode(out, value as number);
+        else out.text(strftimes[i]!(value as number));
+        out.copy(literals[i + 1]!);
+      }
+    },
   };
-  formatter.needsSocket = SOCKET_OPERATOR.test(format);
-  return formatter;
+  return lineFormatter(compiled);
 }
 
-/** Operators that read the connection's addresses. */
-const SOCKET_OPERATOR = /%(DOWNSTREAM_(REMOTE|LOCAL)_(ADDRESS|PORT)|REQUESTED_SERVER_NAME)/;
+const DASH = bytes('-');
+
+/** A number as `String(n)` writes it (non-negative integers as digits, without a string). */
+function number(out: LineEncoder, n: number): void {
+  if (Number.isSafeInteger(n) && n >= 0) out.integer(n);
+  else out.ascii(String(n));
+}
+
+/** A formatter that writes one line as a string (tests, `gatehouse` checks): capture and encode at once. */
+function lineFormatter(compiled: CompiledLine): LineFormatter {
+  const out = new LineEncoder();
+  const values: FormatValue[] = [];
+  const formatter = (input: FormatInput) => {
+    values.length = 0;
+    compiled.capture(input.entry, input.endMs, values);
+    compiled.encode(values, 0, out.reset());
+    return out.line().toString('utf8');
+  };
+  return Object.assign(formatter, { compiled });
+}
 
 /**
  * Compiles a `json_format` (a protobuf Struct): every string value is a format string of its
  * own; a value that is exactly one operator keeps its type (numbers stay numbers, as Envoy does);
- * nested objects nest. One JSON object per line.
+ * nested objects nest. One JSON object per line, made when the response ends (its one value).
  */
 export function compileJsonFormat(format: Record<string, unknown>, notes: FormatNotes = { unsupported: [] }, path: (string | number)[] = []): LineFormatter {
-  const build = compileJsonValue(format, notes, path) as (input: FormatInput) => unknown;
-  const formatter: LineFormatter = (input) => `${JSON.stringify(build(input))}\n`;
-  formatter.needsSocket = SOCKET_OPERATOR.test(JSON.stringify(format));
-  return formatter;
+  const build = compileJsonValue(format, notes, path) as Read;
+  return lineFormatter({
+    width: 1,
+    needsTime: true,
+    capture(entry, endMs, values) {
+      values.push(`${JSON.stringify(build(entry, endMs))}\n`);
+    },
+    encode(values, at, out) {
+      out.text(values[at] as string);
+    },
+  });
 }
 
 function compileJsonValue(value: unknown, notes: FormatNotes, path: (string | number)[]): unknown {
   if (typeof value === 'string') {
-    let parts: (string | Part)[];
+    let parts: (string | Operator)[];
     try {
       parts = parseFormat(value, notes);
     } catch (error) {
@@ -109,21 +225,22 @@ function compileJsonValue(value: unknown, notes: FormatNotes, path: (string | nu
       throw error;
     }
     if (parts.length === 1 && typeof parts[0] !== 'string') {
-      const only = parts[0]!;
+      const only = textReader(parts[0]!);
       // A lone operator keeps its value's type; a missing value is null (Envoy).
-      return (input: FormatInput) => only(input) ?? null;
+      return (entry: AccessEntry, endMs: number) => only(entry, endMs) ?? null;
     }
-    return (input: FormatInput) => {
+    const readers = parts.map((part) => (typeof part === 'string' ? part : textReader(part)));
+    return (entry: AccessEntry, endMs: number) => {
       let out = '';
-      for (const part of parts) out += typeof part === 'string' ? part : text(part(input));
+      for (const part of readers) out += typeof part === 'string' ? part : text(part(entry, endMs));
       return out;
     };
   }
   if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
     const fields = Object.entries(value).map(([key, v]) => [key, compileJsonValue(v, notes, [...path, key])] as const);
-    return (input: FormatInput) => {
+    return (entry: AccessEntry, endMs: number) => {
       const out: Record<string, unknown> = {};
-      for (const [key, v] of fields) out[key] = typeof v === 'function' ? (v as (i: FormatInput) => unknown)(input) : v;
+      for (const [key, v] of fields) out[key] = typeof v === 'function' ? (v as (e: AccessEntry, t: number) => unknown)(entry, endMs) : v;
       return out;
     };
   }
@@ -140,9 +257,9 @@ const text = (value: string | number | undefined): string => (value === undefine
  */
 const OPERATOR = /%([A-Z][A-Z0-9_]{0,63})(?:\(((?:[^)]|\)(?!%|:\d)){0,512})\))?(?::(\d{1,9}))?%/y;
 
-/** Splits a format string into literal text and operator functions. */
-function parseFormat(format: string, notes: FormatNotes): (string | Part)[] {
-  const parts: (string | Part)[] = [];
+/** Splits a format string into literal text and operators. */
+function parseFormat(format: string, notes: FormatNotes): (string | Operator)[] {
+  const parts: (string | Operator)[] = [];
   let literal = '';
   let i = 0;
   while (i < format.length) {
@@ -167,11 +284,12 @@ function parseFormat(format: string, notes: FormatNotes): (string | Part)[] {
     let part = operator(name!, argument, i, notes);
     if (maxLength !== undefined) {
       const max = Number(maxLength);
-      const inner = part;
-      part = (input) => {
-        const v = inner(input);
+      const inner = textReader(part);
+      const truncated: Read = (entry, endMs) => {
+        const v = inner(entry, endMs);
         return typeof v === 'string' && v.length > max ? v.slice(0, max) : v;
       };
+      part = part.constant ? constantOperator(truncated(undefined as never, 0)) : textOperator(truncated);
     }
     parts.push(part);
     i += whole.length;
@@ -180,7 +298,7 @@ function parseFormat(format: string, notes: FormatNotes): (string | Part)[] {
   return parts;
 }
 
-function operator(name: string, argument: string | undefined, offset: number, notes: FormatNotes): Part {
+function operator(name: string, argument: string | undefined, offset: number, notes: FormatNotes): Operator {
   const needsArgument = (what: string) => {
     if (argument === undefined || argument === '') throw new FormatError(`%${name}% needs ${what} in parentheses, e.g. %${name}(${name === 'START_TIME' ? '%s' : 'X'})%`, offset);
     return argument;
@@ -191,82 +309,75 @@ function operator(name: string, argument: string | undefined, offset: number, no
   }
   switch (name) {
     case 'REQ':
-      return requestHeader(needsArgument('a header name'));
+      return textOperator(requestHeader(needsArgument('a header name')));
     case 'REQ_WITHOUT_QUERY': {
       const header = requestHeader(needsArgument('a header name'));
-      return (input) => {
-        const v = header(input);
+      return textOperator((entry, endMs) => {
+        const v = header(entry, endMs);
         if (typeof v !== 'string') return v;
         const q = v.indexOf('?');
         return q === -1 ? v : v.slice(0, q);
-      };
+      });
     }
     case 'RESP':
-      return responseHeader(needsArgument('a header name'));
+      return textOperator(responseHeader(needsArgument('a header name')));
     case 'RESPONSE_CODE':
-      return ({ entry }) => entry.status;
+      return textOperator((entry) => entry.status);
     case 'RESPONSE_FLAGS':
       // Envoy's flags for failures (UF, UT, NR, …): Gatehouse says why in x-gatehouse-error instead.
-      return () => undefined;
+      return constantOperator(undefined);
     case 'DURATION':
-      return ({ entry }) => Math.round(entry.durationMs);
+      return textOperator((entry) => Math.round(entry.durationMs));
     case 'START_TIME': {
-      const strftime = argument === undefined || argument === '' ? undefined : compileStrftime(argument, offset);
-      if (strftime) return ({ entry, endMs }) => strftime(endMs - entry.durationMs);
-      // ISO 8601 with the part up to the second made once per second.
-      let second = -1;
-      let prefix = '';
-      return ({ entry, endMs }) => {
-        const ms = Math.floor(endMs - entry.durationMs);
-        const s = Math.floor(ms / 1000);
-        if (s !== second) {
-          second = s;
-          prefix = new Date(s * 1000).toISOString().slice(0, 20);
-        }
-        return `${prefix}${String(ms - s * 1000).padStart(3, '0')}Z`;
-      };
+      // The request's start (ms), formatted when the line is encoded.
+      const start: Read = (entry, endMs) => Math.floor(endMs - entry.durationMs);
+      if (argument === undefined || argument === '') return { read: start, kind: ISO_TIME };
+      return { read: start, kind: STRFTIME, strftime: compileStrftime(argument, offset) };
     }
     case 'PROTOCOL':
-      return ({ entry }) => entry.protocol;
+      return textOperator((entry) => entry.protocol);
     case 'BYTES_RECEIVED':
-      return ({ entry }) => entry.bytesReceived ?? requestBodyBytes(entry.req);
+      return textOperator((entry) => entry.bytesReceived ?? requestBodyBytes(entry.req));
     case 'BYTES_SENT':
-      return ({ entry }) => entry.bytesSent ?? contentLength(responseHeaderValue(entry.res, 'content-length'));
-    case 'UPSTREAM_HOST':
-      return ({ entry }) => hostOf(entry.upstream);
+      return textOperator((entry) => entry.bytesSent ?? responseBodyBytes(entry.res));
+    case 'UPSTREAM_HOST': {
+      // Origins repeat: the last one's host is kept.
+      let origin: string | undefined;
+      let host: string | undefined;
+      return textOperator((entry) => {
+        if (entry.upstream !== origin) host = hostOf((origin = entry.upstream));
+        return host;
+      });
+    }
     case 'UPSTREAM_CLUSTER':
       // The Upstream's cluster (`namespace/name`); the origin for destinations that have none.
-      return ({ entry }) => entry.cluster ?? entry.upstream;
+      return textOperator((entry) => entry.cluster ?? entry.upstream);
     case 'ROUTE_NAME':
-      return ({ entry }) => entry.route;
+      return textOperator((entry) => entry.route);
     case 'VIRTUAL_HOST_NAME':
-      return ({ entry }) => entry.virtualHost;
+      return textOperator((entry) => entry.virtualHost);
     case 'DOWNSTREAM_REMOTE_ADDRESS':
-      return ({ entry }) => address(entry.req?.socket.remoteAddress, entry.req?.socket.remotePort);
+      return textOperator((entry) => address(entry.req?.socket.remoteAddress, entry.req?.socket.remotePort));
     case 'DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT':
-      return ({ entry }) => entry.req?.socket.remoteAddress;
+      return textOperator((entry) => entry.req?.socket.remoteAddress);
     case 'DOWNSTREAM_REMOTE_PORT':
-      return ({ entry }) => entry.req?.socket.remotePort;
+      return textOperator((entry) => entry.req?.socket.remotePort);
     case 'DOWNSTREAM_LOCAL_ADDRESS':
-      return ({ entry }) => address(entry.req?.socket.localAddress, entry.req?.socket.localPort);
+      return textOperator((entry) => address(entry.req?.socket.localAddress, entry.req?.socket.localPort));
     case 'DOWNSTREAM_LOCAL_ADDRESS_WITHOUT_PORT':
-      return ({ entry }) => entry.req?.socket.localAddress;
+      return textOperator((entry) => entry.req?.socket.localAddress);
     case 'DOWNSTREAM_LOCAL_PORT':
-      return ({ entry }) => entry.req?.socket.localPort;
+      return textOperator((entry) => entry.req?.socket.localPort);
     case 'REQUESTED_SERVER_NAME':
-      return ({ entry }) => (entry.req?.socket as { servername?: string | false } | undefined)?.servername || undefined;
-    case 'HOSTNAME': {
-      const host = hostname();
-      return () => host;
-    }
-    case 'ENVIRONMENT': {
-      const value = process.env[needsArgument('an environment variable name')];
-      return () => value;
-    }
+      return textOperator((entry) => (entry.req?.socket as { servername?: string | false } | undefined)?.servername || undefined);
+    case 'HOSTNAME':
+      return constantOperator(hostname());
+    case 'ENVIRONMENT':
+      return constantOperator(process.env[needsArgument('an environment variable name')]);
     default:
       if (ENVOY_ONLY.has(name)) {
         if (!notes.unsupported.includes(name)) notes.unsupported.push(name);
-        return () => undefined;
+        return constantOperator(undefined);
       }
       throw new FormatError(`unknown command operator %${name}%`, offset);
   }
@@ -292,16 +403,16 @@ export function requestHeaderReader(name: string): (entry: AccessEntry) => strin
 }
 
 /** `%REQ(X?Y)%`: header X, else Y, as {@link requestHeaderReader} reads them. */
-function requestHeader(argument: string): Part {
+function requestHeader(argument: string): Read {
   const [first, fallback] = argument.split('?').map((h) => h.trim().toLowerCase()) as [string, string | undefined];
   const a = requestHeaderReader(first);
   const b = fallback ? requestHeaderReader(fallback) : undefined;
-  return ({ entry }) => a(entry) ?? b?.(entry);
+  return b ? (entry) => a(entry) ?? b(entry) : a;
 }
 
-function responseHeader(argument: string): Part {
+function responseHeader(argument: string): Read {
   const [first, fallback] = argument.split('?').map((h) => h.trim().toLowerCase()) as [string, string | undefined];
-  return ({ entry }) => responseHeaderValue(entry.res, first) ?? (fallback ? responseHeaderValue(entry.res, fallback) : undefined);
+  return (entry) => responseHeaderValue(entry.res, first) ?? (fallback ? responseHeaderValue(entry.res, fallback) : undefined);
 }
 
 const headerText = (value: string | string[] | undefined): string | undefined => (Array.isArray(value) ? value.join(',') : value);
@@ -318,13 +429,52 @@ function responseHeaderValue(res: ServerResponse | undefined, name: string): str
   const stream = (res as { stream?: { sentHeaders?: Record<string, string | string[]> } }).stream;
   if (stream?.sentHeaders) return headerText(stream.sentHeaders[name]);
   const block = (res as { _header?: string | null })._header;
-  if (!block) return undefined;
-  const values: string[] = [];
-  for (const line of block.split('\r\n').slice(1)) {
-    const colon = line.indexOf(':');
-    if (colon > 0 && line.slice(0, colon).trim().toLowerCase() === name) values.push(line.slice(colon + 1).trim());
+  return block ? headerInBlock(block, name) : undefined;
+}
+
+/**
+ * The values of header `name` (lower case) in an HTTP/1.1 header block, joined with `,`: the
+ * block is scanned in place, names compared ignoring case, only the values found are sliced.
+ */
+function headerInBlock(block: string, name: string): string | undefined {
+  let found: string | undefined;
+  const length = name.length;
+  // Past the status line; the block ends with an empty line.
+  let start = block.indexOf('\r\n') + 2;
+  while (start > 1) {
+    const end = block.indexOf('\r\n', start);
+    if (end <= start) break;
+    if (block.charCodeAt(start + length) === COLON && sameName(block, start, name)) {
+      const value = block.slice(start + length + 1, end).trim();
+      found = found === undefined ? value : `${found},${value}`;
+    }
+    start = end + 2;
   }
-  return values.length ? values.join(',') : undefined;
+  return found;
+}
+
+const COLON = 0x3a;
+
+/** Whether `block` at `at` holds `name` (lower case), ignoring the case of ASCII letters. */
+function sameName(block: string, at: number, name: string): boolean {
+  for (let i = 0; i < name.length; i++) {
+    const c = block.charCodeAt(at + i);
+    if ((c >= 0x41 && c <= 0x5a ? c | 0x20 : c) !== name.charCodeAt(i)) return false;
+  }
+  return true;
+}
+
+/**
+ * A response's body bytes from its `content-length`: the length Node took from the headers it
+ * wrote (`_contentLength`, set from the header or the body given to `end`), else the header as sent.
+ */
+function responseBodyBytes(res: ServerResponse | undefined): number | undefined {
+  if (!res) return undefined;
+  if (res.getHeader('content-length') === undefined) {
+    const known = (res as { _contentLength?: unknown })._contentLength;
+    if (typeof known === 'number') return known;
+  }
+  return contentLength(responseHeaderValue(res, 'content-length'));
 }
 
 /**

@@ -154,3 +154,53 @@ describe('batchedWriter', () => {
     for (const id of ['a', 'b']) expect(lines.filter((l) => l.id === id).map((l) => l.i)).toEqual([...Array(3000).keys()]);
   });
 });
+
+describe('createFormattedAccessLog', () => {
+  test('reads each line when the entry is written (later changes do not show), encodes in runs, per sink with its filter', async () => {
+    const { mkdtemp, readFile } = await import('node:fs/promises');
+    const { openSync, closeSync } = await import('node:fs');
+    const { join } = await import('node:path');
+    const { tmpdir } = await import('node:os');
+    const { createFormattedAccessLog } = await import('./access-log.ts');
+    const { compileJsonFormat, compileStringFormat } = await import('./access-format.ts');
+    const dir = await mkdtemp(join(tmpdir(), 'formatted-'));
+    const fds = new Map<string, number>();
+    const open = (path: string) => {
+      const fd = openSync(join(dir, path), 'a');
+      fds.set(path, fd);
+      return fd;
+    };
+    const now = Date.UTC(2026, 10, 29, 1, 2, 3, 7);
+    const log = createFormattedAccessLog(
+      [
+        { path: 'text', format: compileStringFormat('[%START_TIME%] %REQ(:METHOD)% %REQ(X-ID)% %RESPONSE_CODE% %DURATION% %RESP(X-UP)% %ROUTE_NAME% é\n') },
+        { path: 'errors', format: compileJsonFormat({ id: '%REQ(X-ID)%', status: '%RESPONSE_CODE%' }), filter: (e) => e.status >= 500 },
+      ],
+      { open, now: () => now, batchEntries: 2 },
+    );
+    const entries = [200, 503, 201].map((status, i) => ({
+      reqId: `r${i}`,
+      method: 'GET',
+      path: '/',
+      status,
+      durationMs: 1000 + i,
+      virtualHost: 'v',
+      route: `route-${i}`,
+      upstream: undefined,
+      req: { method: 'GET', url: '/', headers: { 'x-id': `id-${i}-ü` }, socket: {} } as never,
+      res: { getHeader: (name: string) => (name === 'x-up' ? `up-${i}` : undefined) } as never,
+    }));
+    for (const entry of entries) log.write(entry);
+    // The queued lines hold what was read when each entry was written.
+    for (const entry of entries) {
+      entry.status = 0;
+      (entry.req as { headers: Record<string, string> }).headers['x-id'] = 'changed';
+    }
+    log.close();
+    for (const fd of fds.values()) closeSync(fd);
+    expect(await readFile(join(dir, 'text'), 'utf8')).toBe(
+      ['[2026-11-29T01:02:02.007Z] GET id-0-ü 200 1000 up-0 route-0 é', '[2026-11-29T01:02:02.006Z] GET id-1-ü 503 1001 up-1 route-1 é', '[2026-11-29T01:02:02.005Z] GET id-2-ü 201 1002 up-2 route-2 é', ''].join('\n'),
+    );
+    expect((await readFile(join(dir, 'errors'), 'utf8')).trimEnd().split('\n').map((l) => JSON.parse(l))).toEqual([{ id: 'id-1-ü', status: 503 }]);
+  });
+});

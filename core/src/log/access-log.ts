@@ -1,6 +1,7 @@
 import { fstatSync, openSync, writeSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { LineFormatter } from './access-format.ts';
+import type { FormatValue, LineFormatter } from './access-format.ts';
+import { bytes, ClockBytes, LineEncoder } from './line-encoder.ts';
 
 /** One access log entry (SPEC 8): what was asked, what was answered, by whom. */
 export interface AccessEntry {
@@ -125,151 +126,6 @@ function lineEncoder(name: string): (e: AccessEntry, time: number) => Buffer {
   };
 }
 
-const bytes = (text: string): Buffer => Buffer.from(text, 'utf8');
-
-/** Appends JSON pieces to one growing, reused buffer. */
-class LineEncoder {
-  private buf: Buffer = Buffer.allocUnsafe(1024);
-  private pos = 0;
-  /** JSON string literals of repeating values, by value (bounded: cleared when full). */
-  private readonly literals = new Map<string, Buffer>();
-
-  reset(): this {
-    this.pos = 0;
-    return this;
-  }
-
-  line(): Buffer {
-    return this.buf.subarray(0, this.pos);
-  }
-
-  copy(piece: Uint8Array): this {
-    const length = piece.length;
-    this.reserve(length);
-    const buf = this.buf;
-    let at = this.pos;
-    // A byte loop: the pieces are short (keys, names), and TypedArray.set's call overhead made
-    // it half of the whole encoder's time (~20 pieces a line).
-    for (let i = 0; i < length; i++) buf[at++] = piece[i]!;
-    this.pos = at;
-    return this;
-  }
-
-  /** A non-negative integer's digits (as `String(n)` writes it), written without making a string. */
-  integer(n: number): this {
-    if (!(Number.isSafeInteger(n) && n >= 0)) return this.ascii(String(n));
-    let digits = 1;
-    for (let rest = n; rest >= 10; rest = Math.floor(rest / 10)) digits++;
-    this.reserve(digits);
-    const buf = this.buf;
-    let at = this.pos + digits;
-    this.pos = at;
-    let rest = n;
-    do {
-      buf[--at] = 0x30 + (rest % 10);
-      rest = Math.floor(rest / 10);
-    } while (rest > 0);
-    return this;
-  }
-
-  /**
-   * A duration in milliseconds with at most three decimals (as the gateway rounds it), written as
-   * `String(ms)` would (`12`, `12.5`, `0.034`) from integer digits: converting a fractional double
-   * to a string costs far more than encoding the rest of the line (~400 ns of ~1 µs, measured).
-   */
-  millis(ms: number): this {
-    const micros = Math.round(ms * 1000);
-    // Anything else (more decimals, negative, huge): the exact conversion.
-    if (!(micros >= 0 && micros <= 0x7fffffff && micros / 1000 === ms)) return this.ascii(String(ms));
-    const whole = Math.floor(micros / 1000);
-    this.integer(whole);
-    let frac = micros - whole * 1000;
-    if (frac === 0) return this;
-    this.reserve(4);
-    const buf = this.buf;
-    buf[this.pos++] = 0x2e; // .
-    for (let unit = 100; frac > 0; unit /= 10) {
-      const digit = Math.floor(frac / unit);
-      buf[this.pos++] = 0x30 + digit;
-      frac -= digit * unit;
-    }
-    return this;
-  }
-
-  /** Characters known to need no escaping (digits, a number's `.e-+`). */
-  ascii(text: string): this {
-    this.reserve(text.length);
-    this.pos += this.buf.write(text, this.pos, 'latin1');
-    return this;
-  }
-
-  /** A JSON string literal, copied byte by byte when it is printable ASCII without `"` or `\`. */
-  string(text: string): this {
-    const length = text.length;
-    this.reserve(length + 2);
-    const buf = this.buf;
-    let at = this.pos;
-    buf[at++] = QUOTE;
-    for (let i = 0; i < length; i++) {
-      const c = text.charCodeAt(i);
-      if (c < 0x20 || c > 0x7e || c === QUOTE || c === BACKSLASH) return this.escaped(text);
-      buf[at++] = c;
-    }
-    buf[at++] = QUOTE;
-    this.pos = at;
-    return this;
-  }
-
-  /** A JSON string literal for a value that repeats across lines (route names, methods, origins). */
-  cached(text: string): this {
-    let literal = this.literals.get(text);
-    if (literal === undefined) {
-      if (this.literals.size >= 1024) this.literals.clear();
-      this.literals.set(text, (literal = bytes(JSON.stringify(text))));
-    }
-    return this.copy(literal);
-  }
-
-  private escaped(text: string): this {
-    const literal = JSON.stringify(text);
-    this.reserve(literal.length * 3);
-    this.pos += this.buf.write(literal, this.pos, 'utf8');
-    return this;
-  }
-
-  private reserve(n: number): void {
-    if (this.pos + n <= this.buf.length) return;
-    const bigger = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.pos + n));
-    this.buf.copy(bigger, 0, 0, this.pos);
-    this.buf = bigger;
-  }
-}
-
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-
-/** ISO-8601 times, with the part up to the second encoded once per second. */
-class ClockBytes {
-  private second = -1;
-  private prefix: Buffer = Buffer.alloc(0);
-  private readonly millis = Buffer.allocUnsafe(4);
-
-  encode(out: LineEncoder, ms: number): void {
-    const s = Math.floor(ms / 1000);
-    if (s !== this.second) {
-      this.second = s;
-      this.prefix = bytes(new Date(s * 1000).toISOString().slice(0, 20));
-    }
-    const frac = ms - s * 1000;
-    const m = this.millis;
-    m[0] = 0x30 + Math.floor(frac / 100);
-    m[1] = 0x30 + (Math.floor(frac / 10) % 10);
-    m[2] = 0x30 + (frac % 10);
-    m[3] = 0x5a; // Z
-    out.copy(this.prefix).copy(m);
-  }
-}
-
 /**
  * Lines copied into one preallocated buffer as they come and written to stdout with one
  * `writeSync` per full batch, and the rest on `flush()` (the access log calls it every
@@ -382,25 +238,31 @@ export interface FormattedSink {
 
 /**
  * Access lines in Envoy format strings (Gloo's `accessLoggingService`, docs/gateway.md), one
- * per sink and request. Like {@link createAccessLog}, entries are queued and formatted in runs,
- * so a request pays for a push, not for formatting; `/dev/stdout` shares the batched writer's
+ * per sink and request. When a response ends, each sink's filter runs and its compiled format
+ * reads the values the line needs into a flat queue (the entry, request and response are not
+ * kept); like {@link createAccessLog}, lines are encoded in runs straight into bytes, so a
+ * request pays for the reads and a few pushes. `/dev/stdout` shares the batched writer's
  * atomic-write rule with the default log.
  */
 export function createFormattedAccessLog(sinks: readonly FormattedSink[], options: { now?: () => number; batchEntries?: number; flushEveryMs?: number; open?: (path: string) => number } = {}): AccessLog & { close(): void } {
   const { now = Date.now, batchEntries = 64, flushEveryMs = 250 } = options;
   const open = options.open ?? openSink;
-  const writers = sinks.map((sink) => ({ format: sink.format, filter: sink.filter, out: batchedWriter(open(sink.path)) }));
-  // Addresses are read when the entry is written: formatted later, a closed socket has none.
-  const touchSocket = sinks.some((sink) => sink.format.needsSocket);
-  const entries: AccessEntry[] = [];
-  const times: number[] = [];
+  const writers = sinks.map((sink) => ({ line: sink.format.compiled, filter: sink.filter, out: batchedWriter(open(sink.path)), values: [] as FormatValue[], lines: 0 }));
+  const needsTime = writers.some((w) => w.line.needsTime);
+  const encoder = new LineEncoder();
+  let queued = 0;
   const encodeQueued = () => {
-    for (let i = 0; i < entries.length; i++) {
-      const input = { entry: entries[i]!, endMs: times[i]! };
-      for (const w of writers) if (!w.filter || w.filter(input.entry)) w.out.writeText(w.format(input));
+    for (const w of writers) {
+      const { line, values, out } = w;
+      const width = line.width;
+      for (let i = 0, at = 0; i < w.lines; i++, at += width) {
+        line.encode(values, at, encoder.reset());
+        out.write(encoder.line());
+      }
+      values.length = 0;
+      w.lines = 0;
     }
-    entries.length = 0;
-    times.length = 0;
+    queued = 0;
   };
   const flush = () => {
     encodeQueued();
@@ -410,14 +272,13 @@ export function createFormattedAccessLog(sinks: readonly FormattedSink[], option
   process.once('exit', flush);
   return {
     write(entry) {
-      if (touchSocket) {
-        // Node caches a socket's addresses once read.
-        void entry.req?.socket.remoteAddress;
-        void entry.req?.socket.localAddress;
+      const endMs = needsTime ? now() : 0;
+      for (const w of writers) {
+        if (w.filter && !w.filter(entry)) continue;
+        w.line.capture(entry, endMs, w.values);
+        w.lines++;
       }
-      entries.push(entry);
-      times.push(now());
-      if (entries.length >= batchEntries) encodeQueued();
+      if (++queued >= batchEntries) encodeQueued();
     },
     flush,
     close() {

@@ -18,7 +18,7 @@ function proxyConfig(ctx: BenchContext) {
 const node = (file: string, ...args: string[]) => startListening(process.execPath, [...NODE_FLAGS, script(file), ...args], NODE_ENV_DEFAULTS);
 
 /** A Gateway on port 0 with Envoy's usual fields as a custom format (the default JSON line has about as many). */
-const formatGateway = {
+export const FORMAT_GATEWAY = {
   apiVersion: 'gateway.solo.io/v1',
   kind: 'Gateway',
   metadata: { name: 'bench' },
@@ -71,7 +71,7 @@ export const scenarios: BenchScenario[] = [
   { group: 'proxy', name: 'gatehouse (1 worker)', start: (ctx) => ctx.gatehouse(proxyConfig(ctx)) },
   { group: 'proxy', name: 'gatehouse (1 worker, no access log)', start: (ctx) => ctx.gatehouse(proxyConfig(ctx), ['--access-log', 'false']) },
   // The listener from a Gloo Gateway whose access log is an Envoy format string (docs/gateway.md), written where the default log goes.
-  { group: 'proxy', name: 'gatehouse (1 worker, Gateway access log format)', start: (ctx) => ctx.gatehouse({ ...proxyConfig(ctx), 'gateway.yaml': [formatGateway] }) },
+  { group: 'proxy', name: 'gatehouse (1 worker, Gateway access log format)', start: (ctx) => ctx.gatehouse({ ...proxyConfig(ctx), 'gateway.yaml': [FORMAT_GATEWAY] }) },
   {
     group: 'proxy',
     name: 'bare undici proxy (2 workers)',
