@@ -22,13 +22,13 @@ const HIVE_VERSION = '2.15.1';
 // @graphql-tools/delegate wants; the previous delegate release works with what is there.
 const HIVE_OVERRIDES = { '@graphql-tools/delegate': '12.2.1' };
 
-const REMOTE_REQUEST = {
+export const REMOTE_REQUEST = {
   method: 'POST',
   path: '/graphql',
   headers: { 'content-type': 'application/json', accept: 'application/json' },
   body: JSON.stringify({ query: 'query Books { books { id title author } }', operationName: 'Books' }),
 };
-const REST_REQUEST = {
+export const REST_REQUEST = {
   method: 'POST',
   path: '/graphql',
   headers: { 'content-type': 'application/json', accept: 'application/json' },
@@ -51,31 +51,45 @@ function shared<T extends { stop(): Promise<void> }>(start: (ctx: BenchContext) 
   };
 }
 
-/** The remote rows' upstream: nginx answering every POST /graphql with the Books result (computed once with graphql-js), so the proxies are what is measured. */
-const graphqlUpstream = shared(async (ctx) => {
-  const result = JSON.stringify(await graphql({ schema: buildSchema(BOOKS_SDL), source: JSON.parse(REMOTE_REQUEST.body).query, rootValue: { books: BOOKS } }));
-  return startNginx(ctx.workDir, 'graphql-upstream', (port) => `server {
+/** The Books result the remote rows' upstream answers with (computed once with graphql-js). */
+export async function booksResult(): Promise<string> {
+  return JSON.stringify(await graphql({ schema: buildSchema(BOOKS_SDL), source: JSON.parse(REMOTE_REQUEST.body).query, rootValue: { books: BOOKS } }));
+}
+
+/** nginx's server block of the remote rows' upstream: every POST /graphql answered with `result`. */
+export const graphqlUpstreamBlock = (result: string) => (port: number) => `server {
     listen 127.0.0.1:${port};
     default_type application/json;
     location = /graphql { return 200 '${result}'; }
-  }`);
-}, 3);
-const restUpstream = shared(
-  (ctx) =>
-    startNginx(ctx.workDir, 'graphql-rest', (port) => `server {
+  }`;
+
+/** nginx's server block of the REST rows' upstream. */
+export const restUpstreamBlock = (port: number) => `server {
     listen 127.0.0.1:${port};
     default_type application/json;
     location = /users/1 { return 200 '{"id":"1","name":"Ada Lovelace","email":"ada@example.com","companyId":"c1"}'; }
     location = /companies/c1 { return 200 '{"id":"c1","name":"Analytical Engines Ltd","founded":1842}'; }
     location = /stitch/users/1 { return 200 '{"id":"1","name":"Ada Lovelace","email":"ada@example.com","company":{"id":"c1"}}'; }
     location / { return 404 '{}'; }
-  }`),
-  4,
-);
+  }`;
 
-/** The REST resolvers row's gateway: Query.user and User.company each resolved by a REST call. */
-async function restResolvers(ctx: BenchContext, env: Record<string, string> = {}): Promise<RunningTarget> {
-  const up = await restUpstream.get(ctx);
+/** The remote rows' upstream: nginx answering every POST /graphql with the Books result, so the proxies are what is measured. */
+const graphqlUpstream = shared(async (ctx) => startNginx(ctx.workDir, 'graphql-upstream', graphqlUpstreamBlock(await booksResult())), 3);
+const restUpstream = shared((ctx) => startNginx(ctx.workDir, 'graphql-rest', restUpstreamBlock), 4);
+
+/** The remote executor row's manifests: the Books API forwarded to the upstream on `port`. */
+export function remoteManifests(port: number): object[] {
+  const api = {
+    apiVersion: 'graphql.gatehouse.dev/v1beta1',
+    kind: 'GraphQLApi',
+    metadata: { name: 'books' },
+    spec: { executableSchema: { schemaDefinition: BOOKS_SDL, executor: { remote: { upstreamRef: { name: 'books' } } } } },
+  };
+  return [upstream('books', port), api, route('books')];
+}
+
+/** The REST resolvers row's manifests: Query.user and User.company each resolved by a REST call to `port`. */
+export function restManifests(port: number): object[] {
   const rest = (path: string) => ({ restResolver: { upstreamRef: { name: 'rest' }, request: { headers: { ':path': path } } } });
   const api = {
     apiVersion: 'graphql.gatehouse.dev/v1beta1',
@@ -88,7 +102,13 @@ async function restResolvers(ctx: BenchContext, env: Record<string, string> = {}
       },
     },
   };
-  const target = await ctx.gatehouse({ 'graphql.yaml': [upstream('rest', up.port), api, route('users')] }, [], 'gateway', env);
+  return [upstream('rest', port), api, route('users')];
+}
+
+/** The REST resolvers row's gateway. */
+async function restResolvers(ctx: BenchContext, env: Record<string, string> = {}): Promise<RunningTarget> {
+  const up = await restUpstream.get(ctx);
+  const target = await ctx.gatehouse({ 'graphql.yaml': restManifests(up.port) }, [], 'gateway', env);
   return withRelease(target, restUpstream.release);
 }
 
@@ -116,10 +136,11 @@ function hiveBinary(): string {
   return bin;
 }
 
-async function startHive(ctx: BenchContext, upstreamUrl: string): Promise<Started> {
+/** Hive Gateway in proxy mode in front of `upstreamUrl`, one serving process. */
+export async function startHive(workDir: string, upstreamUrl: string): Promise<Started> {
   const bin = hiveBinary();
   const port = await freePort();
-  const dir = join(ctx.workDir, 'hive');
+  const dir = join(workDir, 'hive');
   await mkdir(dir, { recursive: true });
   // The upstream (nginx) cannot answer introspection, so Hive gets the schema as a file, as Gatehouse does.
   const schemaFile = join(dir, 'schema.graphql');
@@ -162,7 +183,7 @@ export const scenarios: BenchScenario[] = [
     request: REMOTE_REQUEST,
     start: async (ctx) => {
       const up = await graphqlUpstream.get(ctx);
-      const hive = await startHive(ctx, `http://127.0.0.1:${up.port}/graphql`);
+      const hive = await startHive(ctx.workDir, `http://127.0.0.1:${up.port}/graphql`);
       return withRelease({ url: `http://127.0.0.1:${hive.port}`, stop: hive.stop }, graphqlUpstream.release);
     },
   },
@@ -172,13 +193,7 @@ export const scenarios: BenchScenario[] = [
     request: REMOTE_REQUEST,
     start: async (ctx) => {
       const up = await graphqlUpstream.get(ctx);
-      const api = {
-        apiVersion: 'graphql.gatehouse.dev/v1beta1',
-        kind: 'GraphQLApi',
-        metadata: { name: 'books' },
-        spec: { executableSchema: { schemaDefinition: BOOKS_SDL, executor: { remote: { upstreamRef: { name: 'books' } } } } },
-      };
-      const target = await ctx.gatehouse({ 'graphql.yaml': [upstream('books', up.port), api, route('books')] }, [], 'gateway');
+      const target = await ctx.gatehouse({ 'graphql.yaml': remoteManifests(up.port) }, [], 'gateway');
       return withRelease(target, graphqlUpstream.release);
     },
   },
