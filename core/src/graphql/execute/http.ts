@@ -222,12 +222,61 @@ export interface Answer {
   /** The content type when it is not the negotiated media type (the remote upstream's own). */
   readonly contentType?: string | undefined;
   readonly headers?: Readonly<Record<string, string | readonly string[]>> | undefined;
+  /** Whether the body holds GraphQL errors, when the code that built it already knows (a remote answer). */
+  readonly errors?: boolean | undefined;
 }
+
+/**
+ * What the plain (non-streaming) request path needs to know of a client that leaves: an
+ * AbortSignal has it; {@link ClientWatch} is its cheaper stand-in (no AbortController, no
+ * EventTarget per request).
+ */
+export interface ClientSignal {
+  readonly aborted: boolean;
+  /** `listener` runs once when the client leaves (never when it already has: check {@link aborted}). */
+  addEventListener(type: 'abort', listener: () => void, options?: { once?: boolean }): void;
+}
+
+/** Aborts when the client closes the connection before its response is complete. */
+export class ClientWatch implements ClientSignal {
+  aborted = false;
+  private listeners: (() => void)[] | undefined;
+
+  constructor(res: ServerResponse) {
+    if (res.destroyed) this.aborted = true;
+    else
+      res.once('close', () => {
+        if (!res.writableFinished) this.abort();
+      });
+  }
+
+  addEventListener(_type: 'abort', listener: () => void): void {
+    // As an AbortSignal: a listener added after the abort never runs.
+    if (!this.aborted) (this.listeners ??= []).push(listener);
+  }
+
+  private abort(): void {
+    this.aborted = true;
+    const listeners = this.listeners;
+    this.listeners = undefined;
+    if (listeners) for (const listener of listeners) listener();
+  }
+}
+
+/** A {@link ClientSignal} that never aborts (local execution does not watch the client). */
+export const NEVER_GONE: ClientSignal = Object.freeze({ aborted: false, addEventListener() {} });
 
 /** An answer of `{errors: [...]}`. */
 export function errorAnswer(status: number, errors: readonly { message: string }[], headers?: Readonly<Record<string, string>>): Answer {
   return { status, body: JSON.stringify({ errors }), headers };
 }
+
+/**
+ * Buffer bodies up to this size are written as latin1 strings (the same bytes): Node sends a
+ * string body in one write with the head, where a Buffer goes through the socket's corked
+ * writev path (measured: ~1 µs less CPU per response).
+ */
+const SMALL_BODY_BYTES = 64 * 1024;
 
 /** Writes one answer (`content-type` the answer's own or `<media>; charset=utf-8`). */
 export function sendAnswer(res: ServerResponse, media: MediaType, answer: Answer): void {
@@ -235,12 +284,14 @@ export function sendAnswer(res: ServerResponse, media: MediaType, answer: Answer
     res.end();
     return;
   }
+  const body = answer.body;
   res.writeHead(answer.status, {
     ...answer.headers,
     'content-type': answer.contentType ?? `${media}; charset=utf-8`,
-    'content-length': typeof answer.body === 'string' ? Buffer.byteLength(answer.body) : answer.body.length,
+    'content-length': typeof body === 'string' ? Buffer.byteLength(body) : body.length,
   });
-  res.end(answer.body);
+  if (typeof body !== 'string' && body.length <= SMALL_BODY_BYTES) res.end(body.toString('latin1'), 'latin1');
+  else res.end(body);
 }
 
 /** Sends `{errors: [...]}`. */
