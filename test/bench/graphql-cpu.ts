@@ -3,7 +3,8 @@
 // ratio one bench run cannot settle on a shared machine (remote executor vs Hive Gateway, REST
 // resolvers with limits on vs off).
 // Usage: node test/bench/graphql-cpu.ts [rows] [seconds]
-//   rows: comma-separated of hive, remote, rest, rest-off (default remote,hive); a row name with
+//   rows: comma-separated of hive, remote, proxy (the same POST through a plain proxy route: the
+//   floor under the remote executor), rest, rest-off (default remote,hive); a row name with
 //   `@base` runs the CLI at $PROBE_BASE (another checkout) for an A/B.
 // PROBE_ROUNDS (default 3) interleaves the rows; PROBE_CONCURRENT=1 loads every row of a round at
 // once (the same machine load for all); PROBE_NODE_FLAGS (e.g. "--cpu-prof --cpu-prof-dir=DIR")
@@ -18,7 +19,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { stringify } from 'yaml';
 import { NODE_ENV_DEFAULTS, NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
-import { startNginx, stopChild } from './tools.ts';
+import { benchManifests, startNginx, stopChild } from './tools.ts';
 import { parseWrk } from './wrk.ts';
 import { booksResult, graphqlUpstreamBlock, REMOTE_REQUEST, remoteManifests, REST_REQUEST, restManifests, restUpstreamBlock, startHive } from './scenarios/graphql.ts';
 
@@ -72,6 +73,9 @@ async function start(row: string): Promise<Target> {
     }
     case 'remote':
       return gh(remoteManifests(graphqlUp.port), REMOTE_REQUEST);
+    case 'proxy':
+      // The floor under the remote executor: the same POST proxied to the same upstream by a plain route.
+      return gh(benchManifests(graphqlUp.port), REMOTE_REQUEST);
     case 'rest':
       return gh(restManifests(restUp.port), REST_REQUEST);
     case 'rest-off':
