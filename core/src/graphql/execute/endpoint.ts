@@ -249,7 +249,7 @@ export class GraphQLEndpoint {
         }
         if (multipart && type !== 'subscription' && usesIncremental(admitted.document, admitted.params.query)) {
           this.operationMetrics[type]!.ok();
-          const sent = await this.options.remote!.forwardIncremental(admitted.params, accept!, res, gone, ctx, budget, this.options.includeUpstreamErrors === true, { type, name: admitted.operation.name?.value });
+          const sent = await this.options.remote!.forwardIncremental(admitted.params, accept!, res, gone, ctx, budget, this.options.includeUpstreamErrors === true, admitted.operation);
           if (sent === 'sent') return;
           if (sent) sendAnswer(res, answerMedia, sent);
           else if (!res.writableEnded) res.destroy();
@@ -366,7 +366,7 @@ export class GraphQLEndpoint {
       return errorAnswer(400, [{ message: 'a subscription needs a streaming transport: graphql-ws (WebSocket, graphql-transport-ws) or GraphQL over SSE (Accept: text/event-stream)' }]);
     }
     if (this.options.remote) {
-      const answer = await this.options.remote.forward(params, media, signal, ctx, budget, this.options.includeUpstreamErrors === true, { type: operation.operation, name: operation.name?.value });
+      const answer = await this.options.remote.forward(params, media, signal, ctx, budget, this.options.includeUpstreamErrors === true, operation);
       // The upstream's errors count as errors (its 4xx/5xx, or an `errors` member in its answer).
       if (answer) this.record(operation, answer.status >= 400 || (answer.errors ?? answer.body.includes('"errors"')), started);
       return answer;
@@ -413,7 +413,7 @@ export class GraphQLEndpoint {
     const remote = this.options.remote;
     if (remote) {
       this.operationMetrics[operation.operation]!.ok();
-      yield* remote.stream(params, ctx, signal, this.limits.maxResponseBytes, this.subscriptionIdleMs, this.options.includeUpstreamErrors === true, { type: operation.operation, name: operation.name?.value });
+      yield* remote.stream(params, ctx, signal, this.limits.maxResponseBytes, this.subscriptionIdleMs, this.options.includeUpstreamErrors === true, operation);
       return;
     }
     const [result, stringify] = await this.execute(admitted.prepared, admitted.document, operation, params, ctx, budget);

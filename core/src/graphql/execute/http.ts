@@ -118,9 +118,12 @@ export async function readParams(req: IncomingMessage): Promise<RequestParams | 
   }
   const body = await readBody(req);
   if (body instanceof RequestFailure) return body;
+  const text = body.toString('utf8');
+  const known = text.length <= MAX_KNOWN_BODY_LENGTH ? knownBodies.get(text) : undefined;
+  if (known) return known;
   let data: unknown;
   try {
-    data = JSON.parse(body.toString('utf8'));
+    data = JSON.parse(text);
   } catch {
     return new RequestFailure(400, 'the request body is not valid JSON');
   }
@@ -130,7 +133,34 @@ export async function readParams(req: IncomingMessage): Promise<RequestParams | 
   }
   if (!isObject(data)) return new RequestFailure(400, 'the request body must be a JSON object or an array of them (a batch)');
   const { query, operationName, variables, extensions } = data;
-  return checkParams({ query, operationName, variables, extensions, rawBody: body });
+  const params = checkParams({ query, operationName, variables, extensions, rawBody: body });
+  if (!(params instanceof RequestFailure) && text.length <= MAX_KNOWN_BODY_LENGTH && isEmpty(params.variables) && isEmpty(params.extensions)) {
+    if (knownBodies.size >= MAX_KNOWN_BODIES) knownBodies.clear();
+    // A copy: the body may be a slice of a larger socket buffer. Shared by every request that sends these bytes, so frozen.
+    knownBodies.set(text, Object.freeze({ ...params, variables: freezeEmpty(params.variables), extensions: freezeEmpty(params.extensions), rawBody: Buffer.from(body) }));
+  }
+  return params;
+}
+
+/**
+ * Bodies read before, with their parameters: clients send the same few operations, so a body
+ * seen before is not parsed again (and its query is the same string, whose hash the document
+ * cache has already computed). Only bodies without variables or extensions (or empty ones) are
+ * kept, at most {@link MAX_KNOWN_BODIES} (then it starts over), each at most
+ * {@link MAX_KNOWN_BODY_LENGTH} characters.
+ */
+const knownBodies = new Map<string, RequestParams>();
+const MAX_KNOWN_BODIES = 256;
+const MAX_KNOWN_BODY_LENGTH = 4096;
+
+function isEmpty(value: Record<string, unknown> | undefined): boolean {
+  if (value === undefined) return true;
+  for (const _ in value) return false;
+  return true;
+}
+
+function freezeEmpty(value: Record<string, unknown> | undefined): Record<string, unknown> | undefined {
+  return value === undefined ? undefined : Object.freeze({});
 }
 
 /** A `content-type` of JSON in UTF-8 (the charset may be left out). */
@@ -243,9 +273,10 @@ export class ClientWatch implements ClientSignal {
   private listeners: (() => void)[] | undefined;
 
   constructor(res: ServerResponse) {
+    // `on`, not `once` (a bound wrapper per request): a response closes once.
     if (res.destroyed) this.aborted = true;
     else
-      res.once('close', () => {
+      res.on('close', () => {
         if (!res.writableFinished) this.abort();
       });
   }

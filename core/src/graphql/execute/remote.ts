@@ -46,11 +46,11 @@ export interface CompiledRemote {
   readonly spanName?: string | undefined;
 }
 
-/** The operation a remote execution forwards, for its span's attributes. */
+/** The operation a remote execution forwards, for its span's attributes (its OperationDefinitionNode: nothing built per request). */
 export interface RemoteOperation {
   /** `query`, `mutation` or `subscription`. */
-  readonly type: string;
-  readonly name: string | undefined;
+  readonly operation: string;
+  readonly name?: { readonly value: string } | undefined;
 }
 
 const REMOTE_PATH = ['spec', 'executableSchema', 'executor', 'remote'];
@@ -151,8 +151,8 @@ export class RemoteExecutor {
     if (!spanOf(ctx)?.recording) return undefined;
     const attributes: Record<string, string> = { 'upstream_cluster': this.cluster.name, 'http.method': 'POST', 'url.path': path.split('?', 1)[0]! };
     if (operation) {
-      attributes['graphql.operation.type'] = operation.type;
-      if (operation.name !== undefined) attributes['graphql.operation.name'] = operation.name;
+      attributes['graphql.operation.type'] = operation.operation;
+      if (operation.name !== undefined) attributes['graphql.operation.name'] = operation.name.value;
     }
     return resolverSpan(traceHeaders(ctx), this.remote.spanName ?? `graphql.remote ${this.cluster.name}`, attributes);
   }
