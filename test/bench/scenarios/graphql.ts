@@ -117,12 +117,12 @@ async function restResolvers(ctx: BenchContext, env: Record<string, string> = {}
  * The limits pair (issue 25: the limits cost at most 5%) is a difference smaller than one pass's
  * noise on a shared machine, and a fixed order (on, then off) put one row first every round. So
  * the limits-on row's measurement runs both gateways at once and loads them in turns, on off off
- * on on off: each run is an ordinary row measurement (wrk warm-up, then the fixed load), each
- * row's figure the median of its three runs, and both rows see the same minute of the machine.
+ * on off on on off: each run is an ordinary row measurement (wrk warm-up, then the fixed load),
+ * each row's figure the median of its four runs, and both rows see the same minute of the machine.
  * The limits-off row then reports its runs from that measurement (it measures itself when the
  * limits-on row did not run, e.g. filtered out).
  */
-const LIMITS_PAIR_ORDER = ['on', 'off', 'off', 'on', 'on', 'off'] as const;
+const LIMITS_PAIR_ORDER = ['on', 'off', 'off', 'on', 'off', 'on', 'on', 'off'] as const;
 let limitsOffRuns: WrkResult | undefined;
 
 async function measureLimitsPair(target: RunningTarget, ctx: BenchContext): Promise<WrkResult> {

@@ -350,8 +350,8 @@ export class GraphQLEndpoint {
     return { params, prepared, document, operation };
   }
 
-  /** One operation's answer; undefined when the client left while the remote executor waited. */
-  private async answer(params: RequestParams, method: string | undefined, signal: ClientSignal, ctx: RequestContext, media: MediaType, budget: OperationBudget, already?: Admitted): Promise<Answer | undefined> {
+  /** One operation's answer (or its promise); undefined when the client left while the remote executor waited. */
+  private answer(params: RequestParams, method: string | undefined, signal: ClientSignal, ctx: RequestContext, media: MediaType, budget: OperationBudget, already?: Admitted): Answer | Promise<Answer | undefined> {
     if (this.options.logSensitiveInfo) ctx.logger.debug({ api: this.options.name, operationName: params.operationName, query: params.query, variables: params.variables }, 'graphql operation');
     const started = performance.now();
     const admitted = already ?? this.admit(params, method, budget);
@@ -359,18 +359,25 @@ export class GraphQLEndpoint {
       this.rejected();
       return admitted;
     }
-    const { prepared, document, operation } = admitted;
-    params = admitted.params;
+    const operation = admitted.operation;
     if (operation.operation === 'subscription') {
       this.rejected();
       return errorAnswer(400, [{ message: 'a subscription needs a streaming transport: graphql-ws (WebSocket, graphql-transport-ws) or GraphQL over SSE (Accept: text/event-stream)' }]);
     }
     if (this.options.remote) {
-      const answer = await this.options.remote.forward(params, media, signal, ctx, budget, this.options.includeUpstreamErrors === true, operation);
-      // The upstream's errors count as errors (its 4xx/5xx, or an `errors` member in its answer).
-      if (answer) this.record(operation, answer.status >= 400 || (answer.errors ?? answer.body.includes('"errors"')), started);
-      return answer;
+      // No async frame of its own: the answer is counted when it comes.
+      return this.options.remote.forward(admitted.params, media, signal, ctx, budget, this.options.includeUpstreamErrors === true, operation).then((answer) => {
+        // The upstream's errors count as errors (its 4xx/5xx, or an `errors` member in its answer).
+        if (answer) this.record(operation, answer.status >= 400 || (answer.errors ?? answer.body.includes('"errors"')), started);
+        return answer;
+      });
     }
+    return this.answerLocally(admitted, ctx, budget, started);
+  }
+
+  /** A local operation's answer: executed, serialized under the limits, counted. */
+  private async answerLocally(admitted: Admitted, ctx: RequestContext, budget: OperationBudget, started: number): Promise<Answer> {
+    const { prepared, document, operation, params } = admitted;
     const [result, stringify] = await this.execute(prepared, document, operation, params, ctx, budget);
     const body = this.serialize(result, stringify, budget, ctx);
     this.record(operation, (result.errors !== undefined && result.errors.length > 0) || typeof body !== 'string', started);

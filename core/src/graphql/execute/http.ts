@@ -93,7 +93,7 @@ export function acceptsHtml(accept: string | undefined): boolean {
 }
 
 /** Reads the request's GraphQL parameters (a batch for a JSON array body), or the failure to answer with. */
-export async function readParams(req: IncomingMessage): Promise<RequestParams | BatchRequest | RequestFailure> {
+export function readParams(req: IncomingMessage): Promise<RequestParams | BatchRequest | RequestFailure> | RequestParams | RequestFailure {
   if (req.method === 'GET') {
     const url = req.url ?? '/';
     const q = url.indexOf('?');
@@ -113,11 +113,14 @@ export async function readParams(req: IncomingMessage): Promise<RequestParams | 
   if (req.method !== 'POST') return new RequestFailure(405, `${req.method} is not supported; use GET or POST`, { allow: 'GET, POST' });
   const contentType = req.headers['content-type'];
   if (contentType !== 'application/json' && !jsonUtf8(contentType)) {
-    await drain(req);
-    return new RequestFailure(415, 'a POST body must be application/json (utf-8)');
+    return drain(req).then(() => new RequestFailure(415, 'a POST body must be application/json (utf-8)'));
   }
-  const body = await readBody(req);
-  if (body instanceof RequestFailure) return body;
+  // Parsed where the body ends: no async frame and no extra turn per request.
+  return readBody(req, paramsOf);
+}
+
+/** The parameters of a POST body (a batch for a JSON array), or the failure to answer with. */
+function paramsOf(body: Buffer): RequestParams | BatchRequest | RequestFailure {
   const text = body.toString('utf8');
   const known = text.length <= MAX_KNOWN_BODY_LENGTH ? knownBodies.get(text) : undefined;
   if (known) return known;
@@ -192,10 +195,11 @@ function checkParams(p: { query?: unknown; operationName?: unknown; variables?: 
   };
 }
 
-function readBody(req: IncomingMessage): Promise<Buffer | RequestFailure> {
+/** Reads the body and resolves with `read(body)`, or the failure to answer with. */
+function readBody<T>(req: IncomingMessage, read: (body: Buffer) => T): Promise<T | RequestFailure> {
   // Already read to its end (an empty body buffered for auth, SPEC 5.3): no `end` is coming.
-  if (req.readableEnded) return Promise.resolve(Buffer.alloc(0));
-  return new Promise((resolve) => {
+  if (req.readableEnded) return Promise.resolve(Buffer.alloc(0)).then(read);
+  return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     let failed = false;
@@ -210,7 +214,13 @@ function readBody(req: IncomingMessage): Promise<Buffer | RequestFailure> {
       chunks.push(chunk);
     });
     req.on('end', () => {
-      if (!failed) resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+      if (failed) return;
+      // Never a throw out of an event listener (it would take the process down).
+      try {
+        resolve(read(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
+      } catch (error) {
+        reject(error);
+      }
     });
     req.on('error', () => {
       if (!failed) {
