@@ -37,7 +37,10 @@ export const REST_REQUEST = {
 };
 
 /** Starts a shared upstream on first use; stopped when the last row of its pair is done. */
-function shared<T extends { stop(): Promise<void> }>(start: (ctx: BenchContext) => Promise<T>, users: number) {
+function shared<T extends { stop(): Promise<void> }>(start: (ctx: BenchContext) => Promise<T>, rows: readonly string[]) {
+  // Only the rows BENCH_FILTER keeps use it (run.ts's filter): with all four counted, a filtered run never stopped it.
+  const filter = process.env.BENCH_FILTER ? new RegExp(process.env.BENCH_FILTER) : undefined;
+  const users = rows.filter((row) => !filter || filter.test(row)).length;
   let started: Promise<T> | undefined;
   let left = users;
   return {
@@ -75,8 +78,17 @@ export const restUpstreamBlock = (port: number) => `server {
   }`;
 
 /** The remote rows' upstream: nginx answering every POST /graphql with the Books result, so the proxies are what is measured. */
-const graphqlUpstream = shared(async (ctx) => startNginx(ctx.workDir, 'graphql-upstream', graphqlUpstreamBlock(await booksResult())), 3);
-const restUpstream = shared((ctx) => startNginx(ctx.workDir, 'graphql-rest', restUpstreamBlock), 4);
+const graphqlUpstream = shared(async (ctx) => startNginx(ctx.workDir, 'graphql-upstream', graphqlUpstreamBlock(await booksResult())), [
+  'graphql upstream direct',
+  'hive gateway proxy mode (1 process)',
+  'gatehouse remote executor (1 worker)',
+]);
+const restUpstream = shared((ctx) => startNginx(ctx.workDir, 'graphql-rest', restUpstreamBlock), [
+  'hand-written graphql-js + undici (REST)',
+  'gatehouse REST resolvers (1 worker)',
+  'gatehouse REST resolvers, limits off (1 worker)',
+  'gatehouse stitched schema, users + companies subschemas (1 worker)',
+]);
 
 /** The remote executor row's manifests: the Books API forwarded to the upstream on `port`. */
 export function remoteManifests(port: number): object[] {
