@@ -16,10 +16,11 @@ import {
 } from 'graphql';
 import { compileQuery, isCompiledQuery, type CompiledQuery } from 'graphql-jit';
 import { metrics } from '../../admin/metrics.ts';
+import type { HistogramChild } from '../../admin/request-metrics.ts';
 import type { RequestContext } from '../../proxy/context.ts';
 import { graphiqlAsset, graphiqlPage } from './graphiql.ts';
 import { inputsTooComplexToCompile, usesComplexInput } from '../compile/input-complexity.ts';
-import { acceptsHtml, errorAnswer, negotiate, readParams, RequestFailure, sendAnswer, sendErrors, sendJson, type Answer, type MediaType, type RequestParams } from './http.ts';
+import { acceptsHtml, ClientWatch, errorAnswer, negotiate, NEVER_GONE, readParams, RequestFailure, sendAnswer, sendErrors, sendJson, type Answer, type ClientSignal, type MediaType, type RequestParams } from './http.ts';
 import { FieldErrorCodes } from '../compile/errors.ts';
 import { checkDocument, DEFAULT_LIMITS, jsonLargerThan, LimitCodes, LIMITS_OFF, limitError, nestsDeeperThan, OperationBudget, type GraphQLLimits } from '../limits/limits.ts';
 import { acceptsMultipart, INCREMENTAL_UNSUPPORTED, usesIncremental } from './incremental.ts';
@@ -69,6 +70,27 @@ export function clientGone(res: ServerResponse): AbortSignal {
 /** A batch entry for a remote answer that is not JSON. */
 function notJson(): string {
   return JSON.stringify({ errors: [{ message: 'the upstream GraphQL server answered with something that is not JSON', extensions: { code: FieldErrorCodes.BAD_UPSTREAM_RESPONSE } }] });
+}
+
+/** What an `Accept` header asks for, read once per value (clients send the same few). */
+interface AcceptedMedia {
+  readonly media: MediaType | null;
+  readonly eventStream: boolean;
+  readonly multipart: boolean;
+}
+const NO_ACCEPT: AcceptedMedia = { media: negotiate(undefined), eventStream: false, multipart: false };
+const acceptedMedia = new Map<string, AcceptedMedia>();
+const MAX_ACCEPT_VALUES = 256;
+
+function acceptedOf(accept: string | undefined): AcceptedMedia {
+  if (accept === undefined) return NO_ACCEPT;
+  let known = acceptedMedia.get(accept);
+  if (known === undefined) {
+    known = { media: negotiate(accept), eventStream: wantsEventStream(accept), multipart: acceptsMultipart(accept) };
+    if (acceptedMedia.size >= MAX_ACCEPT_VALUES) acceptedMedia.clear();
+    acceptedMedia.set(accept, known);
+  }
+  return known;
 }
 
 /** Marks an operation that graphql-js runs instead of graphql-jit (see ./input-complexity.ts). */
@@ -128,6 +150,8 @@ export class GraphQLEndpoint {
   private readonly operationMetrics: Record<string, { ok: () => void; error: () => void }> = {};
   /** Operation names seen, up to {@link MAX_OPERATION_NAMES}, for the latency histogram's label. */
   private readonly operationNames = new Set<string>();
+  /** The latency histogram's series of each operation (of cached documents), found once. */
+  private readonly durations = new WeakMap<OperationDefinitionNode, { readonly name: string; ok: HistogramChild | undefined; error: HistogramChild | undefined }>();
   private readonly rejectedMetric: { inc: () => void };
 
   /** Input types graphql-jit would unroll without bound: operations using them run on graphql-js. */
@@ -180,9 +204,10 @@ export class GraphQLEndpoint {
     }
     // GraphQL over SSE (./subscriptions/sse.ts) and incremental delivery (./incremental.ts) are
     // chosen once the operation is known: clients such as urql list them next to JSON for every request.
-    const sse = wantsEventStream(accept);
-    const multipart = this.options.remote !== undefined && acceptsMultipart(accept);
-    const media = negotiate(accept);
+    const accepted = acceptedOf(accept);
+    const sse = accepted.eventStream;
+    const multipart = this.options.remote !== undefined && accepted.multipart;
+    const media = accepted.media;
     if (!media && !sse && !multipart) {
       sendErrors(res, 406, 'application/json', [{ message: 'the Accept header allows neither application/graphql-response+json nor application/json' }], {
         accept: 'application/graphql-response+json; charset=utf-8, application/json; charset=utf-8',
@@ -202,10 +227,13 @@ export class GraphQLEndpoint {
       return;
     }
     const budget = new OperationBudget(this.limits);
-    const signal = clientGone(res);
+    // Only the remote executor stops work when the client leaves (its upstream call).
+    let signal: ClientSignal = this.options.remote ? new ClientWatch(res) : NEVER_GONE;
     try {
       let admitted: Admitted | undefined;
       if (sse || multipart) {
+        const gone = clientGone(res);
+        signal = gone;
         const checked = this.admit(read, req.method, budget);
         if (!('operation' in checked)) {
           this.rejected();
@@ -216,12 +244,12 @@ export class GraphQLEndpoint {
         const type = admitted.operation.operation;
         // An event stream for subscriptions, and for anything when the client takes no JSON.
         if (sse && (type === 'subscription' || !media)) {
-          await streamEvents(this, admitted, res, ctx, budget, signal);
+          await streamEvents(this, admitted, res, ctx, budget, gone);
           return;
         }
         if (multipart && type !== 'subscription' && usesIncremental(admitted.document, admitted.params.query)) {
           this.operationMetrics[type]!.ok();
-          const sent = await this.options.remote!.forwardIncremental(admitted.params, accept!, res, signal, ctx, budget, this.options.includeUpstreamErrors === true, { type, name: admitted.operation.name?.value });
+          const sent = await this.options.remote!.forwardIncremental(admitted.params, accept!, res, gone, ctx, budget, this.options.includeUpstreamErrors === true, admitted.operation);
           if (sent === 'sent') return;
           if (sent) sendAnswer(res, answerMedia, sent);
           else if (!res.writableEnded) res.destroy();
@@ -259,7 +287,7 @@ export class GraphQLEndpoint {
       return;
     }
     const budgets = batch.map(() => new OperationBudget(this.limits));
-    const signal = clientGone(res);
+    const signal = this.options.remote ? new ClientWatch(res) : NEVER_GONE;
     try {
       const answers = await Promise.all(
         batch.map((entry, i) => {
@@ -322,8 +350,8 @@ export class GraphQLEndpoint {
     return { params, prepared, document, operation };
   }
 
-  /** One operation's answer; undefined when the client left while the remote executor waited. */
-  private async answer(params: RequestParams, method: string | undefined, signal: AbortSignal, ctx: RequestContext, media: MediaType, budget: OperationBudget, already?: Admitted): Promise<Answer | undefined> {
+  /** One operation's answer (or its promise); undefined when the client left while the remote executor waited. */
+  private answer(params: RequestParams, method: string | undefined, signal: ClientSignal, ctx: RequestContext, media: MediaType, budget: OperationBudget, already?: Admitted): Answer | Promise<Answer | undefined> {
     if (this.options.logSensitiveInfo) ctx.logger.debug({ api: this.options.name, operationName: params.operationName, query: params.query, variables: params.variables }, 'graphql operation');
     const started = performance.now();
     const admitted = already ?? this.admit(params, method, budget);
@@ -331,18 +359,25 @@ export class GraphQLEndpoint {
       this.rejected();
       return admitted;
     }
-    const { prepared, document, operation } = admitted;
-    params = admitted.params;
+    const operation = admitted.operation;
     if (operation.operation === 'subscription') {
       this.rejected();
       return errorAnswer(400, [{ message: 'a subscription needs a streaming transport: graphql-ws (WebSocket, graphql-transport-ws) or GraphQL over SSE (Accept: text/event-stream)' }]);
     }
     if (this.options.remote) {
-      const answer = await this.options.remote.forward(params, media, signal, ctx, budget, this.options.includeUpstreamErrors === true, { type: operation.operation, name: operation.name?.value });
-      // The upstream's errors count as errors (its 4xx/5xx, or an `errors` member in its answer).
-      if (answer) this.record(operation, answer.status >= 400 || answer.body.includes('"errors"'), started);
-      return answer;
+      // No async frame of its own: the answer is counted when it comes.
+      return this.options.remote.forward(admitted.params, media, signal, ctx, budget, this.options.includeUpstreamErrors === true, operation).then((answer) => {
+        // The upstream's errors count as errors (its 4xx/5xx, or an `errors` member in its answer).
+        if (answer) this.record(operation, answer.status >= 400 || (answer.errors ?? answer.body.includes('"errors"')), started);
+        return answer;
+      });
     }
+    return this.answerLocally(admitted, ctx, budget, started);
+  }
+
+  /** A local operation's answer: executed, serialized under the limits, counted. */
+  private async answerLocally(admitted: Admitted, ctx: RequestContext, budget: OperationBudget, started: number): Promise<Answer> {
+    const { prepared, document, operation, params } = admitted;
     const [result, stringify] = await this.execute(prepared, document, operation, params, ctx, budget);
     const body = this.serialize(result, stringify, budget, ctx);
     this.record(operation, (result.errors !== undefined && result.errors.length > 0) || typeof body !== 'string', started);
@@ -355,12 +390,19 @@ export class GraphQLEndpoint {
   private record(operation: OperationDefinitionNode, failed: boolean, started: number): void {
     const type = operation.operation;
     this.operationMetrics[type]![failed ? 'error' : 'ok']();
-    let name = operation.name?.value ?? 'anonymous';
-    if (!this.operationNames.has(name)) {
-      if (this.operationNames.size < MAX_OPERATION_NAMES) this.operationNames.add(name);
-      else name = 'other';
+    let series = this.durations.get(operation);
+    if (series === undefined) {
+      let name = operation.name?.value ?? 'anonymous';
+      if (!this.operationNames.has(name)) {
+        if (this.operationNames.size < MAX_OPERATION_NAMES) this.operationNames.add(name);
+        else name = 'other';
+      }
+      series = { name, ok: undefined, error: undefined };
+      this.durations.set(operation, series);
     }
-    metrics.graphqlOperationDuration.labels(this.options.name, type, name, failed ? 'error' : 'ok').observe((performance.now() - started) / 1000);
+    const result = failed ? 'error' : 'ok';
+    // A series is created when first observed (as labels(...).observe() did).
+    (series[result] ??= metrics.graphqlOperationDuration.labels(this.options.name, type, series.name, result)).observe((performance.now() - started) / 1000);
   }
 
   /** Counts a request refused before execution (4xx: unreadable, invalid, past a limit; a refused graphql-ws `subscribe`). */
@@ -378,7 +420,7 @@ export class GraphQLEndpoint {
     const remote = this.options.remote;
     if (remote) {
       this.operationMetrics[operation.operation]!.ok();
-      yield* remote.stream(params, ctx, signal, this.limits.maxResponseBytes, this.subscriptionIdleMs, this.options.includeUpstreamErrors === true, { type: operation.operation, name: operation.name?.value });
+      yield* remote.stream(params, ctx, signal, this.limits.maxResponseBytes, this.subscriptionIdleMs, this.options.includeUpstreamErrors === true, operation);
       return;
     }
     const [result, stringify] = await this.execute(admitted.prepared, admitted.document, operation, params, ctx, budget);

@@ -93,7 +93,7 @@ export function acceptsHtml(accept: string | undefined): boolean {
 }
 
 /** Reads the request's GraphQL parameters (a batch for a JSON array body), or the failure to answer with. */
-export async function readParams(req: IncomingMessage): Promise<RequestParams | BatchRequest | RequestFailure> {
+export function readParams(req: IncomingMessage): Promise<RequestParams | BatchRequest | RequestFailure> | RequestParams | RequestFailure {
   if (req.method === 'GET') {
     const url = req.url ?? '/';
     const q = url.indexOf('?');
@@ -113,14 +113,20 @@ export async function readParams(req: IncomingMessage): Promise<RequestParams | 
   if (req.method !== 'POST') return new RequestFailure(405, `${req.method} is not supported; use GET or POST`, { allow: 'GET, POST' });
   const contentType = req.headers['content-type'];
   if (contentType !== 'application/json' && !jsonUtf8(contentType)) {
-    await drain(req);
-    return new RequestFailure(415, 'a POST body must be application/json (utf-8)');
+    return drain(req).then(() => new RequestFailure(415, 'a POST body must be application/json (utf-8)'));
   }
-  const body = await readBody(req);
-  if (body instanceof RequestFailure) return body;
+  // Parsed where the body ends: no async frame and no extra turn per request.
+  return readBody(req, paramsOf);
+}
+
+/** The parameters of a POST body (a batch for a JSON array), or the failure to answer with. */
+function paramsOf(body: Buffer): RequestParams | BatchRequest | RequestFailure {
+  const text = body.toString('utf8');
+  const known = text.length <= MAX_KNOWN_BODY_LENGTH ? knownBodies.get(text) : undefined;
+  if (known) return known;
   let data: unknown;
   try {
-    data = JSON.parse(body.toString('utf8'));
+    data = JSON.parse(text);
   } catch {
     return new RequestFailure(400, 'the request body is not valid JSON');
   }
@@ -130,7 +136,34 @@ export async function readParams(req: IncomingMessage): Promise<RequestParams | 
   }
   if (!isObject(data)) return new RequestFailure(400, 'the request body must be a JSON object or an array of them (a batch)');
   const { query, operationName, variables, extensions } = data;
-  return checkParams({ query, operationName, variables, extensions, rawBody: body });
+  const params = checkParams({ query, operationName, variables, extensions, rawBody: body });
+  if (!(params instanceof RequestFailure) && text.length <= MAX_KNOWN_BODY_LENGTH && isEmpty(params.variables) && isEmpty(params.extensions)) {
+    if (knownBodies.size >= MAX_KNOWN_BODIES) knownBodies.clear();
+    // A copy: the body may be a slice of a larger socket buffer. Shared by every request that sends these bytes, so frozen.
+    knownBodies.set(text, Object.freeze({ ...params, variables: freezeEmpty(params.variables), extensions: freezeEmpty(params.extensions), rawBody: Buffer.from(body) }));
+  }
+  return params;
+}
+
+/**
+ * Bodies read before, with their parameters: clients send the same few operations, so a body
+ * seen before is not parsed again (and its query is the same string, whose hash the document
+ * cache has already computed). Only bodies without variables or extensions (or empty ones) are
+ * kept, at most {@link MAX_KNOWN_BODIES} (then it starts over), each at most
+ * {@link MAX_KNOWN_BODY_LENGTH} characters.
+ */
+const knownBodies = new Map<string, RequestParams>();
+const MAX_KNOWN_BODIES = 256;
+const MAX_KNOWN_BODY_LENGTH = 4096;
+
+function isEmpty(value: Record<string, unknown> | undefined): boolean {
+  if (value === undefined) return true;
+  for (const _ in value) return false;
+  return true;
+}
+
+function freezeEmpty(value: Record<string, unknown> | undefined): Record<string, unknown> | undefined {
+  return value === undefined ? undefined : Object.freeze({});
 }
 
 /** A `content-type` of JSON in UTF-8 (the charset may be left out). */
@@ -162,10 +195,11 @@ function checkParams(p: { query?: unknown; operationName?: unknown; variables?: 
   };
 }
 
-function readBody(req: IncomingMessage): Promise<Buffer | RequestFailure> {
+/** Reads the body and resolves with `read(body)`, or the failure to answer with. */
+function readBody<T>(req: IncomingMessage, read: (body: Buffer) => T): Promise<T | RequestFailure> {
   // Already read to its end (an empty body buffered for auth, SPEC 5.3): no `end` is coming.
-  if (req.readableEnded) return Promise.resolve(Buffer.alloc(0));
-  return new Promise((resolve) => {
+  if (req.readableEnded) return Promise.resolve(Buffer.alloc(0)).then(read);
+  return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     let failed = false;
@@ -180,7 +214,13 @@ function readBody(req: IncomingMessage): Promise<Buffer | RequestFailure> {
       chunks.push(chunk);
     });
     req.on('end', () => {
-      if (!failed) resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+      if (failed) return;
+      // Never a throw out of an event listener (it would take the process down).
+      try {
+        resolve(read(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
+      } catch (error) {
+        reject(error);
+      }
     });
     req.on('error', () => {
       if (!failed) {
@@ -222,12 +262,62 @@ export interface Answer {
   /** The content type when it is not the negotiated media type (the remote upstream's own). */
   readonly contentType?: string | undefined;
   readonly headers?: Readonly<Record<string, string | readonly string[]>> | undefined;
+  /** Whether the body holds GraphQL errors, when the code that built it already knows (a remote answer). */
+  readonly errors?: boolean | undefined;
 }
+
+/**
+ * What the plain (non-streaming) request path needs to know of a client that leaves: an
+ * AbortSignal has it; {@link ClientWatch} is its cheaper stand-in (no AbortController, no
+ * EventTarget per request).
+ */
+export interface ClientSignal {
+  readonly aborted: boolean;
+  /** `listener` runs once when the client leaves (never when it already has: check {@link aborted}). */
+  addEventListener(type: 'abort', listener: () => void, options?: { once?: boolean }): void;
+}
+
+/** Aborts when the client closes the connection before its response is complete. */
+export class ClientWatch implements ClientSignal {
+  aborted = false;
+  private listeners: (() => void)[] | undefined;
+
+  constructor(res: ServerResponse) {
+    // `on`, not `once` (a bound wrapper per request): a response closes once.
+    if (res.destroyed) this.aborted = true;
+    else
+      res.on('close', () => {
+        if (!res.writableFinished) this.abort();
+      });
+  }
+
+  addEventListener(_type: 'abort', listener: () => void): void {
+    // As an AbortSignal: a listener added after the abort never runs.
+    if (!this.aborted) (this.listeners ??= []).push(listener);
+  }
+
+  private abort(): void {
+    this.aborted = true;
+    const listeners = this.listeners;
+    this.listeners = undefined;
+    if (listeners) for (const listener of listeners) listener();
+  }
+}
+
+/** A {@link ClientSignal} that never aborts (local execution does not watch the client). */
+export const NEVER_GONE: ClientSignal = Object.freeze({ aborted: false, addEventListener() {} });
 
 /** An answer of `{errors: [...]}`. */
 export function errorAnswer(status: number, errors: readonly { message: string }[], headers?: Readonly<Record<string, string>>): Answer {
   return { status, body: JSON.stringify({ errors }), headers };
 }
+
+/**
+ * Buffer bodies up to this size are written as latin1 strings (the same bytes): Node sends a
+ * string body in one write with the head, where a Buffer goes through the socket's corked
+ * writev path (measured: ~1 µs less CPU per response).
+ */
+const SMALL_BODY_BYTES = 64 * 1024;
 
 /** Writes one answer (`content-type` the answer's own or `<media>; charset=utf-8`). */
 export function sendAnswer(res: ServerResponse, media: MediaType, answer: Answer): void {
@@ -235,12 +325,14 @@ export function sendAnswer(res: ServerResponse, media: MediaType, answer: Answer
     res.end();
     return;
   }
+  const body = answer.body;
   res.writeHead(answer.status, {
     ...answer.headers,
     'content-type': answer.contentType ?? `${media}; charset=utf-8`,
-    'content-length': typeof answer.body === 'string' ? Buffer.byteLength(answer.body) : answer.body.length,
+    'content-length': typeof body === 'string' ? Buffer.byteLength(body) : body.length,
   });
-  res.end(answer.body);
+  if (typeof body !== 'string' && body.length <= SMALL_BODY_BYTES) res.end(body.toString('latin1'), 'latin1');
+  else res.end(body);
 }
 
 /** Sends `{errors: [...]}`. */

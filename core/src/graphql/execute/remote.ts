@@ -7,12 +7,12 @@ import { ErrorCodes } from '../../errors.ts';
 import { isConnectFailure, type UpstreamCluster } from '../../proxy/upstream/upstream-cluster.ts';
 import type { RequestContext } from '../../proxy/context.ts';
 import { FieldErrorCodes, GraphQLConfigCodes, type Problem } from '../compile/errors.ts';
-import { errorAnswer, type Answer, type MediaType, type RequestParams } from './http.ts';
+import { errorAnswer, type Answer, type ClientSignal, type MediaType, type RequestParams } from './http.ts';
 import { LimitCodes, type OperationBudget } from '../limits/limits.ts';
 import { boundaryOf, MultipartParser } from './incremental.ts';
 import { Template, TemplateSyntaxError } from '../compile/template.ts';
 import { streamOverWebSocket } from '../subscriptions/upstream-ws.ts';
-import { maskRemoteErrors, maskResult } from '../limits/mask-errors.ts';
+import { ERRORS_MEMBER, maskRemoteErrors, maskResult } from '../limits/mask-errors.ts';
 import { spanOf, type SpanHandle } from '../../tracing/tracing.ts';
 import { resolverSpan, traceHeaders } from './trace.ts';
 
@@ -46,11 +46,11 @@ export interface CompiledRemote {
   readonly spanName?: string | undefined;
 }
 
-/** The operation a remote execution forwards, for its span's attributes. */
+/** The operation a remote execution forwards, for its span's attributes (its OperationDefinitionNode: nothing built per request). */
 export interface RemoteOperation {
   /** `query`, `mutation` or `subscription`. */
-  readonly type: string;
-  readonly name: string | undefined;
+  readonly operation: string;
+  readonly name?: { readonly value: string } | undefined;
 }
 
 const REMOTE_PATH = ['spec', 'executableSchema', 'executor', 'remote'];
@@ -106,6 +106,12 @@ export class RemoteExecutor {
   /** Headers without templates, per negotiated media type (the upstream is asked for what the client accepts). */
   private readonly staticHeaders: Readonly<Record<MediaType, Readonly<Record<string, string>>>>;
   private readonly dynamicHeaders: (readonly [string, Template])[];
+  /**
+   * The static headers as undici's flat `[name, value, …]` list (its cheapest form) after two
+   * slots for the trace headers, per media type; undefined when a configured header (a template,
+   * or one named like a trace header) needs {@link headersFor}.
+   */
+  private readonly flatHeaders: Readonly<Record<MediaType, readonly string[]>> | undefined;
   /** Subscriptions (streams) running through this executor. */
   private openStreams = 0;
 
@@ -123,6 +129,11 @@ export class RemoteExecutor {
       'application/json': { accept: 'application/json', ...fixed },
       'application/graphql-response+json': { accept: 'application/graphql-response+json, application/json;q=0.9', ...fixed },
     };
+    const flat = (headers: Readonly<Record<string, string>>) => ['traceparent', '', 'x-request-id', '', ...Object.entries(headers).flat()];
+    this.flatHeaders =
+      this.dynamicHeaders.length === 0 && fixed.traceparent === undefined && fixed['x-request-id'] === undefined
+        ? { 'application/json': flat(this.staticHeaders['application/json']), 'application/graphql-response+json': flat(this.staticHeaders['application/graphql-response+json']) }
+        : undefined;
   }
 
   /** What the graphql-ws upstream transport needs (./subscriptions/upstream-ws.ts). */
@@ -140,8 +151,8 @@ export class RemoteExecutor {
     if (!spanOf(ctx)?.recording) return undefined;
     const attributes: Record<string, string> = { 'upstream_cluster': this.cluster.name, 'http.method': 'POST', 'url.path': path.split('?', 1)[0]! };
     if (operation) {
-      attributes['graphql.operation.type'] = operation.type;
-      if (operation.name !== undefined) attributes['graphql.operation.name'] = operation.name;
+      attributes['graphql.operation.type'] = operation.operation;
+      if (operation.name !== undefined) attributes['graphql.operation.name'] = operation.name.value;
     }
     return resolverSpan(traceHeaders(ctx), this.remote.spanName ?? `graphql.remote ${this.cluster.name}`, attributes);
   }
@@ -417,14 +428,14 @@ export class RemoteExecutor {
    * Forwards one operation and returns the answer to write, held within the operation's `budget`
    * (response bytes, bytes buffered); undefined when the client left (nothing to write).
    */
-  forward(params: RequestParams, media: MediaType, signal: AbortSignal, ctx: RequestContext, budget: OperationBudget, includeUpstreamErrors: boolean, operation?: RemoteOperation): Promise<Answer | undefined> {
+  forward(params: RequestParams, media: MediaType, signal: ClientSignal, ctx: RequestContext, budget: OperationBudget, includeUpstreamErrors: boolean, operation?: RemoteOperation): Promise<Answer | undefined> {
     const path = this.pathFor(ctx);
     const span = this.spanFor(ctx, path, operation);
     if (span === undefined) return this.forwardCall(params, media, signal, ctx, budget, includeUpstreamErrors, path, undefined);
     return this.forwardTraced(params, media, signal, ctx, budget, includeUpstreamErrors, path, span);
   }
 
-  private async forwardTraced(params: RequestParams, media: MediaType, signal: AbortSignal, ctx: RequestContext, budget: OperationBudget, includeUpstreamErrors: boolean, path: string, span: SpanHandle): Promise<Answer | undefined> {
+  private async forwardTraced(params: RequestParams, media: MediaType, signal: ClientSignal, ctx: RequestContext, budget: OperationBudget, includeUpstreamErrors: boolean, path: string, span: SpanHandle): Promise<Answer | undefined> {
     try {
       const answer = await this.forwardCall(params, media, signal, ctx, budget, includeUpstreamErrors, path, span);
       endWithAnswer(span, answer);
@@ -435,24 +446,40 @@ export class RemoteExecutor {
     }
   }
 
-  private async forwardCall(params: RequestParams, media: MediaType, signal: AbortSignal, ctx: RequestContext, budget: OperationBudget, includeUpstreamErrors: boolean, path: string, span: SpanHandle | undefined): Promise<Answer | undefined> {
-    const maxResponseBytes = budget.limits.maxResponseBytes;
-    const headers = this.headersFor(this.staticHeaders[media], ctx, span);
+  /** One upstream call: its answer once the response is complete (no async frame of its own: the call's handler settles it). */
+  private forwardCall(params: RequestParams, media: MediaType, signal: ClientSignal, ctx: RequestContext, budget: OperationBudget, includeUpstreamErrors: boolean, path: string, span: SpanHandle | undefined): Promise<Answer | undefined> {
+    const flat = span === undefined ? this.flatHeaders?.[media] : undefined;
+    let headers: Readonly<Record<string, string>> | string[];
+    if (flat) {
+      // The same headers as headersFor(): the trace headers, then the static ones.
+      const trace = traceHeaders(ctx);
+      headers = flat.slice();
+      headers[1] = trace.traceparent;
+      headers[3] = trace['x-request-id'];
+    } else headers = this.headersFor(this.staticHeaders[media], ctx, span);
     const body =
       params.rawBody ??
       JSON.stringify({ query: params.query, operationName: params.operationName, variables: params.variables, extensions: params.extensions });
-    const cluster = this.cluster;
-    const host = cluster.pick();
-    ctx.upstream = cluster.name;
+    const host = this.cluster.pick();
+    ctx.upstream = this.cluster.name;
     const timeoutMs = this.remote.timeoutMs;
-    const call = new RemoteCall(signal, maxResponseBytes, budget, this.remote.responseHeaders);
-    const error = await call.run(host.dispatcher, { method: 'POST', path, headers, body, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
+    const call = new RemoteCall(signal, budget.limits.maxResponseBytes, budget, this.remote.responseHeaders);
+    return call.run(host.dispatcher, { method: 'POST', path, headers, body, headersTimeout: timeoutMs, bodyTimeout: timeoutMs }, (error) => this.settle(call, error, host, signal, ctx, budget, includeUpstreamErrors));
+  }
+
+  /** The answer of a finished {@link RemoteCall}: the upstream's (errors masked), or the failure's. */
+  private settle(call: RemoteCall, error: Error | undefined, host: ReturnType<UpstreamCluster['pick']>, signal: ClientSignal, ctx: RequestContext, budget: OperationBudget, includeUpstreamErrors: boolean): Answer | undefined {
+    const cluster = this.cluster;
+    const maxResponseBytes = budget.limits.maxResponseBytes;
+    const timeoutMs = this.remote.timeoutMs;
     if (!error) {
       let answer = call.body();
-      if (!includeUpstreamErrors) answer = maskRemoteErrors(answer, (errors) => ctx.logger.warn({ reqId: ctx.requestId, upstream: cluster.name, errors: truncate(JSON.stringify(errors)) }, 'GraphQL remote executor: upstream errors (masked for the client)'));
+      // One scan for the errors member: the masking and the endpoint's error count both need it.
+      const errors = answer.includes(ERRORS_MEMBER);
+      if (errors && !includeUpstreamErrors) answer = maskRemoteErrors(answer, (errors) => ctx.logger.warn({ reqId: ctx.requestId, upstream: cluster.name, errors: truncate(JSON.stringify(errors)) }, 'GraphQL remote executor: upstream errors (masked for the client)'));
       if (signal.aborted) return undefined;
       // The upstream's status and content type, as it sent them.
-      return { status: call.status, body: answer, contentType: call.contentType, headers: call.passed };
+      return { status: call.status, body: answer, contentType: call.contentType, headers: call.passed, errors };
     }
     if (error === OVER_BUDGET) {
       const refusal = budget.bufferedError();
@@ -509,11 +536,12 @@ function truncate(text: string): string {
  * once (not when the upstream finally answers): `signal` aborts when it does.
  */
 class RemoteCall implements Dispatcher.DispatchHandler {
-  private readonly signal: AbortSignal;
+  private readonly signal: ClientSignal;
   private readonly limit: number;
   private readonly budget: OperationBudget;
   private controller: Dispatcher.DispatchController | undefined;
   private done!: (error: Error | undefined) => void;
+  private settled = false;
   private readonly chunks: Buffer[] = [];
   private size = 0;
   private failure: Error | undefined;
@@ -523,16 +551,29 @@ class RemoteCall implements Dispatcher.DispatchHandler {
   /** The upstream response headers passed to the client. */
   passed: Record<string, string | string[]> | undefined;
 
-  constructor(signal: AbortSignal, limit: number, budget: OperationBudget, passNames: readonly string[]) {
+  constructor(signal: ClientSignal, limit: number, budget: OperationBudget, passNames: readonly string[]) {
     this.signal = signal;
     this.limit = limit;
     this.budget = budget;
     this.passNames = passNames;
   }
 
-  /** Resolves when the response is complete (undefined) or the call failed (the error). */
-  run(dispatcher: Dispatcher, options: Dispatcher.DispatchOptions): Promise<Error | undefined> {
-    const finished = new Promise<Error | undefined>((resolve) => (this.done = resolve));
+  /**
+   * Resolves with `settle(undefined)` when the response is complete, or `settle(error)` when the
+   * call failed (once: a late callback of undici's is ignored).
+   */
+  run<T>(dispatcher: Dispatcher, options: Dispatcher.DispatchOptions, settle: (error: Error | undefined) => T): Promise<T> {
+    const finished = new Promise<T>((resolve, reject) => {
+      this.done = (error) => {
+        if (this.settled) return;
+        this.settled = true;
+        try {
+          resolve(settle(error));
+        } catch (failure) {
+          reject(failure);
+        }
+      };
+    });
     this.signal.addEventListener('abort', () => this.controller?.abort(new Error('downstream closed')), { once: true });
     dispatcher.dispatch(options, this);
     return finished;

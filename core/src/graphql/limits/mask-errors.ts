@@ -5,6 +5,9 @@ const REMOTE_MESSAGE = 'the upstream GraphQL server reported an error';
 /** Upstream `extensions.code` values passed on (code-shaped only: no free text). */
 const CODE = /^[A-Z][A-Z0-9_]{0,63}$/;
 
+/** The bytes of an `errors` member's name: an answer without them holds no errors (found without parsing). */
+export const ERRORS_MEMBER = Buffer.from('"errors"');
+
 /**
  * The answer with each of its `errors` replaced by a generic one (message, `locations`, `path`, a
  * code-shaped `extensions.code`); `log` gets the originals. Answers without errors, or that are
@@ -12,7 +15,7 @@ const CODE = /^[A-Z][A-Z0-9_]{0,63}$/;
  */
 export function maskRemoteErrors(body: Buffer, log: (errors: unknown[]) => void): Buffer {
   // Most answers hold no errors: found without parsing.
-  if (!body.includes('"errors"')) return body;
+  if (!body.includes(ERRORS_MEMBER)) return body;
   let parsed: unknown;
   try {
     parsed = JSON.parse(body.toString('utf8'));
