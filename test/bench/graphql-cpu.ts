@@ -22,6 +22,7 @@ import { NODE_ENV_DEFAULTS, NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
 import { benchManifests, startNginx, stopChild } from './tools.ts';
 import { parseWrk } from './wrk.ts';
 import { booksResult, graphqlUpstreamBlock, REMOTE_REQUEST, remoteManifests, REST_REQUEST, restManifests, restUpstreamBlock, startHive } from './scenarios/graphql.ts';
+import { measureRounds, printMedians } from './probe-rounds.ts';
 
 const rows = (process.argv[2] ?? 'remote,hive').split(',');
 const seconds = Number(process.argv[3] ?? 5);
@@ -124,35 +125,13 @@ async function measure(t: Target): Promise<{ rps: number; p99: number; us: numbe
 }
 
 const targets: Target[] = [];
-const results = new Map<string, number[]>();
+let results: Map<string, number[]>;
 try {
   for (const row of rows) targets.push(await start(row));
-  for (let round = 0; round < rounds; round++) {
-    if (process.env.PROBE_CONCURRENT === '1') {
-      const ms = await Promise.all(targets.map((t) => measure(t)));
-      targets.forEach((t, i) => {
-        results.set(t.name, [...(results.get(t.name) ?? []), ms[i]!.us]);
-        console.log(JSON.stringify({ round, row: t.name, ...ms[i] }));
-      });
-      continue;
-    }
-    // Each round starts at the next row: on the shared machine the first row of a round came out dearer.
-    for (let i = 0; i < targets.length; i++) {
-      const t = targets[(i + round) % targets.length]!;
-      const m = await measure(t);
-      results.set(t.name, [...(results.get(t.name) ?? []), m.us]);
-      console.log(JSON.stringify({ round, row: t.name, ...m }));
-    }
-  }
+  results = await measureRounds(targets, rounds, measure, { rotate: true });
 } finally {
   for (const t of targets) await t.stop();
   await graphqlUp.stop();
   await restUp.stop();
 }
-const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor((v.length - 1) / 2)]!;
-const first = results.get(rows[0]!)!;
-for (const [name, v] of results) {
-  // Per-round ratio to the first row (rows of one round ran under similar load).
-  const ratios = v.map((us, i) => Math.round((us / first[i]!) * 100) / 100);
-  console.log(`${name.padEnd(16)} median ${median(v)} µs/request  (${v.join(', ')})  × ${rows[0]}: median ${median(ratios)} (${ratios.join(', ')})`);
-}
+printMedians(results, rows[0]!, 16);

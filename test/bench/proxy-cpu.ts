@@ -20,6 +20,7 @@ import { benchManifests, startListening, startNginx, stopChild } from './tools.t
 import { parseWrk } from './wrk.ts';
 import { FORMAT_GATEWAY } from './scenarios/proxy.ts';
 import { ROUTE_OPTIONS } from './scenarios/routing.ts';
+import { measureRounds, printMedians } from './probe-rounds.ts';
 
 const rows = (process.argv[2] ?? 'bare1,gh1').split(',');
 const seconds = Number(process.argv[3] ?? 5);
@@ -146,32 +147,11 @@ async function measure(t: Target): Promise<{ rps: number; p99: number; us: numbe
 
 const targets: Target[] = [];
 for (const row of rows) targets.push(await start(row));
-const results = new Map<string, number[]>();
+let results: Map<string, number[]>;
 try {
-  for (let round = 0; round < rounds; round++) {
-    // PROBE_CONCURRENT=1: every row is loaded at once (a wrk each), so all see the same machine load.
-    if (process.env.PROBE_CONCURRENT === '1') {
-      const ms = await Promise.all(targets.map((t) => measure(t)));
-      targets.forEach((t, i) => {
-        results.set(t.name, [...(results.get(t.name) ?? []), ms[i]!.us]);
-        console.log(JSON.stringify({ round, row: t.name, ...ms[i] }));
-      });
-      continue;
-    }
-    for (const t of targets) {
-      const m = await measure(t);
-      results.set(t.name, [...(results.get(t.name) ?? []), m.us]);
-      console.log(JSON.stringify({ round, row: t.name, ...m }));
-    }
-  }
+  results = await measureRounds(targets, rounds, measure);
 } finally {
   for (const t of targets) await t.stop();
   await upstream.stop();
 }
-const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor((v.length - 1) / 2)]!;
-const first = results.get(rows[0]!)!;
-for (const [name, v] of results) {
-  // Per-round ratio to the first row (rows of one round ran under the same load).
-  const ratios = v.map((us, i) => Math.round((us / first[i]!) * 100) / 100);
-  console.log(`${name.padEnd(16)} median ${median(v)} µs/request  (${v.join(', ')})  × ${rows[0]}: median ${median(ratios)} (${ratios.join(', ')})`);
-}
+printMedians(results, rows[0]!, 16);
