@@ -17,14 +17,15 @@ const MB = 1024 * 1024;
 const TOTAL = 50 * MB;
 const CHUNK = 64 * 1024;
 /**
- * With a 2 MB young generation the peak was bimodal: 137-146 MB in most runs, 164-166 MB in some
- * (1 in 5-7 runs), always the same +22 MB; the cause was not found. With the 16 MB young
- * generation Gatehouse runs with now (docs/development.md "The young generation"), the process
- * idles ~20 MB higher (135-148 MB) and peaked at 161-168 MB in 7 runs. 200 MB holds that and the
- * +22 MB mode; the no-buffering property itself is MAX_AHEAD's (a buffering gateway lets the
- * sender run 50 MB ahead), and a gateway holding both bodies would pass 200 MB.
+ * How much the gateway's RSS may grow over its idle footprint while both 50 MB bodies pass: a
+ * gateway holding one whole body grows by that body plus the streaming overhead (~70 MB), one
+ * that streams by 19-48 MB (measured: with the 2 MB young generation the peak was bimodal, +23 or
+ * +48 MB; with the 16 MB one, docs/development.md "The young generation", +19 to +44 MB in 10
+ * runs, three of them fresh-clone CI runs). A bound on the growth, not on the total, so that the
+ * idle footprint (which the young generation's size moves by ~25 MB) does not decide it. The
+ * absolute bound it replaces, 180 MB at a 116 MB idle, allowed 64 MB of growth.
  */
-const RSS_LIMIT_MB = 200;
+const RSS_GROWTH_LIMIT_MB = 60;
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 /** How long receivers stall: long enough for a buffering gateway to take in everything. */
 const STALL_MS = 500;
@@ -168,14 +169,15 @@ describe('streaming 50 MB bodies', () => {
     expect(aheadAtStallEnd).toBeLessThan(MAX_AHEAD);
   });
 
-  // The whole process, idle footprint included: the compiled build (dist/, what the
-  // launcher runs) idles at ~92 MB; Node's type stripping alone would add ~30 MB.
-  it(`the gateway's peak RSS stays under ${RSS_LIMIT_MB} MB`, async () => {
+  // Measured on the compiled build (dist/, what the launcher runs): Node's type stripping alone
+  // would add ~30 MB at idle.
+  it(`the gateway's peak RSS grows less than ${RSS_GROWTH_LIMIT_MB} MB over its idle footprint`, async () => {
     // The budget is for what users run: the compiled build (sources cost ~30 MB more).
     const entry = resolveEntry(pathToFileURL(join(ROOT, 'core/bin/gatehouse.js')).href, 'cli/main');
     expect(entry, 'dist/ is older than the sources: run `npm run build` (npm test does)').toMatch(/\/dist\/core\/src\/cli\/main\.js$/);
     rss.peak = await memoryMb(gw.child.pid!, 'VmHWM');
     console.log(`gateway RSS: idle ${rss.idle.toFixed(0)} MB, peak ${rss.peak.toFixed(0)} MB over both transfers`);
-    expect(rss.peak).toBeLessThan(RSS_LIMIT_MB);
+    expect(rss.idle).toBeGreaterThan(0);
+    expect(rss.peak - rss.idle).toBeLessThan(RSS_GROWTH_LIMIT_MB);
   });
 });
