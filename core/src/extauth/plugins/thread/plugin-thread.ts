@@ -18,6 +18,7 @@ import { pluginHostOptions } from '../plugin-host-options.ts';
 import type { PluginHostLogger } from '../isolate/sandbox-limits.ts';
 import type { PluginStep, PluginStepOptions } from '../plugin-step.ts';
 import { memoryRoute, memoryStoreViaParent, serveStoreRequests, type StoreReply, type StoreRequest } from '../store/store-hub.ts';
+import { CALL_PIPE_FD, readFrames, writeFrame } from './call-pipe.ts';
 
 /**
  * Plugin steps whose isolates run on a thread of their own (`--plugin-thread`, the default of
@@ -58,14 +59,6 @@ export type FromThread =
 
 /** The environment variable that tells ./plugin-thread-main.ts it runs as the plugin process, with its watchdog's bounds (JSON). */
 export const PLUGIN_PROCESS_ENV = 'GATEHOUSE_PLUGIN_PROCESS';
-
-/**
- * The plugin process's call pipe: checks go to it as length-prefixed JSON texts on a pipe of their
- * own, not through Node's IPC channel. Measured in a `gatehouse run` under wrk (RequiredHeader,
- * ~13 checks per message): `child.send` took 85–340 µs of the event loop's CPU per message, the
- * same bytes written to a plain pipe 18–20 µs (JSON.stringify included).
- */
-export const CALL_PIPE_FD = 4;
 
 /** A plain allow (no headers, no State) in an answers message. */
 export const ALLOW = 1;
@@ -212,6 +205,17 @@ class PluginThread {
     // Its failures are the process's: a dead child is seen by 'exit' (and what waits is denied).
     calls?.on('error', () => {});
     calls?.unref();
+    // Answers come back on the same pipe, framed the same way (see {@link CALL_PIPE_FD}).
+    if (calls) {
+      readFrames(
+        calls,
+        (message) => this.received(message as FromThread),
+        (why) => {
+          child.kill('SIGKILL');
+          lost(`the plugin process sent ${why} on its call pipe`);
+        },
+      );
+    }
     child.on('message', (message: FromThread) => this.received(message));
     child.on('error', (error) => {
       child.kill('SIGKILL');
@@ -229,12 +233,7 @@ class PluginThread {
         ? {
             postCall: (message: Extract<ToThread, { t: 'calls' } | { t: 'close' }>) => {
               if (calls.destroyed || !calls.writable) return;
-              const text = JSON.stringify(message);
-              const length = Buffer.byteLength(text);
-              const frame = Buffer.allocUnsafe(4 + length);
-              frame.writeUInt32BE(length, 0);
-              frame.write(text, 4);
-              calls.write(frame);
+              writeFrame(calls, message);
             },
           }
         : {}),
