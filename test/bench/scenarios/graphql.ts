@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { buildSchema, graphql } from 'graphql';
 import { BOOKS, BOOKS_SDL, USERS_SDL } from '../graphql-schemas.ts';
 import type { BenchContext, BenchModule, BenchScenario, RunningTarget } from '../scenario.ts';
-import { runWrk, type WrkResult } from '../wrk.ts';
+import { inTurns } from '../turns.ts';
 import { freePort, startListening, startNginx, stopChild, type Started } from '../tools.ts';
 import { NODE_ENV_DEFAULTS, NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
 
@@ -127,40 +127,13 @@ async function restResolvers(ctx: BenchContext, env: Record<string, string> = {}
 
 /**
  * The limits pair (issue 25: the limits cost at most 5%) is a difference smaller than one pass's
- * noise on a shared machine, and a fixed order (on, then off) put one row first every round. So
- * the limits-on row's measurement runs both gateways at once and loads them in turns, on off off
- * on off on on off: each run is an ordinary row measurement (wrk warm-up, then the fixed load),
- * each row's figure the median of its four runs, and both rows see the same minute of the machine.
- * The limits-off row then reports its runs from that measurement (it measures itself when the
- * limits-on row did not run, e.g. filtered out).
+ * noise on a shared machine, and a fixed order (on, then off) put one row first every round: the
+ * pair is measured in turns (../turns.ts), both gateways up at once. The limits-off gateway is
+ * started on the limits-on row's upstream, which is already counted as a user.
  */
-const LIMITS_PAIR_ORDER = ['on', 'off', 'off', 'on', 'off', 'on', 'on', 'off'] as const;
-let limitsOffRuns: WrkResult | undefined;
-
-async function measureLimitsPair(target: RunningTarget, ctx: BenchContext): Promise<WrkResult> {
-  // The upstream is the limits-on row's (already started): not counted as another user of it.
+async function limitsOffOnSharedUpstream(ctx: BenchContext): Promise<RunningTarget> {
   const up = await restUpstream.get(ctx);
-  const off = await ctx.gatehouse({ 'graphql.yaml': restManifests(up.port) }, [], 'gateway', { GATEHOUSE_GRAPHQL_LIMITS: 'off' });
-  const runs: Record<'on' | 'off', WrkResult[]> = { on: [], off: [] };
-  try {
-    for (const which of LIMITS_PAIR_ORDER) runs[which].push(await runWrk(which === 'on' ? target.url : off.url, REST_REQUEST, ctx.workDir));
-  } finally {
-    await off.stop();
-  }
-  limitsOffRuns = medianRun(runs.off);
-  return medianRun(runs.on);
-}
-
-/** The median of each figure over `runs` (as run.ts takes them over rounds); errors and requests summed. */
-function medianRun(runs: WrkResult[]): WrkResult {
-  const mid = (values: number[]) => values.sort((a, b) => a - b)[Math.floor((values.length - 1) / 2)]!;
-  return {
-    requestsPerSec: mid(runs.map((r) => r.requestsPerSec)),
-    p50Ms: mid(runs.map((r) => r.p50Ms)),
-    p99Ms: mid(runs.map((r) => r.p99Ms)),
-    errors: runs.reduce((sum, r) => sum + r.errors, 0),
-    requests: runs.reduce((sum, r) => sum + r.requests, 0),
-  };
+  return ctx.gatehouse({ 'graphql.yaml': restManifests(up.port) }, [], 'gateway', { GATEHOUSE_GRAPHQL_LIMITS: 'off' });
 }
 
 function withRelease(target: RunningTarget, release: () => Promise<void>): RunningTarget {
@@ -259,33 +232,22 @@ export const scenarios: BenchScenario[] = [
       return withRelease({ url: `http://127.0.0.1:${server.port}`, stop: server.stop }, restUpstream.release);
     },
   },
-  {
-    group: 'graphql rest',
-    name: 'gatehouse REST resolvers (1 worker)',
-    request: REST_REQUEST,
-    start: (ctx) => restResolvers(ctx),
-    measure: measureLimitsPair,
-  },
-  {
-    group: 'graphql rest',
-    // Issue 25: what the operation limits cost (same API; GATEHOUSE_GRAPHQL_LIMITS=off is for benchmarks only, docs/graphql.md).
-    name: 'gatehouse REST resolvers, limits off (1 worker)',
-    request: REST_REQUEST,
-    start: async (ctx) => {
-      // Measured with the limits-on row (measureLimitsPair): no gateway of its own this round.
-      if (limitsOffRuns) {
-        // Still a user of the shared upstream, so that it stops after the round's last row.
+  ...inTurns([
+    { group: 'graphql rest', name: 'gatehouse REST resolvers (1 worker)', request: REST_REQUEST, start: (ctx) => restResolvers(ctx) },
+    {
+      group: 'graphql rest',
+      // Issue 25: what the operation limits cost (same API; GATEHOUSE_GRAPHQL_LIMITS=off is for benchmarks only, docs/graphql.md).
+      name: 'gatehouse REST resolvers, limits off (1 worker)',
+      request: REST_REQUEST,
+      start: (ctx) => restResolvers(ctx, { GATEHOUSE_GRAPHQL_LIMITS: 'off' }),
+      startInTurns: limitsOffOnSharedUpstream,
+      // Still a user of the shared upstream when measured in turns, so that it stops after the round's last row.
+      placeholder: async (ctx) => {
         await restUpstream.get(ctx);
-        return withRelease({ url: 'measured with the limits-on row', stop: async () => {} }, restUpstream.release);
-      }
-      return restResolvers(ctx, { GATEHOUSE_GRAPHQL_LIMITS: 'off' });
+        return withRelease({ url: 'measured in turns with the limits-on row', stop: async () => {} }, restUpstream.release);
+      },
     },
-    measure: async (target, ctx) => {
-      const measured = limitsOffRuns;
-      limitsOffRuns = undefined;
-      return measured ?? runWrk(target.url, REST_REQUEST, ctx.workDir);
-    },
-  },
+  ]),
   {
     group: 'graphql rest',
     name: 'gatehouse stitched schema, users + companies subschemas (1 worker)',
@@ -317,7 +279,7 @@ export const scenarios: BenchScenario[] = [
 export const goals: BenchModule['goals'] = [
   { row: 'gatehouse remote executor (1 worker)', against: 'hive gateway proxy mode (1 process)', minThroughputRatio: 3 },
   { row: 'gatehouse REST resolvers (1 worker)', against: 'hand-written graphql-js + undici (REST)', minThroughputRatio: 0.8 },
-  // Issue 25: the limits cost at most 5% (limits on / off); the pair is measured in turns (measureLimitsPair).
+  // Issue 25: the limits cost at most 5% (limits on / off); the pair is measured in turns (../turns.ts).
   { row: 'gatehouse REST resolvers (1 worker)', against: 'gatehouse REST resolvers, limits off (1 worker)', minThroughputRatio: 0.95 },
   // Issue 16: a stitched query across two subschemas vs the same data from one local executor.
   { row: 'gatehouse stitched schema, users + companies subschemas (1 worker)', against: 'gatehouse REST resolvers (1 worker)', minThroughputRatio: 0.7 },

@@ -1,6 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import type { BenchContext, BenchModule, BenchScenario } from '../scenario.ts';
 import { benchManifests, startListening, startNginx } from '../tools.ts';
+import { inTurns } from '../turns.ts';
 import { NODE_ENV_DEFAULTS, NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
 
 const script = (name: string) => fileURLToPath(new URL(`../${name}`, import.meta.url));
@@ -33,6 +34,34 @@ export const FORMAT_GATEWAY = {
   },
 };
 
+// The goal pairs (Gatehouse against bare undici on one and two workers; the Gateway's access log
+// format against the default log) are measured in turns (../turns.ts): their margins are within
+// one pass's noise on this machine.
+const [bare1, gatehouse1, gatehouseFormat] = inTurns([
+  {
+    group: 'proxy',
+    name: 'bare undici proxy (1 worker)',
+    start: async (ctx) => {
+      const p = await node('bare-undici-proxy.ts', ctx.upstreamUrl, '1');
+      return { url: `http://127.0.0.1:${p.port}`, stop: p.stop };
+    },
+  },
+  { group: 'proxy', name: 'gatehouse (1 worker)', start: (ctx) => ctx.gatehouse(proxyConfig(ctx)) },
+  // The listener from a Gloo Gateway whose access log is an Envoy format string (docs/gateway.md), written where the default log goes.
+  { group: 'proxy', name: 'gatehouse (1 worker, Gateway access log format)', start: (ctx) => ctx.gatehouse({ ...proxyConfig(ctx), 'gateway.yaml': [FORMAT_GATEWAY] }) },
+]) as [BenchScenario, BenchScenario, BenchScenario];
+const [bare2, gatehouse2] = inTurns([
+  {
+    group: 'proxy',
+    name: 'bare undici proxy (2 workers)',
+    start: async (ctx) => {
+      const p = await node('bare-undici-proxy.ts', ctx.upstreamUrl, '2');
+      return { url: `http://127.0.0.1:${p.port}`, stop: p.stop };
+    },
+  },
+  { group: 'proxy', name: 'gatehouse (2 workers)', start: (ctx) => ctx.gatehouse(proxyConfig(ctx), ['--workers', '2']) },
+]) as [BenchScenario, BenchScenario];
+
 export const scenarios: BenchScenario[] = [
   { group: 'proxy', name: 'direct to upstream', start: async (ctx) => ({ url: ctx.upstreamUrl, stop: async () => {} }) },
   {
@@ -44,14 +73,7 @@ export const scenarios: BenchScenario[] = [
       return { url: `http://127.0.0.1:${n.port}`, stop: n.stop };
     },
   },
-  {
-    group: 'proxy',
-    name: 'bare undici proxy (1 worker)',
-    start: async (ctx) => {
-      const p = await node('bare-undici-proxy.ts', ctx.upstreamUrl, '1');
-      return { url: `http://127.0.0.1:${p.port}`, stop: p.stop };
-    },
-  },
+  bare1,
   {
     group: 'proxy',
     name: 'bare undici proxy (1 worker, default Node flags)',
@@ -68,18 +90,10 @@ export const scenarios: BenchScenario[] = [
       return { url: `http://127.0.0.1:${p.port}`, stop: p.stop };
     },
   },
-  { group: 'proxy', name: 'gatehouse (1 worker)', start: (ctx) => ctx.gatehouse(proxyConfig(ctx)) },
+  gatehouse1,
   { group: 'proxy', name: 'gatehouse (1 worker, no access log)', start: (ctx) => ctx.gatehouse(proxyConfig(ctx), ['--access-log', 'false']) },
-  // The listener from a Gloo Gateway whose access log is an Envoy format string (docs/gateway.md), written where the default log goes.
-  { group: 'proxy', name: 'gatehouse (1 worker, Gateway access log format)', start: (ctx) => ctx.gatehouse({ ...proxyConfig(ctx), 'gateway.yaml': [FORMAT_GATEWAY] }) },
-  {
-    group: 'proxy',
-    name: 'bare undici proxy (2 workers)',
-    start: async (ctx) => {
-      const p = await node('bare-undici-proxy.ts', ctx.upstreamUrl, '2');
-      return { url: `http://127.0.0.1:${p.port}`, stop: p.stop };
-    },
-  },
+  gatehouseFormat,
+  bare2,
   {
     group: 'proxy',
     name: 'bare undici proxy (2 workers, reusePort)',
@@ -88,7 +102,7 @@ export const scenarios: BenchScenario[] = [
       return { url: `http://127.0.0.1:${p.port}`, stop: p.stop };
     },
   },
-  { group: 'proxy', name: 'gatehouse (2 workers)', start: (ctx) => ctx.gatehouse(proxyConfig(ctx), ['--workers', '2']) },
+  gatehouse2,
 ];
 
 export const goals: BenchModule['goals'] = [
