@@ -1,7 +1,7 @@
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { MAX_FRAME_BYTES, readFrames, writeFrame } from './call-pipe.ts';
+import { MAX_FRAME_BYTES, readFrames, writeCalls, writeFrame } from './call-pipe.ts';
 
 // The call pipe's framing on a real socket pair: frames split and joined by the transport arrive
 // whole and in order; a frame that is not JSON or claims more than the bound is reported once
@@ -40,11 +40,15 @@ describe('call pipe frames', () => {
     const got: unknown[] = [];
     const bad: string[] = [];
     readFrames(reader, (message) => got.push(message), (why) => bad.push(why));
-    const messages = [{ t: 'answers', answers: [1, 1, 2, { allowed: true, headersToSet: [{ key: 'x', value: 'é😀' }] }] }, { t: 'calls', calls: [1, 2, '{"a":1}'] }, { t: 'pong' }];
-    // Frames built as writeFrame builds them, then sent one byte per write.
+    // A calls frame: texts with quotes, backslashes, non-ASCII (2-, 3- and 4-byte UTF-8), an empty one, the largest ids.
+    const calls = [1, 2, '{"a":"x\\"y"}', 0xffff_ffff, 0, '{"h":"é€😀"}', 7, 0xffff_fffe, ''];
+    const messages = [{ t: 'answers', answers: [1, 1, 2, { allowed: true, headersToSet: [{ key: 'x', value: 'é😀' }] }] }, { t: 'calls', calls }, { t: 'pong' }];
+    // Frames built as writeFrame and writeCalls build them, then sent one byte per write.
     const frames: Buffer[] = [];
-    const capture = { write: (frame: Buffer) => frames.push(frame) } as unknown as Socket;
-    for (const message of messages) writeFrame(capture, message);
+    const capture = { write: (frame: Buffer) => frames.push(Buffer.from(frame)) } as unknown as Socket;
+    writeFrame(capture, messages[0]);
+    writeCalls(capture, calls);
+    writeFrame(capture, messages[2]);
     const bytes = Buffer.concat(frames);
     for (let i = 0; i < bytes.length; i++) {
       writer.write(bytes.subarray(i, i + 1));
@@ -73,6 +77,29 @@ describe('call pipe frames', () => {
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(bad).toEqual(['a frame that is not JSON']);
     expect(got).toEqual([{ t: 'pong' }]);
+  });
+
+  it('a calls frame whose lengths do not add up is reported, not read past its end', async () => {
+    const { writer, reader } = await pair();
+    const got: unknown[] = [];
+    const bad: string[] = [];
+    readFrames(reader, (message) => got.push(message), (why) => bad.push(why));
+    // A check that claims 100 bytes in a frame that holds 3 of them (kind byte, sid, id, length, text).
+    const body = Buffer.alloc(1 + 12 + 3);
+    body[0] = 0x01;
+    body.writeUInt32BE(1, 1);
+    body.writeUInt32BE(2, 5);
+    body.writeUInt32BE(100, 9);
+    body.write('abc', 13);
+    const head = Buffer.alloc(4);
+    head.writeUInt32BE(body.length, 0);
+    // A JSON frame behind it, in the same write: never read.
+    const after: Buffer[] = [];
+    writeFrame({ write: (frame: Buffer) => after.push(Buffer.from(frame)) } as unknown as Socket, { t: 'pong' });
+    writer.write(Buffer.concat([head, body, ...after]));
+    await until(() => bad.length === 1);
+    expect(bad).toEqual(['a calls frame that does not add up']);
+    expect(got).toEqual([]);
   });
 
   it('a length past the bound is reported at once, without buffering towards it', async () => {

@@ -18,7 +18,7 @@ import { pluginHostOptions } from '../plugin-host-options.ts';
 import type { PluginHostLogger } from '../isolate/sandbox-limits.ts';
 import type { PluginStep, PluginStepOptions } from '../plugin-step.ts';
 import { memoryRoute, memoryStoreViaParent, serveStoreRequests, type StoreReply, type StoreRequest } from '../store/store-hub.ts';
-import { CALL_PIPE_FD, readFrames, writeFrame } from './call-pipe.ts';
+import { CALL_PIPE_FD, readFrames, writeCalls, writeFrame } from './call-pipe.ts';
 
 /**
  * Plugin steps whose isolates run on a thread of their own (`--plugin-thread`, the default of
@@ -233,7 +233,8 @@ class PluginThread {
         ? {
             postCall: (message: Extract<ToThread, { t: 'calls' } | { t: 'close' }>) => {
               if (calls.destroyed || !calls.writable) return;
-              writeFrame(calls, message);
+              if (message.t === 'calls') writeCalls(calls, message.calls);
+              else writeFrame(calls, message);
             },
           }
         : {}),
@@ -295,7 +296,7 @@ class PluginThread {
       const value = resolveSecret?.(full);
       if (value !== undefined) secrets[secretKey(full)] = value;
     }
-    const sid = ++this.nextStep;
+    const sid = (this.nextStep = (this.nextStep + 1) % 0x1_0000_0000);
     this.loggers.set(sid, logger);
     const message: Extract<ToThread, { t: 'create' }> = { t: 'create', sid, spec, options: rest, upstreams, secrets, ...(memoryStoreViaParent() ? { memoryViaParent: true } : {}) };
     const reply = await new Promise<Extract<FromThread, { t: 'created' }>>((resolve) => {
@@ -318,7 +319,9 @@ class PluginThread {
   call(sid: number, json: string): Promise<AuthDecision> {
     // Fail closed while the plugin process restarts: nothing queues behind a dead process.
     if (this.down) return Promise.resolve(forbidden());
-    const id = ++this.nextCall;
+    // The call pipe carries ids as 32-bit numbers: wrapped (a gateway at 20,000 checks a second
+    // passes 2^32 in two and a half days), never near an id still waiting.
+    const id = (this.nextCall = (this.nextCall + 1) % 0x1_0000_0000);
     if (this.outgoing.length === 0) setImmediate(() => this.flush());
     this.outgoing.push(sid, id, json);
     return new Promise((resolve) => this.waiting.set(id, resolve));
