@@ -205,18 +205,28 @@ class PluginThread {
     // Its failures are the process's: a dead child is seen by 'exit' (and what waits is denied).
     calls?.on('error', () => {});
     calls?.unref();
+    // What the plugin process sends is data from a process that runs untrusted code: a message the
+    // gateway cannot use ends that process (restarted as after a crash), never this loop.
+    const receive = (message: FromThread) => {
+      try {
+        this.received(message);
+      } catch (error) {
+        child.kill('SIGKILL');
+        lost(`the plugin process sent a message the gateway could not use (${error instanceof Error ? error.message : String(error)})`);
+      }
+    };
     // Answers come back on the same pipe, framed the same way (see {@link CALL_PIPE_FD}).
     if (calls) {
       readFrames(
         calls,
-        (message) => this.received(message as FromThread),
+        (message) => receive(message as FromThread),
         (why) => {
           child.kill('SIGKILL');
           lost(`the plugin process sent ${why} on its call pipe`);
         },
       );
     }
-    child.on('message', (message: FromThread) => this.received(message));
+    child.on('message', receive);
     child.on('error', (error) => {
       child.kill('SIGKILL');
       lost(`the plugin process failed: ${error.message}`);
