@@ -29,6 +29,52 @@ describe('the budgeted WebAssembly', () => {
     expect(() => new W.Instance(module, {})).toThrow(/could not allocate memory: 1 pages .* 0 pages left of the plugin's Wasm memory budget \(memoryLimitMb 4\)/);
   });
 
+  it('a plugin that tampers with the builtins the rewrite could use still gets a budgeted memory (plugin-host fuzz, seed 1943233312)', () => {
+    // The fuzz program emptied the array iterator, so the rewrite's destructuring read no sections
+    // and the module ran with its own memory: 5-7 s of CPU growing it. Each of these alone, too.
+    const typedProto = Object.getPrototypeOf(Uint8Array.prototype);
+    const saved = {
+      iterator: Array.prototype[Symbol.iterator],
+      push: Array.prototype.push,
+      forEach: Array.prototype.forEach,
+      find: Array.prototype.find,
+      min: Math.min,
+      floor: Math.floor,
+      subarray: typedProto.subarray,
+      set: typedProto.set,
+      length: Object.getOwnPropertyDescriptor(typedProto, 'length')!,
+    };
+    const W = wasm(4);
+    try {
+      Array.prototype[Symbol.iterator] = function* () {} as never;
+      Array.prototype.push = () => 0;
+      Array.prototype.forEach = () => {};
+      Array.prototype.find = () => undefined;
+      Math.min = () => 65536 * 4;
+      Math.floor = () => 0;
+      typedProto.subarray = function () {
+        return new Uint8Array(0);
+      };
+      typedProto.set = () => {};
+      Object.defineProperty(typedProto, 'length', { get: () => 0, configurable: true });
+      const module = new W.Module(MAIN);
+      expect(V8.Module.imports(module)).toEqual([{ module: WASM_MEMORY_IMPORT, name: 'memory0', kind: 'memory' }]);
+      const { exports } = new W.Instance(module, {});
+      expect(() => exports.hog()).toThrow(V8.RuntimeError);
+      expect(exports.pages()).toBe(49);
+    } finally {
+      Array.prototype[Symbol.iterator] = saved.iterator;
+      Array.prototype.push = saved.push;
+      Array.prototype.forEach = saved.forEach;
+      Array.prototype.find = saved.find;
+      Math.min = saved.min;
+      Math.floor = saved.floor;
+      typedProto.subarray = saved.subarray;
+      typedProto.set = saved.set;
+      Object.defineProperty(typedProto, 'length', saved.length);
+    }
+  });
+
   it('declared maximums let several memories share the budget', () => {
     const W = wasm(4);
     const a = new W.Memory({ initial: 1, maximum: 16 });

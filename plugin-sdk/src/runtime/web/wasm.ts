@@ -29,6 +29,23 @@ export const MAX_WASM_MODULE_BYTES = 8 * 1024 * 1024;
 /** The import module name the rewritten modules take their memories from. */
 export const WASM_MEMORY_IMPORT = 'gatehouse:memory';
 
+// Captured when the runtime loads, before any plugin code: the rewrite below decides what Wasm
+// memory a module may have, so nothing it reads may be answered by the plugin (a plugin that
+// emptied `Array.prototype[Symbol.iterator]` made the destructuring here read no sections, and
+// its module ran unbudgeted: 5-7 s of CPU growing memory, found by the plugin-host fuzz test).
+// No iteration protocol, no array or typed-array methods, no prototype getters: index loops,
+// own `length`s of arrays this file made, and the typed arrays' native length getter.
+const NativeUint8Array = Uint8Array;
+const typedArrayLength = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(Uint8Array.prototype) as object, 'length')!.get!;
+const applyNative = Reflect.apply;
+const floorOf = Math.floor;
+/** A typed array's length by V8's own getter (a plugin may shadow `length` on the prototype). */
+const lengthOf = (bytes: Uint8Array): number => applyNative(typedArrayLength, bytes, []) as number;
+/** Appends `values` to `out` by index. */
+const append = (out: number[], values: ArrayLike<number>, count = values.length): void => {
+  for (let i = 0; i < count; i++) out[out.length] = values[i]!;
+};
+
 /** The parts of V8's `WebAssembly` namespace the wrapper uses (the sandbox's lib has no Wasm typings). */
 export interface WasmNamespace {
   Module: WasmModuleConstructor;
@@ -63,36 +80,41 @@ interface Limits {
 
 class ParseError extends Error {}
 
-/** Reads an unsigned LEB128 (up to 32 bits) at `at`; answers [value, next offset]. */
-function leb(bytes: Uint8Array, at: number): [number, number] {
+/** The offset after the last {@link leb} read (a second return value without an array to destructure). */
+let lebNext = 0;
+
+/** Reads an unsigned LEB128 (up to 32 bits) at `at` of a module `length` bytes long; answers the value, the next offset in {@link lebNext}. */
+function leb(bytes: Uint8Array, at: number, length: number): number {
   let value = 0;
   let shift = 0;
-  for (let i = at; i < bytes.length && i < at + 5; i++) {
+  for (let i = at; i < length && i < at + 5; i++) {
     const byte = bytes[i]!;
     value += (byte & 0x7f) * 2 ** shift;
-    if ((byte & 0x80) === 0) return [value, i + 1];
+    if ((byte & 0x80) === 0) {
+      lebNext = i + 1;
+      return value;
+    }
     shift += 7;
   }
   throw new ParseError('bad LEB128');
 }
 
-function lebBytes(value: number): number[] {
-  const out: number[] = [];
+/** Appends `value` as an unsigned LEB128 to `out`. */
+function appendLeb(out: number[], value: number): void {
   let rest = value;
   do {
     let byte = rest % 128;
-    rest = Math.floor(rest / 128);
+    rest = floorOf(rest / 128);
     if (rest > 0) byte |= 0x80;
-    out.push(byte);
+    out[out.length] = byte;
   } while (rest > 0);
-  return out;
 }
 
-const utf8 = (text: string): number[] => {
-  const out: number[] = [];
-  for (let i = 0; i < text.length; i++) out.push(text.charCodeAt(i) & 0x7f);
-  return out;
-};
+/** Appends an ASCII name, length first, to `out`. */
+function appendName(out: number[], text: string): void {
+  appendLeb(out, text.length);
+  for (let i = 0; i < text.length; i++) out[out.length] = text.charCodeAt(i) & 0x7f;
+}
 
 /** What {@link rewriteModule} made of a module: its new binary, its memories' limits, its tables' clamped maximums. */
 export interface RewrittenModule {
@@ -104,8 +126,8 @@ export interface RewrittenModule {
 }
 
 /** Reads a signed LEB128 heap type (GC proposal reference types); answers the next offset. */
-function skipLeb(bytes: Uint8Array, at: number): number {
-  for (let i = at; i < bytes.length && i < at + 10; i++) if ((bytes[i]! & 0x80) === 0) return i + 1;
+function skipLeb(bytes: Uint8Array, at: number, length: number): number {
+  for (let i = at; i < length && i < at + 10; i++) if ((bytes[i]! & 0x80) === 0) return i + 1;
   throw new ParseError('bad LEB128');
 }
 
@@ -121,99 +143,150 @@ function skipLeb(bytes: Uint8Array, at: number): number {
  * tables with initializer expressions, a table whose initial size is over `tableCap`).
  */
 export function rewriteModule(bytes: Uint8Array, tableCap: number): RewrittenModule | undefined {
-  if (bytes.length < 8 || bytes[0] !== 0 || bytes[1] !== 0x61 || bytes[2] !== 0x73 || bytes[3] !== 0x6d) throw new ParseError('not a Wasm binary');
-  const sections: { id: number; start: number; end: number; body: number }[] = [];
+  const length = lengthOf(bytes);
+  if (length < 8 || bytes[0] !== 0 || bytes[1] !== 0x61 || bytes[2] !== 0x73 || bytes[3] !== 0x6d) throw new ParseError('not a Wasm binary');
+  // Sections as flat quadruples: id, start, end, body.
+  const sections: number[] = [];
   let at = 8;
-  while (at < bytes.length) {
+  while (at < length) {
     const id = bytes[at]!;
-    const [size, body] = leb(bytes, at + 1);
+    const size = leb(bytes, at + 1, length);
+    const body = lebNext;
     const end = body + size;
-    if (end > bytes.length) throw new ParseError('section past the end');
-    sections.push({ id, start: at, end, body });
+    if (end > length) throw new ParseError('section past the end');
+    sections[sections.length] = id;
+    sections[sections.length] = at;
+    sections[sections.length] = end;
+    sections[sections.length] = body;
     at = end;
   }
-  const memory = sections.find((s) => s.id === 5);
-  const table = sections.find((s) => s.id === 4);
-  if (!memory && !table) return undefined;
+  /** The index in `sections` of the first section with `id`, or -1. */
+  const find = (id: number): number => {
+    for (let i = 0; i < sections.length; i += 4) if (sections[i] === id) return i;
+    return -1;
+  };
+  const memory = find(5);
+  const table = find(4);
+  if (memory < 0 && table < 0) return undefined;
   const memories: Limits[] = [];
-  if (memory) {
-    let [count, p] = leb(bytes, memory.body);
+  if (memory >= 0) {
+    const count = leb(bytes, sections[memory + 3]!, length);
+    let p = lebNext;
     for (let i = 0; i < count; i++) {
       const flags = bytes[p++];
       if (flags !== 0 && flags !== 1) throw new Error(`the plugin sandbox runs no shared or 64-bit Wasm memories (memory ${i} has limits flags 0x${(flags ?? 0).toString(16)})`);
-      let initial: number;
-      [initial, p] = leb(bytes, p);
+      const initial = leb(bytes, p, length);
+      p = lebNext;
       let maximum: number | undefined;
-      if (flags === 1) [maximum, p] = leb(bytes, p);
-      memories.push({ initial, maximum });
+      if (flags === 1) {
+        maximum = leb(bytes, p, length);
+        p = lebNext;
+      }
+      memories[memories.length] = { initial, maximum };
     }
-    if (p !== memory.end) throw new ParseError('memory section size');
+    if (p !== sections[memory + 2]) throw new ParseError('memory section size');
   }
   let tableSection: number[] | undefined;
   let tableEntries = 0;
-  if (table) {
-    let [count, p] = leb(bytes, table.body);
-    const payload: number[] = [...lebBytes(count)];
+  if (table >= 0) {
+    const count = leb(bytes, sections[table + 3]!, length);
+    let p = lebNext;
+    const payload: number[] = [];
+    appendLeb(payload, count);
     for (let i = 0; i < count; i++) {
       const typeStart = p;
       if (bytes[p] === 0x40) throw new Error(`the plugin sandbox runs no Wasm tables with initializer expressions (table ${i})`);
       // A reference type: one byte, or 0x63/0x64 and a heap type.
-      p = bytes[p] === 0x63 || bytes[p] === 0x64 ? skipLeb(bytes, p + 1) : p + 1;
-      const type = bytes.subarray(typeStart, p);
+      p = bytes[p] === 0x63 || bytes[p] === 0x64 ? skipLeb(bytes, p + 1, length) : p + 1;
+      const typeEnd = p;
       const flags = bytes[p++];
       if (flags !== 0 && flags !== 1) throw new Error(`the plugin sandbox runs no shared or 64-bit Wasm tables (table ${i} has limits flags 0x${(flags ?? 0).toString(16)})`);
-      let initial: number;
-      [initial, p] = leb(bytes, p);
+      const initial = leb(bytes, p, length);
+      p = lebNext;
       let maximum: number | undefined;
-      if (flags === 1) [maximum, p] = leb(bytes, p);
+      if (flags === 1) {
+        maximum = leb(bytes, p, length);
+        p = lebNext;
+      }
       if (initial > tableCap) throw new RangeError(`Wasm table ${i} starts with ${initial} entries: the plugin sandbox allows at most ${tableCap} (the step's memory limit)`);
       // Without a declared maximum a table may grow by 65,536 entries (the budget is for all tables of all instances).
-      const clamped = Math.min(tableCap, maximum ?? initial + 65536);
+      const wanted = maximum ?? initial + 65536;
+      const clamped = wanted < tableCap ? wanted : tableCap;
       tableEntries += clamped;
-      payload.push(...type, 0x01, ...lebBytes(initial), ...lebBytes(clamped));
+      for (let b = typeStart; b < typeEnd; b++) payload[payload.length] = bytes[b]!;
+      payload[payload.length] = 0x01;
+      appendLeb(payload, initial);
+      appendLeb(payload, clamped);
     }
-    if (p !== table.end) throw new ParseError('table section size');
-    tableSection = [4, ...lebBytes(payload.length), ...payload];
+    if (p !== sections[table + 2]) throw new ParseError('table section size');
+    tableSection = [4];
+    appendLeb(tableSection, payload.length);
+    append(tableSection, payload);
   }
-  const parts: ArrayLike<number>[] = [];
+  // The output as flat ranges: [source start, source end] of `bytes`, or -1 and an index into `inserts`.
+  const ranges: number[] = [];
+  const inserts: number[][] = [];
   let from = 0;
   /** Copies the bytes up to `until`, then `insert`, and continues after `skipTo`. */
-  const splice = (until: number, insert: ArrayLike<number>, skipTo: number): void => {
-    parts.push(bytes.subarray(from, until), insert);
+  const splice = (until: number, insert: number[], skipTo: number): void => {
+    ranges[ranges.length] = from;
+    ranges[ranges.length] = until;
+    ranges[ranges.length] = -1;
+    ranges[ranges.length] = inserts.length;
+    inserts[inserts.length] = insert;
     from = skipTo;
   };
   if (memories.length > 0) {
     const entries: number[] = [];
-    memories.forEach((limits, i) => {
-      const module = utf8(WASM_MEMORY_IMPORT);
-      const field = utf8(`memory${i}`);
-      entries.push(...lebBytes(module.length), ...module, ...lebBytes(field.length), ...field, 0x02);
+    for (let i = 0; i < memories.length; i++) {
+      const limits = memories[i]!;
+      appendName(entries, WASM_MEMORY_IMPORT);
+      appendName(entries, `memory${i}`);
+      entries[entries.length] = 0x02;
       // The import's own limits: the instance's memory must fit them (it does: made from them).
-      if (limits.maximum === undefined) entries.push(0x00, ...lebBytes(limits.initial));
-      else entries.push(0x01, ...lebBytes(limits.initial), ...lebBytes(limits.maximum));
-    });
-    const imports = sections.find((s) => s.id === 2);
-    if (imports) {
-      const [existing, rest] = leb(bytes, imports.body);
-      const payload = [...lebBytes(existing + memories.length), ...bytes.subarray(rest, imports.end), ...entries];
-      splice(imports.start, [2, ...lebBytes(payload.length), ...payload], imports.end);
+      entries[entries.length] = limits.maximum === undefined ? 0x00 : 0x01;
+      appendLeb(entries, limits.initial);
+      if (limits.maximum !== undefined) appendLeb(entries, limits.maximum);
+    }
+    const imports = find(2);
+    const payload: number[] = [];
+    let section: number[];
+    if (imports >= 0) {
+      const existing = leb(bytes, sections[imports + 3]!, length);
+      appendLeb(payload, existing + memories.length);
+      for (let b = lebNext; b < sections[imports + 2]!; b++) payload[payload.length] = bytes[b]!;
+      append(payload, entries);
+      section = [2];
+      appendLeb(section, payload.length);
+      append(section, payload);
+      splice(sections[imports + 1]!, section, sections[imports + 2]!);
     } else {
       // Section order: the import section follows the type section (custom sections may sit anywhere).
-      const type = sections.find((s) => s.id === 1);
-      const payload = [...lebBytes(memories.length), ...entries];
-      splice(type ? type.end : 8, [2, ...lebBytes(payload.length), ...payload], type ? type.end : 8);
+      const type = find(1);
+      const after = type >= 0 ? sections[type + 2]! : 8;
+      appendLeb(payload, memories.length);
+      append(payload, entries);
+      section = [2];
+      appendLeb(section, payload.length);
+      append(section, payload);
+      splice(after, section, after);
     }
   }
-  if (table && tableSection) splice(table.start, tableSection, table.end);
-  if (memory && memories.length > 0) splice(memory.start, [], memory.end);
-  parts.push(bytes.subarray(from));
-  let length = 0;
-  for (const part of parts) length += part.length;
-  const out = new Uint8Array(length);
+  if (table >= 0 && tableSection) splice(sections[table + 1]!, tableSection, sections[table + 2]!);
+  if (memory >= 0 && memories.length > 0) splice(sections[memory + 1]!, [], sections[memory + 2]!);
+  ranges[ranges.length] = from;
+  ranges[ranges.length] = length;
+  let total = 0;
+  for (let i = 0; i < ranges.length; i += 2) total += ranges[i] === -1 ? inserts[ranges[i + 1]!]!.length : ranges[i + 1]! - ranges[i]!;
+  const out = new NativeUint8Array(total);
   let offset = 0;
-  for (const part of parts) {
-    out.set(part as Uint8Array, offset);
-    offset += part.length;
+  for (let i = 0; i < ranges.length; i += 2) {
+    if (ranges[i] === -1) {
+      const insert = inserts[ranges[i + 1]!]!;
+      for (let b = 0; b < insert.length; b++) out[offset++] = insert[b]!;
+    } else {
+      for (let b = ranges[i]!; b < ranges[i + 1]!; b++) out[offset++] = bytes[b]!;
+    }
   }
   return { bytes: out, memories, tableEntries };
 }
@@ -243,12 +316,14 @@ export function createWebAssembly(native: WasmNamespace, budgetMb: number): Wasm
 
   const copyBytes = (source: unknown, what: string): Uint8Array => {
     let view: Uint8Array;
-    if (source instanceof ArrayBuffer) view = new Uint8Array(source);
-    else if (isView(source)) view = new Uint8Array(source.buffer, source.byteOffset, source.byteLength);
+    if (source instanceof ArrayBuffer) view = new NativeUint8Array(source);
+    else if (isView(source)) view = new NativeUint8Array(source.buffer, source.byteOffset, source.byteLength);
     else throw new TypeError(`${what}: Argument 0 must be a buffer source`);
-    if (view.byteLength > MAX_WASM_MODULE_BYTES) throw new RangeError(`${what}: a Wasm module in the plugin sandbox is at most ${MAX_WASM_MODULE_BYTES} bytes (this one has ${view.byteLength})`);
-    // A copy: the plugin cannot change the bytes between the check and the compile.
-    return new Uint8Array(view);
+    // A copy: the plugin cannot change the bytes between the check and the compile; its length
+    // read by V8's own getter.
+    const copy = new NativeUint8Array(view);
+    if (lengthOf(copy) > MAX_WASM_MODULE_BYTES) throw new RangeError(`${what}: a Wasm module in the plugin sandbox is at most ${MAX_WASM_MODULE_BYTES} bytes (this one has ${lengthOf(copy)})`);
+    return copy;
   };
 
   /** A budgeted native Memory. */
@@ -317,9 +392,7 @@ export function createWebAssembly(native: WasmNamespace, budgetMb: number): Wasm
     let imports = importObject;
     if (memories.length > 0) {
       const created: Record<string, WebAssembly.Memory> = create(null) as Record<string, WebAssembly.Memory>;
-      memories.forEach((limits, i) => {
-        created[`memory${i}`] = newMemory(limits, 'WebAssembly.Instance()');
-      });
+      for (let i = 0; i < memories.length; i++) created[`memory${i}`] = newMemory(memories[i], 'WebAssembly.Instance()');
       // The plugin's imports stay where V8 looks them up (through the prototype); ours are added.
       imports = create((importObject ?? null) as object | null) as Record<string, unknown>;
       defineProperty(imports, WASM_MEMORY_IMPORT, { value: created, enumerable: true });
