@@ -75,6 +75,26 @@ describe('the budgeted WebAssembly', () => {
     }
   });
 
+  it('a descriptor that answers the budget check and V8 differently, or a replaced Number, gets no unbudgeted memory', () => {
+    const W = wasm(4);
+    // `initial` reads as not a number once (the check), then as 1 (what V8 would read next).
+    let reads = 0;
+    const lying = { get initial() { return reads++ === 0 ? 'x' : 1; } };
+    expect(() => new W.Memory(lying)).toThrow(TypeError);
+    let tableReads = 0;
+    const table = { element: 'anyfunc', get initial() { return tableReads++ === 0 ? -1 : 1; } };
+    expect(() => new W.Table(table)).toThrow(TypeError);
+    const saved = Number;
+    try {
+      (globalThis as { Number: unknown }).Number = () => Number.NaN;
+      const memory = new W.Memory({ initial: 1 });
+      // Budgeted: its maximum is what is left of the 4 MB (64 pages), not V8's 65,536.
+      expect(() => memory.grow(64)).toThrow(RangeError);
+    } finally {
+      (globalThis as { Number: unknown }).Number = saved;
+    }
+  });
+
   it('declared maximums let several memories share the budget', () => {
     const W = wasm(4);
     const a = new W.Memory({ initial: 1, maximum: 16 });

@@ -39,6 +39,7 @@ const NativeUint8Array = Uint8Array;
 const typedArrayLength = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(Uint8Array.prototype) as object, 'length')!.get!;
 const applyNative = Reflect.apply;
 const floorOf = Math.floor;
+const toNumber = Number;
 /** A typed array's length by V8's own getter (a plugin may shadow `length` on the prototype). */
 const lengthOf = (bytes: Uint8Array): number => applyNative(typedArrayLength, bytes, []) as number;
 /** Appends `values` to `out` by index. */
@@ -332,10 +333,11 @@ export function createWebAssembly(native: WasmNamespace, budgetMb: number): Wasm
     const d = descriptor as { initial?: unknown; minimum?: unknown; maximum?: unknown; shared?: unknown; address?: unknown; index?: unknown };
     if (d.shared) throw new TypeError(`${what}: the plugin sandbox has no shared Wasm memory`);
     if ((d.address !== undefined && d.address !== 'i32') || (d.index !== undefined && d.index !== 'i32')) throw new TypeError(`${what}: the plugin sandbox has no 64-bit Wasm memory`);
-    const initial = Number(d.initial ?? d.minimum);
-    const declared = d.maximum === undefined ? undefined : Number(d.maximum);
+    const initial = toNumber(d.initial ?? d.minimum);
+    const declared = d.maximum === undefined ? undefined : toNumber(d.maximum);
     const left = budgetPages - reserved;
-    if (!(initial >= 0)) return new NativeMemory(descriptor as WebAssembly.MemoryDescriptor); // V8's own TypeError
+    // V8's own TypeError, from the value read here: the plugin's descriptor could answer V8 differently.
+    if (!(initial >= 0)) return new NativeMemory({ initial, maximum: 0 });
     if (initial > left) {
       throw new RangeError(`${what}: could not allocate memory: ${initial} pages (${(initial * PAGE) / 1048576} MB) is more than the ${left} pages left of the plugin's Wasm memory budget (memoryLimitMb ${budgetMb})`);
     }
@@ -352,10 +354,10 @@ export function createWebAssembly(native: WasmNamespace, budgetMb: number): Wasm
     if (typeof descriptor !== 'object' || descriptor === null) throw new TypeError(`${what}: Argument 0 must be a table descriptor`);
     const d = descriptor as { element?: unknown; initial?: unknown; minimum?: unknown; maximum?: unknown; address?: unknown; index?: unknown };
     if ((d.address !== undefined && d.address !== 'i32') || (d.index !== undefined && d.index !== 'i32')) throw new TypeError(`${what}: the plugin sandbox has no 64-bit Wasm tables`);
-    const initial = Number(d.initial ?? d.minimum);
-    const declared = d.maximum === undefined ? undefined : Number(d.maximum);
+    const initial = toNumber(d.initial ?? d.minimum);
+    const declared = d.maximum === undefined ? undefined : toNumber(d.maximum);
     const left = budgetEntries - reservedEntries;
-    if (!(initial >= 0)) return new NativeTable(descriptor, ...value); // V8's own TypeError
+    if (!(initial >= 0)) return new NativeTable({ element: d.element, initial, maximum: 0 }, ...value); // V8's own TypeError, as for Memory
     if (initial > left) throw new RangeError(`${what}: could not allocate a table of ${initial} entries: ${left} are left of the plugin's Wasm table budget (memoryLimitMb ${budgetMb})`);
     if (declared !== undefined && declared < initial) return new NativeTable({ element: d.element, initial, maximum: declared }, ...value); // V8's own RangeError
     const maximum = declared === undefined || !(declared <= left) ? left : declared;
