@@ -7,18 +7,15 @@
 //   $PROBE_BASE (an A/B of two trees).
 // PROBE_ROUNDS (default 3) interleaves the rows; PROBE_CONCURRENT=1 loads every row at once;
 // PROBE_NODE_FLAGS (e.g. "--cpu-prof --cpu-prof-dir=DIR") goes to every Gatehouse process.
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync } from 'node:fs';
+import { execFile, type ChildProcess } from 'node:child_process';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { stringify } from 'yaml';
-import { NODE_ENV_DEFAULTS, NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
 import type { BenchContext, BenchScenario } from './scenario.ts';
 import { scenarios } from './scenarios/filters.ts';
-import { startNginx, stopChild } from './tools.ts';
+import { startGatehouseLogged, startNginx } from './tools.ts';
 import { parseWrk } from './wrk.ts';
 import { measureRounds, printMedians } from './probe-rounds.ts';
 
@@ -53,23 +50,10 @@ async function start(row: string): Promise<Target> {
     upstreamUrl: `http://127.0.0.1:${upstream.port}`,
     upstreamPort: upstream.port,
     gatehouse: async (files, args = []) => {
-      const dir = await mkdtemp(join(work, 'config-'));
-      for (const [name, docs] of Object.entries(files)) await writeFile(join(dir, name), typeof docs === 'string' ? docs : docs.map((d) => stringify(d)).join('---\n'));
-      const logFile = join(dir, 'gatehouse.log');
-      const fd = openSync(logFile, 'w');
       const flags = (process.env.PROBE_NODE_FLAGS ?? '').split(' ').filter(Boolean);
-      const child = spawn(process.execPath, [...NODE_FLAGS, ...flags, cli, 'run', '--config-dir', dir, '--port', '0', '--https-port', '0', '--admin-port', '0', '--extauth-port', '0', '--host', '127.0.0.1', '--plugin-dir', join(dir, 'plugins'), ...args], { stdio: ['ignore', fd, fd], env: { ...process.env, ...NODE_ENV_DEFAULTS } });
-      closeSync(fd);
-      for (let i = 0; i < 600; i++) {
-        const line = (await readFile(logFile, 'utf8')).split('\n').find((l) => l.includes('"msg":"listening"'));
-        if (line) {
-          started = { port: (JSON.parse(line) as { port: number }).port, child };
-          return { url: `http://127.0.0.1:${started.port}`, stop: () => stopChild(child) };
-        }
-        if (child.exitCode !== null) throw new Error(`gatehouse exited: ${await readFile(logFile, 'utf8')}`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
-      throw new Error('gatehouse did not start');
+      const gatehouse = await startGatehouseLogged(work, { cli, command: 'run', files, args, nodeFlags: flags });
+      started = { port: gatehouse.port, child: gatehouse.child };
+      return { url: `http://127.0.0.1:${gatehouse.port}`, stop: gatehouse.stop };
     },
   };
   const target = await scenario.start(ctx);

@@ -6,16 +6,13 @@
 // them as core/src/graphql_base (its relative imports reach the same shared modules), and replaces
 // execute/lazy-endpoints.ts there with one that builds both endpoint sets and alternates between
 // them, adding up CPU time (process.cpuUsage) and requests per phase. Only core/src/graphql differs.
-import { execFile, execFileSync, spawn } from 'node:child_process';
-import { closeSync, openSync } from 'node:fs';
+import { execFile, execFileSync, } from 'node:child_process';
 import { cp, mkdir, mkdtemp, readFile, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { stringify } from 'yaml';
-import { NODE_ENV_DEFAULTS, NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
-import { startNginx, stopChild } from './tools.ts';
+import { startGatehouseLogged, startNginx } from './tools.ts';
 import { parseWrk } from './wrk.ts';
 import { booksResult, graphqlUpstreamBlock, REMOTE_REQUEST, remoteManifests, REST_REQUEST, restManifests, restUpstreamBlock } from './scenarios/graphql.ts';
 
@@ -68,24 +65,14 @@ export function lazyGraphQLEndpoints(deps: any): any {
 const remote = row === 'remote';
 const upstream = remote ? await startNginx(work, 'graphql', graphqlUpstreamBlock(await booksResult())) : await startNginx(work, 'rest', restUpstreamBlock);
 const request = remote ? REMOTE_REQUEST : REST_REQUEST;
-const config = join(work, 'config');
-await mkdir(config);
-await writeFile(join(config, 'bench.yaml'), (remote ? remoteManifests(upstream.port) : restManifests(upstream.port)).map((d) => stringify(d)).join('---\n'));
-const logFile = join(work, 'gatehouse.log');
-const fd = openSync(logFile, 'w');
-const child = spawn(process.execPath, [...NODE_FLAGS, join(tree, 'core/bin/gatehouse.js'), 'gateway', '--config-dir', config, '--port', '0', '--https-port', '0', '--admin-port', '0', '--host', '127.0.0.1'], {
-  stdio: ['ignore', fd, fd],
-  env: { ...process.env, ...NODE_ENV_DEFAULTS, GATEHOUSE_FROM_SOURCE: '1', ...(row === 'rest-off' ? { GATEHOUSE_GRAPHQL_LIMITS: 'off' } : {}) },
+const gatehouse = await startGatehouseLogged(work, {
+  cli: join(tree, 'core/bin/gatehouse.js'),
+  command: 'gateway',
+  files: { 'bench.yaml': remote ? remoteManifests(upstream.port) : restManifests(upstream.port) },
+  env: { GATEHOUSE_FROM_SOURCE: '1', ...(row === 'rest-off' ? { GATEHOUSE_GRAPHQL_LIMITS: 'off' } : {}) },
 });
-closeSync(fd);
+const { port, logFile } = gatehouse;
 try {
-  let port = 0;
-  for (let i = 0; i < 600 && !port; i++) {
-    const line = (await readFile(logFile, 'utf8')).split('\n').find((l) => l.includes('"msg":"listening"'));
-    if (line) port = (JSON.parse(line) as { port: number }).port;
-    else if (child.exitCode !== null) throw new Error(`gatehouse exited: ${await readFile(logFile, 'utf8')}`);
-    else await new Promise((r) => setTimeout(r, 50));
-  }
   const script = join(work, 'request.lua');
   await writeFile(script, [`wrk.method = ${JSON.stringify(request.method)}`, `wrk.body = ${JSON.stringify(request.body)}`, ...Object.entries(request.headers).map(([k, v]) => `wrk.headers[${JSON.stringify(k)}] = ${JSON.stringify(v)}`)].join('\n'));
   const wrk = (s: number) => promisify(execFile)('wrk', ['-t1', '-c32', `-d${s}s`, '-s', script, `http://127.0.0.1:${port}${request.path}`]);
@@ -101,6 +88,6 @@ try {
   console.log(JSON.stringify({ row, revision, rps: Math.round(r.requestsPerSec), errors: r.errors, checkoutUsPerRequest: Math.round(per('a') * 10) / 10, baseUsPerRequest: Math.round(per('b') * 10) / 10, ratio: Math.round((per('a') / per('b')) * 1000) / 1000 }));
   if (r.errors > 0) console.log(`wrk saw ${r.errors} errors: see ${logFile}`);
 } finally {
-  await stopChild(child);
+  await gatehouse.stop();
   await upstream.stop();
 }

@@ -10,16 +10,13 @@
 // once (the same machine load for all); PROBE_NODE_FLAGS (e.g. "--cpu-prof --cpu-prof-dir=DIR")
 // goes to every Gatehouse process. Gatehouse runs from its TypeScript sources in every row
 // (GATEHOUSE_FROM_SOURCE=1), so a stale or fresh dist/ does not decide an A/B.
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync } from 'node:fs';
+import { execFile, } from 'node:child_process';
 import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { stringify } from 'yaml';
-import { NODE_ENV_DEFAULTS, NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
-import { benchManifests, startNginx, stopChild } from './tools.ts';
+import { benchManifests, startGatehouseLogged, startNginx, stopChild, type StartedGatehouse } from './tools.ts';
 import { parseWrk } from './wrk.ts';
 import { booksResult, graphqlUpstreamBlock, REMOTE_REQUEST, remoteManifests, REST_REQUEST, restManifests, restUpstreamBlock, startHive } from './scenarios/graphql.ts';
 import { measureRounds, printMedians } from './probe-rounds.ts';
@@ -41,23 +38,9 @@ interface Target {
   stop(): Promise<void>;
 }
 
-async function gatehouse(cli: string, docs: object[], env: Record<string, string>): Promise<{ port: number; child: ChildProcess }> {
-  const dir = await mkdtemp(join(work, 'config-'));
-  await writeFile(join(dir, 'bench.yaml'), docs.map((d) => stringify(d)).join('---\n'));
-  const logFile = join(dir, 'gatehouse.log');
-  const fd = openSync(logFile, 'w');
-  const child = spawn(process.execPath, [...NODE_FLAGS, ...nodeFlags(), cli, 'gateway', '--config-dir', dir, '--port', '0', '--https-port', '0', '--admin-port', '0', '--host', '127.0.0.1'], {
-    stdio: ['ignore', fd, fd],
-    env: { ...process.env, ...NODE_ENV_DEFAULTS, GATEHOUSE_FROM_SOURCE: '1', ...env },
-  });
-  closeSync(fd);
-  for (let i = 0; i < 600; i++) {
-    const line = (await readFile(logFile, 'utf8')).split('\n').find((l) => l.includes('"msg":"listening"'));
-    if (line) return { port: (JSON.parse(line) as { port: number }).port, child };
-    if (child.exitCode !== null) throw new Error(`gatehouse exited: ${await readFile(logFile, 'utf8')}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error('gatehouse did not start');
+/** `gatehouse gateway` with `docs`, logging to a file (./tools.ts). */
+function gatehouse(cli: string, docs: object[], env: Record<string, string>): Promise<StartedGatehouse> {
+  return startGatehouseLogged(work, { cli, command: 'gateway', files: { 'bench.yaml': docs }, nodeFlags: nodeFlags(), env: { GATEHOUSE_FROM_SOURCE: '1', ...env } });
 }
 
 async function start(row: string): Promise<Target> {

@@ -7,16 +7,14 @@
 //   `~FLAG` (repeatable) that row's processes get extra Node flags, e.g. `gh1~--max-semi-space-size=16`.
 // PROBE_ROUNDS (default 3) interleaves the rows; medians are printed at the end.
 // PROBE_NODE_FLAGS (e.g. "--cpu-prof --cpu-prof-dir=DIR") goes to every Gatehouse process.
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync } from 'node:fs';
+import { execFile, } from 'node:child_process';
 import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { stringify } from 'yaml';
 import { NODE_ENV_DEFAULTS, NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
-import { benchManifests, startListening, startNginx, stopChild } from './tools.ts';
+import { benchManifests, startGatehouseLogged, startListening, startNginx, stopChild, type StartedGatehouse } from './tools.ts';
 import { parseWrk } from './wrk.ts';
 import { FORMAT_GATEWAY } from './scenarios/proxy.ts';
 import { ROUTE_OPTIONS } from './scenarios/routing.ts';
@@ -52,20 +50,9 @@ interface Target {
   stop(): Promise<void>;
 }
 
-async function gatehouse(cli: string, docs: object[], args: string[], flags: string[]): Promise<{ port: number; child: ChildProcess }> {
-  const dir = await mkdtemp(join(work, 'config-'));
-  await writeFile(join(dir, 'bench.yaml'), docs.map((d) => stringify(d)).join('---\n'));
-  const logFile = join(dir, 'gatehouse.log');
-  const fd = openSync(logFile, 'w');
-  const child = spawn(process.execPath, [...NODE_FLAGS, ...flags, cli, 'run', '--config-dir', dir, '--port', '0', '--https-port', '0', '--admin-port', '0', '--extauth-port', '0', '--host', '127.0.0.1', '--plugin-dir', join(dir, 'plugins'), ...args], { stdio: ['ignore', fd, fd], env: { ...process.env, ...NODE_ENV_DEFAULTS } });
-  closeSync(fd);
-  for (let i = 0; i < 600; i++) {
-    const line = (await readFile(logFile, 'utf8')).split('\n').find((l) => l.includes('"msg":"listening"'));
-    if (line) return { port: (JSON.parse(line) as { port: number }).port, child };
-    if (child.exitCode !== null) throw new Error(`gatehouse exited: ${await readFile(logFile, 'utf8')}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error('gatehouse did not start');
+/** `gatehouse run` with `docs`, logging to a file (./tools.ts). */
+function gatehouse(cli: string, docs: object[], args: string[], flags: string[]): Promise<StartedGatehouse> {
+  return startGatehouseLogged(work, { cli, command: 'run', files: { 'bench.yaml': docs }, args, nodeFlags: flags });
 }
 
 async function start(row: string): Promise<Target> {

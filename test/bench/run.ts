@@ -1,16 +1,12 @@
 // `npm run bench`: every row of test/bench/scenarios/*.ts in one run on 127.0.0.1, loaded
 // by wrk with fixed settings, printed with ratios. Not part of `npm test`.
 // BENCH_FILTER=regex limits rows; BENCH_DURATION / BENCH_CONNECTIONS tune wrk.
-import { spawn } from 'node:child_process';
-import { mkdir, mkdtemp, readdir, readFile, writeFile, rm } from 'node:fs/promises';
-import { openSync, closeSync } from 'node:fs';
+import { mkdir, mkdtemp, readdir, writeFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { stringify } from 'yaml';
 import type { BenchContext, BenchGoal, BenchModule, BenchScenario, RunningTarget } from './scenario.ts';
-import { ensureDebianPackages, startNginx, stopChild } from './tools.ts';
+import { ensureDebianPackages, startGatehouseLogged, startNginx } from './tools.ts';
 import { WRK_SETTINGS, runWrk, type WrkResult } from './wrk.ts';
-import { NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
 const CLI = fileURLToPath(new URL('../../core/bin/gatehouse.js', import.meta.url));
@@ -132,27 +128,9 @@ const fmt = (n: number, digits: number) => (Number.isFinite(n) ? n.toFixed(digit
 
 /** Starts Gatehouse with a fresh config dir; logs go to a file so the bench does not pay for them. */
 async function startGatehouseLoggingToFile(workDir: string, files: Record<string, string | object[]>, args: string[], command: 'run' | 'gateway', env: Record<string, string> = {}): Promise<RunningTarget> {
-  const dir = await mkdtemp(join(workDir, 'config-'));
-  for (const [name, content] of Object.entries(files)) {
-    await writeFile(join(dir, name), typeof content === 'string' ? content : content.map((d) => stringify(d)).join('---\n'));
-  }
-  const logFile = join(dir, 'gatehouse.log');
-  const fd = openSync(logFile, 'w');
-  const extra = command === 'run' ? ['--extauth-port', '0', '--plugin-dir', join(dir, 'plugins')] : [];
-  const child = spawn(process.execPath, [...NODE_FLAGS, CLI, command, '--config-dir', dir, '--port', '0', '--https-port', '0', '--admin-port', '0', '--host', '127.0.0.1', ...extra, ...args], { stdio: ['ignore', fd, fd], env: { ...process.env, ...env } });
-  closeSync(fd);
-  for (let i = 0; i < 200; i++) {
-    const text = await readFile(logFile, 'utf8');
-    const line = text.split('\n').find((l) => l.includes('"msg":"listening"'));
-    if (line) {
-      const { port, httpsPort } = JSON.parse(line) as { port: number; httpsPort?: number };
-      return { url: `http://127.0.0.1:${port}`, ...(httpsPort ? { httpsUrl: `https://127.0.0.1:${httpsPort}` } : {}), stop: () => stopChild(child) };
-    }
-    if (child.exitCode !== null) throw new Error(`gatehouse exited: ${text}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  await stopChild(child);
-  throw new Error(`gatehouse did not start: ${await readFile(logFile, 'utf8')}`);
+  const started = await startGatehouseLogged(workDir, { cli: CLI, command, files, args, env, timeoutMs: 10_000 });
+  const { port, httpsPort } = started.listening;
+  return { url: `http://127.0.0.1:${port}`, ...(httpsPort ? { httpsUrl: `https://127.0.0.1:${httpsPort}` } : {}), stop: started.stop };
 }
 
 await main();

@@ -1,8 +1,10 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { closeSync, existsSync, openSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { Socket } from 'node:net';
 import { join } from 'node:path';
+import { stringify } from 'yaml';
+import { NODE_ENV_DEFAULTS, NODE_FLAGS } from '@gatehouse/plugin-sdk/launch';
 import { freePort } from '../support/ports.ts';
 
 export { freePort };
@@ -20,6 +22,48 @@ export interface Started {
   readonly child: ChildProcess;
   readonly port: number;
   stop(): Promise<void>;
+}
+
+/** A Gatehouse command started by {@link startGatehouseLogged}. */
+export interface StartedGatehouse extends Started {
+  /** Its `listening` log line. */
+  readonly listening: { port: number; httpsPort?: number };
+  readonly logFile: string;
+}
+
+/**
+ * Starts `gatehouse <command>` (`cli`: a checkout's core/bin/gatehouse.js) with Gatehouse's Node
+ * flags, a new config dir under `workDir` holding `files` (name → YAML text or manifests), and its
+ * logs in a file there, as in production rather than through a pipe the bench must drain; waits
+ * for its `listening` line. `run` also gets an extauth port and a plugin dir.
+ */
+export async function startGatehouseLogged(
+  workDir: string,
+  options: { cli: string; command: string; files: Record<string, string | object[]>; args?: string[]; nodeFlags?: string[]; env?: Record<string, string>; timeoutMs?: number },
+): Promise<StartedGatehouse> {
+  const dir = await mkdtemp(join(workDir, 'config-'));
+  for (const [name, content] of Object.entries(options.files)) await writeFile(join(dir, name), typeof content === 'string' ? content : content.map((d) => stringify(d)).join('---\n'));
+  const logFile = join(dir, 'gatehouse.log');
+  const fd = openSync(logFile, 'w');
+  const extra = options.command === 'run' ? ['--extauth-port', '0', '--plugin-dir', join(dir, 'plugins')] : [];
+  const child = spawn(process.execPath, [...NODE_FLAGS, ...(options.nodeFlags ?? []), options.cli, options.command, '--config-dir', dir, '--port', '0', '--https-port', '0', '--admin-port', '0', '--host', '127.0.0.1', ...extra, ...(options.args ?? [])], {
+    stdio: ['ignore', fd, fd],
+    env: { ...process.env, ...NODE_ENV_DEFAULTS, ...options.env },
+  });
+  closeSync(fd);
+  const until = performance.now() + (options.timeoutMs ?? 30_000);
+  while (performance.now() < until) {
+    const text = await readFile(logFile, 'utf8');
+    const line = text.split('\n').find((l) => l.includes('"msg":"listening"'));
+    if (line) {
+      const listening = JSON.parse(line) as { port: number; httpsPort?: number };
+      return { child, port: listening.port, listening, logFile, stop: () => stopChild(child) };
+    }
+    if (child.exitCode !== null) throw new Error(`gatehouse exited: ${text}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  await stopChild(child);
+  throw new Error(`gatehouse did not start: ${await readFile(logFile, 'utf8')}`);
 }
 
 /** Starts a process that prints a JSON `{"msg":"listening","port":N}` line and waits for it. */
