@@ -1,20 +1,24 @@
-// CPU time per request of the filters rows (test/bench/scenarios/filters.ts): the POST of a 1 KB
+// CPU time per request of the filters rows (test/bench/scenarios/filters.ts: the POST of a 1 KB
 // JSON body through the route without filters and through the route with the header + body
-// transformation (issue 31), from /proc around wrk runs (README.md "Finding where time goes"),
-// for a change whose throughput on the shared machine is too noisy to compare.
+// transformation, issue 31) and of the auth rows (scenarios/extauth.ts, plugins.ts: the route
+// without auth and the plugin routes), process tree included (a plugin process), from /proc
+// around wrk runs (README.md "Finding where time goes"), for a change whose throughput on the
+// shared machine is too noisy to compare.
 // Usage: node test/bench/filters-cpu.ts [rows] [seconds]
-//   rows: comma-separated of plain, tx (default plain,tx); `tx@base` runs the checkout at
-//   $PROBE_BASE (an A/B of two trees).
+//   rows: comma-separated of plain, tx, open, rh, apikey, mem, redis (default plain,tx);
+//   `tx@base` runs the checkout at $PROBE_BASE (an A/B of two trees).
 // PROBE_ROUNDS (default 3) interleaves the rows; PROBE_CONCURRENT=1 loads every row at once;
 // PROBE_NODE_FLAGS (e.g. "--cpu-prof --cpu-prof-dir=DIR") goes to every Gatehouse process.
 import { execFile, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import type { BenchContext, BenchScenario } from './scenario.ts';
 import { scenarios } from './scenarios/filters.ts';
+import { scenarios as authScenarios } from './scenarios/extauth.ts';
+import { scenarios as pluginScenarios } from './scenarios/plugins.ts';
 import { startGatehouseLogged, startNginx } from './tools.ts';
 import { parseWrk } from './wrk.ts';
 import { measureRounds, printMedians } from './probe-rounds.ts';
@@ -26,9 +30,15 @@ const CLI = fileURLToPath(new URL('../../core/bin/gatehouse.js', import.meta.url
 const work = await mkdtemp(join(tmpdir(), 'filters-cpu-'));
 const upstream = await startNginx(work, 'up', (port) => `server { listen 127.0.0.1:${port}; location / { return 200 "hello world\\n"; } }`);
 
+const named = (list: BenchScenario[], part: string) => list.find((s) => s.name.includes(part))!;
 const SCENARIOS: Record<string, BenchScenario> = {
-  plain: scenarios.find((s) => s.name.includes('route without filters'))!,
-  tx: scenarios.find((s) => s.name.includes('header + body transformation'))!,
+  plain: named(scenarios, 'route without filters'),
+  tx: named(scenarios, 'header + body transformation'),
+  open: named(authScenarios, 'route without auth'),
+  rh: named(pluginScenarios, 'RequiredHeader'),
+  apikey: named(pluginScenarios, 'API key'),
+  mem: named(pluginScenarios, 'memory-store'),
+  redis: named(pluginScenarios, 'Redis rate-limit'),
 };
 
 interface Target {
@@ -66,7 +76,24 @@ async function cpuOf(pid: number): Promise<number> {
   return (Number(fields[11] ?? 0) + Number(fields[12] ?? 0)) * 10_000; // clock ticks (100/s) → µs
 }
 
-async function measure(t: Target): Promise<{ rps: number; p99: number; us: number; errors: number; requests: number }> {
+/** CPU µs of each process of the tree, by pid (the first: the one started). */
+async function cpuByProcess(pid: number | string, out = new Map<string, number>()): Promise<Map<string, number>> {
+  out.set(String(pid), await cpuOf(Number(pid)));
+  for (const tid of await readdir(`/proc/${pid}/task`).catch(() => [] as string[])) {
+    const children = (await readFile(`/proc/${pid}/task/${tid}/children`, 'utf8').catch(() => '')).split(' ').filter(Boolean);
+    for (const child of children) await cpuByProcess(child, out);
+  }
+  return out;
+}
+
+async function ioOf(pid: string): Promise<number[]> {
+  const io = await readFile(`/proc/${pid}/io`, 'utf8').catch(() => '');
+  const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
+  const field = (text: string, name: string) => Number(new RegExp(`${name}:\\s*(\\d+)`).exec(text)?.[1] ?? 0);
+  return [field(io, 'syscr'), field(io, 'syscw'), field(status, 'voluntary_ctxt_switches')];
+}
+
+async function measure(t: Target): Promise<{ rps: number; p99: number; us: number; errors: number; requests: number; byProcess: number[] }> {
   const script = join(work, `${t.name.replace(/\W/g, '_')}.lua`);
   const request = t.scenario.request ?? {};
   const lines = [`wrk.method = ${JSON.stringify(request.method ?? 'GET')}`];
@@ -75,10 +102,16 @@ async function measure(t: Target): Promise<{ rps: number; p99: number; us: numbe
   await writeFile(script, lines.join('\n'));
   const wrk = (s: number) => promisify(execFile)('wrk', ['-t1', '-c32', `-d${s}s`, '--latency', '-s', script, `http://127.0.0.1:${t.port}/`], { maxBuffer: 1 << 20 });
   await wrk(1);
-  const before = await cpuOf(t.pid);
+  const before = await cpuByProcess(t.pid);
+  const ioBefore = new Map<string, number[]>();
+  for (const pid of before.keys()) ioBefore.set(pid, await ioOf(pid));
   const r = parseWrk((await wrk(seconds)).stdout);
-  const used = (await cpuOf(t.pid)) - before;
-  return { rps: Math.round(r.requestsPerSec), p99: r.p99Ms, us: Math.round((used / r.requests) * 10) / 10, errors: r.errors, requests: r.requests };
+  const after = await cpuByProcess(t.pid);
+  if (process.env.PROBE_IO) for (const pid of after.keys()) { const a = await ioOf(pid); const b = ioBefore.get(pid) ?? [0, 0, 0]; console.log(pid, 'reads/req', ((a[0]! - b[0]!) / r.requests).toFixed(3), 'writes/req', ((a[1]! - b[1]!) / r.requests).toFixed(3), 'vol ctx/req', ((a[2]! - b[2]!) / r.requests).toFixed(3)); }
+  // Per process of the tree, µs per request; `us` is the whole tree's.
+  const byProcess = [...after].map(([pid, us]) => Math.round(((us - (before.get(pid) ?? 0)) / r.requests) * 10) / 10);
+  const used = [...after].reduce((sum, [pid, us]) => sum + us - (before.get(pid) ?? 0), 0);
+  return { rps: Math.round(r.requestsPerSec), p99: r.p99Ms, us: Math.round((used / r.requests) * 10) / 10, errors: r.errors, requests: r.requests, byProcess };
 }
 
 const targets: Target[] = [];

@@ -51,6 +51,15 @@ export interface HostUrlParts {
  */
 export type HostCall = (op: string, args: unknown) => Promise<unknown>;
 
+/**
+ * The same operations as {@link HostCall}, started synchronously: the host answers `{job}` at
+ * once and hands the answer in later through the runtime's `resolveHost`, in a crossing it bounds
+ * by the CPU limit, so the code a plugin runs after `await fetch(…)` or in a timer callback is
+ * bounded like the call itself (with {@link HostCall}, isolated-vm settles the promise itself and
+ * that code ran unbounded until the wall deadline). The gateway's plugin host uses this one.
+ */
+export type HostCallJob = (op: string, args: unknown) => { job: number };
+
 /** The runtime tells the host that pending Authorize call `id` has its answer (a JSON outcome). */
 export type HostDone = (id: number, outcomeJson: string) => void;
 
@@ -71,6 +80,8 @@ export interface HostApi {
   crypto?: HostCrypto;
   url?: HostUrl;
   call?: HostCall;
+  /** Preferred over `call` when both are given. */
+  callJob?: HostCallJob;
   done?: HostDone;
   /** Bounds the runtime enforces itself: `wasmMemoryMb` is the Wasm linear memory all memories of the isolate may reserve (none: no `WebAssembly`). */
   limits?: { wasmMemoryMb?: number };

@@ -60,6 +60,12 @@ export interface RuntimeApi {
    * finish answer through `done`.
    */
   resolveStore(resultsJson: string): string;
+  /**
+   * Answers of host operations started by `HostApi.callJob`, as an array (a structured-clone
+   * copy, not JSON: a fetch answer holds bytes) of `jobId, answer, …`: settles the plugins'
+   * promises. Their continuations run in this call's microtasks, under the host's timeout.
+   */
+  resolveHost(results: unknown): string;
   /** Does nothing: when it returns, nothing queued before it is still running in the isolate. */
   ping(): string;
 }
@@ -113,7 +119,20 @@ export function install(host: HostApi): RuntimeApi {
   // Which call the running code belongs to, for the trace context of its fetches (./call-trace.ts).
   const tracking = createCallTracking();
   const promiseThenOf = Promise.prototype.then;
-  const rawCall = host.call;
+  const applyOf = Reflect.apply;
+  /** Host operations started by `callJob`, waiting for `resolveHost`: job id → the plugin promise's resolve. */
+  const hostJobs = new Map<number, (answer: unknown) => void>();
+  const hostJobsGet = Map.prototype.get;
+  const hostJobsSet = Map.prototype.set;
+  const hostJobsDelete = Map.prototype.delete;
+  const callJob = host.callJob;
+  const PromiseCtor = Promise;
+  const rawCall: HostApi['call'] = callJob
+    ? (op, args) => {
+        const job = callJob(op, args).job;
+        return new PromiseCtor((resolve) => void applyOf(hostJobsSet, hostJobs, [job, resolve]));
+      }
+    : host.call;
   // Once a call has carried trace context, every host operation is tagged with the call it was
   // started under and its answer, when delivered, names that call (no cost before then).
   const hostCall = rawCall
@@ -137,7 +156,6 @@ export function install(host: HostApi): RuntimeApi {
   // A verify the host runs off the event loop answers `{job}`: its call is tagged like an operation's.
   const jobTraces = new Map<number, CallTrace | undefined>();
   const rawCrypto = host.crypto;
-  const applyOf = Reflect.apply;
   const hostCrypto = rawCrypto
     ? function (this: unknown): unknown {
         // `arguments` through Reflect.apply, not a spread: the plugin may have replaced the array iterator.
@@ -564,6 +582,17 @@ export function install(host: HostApi): RuntimeApi {
         tracking.enter(sameTrace(traces));
       }
       resolveJobs(results as number[]);
+      return 'ok';
+    },
+
+    resolveHost(results: unknown): string {
+      if (!isArray(results)) return 'bad';
+      for (let i = 0; i + 1 < results.length; i += 2) {
+        const resolve = applyOf(hostJobsGet, hostJobs, [results[i]]) as ((answer: unknown) => void) | undefined;
+        if (!resolve) continue;
+        applyOf(hostJobsDelete, hostJobs, [results[i]]);
+        resolve(results[i + 1]);
+      }
       return 'ok';
     },
 

@@ -111,8 +111,9 @@ export class HostCalls {
     if (this.disposed || this.running === 0) return Promise.resolve(CANCELLED);
     this.onStart?.();
     const answer = this.run(op, args);
-    // After isolated-vm has handed the answer to the isolate (its reaction to this promise is
-    // registered after ours): a ping sent now would overtake the continuation it starts.
+    // After the answer is on its way into the isolate (whoever hands it in reacts to this promise
+    // after us: isolated-vm for a `call`, the plugin host's crossing for a `callJob`): a ping sent
+    // earlier would overtake the continuation it starts.
     void answer.finally(() => setImmediate(() => this.onSettle?.()));
     return answer;
   };

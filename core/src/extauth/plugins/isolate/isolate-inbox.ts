@@ -1,17 +1,17 @@
 /**
  * Results of host work that finished off the isolate (verifies on the thread pool, store
- * operations on Redis or the primary), handed to the isolate in one crossing per turn of the
- * event loop: every result that arrives in the same turn goes in together.
+ * operations on Redis or the primary, fetches, timers), handed to the isolate in one crossing
+ * per turn of the event loop: every result that arrives in the same turn goes in together.
  */
 export class IsolateInbox {
   /** Operations started and not yet finished (for the per-isolate bound). */
   running = 0;
   private pending: unknown[] = [];
   private flushing = false;
-  private readonly deliver: (json: string) => void;
+  private readonly deliver: (results: unknown[]) => void;
 
-  /** `deliver`: crosses into the isolate with the results as one JSON array. */
-  constructor(deliver: (json: string) => void) {
+  /** `deliver`: crosses into the isolate with the results of the turn (entries of every finished operation, in order). */
+  constructor(deliver: (results: unknown[]) => void) {
     this.deliver = deliver;
   }
 
@@ -37,6 +37,6 @@ export class IsolateInbox {
     this.flushing = false;
     const results = this.pending;
     this.pending = [];
-    if (results.length > 0) this.deliver(JSON.stringify(results));
+    if (results.length > 0) this.deliver(results);
   }
 }

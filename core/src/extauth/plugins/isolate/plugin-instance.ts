@@ -43,6 +43,7 @@ interface RuntimeRefs {
   batchProgress: ivm.Reference<() => string>;
   resolveJobs: ivm.Reference<(json: string) => string>;
   resolveStore: ivm.Reference<(json: string) => string>;
+  resolveHost: ivm.Reference<(results: unknown[]) => string>;
   ping: ivm.Reference<() => string>;
 }
 
@@ -78,6 +79,10 @@ export class PluginInstance {
   private readonly isolate: ivm.Isolate;
   /** Set once the runtime is installed (the instance exists earlier, for `done`). */
   private api: RuntimeRefs | undefined;
+  /** The runtime's entry points from the moment it is installed (`api` is set once the plugin has started). */
+  private entries: RuntimeRefs | undefined;
+  /** While NewConfigInstance, GetAuthService and Start run: their deadline (answers handed in meanwhile get what is left of it). */
+  private startingUntil: number | undefined;
   private readonly limits: SandboxLimits;
   private readonly calls: HostCalls;
   private readonly logger: PluginHostLogger;
@@ -99,10 +104,13 @@ export class PluginInstance {
   queued = 0;
   /** Verifies running off the event loop (crypto.subtle.verify answered `{job}`): results `id, 1|0`. */
   private jobSeq = 0;
-  private readonly jobs = new IsolateInbox((json) => this.cross('resolveJobs', json, 'a crypto.subtle.verify'));
+  private readonly jobs = new IsolateInbox((results) => this.cross('resolveJobs', JSON.stringify(results), 'a crypto.subtle.verify'));
   /** Store operations answered later (`{job}`): results `[id, ok, value]`. */
   private storeSeq = 0;
-  private readonly storeOps = new IsolateInbox((json) => this.cross('resolveStore', json, 'a ctx.store operation'));
+  private readonly storeOps = new IsolateInbox((results) => this.cross('resolveStore', JSON.stringify(results), 'a ctx.store operation'));
+  /** Fetches, timers and crypto.subtle operations (the runtime's `callJob`): results `id, answer`. */
+  private hostSeq = 0;
+  private readonly hostOps = new IsolateInbox((results) => this.cross('resolveHost', results, 'a fetch, a timer or a crypto.subtle operation'));
 
   private constructor(isolate: ivm.Isolate, limits: SandboxLimits, calls: HostCalls, logger: PluginHostLogger, where: { plugin: string; file: string }, mapStack: (text: string) => string) {
     this.isolate = isolate;
@@ -265,15 +273,14 @@ export class PluginInstance {
     });
     const api = await guard('the sandbox runtime', () =>
       context.evalClosure(
-        `const install = globalThis.${RUNTIME_INSTALL_GLOBAL}; delete globalThis.${RUNTIME_INSTALL_GLOBAL}; const apply = Reflect.apply, call = $4.apply, host = $4;
-         const options = { arguments: { copy: true }, result: { promise: true, copy: true } };
-         return install({ log: $0, random: $1, crypto: $2, url: $3, call: (op, args) => apply(call, host, [undefined, [op, args], options]), done: $5, store: $6, limits: { wasmMemoryMb: ${Number(limits.memoryLimitMb)} } });`,
+        `const install = globalThis.${RUNTIME_INSTALL_GLOBAL}; delete globalThis.${RUNTIME_INSTALL_GLOBAL};
+         return install({ log: $0, random: $1, crypto: $2, url: $3, callJob: $4, done: $5, store: $6, limits: { wasmMemoryMb: ${Number(limits.memoryLimitMb)} } });`,
         [
           new ivm.Callback(hostLog, { ignored: true }),
           new ivm.Callback(hostRandom),
           new ivm.Callback(hostCrypto),
           new ivm.Callback(hostUrl),
-          new ivm.Reference(calls.dispatch),
+          new ivm.Callback((op: unknown, args: unknown) => instance.hostJob(op, args)),
           new ivm.Callback((id: unknown, json: unknown) => instance.answered(id, json), { ignored: true }),
           grants.store ? new ivm.Callback((op: unknown, key: unknown, arg: unknown, ttl: unknown) => instance.storeCall(grants.store!, op, key, arg, ttl)) : undefined,
         ],
@@ -294,6 +301,19 @@ export class PluginInstance {
       return outcome && !('pending' in outcome) ? outcome : fail(PluginCodes.INIT_FAILED, `${stage} returned an unreadable answer`);
     };
 
+    const refs = await guard('the sandbox runtime', async () => ({
+      authorize: (await api.get('authorize', { reference: true })) as RuntimeRefs['authorize'],
+      settle: (await api.get('settle', { reference: true })) as RuntimeRefs['settle'],
+      authorizeBatch: (await api.get('authorizeBatch', { reference: true })) as RuntimeRefs['authorizeBatch'],
+      settleBatch: (await api.get('settleBatch', { reference: true })) as RuntimeRefs['settleBatch'],
+      batchProgress: (await api.get('batchProgress', { reference: true })) as RuntimeRefs['batchProgress'],
+      resolveJobs: (await api.get('resolveJobs', { reference: true })) as RuntimeRefs['resolveJobs'],
+      resolveStore: (await api.get('resolveStore', { reference: true })) as RuntimeRefs['resolveStore'],
+      resolveHost: (await api.get('resolveHost', { reference: true })) as RuntimeRefs['resolveHost'],
+      ping: (await api.get('ping', { reference: true })) as RuntimeRefs['ping'],
+    }));
+    instance.entries = refs;
+    instance.startingUntil = deadline;
     // NewConfigInstance, GetAuthService and Start may fetch and use timers (load a JWKS).
     calls.begin();
     const init = await call('init', [file.symbol, PLUGIN_GLOBAL, JSON.stringify(config ?? null), JSON.stringify(grants.secrets ?? {})], 'NewConfigInstance/GetAuthService');
@@ -306,16 +326,7 @@ export class PluginInstance {
     calls.end();
     if (!start.ok) fail(PluginCodes.START_FAILED, withStack(`Start failed: ${start.error}`, start.stack, file));
 
-    const refs = await guard('the sandbox runtime', async () => ({
-      authorize: (await api.get('authorize', { reference: true })) as RuntimeRefs['authorize'],
-      settle: (await api.get('settle', { reference: true })) as RuntimeRefs['settle'],
-      authorizeBatch: (await api.get('authorizeBatch', { reference: true })) as RuntimeRefs['authorizeBatch'],
-      settleBatch: (await api.get('settleBatch', { reference: true })) as RuntimeRefs['settleBatch'],
-      batchProgress: (await api.get('batchProgress', { reference: true })) as RuntimeRefs['batchProgress'],
-      resolveJobs: (await api.get('resolveJobs', { reference: true })) as RuntimeRefs['resolveJobs'],
-      resolveStore: (await api.get('resolveStore', { reference: true })) as RuntimeRefs['resolveStore'],
-      ping: (await api.get('ping', { reference: true })) as RuntimeRefs['ping'],
-    }));
+    instance.startingUntil = undefined;
     api.release();
     instance.api = refs;
     // Start may have fetched or set timers: inline calls wait for a quiet isolate.
@@ -691,41 +702,69 @@ export class PluginInstance {
   }
 
   /**
-   * Hands finished verifies or store operations to the isolate; the continuations they wake
-   * run in that crossing (under twice the CPU limit, as a batch of calls), and the calls they
-   * finish answer through `done`. A crossing that fails (a continuation that loops) drops the
-   * isolate: its pending calls are denied and the step builds a new one.
+   * Hands finished verifies, store operations or host operations (fetch, timers, crypto.subtle)
+   * to the isolate; the continuations they wake run in that crossing, and the calls they finish
+   * answer through `done`. The crossing is bounded like calls: twice the CPU limit for verifies
+   * and store answers (as a batch of calls), and for host answers the CPU limit per answer plus
+   * one, at least twice it and at most the wall deadline (a turn may bring many fetch answers).
+   * A crossing that fails (a continuation that loops) drops the isolate: its pending calls are
+   * denied and the step builds a new one.
    */
-  private cross(entry: 'resolveJobs' | 'resolveStore', json: string, what: string): void {
-    if (!this.alive || !this.api) return;
-    const options = { timeout: 2 * this.limits.cpuTimeoutMs };
+  private cross(entry: 'resolveJobs' | 'resolveStore', json: string, what: string): void;
+  private cross(entry: 'resolveHost', results: unknown[], what: string): void;
+  private cross(entry: 'resolveJobs' | 'resolveStore' | 'resolveHost', payload: string | unknown[], what: string): void {
+    if (!this.alive || !this.entries) return;
+    const cpu = this.limits.cpuTimeoutMs;
+    // While the plugin starts, the continuation is Start's own: it has what is left of the start timeout.
+    const timeout =
+      this.startingUntil !== undefined
+        ? Math.max(1, Math.floor(this.startingUntil - performance.now()))
+        : typeof payload === 'string'
+          ? 2 * cpu
+          : Math.max(2 * cpu, Math.min(this.wallTimeoutMs, (payload.length / 2 + 1) * cpu));
+    const options = typeof payload === 'string' ? { timeout } : { timeout, arguments: { copy: true as const } };
     const failed = (error: unknown) => {
+      // Crossings queued behind the one that dropped the isolate fail with it: reported once.
+      if (!this.alive) return;
       const failure = this.callError(error, false);
       this.logger.error({ ...this.where, code: failure.code, cause: failure.message }, `plugin isolate dropped: the code after ${what} failed`);
       this.dispose(`the code after ${what} failed (${failure.code})`);
     };
+    const ref = this.entries[entry] as ivm.Reference<(payload: string | unknown[]) => string>;
     // Nothing of the plugin's runs on the isolate's thread: cross here, synchronously.
     if (this.idle) {
       try {
-        this.api[entry].applySync(undefined, [json], options);
+        ref.applySync(undefined, [payload] as never, options);
       } catch (error) {
         failed(error);
       }
       return;
     }
-    this.crossLater(this.api[entry], json, options, failed);
+    this.crossLater(ref, payload, options, failed);
   }
 
-  /** Hands `json` in on the isolate's own thread, after what runs there now; counted in {@link idle} until it returns. */
-  private crossLater(ref: ivm.Reference<(json: string) => string>, json: string, options: { timeout: number }, failed: (error: unknown) => void): void {
+  /** Hands `payload` in on the isolate's own thread, after what runs there now; counted in {@link idle} until it returns. */
+  private crossLater(ref: ivm.Reference<(payload: string | unknown[]) => string>, payload: string | unknown[], options: { timeout: number; arguments?: { copy: true } }, failed: (error: unknown) => void): void {
     this.crossings++;
-    ref.apply(undefined, [json], options).then(
+    ref.apply(undefined, [payload] as never, options).then(
       () => void this.crossings--,
       (error: unknown) => {
         this.crossings--;
         failed(error);
       },
     );
+  }
+
+  /**
+   * The runtime's `callJob`: starts a fetch, timer or crypto.subtle operation on the host
+   * ({@link HostCalls.dispatch}, which never rejects) and answers its job id; the answer is handed
+   * in by {@link cross} (`resolveHost`) in the turn it arrives.
+   */
+  private hostJob(op: unknown, args: unknown): { job: number } {
+    const id = ++this.hostSeq;
+    const pending = this.hostOps.start();
+    void this.calls.dispatch(op, args).then((answer) => (this.alive ? pending.finish(id, answer) : pending.finish()));
+    return { job: id };
   }
 
   /**
