@@ -123,6 +123,13 @@ describe('a store that answers later, at once (Redis on a fast link)', () => {
     await step.close();
   });
 
+  it('answers the store operations of Start (before, an answer that came later was dropped and Start hung to its timeout)', async () => {
+    const logger = recordingLogger();
+    const step = await createPluginStep({ name: 'HostApi', exportedSymbolName: 'StoreInStart', config: { Url: '' } }, { pluginDir: plugins.dir, logger, store: { kind: 'memory', identity: 'start' }, memoryRoute: quickRoute(), startTimeoutMs: 5_000 });
+    expect(header(await step.authorize(request()), 'x-started')).toBe('{"at":"start"}');
+    await step.close();
+  });
+
   it('loses no answer in a chain of operations after an await (a login callback)', { timeout: 60_000 }, async () => {
     const logger = recordingLogger();
     const step = await createPluginStep({ name: 'HostApi', exportedSymbolName: 'StoreChain', config: { Url: '' } }, { pluginDir: plugins.dir, logger, store: { kind: 'memory', identity: 'chain' }, memoryRoute: quickRoute(), wallTimeoutMs: 2000 });
