@@ -731,8 +731,10 @@ export class PluginInstance {
       this.dispose(`the code after ${what} failed (${failure.code})`);
     };
     const ref = this.entries[entry] as ivm.Reference<(payload: string | unknown[]) => string>;
-    // Nothing of the plugin's runs on the isolate's thread: cross here, synchronously.
-    if (this.idle) {
+    // Nothing of the plugin's runs on the isolate's thread: cross here, synchronously. Never while
+    // the plugin starts: Start runs there as an asynchronous call, and an answer handed in while it
+    // waits in a host callback would overtake the registration of the operation it answers.
+    if (this.idle && this.startingUntil === undefined) {
       try {
         ref.applySync(undefined, [payload] as never, options);
       } catch (error) {
