@@ -36,6 +36,7 @@ COPY --from=build /out/ /app/
 USER 10001:10001
 EXPOSE 8080 9901 8083
 # The flags the launcher would otherwise add by re-executing (plugin-sdk/bin/launch.js NODE_FLAGS):
-# --no-node-snapshot for isolated-vm (auth plugin sandboxes), a small young generation for memory.
-ENTRYPOINT ["node", "--no-node-snapshot", "--max-semi-space-size=16", "--expose-gc", "/app/core/bin/gatehouse.js"]
+# The launcher's NODE_FLAGS (plugin-sdk/bin/launch.js): --no-node-snapshot for isolated-vm (auth
+# plugin sandboxes), a 16 MB young generation, --expose-gc for the chunk collector, no Maglev.
+ENTRYPOINT ["node", "--no-node-snapshot", "--max-semi-space-size=16", "--expose-gc", "--no-maglev", "/app/core/bin/gatehouse.js"]
 CMD ["run", "--config-dir", "/etc/gatehouse/config"]

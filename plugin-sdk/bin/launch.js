@@ -7,12 +7,16 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 
 /**
  * Node flags every Gatehouse process runs with: isolated-vm (auth plugins) needs
- * `--no-node-snapshot` on Node 20+; a 2 MB young generation frees streamed body chunks
- * sooner (peak RSS during 50 MB transfers: 191 MB → 155 MB measured, sources);
- * `--expose-gc` lets the proxy ask for a scavenge every few MB of streamed body
- * (core/src/proxy/chunk-collector.ts).
+ * `--no-node-snapshot` on Node 20+; a 16 MB young generation (scavenges 195-384 → 40-48 per
+ * 5 s of proxy load, CPU per request 73-79 → 58-63 µs, measured); `--expose-gc` lets the proxy
+ * ask for a scavenge every few MB of streamed body (core/src/proxy/chunk-collector.ts).
+ * `--no-maglev`: with V8's mid tier on, about half of the `gatehouse run` processes started
+ * (4 of 8, 3 of 8 in two runs) served the proxy route at 20-30% more CPU per request for their
+ * whole life: their optimized `process.nextTick` built its tick object through the runtime
+ * (Runtime_DefineKeyedOwnPropertyInLiteral and map migrations in `perf`), and about one in
+ * eight ran with 110 MB more RSS; without it none of 16 did (docs/development.md "Node flags").
  */
-export const NODE_FLAGS = ['--no-node-snapshot', '--max-semi-space-size=16', '--expose-gc'];
+export const NODE_FLAGS = ['--no-node-snapshot', '--max-semi-space-size=16', '--expose-gc', '--no-maglev'];
 
 /**
  * Environment defaults (an operator's own value wins). One glibc malloc arena: body

@@ -90,6 +90,13 @@ async function start(row: string): Promise<Target> {
   }
 }
 
+/** utime, stime (ticks), minor faults, threads and RSS of one process, from /proc/PID/stat. */
+async function statOf(pid: number): Promise<{ user: number; sys: number; minflt: number; threads: number; rssMb: number }> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return { user: Number(f[11]), sys: Number(f[12]), minflt: Number(f[7]), threads: Number(f[17]), rssMb: Math.round((Number(f[21]) * 4096) / 1048576) };
+}
+
 async function cpuOf(pid: number | string): Promise<number> {
   const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
@@ -125,7 +132,10 @@ async function measure(t: Target): Promise<{ rps: number; p99: number; us: numbe
   if (process.env.PROBE_SIGNAL === '1') process.kill(t.pid, 'SIGUSR2');
   const before = await treeCpu(t.pid);
   const split = await cpuByProcess(t.pid);
+  const statBefore = await statOf(t.pid);
   const r = parseWrk((await wrk(seconds)).stdout);
+  const statAfter = await statOf(t.pid);
+  if (process.env.PROBE_STAT) console.log(JSON.stringify({ row: t.name, rps: Math.round(r.requestsPerSec), userUsPerReq: +(((statAfter.user - statBefore.user) * 10_000) / r.requests).toFixed(1), sysUsPerReq: +(((statAfter.sys - statBefore.sys) * 10_000) / r.requests).toFixed(1), minfltPerKReq: +(((statAfter.minflt - statBefore.minflt) * 1000) / r.requests).toFixed(2), threads: statAfter.threads, rssMb: statAfter.rssMb }));
   const used = (await treeCpu(t.pid)) - before;
   // Per process of the tree (the first is the one started: a cluster's primary), µs per request.
   const byProcess = [...(await cpuByProcess(t.pid))].map(([pid, us]) => Math.round(((us - (split.get(pid) ?? 0)) / r.requests) * 10) / 10);
