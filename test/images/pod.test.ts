@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments, stringify } from 'yaml';
 import { makeConfigDir, requiredHeaderAppFiles, type ConfigDir } from '../support/config-dir.ts';
 import { eventually, send } from '../support/http.ts';
-import { freePort } from '../support/ports.ts';
+import { freePortBelowEphemeral } from '../support/ports.ts';
 import { startEcho, type Echo, type TestServer } from '../support/upstream.ts';
 import { cleanEnv, runCli } from '../oci/helpers/cli.ts';
 import { buildImage, imageSize, missingImageTools, podman, podmanRunArgs, removeDanglingImages, withFlag } from './images.ts';
@@ -195,7 +195,10 @@ describe.skipIf(missing !== undefined)('the images as a pod', () => {
     expect((await stat(join(pluginDir, 'RequiredHeader.js'))).uid).toBe(RUN_AS);
 
     // 4. extauth and gateway, read-only roots and all, on free 127.0.0.1 ports instead of the pod's own.
-    const [extauthPort, port, httpsPort, adminPort, extauthAdminPort] = [await freePort(), await freePort(), await freePort(), await freePort(), await freePort()];
+    // Below the ephemeral range: the gateway binds its ports seconds after they are chosen.
+    const ports = new Set<number>();
+    while (ports.size < 5) ports.add(await freePortBelowEphemeral());
+    const [extauthPort, port, httpsPort, adminPort, extauthAdminPort] = [...ports] as [number, number, number, number, number];
     const local = (args: string[], ports: Record<string, number | string>): string[] =>
       Object.entries({ '--host': '127.0.0.1', ...ports }).reduce((a, [flag, value]) => withFlag(a, flag, String(value)), args);
     const extauthContainer = extauthPod.containers[0]!;

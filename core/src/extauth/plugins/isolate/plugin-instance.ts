@@ -725,7 +725,8 @@ export class PluginInstance {
     const options = typeof payload === 'string' ? { timeout } : { timeout, arguments: { copy: true as const } };
     const failed = (error: unknown) => {
       // Crossings queued behind the one that dropped the isolate fail with it: reported once.
-      if (!this.alive) return;
+      // (An isolate V8 disposed itself, at its memory limit, is still reported and disposed here.)
+      if (this.deadReason !== undefined) return;
       const failure = this.callError(error, false);
       this.logger.error({ ...this.where, code: failure.code, cause: failure.message }, `plugin isolate dropped: the code after ${what} failed`);
       this.dispose(`the code after ${what} failed (${failure.code})`);
