@@ -8,9 +8,10 @@
 //   rows: comma-separated of plain, tx, open, rh, apikey, mem, redis (default plain,tx);
 //   `tx@base` runs the checkout at $PROBE_BASE (an A/B of two trees).
 // PROBE_ROUNDS (default 3) interleaves the rows; PROBE_CONCURRENT=1 loads every row at once;
+// PROBE_IO=1 also prints syscalls and context switches per request of each process;
 // PROBE_NODE_FLAGS (e.g. "--cpu-prof --cpu-prof-dir=DIR") goes to every Gatehouse process.
 import { execFile, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -22,6 +23,7 @@ import { scenarios as pluginScenarios } from './scenarios/plugins.ts';
 import { startGatehouseLogged, startNginx } from './tools.ts';
 import { parseWrk } from './wrk.ts';
 import { measureRounds, printMedians } from './probe-rounds.ts';
+import { cpuByProcess, cpuPerRequest } from './proc-cpu.ts';
 
 const rows = (process.argv[2] ?? 'plain,tx').split(',');
 const seconds = Number(process.argv[3] ?? 5);
@@ -70,22 +72,6 @@ async function start(row: string): Promise<Target> {
   return { name: row, port: started!.port, pid: started!.child.pid!, scenario, stop: target.stop };
 }
 
-async function cpuOf(pid: number): Promise<number> {
-  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11] ?? 0) + Number(fields[12] ?? 0)) * 10_000; // clock ticks (100/s) → µs
-}
-
-/** CPU µs of each process of the tree, by pid (the first: the one started). */
-async function cpuByProcess(pid: number | string, out = new Map<string, number>()): Promise<Map<string, number>> {
-  out.set(String(pid), await cpuOf(Number(pid)));
-  for (const tid of await readdir(`/proc/${pid}/task`).catch(() => [] as string[])) {
-    const children = (await readFile(`/proc/${pid}/task/${tid}/children`, 'utf8').catch(() => '')).split(' ').filter(Boolean);
-    for (const child of children) await cpuByProcess(child, out);
-  }
-  return out;
-}
-
 async function ioOf(pid: string): Promise<number[]> {
   const io = await readFile(`/proc/${pid}/io`, 'utf8').catch(() => '');
   const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
@@ -103,15 +89,21 @@ async function measure(t: Target): Promise<{ rps: number; p99: number; us: numbe
   const wrk = (s: number) => promisify(execFile)('wrk', ['-t1', '-c32', `-d${s}s`, '--latency', '-s', script, `http://127.0.0.1:${t.port}/`], { maxBuffer: 1 << 20 });
   await wrk(1);
   const before = await cpuByProcess(t.pid);
+  // PROBE_IO=1: read and write syscalls and voluntary context switches per request, per process (how often the plugin process's pipe wakes it).
   const ioBefore = new Map<string, number[]>();
-  for (const pid of before.keys()) ioBefore.set(pid, await ioOf(pid));
+  if (process.env.PROBE_IO) for (const pid of before.keys()) ioBefore.set(pid, await ioOf(pid));
   const r = parseWrk((await wrk(seconds)).stdout);
   const after = await cpuByProcess(t.pid);
-  if (process.env.PROBE_IO) for (const pid of after.keys()) { const a = await ioOf(pid); const b = ioBefore.get(pid) ?? [0, 0, 0]; console.log(pid, 'reads/req', ((a[0]! - b[0]!) / r.requests).toFixed(3), 'writes/req', ((a[1]! - b[1]!) / r.requests).toFixed(3), 'vol ctx/req', ((a[2]! - b[2]!) / r.requests).toFixed(3)); }
+  if (process.env.PROBE_IO) {
+    for (const pid of after.keys()) {
+      const [a, b] = [await ioOf(pid), ioBefore.get(pid) ?? [0, 0, 0]];
+      const per = (i: number) => ((a[i]! - b[i]!) / r.requests).toFixed(3);
+      console.log(JSON.stringify({ row: t.name, pid, readsPerRequest: per(0), writesPerRequest: per(1), voluntarySwitchesPerRequest: per(2) }));
+    }
+  }
   // Per process of the tree, µs per request; `us` is the whole tree's.
-  const byProcess = [...after].map(([pid, us]) => Math.round(((us - (before.get(pid) ?? 0)) / r.requests) * 10) / 10);
-  const used = [...after].reduce((sum, [pid, us]) => sum + us - (before.get(pid) ?? 0), 0);
-  return { rps: Math.round(r.requestsPerSec), p99: r.p99Ms, us: Math.round((used / r.requests) * 10) / 10, errors: r.errors, requests: r.requests, byProcess };
+  const { us, byProcess } = cpuPerRequest(before, after, r.requests);
+  return { rps: Math.round(r.requestsPerSec), p99: r.p99Ms, us, errors: r.errors, requests: r.requests, byProcess };
 }
 
 const targets: Target[] = [];

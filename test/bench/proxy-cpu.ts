@@ -7,8 +7,9 @@
 //   `~FLAG` (repeatable) that row's processes get extra Node flags, e.g. `gh1~--max-semi-space-size=16`.
 // PROBE_ROUNDS (default 3) interleaves the rows; medians are printed at the end.
 // PROBE_NODE_FLAGS (e.g. "--cpu-prof --cpu-prof-dir=DIR") goes to every Gatehouse process.
+// PROBE_STAT=1 also prints user and system CPU, minor faults per 1,000 requests, threads and RSS of the started process per load.
 import { execFile, } from 'node:child_process';
-import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -19,6 +20,7 @@ import { parseWrk } from './wrk.ts';
 import { FORMAT_GATEWAY } from './scenarios/proxy.ts';
 import { ROUTE_OPTIONS } from './scenarios/routing.ts';
 import { measureRounds, printMedians } from './probe-rounds.ts';
+import { cpuByProcess, cpuPerRequest } from './proc-cpu.ts';
 
 const rows = (process.argv[2] ?? 'bare1,gh1').split(',');
 const seconds = Number(process.argv[3] ?? 5);
@@ -97,31 +99,6 @@ async function statOf(pid: number): Promise<{ user: number; sys: number; minflt:
   return { user: Number(f[11]), sys: Number(f[12]), minflt: Number(f[7]), threads: Number(f[17]), rssMb: Math.round((Number(f[21]) * 4096) / 1048576) };
 }
 
-async function cpuOf(pid: number | string): Promise<number> {
-  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11] ?? 0) + Number(fields[12] ?? 0)) * 10_000; // clock ticks (100/s) → µs
-}
-
-/** CPU µs of each process of the tree, by pid. */
-async function cpuByProcess(pid: number | string, out = new Map<string, number>()): Promise<Map<string, number>> {
-  out.set(String(pid), await cpuOf(pid));
-  for (const tid of await readdir(`/proc/${pid}/task`).catch(() => [] as string[])) {
-    const children = (await readFile(`/proc/${pid}/task/${tid}/children`, 'utf8').catch(() => '')).split(' ').filter(Boolean);
-    for (const child of children) await cpuByProcess(child, out);
-  }
-  return out;
-}
-
-/** CPU µs of a process and all its descendants. */
-async function treeCpu(pid: number | string): Promise<number> {
-  let total = await cpuOf(pid);
-  for (const tid of await readdir(`/proc/${pid}/task`).catch(() => [] as string[])) {
-    const children = (await readFile(`/proc/${pid}/task/${tid}/children`, 'utf8').catch(() => '')).split(' ').filter(Boolean);
-    for (const child of children) total += await treeCpu(child);
-  }
-  return total;
-}
 
 async function measure(t: Target): Promise<{ rps: number; p99: number; us: number; errors: number; requests: number; warmRequests: number; pid: number; byProcess: number[] }> {
   const script = join(work, `${t.name.replace(/\W/g, '_')}.lua`);
@@ -130,16 +107,14 @@ async function measure(t: Target): Promise<{ rps: number; p99: number; us: numbe
   const warm = parseWrk((await wrk(1)).stdout);
   // PROBE_SIGNAL=1: SIGUSR2 after the warm-up (a `--import`ed sampler starts then).
   if (process.env.PROBE_SIGNAL === '1') process.kill(t.pid, 'SIGUSR2');
-  const before = await treeCpu(t.pid);
-  const split = await cpuByProcess(t.pid);
+  const before = await cpuByProcess(t.pid);
   const statBefore = await statOf(t.pid);
   const r = parseWrk((await wrk(seconds)).stdout);
   const statAfter = await statOf(t.pid);
   if (process.env.PROBE_STAT) console.log(JSON.stringify({ row: t.name, rps: Math.round(r.requestsPerSec), userUsPerReq: +(((statAfter.user - statBefore.user) * 10_000) / r.requests).toFixed(1), sysUsPerReq: +(((statAfter.sys - statBefore.sys) * 10_000) / r.requests).toFixed(1), minfltPerKReq: +(((statAfter.minflt - statBefore.minflt) * 1000) / r.requests).toFixed(2), threads: statAfter.threads, rssMb: statAfter.rssMb }));
-  const used = (await treeCpu(t.pid)) - before;
   // Per process of the tree (the first is the one started: a cluster's primary), µs per request.
-  const byProcess = [...(await cpuByProcess(t.pid))].map(([pid, us]) => Math.round(((us - (split.get(pid) ?? 0)) / r.requests) * 10) / 10);
-  return { rps: Math.round(r.requestsPerSec), p99: r.p99Ms, us: Math.round((used / r.requests) * 10) / 10, errors: r.errors, requests: r.requests, warmRequests: warm.requests, pid: t.pid, byProcess };
+  const { us, byProcess } = cpuPerRequest(before, await cpuByProcess(t.pid), r.requests);
+  return { rps: Math.round(r.requestsPerSec), p99: r.p99Ms, us, errors: r.errors, requests: r.requests, warmRequests: warm.requests, pid: t.pid, byProcess };
 }
 
 const targets: Target[] = [];
