@@ -75,6 +75,47 @@ describe('the budgeted WebAssembly', () => {
     }
   });
 
+  it('accessors on Array.prototype\'s indexes cannot empty the rewrite\'s own lists (plugin-host fuzz, seed 1333816398, program 72)', () => {
+    // With a setter that stores nothing at '0', every `list[list.length] = x` of the rewrite wrote
+    // into the accessor: it saw no sections, took the module for one without memory, and the module
+    // grew its own, unbudgeted (5 s of the plugin process's CPU in fresh-clone CI run P).
+    const W = wasm(4);
+    const indexes = ['0', '1', '2', '3', '4', '5', '6', '7'];
+    // Read while the accessors are there, compared once they are gone (the comparison uses arrays too).
+    let imports: { module: string; name: string; kind: string } | undefined;
+    let hog: unknown;
+    let pages: number | undefined;
+    let tableGrow: unknown;
+    try {
+      for (const index of indexes) Object.defineProperty(Array.prototype, index, { set() {}, get() { return 0; }, configurable: true });
+      const module = new W.Module(MAIN);
+      const described = V8.Module.imports(module);
+      imports = described.length === 1 ? { ...Object.getOwnPropertyDescriptor(described, '0')!.value } : undefined;
+      const { exports } = new W.Instance(module, {});
+      try {
+        exports.hog();
+      } catch (error) {
+        hog = error;
+      }
+      pages = exports.pages();
+      // Tables too: t0 declares no maximum, the rewrite gives it 65,536 entries more than its 10.
+      const W64 = wasm(64);
+      const tables = new W64.Instance(new W64.Module(TABLES), { env: { f() {} } }).exports;
+      try {
+        tables.t0.grow(65537);
+      } catch (error) {
+        tableGrow = error;
+      }
+    } finally {
+      for (const index of indexes) delete (Array.prototype as unknown as Record<string, unknown>)[index];
+    }
+    expect(imports).toEqual({ module: WASM_MEMORY_IMPORT, name: 'memory0', kind: 'memory' });
+    expect(hog).toBeInstanceOf(V8.RuntimeError);
+    // 4 MB = 64 pages: grown 16 pages at a time to 49 (unbudgeted, it went on to 65,536).
+    expect(pages).toBe(49);
+    expect(tableGrow).toBeInstanceOf(RangeError);
+  });
+
   it('a descriptor that answers the budget check and V8 differently, or a replaced Number, gets no unbudgeted memory', () => {
     const W = wasm(4);
     // `initial` reads as not a number once (the check), then as 1 (what V8 would read next).

@@ -40,6 +40,20 @@ const typedArrayLength = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(U
 const applyNative = Reflect.apply;
 const floorOf = Math.floor;
 const toNumber = Number;
+const setPrototypeOf = Object.setPrototypeOf;
+const ownKeys = Object.keys;
+const weakGet = WeakMap.prototype.get;
+const weakSet = WeakMap.prototype.set;
+/** `map.get(key)` and `map.set(key, value)` by the native methods (a plugin may replace WeakMap.prototype's). */
+const getOf = <K extends object, V>(map: WeakMap<K, V>, key: K): V | undefined => applyNative(weakGet, map, [key]) as V | undefined;
+const setIn = <K extends object, V>(map: WeakMap<K, V>, key: K, value: V): void => void applyNative(weakSet, map, [key, value]);
+/**
+ * A list of this file's own: no prototype, so `out[out.length] = x` stores `x` whatever the
+ * plugin defined on `Array.prototype`'s indexes (a setter at '0' that stores nothing emptied
+ * every list here: the rewrite saw no sections and the module ran with its own, unbudgeted
+ * memory; plugin-host fuzz, seed 1333816398).
+ */
+const list = <T>(...items: T[]): T[] => setPrototypeOf(items, null) as T[];
 /** A typed array's length by V8's own getter (a plugin may shadow `length` on the prototype). */
 const lengthOf = (bytes: Uint8Array): number => applyNative(typedArrayLength, bytes, []) as number;
 /** Appends `values` to `out` by index. */
@@ -147,7 +161,7 @@ export function rewriteModule(bytes: Uint8Array, tableCap: number): RewrittenMod
   const length = lengthOf(bytes);
   if (length < 8 || bytes[0] !== 0 || bytes[1] !== 0x61 || bytes[2] !== 0x73 || bytes[3] !== 0x6d) throw new ParseError('not a Wasm binary');
   // Sections as flat quadruples: id, start, end, body.
-  const sections: number[] = [];
+  const sections: number[] = list();
   let at = 8;
   while (at < length) {
     const id = bytes[at]!;
@@ -169,7 +183,7 @@ export function rewriteModule(bytes: Uint8Array, tableCap: number): RewrittenMod
   const memory = find(5);
   const table = find(4);
   if (memory < 0 && table < 0) return undefined;
-  const memories: Limits[] = [];
+  const memories: Limits[] = list();
   if (memory >= 0) {
     const count = leb(bytes, sections[memory + 3]!, length);
     let p = lebNext;
@@ -192,7 +206,7 @@ export function rewriteModule(bytes: Uint8Array, tableCap: number): RewrittenMod
   if (table >= 0) {
     const count = leb(bytes, sections[table + 3]!, length);
     let p = lebNext;
-    const payload: number[] = [];
+    const payload: number[] = list();
     appendLeb(payload, count);
     for (let i = 0; i < count; i++) {
       const typeStart = p;
@@ -220,13 +234,13 @@ export function rewriteModule(bytes: Uint8Array, tableCap: number): RewrittenMod
       appendLeb(payload, clamped);
     }
     if (p !== sections[table + 2]) throw new ParseError('table section size');
-    tableSection = [4];
+    tableSection = list(4);
     appendLeb(tableSection, payload.length);
     append(tableSection, payload);
   }
   // The output as flat ranges: [source start, source end] of `bytes`, or -1 and an index into `inserts`.
-  const ranges: number[] = [];
-  const inserts: number[][] = [];
+  const ranges: number[] = list();
+  const inserts: number[][] = list();
   let from = 0;
   /** Copies the bytes up to `until`, then `insert`, and continues after `skipTo`. */
   const splice = (until: number, insert: number[], skipTo: number): void => {
@@ -238,7 +252,7 @@ export function rewriteModule(bytes: Uint8Array, tableCap: number): RewrittenMod
     from = skipTo;
   };
   if (memories.length > 0) {
-    const entries: number[] = [];
+    const entries: number[] = list();
     for (let i = 0; i < memories.length; i++) {
       const limits = memories[i]!;
       appendName(entries, WASM_MEMORY_IMPORT);
@@ -250,14 +264,14 @@ export function rewriteModule(bytes: Uint8Array, tableCap: number): RewrittenMod
       if (limits.maximum !== undefined) appendLeb(entries, limits.maximum);
     }
     const imports = find(2);
-    const payload: number[] = [];
+    const payload: number[] = list();
     let section: number[];
     if (imports >= 0) {
       const existing = leb(bytes, sections[imports + 3]!, length);
       appendLeb(payload, existing + memories.length);
       for (let b = lebNext; b < sections[imports + 2]!; b++) payload[payload.length] = bytes[b]!;
       append(payload, entries);
-      section = [2];
+      section = list(2);
       appendLeb(section, payload.length);
       append(section, payload);
       splice(sections[imports + 1]!, section, sections[imports + 2]!);
@@ -267,14 +281,14 @@ export function rewriteModule(bytes: Uint8Array, tableCap: number): RewrittenMod
       const after = type >= 0 ? sections[type + 2]! : 8;
       appendLeb(payload, memories.length);
       append(payload, entries);
-      section = [2];
+      section = list(2);
       appendLeb(section, payload.length);
       append(section, payload);
       splice(after, section, after);
     }
   }
   if (table >= 0 && tableSection) splice(sections[table + 1]!, tableSection, sections[table + 2]!);
-  if (memory >= 0 && memories.length > 0) splice(sections[memory + 1]!, [], sections[memory + 2]!);
+  if (memory >= 0 && memories.length > 0) splice(sections[memory + 1]!, list(), sections[memory + 2]!);
   ranges[ranges.length] = from;
   ranges[ranges.length] = length;
   let total = 0;
@@ -300,6 +314,7 @@ export function rewriteModule(bytes: Uint8Array, tableCap: number): RewrittenMod
 export function createWebAssembly(native: WasmNamespace, budgetMb: number): WasmNamespace {
   const { Module: NativeModule, Instance: NativeInstance, Memory: NativeMemory } = native;
   const NativeTable = native.Table as new (descriptor: object, value?: unknown) => object;
+  const instanceExports = Object.getOwnPropertyDescriptor((NativeInstance as { prototype: object }).prototype, 'exports')!.get!;
   const { freeze, defineProperty, create } = Object;
   const isView = ArrayBuffer.isView;
   const budgetPages = Math.max(0, Math.floor((budgetMb * 1024 * 1024) / PAGE));
@@ -379,12 +394,12 @@ export function createWebAssembly(native: WasmNamespace, budgetMb: number): Wasm
       throw new native.CompileError(`${what}: the module could not be read`);
     }
     const module = new NativeModule(rewritten ? rewritten.bytes : bytes);
-    if (rewritten) moduleNeeds.set(module, { memories: rewritten.memories, tableEntries: rewritten.tableEntries });
+    if (rewritten) setIn(moduleNeeds, module, { memories: rewritten.memories, tableEntries: rewritten.tableEntries });
     return module;
   };
 
   const instantiateSync = (module: WebAssembly.Module, importObject: unknown): WebAssembly.Instance => {
-    const needs = moduleNeeds.get(module);
+    const needs = getOf(moduleNeeds, module);
     if (!needs) return new NativeInstance(module, importObject as WebAssembly.Imports);
     if (importObject !== undefined && (typeof importObject !== 'object' || importObject === null)) throw new TypeError('WebAssembly.Instance(): Argument 1 must be an object');
     const { memories, tableEntries } = needs;
@@ -403,11 +418,13 @@ export function createWebAssembly(native: WasmNamespace, budgetMb: number): Wasm
     if (tableEntries > 0) {
       reservedEntries += tableEntries;
       tableRegistry?.register(instance, tableEntries);
-      // Exported tables keep the instance, so the reservation lasts as long as they do.
-      const exports = (instance as { exports: Record<string, unknown> }).exports;
-      for (const name of Object.keys(exports)) {
-        const value = exports[name];
-        if (value instanceof NativeTable) keepInstance.set(value, instance);
+      // Exported tables keep the instance, so the reservation lasts as long as they do. Read with
+      // V8's own getter and no iteration protocol (a plugin may have replaced both by now).
+      const exports = applyNative(instanceExports, instance, []) as Record<string, unknown>;
+      const names = ownKeys(exports);
+      for (let i = 0; i < names.length; i++) {
+        const value = exports[names[i]!];
+        if (value instanceof NativeTable) setIn(keepInstance, value, instance);
       }
     }
     return instance;
