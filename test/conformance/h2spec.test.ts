@@ -8,6 +8,9 @@
  * valid runs, because two of Envoy's answers depend on timing (http2/5.1/5 and generic/3.8/1 each
  * passed in some fresh-clone runs and failed in others) and a peer's flake must not fail CI. The
  * gateway's threshold never depends on that: it is the fixed list below.
+ *
+ * The upstream holds every answer HOLD_MS (see there): without that, whether a frame sent after a
+ * request's END_STREAM lands on a half-closed or an already closed stream depends on scheduling.
  */
 import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
@@ -18,7 +21,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startEnvoy, type EnvoyProcess } from '../envoy/envoy.ts';
 import { makeConfigDir, type ConfigDir } from '../support/config-dir.ts';
 import { startGatehouse, type GatehouseProcess } from '../support/gatehouse.ts';
-import { startEcho, type TestServer } from '../support/upstream.ts';
+import { startServer, type TestServer } from '../support/upstream.ts';
 import { catchAllVirtualService, describeWithTools, minus, selfSignedCert, staticUpstream } from './support.ts';
 
 const run = promisify(execFile);
@@ -43,6 +46,19 @@ const ENVOY_FAILS: readonly string[] = [
   'http2/6.9.1/3', // stream window above 2^31-1
   'http2/7/1', // GOAWAY with an unknown error code
 ];
+
+/**
+ * How long the upstream holds each answer. h2spec's stream-state cases (http2/5.1/6: a second
+ * HEADERS after the request's END_STREAM) write their frames one after the other and expect the
+ * stream still half-closed (remote) when the second one arrives: answered by then, the stream is
+ * closed and gone, and the frame is ignored (the closed-stream cases Envoy fails too). An upstream
+ * that answers in a millisecond made that a race a scheduling stall of h2spec between its two
+ * writes could lose (the project CI run on 7a36a6c failed http2/5.1/6 that way: the answer's DATA frame
+ * before any RST_STREAM). Held 250 ms, the stream stays half-closed far longer than such a stall;
+ * the gateway h2c run's failed-case set is otherwise the same with 0, 300 and 1000 ms (2026-11-30), and the
+ * ~50 cases that wait for an answer add ~12 s to each run.
+ */
+const HOLD_MS = 250;
 
 const H2SPEC = { name: 'h2spec', env: 'GATEHOUSE_H2SPEC', installed: 'conformance/bin/h2spec', script: 'test/conformance/install-go-tools.sh' };
 const ENVOY = { name: 'envoy', env: 'GATEHOUSE_ENVOY', installed: 'envoy', script: 'test/envoy/install-envoy.sh' };
@@ -136,7 +152,10 @@ describeWithTools('h2spec: the gateway fails no HTTP/2 case Envoy passes', [H2SP
   beforeAll(async () => {
     work = await mkdtemp(join(tmpdir(), 'gatehouse-h2spec-'));
     const pair = await selfSignedCert(work, 'edge', ['localhost', '127.0.0.1']);
-    echo = await startEcho();
+    echo = await startServer((req, res) => {
+      req.resume();
+      req.on('end', () => setTimeout(() => res.end(JSON.stringify({ method: req.method, url: req.url })), HOLD_MS));
+    });
     dir = await makeConfigDir({
       'upstream.yaml': staticUpstream('echo', echo.port),
       // A default (no sniDomains) TLS VirtualService: h2spec sends SNI 127.0.0.1, i.e. none.
