@@ -43,9 +43,10 @@ export interface RuntimeApi {
   /** Several {@link settle}s in one crossing: `idsJson` is a JSON array of ids; the answer a JSON array of outcomes. */
   settleBatch(idsJson: string): string;
   /**
-   * After a batch was stopped (CPU limit): how far it got, as JSON `{done, running, runningMs}`:
+   * After a batch was stopped (CPU limit): how far it got, as JSON `{done, running, runningSince}`:
    * the outcomes of the calls that finished (`done`, in order), the index of the call that was
-   * running when it was stopped, and how long that one had run, in ms.
+   * running when it was stopped, and when that one started (`Date.now()`: the host measures how
+   * long it ran up to the instant the batch stopped, not up to this later call).
    */
   batchProgress(): string;
   /**
@@ -561,7 +562,7 @@ export function install(host: HostApi): RuntimeApi {
     },
 
     batchProgress(): string {
-      return stringify({ done: batchDone.map((outcome) => parse(outcome) as unknown), running: batchDone.length, runningMs: now() - batchStartedAt });
+      return stringify({ done: batchDone.map((outcome) => parse(outcome) as unknown), running: batchDone.length, runningSince: batchStartedAt });
     },
 
     resolveJobs(resultsJson: string): string {

@@ -427,7 +427,8 @@ class SandboxedPluginStep implements PluginStep {
     const failure = error instanceof PluginCallError || error instanceof GatehouseError ? error : new GatehouseError(PluginCodes.THREW, String(error));
     const stack = failure instanceof PluginCallError && failure.pluginStack ? { stack: failure.pluginStack } : {};
     const allowed = this.failOpen && failure.code === PluginCodes.STORE_UNAVAILABLE;
-    this.logger.error({ ...this.where, code: failure.code, cause: failure.message, ...stack }, allowed ? 'plugin auth allowed the request (store failOpen): the plugin failed on its store' : 'plugin auth denied the request: the plugin failed');
+    const cpu = failure instanceof PluginCallError && failure.cpuMs !== undefined ? { cpuMs: failure.cpuMs } : {};
+    this.logger.error({ ...this.where, code: failure.code, cause: failure.message, ...cpu, ...stack }, allowed ? 'plugin auth allowed the request (store failOpen): the plugin failed on its store' : 'plugin auth denied the request: the plugin failed');
     // A throw or a malformed answer leaves the isolate healthy. Rebuilding it (with backoff)
     // would let any client that makes the plugin throw deny everyone else on the step.
     if (instance.alive && (failure.code === PluginCodes.THREW || failure.code === PluginCodes.STORE_UNAVAILABLE || failure.code === PluginCodes.BAD_RESPONSE || (failure instanceof PluginCallError && failure.keepsIsolate))) return;

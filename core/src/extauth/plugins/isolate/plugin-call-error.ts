@@ -17,7 +17,7 @@ export class PluginCallError extends GatehouseError {
    * dropped for such a call. The call runs again on a fresh isolate instead of being denied.
    */
   descheduled = false;
-  /** With {@link descheduled}: the CPU time the call had used, in ms. */
+  /** For a call the CPU limit stopped: the CPU time it had used by the judge's measure, in ms (below a quarter of the limit: {@link descheduled}). */
   cpuMs: number | undefined;
   /** The plugin's stack where it threw, in its own sources (source-mapped). */
   pluginStack: string | undefined;

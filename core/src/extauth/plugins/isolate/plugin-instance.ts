@@ -102,6 +102,8 @@ export class PluginInstance {
   inlineCalls = 0;
   /** Calls on the isolate's thread still waiting for an answer. */
   queued = 0;
+  /** The process's CPU time when the isolate's thread last finished a call ({@link callAsync}). */
+  private asyncFinishedCpu: NodeJS.CpuUsage | undefined;
   /** Verifies running off the event loop (crypto.subtle.verify answered `{job}`): results `id, 1|0`. */
   private jobSeq = 0;
   private readonly jobs = new IsolateInbox((results) => this.cross('resolveJobs', JSON.stringify(results), 'a crypto.subtle.verify'));
@@ -435,10 +437,15 @@ export class PluginInstance {
     try {
       outcomes = this.batchOutcomes(this.refs.authorizeBatch.applySync(undefined, [`[${requestJsons.join(',')}]`], { timeout: 2 * this.limits.cpuTimeoutMs }), count);
     } catch (error) {
-      this.lastInlineMs = this.isolate.isDisposed ? 2 * this.limits.cpuTimeoutMs : cpuMsSince(started, process.threadCpuUsage());
-      const failure = error instanceof PluginCallError ? error : this.callError(error, false);
+      // The instant the batch stopped, read before anything else: the machine may hold this
+      // thread again at any point after it, and that must count as nobody's running time.
+      const stoppedAt = Date.now();
+      const cpuMs = cpuMsSince(started, process.threadCpuUsage());
       // Wall time the batch spent without CPU (descheduled): none of it is any call's running time.
-      this.stoppedBatch(failure, results, Math.max(0, performance.now() - wallStarted - cpuMsSince(started, process.threadCpuUsage())));
+      const descheduledMs = Math.max(0, performance.now() - wallStarted - cpuMs);
+      this.lastInlineMs = this.isolate.isDisposed ? 2 * this.limits.cpuTimeoutMs : cpuMs;
+      const failure = error instanceof PluginCallError ? error : this.callError(error, false);
+      this.stoppedBatch(failure, results, descheduledMs, stoppedAt);
       for (let i = 0; i < count; i++) this.calls.end();
       return results;
     }
@@ -474,8 +481,8 @@ export class PluginInstance {
   }
 
   /** A batch the CPU limit (or a failure) stopped: answers what finished, blames the culprit, retries the rest. */
-  private stoppedBatch(failure: PluginCallError, results: BatchResult[], descheduledMs: number): void {
-    let progress: { done?: unknown; running?: unknown; runningMs?: unknown } | undefined;
+  private stoppedBatch(failure: PluginCallError, results: BatchResult[], descheduledMs: number, stoppedAt: number): void {
+    let progress: { done?: unknown; running?: unknown; runningSince?: unknown } | undefined;
     if (failure.code === PluginCodes.TIMEOUT && !this.isolate.isDisposed) {
       try {
         progress = JSON.parse(this.refs.batchProgress.applySync(undefined, [], { timeout: this.limits.cpuTimeoutMs })) as typeof progress;
@@ -488,10 +495,14 @@ export class PluginInstance {
     if (failure.code === PluginCodes.TIMEOUT || failure.code === PluginCodes.OUT_OF_MEMORY) this.dispose(`a batch of calls was stopped (${failure.code})`);
     const done = Array.isArray(progress?.done) ? (progress.done as unknown[]) : [];
     const running = typeof progress?.running === 'number' ? progress.running : -1;
-    // `runningMs` is wall time in the isolate: the running call is blamed only if it ran the whole
-    // limit and, counting every descheduled moment of the batch against it, still used a CPU share.
-    const runningMs = typeof progress?.runningMs === 'number' ? progress.runningMs : -1;
-    const blamed = running >= 0 && runningMs >= this.limits.cpuTimeoutMs && runningMs - descheduledMs >= DESCHEDULED_SHARE * this.limits.cpuTimeoutMs;
+    // `runningMs` is the running call's wall time up to the stop (both ends `Date.now()`, measured
+    // at the same instant as `descheduledMs`: read later, a hold of this thread in between would
+    // count as the call's running time). The call is blamed only if it ran the whole limit and, counting every descheduled moment of the batch against it, still used a
+    // CPU share; what it used is its `cpuMs`.
+    const runningMs = typeof progress?.runningSince === 'number' ? stoppedAt - progress.runningSince : -1;
+    const usedMs = runningMs - descheduledMs;
+    const blamed = running >= 0 && runningMs >= this.limits.cpuTimeoutMs && usedMs >= DESCHEDULED_SHARE * this.limits.cpuTimeoutMs;
+    if (blamed) failure.cpuMs = Math.round(usedMs * 10) / 10;
     for (let i = 0; i < results.length; i++) {
       if (i < done.length && i < running) {
         const outcome = this.outcomeFrom(done[i]);
@@ -612,10 +623,8 @@ export class PluginInstance {
    */
   private judged(failure: PluginCallError, usedMs: number): PluginCallError {
     if (failure.code !== PluginCodes.TIMEOUT || this.isolate.isDisposed) return failure;
-    if (usedMs < DESCHEDULED_SHARE * this.limits.cpuTimeoutMs) {
-      failure.descheduled = true;
-      failure.cpuMs = Math.round(usedMs * 10) / 10;
-    }
+    failure.cpuMs = Math.round(usedMs * 10) / 10;
+    if (usedMs < DESCHEDULED_SHARE * this.limits.cpuTimeoutMs) failure.descheduled = true;
     return failure;
   }
 
@@ -630,15 +639,21 @@ export class PluginInstance {
       expired = true;
       this.dispose('a call did not return in time');
     }, this.limits.callTimeoutMs);
-    // The isolate's thread is not this one: the whole process's CPU since the call was queued
-    // (other calls and threads included) bounds the call's own, erring towards blaming the plugin.
-    const cpuStarted = process.cpuUsage();
+    // The isolate's thread is not this one: the whole process's CPU since the call began running
+    // (other threads included) bounds the call's own, erring towards blaming the plugin. It began
+    // after it was queued and after the isolate's thread last finished a call (one at a time, in
+    // order): without the second bound, the CPU of every call queued ahead of it counted as its own.
+    const queuedCpu = process.cpuUsage();
     try {
       return await ref.apply(undefined, args as never, { timeout: this.limits.cpuTimeoutMs });
     } catch (error) {
-      throw this.judged(this.callError(error, expired), cpuMsSince(cpuStarted, process.cpuUsage()));
+      const now = process.cpuUsage();
+      const finished = this.asyncFinishedCpu;
+      const since = finished && totalCpu(finished) > totalCpu(queuedCpu) ? finished : queuedCpu;
+      throw this.judged(this.callError(error, expired), cpuMsSince(since, now));
     } finally {
       clearTimeout(timer);
+      this.asyncFinishedCpu = process.cpuUsage();
     }
   }
 
@@ -832,6 +847,10 @@ function withStack(message: string, stack: string | undefined, file: PluginFile)
 }
 
 /** CPU ms between two `process.cpuUsage()` / `process.threadCpuUsage()` readings. */
+function totalCpu(usage: NodeJS.CpuUsage): number {
+  return usage.user + usage.system;
+}
+
 function cpuMsSince(before: NodeJS.CpuUsage, after: NodeJS.CpuUsage): number {
   return (after.user - before.user + after.system - before.system) / 1000;
 }
