@@ -9,7 +9,7 @@
  * The limit is 100 ms, not the default 50: the judge's measure of a call's CPU has errors of a few
  * ms on a loaded machine (CPU time in 4 ms ticks per thread here, a cold isolate's first calls,
  * other threads), and with 50 ms the quarter (12.5 ms) left too little room for them beside a call
- * of a few ms: the project CI run on 4bdd9dc denied one held call (its measure was not logged
+ * of a few ms: a fresh-clone CI run (on 4bdd9dc) denied one held call (its measure was not logged
  * then; now `cpuMs` is, and PluginInstance reads a batch's stop instant before anything else and
  * counts a queued call's CPU from the end of the call before it).
  */

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { createRedisClient, loadRedisDriver, redisCredentialsFromSecret, redisOptions, RedisCodes, type RedisClient } from '../../core/src/redis/client.ts';
 import { RedisCounters } from '../../core/src/ratelimit/redis-backend.ts';
+import { refusedPort } from '../support/upstream.ts';
 import { describeWithRedis, startRedis, type RedisServer } from './redis.ts';
 
 // The driver loads on demand (processes without Redis never hold it); these tests use the client directly.
@@ -71,6 +72,20 @@ describeWithRedis('the Redis client against redis-server', 'test/ratelimit/redis
     const results = await Promise.all(Array.from({ length: 400 }, () => counters.increment([{ key: 'gatehouse:test:pool', ttlSeconds: 60 }, { key: 'gatehouse:test:pool2', ttlSeconds: 60 }], 1, Date.now() + 10_000)));
     expect(results.map((r) => r[0]).sort((a, b) => a! - b!)).toEqual(Array.from({ length: 400 }, (_, i) => i + 1));
     expect(Math.max(...results.map((r) => r[1]!))).toBe(400);
+  });
+
+  test('a call made before the first connection is ready waits for it (within its deadline) instead of failing', async () => {
+    const c = client();
+    // Connections open asynchronously: none is ready yet when the client is returned.
+    expect(c.connections.map((r) => r.status)).not.toContain('ready');
+    // Before, this failed at once (GH_REDIS_UNAVAILABLE "not connected (connecting)"): a fresh
+    // process's first requests failed open past their limit.
+    expect(await c.call((r) => r.incr('gatehouse:test:first'), Date.now() + 10_000)).toBe(1);
+    // A refused address ends the first attempt: its calls fail at once, not at their deadline.
+    const refused = client({ url: `redis://127.0.0.1:${await refusedPort()}` });
+    const started = Date.now();
+    await expect(refused.call((r) => r.ping(), Date.now() + 10_000)).rejects.toMatchObject({ code: RedisCodes.UNAVAILABLE });
+    expect(Date.now() - started).toBeLessThan(5_000);
   });
 
   test('a wrong password never becomes ready; calls fail at once with GH_REDIS_UNAVAILABLE', async () => {

@@ -94,6 +94,19 @@ export function redisOptions(settings: RedisSettings): RedisOptions {
   };
 }
 
+/** Resolves when `attempt` ends, or rejects at `until` (epoch ms) with GH_REDIS_UNAVAILABLE. */
+function afterFirstAttempt(attempt: Promise<void>, until: number): Promise<void> {
+  const wait = until - Date.now();
+  if (wait <= 0) return Promise.reject(new GatehouseError(RedisCodes.UNAVAILABLE, 'no time left for the Redis call (the first connection is still opening)'));
+  return new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new GatehouseError(RedisCodes.UNAVAILABLE, `Redis did not connect within ${wait} ms (the first connection is still opening)`)), wait);
+    void attempt.then(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}
+
 /** Hides a URL's password for messages and logs. */
 function redact(url: string): string {
   return url.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@');
@@ -121,20 +134,48 @@ export function createRedisClient(settings: RedisSettings, options: { logger?: L
     });
     return redis;
   });
+  // A connection's first attempt, until it is ready or has failed once: a call then waits for it
+  // (within its deadline) instead of failing at once. Without this, the first requests of a fresh
+  // process went ahead of its connection and their limits failed open (a fresh-clone CI run:
+  // 11 of 20 allowed against a limit of 10, with two workers each opening its own connection).
+  const firstAttempts = new Map<Redis, Promise<void>>();
+  for (const redis of connections) {
+    const attempt = new Promise<void>((resolve) => {
+      const done = () => {
+        firstAttempts.delete(redis);
+        redis.off('ready', done).off('close', done).off('error', done).off('end', done);
+        resolve();
+      };
+      // Ready, or failed in any way (refused, closed, a wrong password): then calls fail fast again.
+      redis.on('ready', done).on('close', done).on('error', done).on('end', done);
+    });
+    firstAttempts.set(redis, attempt);
+  }
   let next = 0;
   let inFlight = 0;
   let closed = false;
 
-  return {
+  const client: RedisClient = {
     connections,
     call<T>(command: (redis: Redis) => Promise<T>, deadline?: number): Promise<T> {
       if (closed) return Promise.reject(new GatehouseError(RedisCodes.UNAVAILABLE, 'the Redis client is closed'));
       if (inFlight >= maxInFlight) return Promise.reject(new GatehouseError(RedisCodes.OVERLOADED, `${inFlight} Redis commands are in flight (maxInFlight ${maxInFlight})`));
+      const until = deadline ?? Date.now() + commandTimeoutMs;
       // Prefer a ready connection: a reconnecting one would fail the call at once.
       let redis = connections[next++ % poolSize]!;
       if (redis.status !== 'ready') redis = connections.find((c) => c.status === 'ready') ?? redis;
-      if (redis.status !== 'ready') return Promise.reject(new GatehouseError(RedisCodes.UNAVAILABLE, `Redis at ${base.host}:${base.port} is not connected (${redis.status})`));
-      const wait = (deadline ?? Date.now() + commandTimeoutMs) - Date.now();
+      if (redis.status !== 'ready') {
+        const attempt = firstAttempts.get(redis);
+        if (attempt) {
+          // Counted in flight while it waits: a burst at start-up stays bounded too.
+          inFlight++;
+          return afterFirstAttempt(attempt, until)
+            .finally(() => inFlight--)
+            .then(() => client.call(command, until));
+        }
+        return Promise.reject(new GatehouseError(RedisCodes.UNAVAILABLE, `Redis at ${base.host}:${base.port} is not connected (${redis.status})`));
+      }
+      const wait = until - Date.now();
       if (wait <= 0) return Promise.reject(new GatehouseError(RedisCodes.UNAVAILABLE, 'no time left for the Redis call'));
       inFlight++;
       // The in-flight count drops when Redis answers, not at our timeout: a slow Redis cannot
@@ -172,6 +213,7 @@ export function createRedisClient(settings: RedisSettings, options: { logger?: L
       await Promise.all(connections.map((redis) => redis.quit().catch(() => redis.disconnect())));
     },
   };
+  return client;
 }
 
 /**
