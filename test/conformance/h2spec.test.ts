@@ -53,10 +53,10 @@ const ENVOY_FAILS: readonly string[] = [
  * stream still half-closed (remote) when the second one arrives: answered by then, the stream is
  * closed and gone, and the frame is ignored (the closed-stream cases Envoy fails too). An upstream
  * that answers in a millisecond made that a race a scheduling stall of h2spec between its two
- * writes could lose (the project CI run on 7a36a6c failed http2/5.1/6 that way: the answer's DATA frame
- * before any RST_STREAM). Held 250 ms, the stream stays half-closed far longer than such a stall;
- * the gateway h2c run's failed-case set is otherwise the same with 0, 300 and 1000 ms (2026-11-30), and the
- * ~50 cases that wait for an answer add ~12 s to each run.
+ * writes could lose (the project CI run on 7a36a6c failed http2/5.1/6 that way: the answer's DATA
+ * frame before any RST_STREAM). Held 250 ms, the stream stays half-closed far longer than such a
+ * stall; the gateway h2c run's failed-case set is otherwise the same with 0, 300 and 1000 ms
+ * (2026-11-30), and the ~50 cases that wait for an answer add ~12 s to each run.
  */
 const HOLD_MS = 250;
 

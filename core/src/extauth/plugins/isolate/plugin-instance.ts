@@ -497,8 +497,9 @@ export class PluginInstance {
     const running = typeof progress?.running === 'number' ? progress.running : -1;
     // `runningMs` is the running call's wall time up to the stop (both ends `Date.now()`, measured
     // at the same instant as `descheduledMs`: read later, a hold of this thread in between would
-    // count as the call's running time). The call is blamed only if it ran the whole limit and, counting every descheduled moment of the batch against it, still used a
-    // CPU share; what it used is its `cpuMs`.
+    // count as the call's running time). The call is blamed only if it ran the whole limit and,
+    // counting every descheduled moment of the batch against it, still used a CPU share; what it
+    // used is its `cpuMs`.
     const runningMs = typeof progress?.runningSince === 'number' ? stoppedAt - progress.runningSince : -1;
     const usedMs = runningMs - descheduledMs;
     const blamed = running >= 0 && runningMs >= this.limits.cpuTimeoutMs && usedMs >= DESCHEDULED_SHARE * this.limits.cpuTimeoutMs;
@@ -846,11 +847,12 @@ function withStack(message: string, stack: string | undefined, file: PluginFile)
   return mapped === undefined ? message : `${withLocation(message, mapped)}\n${mapped}`;
 }
 
-/** CPU ms between two `process.cpuUsage()` / `process.threadCpuUsage()` readings. */
+/** A `process.cpuUsage()` reading's total, in µs. */
 function totalCpu(usage: NodeJS.CpuUsage): number {
   return usage.user + usage.system;
 }
 
+/** CPU ms between two `process.cpuUsage()` / `process.threadCpuUsage()` readings. */
 function cpuMsSince(before: NodeJS.CpuUsage, after: NodeJS.CpuUsage): number {
   return (after.user - before.user + after.system - before.system) / 1000;
 }
